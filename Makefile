@@ -1,0 +1,87 @@
+# syncfree — the two commands a new user needs are `make demo` and `make test`.
+# Everything else here is what those two call. All set-up is idempotent: a fresh machine
+# (Python 3.11, Node 20, root, no GPU) needs no step by hand.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
+# Versions we develop and test against. torch is pinned to the CPU build that installs
+# from a local file here; an unpinned torch would pull several GB of CUDA packages.
+DEV_PINS := jupyterlab==4.6.4 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
+	hatchling hatch-jupyter-builder hatch-nodejs-version
+PIP := $(PY) -m pip --disable-pip-version-check -q
+# The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
+GPU_PYTHON ?= python3
+
+.PHONY: all setup build install demo lab test test-py test-js test-ui test-gpu bench chromium catalog-table fixtures clean
+
+all: install
+
+$(VENV)/.deps: Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install $(DEV_PINS) 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PY) -c "import torch, jupyterlab; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.deps node_modules/.installed
+
+# The TypeScript library and the prebuilt labextension (python_helper/syncfree/labextension).
+build: setup
+	npm run build --silent
+
+# The Python package (editable) with the extension linked into the venv's JupyterLab.
+install: build
+	$(PIP) install --no-build-isolation --no-deps -e . 2>&1 | grep -v "is ignored: it is neither" || true
+	$(VENV)/bin/jupyter labextension develop --overwrite . > /dev/null
+	$(VENV)/bin/jupyter labextension list 2>&1 | grep -q "jupyterlab-syncfree.*enabled.*OK"
+
+demo: install
+	$(VENV)/bin/syncfree run examples/tour.ipynb
+	@echo
+	@echo "Open the same notebook in JupyterLab:  make lab"
+
+lab: install
+	$(VENV)/bin/jupyter lab examples/tour.ipynb $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+test: install test-py test-js test-ui
+
+test-py: install
+	$(PY) -m pytest tests -q -rs
+
+test-js: build
+	npx jest --silent=false
+
+chromium:
+	@command -v chromium > /dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; }
+
+ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.json
+	cd ui-tests && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+test-ui: install chromium ui-tests/node_modules/.installed
+	cd ui-tests && npx playwright test
+
+# On a machine with a CUDA GPU (see README: "GPU checks"). Prints a summary.
+test-gpu:
+	PYTHONPATH=python_helper $(GPU_PYTHON) -m pytest tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee /tmp/syncfree-gpu.log | grep -E "^(PASSED|FAILED|SKIPPED|ERROR)|syncfree-gpu|passed|failed|skipped" || true
+	PYTHONPATH=python_helper $(GPU_PYTHON) bench/overhead.py
+	@! grep -qE "^(FAILED|ERROR)" /tmp/syncfree-gpu.log
+
+bench: install
+	$(PY) bench/overhead.py
+
+catalog-table: $(VENV)/.deps
+	PYTHONPATH=python_helper $(PY) scripts/gen_catalog_table.py
+
+fixtures: $(VENV)/.deps
+	PYTHONPATH=python_helper $(PY) scripts/regen_fixtures.py
+
+clean:
+	rm -rf lib tsconfig.tsbuildinfo python_helper/syncfree/labextension src/_report.ts src/_settings.ts ui-tests/test-results

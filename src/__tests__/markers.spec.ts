@@ -1,0 +1,97 @@
+import { EditorState } from '@codemirror/state';
+import { EditorView } from '@codemirror/view';
+import { markerAtLine, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
+import { markerLines, weightOf } from '../gutter/lines';
+import { CELL, report, site } from './fixtures';
+
+function editor(text = CELL): EditorView {
+  return new EditorView({ state: EditorState.create({ doc: text, extensions: [syncMarkers()] }) });
+}
+
+function markedLines(view: EditorView): number[] {
+  const lines: number[] = [];
+  for (let n = 1; n <= view.state.doc.lines; n++) {
+    if (markerAtLine(view, n)) {
+      lines.push(n);
+    }
+  }
+  return lines;
+}
+
+describe('markerLines', () => {
+  it('puts one marker per reported line, merging sites and findings', () => {
+    const r = report({ sites: [site(), site({ kind: 'print', count: 8, blocked_ms: 20 }), site({ line: 4, chain: [4] })] });
+    const markers = markerLines(r, 4);
+    expect(markers.map(m => m.line)).toEqual([3, 4]);
+    expect(markers[0].count).toBe(9);
+    expect(markers[0].blockedMs).toBeCloseTo(20.5);
+    expect(markers[0].weight).toBe(2);
+    expect(markers[0].findings).toHaveLength(1);
+  });
+
+  it('drops lines outside the cell with a warning', () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    const markers = markerLines(report({ sites: [site({ line: 99 })], findings: [] }), 4);
+    expect(markers).toEqual([]);
+    expect(warn).toHaveBeenCalled();
+    warn.mockRestore();
+  });
+
+  it('hides sites under the threshold and static findings when asked', () => {
+    const r = report({ sites: [site({ blocked_ms: 0.2 })] });
+    expect(markerLines(r, 4, { thresholdMs: 1, showStatic: true }).map(m => m.source)).toEqual(['static']);
+    expect(markerLines(r, 4, { thresholdMs: 1, showStatic: false })).toEqual([]);
+  });
+
+  it('weights by blocked time, else by count', () => {
+    expect(weightOf(1, 0.1)).toBe(0);
+    expect(weightOf(1, 2)).toBe(1);
+    expect(weightOf(1, 50)).toBe(2);
+    expect(weightOf(500, null)).toBe(2);
+    expect(weightOf(3, null)).toBe(0);
+  });
+});
+
+describe('syncMarkerField', () => {
+  it('marks exactly the reported line', () => {
+    const view = editor();
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    expect(markedLines(view)).toEqual([3]);
+    expect(view.state.field(syncMarkerField).stale).toBe(false);
+    expect(view.dom.querySelectorAll('.jp-syncfree-line')).toHaveLength(1);
+  });
+
+  it('moves markers with edits above and turns stale, then fresh again when undone', () => {
+    const view = editor();
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    view.dispatch({ changes: { from: view.state.doc.line(2).from, insert: 'import math\n' } });
+    expect(markedLines(view)).toEqual([4]);
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+    view.dispatch({ changes: { from: view.state.doc.line(2).from, to: view.state.doc.line(3).from, insert: '' } });
+    expect(markedLines(view)).toEqual([3]);
+    expect(view.state.field(syncMarkerField).stale).toBe(false);
+  });
+
+  it('is stale at once when the text differs from what ran', () => {
+    const view = editor(CELL + '\n# edited');
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+  });
+
+  it('clears markers when the report goes away', () => {
+    const view = editor();
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    view.dispatch({ effects: setSyncReport.of(null) });
+    expect(markedLines(view)).toEqual([]);
+  });
+
+  it('sets report text as text, never as HTML', () => {
+    const view = editor();
+    const hostile = report({ sites: [site({ message: '<img src=x onerror="window.pwned=1">' })], findings: [{ ...report().findings[0], message: '<b>bold</b>' }] });
+    view.dispatch({ effects: [setMarkerOptions.of({ showStatic: true }), setSyncReport.of(hostile)] });
+    const marker = markerAtLine(view, 3)!;
+    const dom = marker.toDOM() as HTMLElement;
+    expect(dom.querySelector('img')).toBeNull();
+    expect(dom.children).toHaveLength(0);
+  });
+});

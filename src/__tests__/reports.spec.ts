@@ -1,0 +1,46 @@
+import { sha256Hex } from '../hash';
+import { parseReport } from '../reports';
+import { report, site } from './fixtures';
+
+describe('sha256Hex', () => {
+  it('matches known digests (the kernel hashes with hashlib.sha256)', () => {
+    expect(sha256Hex('')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
+    expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    // multi-block, non-ASCII input (UTF-8 encoded); digest from Python's hashlib
+    expect(sha256Hex('é'.repeat(100) + '\n%%syncfree')).toBe('f6f7d6c91179981429b926793ef50f3eaf71023d4a4022851940ff2b3b6dcdb4');
+  });
+});
+
+describe('parseReport', () => {
+  let warn: jest.SpyInstance;
+  beforeEach(() => {
+    warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+  });
+  afterEach(() => warn.mockRestore());
+
+  it('accepts a valid report, as an object or as JSON text', () => {
+    const r = report();
+    expect(parseReport(r)).toBe(r);
+    expect(parseReport(JSON.stringify(r))).toEqual(r);
+    expect(warn).not.toHaveBeenCalled();
+  });
+
+  it.each([
+    ['not an object', 42],
+    ['not JSON', '{oops'],
+    ['wrong version', { ...report(), version: 2 }],
+    ['missing totals', (({ totals, ...rest }) => rest)(report())],
+    ['line as a string', report({ sites: [site({ line: '3' as unknown as number })] })],
+    ['negative line', report({ sites: [site({ line: -1 })] })],
+    ['unknown property', { ...report(), script: '<script>alert(1)</script>' }],
+    ['huge string', report({ sites: [site({ message: 'x'.repeat(100000) })] })],
+    ['kind with markup', report({ sites: [site({ kind: '<img src=x onerror=alert(1)>' })] })],
+    ['bad source hash', report({ source_hash: 'md5:abc' })],
+    ['bad rule code', report({ sites: [site({ rule: 'EVIL' })] })],
+    ['too many sites', report({ sites: Array.from({ length: 1001 }, () => site()) })]
+  ])('rejects a report with %s, with a console warning', (_name, data) => {
+    expect(parseReport(data)).toBeNull();
+    expect(warn).toHaveBeenCalledTimes(1);
+    expect(String(warn.mock.calls[0][0])).toMatch(/^syncfree: ignored/);
+  });
+});

@@ -1,0 +1,181 @@
+import { Extension, RangeSet, RangeSetBuilder, StateEffect, StateField } from '@codemirror/state';
+import {
+  Decoration,
+  DecorationSet,
+  EditorView,
+  GutterMarker,
+  gutter
+} from '@codemirror/view';
+import { sourceHash } from '../hash';
+import type { SyncReport } from '../tokens';
+import { CSS_PREFIX } from '../tokens';
+import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, describeLine, markerLines } from './lines';
+
+/** What the marker field holds for one editor. */
+export interface ISyncMarkerState {
+  report: SyncReport | null;
+  options: IMarkerOptions & { lineHighlight: boolean };
+  /** Marked lines at their current positions (mapped through edits). */
+  markers: RangeSet<SyncGutterMarker>;
+  lines: DecorationSet;
+  /** The cell text no longer matches the report's source_hash. */
+  stale: boolean;
+}
+
+/** Set (or clear, with null) the report shown in this editor. */
+export const setSyncReport = StateEffect.define<SyncReport | null>();
+
+/** Change how markers are drawn. */
+export const setMarkerOptions = StateEffect.define<Partial<ISyncMarkerState['options']>>();
+
+export class SyncGutterMarker extends GutterMarker {
+  constructor(readonly info: ILineMarker, readonly stale: boolean) {
+    super();
+  }
+
+  eq(other: GutterMarker): boolean {
+    return (
+      other instanceof SyncGutterMarker &&
+      other.info === this.info &&
+      other.stale === this.stale
+    );
+  }
+
+  toDOM(): Node {
+    const dot = document.createElement('span');
+    dot.className = [
+      `${CSS_PREFIX}-marker`,
+      `${CSS_PREFIX}-marker-${this.info.source}`,
+      `${CSS_PREFIX}-weight-${this.info.weight}`,
+      this.stale ? `${CSS_PREFIX}-stale` : ''
+    ]
+      .filter(Boolean)
+      .join(' ');
+    dot.dataset.line = String(this.info.line);
+    // Report text is only ever set as text (title, textContent), never as HTML.
+    dot.title = (this.stale ? '(stale: the cell changed since this report) ' : '') + describeLine(this.info);
+    dot.setAttribute('role', 'img');
+    dot.setAttribute('aria-label', dot.title);
+    return dot;
+  }
+}
+
+function build(
+  state: Pick<ISyncMarkerState, 'report' | 'options' | 'stale'>,
+  doc: EditorView['state']['doc']
+): Pick<ISyncMarkerState, 'markers' | 'lines'> {
+  const markers = new RangeSetBuilder<SyncGutterMarker>();
+  const lines = new RangeSetBuilder<Decoration>();
+  if (state.report) {
+    for (const info of markerLines(state.report, doc.lines, state.options)) {
+      const from = doc.line(info.line).from;
+      markers.add(from, from, new SyncGutterMarker(info, state.stale));
+      if (state.options.lineHighlight && info.source !== 'static') {
+        lines.add(
+          from,
+          from,
+          Decoration.line({
+            class: `${CSS_PREFIX}-line ${CSS_PREFIX}-line-${info.source}${state.stale ? ` ${CSS_PREFIX}-stale` : ''}`,
+            attributes: { 'data-syncfree-line': String(info.line) }
+          })
+        );
+      }
+    }
+  }
+  return { markers: markers.finish(), lines: lines.finish() };
+}
+
+export const syncMarkerField = StateField.define<ISyncMarkerState>({
+  create() {
+    return {
+      report: null,
+      options: { ...DEFAULT_MARKER_OPTIONS, lineHighlight: true },
+      markers: RangeSet.empty,
+      lines: Decoration.none,
+      stale: false
+    };
+  },
+  update(value, tr) {
+    let next = value;
+    let rebuild = false;
+    for (const effect of tr.effects) {
+      if (effect.is(setSyncReport)) {
+        next = { ...next, report: effect.value };
+        rebuild = true;
+      } else if (effect.is(setMarkerOptions)) {
+        next = { ...next, options: { ...next.options, ...effect.value } };
+        rebuild = true;
+      }
+    }
+    if (rebuild) {
+      const stale = next.report
+        ? sourceHash(tr.state.doc.toString()) !== next.report.source_hash
+        : false;
+      next = { ...next, stale };
+      return { ...next, ...build(next, tr.state.doc) };
+    }
+    if (tr.docChanged && next.report) {
+      // Markers follow edits (a line inserted above moves them); the report turns stale
+      // once the text differs from what ran, and fresh again if the edit is undone.
+      const stale = sourceHash(tr.state.doc.toString()) !== next.report.source_hash;
+      if (stale !== next.stale) {
+        const mapped = { ...next, stale };
+        const markers = new RangeSetBuilder<SyncGutterMarker>();
+        const iter = next.markers.map(tr.changes).iter();
+        for (; iter.value; iter.next()) {
+          markers.add(iter.from, iter.to, new SyncGutterMarker(iter.value.info, stale));
+        }
+        return {
+          ...mapped,
+          markers: markers.finish(),
+          lines: stale ? next.lines.map(tr.changes).update({ filter: () => false }) : build(mapped, tr.state.doc).lines
+        };
+      }
+      return {
+        ...next,
+        markers: next.markers.map(tr.changes),
+        lines: next.lines.map(tr.changes)
+      };
+    }
+    return next;
+  },
+  provide: field => EditorView.decorations.from(field, value => value.lines)
+});
+
+/** The marker at a 1-based line of the editor, if any. */
+export function markerAtLine(view: EditorView, line: number): SyncGutterMarker | null {
+  const state = view.state.field(syncMarkerField, false);
+  if (!state || line < 1 || line > view.state.doc.lines) {
+    return null;
+  }
+  const from = view.state.doc.line(line).from;
+  let found: SyncGutterMarker | null = null;
+  state.markers.between(from, from, (_from, _to, value) => {
+    found = value;
+    return false;
+  });
+  return found;
+}
+
+/** The syncfree gutter and line highlight: add once per editor. */
+export function syncMarkers(): Extension {
+  return [
+    syncMarkerField,
+    gutter({
+      class: `${CSS_PREFIX}-gutter`,
+      markers: view => view.state.field(syncMarkerField).markers,
+      initialSpacer: () => new SpacerMarker()
+    }),
+    EditorView.baseTheme({
+      [`.${CSS_PREFIX}-gutter`]: { minWidth: '10px' }
+    })
+  ];
+}
+
+class SpacerMarker extends GutterMarker {
+  toDOM(): Node {
+    const span = document.createElement('span');
+    span.className = `${CSS_PREFIX}-marker-spacer`;
+    return span;
+  }
+}

@@ -1,0 +1,126 @@
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import type { ICodeCellModel } from '@jupyterlab/cells';
+import type { CodeEditor } from '@jupyterlab/codeeditor';
+import {
+  EditorExtensionRegistry,
+  IEditorExtensionRegistry
+} from '@jupyterlab/codemirror';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { EditorView, ViewPlugin } from '@codemirror/view';
+import { Signal } from '@lumino/signaling';
+import type { SyncfreeMarkers } from '../_settings';
+import { reportOfCell } from '../reports';
+import { PLUGIN_IDS, SyncReport } from '../tokens';
+import { ISyncMarkerState, setMarkerOptions, setSyncReport, syncMarkers } from './extension';
+
+type MarkerOptions = ISyncMarkerState['options'];
+
+/** The marker settings shared by every editor, with a signal when they change. */
+class MarkerSettings {
+  readonly changed = new Signal<MarkerSettings, MarkerOptions>(this);
+  options: MarkerOptions = { thresholdMs: 0, showStatic: true, lineHighlight: true };
+
+  update(settings: SyncfreeMarkers): void {
+    this.options = {
+      thresholdMs: settings.thresholdMs ?? 0,
+      showStatic: settings.showStatic ?? true,
+      lineHighlight: settings.lineHighlight ?? true
+    };
+    this.changed.emit(this.options);
+  }
+}
+
+function isCodeCellModel(model: CodeEditor.IModel): model is ICodeCellModel {
+  return (model as Partial<ICodeCellModel>).outputs !== undefined && (model as ICodeCellModel).type === 'code';
+}
+
+/**
+ * Connects one cell editor to its cell's outputs: whenever a report output appears,
+ * changes or is cleared, the editor's markers follow. Reading the report from the cell
+ * model (rather than from a notebook-wide store) keeps this working in any notebook view,
+ * Notebook 7 included, and for cells created lazily by the windowed notebook.
+ */
+function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
+  return ViewPlugin.define(view => {
+    let current: SyncReport | null = null;
+    let disposed = false;
+    const push = () => {
+      if (disposed) {
+        return;
+      }
+      const report = reportOfCell(model);
+      if (report === current || (report && current && JSON.stringify(report) === JSON.stringify(current))) {
+        return;
+      }
+      current = report;
+      view.dispatch({ effects: setSyncReport.of(report) });
+    };
+    const onSettings = (_: MarkerSettings, options: MarkerOptions) => {
+      if (!disposed) {
+        view.dispatch({ effects: setMarkerOptions.of(options) });
+      }
+    };
+    // A view cannot be updated while it is being constructed: defer the first push.
+    queueMicrotask(() => {
+      if (!disposed) {
+        view.dispatch({ effects: setMarkerOptions.of(settings.options) });
+        push();
+      }
+    });
+    model.outputs.changed.connect(push);
+    settings.changed.connect(onSettings);
+    return {
+      destroy() {
+        disposed = true;
+        model.outputs.changed.disconnect(push);
+        settings.changed.disconnect(onSettings);
+      }
+    };
+  });
+}
+
+/** The view of a cell editor's host element, for code that has only the DOM. */
+export function editorViewOf(host: HTMLElement): EditorView | null {
+  const content = host.querySelector('.cm-content');
+  return content ? EditorView.findFromDOM(content as HTMLElement) : null;
+}
+
+export const markersPlugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_IDS.markers,
+  description: 'Gutter markers and line highlights on the cell lines where syncs were reported.',
+  autoStart: true,
+  requires: [IEditorExtensionRegistry],
+  optional: [ISettingRegistry],
+  activate: (
+    app: JupyterFrontEnd,
+    registry: IEditorExtensionRegistry,
+    settingRegistry: ISettingRegistry | null
+  ) => {
+    const settings = new MarkerSettings();
+    registry.addExtension({
+      name: 'jupyterlab-syncfree:markers',
+      factory: options => {
+        if (!isCodeCellModel(options.model)) {
+          return null;
+        }
+        return EditorExtensionRegistry.createImmutableExtension([
+          syncMarkers(),
+          cellReportBridge(options.model, settings)
+        ]);
+      }
+    });
+    if (settingRegistry) {
+      void settingRegistry
+        .load(PLUGIN_IDS.markers)
+        .then(loaded => {
+          const apply = () => settings.update(loaded.composite as SyncfreeMarkers);
+          loaded.changed.connect(apply);
+          apply();
+        })
+        .catch(reason => console.error('syncfree: could not load marker settings', reason));
+    }
+  }
+};

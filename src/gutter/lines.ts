@@ -1,0 +1,137 @@
+import type { Finding, SyncReport, SyncSite } from '../tokens';
+
+/** How a marked line got its marker. */
+export type MarkerSource = 'measured' | 'predicted' | 'static';
+
+/** Everything reported on one cell line. */
+export interface ILineMarker {
+  /** 1-based cell line. */
+  line: number;
+  source: MarkerSource;
+  /** 0 light, 1 medium, 2 heavy: the marker's look. */
+  weight: 0 | 1 | 2;
+  count: number;
+  blockedMs: number | null;
+  sites: SyncSite[];
+  findings: Finding[];
+}
+
+export interface IMarkerOptions {
+  /** Hide sites whose measured blocked time is under this (ms); 0 shows all. */
+  thresholdMs: number;
+  /** Mark lines that only have static findings. */
+  showStatic: boolean;
+}
+
+export const DEFAULT_MARKER_OPTIONS: IMarkerOptions = { thresholdMs: 0, showStatic: true };
+
+/** Blocked time (ms) and count that make a site medium or heavy. */
+const HEAVY = { blockedMs: 10, count: 100 };
+const MEDIUM = { blockedMs: 1, count: 10 };
+
+export function weightOf(count: number, blockedMs: number | null): 0 | 1 | 2 {
+  if (blockedMs !== null) {
+    return blockedMs >= HEAVY.blockedMs ? 2 : blockedMs >= MEDIUM.blockedMs ? 1 : 0;
+  }
+  return count >= HEAVY.count ? 2 : count >= MEDIUM.count ? 1 : 0;
+}
+
+/**
+ * The lines to mark for a report, in line order. Lines outside `1..lineCount` are
+ * dropped with a console warning (a report from a hand-edited notebook may carry them).
+ */
+export function markerLines(
+  report: SyncReport,
+  lineCount: number,
+  options: IMarkerOptions = DEFAULT_MARKER_OPTIONS
+): ILineMarker[] {
+  const byLine = new Map<number, ILineMarker>();
+  const inRange = (line: number) => {
+    if (line >= 1 && line <= lineCount) {
+      return true;
+    }
+    console.warn(`syncfree: report line ${line} is outside the cell (1..${lineCount}); not marked`);
+    return false;
+  };
+  for (const site of report.sites) {
+    const blocked = site.blocked_ms ?? null;
+    if (blocked !== null && options.thresholdMs > 0 && blocked < options.thresholdMs) {
+      continue;
+    }
+    if (!inRange(site.line)) {
+      continue;
+    }
+    const source: MarkerSource =
+      site.predicted || report.mode === 'predict' ? 'predicted' : 'measured';
+    let marker = byLine.get(site.line);
+    if (!marker) {
+      marker = {
+        line: site.line,
+        source,
+        weight: 0,
+        count: 0,
+        blockedMs: null,
+        sites: [],
+        findings: []
+      };
+      byLine.set(site.line, marker);
+    } else if (marker.source !== 'measured' && source === 'measured') {
+      marker.source = 'measured';
+    }
+    marker.sites.push(site);
+    marker.count += site.count;
+    if (blocked !== null) {
+      marker.blockedMs = (marker.blockedMs ?? 0) + blocked;
+    }
+  }
+  for (const finding of report.findings) {
+    const line = finding.range.line;
+    const marker = byLine.get(line);
+    if (marker) {
+      marker.findings.push(finding);
+    } else if (options.showStatic && inRange(line)) {
+      byLine.set(line, {
+        line,
+        source: 'static',
+        weight: 0,
+        count: 0,
+        blockedMs: null,
+        sites: [],
+        findings: [finding]
+      });
+    }
+  }
+  const markers = [...byLine.values()].sort((a, b) => a.line - b.line);
+  for (const marker of markers) {
+    marker.weight = marker.source === 'static' ? 0 : weightOf(marker.count, marker.blockedMs);
+  }
+  return markers;
+}
+
+/** "1.2 ms", "41 ms", "1.3 s". */
+export function formatMs(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) {
+    return '—';
+  }
+  if (ms >= 1000) {
+    return `${(ms / 1000).toFixed(1)} s`;
+  }
+  if (ms >= 100) {
+    return `${Math.round(ms)} ms`;
+  }
+  return `${ms.toFixed(ms >= 10 ? 1 : 2)} ms`;
+}
+
+/** A one-line text summary of a marked line (used as the marker's title). */
+export function describeLine(marker: ILineMarker): string {
+  if (marker.source === 'static') {
+    const rules = marker.findings.map(f => `${f.rule} ${f.message}`);
+    return `Likely sync (not run): ${rules.join('; ')}`;
+  }
+  const parts = marker.sites.map(site => {
+    const blocked = site.blocked_ms !== null ? `, blocked ${formatMs(site.blocked_ms)}` : '';
+    return `${site.kind} ×${site.count}${blocked}`;
+  });
+  const verb = marker.source === 'predicted' ? 'Predicted sync' : 'Sync';
+  return `${verb}: ${parts.join('; ')}`;
+}

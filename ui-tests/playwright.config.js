@@ -1,0 +1,28 @@
+/**
+ * galata + Playwright against a real JupyterLab and ipykernel, in Debian's Chromium
+ * (Playwright's own browser download is not available on our machines).
+ */
+const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
+
+module.exports = {
+  ...baseConfig,
+  timeout: 120000,
+  retries: process.env.CI ? 1 : 0,
+  workers: 1,
+  reporter: [['list']],
+  use: {
+    ...baseConfig.use,
+    video: 'off',
+    trace: 'off',
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-dev-shm-usage']
+    }
+  },
+  webServer: {
+    command: 'jupyter lab --config jupyter_server_test_config.py',
+    url: 'http://localhost:8888/lab',
+    timeout: 120 * 1000,
+    reuseExistingServer: !process.env.CI
+  }
+};
