@@ -11,7 +11,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # Versions we develop and test against. torch is pinned to the CPU build that installs
 # from a local file here; an unpinned torch would pull several GB of CUDA packages.
 DEV_PINS := jupyterlab==4.6.4 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
-	hatchling hatch-jupyter-builder hatch-nodejs-version
+	hatchling hatch-jupyter-builder hatch-nodejs-version editables
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
@@ -22,7 +22,7 @@ all: install
 
 $(VENV)/.deps: Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PIP) install $(DEV_PINS) 2>&1 | grep -v "is ignored: it is neither" || true
+	$(PIP) install $(DEV_PINS) > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(PY) -c "import torch, jupyterlab; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
@@ -38,8 +38,11 @@ build: setup
 
 # The Python package (editable) with the extension linked into the venv's JupyterLab.
 install: build
-	$(PIP) install --no-build-isolation --no-deps -e . 2>&1 | grep -v "is ignored: it is neither" || true
-	$(VENV)/bin/jupyter labextension develop --overwrite . > /dev/null
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	# What `jupyter labextension develop` does, without its second pip install: link the
+	# built extension into the venv's JupyterLab.
+	mkdir -p $(VENV)/share/jupyter/labextensions
+	ln -sfn $(CURDIR)/python_helper/syncfree/labextension $(VENV)/share/jupyter/labextensions/jupyterlab-syncfree
 	$(VENV)/bin/jupyter labextension list 2>&1 | grep -q "jupyterlab-syncfree.*enabled.*OK"
 
 demo: install

@@ -1,10 +1,18 @@
 import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { commandsPlugin } from './commands';
 import { markersPlugin } from './gutter';
 import { rendererPlugin } from './renderer';
+import { sidebarPlugin } from './sidebar';
 import { reportsPlugin } from './store';
 
 export * from './tokens';
 
-const plugins: JupyterFrontEndPlugin<any>[] = [reportsPlugin, markersPlugin, rendererPlugin];
+const plugins: JupyterFrontEndPlugin<any>[] = [
+  reportsPlugin,
+  markersPlugin,
+  rendererPlugin,
+  sidebarPlugin,
+  commandsPlugin
+];
 
 export default plugins;

@@ -40,11 +40,24 @@ function headline(report: SyncReport): string {
 export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(
     private readonly _options: IRenderMime.IRendererOptions,
-    private readonly _openSidebar: (() => void) | null
+    private readonly _actions: IRendererActions
   ) {
     super();
     this.addClass(`${CSS_PREFIX}-summary`);
+    this.node.addEventListener('click', this._onActivate);
+    this.node.addEventListener('keydown', this._onActivate);
   }
+
+  private _onActivate = (event: MouseEvent | KeyboardEvent) => {
+    if (event instanceof KeyboardEvent && event.key !== 'Enter') {
+      return;
+    }
+    const row = (event.target as HTMLElement).closest<HTMLElement>('tr[data-line]');
+    if (row && this._actions.jumpToLine) {
+      event.preventDefault();
+      this._actions.jumpToLine(this.node, Number(row.dataset.line));
+    }
+  };
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.node.textContent = '';
@@ -55,10 +68,10 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     const head = el('div', `${CSS_PREFIX}-headline`);
     head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
-    if (this._openSidebar) {
+    if (this._actions.openSidebar) {
       const link = el('button', `${CSS_PREFIX}-open-sidebar jp-mod-styled`, 'Open Syncs panel');
       link.type = 'button';
-      link.addEventListener('click', () => this._openSidebar?.());
+      link.addEventListener('click', () => this._actions.openSidebar?.());
       head.appendChild(link);
     }
     this.node.appendChild(head);
@@ -84,6 +97,11 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       for (const site of rows) {
         const row = body.insertRow();
         row.dataset.line = String(site.line);
+        if (this._actions.jumpToLine) {
+          row.tabIndex = 0;
+          row.title = `Go to line ${site.line}`;
+          row.classList.add(`${CSS_PREFIX}-jump`);
+        }
         const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
         row.appendChild(el('td', `${CSS_PREFIX}-num`, `${site.line}${chain}`));
         row.appendChild(el('td', undefined, site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind));
@@ -107,11 +125,18 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
   }
 }
 
-export function rendererFactory(openSidebar: (() => void) | null): IRenderMime.IRendererFactory {
+/** What the summary's link and rows do; both optional (other hosts have no sidebar). */
+export interface IRendererActions {
+  openSidebar?: () => void;
+  /** Go to a 1-based line of the cell whose output holds `from`. */
+  jumpToLine?: (from: HTMLElement, line: number) => void;
+}
+
+export function rendererFactory(actions: IRendererActions = {}): IRenderMime.IRendererFactory {
   return {
     safe: true,
     mimeTypes: [MIME_TYPE],
     defaultRank: 0,
-    createRenderer: options => new SyncReportRenderer(options, openSidebar)
+    createRenderer: options => new SyncReportRenderer(options, actions)
   };
 }

@@ -18,11 +18,46 @@ function validate(data: unknown): ValidateFunction['errors'] | null {
 }
 
 /**
+ * Reports already checked, by the output's data object. Every output change of a
+ * notebook re-reads the reports of all its cells (and every editor re-reads its own):
+ * the output models hand out the same object until the output itself is replaced
+ * (@jupyterlab/rendermime outputmodel.ts keeps `_rawData`), so each is validated and
+ * warned about once.
+ */
+const checked = new WeakMap<object, SyncReport | null>();
+/** The same for reports stored as JSON text (a few, most recent first out). */
+const checkedText = new Map<string, SyncReport | null>();
+const CHECKED_TEXT_LIMIT = 64;
+
+/**
  * Check a report found in a notebook (possibly hand-edited, old or hostile) against the
  * schema. Returns the report, or null with a console warning: a bad report is ignored,
  * it never breaks the notebook.
  */
 export function parseReport(data: unknown, where = 'a cell output'): SyncReport | null {
+  if (typeof data === 'object' && data !== null) {
+    if (checked.has(data)) {
+      return checked.get(data)!;
+    }
+    const report = parseUnchecked(data, where);
+    checked.set(data, report);
+    return report;
+  }
+  if (typeof data === 'string') {
+    if (checkedText.has(data)) {
+      return checkedText.get(data)!;
+    }
+    const report = parseUnchecked(data, where);
+    if (checkedText.size >= CHECKED_TEXT_LIMIT) {
+      checkedText.delete(checkedText.keys().next().value!);
+    }
+    checkedText.set(data, report);
+    return report;
+  }
+  return parseUnchecked(data, where);
+}
+
+function parseUnchecked(data: unknown, where: string): SyncReport | null {
   let value = data;
   if (typeof value === 'string') {
     try {
@@ -76,104 +111,148 @@ export class SyncReportStore implements ISyncReports {
 
   /**
    * Watch a notebook model under a path. Returns a function that stops watching. The
-   * path may change (rename): call `rename`.
+   * path may change (rename): call `rename`. Several views of one notebook share the
+   * model: it is watched until the last of them stops.
    */
   watch(path: string, model: INotebookModel): () => void {
-    const entry: INotebookEntry = {
-      model,
-      reports: [],
-      current: new Map(),
-      previous: new Map(),
-      watched: new Set()
-    };
-    this._notebooks.set(path, entry);
-    let currentPath = path;
-    const refresh = () => this._refresh(currentPath);
-    const onCells = () => {
-      this._watchCells(entry, refresh);
-      refresh();
-    };
-    model.cells.changed.connect(onCells);
-    onCells();
-    this._renames.set(model, (to: string) => {
-      this._notebooks.delete(currentPath);
-      this._changed.emit(currentPath);
-      currentPath = to;
-      this._notebooks.set(to, entry);
-      refresh();
-    });
+    let entry = this._byModel.get(model);
+    if (entry) {
+      entry.users++;
+    } else {
+      const created: INotebookEntry = {
+        path,
+        model,
+        users: 1,
+        reports: [],
+        byCell: new Map(),
+        current: new Map(),
+        previous: new Map(),
+        listeners: new Map(),
+        onCells: () => this._watchCells(created)
+      };
+      entry = created;
+      this._byModel.set(model, entry);
+      this._notebooks.set(path, entry);
+      model.cells.changed.connect(entry.onCells);
+      this._watchCells(entry);
+    }
+    const watched = entry;
+    let stopped = false;
     return () => {
-      model.cells.changed.disconnect(onCells);
-      for (const cell of entry.watched) {
-        if (cell.type === 'code') {
-          (cell as ICodeCellModel).outputs.changed.disconnect(refresh);
-        }
+      if (stopped || --watched.users > 0) {
+        stopped = true;
+        return;
       }
-      this._renames.delete(model);
-      this._notebooks.delete(currentPath);
-      this._changed.emit(currentPath);
+      stopped = true;
+      model.cells.changed.disconnect(watched.onCells);
+      for (const [cell, listener] of watched.listeners) {
+        (cell as ICodeCellModel).outputs.changed.disconnect(listener);
+      }
+      watched.listeners.clear();
+      this._byModel.delete(model);
+      if (this._notebooks.get(watched.path) === watched) {
+        this._notebooks.delete(watched.path);
+      }
+      this._changed.emit(watched.path);
     };
   }
 
   rename(model: INotebookModel, to: string): void {
-    this._renames.get(model)?.(to);
+    const entry = this._byModel.get(model);
+    if (!entry || entry.path === to) {
+      return;
+    }
+    const from = entry.path;
+    if (this._notebooks.get(from) === entry) {
+      this._notebooks.delete(from);
+    }
+    entry.path = to;
+    this._notebooks.set(to, entry);
+    this._changed.emit(from);
+    this._changed.emit(to);
   }
 
-  private _watchCells(entry: INotebookEntry, refresh: () => void): void {
+  /** Follow added and removed cells; each code cell's outputs are watched on their own. */
+  private _watchCells(entry: INotebookEntry): void {
     const present = new Set<ICellModel>();
     for (let i = 0; i < entry.model.cells.length; i++) {
       const cell = entry.model.cells.get(i);
       present.add(cell);
-      if (!entry.watched.has(cell) && cell.type === 'code') {
-        (cell as ICodeCellModel).outputs.changed.connect(refresh);
+      if (cell.type === 'code' && !entry.listeners.has(cell)) {
+        const listener = () => {
+          if (this._readCell(entry, cell)) {
+            this._publish(entry);
+          }
+        };
+        entry.listeners.set(cell, listener);
+        (cell as ICodeCellModel).outputs.changed.connect(listener);
+        this._readCell(entry, cell);
       }
-      entry.watched.add(cell);
     }
-    for (const cell of entry.watched) {
+    for (const [cell, listener] of entry.listeners) {
       if (!present.has(cell)) {
-        if (cell.type === 'code') {
-          (cell as ICodeCellModel).outputs.changed.disconnect(refresh);
-        }
-        entry.watched.delete(cell);
+        (cell as ICodeCellModel).outputs.changed.disconnect(listener);
+        entry.listeners.delete(cell);
+        entry.byCell.delete(cell);
       }
     }
+    this._publish(entry);
   }
 
-  private _refresh(path: string): void {
-    const entry = this._notebooks.get(path);
-    if (!entry) {
-      return;
+  /** Re-read one cell's report; true when it changed. */
+  private _readCell(entry: INotebookEntry, cell: ICellModel): boolean {
+    const report = reportOfCell(cell);
+    const before = entry.byCell.get(cell) ?? null;
+    if (report === before) {
+      return false;
     }
+    entry.byCell.set(cell, report);
+    if (report) {
+      const last = entry.current.get(cell.id);
+      // Keep the report this one replaced (outputs are cleared before a re-run, so the
+      // last report is remembered per cell): the sidebar shows the change between runs.
+      if (last && last !== report && JSON.stringify(last) !== JSON.stringify(report)) {
+        entry.previous.set(cell.id, last);
+      }
+      entry.current.set(cell.id, report);
+    }
+    return true;
+  }
+
+  /** Rebuild the notebook's list in cell order and tell listeners, if it changed. */
+  private _publish(entry: INotebookEntry): void {
     const reports: ICellReport[] = [];
     for (let i = 0; i < entry.model.cells.length; i++) {
       const cell = entry.model.cells.get(i);
-      const report = reportOfCell(cell);
-      const last = entry.current.get(cell.id);
-      if (report && last && last !== report && last.source_hash !== '') {
-        // Keep the report this one replaced: the sidebar shows the change between runs.
-        if (JSON.stringify(last) !== JSON.stringify(report)) {
-          entry.previous.set(cell.id, last);
-        }
-      }
+      const report = entry.byCell.get(cell);
       if (report) {
-        entry.current.set(cell.id, report);
         reports.push({ cellId: cell.id, report });
       }
     }
-    entry.reports = reports;
-    this._changed.emit(path);
+    const same =
+      reports.length === entry.reports.length &&
+      reports.every((r, i) => r.cellId === entry.reports[i].cellId && r.report === entry.reports[i].report);
+    if (!same) {
+      entry.reports = reports;
+      this._changed.emit(entry.path);
+    }
   }
 
   private _notebooks = new Map<string, INotebookEntry>();
-  private _renames = new Map<INotebookModel, (to: string) => void>();
+  private _byModel = new Map<INotebookModel, INotebookEntry>();
   private _changed = new Signal<ISyncReports, string>(this);
 }
 
 interface INotebookEntry {
+  path: string;
   model: INotebookModel;
+  /** Open views of this notebook model. */
+  users: number;
   reports: ICellReport[];
+  byCell: Map<ICellModel, SyncReport | null>;
   /** The latest report per cell id, kept when outputs are cleared for a re-run. */
   current: Map<string, SyncReport>;
   previous: Map<string, SyncReport>;
-  watched: Set<ICellModel>;
+  listeners: Map<ICellModel, () => void>;
+  onCells: () => void;
 }

@@ -30,6 +30,7 @@ export const CommandIDs = {
   checkCell: 'syncfree:check-cell',
   toggleWatch: 'syncfree:toggle-watch',
   applyRewrite: 'syncfree:apply-rewrite',
+  showCard: 'syncfree:show-card',
   clearMarkers: 'syncfree:clear-markers',
   nextSync: 'syncfree:next-sync',
   previousSync: 'syncfree:previous-sync',

@@ -23,6 +23,9 @@ module.exports = {
     command: 'jupyter lab --config jupyter_server_test_config.py',
     url: 'http://localhost:8888/lab',
     timeout: 120 * 1000,
-    reuseExistingServer: !process.env.CI
+    reuseExistingServer: !process.env.CI,
+    // The server's log is noise in a passing run; SYNCFREE_UI_DEBUG=1 shows it.
+    stdout: process.env.SYNCFREE_UI_DEBUG ? 'pipe' : 'ignore',
+    stderr: process.env.SYNCFREE_UI_DEBUG ? 'pipe' : 'ignore'
   }
 };

@@ -53,3 +53,49 @@ export function report(overrides: Partial<SyncReport> = {}, text = CELL): SyncRe
     ...overrides
   };
 }
+
+/** A cell whose `.item()` in a loop has a mechanical rewrite (line 4). */
+export const LOOP_CELL = [
+  '%%syncfree',
+  'total = torch.zeros((), device="cuda")',
+  'for step in range(100):',
+  '    total += model(x).sum().item()',
+  'print(total)'
+].join('\n');
+
+export function loopReport(overrides: Partial<SyncReport> = {}, text = LOOP_CELL): SyncReport {
+  const base = report({}, text);
+  return {
+    ...base,
+    totals: { syncs: 101, sites: 2, blocked_ms: 42.5, wall_ms: 60 },
+    sites: [
+      site({
+        line: 4,
+        chain: [4],
+        count: 100,
+        blocked_ms: 41.2,
+        message: '.item() synced 100x',
+        frames: [{ file: '/usr/lib/python3/site-packages/torch/_tensor.py', line: 1042, name: 'item' }]
+      }),
+      site({ line: 5, chain: [5], kind: 'print', count: 1, blocked_ms: 1.3, rule: null, message: 'print of a CUDA tensor' })
+    ],
+    findings: [
+      {
+        rule: 'SF101',
+        range: { line: 4, col: 13, end_line: 4, end_col: 34 },
+        message: '`.item()` in a loop waits for the GPU every iteration',
+        certainty: 'certain',
+        fix: {
+          title: 'Accumulate on the GPU',
+          safety: 'review',
+          reason: '`total` becomes a tensor: read it once after the loop.',
+          edits: [{ range: { line: 4, col: 13, end_line: 4, end_col: 34 }, text: 'model(x).sum().detach()' }]
+        }
+      }
+    ],
+    rules: {
+      SF101: { ...base.rules.SF101, dependency: 'false', fix_safety: 'review' }
+    },
+    ...overrides
+  };
+}

@@ -1,4 +1,4 @@
-import { Extension, RangeSet, RangeSetBuilder, StateEffect, StateField } from '@codemirror/state';
+import { Extension, Facet, RangeSet, RangeSetBuilder, StateEffect, StateField } from '@codemirror/state';
 import {
   Decoration,
   DecorationSet,
@@ -11,10 +11,28 @@ import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
 import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, describeLine, markerLines } from './lines';
 
+/** How markers are drawn and what the card shows (the markers plugin's settings). */
+export interface ISyncMarkerOptions extends IMarkerOptions {
+  lineHighlight: boolean;
+  showLibraryFrames: boolean;
+}
+
+export const DEFAULT_SYNC_MARKER_OPTIONS: ISyncMarkerOptions = {
+  ...DEFAULT_MARKER_OPTIONS,
+  lineHighlight: true,
+  showLibraryFrames: true
+};
+
+/**
+ * Called when a marker is clicked, with its current 1-based line: the sync card
+ * (tooltip.ts) opens from here without the marker field depending on it.
+ */
+export const syncMarkerClick = Facet.define<(view: EditorView, line: number) => void>();
+
 /** What the marker field holds for one editor. */
 export interface ISyncMarkerState {
   report: SyncReport | null;
-  options: IMarkerOptions & { lineHighlight: boolean };
+  options: ISyncMarkerOptions;
   /** Marked lines at their current positions (mapped through edits). */
   markers: RangeSet<SyncGutterMarker>;
   lines: DecorationSet;
@@ -89,7 +107,7 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
   create() {
     return {
       report: null,
-      options: { ...DEFAULT_MARKER_OPTIONS, lineHighlight: true },
+      options: DEFAULT_SYNC_MARKER_OPTIONS,
       markers: RangeSet.empty,
       lines: Decoration.none,
       stale: false
@@ -164,7 +182,18 @@ export function syncMarkers(): Extension {
     gutter({
       class: `${CSS_PREFIX}-gutter`,
       markers: view => view.state.field(syncMarkerField).markers,
-      initialSpacer: () => new SpacerMarker()
+      initialSpacer: () => new SpacerMarker(),
+      domEventHandlers: {
+        mousedown(view, block) {
+          const line = view.state.doc.lineAt(block.from).number;
+          const handlers = view.state.facet(syncMarkerClick);
+          if (handlers.length === 0 || !markerAtLine(view, line)) {
+            return false;
+          }
+          handlers.forEach(handler => handler(view, line));
+          return true;
+        }
+      }
     }),
     EditorView.baseTheme({
       [`.${CSS_PREFIX}-gutter`]: { minWidth: '10px' }

@@ -13,21 +13,31 @@ import { EditorView, ViewPlugin } from '@codemirror/view';
 import { Signal } from '@lumino/signaling';
 import type { SyncfreeMarkers } from '../_settings';
 import { reportOfCell } from '../reports';
+import { rewriteUndoBoundary } from '../rewrite';
 import { PLUGIN_IDS, SyncReport } from '../tokens';
-import { ISyncMarkerState, setMarkerOptions, setSyncReport, syncMarkers } from './extension';
+import {
+  DEFAULT_SYNC_MARKER_OPTIONS,
+  ISyncMarkerOptions,
+  setMarkerOptions,
+  setSyncReport,
+  syncMarkers
+} from './extension';
+import { syncCard } from './tooltip';
 
-type MarkerOptions = ISyncMarkerState['options'];
+type MarkerOptions = ISyncMarkerOptions;
 
 /** The marker settings shared by every editor, with a signal when they change. */
 class MarkerSettings {
   readonly changed = new Signal<MarkerSettings, MarkerOptions>(this);
-  options: MarkerOptions = { thresholdMs: 0, showStatic: true, lineHighlight: true };
+  options: MarkerOptions = DEFAULT_SYNC_MARKER_OPTIONS;
 
   update(settings: SyncfreeMarkers): void {
+    const defaults = DEFAULT_SYNC_MARKER_OPTIONS;
     this.options = {
-      thresholdMs: settings.thresholdMs ?? 0,
-      showStatic: settings.showStatic ?? true,
-      lineHighlight: settings.lineHighlight ?? true
+      thresholdMs: settings.thresholdMs ?? defaults.thresholdMs,
+      showStatic: settings.showStatic ?? defaults.showStatic,
+      lineHighlight: settings.lineHighlight ?? defaults.lineHighlight,
+      showLibraryFrames: settings.showLibraryFrames ?? defaults.showLibraryFrames
     };
     this.changed.emit(this.options);
   }
@@ -82,6 +92,16 @@ function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
   });
 }
 
+/**
+ * Close the current undo step of a cell. Cell editors undo through the Y.UndoManager of
+ * the cell's shared model (@jupyter/ydoc ycell.ts `undoManager`, not declared on
+ * ISharedText), which merges edits made within its capture timeout into one step.
+ */
+function stopUndoCapturing(model: CodeEditor.IModel): void {
+  const shared = model.sharedModel as { undoManager?: { stopCapturing(): void } | null };
+  shared.undoManager?.stopCapturing();
+}
+
 /** The view of a cell editor's host element, for code that has only the DOM. */
 export function editorViewOf(host: HTMLElement): EditorView | null {
   const content = host.querySelector('.cm-content');
@@ -106,9 +126,12 @@ export const markersPlugin: JupyterFrontEndPlugin<void> = {
         if (!isCodeCellModel(options.model)) {
           return null;
         }
+        const model = options.model;
         return EditorExtensionRegistry.createImmutableExtension([
           syncMarkers(),
-          cellReportBridge(options.model, settings)
+          syncCard(),
+          cellReportBridge(model, settings),
+          rewriteUndoBoundary.of(() => stopUndoCapturing(model))
         ]);
       }
     });

@@ -3,7 +3,7 @@ import { cellMarkers, lineOfMarker, runCode } from './utils';
 
 const SYNC_CELL = [
   '%%syncfree',
-  'x = torch.arange(10.0)',
+  'x = torch.arange(10.0, device="cuda")',
   's = x.sum().item()',
   'print("total", s)'
 ].join('\n');

@@ -1,0 +1,271 @@
+"""The static pass: a cell's source -> the catalog's findings, with exact cell-relative ranges and fixes.
+
+Nothing is executed. The cell may hold IPython syntax (``%magic``, a ``%%magic`` first line, ``!cmd``, ``x?``): those
+lines are replaced by ``pass`` at the same indentation before parsing, so every other line keeps its text and its
+columns. A cell that still does not parse gives no findings.
+
+Positions: report ranges are 1-based lines relative to the cell as the editor shows it and 0-based columns counted in
+characters. Python's ``ast`` counts columns in UTF-8 bytes, so every column is converted.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
+from syncfree.catalog.scope import Bindings, CellScope
+
+__all__ = ["PYTHON_CELL_MAGICS", "Bindings", "analyze_source", "apply_edits", "apply_fixes", "neutralize_ipython"]
+
+#: Cell magics whose body is Python run in the user namespace; other cell magics (%%bash, %%html, %%writefile...)
+#: hold text that is not executed as Python here, so such a cell is not analysed.
+PYTHON_CELL_MAGICS = frozenset({"syncfree", "time", "timeit", "prun", "capture", "debug"})
+
+_MAGIC_ASSIGNMENT = re.compile(r"^\s*[\w.\[\], ()*]+=\s*[%!]")
+
+
+def analyze_source(
+    source: str,
+    *,
+    first_line: int = 1,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    earlier: Bindings | None = None,
+) -> list[dict[str, Any]]:
+    """Findings (report.schema.json ``definitions/Finding``) for one cell body, sorted by position.
+
+    ``first_line`` is the cell line number of the source's first line (2 when a ``%%syncfree`` line precedes the
+    body). ``select``/``ignore`` choose rules by code or prefix (see :func:`syncfree.catalog.select_rules`); by
+    default the rules enabled by default run. ``earlier`` carries what the cells above bound (see
+    :class:`~syncfree.catalog.scope.Bindings`); it is updated in place with this cell's bindings.
+    """
+    python_source = neutralize_ipython(source)
+    if python_source is None:
+        return []
+    try:
+        with warnings.catch_warnings():
+            # Invalid escape sequences and the like would otherwise print in the user's notebook.
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            tree = ast.parse(python_source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
+    rules = select_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
+    analysis = _Analysis(tree, python_source, rules, first_line, earlier)
+    findings = analysis.run()
+    if earlier is not None:
+        left = analysis.scope.bindings()
+        earlier.names, earlier.aliases, earlier.imported = left.names, left.aliases, left.imported
+        earlier.default_device = left.default_device
+    return findings
+
+
+class _Analysis:
+    def __init__(
+        self, tree: ast.Module, source: str, rules: tuple[Rule, ...], first_line: int, earlier: Bindings | None
+    ) -> None:
+        self.scope = CellScope(tree, source, earlier)
+        self.line_offset = first_line - 1
+        self.by_type: dict[type[ast.AST], list[Rule]] = {}
+        for rule in rules:
+            for node_type in rule.node_types:
+                self.by_type.setdefault(node_type, []).append(rule)
+        self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def run(self) -> list[dict[str, Any]]:
+        self.scope.walk(self._visit)
+        return sorted(self.findings.values(), key=_position_key)
+
+    def _visit(self, node: ast.AST) -> None:
+        for rule in self.by_type.get(type(node), ()):
+            for found in rule.matcher(node, self.scope):
+                finding = self._finding(rule, found)
+                key = (finding["rule"], *finding["range"].values())
+                self.findings.setdefault(key, finding)
+
+    def _finding(self, rule: Rule, found: Match) -> dict[str, Any]:
+        end = found.end_node or found.node
+        start_position = (found.node.lineno, found.node.col_offset)  # type: ignore[attr-defined]
+        end_position = (end.end_lineno, end.end_col_offset)  # type: ignore[attr-defined]
+        fix = rule.rewrite(found, self.scope) if rule.rewrite is not None else None
+        return {
+            "rule": rule.code,
+            "range": self._range(start_position, end_position),
+            "message": found.message[:500],
+            "certainty": found.certainty,
+            "fix": self._fix(fix) if fix is not None else None,
+        }
+
+    def _fix(self, fix: Fix) -> dict[str, Any]:
+        return {
+            "title": fix.title[:200],
+            "safety": fix.safety,
+            "reason": fix.reason[:500] if fix.reason else None,
+            "edits": [self._edit(edit) for edit in fix.edits],
+        }
+
+    def _edit(self, edit: Edit) -> dict[str, Any]:
+        return {"range": self._range(edit.start, edit.end), "text": edit.text}
+
+    def _range(self, start: tuple[int, int], end: tuple[int, int]) -> dict[str, int]:
+        return {
+            "line": start[0] + self.line_offset,
+            "col": self._characters(start),
+            "end_line": end[0] + self.line_offset,
+            "end_col": self._characters(end),
+        }
+
+    def _characters(self, position: tuple[int, int]) -> int:
+        """A UTF-8 byte column (what ast gives) as a character column (what editors and the report use)."""
+        line, byte_column = position
+        return len(self.scope.lines[line - 1].encode()[:byte_column].decode("utf-8", errors="replace"))
+
+
+def _position_key(finding: dict[str, Any]) -> tuple[Any, ...]:
+    r = finding["range"]
+    return (r["line"], r["col"], r["end_line"], r["end_col"], finding["rule"])
+
+
+def apply_edits(source: str, edits: Iterable[dict[str, Any]], *, first_line: int = 1) -> str:
+    """Apply report TextEdits (cell-relative ranges, ``first_line`` as in :func:`analyze_source`) to ``source``.
+
+    What the frontend's *Apply rewrite* does, for the CLI and the tests. Raises ValueError on overlapping edits or a
+    range outside the source.
+    """
+    lines = source.splitlines(keepends=True) or [""]
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+
+    def offset(line: int, column: int) -> int:
+        index = line - first_line
+        if not 0 <= index < len(lines) or not 0 <= column <= len(lines[index]):
+            raise ValueError(f"edit position {line}:{column} is outside the source")
+        return starts[index] + column
+
+    spans = sorted(
+        (offset(e["range"]["line"], e["range"]["col"]), offset(e["range"]["end_line"], e["range"]["end_col"]), e["text"])
+        for e in edits
+    )
+    for (_, end, _), (start, _, _) in zip(spans, spans[1:]):
+        if start < end:
+            raise ValueError("edits overlap")
+    for start, end, text in reversed(spans):
+        source = source[:start] + text + source[end:]
+    return source
+
+
+def apply_fixes(source: str, findings: Iterable[dict[str, Any]], *, first_line: int = 1) -> str:
+    """Apply the fixes of ``findings`` (all computed on ``source``) in order, skipping a fix whose edits overlap an
+    earlier one's."""
+    chosen: list[dict[str, Any]] = []
+    for finding in findings:
+        fix = finding.get("fix")
+        if not fix or not fix["edits"]:
+            continue
+        try:
+            apply_edits(source, [*chosen, *fix["edits"]], first_line=first_line)
+        except ValueError:
+            continue
+        chosen.extend(fix["edits"])
+    return apply_edits(source, chosen, first_line=first_line)
+
+
+def neutralize_ipython(source: str) -> str | None:
+    """The cell with IPython-only lines replaced by ``pass`` (same line count, other lines untouched).
+
+    Returns None for a cell magic whose body is not Python (``%%bash``...). Only lines that start a logical line
+    are considered, so a ``%`` or ``?`` inside a string or inside brackets is left alone.
+    """
+    lines = source.splitlines(keepends=True)
+    # IPython drops leading blank lines before it looks for a cell magic (inputtransformer2.leading_empty_lines).
+    first = next((index for index, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return source
+    if lines[first].lstrip().startswith("%%"):
+        words = lines[first].lstrip()[2:].split(None, 1)
+        if not words or words[0] not in PYTHON_CELL_MAGICS:
+            return None
+        lines[first] = _line_ending(lines[first])
+    scanner = _LogicalLines()
+    for index, line in enumerate(lines):
+        if scanner.at_statement_start() and _is_ipython_line(line, scanner):
+            indent = line[: len(line) - len(line.lstrip())]
+            lines[index] = f"{indent}pass{_line_ending(line)}"
+            continue
+        scanner.feed(line)
+    return "".join(lines)
+
+
+def _line_ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")) :]
+
+
+def _is_ipython_line(line: str, scanner: _LogicalLines) -> bool:
+    stripped = line.strip()
+    if not stripped:
+        return False
+    if stripped[0] in "%!?" or _MAGIC_ASSIGNMENT.match(line):
+        return True
+    return scanner.has_help_mark(line)
+
+
+class _LogicalLines:
+    """Tracks open brackets, strings and backslash continuations across physical lines (a small tokenizer that,
+    unlike :mod:`tokenize`, does not give up on IPython syntax)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.string: str | None = None
+        self.continued = False
+
+    def at_statement_start(self) -> bool:
+        return self.depth == 0 and self.string is None and not self.continued
+
+    def has_help_mark(self, line: str) -> bool:
+        """``obj?``/``obj??``: a ``?`` outside strings and comments (never valid Python)."""
+        return self._scan(line, dry_run=True)
+
+    def feed(self, line: str) -> None:
+        self._scan(line, dry_run=False)
+
+    def _scan(self, line: str, *, dry_run: bool) -> bool:
+        depth, string = self.depth, self.string
+        question = comment = False
+        i, length = 0, len(line)
+        while i < length:
+            char = line[i]
+            if string is not None:
+                if char == "\\":
+                    i += 2
+                    continue
+                if line.startswith(string, i):
+                    i += len(string)
+                    string = None
+                    continue
+                if char in "\r\n" and len(string) == 1:
+                    string = None  # an unterminated one-quote string ends with the line
+                i += 1
+                continue
+            if char == "#":
+                comment = True
+                break
+            if char in "([{":
+                depth += 1
+            elif char in ")]}":
+                depth = max(0, depth - 1)
+            elif char in "\"'":
+                string = char * 3 if line.startswith(char * 3, i) else char
+                i += len(string)
+                continue
+            elif char == "?":
+                question = True
+            i += 1
+        continued = not comment and string is None and line.rstrip("\r\n").endswith("\\")
+        if not dry_run:
+            self.depth, self.string, self.continued = depth, string, continued
+        return question

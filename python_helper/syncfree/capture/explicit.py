@@ -1,0 +1,92 @@
+"""Explicit synchronization that torch's sync debug mode does not report.
+
+`torch.cuda.synchronize()` (cudaDeviceSynchronize) and `torch.cuda.Event.synchronize()`
+(cudaEventSynchronize) block the CPU but raise no debug-mode warning (sync-facts.md), so
+while a recorder runs their Python entry points are replaced by wrappers that report to the
+innermost active recorder. `Event.wait()` and `Event.query()` do not block the CPU and are
+left alone.
+
+The wrappers are installed when the first receiver attaches and removed when the last one
+detaches, so nested recorders never stack wrappers (and never count a sync twice).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class ExplicitSyncReceiver(Protocol):
+    def explicit_sync(self, frame, what: str, call: Callable[..., Any],
+                      args: tuple, kwargs: dict) -> Any:
+        """Run ``call(*args, **kwargs)`` (the original torch function) and record it."""
+
+
+_MISSING = object()
+_receivers: list[ExplicitSyncReceiver] = []
+_installed: list[tuple[object, str, object, object]] = []  # (owner, attribute, original, wrapper)
+
+
+def _targets(torch) -> list[tuple[object, str, str]]:
+    targets = [
+        (torch.cuda, "synchronize", "torch.cuda.synchronize()"),
+        (torch.cuda.Event, "synchronize", "Event.synchronize()"),
+    ]
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "synchronize"):
+        targets.append((accelerator, "synchronize", "torch.accelerator.synchronize()"))
+    return targets
+
+
+def attach(receiver: ExplicitSyncReceiver, torch) -> None:
+    """Make ``receiver`` the one that explicit syncs report to, until `detach`."""
+    if not _receivers:
+        for owner, attribute, what in _targets(torch):
+            # The class's own dict entry (a plain function for Event.synchronize), so that
+            # restoring puts back the very same object.
+            original = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
+                else getattr(owner, attribute)
+            current = getattr(owner, attribute)
+            wrapper = _wrap(current, what)
+            setattr(owner, attribute, wrapper)
+            _installed.append((owner, attribute, original, wrapper))
+    _receivers.append(receiver)
+
+
+def detach(receiver: ExplicitSyncReceiver) -> list[str]:
+    """Stop reporting to ``receiver``; with no receiver left, put the originals back.
+
+    Returns notes for the report when something else replaced a wrapper meanwhile (the cell
+    did it; that replacement is left in place).
+    """
+    notes: list[str] = []
+    if receiver in _receivers:
+        # Normally the last one; a recorder left out of order is still removed.
+        del _receivers[len(_receivers) - 1 - _receivers[::-1].index(receiver)]
+    if _receivers:
+        return notes
+    while _installed:
+        owner, attribute, original, wrapper = _installed.pop()
+        current = vars(owner).get(attribute) if isinstance(owner, type) else getattr(owner, attribute)
+        if current is not wrapper:
+            notes.append(f"{getattr(owner, '__name__', owner)}.{attribute} was replaced during the "
+                         "run; syncfree left the replacement in place")
+            continue
+        if original is _MISSING:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, original)
+    return notes
+
+
+def _wrap(original: Callable[..., Any], what: str) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def synchronize(*args, **kwargs):
+        __tracebackhide__ = True  # IPython hides this frame in tracebacks
+        if not _receivers:
+            return original(*args, **kwargs)
+        return _receivers[-1].explicit_sync(sys._getframe(1), what, original, args, kwargs)
+
+    return synchronize

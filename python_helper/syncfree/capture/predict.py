@@ -1,0 +1,1345 @@
+"""Predict mode: run code written for CUDA on the CPU and report the syncs it would make.
+
+When the kernel has no CUDA device, ``%%syncfree`` runs the cell inside a
+:class:`PredictSession`. Inside it:
+
+* ``device='cuda'`` arguments, ``.cuda()``, ``.to('cuda')``, ``module.cuda()``,
+  ``torch.tensor(..., device='cuda')``, the legacy ``torch.cuda.FloatTensor`` types and
+  ``torch.load(..., map_location='cuda')`` create ordinary CPU tensors that the session
+  remembers as *virtually on CUDA*. ``torch.cuda.is_available()`` (and
+  ``torch.accelerator.is_available()``) answer True, so ``'cuda' if
+  torch.cuda.is_available() else 'cpu'`` takes the CUDA path, and virtual tensors answer
+  ``device == cuda:0`` and ``is_cuda == True``.
+* Every operation that would make the CPU wait for the GPU if those tensors were on a
+  GPU is reported to the recorder through ``recorder.record_sync(frame, kind,
+  predicted=True)``, one call per sync event, with the innermost user-level frame.
+* What the cell computes is unchanged apart from running on the CPU: the same values,
+  the same copy-versus-alias semantics (``x.cpu()`` of a virtual tensor is a copy, as on
+  a GPU), the same exceptions. Two GPU errors are reproduced on purpose because the
+  code cannot run on a GPU either: ``.numpy()``/``np.asarray`` of a CUDA tensor and
+  ``.pin_memory()`` of a CUDA tensor.
+
+How it sees the operations. A ``torch.overrides.TorchFunctionMode`` receives every
+Python-level torch call (``Tensor.item/__bool__/__format__/__repr__/__getitem__``,
+``torch.nonzero``, factory functions, property getters such as ``Tensor.device``). The
+mode is popped while its handler runs (torch/overrides.py, ``_pop_mode_temporarily``),
+so the torch calls that torch itself makes while handling, say, ``repr(t)`` are not seen
+again: a sync is counted once, at the outermost call that user code (or library code
+outside torch's own handling, such as ``clip_grad_norm_``) made. What a mode cannot see
+is patched for the session only and restored to the very same objects on every exit
+path: ``torch.cuda.*`` and ``torch.accelerator.*`` device queries and streams/events,
+the legacy CUDA tensor types, ``torch.load``, ``torch.compile``,
+``torch._C._group_tensors_by_device_and_dtype``
+(so that torch's foreach helpers group virtual tensors under the CUDA device, as on a
+GPU) and the DataLoader's pin-memory function (its pinning thread has no mode).
+
+Virtual-CUDA membership is a property of the *storage* (weakly referenced): views,
+``.data``, ``nn.Parameter(t)``, ``param.data = t`` and ``unbind`` share it for free, as
+they share a device on a GPU. Fresh results of an operation with a virtual input, and of
+a factory with a CUDA device, are marked too.
+
+Counting conventions (ground truth: ``shared/sync-facts.md`` and the 73 patterns in
+``shared/data/patterns-torch2.11-h200.json``, measured with torch 2.11 on an H200):
+
+* ``repr(t)``/``print(t)``/``str(t)`` of a virtual tensor is **one** predicted event of
+  kind ``print``. A GPU reports several warnings for one print (8 for a scalar with
+  torch 2.11) because ``torch/_tensor_str.py`` reads the tensor piece by piece; the
+  number depends on the values and the torch version and says nothing more to the user.
+* ``x[i:j]`` with CUDA scalar bounds: 2 (one per bound); ``repeat_interleave(v, r)``,
+  ``bincount``, ``histc`` (default range): 2; everything else: 1 per call.
+* Not syncs: ``.to(..., non_blocking=True)`` either way, ``x[idx_gpu]``,
+  ``x[idx_gpu] = t_gpu``, ``x[mask] = 0`` (masked_fill fast path), ``nonzero_static``,
+  ``torch.where(c, a, b)``, ``repeat_interleave(..., output_size=n)``, factories with a
+  CUDA device, ``Event.wait``/``Event.query``.
+
+Predictions that rest on torch's source rather than on a measurement (listed in
+:data:`UNMEASURED_RULES`; re-measure on a GPU before relying on them) are kept few.
+
+``torch.compile``'d code runs eagerly in a session (dynamo's ``disable`` switch), so its
+syncs are predicted op by op.
+
+Known limits: torch function modes are per thread, so code in threads the cell starts
+runs without the stand-ins (the DataLoader's pinning thread is handled); syncs in
+``torch.distributed``, custom CUDA extensions and ``torch.save`` of a CUDA tensor are
+not predicted; device-mismatch errors that a GPU would raise (a CPU and a CUDA operand)
+are not reproduced; ``torch.cuda.mem_get_info`` and other device queries not listed
+above still answer as the CPU build does (most raise "Torch not compiled with CUDA");
+a ``torch.set_default_device('cuda')`` made by the cell outlives the session, as it
+would on a GPU, and then fails in code run outside predict mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# One PredictSession at a time in the process: the patches it installs are global.
+_active_lock = threading.Lock()
+_active_session: PredictSession | None = None
+
+#: The sync kinds this module reports (a subset of the report's kind vocabulary).
+PREDICTED_KINDS = frozenset({
+    "item", "python_scalar", "python_bool", "format", "print", "tolist", "to_host",
+    "to_device", "tensor_from_python", "index", "index_put", "slice_bounds",
+    "mask_index", "nonzero", "masked_select", "unique", "repeat_interleave", "bincount",
+    "histc", "one_hot", "allclose", "explicit", "stream_sync",
+})
+
+#: Predictions derived from torch's C++/Python source, not from the measured patterns.
+UNMEASURED_RULES = (
+    "x[t] with a 0-d integer or bool CUDA index t: 1 (handleDimInMultiDimIndexing calls "
+    "item(), aten/src/ATen/TensorIndexing.h)",
+    "x[mask] = 0 with a CUDA bool mask: 0 (index_put_ dispatches to masked_fill_ for a "
+    "CPU scalar value, canDispatchToMaskedFill in TensorAdvancedIndexingUtils.h)",
+    "x[mask] = t_gpu: 1 (no masked_fill_ fast path for a CUDA value: nonzero)",
+    "x[0] = 0 (destination larger than the scalar): 0 (copy_to uses fill_, TensorIndexing.h)",
+    "torch.equal(a, b) of two different tensors: 1 (the measured 0 is the a-is-b shortcut)",
+    "histc with an explicit range (min != max): 0",
+    "one_hot without num_classes: 1; with num_classes: 0",
+    "torch.tensor([cuda scalars...]): 1 per element (each is read with item())",
+    "x.numpy(force=True), t_cpu.copy_(x), x.copy_(t_cpu): 1 each",
+    "torch.load(map_location='cuda'): 1 per storage (a pageable host-to-device copy)",
+)
+
+_LEGACY_TYPE_NAMES = (
+    "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
+    "CharTensor", "ShortTensor", "IntTensor", "LongTensor", "BoolTensor",
+)
+
+
+class _WeakIdentitySet:
+    """Objects held weakly and compared by identity (a storage's ``==`` is not identity).
+
+    A plain dict from ``id`` to a weak reference: cheaper per lookup than
+    torch.utils.weak.WeakIdKeyDictionary, which builds a reference for every query.
+    """
+
+    def __init__(self) -> None:
+        self._refs: dict[int, weakref.ref] = {}
+
+    def __contains__(self, obj: Any) -> bool:
+        ref = self._refs.get(id(obj))
+        return ref is not None and ref() is obj
+
+    def add(self, obj: Any) -> bool:
+        """Add ``obj``; False when it was there already."""
+        key = id(obj)
+        ref = self._refs.get(key)
+        if ref is not None and ref() is obj:
+            return False
+        refs = self._refs
+
+        def forget(dead: weakref.ref, key: int = key) -> None:
+            if refs.get(key) is dead:
+                del refs[key]
+
+        refs[key] = weakref.ref(obj, forget)
+        return True
+
+
+class VirtualCudaRegistry:
+    """Which tensors are virtually on CUDA, and which are virtually pinned.
+
+    Keyed weakly by the tensor's storage object: torch keeps one Python object per
+    storage alive as long as the storage lives (PyObject preservation, torch/csrc/Storage.cpp),
+    so every view and alias of a virtual tensor is found by its storage. Tensors without
+    an accessible storage (sparse, wrapper subclasses) are keyed by themselves.
+    """
+
+    def __init__(self) -> None:
+        self._cuda_storages = _WeakIdentitySet()
+        self._cuda_tensors = _WeakIdentitySet()
+        self._pinned_storages = _WeakIdentitySet()
+        self.marked = 0
+
+    @staticmethod
+    def storage_of(tensor: Any) -> Any:
+        try:
+            return tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return None
+
+    def is_cuda(self, tensor: Any) -> bool:
+        storage = self.storage_of(tensor)
+        if storage is not None:
+            return storage in self._cuda_storages
+        return tensor in self._cuda_tensors
+
+    def mark_cuda(self, tensor: Any) -> None:
+        storage = self.storage_of(tensor)
+        if storage is not None:
+            self.mark_storage(storage)
+        elif self._cuda_tensors.add(tensor):
+            self.marked += 1
+
+    def mark_storage(self, storage: Any) -> None:
+        if self._cuda_storages.add(storage):
+            self.marked += 1
+
+    def is_pinned(self, tensor: Any) -> bool:
+        storage = self.storage_of(tensor)
+        return storage is not None and storage in self._pinned_storages
+
+    def mark_pinned(self, tensor: Any) -> None:
+        storage = self.storage_of(tensor)
+        if storage is not None:
+            self._pinned_storages.add(storage)
+
+
+def _tensors_in(obj: Any) -> list[Any]:
+    """Tensors in an argument: nested lists/tuples and dict values, a few levels deep."""
+    found: list[Any] = []
+    _collect_tensors(obj, found, 0)
+    return found
+
+
+def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        found.append(obj)
+    elif depth < 4 and isinstance(obj, (list, tuple)):
+        # A sequence that starts with a plain number (or a torch.Size) holds numbers: not
+        # scanned element by element, so torch.tensor(big_list) stays cheap.
+        if obj and isinstance(obj[0], (int, float, complex)):
+            return
+        for item in obj:
+            _collect_tensors(item, found, depth + 1)
+    elif depth < 4 and isinstance(obj, dict):
+        for item in obj.values():
+            _collect_tensors(item, found, depth + 1)
+
+
+def _is_cuda_device(device: Any) -> bool:
+    import torch
+
+    if isinstance(device, torch.device):
+        return device.type == "cuda"
+    if isinstance(device, str):
+        return device == "cuda" or device.startswith("cuda:")
+    # A bare int names a CUDA ordinal in torch's device arguments.
+    return isinstance(device, int) and not isinstance(device, bool)
+
+
+def _is_python_number(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Number)
+
+
+def _is_index_sequence(obj: Any) -> bool:
+    """PySequence_Check as torch's indexing code uses it (lists, tuples, ndarrays)."""
+    return isinstance(obj, (list, tuple, range)) or type(obj).__name__ == "ndarray"
+
+
+class _Patches:
+    """Attribute replacements for one session, undone in reverse order."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, bool, Any]] = []
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        existed = name in vars(owner)
+        self._saved.append((owner, name, existed, vars(owner).get(name)))
+        setattr(owner, name, value)
+
+    def restore(self) -> None:
+        while self._saved:
+            owner, name, existed, old = self._saved.pop()
+            if existed:
+                setattr(owner, name, old)
+            else:
+                delattr(owner, name)
+
+
+class PredictSession:
+    """Run a block of code with CPU tensors standing in for CUDA ones.
+
+    ``recorder.record_sync(frame, kind, predicted=True)`` is called once per predicted
+    sync event. A session entered while another is active (in any thread) is inert:
+    the outer session keeps seeing everything and the inner recorder gets nothing.
+    """
+
+    def __init__(self, recorder: Any) -> None:
+        self.recorder = recorder
+        self.registry: VirtualCudaRegistry | None = None
+        self.active = False
+        self.event_type: type | None = None
+        self.stream_type: type | None = None
+        self._patches = _Patches()
+        self._undo: contextlib.ExitStack | None = None
+        self._mode: Any = None
+        self._default_stream: _Stream | None = None
+        self._dynamo_disabled = False
+
+    @property
+    def cuda_tensors_created(self) -> int:
+        """How many tensors (storages) were put on the virtual CUDA device so far."""
+        return self.registry.marked if self.registry is not None else 0
+
+    def __enter__(self) -> PredictSession:
+        global _active_session
+        import torch  # noqa: F401  (imported lazily: the package must import without torch)
+
+        with _active_lock:
+            if _active_session is not None:
+                return self
+            _active_session = self
+        # Undone in reverse order on exit, each step even if an earlier one failed.
+        undo = self._undo = contextlib.ExitStack()
+        undo.callback(_release_active, self)
+        try:
+            self.registry = VirtualCudaRegistry()
+            # Stand-in classes bound to this session (what torch.cuda.Event/Stream become).
+            bound = {"_session": self, "__module__": "torch.cuda"}
+            self.event_type = type("Event", (_Event,), bound)
+            self.stream_type = type("Stream", (_Stream,), bound)
+            self._default_stream = self.stream_type()
+            undo.callback(self._patches.restore)
+            self._install_patches()
+            self._mode = _new_predict_mode(self)
+            self._mode.__enter__()
+            undo.callback(_remove_function_mode, self._mode)
+        except BaseException:
+            self._undo = None
+            undo.close()
+            raise
+        self.active = True
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        undo, self._undo = self._undo, None
+        self.active = False
+        if undo is not None:
+            undo.close()
+
+    # -- reporting ---------------------------------------------------------------------
+
+    def record(self, kind: str, frame: Any, count: int = 1) -> None:
+        for _ in range(count):
+            self.recorder.record_sync(frame, kind, predicted=True)
+
+    # -- patches for what a TorchFunctionMode cannot see -------------------------------
+
+    def _install_patches(self) -> None:
+        import torch
+        import torch.serialization
+        import torch.utils.data._utils.pin_memory as pin_memory_module
+
+        session = self
+        cuda = torch.cuda
+        patch = self._patches.replace
+
+        def synchronize(device: Any = None) -> None:
+            session.record("explicit", _user_frame())
+
+        def current_stream(device: Any = None) -> _Stream:
+            return session._default_stream
+
+        patch(cuda, "is_available", lambda: True)
+        patch(cuda, "device_count", lambda: 1)
+        patch(cuda, "current_device", lambda: 0)
+        patch(cuda, "set_device", lambda device: None)
+        patch(cuda, "device", _DeviceContext)
+        patch(cuda, "device_of", _DeviceContext)
+        patch(cuda, "synchronize", synchronize)
+        patch(cuda, "current_stream", current_stream)
+        patch(cuda, "default_stream", current_stream)
+        patch(cuda, "set_stream", lambda stream: None)
+        patch(cuda, "stream", _stream_context)
+        patch(cuda, "Event", self.event_type)
+        patch(cuda, "Stream", self.stream_type)
+        patch(cuda, "get_device_name", lambda device=None: "CPU stand-in (syncfree predict mode)")
+        # Lets torch.autocast('cuda', dtype=torch.bfloat16) enter as on a current GPU.
+        patch(cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+        patch(cuda, "reset_peak_memory_stats", lambda device=None: None)
+        patch(cuda, "is_current_stream_capturing", lambda: False)
+        # Predictions model the measured GPU (an H200, compute capability 9.0).
+        patch(cuda, "get_device_capability", lambda device=None: (9, 0))
+        patch(cuda, "get_device_properties", lambda device=None: _DEVICE_PROPERTIES)
+        # Virtual CUDA tensors draw from the CPU generator: its state is the CUDA state
+        # (torch.utils.checkpoint and torch.random.fork_rng save and restore it).
+        patch(cuda, "get_rng_state", lambda device="cuda": torch.get_rng_state())
+        patch(cuda, "set_rng_state",
+              lambda new_state, device="cuda": torch.set_rng_state(new_state))
+        patch(cuda, "get_rng_state_all", lambda: [torch.get_rng_state()])
+        patch(cuda, "set_rng_state_all", lambda new_states: torch.set_rng_state(new_states[0]))
+        for name in _LEGACY_TYPE_NAMES:
+            if hasattr(cuda, name):
+                patch(cuda, name, _legacy_cuda_type(self, name))
+
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            # torch >= 2.6 tutorials pick the device with torch.accelerator.
+            patch(accelerator, "is_available", lambda: True)
+            patch(accelerator, "current_accelerator",
+                  lambda check_available=False: torch.device("cuda"))
+            patch(accelerator, "device_count", lambda: 1)
+            for name in ("current_device_index", "current_device_idx"):
+                if hasattr(accelerator, name):
+                    patch(accelerator, name, lambda: 0)
+            for name in ("set_device_index", "set_device_idx"):
+                if hasattr(accelerator, name):
+                    patch(accelerator, name, lambda device: None)
+            patch(accelerator, "synchronize", synchronize)
+            if hasattr(accelerator, "current_stream"):
+                patch(accelerator, "current_stream", current_stream)
+
+        patch(torch, "load", self._load_wrapper(torch.load))
+        # torch.compile'd code runs eagerly: inductor would build CUDA kernels for a
+        # device that is not there. torch/_dynamo/config.py `disable` is read per call.
+        self._disable_dynamo()
+        patch(torch, "compile", self._compile_wrapper(torch.compile))
+        # torch/utils/_foreach_utils.py looks this up on torch._C at each call and then
+        # moves scalars to the device keys it returns (clip_grad_norm_, optimizers).
+        patch(torch._C, "_group_tensors_by_device_and_dtype",
+              self._grouping_wrapper(torch._C._group_tensors_by_device_and_dtype))
+        # The DataLoader's pinning thread (torch/utils/data/_utils/pin_memory.py) looks
+        # the function up in its module at each batch; it runs without our mode.
+        patch(pin_memory_module, "pin_memory", self._pinning_wrapper(pin_memory_module.pin_memory))
+
+    def _disable_dynamo(self) -> None:
+        dynamo = sys.modules.get("torch._dynamo")
+        if not self._dynamo_disabled and dynamo is not None and self._undo is not None:
+            self._undo.enter_context(dynamo.config.patch(disable=True))
+            self._dynamo_disabled = True
+
+    def _compile_wrapper(self, original_compile: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original_compile)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            compiled = original_compile(*args, **kwargs)  # imports torch._dynamo
+            session._disable_dynamo()
+            return compiled
+
+        return compile
+
+    def _load_wrapper(self, original_load: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original_load)
+        def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if callable(map_location):
+                return original_load(f, map_location, *args, **kwargs)
+            frame = _user_frame()
+            import torch.serialization
+
+            def to_cpu_standing_in(storage: Any, location: str) -> Any:
+                target = _mapped_location(map_location, location)
+                if target.startswith("cuda"):
+                    session.registry.mark_storage(storage)
+                    session.record("to_device", frame)
+                    return storage
+                if target.startswith("cpu"):
+                    return storage
+                return torch.serialization.default_restore_location(storage, target)
+
+            return original_load(f, to_cpu_standing_in, *args, **kwargs)
+
+        return load
+
+    def _grouping_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original)
+        def group_tensors_by_device_and_dtype(tensorlistlist: Any,
+                                              with_indices: bool = False) -> Any:
+            import torch
+
+            first = tensorlistlist[0] if tensorlistlist else []
+            registry = session.registry
+            if (registry is None or any(t is None for t in first)
+                    or not any(registry.is_cuda(t) for t in first)):
+                return original(tensorlistlist, with_indices)
+            # Same grouping as the C++ (by the first list's device and dtype; empty lists
+            # stay empty, None entries are kept), with virtual tensors under cuda:0 as
+            # they would be on a GPU.
+            cuda0 = torch.device("cuda", 0)
+            groups: dict[Any, tuple[list[list[Any]], list[int]]] = {}
+            for i, tensor in enumerate(first):
+                device = cuda0 if registry.is_cuda(tensor) else tensor.device
+                lists, indices = groups.setdefault(
+                    (device, tensor.dtype), ([[] for _ in tensorlistlist], []))
+                for out, source in zip(lists, tensorlistlist):
+                    if source:
+                        out.append(source[i])
+                if with_indices:
+                    indices.append(i)
+            return {key: (lists, indices) for key, (lists, indices) in groups.items()}
+
+        return group_tensors_by_device_and_dtype
+
+    def _pinning_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original)
+        def pin_memory(data: Any, device: Any = None) -> Any:
+            if not session.active or _function_mode_active(session._mode):
+                return original(data, device)
+            # In the DataLoader's pinning thread, which has no mode of its own (modes are
+            # per thread): Tensor.pin_memory, its only torch call, needs our stand-in.
+            with _new_predict_mode(session):
+                return original(data, device)
+
+        return pin_memory
+
+
+def _release_active(session: PredictSession) -> None:
+    global _active_session
+    with _active_lock:
+        if _active_session is session:
+            _active_session = None
+
+
+def _mapped_location(map_location: Any, location: str) -> str:
+    import torch
+
+    if map_location is None:
+        return location
+    if isinstance(map_location, dict):
+        return str(map_location.get(location, location))
+    if isinstance(map_location, torch.device):
+        return str(map_location)
+    if isinstance(map_location, int) and not isinstance(map_location, bool):
+        return f"cuda:{map_location}"
+    return str(map_location)
+
+
+_SKIPPED: frozenset[str] | None = None
+
+
+def _user_frame() -> Any:
+    """The innermost frame outside this module and torch's torch-function dispatch
+    (torch/overrides.py, handle_torch_function)."""
+    global _SKIPPED
+    if _SKIPPED is None:
+        import torch.overrides
+
+        _SKIPPED = frozenset({_user_frame.__code__.co_filename,
+                              torch.overrides.handle_torch_function.__code__.co_filename})
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in _SKIPPED:
+        frame = frame.f_back
+    return frame
+
+
+def _function_mode_active(mode: Any) -> bool:
+    from torch.overrides import _get_current_function_mode_stack
+
+    return any(m is mode for m in _get_current_function_mode_stack())
+
+
+def _remove_function_mode(mode: Any) -> None:
+    """Pop ``mode`` from torch's function-mode stack even if code left modes above it.
+
+    Modes pushed above ours (``torch.set_default_device`` pushes one and never pops it)
+    are put back in order. torch/overrides.py: _pop_mode/_push_mode.
+    """
+    import torch
+
+    above = []
+    while torch._C._len_torch_function_stack() > 0:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            break
+        above.append(top)
+    for other in reversed(above):
+        torch._C._push_on_torch_function_stack(other)
+
+
+# -- CPU stand-ins for torch.cuda streams, events and device contexts -------------------
+
+
+def _host_memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+class _DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` answers for the virtual device."""
+
+    name = "CPU stand-in (syncfree predict mode)"
+    major, minor = 9, 0
+    total_memory = _host_memory_bytes()
+    multi_processor_count = os.cpu_count() or 1
+    is_integrated = False
+    is_multi_gpu_board = False
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // 2**20}MB)")
+
+
+_DEVICE_PROPERTIES = _DeviceProperties()
+
+
+class _DeviceContext(contextlib.AbstractContextManager):
+    """``torch.cuda.device(i)`` / ``device_of(t)``: there is one virtual device."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.idx = 0
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _stream_context(stream: Any = None) -> Iterator[Any]:
+    yield stream
+
+
+class _Event:
+    """``torch.cuda.Event`` on the CPU: ``synchronize`` is a sync, ``wait``/``query`` are not."""
+
+    _session: PredictSession
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False,
+                 interprocess: bool = False, external: bool = False) -> None:
+        self.enable_timing = enable_timing
+        self._recorded_at: float | None = None
+
+    def record(self, stream: Any = None) -> None:
+        self._recorded_at = time.perf_counter()
+
+    def wait(self, stream: Any = None) -> None:
+        return None
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        self._session.record("explicit", _user_frame())
+
+    def elapsed_time(self, end_event: _Event) -> float:
+        if self._recorded_at is None or end_event._recorded_at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        return (end_event._recorded_at - self._recorded_at) * 1000.0
+
+    def __repr__(self) -> str:
+        return "<torch.cuda.Event (syncfree predict stand-in)>"
+
+
+class _Stream:
+    """``torch.cuda.Stream`` on the CPU: ``synchronize`` is a sync, the rest are no-ops."""
+
+    _session: PredictSession
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.priority = priority
+        self.cuda_stream = 0
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", 0)
+
+    def synchronize(self) -> None:
+        self._session.record("stream_sync", _user_frame())
+
+    def wait_event(self, event: Any) -> None:
+        return None
+
+    def wait_stream(self, stream: Any) -> None:
+        return None
+
+    def record_event(self, event: Any = None) -> Any:
+        event = event if event is not None else self._session.event_type()
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def __enter__(self) -> _Stream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "<torch.cuda.Stream (syncfree predict stand-in)>"
+
+
+class _LegacyCudaType(type):
+    """Metaclass of the ``torch.cuda.FloatTensor``-style stand-ins."""
+
+    _session: PredictSession
+    _cpu_type: Any
+    dtype: Any
+    is_cuda = True
+    is_sparse = False
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        import torch
+
+        registry = cls._session.registry
+        return (isinstance(obj, torch.Tensor) and obj.dtype == cls.dtype
+                and registry is not None and registry.is_cuda(obj))
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        tensor = cls._cpu_type(*args, **kwargs)
+        data = args[0] if len(args) == 1 else None
+        if (isinstance(data, (list, tuple)) and not isinstance(data, torch.Size)) or (
+                type(data).__name__ == "ndarray"):
+            cls._session.record("tensor_from_python", _user_frame())
+        cls._session.registry.mark_cuda(tensor)
+        return tensor
+
+    def __repr__(cls) -> str:
+        return f"<class 'torch.cuda.{cls.__name__}'>"
+
+
+def _legacy_cuda_type(session: PredictSession, name: str) -> type:
+    import torch
+
+    cpu_type = getattr(torch, name)
+    return _LegacyCudaType(name, (), {
+        "_session": session, "_cpu_type": cpu_type, "dtype": cpu_type.dtype,
+        "__module__": "torch.cuda",
+    })
+
+
+# -- the mode ---------------------------------------------------------------------------
+
+
+def _make_mode_class() -> type:
+    from torch.overrides import TorchFunctionMode
+
+    class PredictMode(TorchFunctionMode):
+        """Routes torch calls to the stand-in handlers of one PredictSession."""
+
+        def __init__(self, session: PredictSession) -> None:
+            super().__init__()
+            self.session = session
+            self.registry = session.registry
+            self.handlers = _handlers()
+            self.getters = _getters()
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            try:
+                handler = self.handlers.get(func)
+            except TypeError:  # an unhashable callable
+                handler = None
+            if handler is None and getattr(func, "__name__", None) in ("__get__", "__set__"):
+                handler = self.getters.get((getattr(func, "__self__", None), func.__name__))
+            if handler is not None:
+                return handler(self, func, args, kwargs)
+            return _call_generic(self, func, args, kwargs)
+
+    return PredictMode
+
+
+_predict_mode_class: type | None = None
+
+
+def _new_predict_mode(session: PredictSession) -> Any:
+    """A TorchFunctionMode for ``session`` (the class is built on first use: torch is
+    imported lazily)."""
+    global _predict_mode_class
+    if _predict_mode_class is None:
+        _predict_mode_class = _make_mode_class()
+    return _predict_mode_class(session)
+
+
+_CUDA = object()  # marker: the call targets the virtual CUDA device
+
+
+def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run any torch call on the CPU and mark its fresh results as virtual CUDA tensors.
+
+    Results are virtual when the call names a CUDA device (or is a factory under
+    ``torch.set_default_device('cuda')``/``with torch.device('cuda')``), or names no
+    device and has a virtual input. In-place and ``out=`` results (their storage is a
+    non-virtual input's) keep their device, as on a GPU.
+    """
+    registry = mode.registry
+    target: Any = None
+    device = kwargs.get("device")
+    if device is None and _default_device_is_cuda() and func in _device_constructors():
+        device = "cuda"  # the DeviceContext below us would fill in the CUDA default
+    if device is not None:
+        if _is_cuda_device(device):
+            kwargs = dict(kwargs, device="cpu")
+            target = _CUDA
+        else:
+            target = device
+    pin = False
+    if kwargs.get("pin_memory"):
+        kwargs = dict(kwargs, pin_memory=False)
+        pin = True
+    inputs = _tensors_in(args)
+    if kwargs:
+        _collect_tensors(kwargs, inputs, 0)
+    virtual_input = False
+    kept: set[int] = set()  # storages of host inputs: in-place and out= results stay there
+    for tensor in inputs:
+        if registry.is_cuda(tensor):
+            virtual_input = True
+        else:
+            storage = registry.storage_of(tensor)
+            if storage is not None:
+                kept.add(id(storage))
+    result = func(*args, **kwargs)
+    if target is _CUDA or (target is None and virtual_input):
+        for out in _tensors_in(result):
+            storage = registry.storage_of(out)
+            if storage is None or id(storage) not in kept:
+                registry.mark_cuda(out)
+    if pin:
+        for out in _tensors_in(result):
+            registry.mark_pinned(out)
+    return result
+
+
+def _default_device_is_cuda() -> bool:
+    # torch/utils/_device.py: DeviceContext (set_default_device, `with torch.device(..)`)
+    # keeps the default device in CURRENT_DEVICE and injects it into factory calls.
+    import torch.utils._device as device_module
+
+    current = getattr(device_module, "CURRENT_DEVICE", None)
+    return current is not None and _is_cuda_device(current)
+
+
+def _device_constructors() -> Any:
+    import torch.utils._device as device_module
+
+    return device_module._device_constructors()
+
+
+def _virtual(mode: Any, value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor) and mode.registry.is_cuda(value)
+
+
+def _record(mode: Any, kind: str, count: int = 1) -> None:
+    mode.session.record(kind, _user_frame(), count)
+
+
+def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
+    """Handler: ``count`` syncs of ``kind`` when the tensor (first argument) is virtual."""
+
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        tensor = args[0] if args else next(iter(kwargs.values()), None)
+        if _virtual(mode, tensor):
+            _record(mode, kind, count)
+        return _call_generic(mode, func, args, kwargs)
+
+    return handler
+
+
+def _when_any_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        if any(mode.registry.is_cuda(t) for v in (args, kwargs) for t in _tensors_in(v)):
+            _record(mode, kind, count)
+        return _call_generic(mode, func, args, kwargs)
+
+    return handler
+
+
+def _handle_format(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, spec = args[0], (args[1] if len(args) > 1 else kwargs.get("format_spec", ""))
+    if _virtual(mode, tensor):
+        # torch/_tensor.py: a 0-d Tensor formats its item(); others (and subclasses such
+        # as Parameter) go through object.__format__, which allows only '' -> str(self).
+        if tensor.dim() == 0 and type(tensor) is torch.Tensor:
+            _record(mode, "format")
+        elif spec == "":
+            _record(mode, "print")
+    return func(*args, **kwargs)
+
+
+def _handle_numpy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    tensor = args[0]
+    if _virtual(mode, tensor):
+        force = kwargs.get("force", args[1] if len(args) > 1 else False)
+        if not force:
+            # The error torch raises for a CUDA tensor (torch/csrc/utils/tensor_numpy.cpp).
+            raise TypeError(
+                "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+                "copy the tensor to host memory first.")
+        _record(mode, "to_host")
+    return func(*args, **kwargs)
+
+
+def _handle_array(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+            "copy the tensor to host memory first.")
+    return func(*args, **kwargs)
+
+
+def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
+          non_blocking: bool = False, copy: bool = False, memory_format: Any = None) -> Any:
+    """``tensor.to(device, dtype)`` with the virtual device: the shared core of
+    ``to``/``cuda``/``cpu``/``type``. ``to_cuda`` None keeps the device."""
+    import torch
+
+    registry = mode.registry
+    source_virtual = registry.is_cuda(tensor)
+    extra = {} if memory_format is None else {"memory_format": memory_format}
+    if to_cuda is not None:
+        extra["device"] = "cpu"
+    moves = to_cuda is not None and to_cuda != source_virtual
+    if moves and not non_blocking:
+        _record(mode, "to_device" if to_cuda else "to_host")
+    # A move between the virtual and the real device copies, as a device copy would.
+    result = torch.Tensor.to(tensor, dtype=dtype, non_blocking=non_blocking,
+                             copy=copy or moves, **extra)
+    if to_cuda or (to_cuda is None and source_virtual):
+        registry.mark_cuda(result)
+    return result
+
+
+def _handle_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, rest = args[0], list(args[1:])
+    kwargs = dict(kwargs)
+    copy = kwargs.pop("copy", False)
+    if rest and isinstance(rest[0], torch.Tensor):
+        other = rest.pop(0)
+        device = "cuda" if mode.registry.is_cuda(other) else other.device
+        rest = [device, other.dtype, *rest]
+    if len(rest) == 4 and isinstance(rest[3], bool):  # to(device, dtype, non_blocking, copy)
+        copy = rest.pop()
+    try:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
+    except (TypeError, RuntimeError):
+        # Arguments torch itself rejects: let torch raise its own error.
+        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+    if device is not None and device.type not in ("cuda", "cpu"):
+        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+    to_cuda = None if device is None else device.type == "cuda"
+    return _move(mode, tensor, to_cuda, dtype, non_blocking, copy, memory_format)
+
+
+def _handle_cuda(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    def bind(device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> tuple:
+        return non_blocking, memory_format
+
+    non_blocking, memory_format = bind(*args[1:], **kwargs)
+    if mode.registry.is_cuda(args[0]):
+        return args[0]  # as on a GPU: already there, the same tensor
+    return _move(mode, args[0], True, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _handle_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if not mode.registry.is_cuda(args[0]):
+        return func(*args, **kwargs)
+    memory_format = kwargs.get("memory_format", args[1] if len(args) > 1 else None)
+    return _move(mode, args[0], False, memory_format=memory_format)
+
+
+def _legacy_type_target(spec: Any) -> tuple[bool, Any] | None:
+    """(is_cuda, dtype) named by a legacy tensor type or its name, None otherwise."""
+    import torch
+
+    if isinstance(spec, str):
+        name = spec.replace("torch.cuda.", "torch.", 1)
+        base = getattr(torch, name[len("torch."):], None) if name.startswith("torch.") else None
+        dtype = getattr(base, "dtype", None)
+        return None if dtype is None else (spec.startswith("torch.cuda."), dtype)
+    if isinstance(getattr(spec, "dtype", None), torch.dtype) and hasattr(spec, "is_cuda"):
+        return bool(spec.is_cuda), spec.dtype
+    return None
+
+
+def _handle_type(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    def bind(dtype: Any = None, non_blocking: bool = False, **extra: Any) -> tuple:
+        return dtype, non_blocking
+
+    tensor = args[0]
+    spec, non_blocking = bind(*args[1:], **kwargs)
+    if spec is None:
+        name = func(tensor)
+        if mode.registry.is_cuda(tensor) and name.startswith("torch.") and ".cuda." not in name:
+            name = "torch.cuda." + name[len("torch."):]
+        return name
+    target = _legacy_type_target(spec)
+    if target is None:  # a torch.dtype: same device
+        return _call_generic(mode, func, args, kwargs)
+    to_cuda, dtype = target
+    return _move(mode, tensor, to_cuda, dtype, non_blocking)
+
+
+def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    destination, source = args[0], (args[1] if len(args) > 1 else kwargs.get("src"))
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    dst_virtual, src_virtual = mode.registry.is_cuda(destination), _virtual(mode, source)
+    if dst_virtual != src_virtual and not non_blocking:
+        _record(mode, "to_host" if src_virtual else "to_device")
+    return func(*args, **kwargs)
+
+
+def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor = args[0]
+    if mode.registry.is_cuda(tensor):
+        # The error torch raises for a CUDA tensor (aten/src/ATen/native/Memory.cpp).
+        cuda_type = "torch.cuda." + torch.Tensor.type(tensor)[len("torch."):]
+        raise RuntimeError(f"cannot pin '{cuda_type}' only dense CPU tensors can be pinned")
+    if mode.registry.is_pinned(tensor):
+        return tensor  # as torch does for a tensor that is pinned already
+    pinned = tensor.clone(memory_format=torch.contiguous_format)  # a page-locked copy
+    mode.registry.mark_pinned(pinned)
+    return pinned
+
+
+def _handle_is_pinned(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return mode.registry.is_pinned(args[0])
+
+
+def _handle_record_stream(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return None
+
+
+def _handle_get_device(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return 0 if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+def _python_data_syncs(mode: Any, data: Any) -> int:
+    """``torch.tensor([t0, t1])`` reads each CUDA element with item()."""
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return 0
+    return sum(1 for t in _tensors_in(data) if mode.registry.is_cuda(t))
+
+
+def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch.tensor/as_tensor/asarray``: building a CUDA tensor from host data syncs."""
+    import torch
+
+    if func is torch.as_tensor and len(args) > 1:  # as_tensor(data, dtype, device)
+        kwargs = dict(kwargs, **dict(zip(("dtype", "device"), args[1:3])))
+        args = args[:1]
+    data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
+    device = kwargs.get("device")
+    reads = _python_data_syncs(mode, data)
+    if reads:
+        _record(mode, "python_scalar", reads)
+    data_virtual = _virtual(mode, data)
+    if device is None:
+        if isinstance(data, torch.Tensor):
+            return _call_generic(mode, func, args, kwargs)  # keeps the data's device
+        # Host data and no device: a CPU tensor even when the elements were on CUDA.
+        return func(*args, **kwargs)
+    if _is_cuda_device(device):
+        if not isinstance(data, torch.Tensor):
+            _record(mode, "tensor_from_python")
+        elif not data_virtual:
+            _record(mode, "to_device")
+    elif data_virtual:
+        _record(mode, "to_host")
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, data = args[0], (args[1] if len(args) > 1 else kwargs.get("data"))
+    device = kwargs.get("device")
+    to_cuda = _is_cuda_device(device) if device is not None else mode.registry.is_cuda(tensor)
+    reads = _python_data_syncs(mode, data)
+    if reads:
+        _record(mode, "python_scalar", reads)
+    if to_cuda:
+        if isinstance(data, torch.Tensor):
+            if not mode.registry.is_cuda(data):
+                _record(mode, "to_device")
+        else:
+            _record(mode, "tensor_from_python")
+    if device is not None:
+        return _call_generic(mode, func, args, kwargs)
+    result = func(*args, **kwargs)
+    if to_cuda:
+        mode.registry.mark_cuda(result)
+    return result
+
+
+def _handle_where(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if len(args) + len(kwargs) == 1 and _virtual(mode, (args or tuple(kwargs.values()))[0]):
+        _record(mode, "nonzero")  # torch.where(cond) is nonzero(cond, as_tuple=True)
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # repeat_interleave(repeats) or repeat_interleave(input, repeats, dim, *, output_size)
+    if len(args) == 1 and "repeats" not in kwargs:
+        repeats = args[0]
+    else:
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+    output_size = kwargs.get("output_size")
+    if output_size is None and _virtual(mode, repeats):
+        _record(mode, "repeat_interleave", 2)  # measured: the output size and a check
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_histc(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    names = ("input", "bins", "min", "max")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    if _virtual(mode, bound.get("input")) and bound.get("min", 0) == bound.get("max", 0):
+        _record(mode, "histc", 2)  # the range is read from the data: min and max
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_one_hot(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    num_classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+    if num_classes == -1 and _virtual(mode, args[0] if args else kwargs.get("tensor")):
+        _record(mode, "one_hot")
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_equal(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    values = [*args, *kwargs.values()]
+    if len(values) >= 2 and values[0] is not values[1] and any(_virtual(mode, v) for v in values):
+        _record(mode, "allclose")  # a Python bool from the device; equal(x, x) shortcuts
+    return func(*args, **kwargs)
+
+
+def _handle_contains(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]):
+        _record(mode, "python_bool")  # torch/_tensor.py: bool((element == self).any().item())
+    return func(*args, **kwargs)
+
+
+# -- indexing ---------------------------------------------------------------------------
+
+
+def _index_components(index: Any) -> tuple:
+    """The index as torch's Python indexing splits it (wrapTuple/treatSequenceAsTuple in
+    torch/csrc/autograd/python_variable_indexing.cpp)."""
+    import torch
+
+    if isinstance(index, tuple):
+        return index
+    if isinstance(index, list) and len(index) < 32 and any(
+            isinstance(item, (torch.Tensor, slice)) or item is None or item is Ellipsis
+            or _is_index_sequence(item) for item in index):
+        return tuple(index)
+    return (index,)
+
+
+class _IndexSyncs:
+    """The syncs of one ``__getitem__``/``__setitem__`` index, component by component."""
+
+    def __init__(self, mode: Any, self_virtual: bool, index: Any) -> None:
+        import torch
+
+        registry = mode.registry
+        self.kinds: list[str] = []
+        self.advanced = 0          # tensor/sequence indices left for index / index_put_
+        self.virtual_masks = 0
+        self.other_advanced = 0    # advanced indices that are not virtual masks
+        for item in _index_components(index):
+            if isinstance(item, slice):
+                for bound in (item.start, item.stop, item.step):
+                    if isinstance(bound, torch.Tensor) and registry.is_cuda(bound):
+                        self.kinds.append("slice_bounds")  # __index__ -> item()
+            elif isinstance(item, torch.Tensor):
+                virtual = registry.is_cuda(item)
+                is_mask = item.dtype in (torch.bool, torch.uint8)
+                if item.dim() == 0 and (is_mask or not item.is_floating_point()):
+                    # handleDimInMultiDimIndexing reads a 0-d index with item().
+                    if virtual:
+                        self.kinds.append("index")
+                    if is_mask:
+                        self.advanced += 1
+                        self.other_advanced += 1
+                    continue
+                self.advanced += 1
+                if virtual and is_mask:
+                    self.virtual_masks += 1
+                else:
+                    self.other_advanced += 1
+                    if not virtual and self_virtual:
+                        self.kinds.append("index")  # host indices copied to the device
+            elif _is_index_sequence(item) and not isinstance(item, str):
+                self.advanced += 1
+                self.other_advanced += 1
+                if self_virtual:
+                    self.kinds.append("index")  # a host index tensor copied to the device
+
+
+def _handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    tensor, index = args[0], args[1]
+    self_virtual = mode.registry.is_cuda(tensor)
+    syncs = _IndexSyncs(mode, self_virtual, index)
+    kinds = list(syncs.kinds)
+    if self_virtual:
+        kinds += ["mask_index"] * syncs.virtual_masks  # nonzero() of each CUDA mask
+    for kind in kinds:
+        _record(mode, kind)
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, index, value = args[0], args[1], args[2]
+    registry = mode.registry
+    self_virtual = registry.is_cuda(tensor)
+    if index is False:
+        return func(*args, **kwargs)  # python_variable_indexing.cpp: a no-op
+    syncs = _IndexSyncs(mode, self_virtual, index)
+    kinds = list(syncs.kinds)
+    value_virtual = _virtual(mode, value)
+    if isinstance(value, torch.Tensor):
+        value_host_scalar = not value_virtual and value.dim() == 0
+        value_host_single = not value_virtual and value.numel() == 1
+        value_host_tensor = not value_virtual and value.dim() > 0
+    else:
+        # A Python number becomes a 0-d host tensor for a CUDA destination.
+        value_host_scalar = value_host_single = _is_python_number(value)
+        value_host_tensor = False
+    scalar_into_slice = False
+    if self_virtual:
+        if syncs.advanced == 0:
+            # copy_to (aten/src/ATen/TensorIndexing.h): a same-shape copy_ from the host
+            # syncs; a host scalar into a larger slice is a fill_ (decided below, once
+            # the index is known to be valid).
+            if value_host_tensor:
+                kinds.append("index_put")
+            scalar_into_slice = value_host_scalar
+        elif value_host_single and syncs.virtual_masks == 1 and syncs.other_advanced == 0:
+            pass  # index_put_ -> masked_fill_(mask, value.item()): no sync
+        else:
+            kinds += ["mask_index"] * syncs.virtual_masks
+            if value_host_scalar:
+                kinds.append("index_put")  # value.to(self.device()) in _index_put_impl_
+    elif value_virtual:
+        kinds.append("to_host")  # a CUDA value copied into a host tensor
+    for kind in kinds:
+        _record(mode, kind)
+    result = func(*args, **kwargs)
+    if scalar_into_slice and torch.Tensor.__getitem__(tensor, index).dim() == 0:
+        _record(mode, "index_put")
+    return result
+
+
+# -- getters ----------------------------------------------------------------------------
+
+
+def _getter_device(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    if mode.registry.is_cuda(args[0]):
+        return torch.device("cuda", 0)
+    return func(*args, **kwargs)
+
+
+def _getter_is_cuda(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return True if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+def _getter_is_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return False if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+_HANDLERS: dict[Any, Callable[..., Any]] | None = None
+_GETTERS: dict[Any, Callable[..., Any]] | None = None
+
+
+def _handlers() -> dict[Any, Callable[..., Any]]:
+    global _HANDLERS
+    if _HANDLERS is not None:
+        return _HANDLERS
+    import torch
+    import torch.nn.functional as F
+
+    T = torch.Tensor
+    table: dict[Any, Callable[..., Any]] = {
+        getattr(T, name): _when_virtual("python_scalar")
+        for name in ("__float__", "__int__", "__index__", "__complex__") if hasattr(T, name)
+    }
+    table.update({
+        T.item: _when_virtual("item"),
+        T.__bool__: _when_virtual("python_bool"),
+        torch.is_nonzero: _when_virtual("python_bool"),
+        T.__contains__: _handle_contains,
+        T.__format__: _handle_format,
+        T.__repr__: _when_virtual("print"),
+        T.tolist: _when_virtual("tolist"),
+        T.numpy: _handle_numpy,
+        T.__array__: _handle_array,
+        T.to: _handle_to,
+        T.cuda: _handle_cuda,
+        T.cpu: _handle_cpu,
+        T.type: _handle_type,
+        T.copy_: _handle_copy_,
+        T.pin_memory: _handle_pin_memory,
+        T.is_pinned: _handle_is_pinned,
+        T.record_stream: _handle_record_stream,
+        T.get_device: _handle_get_device,
+        T.__getitem__: _handle_getitem,
+        T.__setitem__: _handle_setitem,
+        torch.tensor: _handle_tensor_from_data,
+        torch.as_tensor: _handle_tensor_from_data,
+        T.new_tensor: _handle_new_tensor,
+        torch.nonzero: _when_virtual("nonzero"),
+        T.nonzero: _when_virtual("nonzero"),
+        torch.argwhere: _when_virtual("nonzero"),
+        T.argwhere: _when_virtual("nonzero"),
+        torch.where: _handle_where,
+        torch.masked_select: _when_virtual("masked_select"),
+        T.masked_select: _when_virtual("masked_select"),
+        torch.unique: _when_virtual("unique"),
+        T.unique: _when_virtual("unique"),
+        torch.unique_consecutive: _when_virtual("unique"),
+        T.unique_consecutive: _when_virtual("unique"),
+        torch.repeat_interleave: _handle_repeat_interleave,
+        T.repeat_interleave: _handle_repeat_interleave,
+        # bincount reads min and max to size its output: 2 syncs.
+        torch.bincount: _when_virtual("bincount", 2),
+        T.bincount: _when_virtual("bincount", 2),
+        torch.histc: _handle_histc,
+        T.histc: _handle_histc,
+        F.one_hot: _handle_one_hot,
+        torch.allclose: _when_any_virtual("allclose"),
+        T.allclose: _when_any_virtual("allclose"),
+        torch.equal: _handle_equal,
+        T.equal: _handle_equal,
+    })
+    if hasattr(torch, "asarray"):
+        table[torch.asarray] = _handle_tensor_from_data
+    _HANDLERS = table
+    return table
+
+
+def _getters() -> dict[Any, Callable[..., Any]]:
+    global _GETTERS
+    if _GETTERS is not None:
+        return _GETTERS
+    import torch
+
+    base = vars(torch._C.TensorBase)
+    _GETTERS = {
+        (base["device"], "__get__"): _getter_device,
+        (base["is_cuda"], "__get__"): _getter_is_cuda,
+        (base["is_cpu"], "__get__"): _getter_is_cpu,
+    }
+    return _GETTERS

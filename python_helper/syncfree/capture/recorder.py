@@ -1,0 +1,430 @@
+"""`SyncRecorder`: run code under torch's sync debug mode and record where each sync came from.
+
+    with SyncRecorder("warn", cell_files={filename: 0}) as recorder:
+        exec(code, namespace)          # code compiled under `filename`
+    recorder.sites                     # [SyncSite(line=3, kind="item", count=64, ...)]
+
+On enter (warn and error modes): warning filters that count every sync warning (Python's
+default filter shows one per code location) and drop torch's one-time "prototype feature"
+warning; a `warnings.showwarning` hook; wrappers for the explicit synchronize calls the
+debug mode does not see (explicit.py); `torch.cuda.set_sync_debug_mode`; and, for blocked
+time, a profile callback (stall.py). On exit, by any path, each of those is undone: the
+filters list is the same list object without our two entries, `showwarning`, the wrapped
+torch functions and the debug mode are the very objects and value they were before.
+
+Predict mode (no CUDA) enters `predict.PredictSession(recorder)` instead, which reports
+predicted syncs through `record_sync`.
+
+The hook's hot path is a walk of ``f_back`` from the syncing frame to the cell's module
+frame and one dict lookup keyed by the (code, instruction) pairs walked; the first time a
+key is seen `sites.attribute()` works out the cell lines and the kind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from time import perf_counter
+from types import FrameType, TracebackType
+from typing import Any
+
+from . import explicit
+from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, attribute, kind_label
+from .stall import WARNINGS_GLOBALS, StallClock
+
+#: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
+#: the RuntimeError it raises in error mode.
+SYNC_MESSAGE = "called a synchronizing CUDA operation"
+_PROTOTYPE_MESSAGE = "Synchronization debug mode is a prototype feature"
+
+MODES = ("warn", "error", "predict")
+_DEBUG_MODE = {"warn": 1, "error": 2}
+_CACHE_LIMIT = 65536  # distinct stacks remembered; past it the cache starts over
+_MAX_NOTES = 20
+
+# Recorders between enter and exit, innermost last (nested %%syncfree inside watch mode).
+_active: list[SyncRecorder] = []
+
+
+class SyncRecorder:
+    """Records the syncs of code compiled under the filenames in ``cell_files``.
+
+    Parameters
+    ----------
+    mode:
+        ``warn`` counts every sync; ``error`` lets torch raise at the first one (explicit
+        synchronize calls raise too); ``predict`` runs `predict.PredictSession` instead.
+    measure_blocked:
+        Time each sync (``blocked_ms``); only with CUDA and in warn mode.
+    max_frames:
+        Library frames kept per site, between the cell line and the sync (at most 8).
+    cell_files:
+        Code filename -> line offset: line ``n`` of that code is cell line ``n + offset``.
+    findings:
+        Optional static findings (schema Finding dicts, cell lines) per filename; without
+        them the recorder analyses the code text in `linecache` the first time it needs to.
+    """
+
+    def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, max_frames: int = 4,
+                 cell_files: Mapping[str, int],
+                 findings: Mapping[str, Sequence[Mapping]] | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if not 0 <= max_frames <= MAX_FRAMES:
+            raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
+        self.mode = mode
+        self.measure_blocked = measure_blocked
+        self.max_frames = max_frames
+        self._cell_files = dict(cell_files)
+        self._findings: dict[str, Sequence[Mapping]] = dict(findings or {})
+        self._table = SiteTable()
+        self._outside: dict[str, SyncTally] = {}
+        self._cache: dict[tuple, SyncTally] = {}
+        self._pinned: list[tuple] = []  # code objects whose id() is in a cache key stay alive
+        self._lock = threading.Lock()
+        self._thread = threading.get_ident()
+        self._undo: contextlib.ExitStack | None = None
+        self._clock: StallClock | None = None
+        self._previous_showwarning: Any = None
+        self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
+        self._started = 0.0
+        self.wall_ms = 0.0
+        self.frames_truncated = False
+        self.cuda = False
+        self.notes: list[str] = []
+        self.error: dict | None = None
+
+    # ------------------------------------------------------------------ enter / exit
+
+    def __enter__(self) -> SyncRecorder:
+        if self._undo is not None:
+            raise RuntimeError("a SyncRecorder can be entered only once")
+        import torch
+
+        self._thread = threading.get_ident()
+        undo = self._undo = contextlib.ExitStack()
+        try:
+            if _active:
+                _active[-1].note("a nested syncfree recorder took over part of this run; "
+                                 "its syncs are in its own report")
+            _active.append(self)
+            undo.callback(_active.remove, self)
+            if self.mode == "predict":
+                from .predict import PredictSession
+
+                undo.enter_context(PredictSession(self))
+            else:
+                self._install_hooks(torch, undo)
+        except BaseException:
+            self._undo = None
+            undo.close()
+            raise
+        self._started = perf_counter()
+        return self
+
+    def _install_hooks(self, torch, undo: contextlib.ExitStack) -> None:
+        self._install_filters(undo)
+
+        self._previous_showwarning = warnings.showwarning
+        warnings.showwarning = self._showwarning
+        undo.callback(self._restore_showwarning)
+
+        explicit.attach(self, torch)
+        undo.callback(self._detach_explicit)
+
+        self.cuda = bool(torch.cuda.is_available())
+        if self.cuda:
+            previous = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode(_DEBUG_MODE[self.mode])
+            undo.callback(torch.cuda.set_sync_debug_mode, previous)
+        else:
+            self.note("No CUDA device: torch's sync debug mode is off, only explicit "
+                      "synchronize calls are seen")
+
+        if self.measure_blocked and self.cuda and self.mode == "warn":
+            clock = StallClock(self._cell_files, hook_globals=globals())
+            if clock.start():
+                self._clock = clock
+                undo.callback(self._stop_clock)
+            else:
+                self.note("blocked time not measured: another profiler is active")
+
+    def _install_filters(self, undo: contextlib.ExitStack) -> None:
+        # Inserted into the current list (not a copy, unlike catch_warnings) so that filters
+        # the cell itself adds stay after the run; removed again by identity.
+        count_every_sync = ("always", re.compile(re.escape(SYNC_MESSAGE), re.I), Warning, None, 0)
+        drop_prototype = ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE), re.I), Warning, None, 0)
+        filters = warnings.filters
+        filters.insert(0, drop_prototype)
+        filters.insert(0, count_every_sync)
+        _filters_changed()
+        undo.callback(self._remove_filters, filters, (count_every_sync, drop_prototype))
+
+    def _remove_filters(self, filters: list, entries: tuple) -> None:
+        missing = False
+        for entry in entries:
+            for i, item in enumerate(filters):
+                if item is entry:
+                    del filters[i]
+                    break
+            else:
+                missing = True
+        if missing or warnings.filters is not filters:
+            self.note("the cell reset the warning filters; syncs after that point may be "
+                      "counted once per line only")
+        _filters_changed()
+
+    def _restore_showwarning(self) -> None:
+        if warnings.showwarning == self._showwarning:
+            warnings.showwarning = self._previous_showwarning
+        else:
+            self.note("the cell replaced warnings.showwarning; syncs after that point were "
+                      "not seen, and the replacement was left in place")
+
+    def _detach_explicit(self) -> None:
+        for note in explicit.detach(self):
+            self.note(note)
+
+    def _stop_clock(self) -> None:
+        clock = self._clock
+        if clock is None:
+            return
+        clock.stop()
+        if clock.interrupted:
+            self.note("another profiler replaced syncfree's during the run: blocked time "
+                      "covers only the syncs before it")
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        self.wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
+        undo, self._undo = self._undo, None
+        try:
+            if undo is not None:
+                undo.__exit__(exc_type, exc, tb)
+        finally:
+            if exc is not None:
+                self.error = self._describe_error(exc)
+        return False
+
+    # ------------------------------------------------------------------ recording
+
+    def record_sync(self, frame: FrameType, kind: str | None = None, *, predicted: bool = False,
+                    blocked_s: float | None = None) -> None:
+        """Record one sync whose innermost Python frame is ``frame``.
+
+        ``kind`` names the operation when the caller knows it (explicit synchronize,
+        predict mode); otherwise it is worked out from the frames and the cell's findings.
+        """
+        self._record(frame, kind, predicted, blocked_s, None)
+
+    def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
+                blocked: float | None, detail: str | None) -> SyncTally:
+        # Hot path: no allocation beyond the key, no call beyond the dict lookup.
+        files = self._cell_files
+        key: list = [threading.get_ident(), kind, predicted, detail]
+        f = frame
+        while f is not None:
+            code = f.f_code
+            key.append(id(code))
+            key.append(f.f_lasti)
+            if code.co_name == "<module>" and code.co_filename in files:
+                break
+            f = f.f_back
+        key_t = tuple(key)
+        tally = self._cache.get(key_t)
+        if tally is None:
+            tally = self._resolve(frame, key_t, kind, predicted, detail)
+        tally.count += 1
+        if blocked is not None:
+            tally.blocked_s += blocked
+            tally.measured += 1
+        return tally
+
+    def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
+                 detail: str | None) -> SyncTally:
+        with self._lock:
+            tally = self._cache.get(key)
+            if tally is not None:
+                return tally
+            codes = []
+            f = frame
+            while f is not None and len(codes) * 2 < len(key) - 4:
+                codes.append(f.f_code)
+                f = f.f_back
+            tid = threading.get_ident()
+            thread = None if tid == self._thread else threading.current_thread().name
+            attribution = None
+            if frame is not None:
+                try:
+                    attribution = attribute(frame, self._cell_files, self._findings_for,
+                                            self.max_frames, kind)
+                except Exception as exc:  # a fault here must not break the user's cell
+                    self.note(f"syncfree could not attribute a sync ({type(exc).__name__}: "
+                              f"{exc}); it is counted outside the cell's lines")
+            if attribution is None:
+                tally = self._outside.setdefault(thread or "", SyncTally())
+            else:
+                self.frames_truncated |= attribution.frames_truncated
+                tally = self._table.site_for(attribution.chain, attribution.kind,
+                                             attribution.rule, attribution.frames, thread,
+                                             predicted, detail)
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+                self._pinned.clear()
+            self._cache[key] = tally
+            self._pinned.append(tuple(codes))
+            return tally
+
+    def _findings_for(self, filename: str) -> Sequence[Mapping]:
+        findings = self._findings.get(filename)
+        if findings is None:
+            import linecache
+
+            offset = self._cell_files.get(filename, 0)
+            text = "".join(linecache.getlines(filename))
+            try:
+                from syncfree.analyze import analyze_source
+
+                findings = analyze_source(text, first_line=1 + offset)
+            except Exception as exc:  # without findings the frames and opcodes still name it
+                self.note(f"static analysis of the cell failed ({type(exc).__name__}: {exc})")
+                findings = []
+            self._findings[filename] = findings
+        return findings
+
+    def _showwarning(self, message, category, filename, lineno, file=None, line=None):
+        if not str(message).startswith(SYNC_MESSAGE):
+            self._previous_showwarning(message, category, filename, lineno, file, line)
+            return
+        clock = self._clock
+        blocked = clock.pause() if clock is not None else None
+        try:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_globals is WARNINGS_GLOBALS:
+                frame = frame.f_back  # WarningMessage/_showwarnmsg ran between sync and hook
+            self._record(frame, None, False, blocked, None)
+        finally:
+            if clock is not None:
+                clock.resume()
+
+    def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict):
+        """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co."""
+        __tracebackhide__ = True
+        if self.mode == "error":
+            self._error_site = self._record(frame, "explicit", False, None, what)
+            raise RuntimeError(f"{SYNC_MESSAGE}: {what} (syncfree --mode error stops at "
+                               "explicit synchronization too)")
+        clock = self._clock
+        if clock is None or threading.get_ident() != self._thread:
+            try:
+                return call(*args, **kwargs)
+            finally:
+                self._record(frame, "explicit", False, None, what)
+        start = perf_counter()
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self._record(frame, "explicit", False, perf_counter() - start, what)
+            clock.resume()  # the next interval starts after this sync
+
+    # ------------------------------------------------------------------ errors
+
+    def _describe_error(self, exc: BaseException) -> dict:
+        sync_error = (self.mode == "error" and isinstance(exc, RuntimeError)
+                      and str(exc).startswith(SYNC_MESSAGE))
+        if sync_error and self._error_site is None:
+            innermost = _innermost_frame(exc.__traceback__)
+            if innermost is not None:
+                self._error_site = self._record(innermost, None, False, None, None)
+        line = self._cell_line_of(exc.__traceback__)
+        if sync_error:
+            site = self._error_site
+            what = "an operation"
+            if isinstance(site, SyncSite):
+                what, line = site.label, site.line
+            where = f"line {line}: " if line else ""
+            message = f"{where}{what} synchronized; --mode error stops at the first sync"
+        elif isinstance(exc, KeyboardInterrupt):
+            message = "interrupted"
+        else:
+            message = str(exc) or type(exc).__name__
+        return {"type": type(exc).__qualname__[:200], "message": message[:1000], "line": line}
+
+    def _cell_line_of(self, tb: TracebackType | None) -> int | None:
+        line = None
+        while tb is not None:
+            filename = tb.tb_frame.f_code.co_filename
+            if filename in self._cell_files and tb.tb_lineno is not None:
+                line = max(tb.tb_lineno + self._cell_files[filename], 1)
+            tb = tb.tb_next
+        return line
+
+    # ------------------------------------------------------------------ results
+
+    def note(self, text: str) -> None:
+        if text not in self.notes and len(self.notes) < _MAX_NOTES:
+            self.notes.append(text[:500])
+
+    @property
+    def stopped_by_sync(self) -> bool:
+        """In error mode: the run ended at a sync (``error`` says where)."""
+        return self._error_site is not None
+
+    @property
+    def sites(self) -> list[SyncSite]:
+        return self._table.sites()
+
+    @property
+    def syncs(self) -> int:
+        """Every sync seen, on a cell line or not."""
+        return (sum(s.count for s in self._table.sites()) + self._table.overflow.count
+                + sum(t.count for t in self._outside.values()))
+
+    def report_fields(self) -> dict:
+        """Keyword arguments for `syncfree.report.build_report` (all but source/device)."""
+        notes = list(self.notes)
+        for thread, tally in self._outside.items():
+            if tally.count:
+                where = f"in thread {thread!r}" if thread else "in the cell's thread"
+                notes.append(f"{tally.count} sync(s) {where} ran outside the cell's code and "
+                             "are not attributed to a line")
+        if self._table.overflow.count:
+            notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
+                         f"{len(self._table.sites())} are counted in the totals only")
+        return {
+            "mode": self.mode,
+            "sites": [s.to_report() for s in self._table.sites()],
+            "syncs": self.syncs,
+            "wall_ms": self.wall_ms,
+            "error": self.error,
+            "notes": notes,
+            "truncated_sites": self._table.truncated,
+            "truncated_frames": self.frames_truncated,
+        }
+
+
+def _innermost_frame(tb: TracebackType | None) -> FrameType | None:
+    frame = None
+    while tb is not None:
+        frame = tb.tb_frame
+        tb = tb.tb_next
+    return frame
+
+
+def _filters_changed() -> None:
+    # warnings.filterwarnings() bumps the filters version so that the modules' "already
+    # warned" registries are invalidated (Lib/warnings.py); editing warnings.filters
+    # directly must do the same, or a sync warned before the run would be skipped.
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
+    else:  # Python 3.14: Lib/_py_warnings.py
+        with warnings._lock:
+            warnings._filters_mutated_lock_held()
+
+
+__all__ = ["SyncRecorder", "SYNC_MESSAGE", "MODES", "kind_label"]

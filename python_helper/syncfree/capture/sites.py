@@ -1,0 +1,568 @@
+"""Where a sync came from, what it was, and syncs aggregated into sites.
+
+A sync arrives as the innermost Python frame that was running when torch synchronized.
+`attribute()` walks outward from that frame to the frames of the cell (code compiled under
+a filename in ``cell_files``), finds the exact instruction on the innermost cell line
+(``co_positions``), and names the operation: first by the static finding of the catalog
+that covers that instruction, then by well-known torch frames, then by the instruction
+itself. `SiteTable` folds syncs into `SyncSite`s keyed by (chain of cell lines, kind), so
+the report grows with the number of sites, never with the number of syncs.
+
+Nothing here imports torch or IPython: torch is looked up in ``sys.modules`` only when a
+frame's locals must be inspected, which happens only after torch has produced a sync.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import linecache
+import sys
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import CodeType, FrameType
+
+#: What synced, in user terms (shared with the catalog's ``kind`` field).
+KINDS = (
+    "item", "python_scalar", "python_bool", "format", "print", "tolist", "to_host",
+    "to_device", "tensor_from_python", "index", "index_put", "slice_bounds", "mask_index",
+    "nonzero", "masked_select", "unique", "repeat_interleave", "bincount", "histc",
+    "one_hot", "allclose", "library", "explicit", "stream_sync", "distributed", "other",
+)
+
+_KIND_LABELS = {
+    "item": "`.item()`",
+    "python_scalar": "`float()`/`int()` of a tensor",
+    "python_bool": "truth value of a tensor",
+    "format": "formatting a tensor",
+    "print": "printing a tensor",
+    "tolist": "`.tolist()`",
+    "to_host": "copy to the host",
+    "to_device": "copy from pageable host memory",
+    "tensor_from_python": "tensor built from Python data",
+    "index": "indexing with a host index",
+    "index_put": "index assignment",
+    "slice_bounds": "slice with tensor bounds",
+    "mask_index": "boolean-mask indexing",
+    "nonzero": "`nonzero`",
+    "masked_select": "`masked_select`",
+    "unique": "`torch.unique`",
+    "repeat_interleave": "`repeat_interleave`",
+    "bincount": "`bincount`",
+    "histc": "`histc`",
+    "one_hot": "`one_hot`",
+    "allclose": "`allclose`",
+    "library": "a sync inside library code",
+    "explicit": "explicit synchronize",
+    "stream_sync": "`Stream.synchronize()`",
+    "distributed": "a `torch.distributed` call",
+    "other": "a synchronizing CUDA operation",
+}
+
+MAX_SITES = 1000          # report.schema.json: sites maxItems
+MAX_CHAIN = 32            # report.schema.json: SyncSite.chain maxItems
+MAX_FRAMES = 8            # report.schema.json: SyncSite.frames maxItems
+
+
+def kind_label(kind: str) -> str:
+    return _KIND_LABELS.get(kind, _KIND_LABELS["other"])
+
+
+# --------------------------------------------------------------------------- sites
+
+
+class SyncTally:
+    """Counts of syncs that share one destination; the recorder's hot path adds to it.
+
+    ``blocked_s`` sums the measured events only; ``measured`` says how many were measured,
+    so a tally whose syncs were never timed reports ``blocked_ms: null``, not 0.
+    """
+
+    __slots__ = ("count", "blocked_s", "measured")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.blocked_s = 0.0
+        self.measured = 0
+
+    @property
+    def blocked_ms(self) -> float | None:
+        return round(self.blocked_s * 1000.0, 3) if self.measured else None
+
+
+class SyncSite(SyncTally):
+    """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
+
+    __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail")
+
+    def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
+                 frames: tuple[dict, ...], thread: str | None, predicted: bool,
+                 detail: str | None = None) -> None:
+        super().__init__()
+        self.chain = chain
+        self.kind = kind
+        self.rule = rule
+        self.frames = frames
+        self.thread = thread
+        self.predicted = predicted
+        self.detail = detail  # e.g. which explicit call: "torch.cuda.synchronize()"
+
+    @property
+    def line(self) -> int:
+        return self.chain[-1]
+
+    @property
+    def label(self) -> str:
+        return f"`{self.detail}`" if self.detail else kind_label(self.kind)
+
+    @property
+    def message(self) -> str:
+        if self.predicted:
+            return f"{self.label} would sync {self.count}x (predicted on CPU)"
+        text = f"{self.label} synced {self.count}x"
+        blocked = self.blocked_ms
+        if blocked is not None:
+            text += f", blocked {blocked:.1f} ms"
+        if self.thread:
+            text += f" (thread {self.thread})"
+        return text
+
+    def to_report(self) -> dict:
+        site = {
+            "line": self.line,
+            "kind": self.kind,
+            "count": self.count,
+            "blocked_ms": self.blocked_ms,
+            "chain": list(self.chain),
+            "frames": [dict(f) for f in self.frames],
+            "rule": self.rule,
+            "message": self.message[:500],
+        }
+        if self.thread:
+            site["thread"] = self.thread[:200]
+        if self.predicted:
+            site["predicted"] = True
+        return site
+
+
+class SiteTable:
+    """Sites by (chain, kind, thread, predicted, detail), capped at `MAX_SITES`.
+
+    Past the cap, syncs still count (in `overflow`) and `truncated` says some sites were
+    left out, so totals stay honest.
+    """
+
+    def __init__(self, limit: int = MAX_SITES) -> None:
+        self._sites: dict[tuple, SyncSite] = {}
+        self._limit = limit
+        self.overflow = SyncTally()
+        self.truncated = False
+
+    def site_for(self, chain: tuple[int, ...], kind: str, rule: str | None,
+                 frames: tuple[dict, ...], thread: str | None, predicted: bool,
+                 detail: str | None = None) -> SyncTally:
+        key = (chain, kind, thread, predicted, detail)
+        site = self._sites.get(key)
+        if site is not None:
+            return site
+        if len(self._sites) >= self._limit:
+            self.truncated = True
+            return self.overflow
+        site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail)
+        return site
+
+    def sites(self) -> list[SyncSite]:
+        """Sites that saw at least one sync, by cell line then kind."""
+        live = [s for s in self._sites.values() if s.count]
+        live.sort(key=lambda s: (s.line, s.chain, s.kind, s.thread or ""))
+        return live
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Where one sync belongs: the cell lines (outer -> inner) and what synced."""
+
+    chain: tuple[int, ...]
+    kind: str
+    rule: str | None
+    frames: tuple[dict, ...]
+    frames_truncated: bool
+
+
+#: ``findings_for(filename)`` returns the static findings (schema Finding dicts, in cell
+#: coordinates) of the cell compiled under ``filename``.
+FindingsLookup = Callable[[str], Sequence[Mapping]]
+
+
+def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: FindingsLookup,
+              max_frames: int, kind: str | None = None) -> Attribution | None:
+    """Attribute a sync whose innermost Python frame is ``frame``; None without a cell frame."""
+    stack: list[FrameType] = []
+    f: FrameType | None = frame
+    while f is not None:
+        stack.append(f)
+        f = f.f_back
+    cell_at = [i for i, fr in enumerate(stack) if fr.f_code.co_filename in cell_files]
+    if not cell_at:
+        return None
+    inner = cell_at[0]
+    chain: list[int] = []
+    for i in reversed(cell_at):  # outermost cell frame first
+        fr = stack[i]
+        line = (fr.f_lineno or 1) + cell_files[fr.f_code.co_filename]
+        if not chain or chain[-1] != line:  # a comprehension on the same line adds no step
+            chain.append(max(line, 1))
+    if len(chain) > MAX_CHAIN:
+        chain = chain[:1] + chain[-(MAX_CHAIN - 1):]
+    library = stack[:inner]  # inner -> outer
+    frames, frames_truncated = _trimmed_frames(library, max_frames)
+
+    cell_frame = stack[inner]
+    offset = cell_files[cell_frame.f_code.co_filename]
+    rule = None
+    if kind is None:
+        span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
+        if span is not None:
+            rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span)
+        if rule is not None:
+            kind = _kind_of_rule(rule)
+        if kind is None:
+            kind = _kind_from_library_frames(library)
+        if kind is None:
+            kind = classify_instruction(stack[0])
+        if kind is None:
+            kind = "library" if library else "other"
+    if rule is None:
+        rule = _rule_for_kind(kind)
+    return Attribution(tuple(chain), kind, rule, frames, frames_truncated)
+
+
+def _trimmed_frames(library: list[FrameType], max_frames: int) -> tuple[tuple[dict, ...], bool]:
+    """Library frames outer -> inner; past ``max_frames`` keep the outermost ones (what the
+    cell called) and the innermost one (where the sync happened)."""
+    outer_first = list(reversed(library))
+    truncated = len(outer_first) > max_frames
+    if truncated:
+        kept_outer = outer_first[:max_frames - 1] if max_frames > 1 else []
+        outer_first = kept_outer + outer_first[-1:] if max_frames else []
+    frames = tuple(
+        {"file": shorten_path(fr.f_code.co_filename),
+         "line": max(fr.f_lineno or 0, 0),
+         "name": getattr(fr.f_code, "co_qualname", fr.f_code.co_name)[:200]}
+        for fr in outer_first
+    )
+    return frames, truncated
+
+
+def shorten_path(path: str) -> str:
+    """``.../site-packages/torch/_tensor.py`` -> ``torch/_tensor.py``; other files keep
+    their last two path components."""
+    norm = path.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        at = norm.rfind(marker)
+        if at >= 0:
+            return norm[at + len(marker):][-300:]
+    at = norm.rfind("/torch/")
+    if at >= 0:
+        return norm[at + 1:][-300:]
+    return "/".join(norm.split("/")[-2:])[-300:]
+
+
+# --------------------------------------------------------------------------- instruction span
+
+_positions_cache: dict[CodeType, list] = {}
+_positions_lock = threading.Lock()
+
+
+def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int, int, int] | None:
+    """(line, col, end_line, end_col) of the instruction at ``lasti``, in cell lines and
+    character columns (``co_positions`` gives UTF-8 byte columns, Python 3.11+)."""
+    positions_of = getattr(code, "co_positions", None)
+    if positions_of is None or lasti < 0:
+        return None
+    with _positions_lock:
+        positions = _positions_cache.get(code)
+        if positions is None:
+            positions = _positions_cache[code] = list(positions_of())
+            if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
+                del _positions_cache[next(iter(_positions_cache))]
+    index = lasti // 2  # f_lasti is a byte offset into 2-byte code units
+    if index >= len(positions):
+        return None
+    line, end_line, col, end_col = positions[index]
+    if line is None or col is None:
+        return None
+    end_line = end_line if end_line is not None else line
+    end_col = end_col if end_col is not None else col
+    filename = code.co_filename
+    col = _char_column(filename, line, col)
+    end_col = _char_column(filename, end_line, end_col)
+    return line + offset, col, end_line + offset, end_col
+
+
+def _char_column(filename: str, line: int, byte_col: int) -> int:
+    text = linecache.getline(filename, line)
+    if not text or text.isascii():
+        return byte_col
+    return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+
+
+def _rule_at(findings: Sequence[Mapping], span: tuple[int, int, int, int]) -> str | None:
+    """The rule of the static finding that best covers the instruction's span.
+
+    A finding that contains the span wins (the tightest one); otherwise one that lies
+    inside the span (the widest one): an instruction ``x.sum().item()`` contains a finding
+    on ``.item()``.
+    """
+    start, end = (span[0], span[1]), (span[2], span[3])
+    containing, inside = [], []
+    for finding in findings:
+        r = finding.get("range") or {}
+        try:
+            f_start, f_end = (r["line"], r["col"]), (r["end_line"], r["end_col"])
+        except KeyError:
+            continue
+        if f_start <= start and end <= f_end:
+            containing.append((_extent(f_start, f_end), finding["rule"]))
+        elif start <= f_start and f_end <= end:
+            lines, cols = _extent(f_start, f_end)
+            inside.append(((-lines, -cols), finding["rule"]))
+    if containing:
+        return min(containing)[1]
+    if inside:
+        return min(inside)[1]
+    return None
+
+
+def _extent(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, int]:
+    return (end[0] - start[0], end[1] - start[1])
+
+
+def _kind_of_rule(rule: str) -> str | None:
+    from syncfree import catalog
+
+    return catalog.get(rule).kind
+
+
+def _rule_for_kind(kind: str) -> str | None:
+    from syncfree import catalog
+
+    return catalog.rule_for_kind(kind)
+
+
+# --------------------------------------------------------------------------- classification
+
+# Innermost-first checks on library frames whose code is torch's own: the warning's
+# location is inside torch for these (see sync-facts: print(t) -> torch/_tensor_str.py,
+# torch.unique -> torch/functional.py, Stream.synchronize -> torch/cuda/streams.py).
+_LIBRARY_FRAME_KINDS: tuple[tuple[str, Callable[[str], bool] | None, str], ...] = (
+    ("torch/_tensor_str.py", None, "print"),
+    ("torch/_tensor.py", lambda n: n in ("__repr__", "__str__"), "print"),
+    ("torch/_tensor.py", lambda n: n == "__format__", "format"),
+    ("torch/_tensor.py", lambda n: n == "__array__", "to_host"),
+    ("torch/functional.py", lambda n: "unique" in n, "unique"),
+    ("torch/cuda/streams.py", lambda n: n == "synchronize", "stream_sync"),
+    ("torch/amp/grad_scaler.py", None, "library"),
+    ("torch/cuda/amp/grad_scaler.py", None, "library"),
+    ("torch/nn/utils/clip_grad.py", None, "library"),
+    # Module.cuda()/.to() copy every parameter through Module._apply(lambda t: t.cuda()).
+    ("torch/nn/modules/module.py", lambda n: n in ("<lambda>", "convert", "_apply", "cuda", "to"), "to_device"),
+    ("torch/distributed/", None, "distributed"),
+)
+
+
+def _kind_from_library_frames(library: Sequence[FrameType]) -> str | None:
+    for fr in library:  # innermost first
+        path = fr.f_code.co_filename.replace("\\", "/")
+        name = fr.f_code.co_name
+        for fragment, name_test, kind in _LIBRARY_FRAME_KINDS:
+            if fragment in path and (name_test is None or name_test(name)):
+                return kind
+    return None
+
+
+# Methods and torch functions, by the name the cell calls them with (``t.item()``,
+# ``torch.nonzero(m)``, or ``nonzero(m)`` after ``from torch import nonzero``).
+_CALLEE_KINDS = {
+    "item": "item",
+    "tolist": "tolist",
+    "cpu": "to_host",
+    "numpy": "to_host",
+    "type": "to_host",  # .type(torch.LongTensor) moves a CUDA tensor to the CPU
+    "cuda": "to_device",
+    "nonzero": "nonzero",
+    "argwhere": "nonzero",
+    "masked_select": "masked_select",
+    "unique": "unique",
+    "unique_consecutive": "unique",
+    "repeat_interleave": "repeat_interleave",
+    "bincount": "bincount",
+    "histc": "histc",
+    "histogram": "histc",
+    "one_hot": "one_hot",
+    "allclose": "allclose",
+    "is_nonzero": "python_bool",
+    "tensor": "tensor_from_python",
+    "as_tensor": "tensor_from_python",
+    "synchronize": "stream_sync",
+}
+
+# Python builtins applied to a tensor, only when called by their bare name (``max(a, b)``
+# compares tensors and takes their truth value; ``torch.max(a, b)`` does not sync).
+_BUILTIN_KINDS = {
+    "float": "python_scalar",
+    "int": "python_scalar",
+    "complex": "python_scalar",
+    "bool": "python_bool",
+    "max": "python_bool",
+    "min": "python_bool",
+    "sorted": "python_bool",
+    "any": "python_bool",
+    "all": "python_bool",
+    "print": "print",
+    "repr": "print",
+    "str": "print",
+    "format": "format",
+}
+
+_SUBSCRIPT_LOAD = {"BINARY_SUBSCR", "BINARY_SLICE"}
+_SUBSCRIPT_STORE = {"STORE_SUBSCR", "STORE_SLICE"}
+_FORMAT_OPS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
+_BOOL_OPS = {"UNARY_NOT", "TO_BOOL", "COMPARE_OP"}
+_CALL_OPS = {"CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW", "CALL_FUNCTION", "CALL_METHOD"}
+
+
+def classify_instruction(frame: FrameType) -> str | None:
+    """Name what the instruction being executed in ``frame`` does, from its opcode and its
+    source text (for a CALL: the name of the callee). None when it says nothing."""
+    code = frame.f_code
+    lasti = frame.f_lasti
+    try:
+        opname = dis.opname[code.co_code[lasti]]
+    except IndexError:
+        return None
+    if opname in _FORMAT_OPS:
+        return "format"
+    if opname.startswith(("POP_JUMP", "JUMP_IF_")) or opname in _BOOL_OPS:
+        return "python_bool"
+    if opname in _SUBSCRIPT_STORE:
+        return "index_put"
+    if opname == "BINARY_OP" and sys.version_info >= (3, 14):
+        opname = "BINARY_SUBSCR"  # 3.14 folds subscripts into BINARY_OP; the source decides
+    node = _instruction_node(code, lasti)
+    if opname in _SUBSCRIPT_LOAD:
+        if isinstance(node, ast.Subscript):
+            return _subscript_kind(node, frame)
+        return "index"
+    if opname in _CALL_OPS and isinstance(node, ast.Call):
+        return _call_kind(node, frame)
+    return None
+
+
+def _instruction_node(code: CodeType, lasti: int) -> ast.expr | None:
+    span = instruction_span(code, lasti, 0)
+    if span is None:
+        return None
+    line, col, end_line, end_col = span
+    lines = [linecache.getline(code.co_filename, n) for n in range(line, end_line + 1)]
+    if not lines or not lines[0]:
+        return None
+    if line == end_line:
+        text = lines[0][col:end_col]
+    else:
+        text = lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+    try:
+        # The user's code already compiled; parsing a piece of it again must not repeat
+        # its SyntaxWarnings to the user.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse("(" + text + "\n)", mode="eval")
+    except SyntaxError:
+        return None
+    return tree.body
+
+
+def _callee_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _call_kind(node: ast.Call, frame: FrameType) -> str | None:
+    name = _callee_name(node.func)
+    if name is None:
+        return None
+    if name == "to":
+        return _to_kind(node, frame)
+    if name.endswith("Tensor") and name[:1].isupper():  # torch.cuda.BoolTensor([...])
+        return "tensor_from_python"
+    if isinstance(node.func, ast.Name) and name in _BUILTIN_KINDS:
+        return _BUILTIN_KINDS[name]
+    return _CALLEE_KINDS.get(name)
+
+
+def _to_kind(node: ast.Call, frame: FrameType) -> str:
+    """``t.to(...)`` syncs copying to the host, or from pageable host memory to the GPU."""
+    for arg in [*node.args, *(k.value for k in node.keywords if k.arg in ("device", None))]:
+        for sub in ast.walk(arg):
+            target = None
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                target = sub.value
+            elif isinstance(sub, ast.Name):
+                value = _lookup(frame, sub.id)
+                target = str(value) if value is not None and type(value).__name__ in ("str", "device") else None
+            if target is not None:
+                if target.startswith("cpu"):
+                    return "to_host"
+                if target.startswith("cuda"):
+                    return "to_device"
+    receiver = node.func.value if isinstance(node.func, ast.Attribute) else None
+    tensor = _tensor_named(frame, receiver)
+    if tensor is not None:
+        return "to_host" if tensor.is_cuda else "to_device"
+    return "to_host"
+
+
+def _subscript_kind(node: ast.Subscript, frame: FrameType) -> str:
+    index = node.slice
+    parts = index.elts if isinstance(index, ast.Tuple) else [index]
+    for part in parts:
+        if isinstance(part, ast.Slice):
+            bounds = (part.lower, part.upper, part.step)
+            if any(b is not None and not isinstance(b, ast.Constant) for b in bounds):
+                return "slice_bounds"
+    for part in parts:
+        if isinstance(part, ast.Compare) or (isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Invert)):
+            return "mask_index"  # x[x > 0], x[~m]
+        tensor = _tensor_named(frame, part)
+        if tensor is not None and str(tensor.dtype) == "torch.bool":
+            return "mask_index"
+    return "index"
+
+
+def _tensor_named(frame: FrameType, node: ast.expr | None):
+    """The torch.Tensor a plain name refers to in ``frame``; never evaluates code."""
+    if not isinstance(node, ast.Name):
+        return None
+    torch = sys.modules.get("torch")
+    value = _lookup(frame, node.id)
+    if torch is not None and isinstance(value, torch.Tensor):
+        return value
+    return None
+
+
+_MISSING = object()
+
+
+def _lookup(frame: FrameType, name: str):
+    value = frame.f_locals.get(name, _MISSING)
+    if value is _MISSING:
+        value = frame.f_globals.get(name, None)
+    return value

@@ -1,0 +1,159 @@
+"""How long the CPU was blocked by a sync.
+
+torch turns its C++ "called a synchronizing CUDA operation" warning into a Python warning
+only when the C++ call returns: `torch::PyWarningHandler` buffers it for the whole call
+(torch/csrc/Exceptions.h, HANDLE_TH_ERRORS). So the warning hook runs *after* the wait,
+with the stream already drained; timing a `current_stream().synchronize()` there measures
+nothing (tests/gpu checks this). What can be measured is the duration of the call that
+synchronized: from the last event before the warning (the call of ``.item()``, or the start
+of the line for ``x[mask]``/``if t:``) to the moment the warning reaches the hook. For a
+sync after queued GPU work nearly all of it is the wait.
+
+`StallClock` keeps that timestamp:
+
+- Python 3.12+: a `sys.monitoring` tool with CALL and LINE events; locations outside the
+  cell's code are disabled at their first event (PEP 669's DISABLE), so only calls and
+  lines of the cell cost anything.
+- Python 3.10/3.11: a `sys.setprofile` callback on the cell's thread, which sees every call
+  and return. The recorder's hook pauses it while it runs (cheap there: toggling sets one
+  thread flag; on 3.12 it would re-instrument code, hence the monitoring tool).
+
+Events from the warnings module (which runs between the sync and the hook), from this
+module and from the recorder's hook do not move the timestamp.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Mapping
+from time import perf_counter
+
+# The warning machinery that runs after the sync and before the hook: WarningMessage()
+# and _showwarnmsg() live in the warnings module (Lib/warnings.py; Lib/_py_warnings.py
+# from 3.14, hence reading the globals off a function rather than the module).
+WARNINGS_GLOBALS = warnings.WarningMessage.__init__.__globals__
+
+_USE_MONITORING = sys.version_info >= (3, 12)
+
+
+class StallClock:
+    """Times the call that synchronized, for ``blocked_ms``.
+
+    The recorder's hook calls `pause()` first (it returns the seconds since the last event,
+    or None when the clock cannot say: another thread, or the callback was replaced during
+    the run) and `resume()` last, so the hook's own work is never counted.
+    """
+
+    def __init__(self, cell_files: Mapping[str, int], hook_globals: dict) -> None:
+        self._stamp = [0.0]
+        self._thread = threading.get_ident()
+        self._cell_files = cell_files
+        self._hook_globals = hook_globals
+        self._tool: int | None = None
+        self._callback = None
+        self._paused = False
+        self._running = False
+        self.interrupted = False  # another profiler replaced the callback while running
+
+    def start(self) -> bool:
+        """Start on the current thread; False when no profiling slot is free."""
+        self._thread = threading.get_ident()
+        started = self._start_monitoring() if _USE_MONITORING else self._start_profile()
+        if started:
+            self._stamp[0] = perf_counter()
+            self._running = True
+        return started
+
+    def stop(self) -> None:
+        """Remove the callback; a profiler the cell installed meanwhile stays (the cell
+        asked for it)."""
+        if not self._running:
+            return
+        self._running = False
+        if self._tool is not None:
+            monitoring = sys.monitoring
+            monitoring.set_events(self._tool, 0)
+            monitoring.register_callback(self._tool, monitoring.events.CALL, None)
+            monitoring.register_callback(self._tool, monitoring.events.LINE, None)
+            monitoring.free_tool_id(self._tool)
+            self._tool = None
+        elif sys.getprofile() is self._callback:
+            sys.setprofile(None)
+        elif not self._paused:
+            self.interrupted = True
+
+    def pause(self) -> float | None:
+        if not self._running or threading.get_ident() != self._thread:
+            return None
+        if self._tool is None:
+            if sys.getprofile() is not self._callback:
+                self.interrupted = True
+                return None
+            sys.setprofile(None)
+            self._paused = True
+        return perf_counter() - self._stamp[0]
+
+    def resume(self) -> None:
+        if not self._running or threading.get_ident() != self._thread:
+            return
+        self._stamp[0] = perf_counter()
+        if self._paused:
+            self._paused = False
+            sys.setprofile(self._callback)
+
+    # ------------------------------------------------------------------ 3.12+
+
+    def _start_monitoring(self) -> bool:
+        monitoring = sys.monitoring
+        for tool in (monitoring.PROFILER_ID, 3, 4):
+            try:
+                monitoring.use_tool_id(tool, "syncfree")
+            except ValueError:  # taken by another tool (cProfile uses PROFILER_ID)
+                continue
+            callback = _monitoring_callback(self._stamp, self._cell_files, self._thread,
+                                            monitoring.DISABLE)
+            monitoring.register_callback(tool, monitoring.events.CALL, callback)
+            monitoring.register_callback(tool, monitoring.events.LINE, callback)
+            monitoring.set_events(tool, monitoring.events.CALL | monitoring.events.LINE)
+            self._tool = tool
+            return True
+        return False
+
+    # ------------------------------------------------------------------ 3.10, 3.11
+
+    def _start_profile(self) -> bool:
+        if sys.getprofile() is not None:
+            return False
+        self._callback = _profile_callback(self._stamp, WARNINGS_GLOBALS, globals(),
+                                           self._hook_globals)
+        sys.setprofile(self._callback)
+        return True
+
+
+def _monitoring_callback(stamp: list, cell_files: Mapping[str, int], owner: int, disable):
+    clock = perf_counter
+    ident = threading.get_ident
+
+    def on_cell_event(code, *_):
+        if code.co_filename not in cell_files:
+            return disable  # never called again for this location
+        if ident() == owner:
+            stamp[0] = clock()
+        return None
+
+    return on_cell_event
+
+
+def _profile_callback(stamp: list, skip_a: dict, skip_b: dict, skip_c: dict):
+    # A closure over locals: this runs on every call and return in the cell's thread, so it
+    # does the least possible work (three identity tests and one perf_counter()).
+    clock = perf_counter
+
+    def on_profile_event(frame, event, arg):
+        globals_ = frame.f_globals
+        if globals_ is not skip_a and globals_ is not skip_b and globals_ is not skip_c:
+            stamp[0] = clock()
+
+    return on_profile_event

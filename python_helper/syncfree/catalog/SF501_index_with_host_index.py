@@ -1,0 +1,78 @@
+"""## What it does
+Checks for a CUDA tensor indexed with an index that lives on the CPU: a list (`x[[0, 2, 5]]`), a CPU tensor
+(`x[idx_cpu]`) or a NumPy array, for reading or for assignment.
+
+## Why is this bad?
+Advanced indexing runs on the GPU, so torch first copies the CPU index there with a blocking copy: the CPU waits for
+the copy and for the work queued before it. Inside a loop this is one sync per iteration for an index that usually
+never changes.
+
+## Example
+```python
+cols = [0, 2, 5]
+for batch in loader:
+    feats = batch.cuda(non_blocking=True)[:, cols]
+```
+
+## Use instead
+Create the index on the GPU once, outside the loop, and reuse it; a contiguous or strided run of positions is a slice,
+which needs no index tensor at all.
+```python
+cols = torch.tensor([0, 2, 5]).to("cuda", non_blocking=True)
+for batch in loader:
+    feats = batch.cuda(non_blocking=True)[:, cols]
+```
+
+## Fix safety
+No automatic fix: the index should move out of the loop, which a local edit cannot do.
+"""
+
+import ast
+from collections.abc import Iterator
+
+from syncfree.catalog import Match, Rule
+from syncfree.catalog.scope import CellScope, index_parts
+
+
+def host_index(part: ast.expr, scope: CellScope) -> bool:
+    """An index part that lives on the CPU and is not a basic index (int, slice, None, ...)."""
+    if isinstance(part, (ast.List, ast.ListComp)):
+        return True
+    value = scope.value(part)
+    if value.kind == "sequence":  # a Python list bound to a name
+        return True
+    return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu")
+
+
+def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    if not isinstance(node, ast.Subscript):
+        return
+    hosts = [part for part in index_parts(node) if host_index(part, scope)]
+    if not hosts:
+        return
+    receiver = scope.value(node.value)
+    if receiver.kind == "tensor":
+        certainty = "certain" if receiver.device == "cuda" else "likely" if receiver.device is None else None
+    else:
+        # A list index on an unknown value: only arrays and tensors accept one, so report it as likely.
+        certainty = "likely" if receiver.kind == "unknown" and any(isinstance(h, ast.List) for h in hosts) else None
+    if certainty:
+        yield Match(
+            node,
+            f"`{scope.snippet(node)}` indexes with `{scope.snippet(hosts[0], 30)}` from the CPU: torch copies it to the GPU and waits",
+            certainty,
+        )
+
+
+RULE = Rule.from_docstring(
+    __doc__,
+    code="SF501",
+    name="index-with-host-index",
+    title="Indexing a CUDA tensor with a CPU index waits for the copy",
+    kind="index",
+    dependency="false",
+    cuda_call="cudaMemcpyAsync (host to device) + cudaStreamSynchronize",
+    fix_safety="none",
+    node_types=(ast.Subscript,),
+    matcher=match,
+)

@@ -1,0 +1,121 @@
+"""## What it does
+Checks for a Python number assigned into a CUDA tensor through an index: `x[0, 0] = 0`, `x[:, j] = 1.0`,
+`x[idx] = 0` with an integer index tensor.
+
+## Why is this bad?
+torch wraps the Python number in a CPU scalar tensor and copies it to the GPU with a blocking copy, so the CPU waits
+for the GPU (measured: one sync per assignment, both for `x[0, 0] = 0` and for `x[idx_gpu] = 0`). In a loop that
+writes one element at a time this serializes the CPU and the GPU.
+
+## Example
+```python
+grid = torch.ones(n, n, device="cuda")
+for i in range(n):
+    grid[i, 0] = 0
+```
+
+## Use instead
+Assign a value that is already on the GPU (a 0-dim tensor made by `torch.zeros`/`torch.full`, no copy involved), use
+in-place ops with the Python scalar (`masked_fill_`, `index_fill_`, `fill_` on a view) or, better, one vectorized
+assignment instead of a loop.
+```python
+grid = torch.ones(n, n, device="cuda")
+zero = torch.zeros((), dtype=grid.dtype, device=grid.device)
+for i in range(n):
+    grid[i, 0] = zero
+```
+
+## Fix safety
+Safe when the index holds only integers, slices and integer tensors: the value becomes
+`torch.full((), v, dtype=x.dtype, device=x.device)` (`zeros`/`ones` for 0 and 1), which stores the same number.
+Needs review when the index is a tensor of unknown dtype: with a boolean mask the original takes torch's
+`masked_fill_` path, which does not sync, while a GPU value would.
+"""
+
+import ast
+from collections.abc import Iterator
+
+from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog.scope import CellScope, index_parts, is_side_effect_free, number_literal
+from syncfree.catalog.SF501_index_with_host_index import host_index
+
+
+def _index_kind(part: ast.expr, scope: CellScope) -> str | None:
+    """'basic' (int, slice, None, ...), 'int' (an integer tensor), 'unknown' (a tensor of unknown dtype) or None
+    (a boolean mask or a CPU index: other rules, and a mask with a scalar value does not sync)."""
+    if isinstance(part, ast.Slice) or isinstance(part, ast.Constant):
+        return "basic"
+    value = scope.value(part)
+    if value.kind == "python":
+        return "basic"
+    if host_index(part, scope):
+        return None
+    if value.kind == "tensor":
+        return {"int": "int", "bool": None}.get(value.dtype or "", "unknown")
+    return "unknown" if value.kind == "unknown" else None
+
+
+def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    parent = scope.parent(node)
+    if not isinstance(node, ast.Subscript) or not isinstance(parent, ast.Assign) or parent.targets != [node]:
+        return
+    value_node = parent.value
+    value = scope.value(value_node)
+    if number_literal(value_node) is None and value.kind != "python":
+        return  # a tensor value (no copy from the host) or something the text does not tell
+    receiver = scope.value(node.value)
+    if receiver.kind != "tensor" or receiver.device == "cpu":
+        return
+    kinds = [_index_kind(part, scope) for part in index_parts(node)]
+    if None in kinds:
+        return
+    uncertain_index = "unknown" in kinds
+    certainty = "certain" if receiver.device == "cuda" and not uncertain_index else "likely"
+    yield Match(
+        node,
+        f"`{scope.snippet(parent)}` copies the Python number to the GPU with a blocking copy",
+        certainty,
+        parts={"value": value_node, "uncertain_index": uncertain_index},
+    )
+
+
+def rewrite(found: Match, scope: CellScope) -> Fix | None:
+    target: ast.Subscript = found.node  # type: ignore[assignment]
+    if not is_side_effect_free(target.value):
+        return None  # x.dtype/x.device repeat the receiver: only for a name or attribute chain
+    tensor = scope.text(target.value)
+    value_node = found.parts["value"]
+    number = number_literal(value_node)
+    if number is None and not isinstance(scope.value(value_node).const, (int, float)):
+        return None  # a Python list or a number the text does not show: no 0-dim equivalent
+    torch = scope.torch
+    placement = f"dtype={tensor}.dtype, device={tensor}.device"
+    if number is not None and number == 0:
+        text = f"{torch}.zeros((), {placement})"
+    elif number is not None and number == 1:
+        text = f"{torch}.ones((), {placement})"
+    else:
+        text = f"{torch}.full((), {scope.text(value_node)}, {placement})"
+    review = found.parts["uncertain_index"]
+    return Fix(
+        "Assign a GPU scalar instead of a Python number",
+        "review" if review else "safe",
+        (Edit.replace(value_node, text),),
+        "If the index is a boolean mask, the original took torch's masked_fill_ path (no sync) and a GPU value "
+        "makes it sync: keep the Python number then." if review else None,
+    )
+
+
+RULE = Rule.from_docstring(
+    __doc__,
+    code="SF502",
+    name="index-put-python-scalar",
+    title="Assigning a Python number into a CUDA tensor through an index waits for the copy",
+    kind="index_put",
+    dependency="false",
+    cuda_call="cudaMemcpyAsync (host to device) + cudaStreamSynchronize",
+    fix_safety="safe",
+    node_types=(ast.Subscript,),
+    matcher=match,
+    rewrite=rewrite,
+)

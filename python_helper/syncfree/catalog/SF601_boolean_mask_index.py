@@ -1,0 +1,79 @@
+"""## What it does
+Checks for a CUDA tensor indexed with a boolean mask: `x[mask]`, `x[x > 0]`, `x[:, keep]`, and for assigning a
+tensor through a mask (`x[mask] = y`).
+
+## Why is this bad?
+The result's size is the number of `True` elements, which only the GPU knows: torch copies the count to the CPU to
+allocate the output, waiting for the GPU. Everything that follows depends on a shape that changes from call to call,
+which also defeats CUDA graphs and `torch.compile`'s static shapes.
+
+## Example
+```python
+scores = torch.sigmoid(logits)
+total = scores[scores > 0.5].sum()
+```
+
+## Use instead
+Keep the shape fixed: select with `torch.where(mask, x, 0)` or multiply by the mask and reduce, or use
+`masked_fill`. Assigning a Python scalar through a mask (`x[mask] = 0`) takes torch's `masked_fill_` path and does
+not sync. When the compacted tensor is really needed and its maximum size is known, `torch.nonzero_static` avoids
+the sync.
+```python
+scores = torch.sigmoid(logits)
+total = torch.where(scores > 0.5, scores, 0).sum()
+```
+
+## Fix safety
+No automatic fix: the result's shape changes, so the code that uses it must change with it.
+"""
+
+import ast
+from collections.abc import Iterator
+
+from syncfree.catalog import Match, Rule
+from syncfree.catalog.scope import CellScope, assigned_value, index_parts, number_literal
+
+
+def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
+    return [part for part in index_parts(node) if scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool"]
+
+
+def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    if not isinstance(node, ast.Subscript):
+        return
+    masks = _mask_parts(node, scope)
+    if not masks:
+        return
+    receiver = scope.value(node.value)
+    if receiver.kind not in ("tensor", "unknown"):
+        return
+    devices = [receiver.device, *(scope.value(mask).device for mask in masks)]
+    if "cuda" in devices:
+        certainty = "certain"
+    elif all(device == "cpu" for device in devices):
+        return
+    else:
+        certainty = "likely"
+    if isinstance(node.ctx, ast.Store) and not isinstance(scope.parent(node), ast.AugAssign):
+        value = assigned_value(node, scope)
+        if value is None or number_literal(value) is not None or scope.value(value).kind == "python":
+            return  # x[mask] = scalar is a masked_fill_: no sync
+        message = f"`{scope.snippet(node)} = ...` assigns through a boolean mask: torch counts the mask on the CPU"
+        certainty = "likely"
+    else:
+        message = f"`{scope.snippet(node)}` has as many elements as the mask has True values: the CPU waits for that count"
+    yield Match(node, message, certainty)
+
+
+RULE = Rule.from_docstring(
+    __doc__,
+    code="SF601",
+    name="boolean-mask-index",
+    title="Indexing with a boolean mask waits for the number of selected elements",
+    kind="mask_index",
+    dependency="true",
+    cuda_call="cudaMemcpyAsync (device to host) + cudaStreamSynchronize (nonzero count)",
+    fix_safety="none",
+    node_types=(ast.Subscript,),
+    matcher=match,
+)

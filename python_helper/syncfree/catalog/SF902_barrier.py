@@ -1,0 +1,53 @@
+"""## What it does
+Checks for `torch.distributed.barrier()`.
+
+## Why is this bad?
+A barrier blocks the CPU until every rank has reached it; with NCCL it runs a small all-reduce and then synchronizes
+the current stream (ProcessGroupNCCL's barrier waits on the device), so it also waits for all GPU work queued before
+it. Inside a training loop it turns the slowest rank's every hiccup into everyone's stall.
+
+## Example
+```python
+for batch in loader:
+    loss = train_step(batch)
+    dist.barrier()
+```
+
+## Use instead
+Collectives already order the ranks' GPU work; keep barriers for setup and teardown (before reading files another
+rank writes, before exit). For a rank-0-only step, let the others continue and synchronize through the next
+collective.
+```python
+for batch in loader:
+    loss = train_step(batch)
+dist.barrier()  # once, before evaluation
+```
+
+## Fix safety
+No automatic fix.
+"""
+
+import ast
+from collections.abc import Iterator
+
+from syncfree.catalog import Match, Rule
+from syncfree.catalog.scope import CellScope
+
+
+def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    if isinstance(node, ast.Call) and scope.call_name(node) in ("torch.distributed.barrier", "torch.distributed.monitored_barrier"):
+        yield Match(node, f"`{scope.snippet(node)}` blocks the CPU until every rank arrives and the GPU's queue drains", "certain")
+
+
+RULE = Rule.from_docstring(
+    __doc__,
+    code="SF902",
+    name="barrier",
+    title="`dist.barrier()` blocks every rank's CPU",
+    kind="distributed",
+    dependency="true",
+    cuda_call="NCCL all-reduce + cudaStreamSynchronize",
+    fix_safety="none",
+    node_types=(ast.Call,),
+    matcher=match,
+)

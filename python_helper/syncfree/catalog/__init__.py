@@ -1,0 +1,365 @@
+"""The sync catalog: what synchronizes the CPU with the GPU, why, and what to write instead.
+
+One rule per module (``SF101_item.py``, ...), ruff style: the module docstring is the rule's documentation, with the
+sections *What it does*, *Why is this bad?*, *Example*, *Use instead* and *Fix safety*. The texts the frontend's hover
+card shows (``why``, ``fix``, ``example_before``, ``example_after``) are read from those sections, so the docstring is
+their one source.
+
+Codes are stable and grouped by category (torchfix style):
+
+- SF1xx data-dependent control flow
+- SF2xx printing and conversion to Python
+- SF3xx device transfers
+- SF4xx tensor creation from Python and NumPy data
+- SF5xx indexing and slicing
+- SF6xx dynamic output shapes
+- SF7xx library calls that sync inside
+- SF8xx explicit synchronization
+- SF9xx distributed and coalescing
+
+Each rule carries a static matcher (run by :mod:`syncfree.analyze` on the cell's AST) and optionally a rewrite that
+turns a match into text edits. Noisy rules exist but are off by default (``enabled_by_default=False``).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from syncfree.catalog.scope import CellScope
+
+__all__ = [
+    "CATEGORIES",
+    "KINDS",
+    "RULES",
+    "Edit",
+    "Fix",
+    "Match",
+    "Rule",
+    "enabled_rules",
+    "get",
+    "rule_for_kind",
+    "select_rules",
+]
+
+#: What a runtime sync site's ``kind`` may be (report.schema.json, SyncSite.kind). Every rule has exactly one.
+KINDS: tuple[str, ...] = (
+    "item",
+    "python_scalar",
+    "python_bool",
+    "format",
+    "print",
+    "tolist",
+    "to_host",
+    "to_device",
+    "tensor_from_python",
+    "index",
+    "index_put",
+    "slice_bounds",
+    "mask_index",
+    "nonzero",
+    "masked_select",
+    "unique",
+    "repeat_interleave",
+    "bincount",
+    "histc",
+    "one_hot",
+    "allclose",
+    "library",
+    "explicit",
+    "stream_sync",
+    "distributed",
+    "other",
+)
+
+#: The category of a code is fixed by its hundreds digit.
+CATEGORIES: Mapping[int, str] = MappingProxyType(
+    {
+        1: "Data-dependent control flow",
+        2: "Printing and conversion to Python",
+        3: "Device transfers",
+        4: "Tensor creation from Python and NumPy data",
+        5: "Indexing and slicing",
+        6: "Dynamic output shapes",
+        7: "Library calls that sync inside",
+        8: "Explicit synchronization",
+        9: "Distributed and coalescing",
+    }
+)
+
+Certainty = Literal["certain", "likely"]
+Safety = Literal["safe", "review", "none"]
+Position = tuple[int, int]  # (line, column) as Python's ast gives them: 1-based line, UTF-8 byte column
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the source between ``start`` and ``end`` (ast coordinates of the parsed cell) with ``text``.
+
+    :mod:`syncfree.analyze` turns these into the report's cell-relative character ranges.
+    """
+
+    start: Position
+    end: Position
+    text: str
+
+    @classmethod
+    def replace(cls, node: ast.AST, text: str) -> Edit:
+        return cls(node_start(node), node_end(node), text)
+
+    @classmethod
+    def insert(cls, at: Position, text: str) -> Edit:
+        return cls(at, at, text)
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A proposed rewrite of one match: what the frontend's *Apply rewrite* does."""
+
+    title: str
+    safety: Literal["safe", "review"]
+    edits: tuple[Edit, ...]
+    reason: str | None = None  # required for review: what to check before applying
+
+
+@dataclass(frozen=True, eq=False)
+class Match:
+    """One place where a rule's matcher found a sync.
+
+    ``node`` is the expression or statement whose range the finding covers (the call expression that syncs, so
+    that the engine can join a runtime site to it by the executing instruction's columns); ``end_node`` extends
+    the range to the end of a later node (several statements that could be one sync). ``parts`` holds the nodes a
+    rewrite needs.
+    """
+
+    node: ast.AST
+    message: str
+    certainty: Certainty
+    end_node: ast.AST | None = None
+    parts: Mapping[str, Any] = field(default_factory=dict)
+
+
+Matcher = Callable[[ast.AST, "CellScope"], Iterator[Match]]
+Rewrite = Callable[[Match, "CellScope"], "Fix | None"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A catalog entry: the texts the frontend shows, plus the static matcher and the optional rewrite."""
+
+    code: str
+    name: str
+    title: str
+    category: str
+    kind: str
+    dependency: Literal["false", "true"]
+    cuda_call: str | None
+    why: str
+    fix: str
+    example_before: str
+    example_after: str
+    fix_safety: Safety
+    what: str
+    fix_safety_note: str
+    node_types: tuple[type[ast.AST], ...]
+    matcher: Matcher = field(repr=False)
+    rewrite: Rewrite | None = field(default=None, repr=False)
+    enabled_by_default: bool = True
+
+    @classmethod
+    def from_docstring(
+        cls,
+        doc: str | None,
+        *,
+        code: str,
+        name: str,
+        title: str,
+        kind: str,
+        dependency: Literal["false", "true"],
+        cuda_call: str | None,
+        fix_safety: Safety,
+        node_types: tuple[type[ast.AST], ...],
+        matcher: Matcher,
+        rewrite: Rewrite | None = None,
+        enabled_by_default: bool = True,
+    ) -> Rule:
+        """Build a rule whose texts come from its module docstring (the ruff-style sections)."""
+        sections = parse_rule_doc(doc or "", code)
+        before_prose, before_code = sections["Example"]
+        fix_prose, after_code = sections["Use instead"]
+        rule = cls(
+            code=code,
+            name=name,
+            title=title,
+            category=CATEGORIES[int(code[2])],
+            kind=kind,
+            dependency=dependency,
+            cuda_call=cuda_call,
+            why=sections["Why is this bad?"][0],
+            fix=fix_prose,
+            example_before=before_code,
+            example_after=after_code,
+            fix_safety=fix_safety,
+            what=sections["What it does"][0],
+            fix_safety_note=sections["Fix safety"][0],
+            node_types=node_types,
+            matcher=matcher,
+            rewrite=rewrite,
+            enabled_by_default=enabled_by_default,
+        )
+        rule.validate()
+        return rule
+
+    def validate(self) -> None:
+        """Raise ValueError when the entry breaks the catalog's invariants (checked at import)."""
+        problems = []
+        if not re.fullmatch(r"SF[1-9][0-9]{2}", self.code):
+            problems.append("code must look like SF101")
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", self.name):
+            problems.append("name must be a kebab-case slug")
+        if self.kind not in KINDS:
+            problems.append(f"unknown kind {self.kind!r}")
+        if self.dependency not in ("false", "true"):
+            problems.append("dependency must be 'false' or 'true'")
+        if self.fix_safety not in ("safe", "review", "none"):
+            problems.append("fix_safety must be safe, review or none")
+        if (self.rewrite is None) != (self.fix_safety == "none"):
+            problems.append("a rule has a rewrite exactly when its fix_safety is not 'none'")
+        limits = {"title": 200, "why": 2000, "fix": 2000, "example_before": 2000, "example_after": 2000}
+        for attribute, limit in limits.items():
+            text = getattr(self, attribute)
+            if not text.strip():
+                problems.append(f"{attribute} is empty")
+            if len(text) > limit:
+                problems.append(f"{attribute} is longer than {limit} characters")
+        if self.cuda_call is not None and len(self.cuda_call) > 200:
+            problems.append("cuda_call is longer than 200 characters")
+        if problems:
+            raise ValueError(f"{self.code}: " + "; ".join(problems))
+
+    def to_report(self) -> dict[str, Any]:
+        """The entry as report.schema.json's ``definitions/Rule`` (what the frontend's hover card shows)."""
+        return {
+            "code": self.code,
+            "title": self.title,
+            "category": self.category,
+            "dependency": self.dependency,
+            "cuda_call": self.cuda_call,
+            "why": self.why,
+            "fix": self.fix,
+            "example_before": self.example_before,
+            "example_after": self.example_after,
+            "fix_safety": self.fix_safety,
+        }
+
+
+_SECTION_NAMES = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+_FENCE = re.compile(r"^```[a-z]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+
+
+def parse_rule_doc(doc: str, code: str = "rule") -> dict[str, tuple[str, str]]:
+    """Split a rule docstring into ``{section: (prose, code)}``.
+
+    Prose paragraphs are unwrapped (lines joined with spaces, paragraphs kept apart by a blank line) because the
+    frontend wraps text itself; fenced code blocks are kept verbatim.
+    """
+    text = inspect.cleandoc(doc)
+    parts = re.split(r"^## (.+?)\s*$", text, flags=re.MULTILINE)
+    sections = {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+    missing = [name for name in _SECTION_NAMES if name not in sections]
+    if missing:
+        raise ValueError(f"{code}: docstring lacks the section(s) {', '.join(missing)}")
+    parsed = {}
+    for name in _SECTION_NAMES:
+        body = sections[name]
+        code_blocks = [block.rstrip("\n") for block in _FENCE.findall(body)]
+        prose = _FENCE.sub("", body)
+        paragraphs = [
+            " ".join(line.strip() for line in paragraph.splitlines() if line.strip())
+            for paragraph in re.split(r"\n\s*\n", prose)
+        ]
+        parsed[name] = ("\n\n".join(p for p in paragraphs if p), "\n\n".join(code_blocks))
+    return parsed
+
+
+def node_start(node: ast.AST) -> Position:
+    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
+
+
+def node_end(node: ast.AST) -> Position:
+    return (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
+
+
+def _discover() -> dict[str, Rule]:
+    """Import every ``SFnnn_*.py`` module of this package and collect its ``RULE``."""
+    rules: dict[str, Rule] = {}
+    for module_info in pkgutil.iter_modules(__path__):
+        found = re.fullmatch(r"(SF[0-9]{3})_[a-z0-9_]+", module_info.name)
+        if not found:
+            continue
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        rule = getattr(module, "RULE", None)
+        if not isinstance(rule, Rule):
+            raise TypeError(f"{module.__name__} defines no RULE")
+        if rule.code != found.group(1):
+            raise ValueError(f"{module.__name__} defines {rule.code}, not {found.group(1)}")
+        if rule.code in rules:
+            raise ValueError(f"{rule.code} is defined twice")
+        rules[rule.code] = rule
+    return dict(sorted(rules.items()))
+
+
+RULES: Mapping[str, Rule] = MappingProxyType(_discover())
+
+_DEFAULT_RULE_FOR_KIND: Mapping[str, str] = MappingProxyType(
+    # The lowest code of a kind is its general explanation (SF700 for any library call, SF901 for distributed).
+    {rule.kind: code for code, rule in reversed(list(RULES.items()))}
+)
+
+
+def get(code: str) -> Rule:
+    """The rule with this code; KeyError with the known codes otherwise."""
+    try:
+        return RULES[code]
+    except KeyError:
+        raise KeyError(f"no rule {code!r} in the catalog (known: {', '.join(RULES)})") from None
+
+
+def rule_for_kind(kind: str) -> str | None:
+    """The code of the rule that explains a runtime sync site of this kind; None for ``other`` or an unknown kind."""
+    return _DEFAULT_RULE_FOR_KIND.get(kind)
+
+
+def enabled_rules() -> tuple[Rule, ...]:
+    """The rules that run when the user selects nothing (noisy ones are off by default)."""
+    return tuple(rule for rule in RULES.values() if rule.enabled_by_default)
+
+
+def select_rules(select: list[str] | None = None, ignore: list[str] | None = None) -> tuple[Rule, ...]:
+    """Rules chosen ruff style: ``select``/``ignore`` hold codes or code prefixes (``SF6``, ``SF601``) or ``ALL``.
+
+    ``select=None`` means the rules enabled by default. A prefix that matches no rule raises ValueError so that a
+    typo in a CI configuration does not silently check nothing.
+    """
+
+    def matching(prefixes: list[str]) -> set[str]:
+        chosen: set[str] = set()
+        for prefix in prefixes:
+            prefix = prefix.strip().upper()
+            hits = set(RULES) if prefix == "ALL" else {code for code in RULES if code.startswith(prefix)}
+            if not hits:
+                raise ValueError(f"{prefix!r} matches no rule code")
+            chosen |= hits
+        return chosen
+
+    codes = {rule.code for rule in enabled_rules()} if select is None else matching(select)
+    codes -= matching(ignore or [])
+    return tuple(RULES[code] for code in sorted(codes))

@@ -1,0 +1,999 @@
+"""What a cell's names hold, as far as the cell's own text tells: the static pass's light device inference.
+
+A :class:`CellScope` walks one cell's AST in execution order and keeps an abstract :class:`Value` for every name the
+cell binds: a tensor on CUDA, a CPU tensor, a NumPy array, a Python number, a module moved to CUDA, a CUDA event...
+Rules ask it about the expressions they match (``scope.value(node)``, ``scope.tensor_certainty(node)``) so that code
+working on known-CPU tensors is not flagged and code on known-CUDA tensors is flagged as certain.
+
+It never executes anything. Names the cell does not bind (defined in an earlier cell) are unknown, which rules report
+as *likely* at most. Imports are resolved so that ``import torch as th`` / ``from torch.nn import functional as F``
+work; the usual aliases (``torch``, ``np``, ``F``, ``nn``, ``dist``) are assumed when an earlier cell imported them.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from syncfree.catalog import Certainty, Edit, Position
+
+Device = Literal["cuda", "cpu"]
+
+
+@dataclass(frozen=True)
+class Value:
+    """An abstract value.
+
+    kind: ``tensor``, ``tensors`` (an iterable of tensors, e.g. ``model.parameters()``), ``module``,
+    ``module_class``, ``numpy``, ``python`` (numbers, strings, lists of those), ``sequence`` (a list/tuple literal),
+    ``device``, ``event``, ``stream``, ``grad_scaler``, ``work`` (an async collective's handle), ``function`` or
+    ``unknown``. ``device`` is known only when the text says so. ``int_data`` keeps the elements of a 1-D integer
+    tensor built from constants (so ``repeat_interleave`` can know its output size).
+    """
+
+    kind: str = "unknown"
+    device: Device | None = None
+    dtype: Literal["bool", "int", "float"] | None = None
+    pinned: bool = False
+    int_data: tuple[int, ...] | None = None
+    const: object = None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.kind == "tensor"
+
+
+UNKNOWN = Value()
+PYTHON = Value("python")
+_CUDA_TENSOR = Value("tensor", "cuda")
+
+DEFAULT_ALIASES = {
+    "torch": "torch",
+    "np": "numpy",
+    "numpy": "numpy",
+    "F": "torch.nn.functional",
+    "nn": "torch.nn",
+    "dist": "torch.distributed",
+}
+
+# torch functions that create a tensor from sizes or data rather than from tensor operands.
+FACTORIES = frozenset(
+    "torch." + name
+    for name in (
+        "tensor as_tensor asarray zeros ones empty full rand randn randint arange range linspace logspace eye "
+        "randperm scalar_tensor empty_strided tril_indices triu_indices from_numpy frombuffer zeros_like ones_like "
+        "empty_like full_like rand_like randn_like randint_like normal"
+    ).split()
+)
+# torch functions (and tensor methods) whose result is a Python object, not a tensor.
+_PYTHON_RESULTS = frozenset(
+    "is_tensor numel is_nonzero equal allclose is_floating_point is_complex get_default_dtype is_grad_enabled "
+    "manual_seed initial_seed save set_default_dtype set_default_device set_printoptions "
+    "use_deterministic_algorithms".split()
+)
+# Namespaces whose functions take and return tensors (torch.utils, torch.optim... hold other objects).
+_TENSOR_NAMESPACES = frozenset(
+    {"torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.nested", "torch.sparse"}
+)
+_TENSOR_PYTHON_METHODS = frozenset(
+    "item tolist size dim numel nelement stride element_size is_contiguous data_ptr get_device is_floating_point "
+    "storage_offset is_complex ndimension __len__ is_pinned is_set_to equal allclose".split()
+)
+# Tensor methods that return None or a handle, not a tensor (so a cell ending with one displays nothing).
+_TENSOR_NONE_METHODS = frozenset("backward retain_grad record_stream register_hook register_post_accumulate_grad_hook".split())
+_TENSOR_PYTHON_ATTRIBUTES = frozenset(
+    "shape dtype ndim is_cuda requires_grad is_leaf layout names is_sparse is_quantized is_meta itemsize nbytes".split()
+)
+_TENSOR_SAME_ATTRIBUTES = frozenset("T mT H mH data grad real imag".split())
+_BOOL_RESULTS = frozenset(
+    "isnan isinf isfinite isposinf isneginf isreal logical_and logical_or logical_xor logical_not eq ne gt lt ge le "
+    "greater less greater_equal less_equal not_equal isclose isin signbit bool any all".split()
+)
+_INT_RESULTS = frozenset(
+    "nonzero argwhere argmax argmin argsort long int short char byte bincount searchsorted bucketize".split()
+)
+_FLOAT_RESULTS = frozenset("float double half bfloat16".split())
+_DTYPE_KEEPING_METHODS = frozenset(
+    "clone detach view reshape contiguous squeeze unsqueeze flatten t transpose permute expand expand_as repeat "
+    "flip roll narrow select index_select gather masked_select masked_fill where cuda cpu to pin_memory abs neg "
+    "maximum minimum clamp clamp_min clamp_max cumsum".split()
+)
+_DTYPES = {
+    "bool": "bool",
+    **dict.fromkeys("uint8 int8 int16 int32 int64 short int long".split(), "int"),
+    **dict.fromkeys("float16 float32 float64 bfloat16 half float double".split(), "float"),
+}
+# Legacy tensor classes, e.g. torch.LongTensor (CPU) and torch.cuda.LongTensor, with the dtype they stand for.
+LEGACY_TENSOR_DTYPES = {
+    "DoubleTensor": "float64",
+    "FloatTensor": "float32",
+    "HalfTensor": "float16",
+    "BFloat16Tensor": "bfloat16",
+    "LongTensor": "long",
+    "IntTensor": "int32",
+    "ShortTensor": "int16",
+    "CharTensor": "int8",
+    "ByteTensor": "uint8",
+    "BoolTensor": "bool",
+}
+GRAD_SCALERS = frozenset(
+    {"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"}
+)
+_MODULE_WRAPPERS = frozenset(
+    {
+        "torch.compile",
+        "torch.jit.script",
+        "torch.nn.DataParallel",
+        "torch.nn.parallel.DataParallel",
+        "torch.nn.parallel.DistributedDataParallel",
+    }
+)
+_BUILTINS = frozenset(dir(builtins))
+
+
+def device_of_literal(text: object) -> Device | None:
+    """'cuda', 'cuda:1' -> cuda; 'cpu' -> cpu; anything else -> None."""
+    if not isinstance(text, str):
+        return None
+    kind = text.split(":", 1)[0].strip()
+    return "cuda" if kind == "cuda" else "cpu" if kind == "cpu" else None
+
+
+def keyword(call: ast.Call, name: str) -> ast.keyword | None:
+    """The keyword argument ``name=`` of a call, if written."""
+    for item in call.keywords:
+        if item.arg == name:
+            return item
+    return None
+
+
+def keyword_value(call: ast.Call, name: str) -> ast.expr | None:
+    item = keyword(call, name)
+    return item.value if item is not None else None
+
+
+def is_constant(node: ast.AST | None, value: object) -> bool:
+    """``node`` is the literal ``value`` (``True`` is not ``1`` here)."""
+    return isinstance(node, ast.Constant) and type(node.value) is type(value) and node.value == value
+
+
+def number_literal(node: ast.AST | None) -> int | float | bool | None:
+    """The value of a numeric literal, including a negated one (``-1``); None for anything else."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = number_literal(node.operand)
+        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
+        return node.value
+    return None
+
+
+def int_list_literal(node: ast.AST | None) -> tuple[int, ...] | None:
+    if isinstance(node, (ast.List, ast.Tuple)):
+        values = [number_literal(element) for element in node.elts]
+        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return tuple(values)  # type: ignore[arg-type]
+    return None
+
+
+def is_side_effect_free(node: ast.AST) -> bool:
+    """A name or attribute chain (``x``, ``self.buf``): safe to repeat in a rewrite."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+@dataclass
+class Bindings:
+    """What the cells run so far left behind: names, imports and the default device.
+
+    ``syncfree check`` analyses a notebook's cells in order and hands each cell what the cells above it bound, so
+    ``x = torch.randn(8, device="cuda")`` in one cell makes ``x.item()`` in a later cell certain.
+    """
+
+    names: dict[str, Value] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    imported: set[str] = field(default_factory=set)
+    default_device: Device | None = "cpu"
+
+
+class CellScope:
+    """The parsed cell plus what its names hold at the statement being visited.
+
+    :meth:`walk` visits every node in execution order and calls the callback with the environment of that moment;
+    rules query :meth:`value` and friends from inside the callback.
+    """
+
+    def __init__(self, tree: ast.Module, source: str, earlier: Bindings | None = None) -> None:
+        earlier = earlier or Bindings()
+        self.tree = tree
+        self.source = source
+        self.lines = source.splitlines(keepends=True)
+        self.aliases: dict[str, str] = {**DEFAULT_ALIASES, **earlier.aliases}
+        self.imported: set[str] = set(earlier.imported)
+        self.default_device: Device | None = earlier.default_device
+        self.parents: dict[ast.AST, ast.AST] = {}
+        for parent in ast.walk(tree):
+            for child in ast.iter_child_nodes(parent):
+                self.parents[child] = parent
+        self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
+        self._cache: dict[int, Value] = {}
+        self._collect_imports()
+
+    def bindings(self) -> Bindings:
+        """What this cell leaves for the next one (call after :meth:`walk`)."""
+        return Bindings(dict(self._env.maps[-1]), dict(self.aliases), set(self.imported), self.default_device)
+
+    # ----------------------------------------------------------------------------------------------- source text
+    def text(self, node: ast.AST) -> str:
+        """The exact source text of a node."""
+        return self.text_between((node.lineno, node.col_offset), (node.end_lineno, node.end_col_offset))  # type: ignore[attr-defined]
+
+    def text_between(self, start: Position, end: Position) -> str:
+        (line, col), (end_line, end_col) = start, end
+        if line == end_line:
+            return self.lines[line - 1].encode()[col:end_col].decode()
+        first = self.lines[line - 1].encode()[col:].decode()
+        middle = "".join(self.lines[line : end_line - 1])
+        last = self.lines[end_line - 1].encode()[:end_col].decode()
+        return first + middle + last
+
+    def snippet(self, node: ast.AST, limit: int = 48) -> str:
+        """A node's text on one line, shortened for messages."""
+        text = " ".join(self.text(node).split())
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+
+    def append_keyword(self, call: ast.Call, text: str) -> Edit:
+        """An edit adding ``text`` (``name=value``) as the call's last argument, keeping the author's layout: right
+        after the last argument (before a trailing comma), or inside empty parentheses."""
+        arguments = [*call.args, *call.keywords]
+        if not arguments:
+            return Edit.insert((call.end_lineno, call.end_col_offset - 1), text)  # type: ignore[arg-type]
+        last = max(arguments, key=lambda node: (node.end_lineno, node.end_col_offset))
+        return Edit.insert((last.end_lineno, last.end_col_offset), f", {text}")  # type: ignore[arg-type]
+
+    def line_indent(self, line: int) -> str:
+        text = self.lines[line - 1]
+        return text[: len(text) - len(text.lstrip())]
+
+    @property
+    def torch(self) -> str:
+        """How this cell spells the torch module (``th`` after ``import torch as th``)."""
+        spellings = sorted(alias for alias in self.imported if self.aliases[alias] == "torch")
+        return "torch" if not spellings or "torch" in spellings else spellings[0]
+
+    def siblings(self, statement: ast.stmt) -> tuple[list[ast.stmt], int]:
+        """The statement list holding ``statement`` and its index there."""
+        parent = self.parents.get(statement, self.tree)
+        for field_name in ("body", "orelse", "finalbody", "handlers"):
+            block = getattr(parent, field_name, None)
+            if isinstance(block, list) and statement in block:
+                return block, block.index(statement)
+        return [statement], 0
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self.parents.get(node)
+
+    # ----------------------------------------------------------------------------------------------- names
+    def _collect_imports(self) -> None:
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Import):
+                for name in node.names:
+                    if name.asname:
+                        self.aliases[name.asname] = name.name
+                        self.imported.add(name.asname)
+                    else:
+                        top = name.name.split(".", 1)[0]
+                        self.aliases[top] = top
+                        self.imported.add(top)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for name in node.names:
+                    if name.name != "*":
+                        bound = name.asname or name.name
+                        self.aliases[bound] = f"{node.module}.{name.name}"
+                        self.imported.add(bound)
+
+    def qualified_name(self, node: ast.AST) -> str | None:
+        """``torch.nn.functional.one_hot`` for ``F.one_hot`` and the like; None when the base is a variable."""
+        if isinstance(node, ast.Name):
+            if node.id in self._env and node.id not in self.imported:
+                return None
+            if node.id in self.aliases:
+                return self.aliases[node.id]
+            if node.id in _BUILTINS:
+                return f"builtins.{node.id}"
+            return None
+        if isinstance(node, ast.Attribute):
+            base = self.qualified_name(node.value)
+            return f"{base}.{node.attr}" if base and not base.startswith("builtins.") else None
+        return None
+
+    def call_name(self, call: ast.Call) -> str | None:
+        return self.qualified_name(call.func)
+
+    def method_call(self, call: ast.AST) -> tuple[ast.expr, str] | None:
+        """``(receiver, method)`` for ``receiver.method(...)`` where the receiver is a value, not a module path."""
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
+            if self.qualified_name(call.func) is None:
+                return call.func.value, call.func.attr
+        return None
+
+    def tensor_operation(
+        self, call: ast.AST, names: Iterable[str], *, unknown_receiver: bool = False
+    ) -> tuple[ast.Call, ast.expr, str, Certainty] | None:
+        """Match ``torch.name(t, ...)`` or ``t.name(...)`` for a name in ``names``.
+
+        Returns ``(call, t, name, certainty)`` where certainty comes from ``t`` (and the other tensor arguments of
+        the function form). A torch function's unknown argument is a tensor (likely); an unknown method receiver
+        counts only with ``unknown_receiver`` (NumPy and pandas share names like ``unique`` and ``nonzero``).
+        """
+        if not isinstance(call, ast.Call):
+            return None
+        names = set(names)
+        qualified = self.call_name(call)
+        if qualified is not None:
+            short = qualified.rsplit(".", 1)[-1]
+            if qualified != f"torch.{short}" or short not in names or not call.args:
+                return None
+            operand = call.args[0]
+            certainties = [self.tensor_certainty(a, unknown=True) for a in call.args if not isinstance(a, ast.Starred)]
+            certainties = [c for c in certainties[:1] if c] + [c for c in certainties[1:] if c == "certain"]
+            if not certainties:
+                return None
+            return call, operand, short, "certain" if "certain" in certainties else "likely"
+        method = self.method_call(call)
+        if method is None or method[1] not in names:
+            return None
+        certainty = self.tensor_certainty(method[0], unknown=unknown_receiver)
+        if certainty is None:
+            argument_certainties = [self.tensor_certainty(a) for a in call.args if not isinstance(a, ast.Starred)]
+            if "certain" in argument_certainties and self.value(method[0]).kind in ("tensor", "unknown"):
+                certainty = "certain"
+        return (call, method[0], method[1], certainty) if certainty else None
+
+    # ----------------------------------------------------------------------------------------------- queries
+    def value(self, node: ast.AST) -> Value:
+        """The abstract value of an expression in the environment of the statement being visited."""
+        key = id(node)
+        if key not in self._cache:
+            self._cache[key] = self._evaluate(node)
+        return self._cache[key]
+
+    def tensor_certainty(self, node: ast.AST, *, unknown: bool = False) -> Certainty | None:
+        """How sure a sync is when ``node`` is the operand that must be on CUDA.
+
+        certain: a tensor known on CUDA; likely: a tensor of unknown device (or, with ``unknown=True``, a value of
+        unknown kind: for operations only tensors have, like ``.item()``); None: known CPU, NumPy or Python data.
+        """
+        value = self.value(node)
+        if value.kind == "tensor":
+            return "certain" if value.device == "cuda" else "likely" if value.device is None else None
+        if value.kind == "unknown" and unknown:
+            return "certain" if value.device == "cuda" else "likely"
+        return None
+
+    def device_argument(self, node: ast.AST | None) -> tuple[bool, Device | None]:
+        """Whether ``node`` names a device and which: ``'cuda'``, ``torch.device('cuda')``, a device variable...
+
+        Returns ``(is_device, device)``: ``(True, None)`` for a device the text does not settle (a name ``device``
+        from an earlier cell); ``(False, None)`` for something that is no device (a dtype).
+        """
+        if node is None:
+            return False, None
+        if isinstance(node, ast.Constant):
+            device = device_of_literal(node.value)
+            if device:
+                return True, device
+            if isinstance(node.value, int) and not isinstance(node.value, bool):
+                return True, "cuda"  # .to(0) / .cuda(0): a CUDA device index
+            return False, None
+        value = self.value(node)
+        if value.kind == "device":
+            return True, value.device
+        if value.kind == "tensor":  # .to(other): other's device
+            return True, value.device
+        if isinstance(node, ast.Name) and value.kind == "unknown" and "dev" in node.id.lower():
+            return True, None
+        if isinstance(node, ast.Attribute) and node.attr == "device":
+            return True, None
+        return False, None
+
+    def dtype_family(self, node: ast.AST | None) -> Literal["bool", "int", "float"] | None:
+        if node is None:
+            return None
+        name = self.qualified_name(node)
+        if name and name.startswith("torch."):
+            return _DTYPES.get(name.rsplit(".", 1)[1])  # type: ignore[return-value]
+        return None
+
+    # ----------------------------------------------------------------------------------------------- evaluation
+    def _evaluate(self, node: ast.AST) -> Value:
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, str) and device_of_literal(node.value):
+                return Value("device", device_of_literal(node.value), const=node.value)
+            return Value("python", const=node.value)
+        if isinstance(node, ast.Name):
+            if node.id in self._env:
+                return self._env[node.id]
+            return UNKNOWN
+        if isinstance(node, ast.Attribute):
+            return self._attribute(node)
+        if isinstance(node, ast.Subscript):
+            base = self.value(node.value)
+            if base.kind == "tensor":
+                return Value("tensor", base.device, base.dtype)
+            if base.kind in ("tensors", "module"):
+                return Value("tensor" if base.kind == "tensors" else "module", base.device)
+            if base.kind == "numpy":
+                return base
+            return UNKNOWN
+        if isinstance(node, ast.BinOp):
+            return self._operator([node.left, node.right], boolean=isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)))
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.Not):
+                return PYTHON
+            operand = self.value(node.operand)
+            if isinstance(node.op, ast.USub) and operand.kind == "python" and isinstance(operand.const, (int, float)):
+                return Value("python", const=-operand.const)
+            return replace(operand, const=None, int_data=None)
+        if isinstance(node, ast.Compare):
+            return self._operator([node.left, *node.comparators], comparison=True)
+        if isinstance(node, ast.IfExp):
+            body, orelse = self.value(node.body), self.value(node.orelse)
+            if body.kind == orelse.kind == "device" and "cuda" in (body.device, orelse.device):
+                # torch.device("cuda" if torch.cuda.is_available() else "cpu"): on a GPU machine, CUDA.
+                return Value("device", "cuda")
+            return join(body, orelse)
+        if isinstance(node, ast.BoolOp):
+            values = [self.value(v) for v in node.values]
+            return values[0] if all(v == values[0] for v in values) else UNKNOWN
+        if isinstance(node, ast.Call):
+            return self._call(node)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return Value("sequence", int_data=int_list_literal(node))
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Dict, ast.Set)):
+            return Value("sequence")
+        if isinstance(node, ast.JoinedStr):
+            return PYTHON
+        if isinstance(node, ast.NamedExpr):
+            return self.value(node.value)
+        return UNKNOWN
+
+    def _attribute(self, node: ast.Attribute) -> Value:
+        if self.qualified_name(node) is not None:
+            return UNKNOWN  # a module attribute such as torch.float32
+        base = self.value(node.value)
+        if base.kind == "tensor":
+            if node.attr in _TENSOR_PYTHON_ATTRIBUTES:
+                return PYTHON
+            if node.attr == "device":
+                return Value("device", base.device)
+            if node.attr in _TENSOR_SAME_ATTRIBUTES:
+                return Value("tensor", base.device, base.dtype if node.attr not in ("grad", "real", "imag") else None)
+            return UNKNOWN
+        if base.kind == "module":
+            return Value("module", base.device)  # a submodule or a parameter: on the module's device
+        if base.kind == "numpy":
+            return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
+        return UNKNOWN
+
+    def _operator(self, operands: list[ast.expr], *, comparison: bool = False, boolean: bool = False) -> Value:
+        values = [self.value(operand) for operand in operands]
+        if any(v.kind == "tensor" for v in values):
+            dtypes = {v.dtype for v in values if v.kind == "tensor"}
+            dtype = "bool" if comparison or (boolean and dtypes == {"bool"}) else None
+            return Value("tensor", combine_devices(values), dtype)
+        if any(v.kind == "numpy" for v in values):
+            return Value("numpy")
+        if all(v.kind == "python" for v in values):
+            return PYTHON
+        if any(v.kind == "unknown" and v.device == "cuda" for v in values):
+            return Value("unknown", "cuda")
+        return UNKNOWN
+
+    def _tensor_operands(self, call: ast.Call) -> list[Value]:
+        """Values of a call's arguments, looking inside list and tuple literals (``torch.stack([a, b])``)."""
+        values = []
+        for argument in [*call.args, *(k.value for k in call.keywords if k.arg not in ("dtype", "out"))]:
+            if isinstance(argument, (ast.List, ast.Tuple)):
+                values.extend(self.value(element) for element in argument.elts)
+            elif isinstance(argument, ast.Starred):
+                values.append(UNKNOWN)
+            else:
+                values.append(self.value(argument))
+        return values
+
+    def _call(self, call: ast.Call) -> Value:
+        name = self.call_name(call)
+        if name is not None:
+            return self._function_call(name, call)
+        method = self.method_call(call)
+        if method is not None:
+            return self._method_call(method[0], method[1], call)
+        callee = self.value(call.func)
+        if callee.kind == "module":
+            operands = [v for v in self._tensor_operands(call) if v.kind in ("tensor", "unknown")]
+            device = callee.device or combine_devices(operands, strict=False)
+            return Value("tensor", device)
+        if callee.kind == "module_class":
+            return Value("module", "cpu")
+        return UNKNOWN
+
+    def _function_call(self, name: str, call: ast.Call) -> Value:
+        short = name.rsplit(".", 1)[1]
+        if name in FACTORIES:
+            return self._factory(name, call)
+        if name == "torch.device":
+            is_device, device = self.device_argument(call.args[0] if call.args else keyword_value(call, "type"))
+            return Value("device", device if is_device else None)
+        if name in ("torch.cuda.Event", "torch.Event"):
+            return Value("event")
+        if name in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.Stream"):
+            return Value("stream")
+        if name in GRAD_SCALERS:
+            return Value("grad_scaler")
+        if name in _MODULE_WRAPPERS and call.args:
+            return self.value(call.args[0])
+        if name.startswith("torch.distributed."):
+            return Value("work") if is_constant(keyword_value(call, "async_op"), True) else PYTHON
+        if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") and short[:1].isupper():
+            is_device, device = self.device_argument(keyword_value(call, "device"))
+            return Value("module", device if is_device else self.default_device)
+        if name.startswith(("torch.cuda.", "torch.backends.", "torch.testing.")) or short in _PYTHON_RESULTS:
+            return PYTHON
+        if name.rsplit(".", 1)[0] in _TENSOR_NAMESPACES:
+            operands = self._tensor_operands(call)
+            if name == "torch.where" and len(call.args) == 1 and not call.keywords:
+                return Value("tensors", combine_devices(operands))
+            dtype = "bool" if short in _BOOL_RESULTS else "int" if short in _INT_RESULTS else None
+            return Value("tensor", combine_devices(operands), dtype)
+        if name.startswith("numpy."):
+            return Value("numpy")
+        if name.startswith("builtins."):
+            return self._builtin_call(short, call)
+        if name.startswith("math."):
+            return PYTHON
+        return UNKNOWN
+
+    def _builtin_call(self, short: str, call: ast.Call) -> Value:
+        if short in ("len", "int", "float", "bool", "str", "repr", "isinstance", "hasattr", "format", "round", "id"):
+            if short == "round" and call.args and self.value(call.args[0]).kind == "tensor":
+                return Value("tensor", self.value(call.args[0]).device)
+            return PYTHON
+        if short in ("abs",) and call.args:
+            return self.value(call.args[0])
+        if short in ("max", "min") and len(call.args) >= 2:
+            values = [self.value(a) for a in call.args]
+            if any(v.kind == "tensor" for v in values):
+                return Value("tensor", combine_devices(values))
+            return PYTHON if all(v.kind == "python" for v in values) else UNKNOWN
+        if short == "range":
+            return PYTHON  # iterating it yields Python ints
+        if short in ("list", "tuple", "sorted", "zip", "enumerate", "reversed"):
+            return Value("sequence")
+        return UNKNOWN
+
+    def _factory(self, name: str, call: ast.Call) -> Value:
+        short = name.rsplit(".", 1)[1]
+        data = call.args[0] if call.args else keyword_value(call, "data")
+        is_device, device = self.device_argument(keyword_value(call, "device"))
+        if not is_device:
+            if short.endswith("_like") and call.args:
+                device = self.value(call.args[0]).device
+            elif short in ("from_numpy", "frombuffer"):
+                device = "cpu"
+            elif short in ("as_tensor", "asarray") and data is not None and self.value(data).kind == "tensor":
+                device = self.value(data).device
+            else:
+                device = self.default_device
+        dtype = self.dtype_family(keyword_value(call, "dtype"))
+        int_data = None
+        if short in ("tensor", "as_tensor", "asarray") and data is not None:
+            literal = number_literal(data)
+            if dtype is None and literal is not None:
+                dtype = "bool" if isinstance(literal, bool) else "int" if isinstance(literal, int) else "float"
+            int_data = int_list_literal(data)
+            if dtype is None and int_data is not None:
+                dtype = "int"
+            elif dtype is None and isinstance(data, (ast.List, ast.Tuple)) and data.elts:
+                if all(isinstance(number_literal(e), bool) for e in data.elts):
+                    dtype = "bool"
+            if dtype not in (None, "int"):
+                int_data = None
+        elif short in ("randint", "randperm", "randint_like"):
+            dtype = dtype or "int"
+        elif short in ("arange", "range"):
+            bounds = [number_literal(a) for a in call.args]
+            if bounds and all(isinstance(b, int) and not isinstance(b, bool) for b in bounds):
+                dtype = dtype or "int"
+                if dtype == "int" and len(bounds) <= 3:
+                    int_data = tuple(range(*bounds))  # type: ignore[arg-type]
+        elif short in ("full", "ones") and dtype in ("int", None):
+            int_data = self._constant_fill(short, call, dtype)
+            if short == "full" and dtype is None and call.args[1:2]:
+                fill = number_literal(call.args[1])
+                dtype = "bool" if isinstance(fill, bool) else "int" if isinstance(fill, int) else dtype
+        pinned = is_constant(keyword_value(call, "pin_memory"), True)
+        return Value("tensor", device, dtype, pinned=pinned, int_data=int_data)
+
+    def _constant_fill(self, short: str, call: ast.Call, dtype: str | None) -> tuple[int, ...] | None:
+        """Data of ``torch.full((n,), k)`` / ``torch.ones(n, dtype=torch.long)`` with literal n and k."""
+        if not call.args:
+            return None
+        size_node = call.args[0]
+        sizes = int_list_literal(size_node) if isinstance(size_node, (ast.List, ast.Tuple)) else None
+        if sizes is None:
+            single = number_literal(size_node)
+            sizes = (single,) if isinstance(single, int) and not isinstance(single, bool) else None
+        if sizes is None or len(sizes) != 1 or sizes[0] > 1_000_000:
+            return None
+        if short == "ones":
+            return (1,) * sizes[0] if dtype == "int" else None
+        fill = number_literal(call.args[1]) if len(call.args) > 1 else None
+        if isinstance(fill, int) and not isinstance(fill, bool):
+            return (fill,) * sizes[0]
+        return None
+
+    def _method_call(self, receiver_node: ast.expr, method: str, call: ast.Call) -> Value:
+        receiver = self.value(receiver_node)
+        if receiver.kind in ("tensor", "unknown"):
+            return self._tensor_method(receiver, receiver_node, method, call)
+        if receiver.kind == "module":
+            if method in ("cuda", "to", "cpu"):
+                return Value("module", self._moved_device(receiver, method, call))
+            if method in ("parameters", "buffers"):
+                return Value("tensors", receiver.device)
+            if method in ("eval", "train", "requires_grad_", "half", "float", "double", "bfloat16", "zero_grad"):
+                return receiver
+            if method == "forward":
+                return Value("tensor", receiver.device)
+            return UNKNOWN
+        if receiver.kind == "grad_scaler" and method == "scale" and call.args:
+            return self.value(call.args[0])
+        if receiver.kind == "numpy":
+            return PYTHON if method in ("item", "tolist") else Value("numpy")
+        if receiver.kind in ("python", "event", "stream", "device"):
+            return PYTHON
+        return UNKNOWN
+
+    def _moved_device(self, receiver: Value, method: str, call: ast.Call) -> Device | None:
+        """Where ``x.cuda()`` / ``x.cpu()`` / ``x.to(...)`` puts its result."""
+        if method == "cuda":
+            return "cuda"
+        if method == "cpu":
+            return "cpu"
+        target = self.to_target(call)
+        return receiver.device if target is None else target[1]
+
+    def to_target(self, call: ast.Call) -> tuple[ast.expr, Device | None] | None:
+        """The device argument of ``x.to(...)`` and where it points; None for a dtype-only ``.to``."""
+        candidates = [*call.args[:1], *(k.value for k in call.keywords if k.arg in ("device", "other"))]
+        for candidate in candidates:
+            is_device, device = self.device_argument(candidate)
+            if is_device:
+                return candidate, device
+        return None
+
+    def _tensor_method(self, receiver: Value, receiver_node: ast.expr, method: str, call: ast.Call) -> Value:
+        unknown_receiver = receiver.kind == "unknown"
+        if method in ("cuda", "to", "cpu"):
+            device = self._moved_device(receiver, method, call)
+            if unknown_receiver and self.looks_like_module(receiver_node):
+                return Value("module", device)
+            if unknown_receiver and device is None:
+                return UNKNOWN
+            dtype = self.dtype_family(call.args[0]) if method == "to" and call.args else None
+            if dtype is None:
+                return Value("tensor", device, receiver.dtype, int_data=receiver.int_data)
+            return Value("tensor", device, dtype)
+        if method == "pin_memory":
+            return Value("tensor", "cpu", receiver.dtype, pinned=True, int_data=receiver.int_data)
+        if method in ("clone", "detach", "contiguous"):
+            return replace(receiver, pinned=False)
+        if method in _TENSOR_NONE_METHODS:
+            return PYTHON
+        if method == "numpy":
+            return Value("numpy")
+        if method in _TENSOR_PYTHON_METHODS:
+            return PYTHON
+        if method == "type":
+            return self._type_result(receiver, call)
+        if unknown_receiver:
+            return Value("unknown", "cuda") if receiver.device == "cuda" else UNKNOWN
+        if method in _BOOL_RESULTS:
+            return Value("tensor", receiver.device, "bool")
+        if method in _INT_RESULTS:
+            return Value("tensor", receiver.device, "int")
+        if method in _FLOAT_RESULTS:
+            return Value("tensor", receiver.device, "float")
+        dtype = receiver.dtype if method in _DTYPE_KEEPING_METHODS else None
+        return Value("tensor", receiver.device, dtype)
+
+    def _type_result(self, receiver: Value, call: ast.Call) -> Value:
+        if not call.args and not call.keywords:
+            return PYTHON  # x.type() is the type's name
+        argument = call.args[0] if call.args else keyword_value(call, "dtype")
+        legacy = self.legacy_tensor_class(argument)
+        if legacy is not None:
+            device, dtype = legacy
+            return Value("tensor", device, _DTYPES.get(dtype))  # type: ignore[arg-type]
+        return Value("tensor", receiver.device, self.dtype_family(argument))
+
+    def legacy_tensor_class(self, node: ast.AST | None) -> tuple[Device, str] | None:
+        """``torch.LongTensor`` -> ('cpu', 'long'), ``'torch.cuda.FloatTensor'`` -> ('cuda', 'float32')."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value
+        elif node is not None:
+            name = self.qualified_name(node) or ""
+        else:
+            return None
+        prefix, _, short = name.rpartition(".")
+        if short not in LEGACY_TENSOR_DTYPES or prefix not in ("torch", "torch.cuda"):
+            return None
+        return ("cuda" if prefix == "torch.cuda" else "cpu"), LEGACY_TENSOR_DTYPES[short]
+
+    def looks_like_module(self, node: ast.AST) -> bool:
+        """A module value, or ``Net()``: an instance of a CamelCase class is most likely an nn.Module."""
+        if self.value(node).kind == "module":
+            return True
+        if isinstance(node, ast.Call):
+            func = node.func
+            last = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            return last[:1].isupper() and not last.endswith("Tensor")
+        return False
+
+    # ----------------------------------------------------------------------------------------------- the walk
+    def walk(self, visit: Callable[[ast.AST], None]) -> None:
+        """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment."""
+        self._visit = visit
+        self._block(self.tree.body)
+
+    def _changed(self) -> None:
+        self._cache.clear()
+
+    def bind(self, name: str, value: Value) -> None:
+        self._env[name] = value
+        self._changed()
+
+    def _block(self, statements: Iterable[ast.stmt]) -> None:
+        for statement in statements:
+            self._statement(statement)
+
+    def _branches(self, *blocks: list[ast.stmt]) -> None:
+        """Run each block from the same environment, then join what they bound (an if/else, a try's handlers)."""
+        before = dict(self._env.maps[0])
+        outcomes = []
+        for block in blocks:
+            self._env.maps[0] = dict(before)
+            self._changed()
+            self._block(block)
+            outcomes.append(self._env.maps[0])
+        merged = {}
+        for name in set().union(*outcomes):
+            values = [outcome.get(name, before.get(name, UNKNOWN)) for outcome in outcomes]
+            result = values[0]
+            for other in values[1:]:
+                result = join(result, other)
+            merged[name] = result
+        self._env.maps[0] = merged
+        self._changed()
+
+    def _statement(self, node: ast.stmt) -> None:
+        visit = self._visit
+        if isinstance(node, ast.If):
+            visit(node)
+            self._expression(node.test)
+            self._branches(node.body, node.orelse)
+        elif isinstance(node, ast.While):
+            visit(node)
+            self._expression(node.test)
+            self._branches(node.body + node.orelse, [])
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            visit(node)
+            self._expression(node.iter)
+            self._bind_target(node.target, element_of(self.value(node.iter)))
+            self._expression(node.target)
+            self._branches(node.body + node.orelse, [])
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            visit(node)
+            for item in node.items:
+                self._expression(item.context_expr)
+                if item.optional_vars is not None:
+                    self._bind_target(item.optional_vars, UNKNOWN)
+                    self._expression(item.optional_vars)
+            self._block(node.body)
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            visit(node)
+            handlers = []
+            for handler in node.handlers:
+                visit(handler)
+                if handler.type is not None:
+                    self._expression(handler.type)
+                handlers.append(handler.body)
+            self._branches(node.body + node.orelse, *handlers)
+            self._block(node.finalbody)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._function(node)
+        elif isinstance(node, ast.ClassDef):
+            self._class(node)
+        elif isinstance(node, ast.Match):
+            visit(node)
+            self._expression(node.subject)
+            cases = []
+            for case in node.cases:
+                self._generic(case.pattern)
+                if case.guard is not None:
+                    self._expression(case.guard)
+                cases.append(case.body)
+            self._branches(*cases, [])
+        else:
+            self._simple(node)
+
+    def _simple(self, node: ast.stmt) -> None:
+        self._generic(node)
+        if isinstance(node, ast.Assign):
+            value = self.value(node.value)
+            for target in node.targets:
+                self._bind_target(target, value, node.value)
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            self._bind_target(node.target, self.value(node.value), node.value)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            self.bind(node.target.id, self._operator([node.target, node.value]))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            self._in_place_effect(node.value)
+        elif isinstance(node, ast.Delete):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    self._env.pop(target.id, None)
+                    self._changed()
+
+    def _in_place_effect(self, call: ast.Call) -> None:
+        """Statements that change what a name holds without assigning it: ``model.cuda()``, set_default_device."""
+        if self.call_name(call) == "torch.set_default_device" and call.args:
+            is_device, device = self.device_argument(call.args[0])
+            self.default_device = device if is_device else None
+            self._changed()
+            return
+        method = self.method_call(call)
+        if method and isinstance(method[0], ast.Name):
+            receiver = self.value(method[0])
+            if receiver.kind == "module" and method[1] in ("cuda", "to", "cpu"):
+                self.bind(method[0].id, Value("module", self._moved_device(receiver, method[1], call)))
+
+    def _bind_target(self, target: ast.expr, value: Value, source: ast.expr | None = None) -> None:
+        if isinstance(target, ast.Name):
+            self.bind(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == len(target.elts):
+                for element_target, element in zip(target.elts, source.elts):
+                    self._bind_target(element_target, self.value(element), element)
+                return
+            for element_target in target.elts:
+                inner = element_target.value if isinstance(element_target, ast.Starred) else element_target
+                self._bind_target(inner, element_of(value) if not isinstance(element_target, ast.Starred) else UNKNOWN)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        visit = self._visit
+        visit(node)
+        for decorator in node.decorator_list:
+            self._expression(decorator)
+        for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
+            self._expression(default)
+        self._env = self._env.new_child()
+        self._changed()
+        arguments = node.args
+        for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
+            if argument is not None:
+                annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
+                self.bind(argument.arg, Value("tensor") if annotation == "torch.Tensor" else UNKNOWN)
+        self._block(node.body)
+        self._env = self._env.parents
+        self.bind(node.name, Value("function"))
+
+    def _class(self, node: ast.ClassDef) -> None:
+        self._visit(node)
+        for base in node.bases:
+            self._expression(base)
+        is_module = any(
+            self.qualified_name(base) == "torch.nn.Module" or self.value(base).kind == "module_class"
+            for base in node.bases
+        )
+        self._env = self._env.new_child()
+        self._changed()
+        self._block(node.body)
+        self._env = self._env.parents
+        self.bind(node.name, Value("module_class") if is_module else UNKNOWN)
+
+    def _generic(self, node: ast.AST) -> None:
+        """Visit a node and everything under it, giving comprehensions and lambdas their own names."""
+        self._visit(node)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            self._comprehension(node)
+        elif isinstance(node, ast.Lambda):
+            self._env = self._env.new_child({a.arg: UNKNOWN for a in ast.walk(node.args) if isinstance(a, ast.arg)})
+            self._changed()
+            self._generic(node.body)
+            self._env = self._env.parents
+            self._changed()
+        else:
+            for child in ast.iter_child_nodes(node):
+                self._generic(child)
+
+    _expression = _generic
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> None:
+        self._env = self._env.new_child()
+        self._changed()
+        for generator in node.generators:
+            self._generic(generator.iter)
+            self._bind_target(generator.target, element_of(self.value(generator.iter)))
+            self._generic(generator.target)
+            self._visit(generator)
+            for condition in generator.ifs:
+                self._generic(condition)
+        elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+        for element in elements:
+            self._generic(element)
+        self._env = self._env.parents
+        self._changed()
+
+
+def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
+    """The device of an op's result: CUDA when any tensor operand is on CUDA (PyTorch allows only CPU scalars
+    beside it), CPU when every operand is a CPU tensor or Python data, otherwise unknown."""
+    values = list(values)
+    if any(v.device == "cuda" and v.kind in ("tensor", "unknown", "tensors") for v in values):
+        return "cuda"
+    tensors = [v for v in values if v.kind == "tensor"]
+    if tensors and all(v.device == "cpu" for v in tensors):
+        if all(v.kind in ("tensor", "python", "sequence", "device") for v in values) or not strict:
+            return "cpu"
+    return None
+
+
+def join(first: Value, second: Value) -> Value:
+    """What a name holds after two paths that bound it differently."""
+    if first == second:
+        return first
+    if first.kind != second.kind:
+        return UNKNOWN
+    device = first.device if first.device == second.device else None
+    dtype = first.dtype if first.dtype == second.dtype else None
+    return Value(first.kind, device, dtype)
+
+
+def element_of(container: Value) -> Value:
+    """What iterating (or unpacking) a value yields."""
+    if container.kind in ("tensor", "tensors"):
+        return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None)
+    if container.kind in ("numpy", "python"):
+        return container if container.kind == "numpy" else PYTHON
+    return UNKNOWN
+
+
+def iter_truth_tested(node: ast.expr) -> Iterator[ast.expr]:
+    """The operands whose truth value Python asks for when it tests ``node`` (``a and not b`` -> a, b)."""
+    if isinstance(node, ast.BoolOp):
+        for value in node.values:
+            yield from iter_truth_tested(value)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        yield from iter_truth_tested(node.operand)
+    else:
+        yield node
+
+
+def index_parts(subscript: ast.Subscript) -> list[ast.expr]:
+    """The comma-separated parts of an index: ``x[0, mask, 1:3]`` -> [0, mask, 1:3]."""
+    index = subscript.slice
+    return list(index.elts) if isinstance(index, ast.Tuple) else [index]
+
+
+def assigned_value(subscript: ast.Subscript, scope: CellScope) -> ast.expr | None:
+    """The value stored by ``x[...] = value`` when ``subscript`` is the single target; None otherwise."""
+    parent = scope.parent(subscript)
+    if isinstance(parent, ast.Assign) and parent.targets == [subscript]:
+        return parent.value
+    return None

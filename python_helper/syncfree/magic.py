@@ -1,0 +1,446 @@
+"""IPython glue: the ``%%syncfree`` cell magic and ``%syncfree on|off|status``.
+
+The logic lives in `syncfree.capture` (the recorder), `syncfree.analyze` (static findings)
+and `syncfree.report`; this module only finds the cell text, compiles the body so that its
+frames map to the cell's lines, runs it under a `SyncRecorder` and shows the report.
+
+Two IPython events carry the cell: ``pre_run_cell`` gives the raw text and the cell id of
+the execute request (``ExecutionInfo.raw_cell``/``cell_id``), ``post_run_cell`` comes after
+the cell's own outputs (its value, its traceback), which is where the report is shown.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from time import perf_counter
+
+from IPython.core import magic_arguments
+from IPython.core.displayhook import DisplayHook
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+
+from .analyze import analyze_source
+from .capture import SyncRecorder
+from .capture.sites import MAX_FRAMES
+from .report import build_report, device_info, display_report
+
+MAGIC = "%%syncfree"
+REPORT_NAME = "_syncfree_report"  # the last report, in the user namespace
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    mode: str | None  # None: warn with CUDA, predict without
+    measure_blocked: bool
+    max_frames: int
+    quiet: bool
+
+    def describe(self) -> str:
+        blocked = "blocked time on" if self.measure_blocked else "blocked time off"
+        return f"mode {self.mode or 'auto'}, {blocked}, {self.max_frames} frames per site"
+
+
+@dataclass(frozen=True)
+class CellText:
+    """The cell as the user wrote it and where the magic's body starts in it."""
+
+    raw: str                 # the whole cell text, magic line included (source_hash)
+    cell_id: str | None      # from the execute request
+    body_line: int           # cell line of the body's first line
+
+
+@dataclass
+class Engine:
+    """How this kernel can watch a cell: recorder mode, device, and why if degraded."""
+
+    mode: str                # warn | error | predict | static
+    device: dict
+    notes: list[str]
+
+
+@dataclass
+class WatchedCell:
+    """A cell run under ``%syncfree on``: its recorder lives from pre_ to post_run_cell."""
+
+    recorder: SyncRecorder
+    text: CellText
+    engine: Engine
+    findings: list
+    options: RunOptions
+
+
+@magics_class
+class SyncfreeMagics(Magics):
+    """``%%syncfree`` and ``%syncfree``; see the magic's docstring (``%%syncfree?``)."""
+
+    def __init__(self, shell):
+        super().__init__(shell)
+        self._cell_info = None          # ExecutionInfo of the cell running now
+        self._pending: list[tuple[dict, bool]] = []  # (report, quiet) for post_run_cell
+        self._watch: RunOptions | None = None
+        self._watched: WatchedCell | None = None
+        shell.events.register("pre_run_cell", self._pre_run_cell)
+        shell.events.register("post_run_cell", self._post_run_cell)
+
+    def close(self) -> None:
+        """Undo everything (``%unload_ext syncfree``), a watched cell's recorder included."""
+        self.shell.events.unregister("pre_run_cell", self._pre_run_cell)
+        self.shell.events.unregister("post_run_cell", self._post_run_cell)
+        self._watch = None
+        watched, self._watched = self._watched, None
+        if watched is not None:
+            watched.recorder.__exit__(None, None, None)
+
+    # ------------------------------------------------------------------ the magic
+
+    @no_var_expand
+    @magic_arguments.magic_arguments()
+    @magic_arguments.argument(
+        "action", nargs="?", choices=("on", "off", "status"),
+        help="Line magic only: watch every cell (on), stop (off), or say which (status).")
+    @magic_arguments.argument(
+        "--mode", choices=("warn", "error", "predict"),
+        help="warn: count every sync (default with CUDA); error: raise at the first sync; "
+             "predict: CPU stand-ins, the default without CUDA.")
+    @magic_arguments.argument(
+        "--no-blocked", dest="measure_blocked", action="store_false",
+        help="Do not time how long each sync blocked the CPU.")
+    @magic_arguments.argument(
+        "--frames", type=int, default=4, metavar="N",
+        help=f"Library frames kept per site, 0 to {MAX_FRAMES} (default 4).")
+    @magic_arguments.argument(
+        "--quiet", action="store_true",
+        help=f"Show no report; it is still stored as {REPORT_NAME}.")
+    @line_cell_magic
+    def syncfree(self, line, cell=None):
+        """Find where a cell makes the CPU wait for the GPU.
+
+        Put ``%%syncfree`` on the first line of a cell and run it. The cell runs exactly as
+        without the magic (same outputs, same value, same exception), under torch's sync
+        debug mode; below it comes one report: each line that synchronized, what synced,
+        how often and how long the CPU was blocked, with the catalog's explanation and
+        sync-free rewrite (shown as gutter markers in JupyterLab). The report dict is also
+        stored in the user namespace as ``_syncfree_report``.
+
+        Usage, in a cell::
+
+          %%syncfree [--mode warn|error|predict] [--no-blocked] [--frames N] [--quiet]
+          code...
+
+        Usage, for every cell from now on::
+
+          %syncfree on [--mode ...] [--no-blocked] [--frames N] [--quiet]
+          %syncfree off
+          %syncfree status
+
+        Options:
+
+        --mode warn
+          Count every sync (the default when the kernel has a CUDA device)::
+
+            %%syncfree --mode warn
+            loss = model(x).sum()
+            print(loss.item())
+
+        --mode error
+          Raise at the first sync, pointing at its cell line: the "verify it is
+          sync-free" step. ``torch.cuda.synchronize()`` raises too::
+
+            %%syncfree --mode error
+            for step in range(100):
+                train_step()
+
+        --mode predict
+          Run on CPU stand-ins and report the syncs the code would make on a GPU (the
+          default when the kernel has no CUDA device)::
+
+            %%syncfree --mode predict
+            y = x[mask]
+
+        --no-blocked
+          Skip timing each sync. Blocked time is measured with a profile callback
+          (``sys.setprofile``) that costs a little on every Python call; use this for
+          CPU-bound cells or when another profiler is running::
+
+            %%syncfree --no-blocked
+            run_epoch()
+
+        --frames N
+          Keep up to N (0 to 8, default 4) library frames per site, between the cell
+          line and the sync, e.g. ``torch/amp/grad_scaler.py`` under ``scaler.step(opt)``::
+
+            %%syncfree --frames 8
+            scaler.step(opt)
+
+        --quiet
+          Show nothing; the report is still stored as ``_syncfree_report``::
+
+            %%syncfree --quiet
+            train_step()
+
+        ``%syncfree on`` watches every following cell with the options given; a cell
+        gets a report only if it synchronized. Cells that start with ``%%syncfree``
+        keep their own options. ``%syncfree off`` stops watching and ``%syncfree status``
+        says whether it is on.
+
+        Without torch in the kernel the cell runs as usual and the report holds only the
+        static findings. IPython syntax inside the body (``%time``, ``!ls``) works;
+        top-level ``await`` does not. Explicit ``torch.cuda.synchronize()`` is seen when
+        called through ``torch.cuda``, not through a name imported before the cell.
+        """
+        __tracebackhide__ = True
+        args = magic_arguments.parse_argstring(self.syncfree, line)
+        if not 0 <= args.frames <= MAX_FRAMES:
+            raise UsageError(f"--frames must be between 0 and {MAX_FRAMES}, not {args.frames}")
+        options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet)
+        if cell is None:
+            if args.action is None:
+                raise UsageError("%syncfree needs on, off or status (e.g. `%syncfree on`); "
+                                 "to check one cell, put %%syncfree on its first line")
+            return self._watch_command(args.action, options)
+        if args.action is not None:
+            raise UsageError(f"%%syncfree takes options only; `{args.action}` belongs to the "
+                             f"line magic: %syncfree {args.action}")
+        return self._run_cell(line, cell, options)
+
+    def _run_cell(self, line: str, cell: str, options: RunOptions):
+        __tracebackhide__ = True
+        shell = self.shell
+        text = self._cell_text(line, cell)
+        blank = _leading_blank_lines(cell)
+        transformed = shell.transform_cell(cell)
+        first_line = text.body_line + blank  # transform_cell drops the blank lines
+        # Padding puts line n of the code on cell line n, so the traceback shows the cell's
+        # own line numbers under "Cell In[n]" (CachingCompiler.cache registers the name).
+        code_text = "\n" * (first_line - 1) + transformed
+        filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
+        engine = self._engine(options.mode)
+        findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines are skipped
+        if engine.mode == "static":
+            return self._run_static(text, code_text, filename, findings, engine, options)
+
+        recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
+                                max_frames=options.max_frames, cell_files={filename: 0},
+                                findings={filename: findings})
+        try:
+            with recorder:
+                value = self._execute(code_text, filename)
+        except BaseException:
+            self._report(text, engine, findings, recorder, options)
+            raise
+        self._report(text, engine, findings, recorder, options)
+        return value
+
+    def _run_static(self, text: CellText, code_text: str, filename: str, findings: list,
+                    engine: Engine, options: RunOptions):
+        __tracebackhide__ = True
+        started = perf_counter()
+        error = None
+        try:
+            return self._execute(code_text, filename)
+        except BaseException as exc:
+            error = {"type": type(exc).__qualname__, "message": (str(exc) or type(exc).__name__)[:1000],
+                     "line": _cell_line(exc.__traceback__, filename)}
+            raise
+        finally:
+            report = build_report(source=text.raw, device=engine.device, mode="static",
+                                  findings=findings, syncs=0, cell_id=text.cell_id,
+                                  wall_ms=(perf_counter() - started) * 1000.0, error=error,
+                                  notes=engine.notes)
+            self._publish(report, options.quiet)
+
+    def _execute(self, code_text: str, filename: str):
+        """Run the body like IPython runs a cell and return its last expression's value
+        (shown as Out[n] by the displayhook, as for %%time)."""
+        __tracebackhide__ = True
+        shell = self.shell
+        tree = shell.transform_ast(shell.compile.ast_parse(code_text, filename=filename))
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr) \
+                and not DisplayHook.semicolon_at_end_of_expression(code_text):
+            last = ast.Expression(tree.body.pop().value)
+        if tree.body:
+            exec(shell.compile(ast.Module(tree.body, []), filename, "exec"),
+                 shell.user_global_ns, shell.user_ns)
+        if last is not None:
+            return eval(shell.compile(last, filename, "eval"), shell.user_global_ns, shell.user_ns)
+        return None
+
+    def _report(self, text: CellText, engine: Engine, findings: list, recorder: SyncRecorder,
+                options: RunOptions) -> dict:
+        fields = recorder.report_fields()
+        fields["notes"] = engine.notes + fields["notes"]
+        report = build_report(source=text.raw, device=engine.device, findings=findings,
+                              cell_id=text.cell_id, **fields)
+        self._publish(report, options.quiet)
+        return report
+
+    def _publish(self, report: dict, quiet: bool) -> None:
+        self.shell.user_ns[REPORT_NAME] = report
+        if self._cell_info is None:  # called outside a cell run: nothing will come after
+            if not quiet:
+                display_report(report)
+        else:
+            self._pending.append((report, quiet))
+
+    # ------------------------------------------------------------------ the cell
+
+    def _cell_text(self, line: str, cell: str) -> CellText:
+        """The raw cell from pre_run_cell when it is this magic's cell, else the magic line
+        and body put back together (the magic was called from code)."""
+        info = self._cell_info
+        if info is not None and info.raw_cell:
+            raw = info.raw_cell
+            index = _magic_line_index(raw)
+            if index is not None:
+                body = "".join(raw.splitlines(keepends=True)[index + 1:])
+                if body.rstrip() == cell.rstrip():
+                    return CellText(raw, getattr(info, "cell_id", None), index + 2)
+        raw = (f"{MAGIC} {line}".rstrip() + "\n" + cell)
+        return CellText(raw, None, 2)
+
+    def _execution_count(self) -> int:
+        # IPython 9 advances shell.execution_count before running the cell; the number of
+        # the running cell (In[n]) is on the displayhook's ExecutionResult.
+        result = getattr(self.shell.displayhook, "exec_result", None)
+        if result is not None and result.execution_count is not None:
+            return result.execution_count
+        return self.shell.execution_count
+
+    def _engine(self, requested: str | None) -> Engine:
+        """Pick the recorder mode this kernel supports for the requested one."""
+        try:
+            import torch
+        except ImportError:
+            return Engine("static", device_info("none"),
+                          ["torch is not installed in this kernel: the cell ran without sync "
+                           "detection; the findings below are static only"])
+        notes: list[str] = []
+        if torch.cuda.is_available():
+            return Engine(requested or "warn", device_info("cuda"), notes)
+        if requested in ("warn", "error"):
+            notes.append(f"No CUDA device: --mode {requested} needs one")
+        try:
+            from .capture.predict import PredictSession  # noqa: F401
+        except ImportError as exc:
+            notes.append(f"No CUDA device and predict mode is unavailable ({exc}): the cell "
+                         "ran without sync detection; static findings only")
+            return Engine("static", device_info("none"), notes)
+        notes.append("No CUDA device: syncs predicted on CPU stand-ins")
+        return Engine("predict", device_info("predict"), notes)
+
+    # ------------------------------------------------------------------ watch mode
+
+    def _watch_command(self, action: str, options: RunOptions) -> None:
+        if action == "on":
+            self._watch = options
+            print(f"syncfree: watching every cell ({options.describe()})")
+        elif action == "off":
+            self._watch = None
+            print("syncfree: off")
+        elif self._watch is None:
+            print("syncfree: off (use %%syncfree on a cell, or %syncfree on)")
+        else:
+            print(f"syncfree: watching every cell ({self._watch.describe()})")
+
+    def _pre_run_cell(self, info) -> None:
+        self._cell_info = info
+        raw = info.raw_cell or ""
+        options = self._watch
+        if options is None or self._watched is not None or not raw.strip() \
+                or _magic_line_index(raw) is not None:
+            return
+        shell = self.shell
+        transformed = getattr(info, "transformed_cell", None) or shell.transform_cell(raw)
+        blank = _leading_blank_lines(raw)
+        # The filename IPython compiles this cell under (InteractiveShell.run_cell_async:
+        # compiler.cache(cell, execution_count, raw_code=raw_cell)); the number is taken
+        # before or after IPython advances execution_count depending on its version, and
+        # ipykernel's compiler ignores it, so both candidates are watched.
+        count = shell.execution_count
+        names = {shell.compile.get_code_name(raw, transformed, n) for n in (count, count - 1)}
+        engine = self._engine(options.mode)
+        if engine.mode == "static":
+            return
+        findings = analyze_source(raw)
+        recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
+                                max_frames=options.max_frames,
+                                cell_files=dict.fromkeys(names, blank),
+                                findings=dict.fromkeys(names, findings))
+        recorder.__enter__()
+        text = CellText(raw, getattr(info, "cell_id", None), 1)
+        self._watched = WatchedCell(recorder, text, engine, findings, options)
+
+    def _post_run_cell(self, result) -> None:
+        watched, self._watched = self._watched, None
+        pending, self._pending = self._pending, []
+        self._cell_info = None
+        if watched is not None:
+            error = result.error_in_exec
+            recorder = watched.recorder
+            if error is not None:
+                recorder.__exit__(type(error), error, error.__traceback__)
+            else:
+                recorder.__exit__(None, None, None)
+            if recorder.syncs or recorder.stopped_by_sync:
+                fields = recorder.report_fields()
+                fields["notes"] = watched.engine.notes + fields["notes"]
+                report = build_report(source=watched.text.raw, device=watched.engine.device,
+                                      findings=watched.findings, cell_id=watched.text.cell_id,
+                                      **fields)
+                self.shell.user_ns[REPORT_NAME] = report
+                pending.append((report, watched.options.quiet))
+        for report, quiet in pending:
+            if not quiet:
+                display_report(report)
+
+
+# --------------------------------------------------------------------------- cell text
+
+
+def _magic_line_index(raw: str) -> int | None:
+    """Index of the ``%%syncfree`` line when the cell starts with it (after blank lines,
+    which IPython drops before it looks for a cell magic)."""
+    for index, line in enumerate(raw.splitlines()):
+        if not line.strip():
+            continue
+        word = line.split(None, 1)[0]
+        return index if word == MAGIC else None
+    return None
+
+
+def _leading_blank_lines(text: str) -> int:
+    """Lines IPython's ``leading_empty_lines`` transform removes (inputtransformer2.py)."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if line and not line.isspace():
+            return index
+    return 0
+
+
+def _cell_line(tb, filename: str) -> int | None:
+    line = None
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == filename:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+# --------------------------------------------------------------------------- extension
+
+
+def load_ipython_extension(ip) -> None:
+    ip.register_magics(SyncfreeMagics(ip))
+
+
+def unload_ipython_extension(ip) -> None:
+    magics = ip.magics_manager.registry.pop(SyncfreeMagics.__name__, None)
+    if magics is not None:
+        magics.close()
+    for kind in ("line", "cell"):
+        ip.magics_manager.magics[kind].pop("syncfree", None)
+
+
+__all__ = ["SyncfreeMagics", "load_ipython_extension", "unload_ipython_extension", "REPORT_NAME"]

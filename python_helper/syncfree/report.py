@@ -1,0 +1,231 @@
+"""The report of one ``%%syncfree`` run: a dict valid per ``report.schema.json``, and its
+HTML and plain-text renderings for frontends without the JupyterLab extension.
+
+`build_report` joins what the recorder saw (sites) with the static findings and the
+catalog entries both refer to; `display_report` emits one output whose MIME bundle holds
+the report as JSON (``MIME_TYPE``, read by the extension), an HTML table and plain text.
+Every string that reaches the HTML passes through `html.escape`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from pathlib import Path
+
+MIME_TYPE = "application/vnd.syncfree.report.v1+json"
+SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
+
+MAX_FINDINGS = 1000  # report.schema.json: findings maxItems
+MAX_NOTES = 20       # report.schema.json: notes maxItems
+DEVICE_KINDS = ("cuda", "predict", "none")
+
+
+def source_hash(source: str) -> str:
+    """'sha256:' + hex digest of the exact cell text (magic line included)."""
+    return "sha256:" + hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def device_info(kind: str, name: str | None = None) -> dict:
+    """The report's ``device``: the CUDA device watched, the CPU stand-ins, or nothing.
+
+    Reads torch from ``sys.modules`` only: a kernel without torch gets ``torch: null``.
+    """
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"device kind must be one of {DEVICE_KINDS}, not {kind!r}")
+    torch = sys.modules.get("torch")
+    version = str(torch.__version__)[:100] if torch is not None else None
+    if name is None:
+        if kind == "cuda" and torch is not None:
+            name = torch.cuda.get_device_name(torch.cuda.current_device())
+        elif kind == "predict":
+            name = "CPU stand-ins (no CUDA device)"
+        else:
+            name = "no CUDA device" if torch is not None else "torch not installed"
+    return {"kind": kind, "name": name[:200], "torch": version}
+
+
+def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Mapping] = (),
+                 findings: Iterable[Mapping] = (), syncs: int | None = None,
+                 wall_ms: float = 0.0, cell_id: str | None = None, error: Mapping | None = None,
+                 notes: Iterable[str] = (), truncated_sites: bool = False,
+                 truncated_frames: bool = False) -> dict:
+    """A report dict, valid per report.schema.json.
+
+    ``sites`` are `SyncSite.to_report()` dicts; ``syncs`` is the total the recorder saw
+    (it also counts syncs outside the cell's lines); by default the sites' sum.
+    ``rules`` is filled from the catalog for every rule code the sites and findings name.
+    """
+    site_list = [dict(s) for s in sites]
+    finding_list = [dict(f) for f in findings]
+    truncated_findings = len(finding_list) > MAX_FINDINGS
+    finding_list = finding_list[:MAX_FINDINGS]
+    measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
+    note_list = [str(n)[:500] for n in notes]
+    if len(note_list) > MAX_NOTES:
+        note_list = note_list[:MAX_NOTES - 1] + [f"... and {len(note_list) - MAX_NOTES + 1} more notes"]
+    codes = {s["rule"] for s in site_list if s.get("rule")} | {f["rule"] for f in finding_list}
+    report = {
+        "version": 1,
+        "cell_id": cell_id[:256] if cell_id else None,
+        "source_hash": source_hash(source),
+        "mode": mode,
+        "device": dict(device),
+        "totals": {
+            "syncs": int(syncs if syncs is not None else sum(s["count"] for s in site_list)),
+            "sites": len(site_list),
+            "blocked_ms": round(sum(measured), 3) if measured else None,
+            "wall_ms": round(max(float(wall_ms), 0.0), 3),
+        },
+        "sites": site_list,
+        "findings": finding_list,
+        "rules": _catalog_rules(codes),
+        "error": dict(error) if error else None,
+        "notes": note_list,
+        "truncated": {
+            "sites": bool(truncated_sites),
+            "findings": truncated_findings,
+            "frames": bool(truncated_frames),
+        },
+    }
+    return report
+
+
+def _catalog_rules(codes: set[str]) -> dict:
+    if not codes:
+        return {}
+    from syncfree import catalog
+
+    return {code: catalog.get(code).to_report() for code in sorted(codes)}
+
+
+# --------------------------------------------------------------------------- renderings
+
+
+def _blocked_text(ms: float | None) -> str:
+    return "" if ms is None else f"{ms:.1f} ms"
+
+
+def _summary(report: Mapping) -> str:
+    totals = report["totals"]
+    device = report["device"]
+    parts = [f"{totals['syncs']} sync{'s' if totals['syncs'] != 1 else ''}"
+             f" at {totals['sites']} site{'s' if totals['sites'] != 1 else ''}"]
+    if report["mode"] == "predict":
+        parts[0] += " (predicted)"
+    if report["mode"] == "static":
+        parts = [f"{len(report['findings'])} static finding{'s' if len(report['findings']) != 1 else ''}"]
+    if totals["blocked_ms"] is not None:
+        parts.append(f"blocked {totals['blocked_ms']:.1f} ms")
+    parts.append(f"cell ran {totals['wall_ms']:.1f} ms")
+    return f"syncfree ({report['mode']}, {device['name']}): " + ", ".join(parts)
+
+
+def _rule_title(report: Mapping, code: str | None) -> str:
+    rule = report.get("rules", {}).get(code) if code else None
+    return rule["title"] if rule else ""
+
+
+def report_text(report: Mapping) -> str:
+    """Plain-text summary (text/plain): one line per site, then findings, notes, error."""
+    lines = [_summary(report)]
+    for site in report["sites"]:
+        rule = f"  [{site['rule']}]" if site.get("rule") else ""
+        lines.append(f"  line {site['line']}: {site['message']}{rule}")
+    dynamic_lines = {s["line"] for s in report["sites"]}
+    for finding in report["findings"]:
+        if finding["range"]["line"] not in dynamic_lines:
+            lines.append(f"  line {finding['range']['line']} (static): {finding['message']}"
+                         f"  [{finding['rule']}]")
+    for note in report.get("notes") or ():
+        lines.append(f"  note: {note}")
+    error = report.get("error")
+    if error:
+        lines.append(f"  stopped: {error['type']}: {error['message']}")
+    return "\n".join(lines)
+
+
+_CELL = "padding:2px 8px;text-align:left;border-bottom:1px solid rgba(128,128,128,0.3);"
+_NUM = _CELL.replace("text-align:left", "text-align:right")
+
+
+def report_html(report: Mapping) -> str:
+    """A compact table (text/html) for frontends without the extension.
+
+    Colours are inherited or translucent grey, so it reads on light and dark themes.
+    """
+    e = html.escape
+    rows = []
+    for site in report["sites"]:
+        title = _rule_title(report, site.get("rule"))
+        what = e(site["message"])
+        if site.get("rule"):
+            what += f' <span style="opacity:0.7" title="{e(title)}">{e(site["rule"])}</span>'
+        chain = " → ".join(str(n) for n in site["chain"])
+        rows.append(
+            f'<tr><td style="{_NUM}" title="{e("call chain: " + chain)}">{site["line"]}</td>'
+            f'<td style="{_CELL}">{what}</td>'
+            f'<td style="{_NUM}">{site["count"]}</td>'
+            f'<td style="{_NUM}">{e(_blocked_text(site.get("blocked_ms")))}</td></tr>')
+    dynamic_lines = {s["line"] for s in report["sites"]}
+    for finding in report["findings"]:
+        line = finding["range"]["line"]
+        if line in dynamic_lines:
+            continue
+        rows.append(
+            f'<tr style="opacity:0.75"><td style="{_NUM}">{line}</td>'
+            f'<td style="{_CELL}">{e(finding["message"])} '
+            f'<span style="opacity:0.7">{e(finding["rule"])} (static)</span></td>'
+            f'<td style="{_NUM}"></td><td style="{_NUM}"></td></tr>')
+    parts = [f'<div class="jp-syncfree-report" style="font-size:0.9em;line-height:1.4">',
+             f'<div style="font-weight:600;margin-bottom:2px">{e(_summary(report))}</div>']
+    if rows:
+        head = "".join(f'<th style="{style}">{label}</th>' for label, style in
+                       (("Line", _NUM), ("What", _CELL), ("Count", _NUM), ("Blocked", _NUM)))
+        parts.append(f'<table style="border-collapse:collapse;margin:0">'
+                     f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    for note in report.get("notes") or ():
+        parts.append(f'<div style="opacity:0.75">note: {e(note)}</div>')
+    error = report.get("error")
+    if error:
+        parts.append(f'<div>stopped: {e(error["type"])}: {e(error["message"])}</div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def mime_bundle(report: Mapping) -> dict:
+    return {MIME_TYPE: report, "text/html": report_html(report), "text/plain": report_text(report)}
+
+
+def display_report(report: Mapping) -> None:
+    """One display output carrying the report (needs IPython, imported here only)."""
+    from IPython.display import display
+
+    display(mime_bundle(report), raw=True)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    import jsonschema
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+def validate_report(report: Mapping) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``report`` is valid per the schema.
+
+    Needs the ``jsonschema`` package (the ``test`` extra). The report must also survive a
+    JSON round trip unchanged, as it does when saved in a notebook.
+    """
+    _validator().validate(report)
+    if json.loads(json.dumps(report)) != report:
+        raise ValueError("report does not survive a JSON round trip")

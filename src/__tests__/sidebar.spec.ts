@@ -1,0 +1,161 @@
+import { Widget } from '@lumino/widgets';
+import { ROWS_SHOWN, SyncsPanel, deltaText } from '../sidebar/panel';
+import { IRankInput, filterChoices, groupByCell, rankSites, totalsOf } from '../sidebar/ranking';
+import { loopReport, report, site } from './fixtures';
+
+/** Three cells: a cheap one, a costly one, and one with only a static finding. */
+function inputs(): IRankInput[] {
+  return [
+    {
+      cellId: 'a',
+      cellNumber: 1,
+      report: report({ sites: [site({ line: 3, count: 2, blocked_ms: 0.4 })], findings: [] }),
+      previous: null,
+      lineCount: 4
+    },
+    { cellId: 'b', cellNumber: 2, report: loopReport(), previous: null, lineCount: 5 },
+    {
+      cellId: 'c',
+      cellNumber: 3,
+      report: report({ mode: 'static', sites: [] }),
+      previous: null,
+      lineCount: 4
+    }
+  ];
+}
+
+describe('rankSites', () => {
+  it('ranks by blocked time, then count, with static findings last', () => {
+    const ranked = rankSites(inputs());
+    expect(ranked.map(r => `${r.cellId}:${r.line}:${r.source}`)).toEqual([
+      'b:4:measured',
+      'b:5:measured',
+      'a:3:measured',
+      'c:3:static'
+    ]);
+  });
+
+  it('ranks by count when blocked time was not measured', () => {
+    const r = report({
+      sites: [site({ line: 2, count: 3, blocked_ms: null }), site({ line: 3, count: 30, blocked_ms: null })],
+      findings: []
+    });
+    expect(rankSites([{ cellId: 'x', cellNumber: 1, report: r, previous: null }]).map(s => s.line)).toEqual([3, 2]);
+  });
+
+  it('filters by kind and by rule', () => {
+    expect(rankSites(inputs(), { kind: 'print' }).map(r => r.line)).toEqual([5]);
+    expect(rankSites(inputs(), { rule: 'SF101' }).map(r => r.cellId)).toEqual(['b', 'a', 'c']);
+    expect(filterChoices(inputs())).toEqual({ kinds: ['item', 'print', 'static'], rules: ['SF101'] });
+  });
+
+  it('compares each site with the previous run of its cell', () => {
+    const before = loopReport({
+      sites: [site({ line: 4, chain: [4], count: 100, blocked_ms: 50 })],
+      totals: { syncs: 100, sites: 1, blocked_ms: 50, wall_ms: 70 }
+    });
+    const ranked = rankSites([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]);
+    expect(ranked[0].delta).toEqual({ isNew: false, count: 0, blockedMs: expect.closeTo(-8.8, 5) });
+    expect(ranked[1].delta).toMatchObject({ isNew: true });
+    expect(deltaText(ranked[0])).toBe('−8.80 ms');
+    expect(deltaText(ranked[1])).toBe('new');
+    const [group] = groupByCell(ranked, [{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]);
+    expect(group.delta).toEqual({ syncs: 1, blockedMs: expect.closeTo(-7.5, 5), fixed: 0 });
+  });
+
+  it('leaves out sites past the end of the cell, with one warning', () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    const r = report({ sites: [site({ line: 40 }), site({ line: 41 })], findings: [] });
+    expect(rankSites([{ cellId: 'x', cellNumber: 1, report: r, previous: null, lineCount: 4 }])).toEqual([]);
+    expect(warn).toHaveBeenCalledTimes(1);
+    warn.mockRestore();
+  });
+
+  it('groups by cell, costliest cell first, and totals the listed syncs', () => {
+    const ranked = rankSites(inputs());
+    expect(groupByCell(ranked, inputs()).map(g => [g.cellId, g.syncs])).toEqual([
+      ['b', 101],
+      ['a', 2],
+      ['c', 0]
+    ]);
+    expect(totalsOf(ranked)).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3 });
+  });
+});
+
+describe('SyncsPanel', () => {
+  function panel(source: IRankInput[] | null, jump = jest.fn()) {
+    const widget = new SyncsPanel({ jump });
+    widget.source = source ? { title: 'demo.ipynb', inputs: () => source } : null;
+    Widget.attach(widget, document.body);
+    widget.render();
+    return { widget, jump };
+  }
+
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('says how to start when the notebook has no report', () => {
+    const { widget } = panel([]);
+    const text = widget.node.textContent!;
+    expect(text).toContain('%load_ext syncfree');
+    expect(text).toContain('%%syncfree');
+    expect(text).toContain('toolbar button');
+  });
+
+  it('says to open a notebook when there is none', () => {
+    expect(panel(null).widget.node.textContent).toContain('Open a notebook');
+  });
+
+  it('lists the sites grouped by cell with totals, and jumps on click and Enter', () => {
+    const { widget, jump } = panel(inputs());
+    const rows = widget.rows;
+    expect(rows.map(r => `${r.dataset.cellId}:${r.dataset.line}`)).toEqual(['b:4', 'b:5', 'a:3', 'c:3']);
+    expect(Array.from(widget.node.querySelectorAll('.jp-syncfree-sidebar-cell-name')).map(n => n.textContent)).toEqual([
+      'Cell 2',
+      'Cell 1',
+      'Cell 3'
+    ]);
+    expect(widget.node.querySelector('[data-total="syncs"]')!.textContent).toBe('103 syncs');
+    expect(widget.node.querySelector('[data-total="cells"]')!.textContent).toBe('3 cells');
+    rows[0].click();
+    expect(jump).toHaveBeenCalledWith('b', 4);
+    rows[2].dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', bubbles: true }));
+    expect(jump).toHaveBeenLastCalledWith('a', 3);
+  });
+
+  it('switches to a flat list and filters by kind', () => {
+    const { widget } = panel(inputs());
+    const group = widget.node.querySelector<HTMLInputElement>('[data-control="group"]')!;
+    group.checked = false;
+    group.dispatchEvent(new Event('change', { bubbles: true }));
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-cell')).toBeNull();
+    expect(widget.rows[0].querySelector('.jp-syncfree-sidebar-where')!.textContent).toBe('cell 2:4');
+    const kind = widget.node.querySelector<HTMLSelectElement>('[data-control="kind"]')!;
+    kind.value = 'print';
+    kind.dispatchEvent(new Event('change', { bubbles: true }));
+    expect(widget.rows.map(r => r.dataset.line)).toEqual(['5']);
+  });
+
+  it('draws the first rows of a huge notebook and the rest on request', () => {
+    const many: IRankInput[] = Array.from({ length: 30 }, (_, i) => ({
+      cellId: `cell-${i}`,
+      cellNumber: i + 1,
+      report: report({ sites: Array.from({ length: 20 }, (_, j) => site({ line: 1 + (j % 4), kind: `k${j}` })), findings: [] }),
+      previous: null
+    }));
+    const { widget } = panel(many);
+    expect(widget.rows).toHaveLength(ROWS_SHOWN);
+    widget.node.querySelector<HTMLButtonElement>('[data-action="expand"]')!.click();
+    expect(widget.rows).toHaveLength(600);
+  });
+
+  it('sets report strings as text', () => {
+    const evil = '<img src=x onerror="window.pwned=1">';
+    const { widget } = panel([
+      { cellId: 'x', cellNumber: 1, report: report({ sites: [site({ message: evil })], findings: [] }), previous: null }
+    ]);
+    expect(widget.node.querySelector('img')).toBeNull();
+    expect(widget.rows[0].title).toContain(evil);
+  });
+});

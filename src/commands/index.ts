@@ -1,0 +1,265 @@
+import {
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import {
+  ICommandPalette,
+  ISessionContextDialogs,
+  Notification
+} from '@jupyterlab/apputils';
+import type { ICodeCellModel } from '@jupyterlab/cells';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import type { SyncfreeCommands } from '../_settings';
+import { markerAtLine, syncMarkerField } from '../gutter/extension';
+import { showSyncCardAtCursor } from '../gutter/tooltip';
+import { syncfreeIcon } from '../icons';
+import { cursorPosition, editorViewOfCell, revealCellLine, syncPositions } from '../navigate';
+import { stepToSync } from '../positions';
+import { applyRewrite, rewritableFindings, STALE_REASON } from '../rewrite';
+import { CommandIDs, ISyncReports, MIME_TYPE, PLUGIN_IDS } from '../tokens';
+import { LoadOutcome, SyncfreeKernelControl } from './kernel';
+import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix } from './magic';
+
+const CATEGORY = 'Syncfree';
+
+/** Tell the user once, in words, why the kernel side did not start. */
+function reportLoadProblem(outcome: LoadOutcome): void {
+  if (outcome.ok) {
+    return;
+  }
+  if (outcome.problem === 'not-installed') {
+    Notification.error(outcome.detail, {
+      autoClose: false,
+      actions: [
+        {
+          label: 'Copy pip command',
+          callback: () => void navigator.clipboard?.writeText('pip install jupyterlab-syncfree')
+        }
+      ]
+    });
+  } else {
+    Notification.warning(outcome.detail, { autoClose: 8000 });
+  }
+}
+
+/** Remove the syncfree report outputs of a cell; true if it had one. */
+export function removeReportOutputs(model: ICodeCellModel): boolean {
+  let removed = false;
+  for (let i = model.outputs.length - 1; i >= 0; i--) {
+    if (model.outputs.get(i).data[MIME_TYPE] !== undefined) {
+      model.outputs.remove(i);
+      removed = true;
+    }
+  }
+  return removed;
+}
+
+/**
+ * The syncfree commands: check a cell, watch mode, apply the rewrite or open the card
+ * at the cursor, clear reports, and step through the marked lines of a notebook.
+ */
+export const commandsPlugin: JupyterFrontEndPlugin<void> = {
+  id: PLUGIN_IDS.commands,
+  description: 'Commands, shortcuts and the toolbar button of syncfree.',
+  autoStart: true,
+  requires: [INotebookTracker, ISyncReports],
+  optional: [ISettingRegistry, ICommandPalette, ISessionContextDialogs],
+  activate: (
+    app: JupyterFrontEnd,
+    tracker: INotebookTracker,
+    reports: ISyncReports,
+    settingRegistry: ISettingRegistry | null,
+    palette: ICommandPalette | null,
+    sessionDialogs: ISessionContextDialogs | null
+  ) => {
+    const { commands } = app;
+    const kernels = new SyncfreeKernelControl();
+    let magicOptions: IMagicOptions = DEFAULT_MAGIC_OPTIONS;
+
+    const current = (): NotebookPanel | null => tracker.currentWidget;
+    const activeView = () => editorViewOfCell(tracker.activeCell);
+    const hasCodeCell = () => tracker.activeCell?.model.type === 'code';
+
+    commands.addCommand(CommandIDs.checkCell, {
+      label: 'Check Cell for Syncs',
+      caption: 'Run the active cell under %%syncfree (loads the syncfree extension in the kernel first)',
+      icon: syncfreeIcon,
+      execute: async () => {
+        const panel = current();
+        const cell = panel?.content.activeCell;
+        if (!panel || !cell) {
+          return;
+        }
+        if (cell.model.type !== 'code') {
+          Notification.info('Select a code cell to check it for syncs.', { autoClose: 3000 });
+          return;
+        }
+        const loaded = await kernels.ensureLoaded(panel.sessionContext);
+        if (!loaded.ok) {
+          reportLoadProblem(loaded);
+          return;
+        }
+        const prefix = magicPrefix(cell.model.sharedModel.getSource(), magicOptions);
+        if (prefix !== null) {
+          cell.model.sharedModel.updateSource(0, 0, prefix);
+        }
+        // Run just this cell, not the whole selection.
+        panel.content.deselectAll();
+        await NotebookActions.run(panel.content, panel.sessionContext, sessionDialogs ?? undefined);
+      }
+    });
+
+    commands.addCommand(CommandIDs.toggleWatch, {
+      label: 'Check Every Cell for Syncs (Watch Mode)',
+      caption: 'Run every cell of this notebook’s kernel under syncfree (%syncfree on|off)',
+      isToggleable: true,
+      isToggled: () => kernels.isWatching(current()?.sessionContext),
+      isEnabled: () => !!current(),
+      execute: async () => {
+        const panel = current();
+        if (!panel) {
+          return;
+        }
+        const on = !kernels.isWatching(panel.sessionContext);
+        const outcome = await kernels.setWatching(panel.sessionContext, on);
+        if (!outcome.ok) {
+          reportLoadProblem(outcome);
+          return;
+        }
+        Notification.info(
+          on
+            ? 'Syncfree watch mode is on: every cell run in this kernel is checked for syncs.'
+            : 'Syncfree watch mode is off.',
+          { autoClose: 4000 }
+        );
+      }
+    });
+    kernels.stateChanged.connect(() => commands.notifyCommandChanged(CommandIDs.toggleWatch));
+    tracker.currentChanged.connect(() => commands.notifyCommandChanged(CommandIDs.toggleWatch));
+
+    commands.addCommand(CommandIDs.showCard, {
+      label: 'Show Sync Details at Cursor',
+      caption: 'Open the card of the sync marked on the cursor line (keyboard focus moves into it)',
+      isEnabled: hasCodeCell,
+      execute: () => {
+        const view = activeView();
+        if (!view || !showSyncCardAtCursor(view)) {
+          Notification.info('No sync is marked on the cursor line.', { autoClose: 3000 });
+        }
+      }
+    });
+
+    commands.addCommand(CommandIDs.applyRewrite, {
+      label: 'Apply Sync-Free Rewrite at Cursor',
+      caption: 'Apply the catalog’s rewrite for the sync on the cursor line (one undoable edit)',
+      isEnabled: hasCodeCell,
+      execute: () => {
+        const view = activeView();
+        const state = view?.state.field(syncMarkerField, false);
+        const line = view ? view.state.doc.lineAt(view.state.selection.main.head) : null;
+        const marker = view && line ? markerAtLine(view, line.number) : null;
+        if (!view || !state?.report || !line || !marker) {
+          Notification.info('No sync is marked on the cursor line.', { autoClose: 3000 });
+          return;
+        }
+        const findings = rewritableFindings(state.report, marker.info.line);
+        if (findings.length === 0) {
+          Notification.info('This sync has no mechanical rewrite: see the card for the sync-free alternative.', {
+            autoClose: 5000
+          });
+          return;
+        }
+        if (state.stale) {
+          Notification.warning(STALE_REASON, { autoClose: 6000 });
+          return;
+        }
+        const column = view.state.selection.main.head - line.from;
+        const under = findings.filter(f => f.range.col <= column && column <= f.range.end_col);
+        const choice = findings.length === 1 ? findings[0] : under.length === 1 ? under[0] : null;
+        if (!choice) {
+          // Several rewrites on this line: let the user pick one in the card.
+          showSyncCardAtCursor(view);
+          return;
+        }
+        const outcome = applyRewrite(view, state.report, choice.fix!);
+        if (!outcome.ok) {
+          Notification.warning(outcome.reason, { autoClose: 6000 });
+        }
+      }
+    });
+
+    commands.addCommand(CommandIDs.clearMarkers, {
+      label: args => (args.all ? 'Clear Syncfree Reports in Notebook' : 'Clear Syncfree Reports of Selected Cells'),
+      caption: 'Remove the syncfree report outputs (and so the markers)',
+      isEnabled: () => !!current(),
+      execute: args => {
+        const panel = current();
+        if (!panel) {
+          return;
+        }
+        const notebook = panel.content;
+        for (const cell of notebook.widgets) {
+          if (cell.model.type === 'code' && (args.all || notebook.isSelectedOrActive(cell))) {
+            removeReportOutputs(cell.model as ICodeCellModel);
+          }
+        }
+      }
+    });
+
+    const step = (direction: 1 | -1) => async () => {
+      const panel = current();
+      if (!panel) {
+        return;
+      }
+      const target = stepToSync(syncPositions(panel, reports), cursorPosition(panel.content), direction);
+      if (!target) {
+        Notification.info('No syncs are marked in this notebook.', { autoClose: 3000 });
+        return;
+      }
+      await revealCellLine(panel.content, panel.content.widgets[target.cell].model.id, target.line);
+    };
+    commands.addCommand(CommandIDs.nextSync, {
+      label: 'Go to Next Sync',
+      isEnabled: () => !!current(),
+      execute: step(1)
+    });
+    commands.addCommand(CommandIDs.previousSync, {
+      label: 'Go to Previous Sync',
+      isEnabled: () => !!current(),
+      execute: step(-1)
+    });
+
+    if (palette) {
+      for (const command of [
+        CommandIDs.checkCell,
+        CommandIDs.toggleWatch,
+        CommandIDs.showCard,
+        CommandIDs.applyRewrite,
+        CommandIDs.nextSync,
+        CommandIDs.previousSync
+      ]) {
+        palette.addItem({ command, category: CATEGORY });
+      }
+      palette.addItem({ command: CommandIDs.clearMarkers, category: CATEGORY, args: { all: false } });
+      palette.addItem({ command: CommandIDs.clearMarkers, category: CATEGORY, args: { all: true } });
+    }
+
+    if (settingRegistry) {
+      void settingRegistry
+        .load(PLUGIN_IDS.commands)
+        .then(loaded => {
+          const apply = () => {
+            const value = loaded.composite as SyncfreeCommands;
+            magicOptions = {
+              mode: value.mode ?? DEFAULT_MAGIC_OPTIONS.mode,
+              measureBlocked: value.measureBlocked ?? DEFAULT_MAGIC_OPTIONS.measureBlocked
+            };
+          };
+          loaded.changed.connect(apply);
+          apply();
+        })
+        .catch(reason => console.error('syncfree: could not load command settings', reason));
+    }
+  }
+};

@@ -1,0 +1,128 @@
+import type { ISessionContext } from '@jupyterlab/apputils';
+import type { Kernel, KernelMessage } from '@jupyterlab/services';
+import { ISignal, Signal } from '@lumino/signaling';
+
+/** The result of loading the syncfree IPython extension in a kernel. */
+export type LoadOutcome =
+  | { ok: true }
+  | { ok: false; problem: 'no-kernel' | 'not-python' | 'not-installed' | 'failed'; detail: string };
+
+/** What the user must do when the kernel has no `syncfree` module. */
+export const INSTALL_HINT =
+  'The kernel cannot import syncfree. Install it in the kernel’s environment — pip install jupyterlab-syncfree — then restart the kernel.';
+
+interface IKernelState {
+  /** The pending or finished `%load_ext syncfree`. */
+  loading: Promise<LoadOutcome> | null;
+  watching: boolean;
+}
+
+/**
+ * The syncfree side of each notebook kernel: loads the IPython extension
+ * (`%load_ext syncfree`) and switches watch mode (`%syncfree on|off`), both as silent
+ * executions that leave no trace in the notebook or the kernel's history. The state
+ * belongs to the kernel connection, so a restarted kernel starts afresh.
+ */
+export class SyncfreeKernelControl {
+  /** Emitted when the watch state of a kernel changes (also on restart). */
+  get stateChanged(): ISignal<this, void> {
+    return this._stateChanged;
+  }
+
+  /** Load the extension in the session's kernel, once per kernel. */
+  async ensureLoaded(session: ISessionContext): Promise<LoadOutcome> {
+    await session.ready;
+    const kernel = session.session?.kernel;
+    if (!kernel) {
+      return { ok: false, problem: 'no-kernel', detail: 'This notebook has no running kernel: start one first.' };
+    }
+    const state = this._stateOf(kernel);
+    if (!state.loading) {
+      state.loading = this._load(kernel);
+      // A failed load is tried again next time (the user may have installed it).
+      void state.loading.then(outcome => {
+        if (!outcome.ok) {
+          state.loading = null;
+        }
+      });
+    }
+    return state.loading;
+  }
+
+  /** Whether watch mode is on for the session's kernel. */
+  isWatching(session: ISessionContext | null | undefined): boolean {
+    const kernel = session?.session?.kernel;
+    return kernel ? this._states.get(kernel)?.watching ?? false : false;
+  }
+
+  /** Turn watch mode on or off (`%syncfree on|off`). */
+  async setWatching(session: ISessionContext, on: boolean): Promise<LoadOutcome> {
+    const loaded = await this.ensureLoaded(session);
+    const kernel = session.session?.kernel;
+    if (!loaded.ok || !kernel) {
+      return loaded;
+    }
+    const reply = await executeSilently(kernel, `%syncfree ${on ? 'on' : 'off'}`);
+    if (reply.status !== 'ok') {
+      return { ok: false, problem: 'failed', detail: errorText(reply) };
+    }
+    this._stateOf(kernel).watching = on;
+    this._stateChanged.emit();
+    return { ok: true };
+  }
+
+  private async _load(kernel: Kernel.IKernelConnection): Promise<LoadOutcome> {
+    const info = await kernel.info;
+    const language = info.language_info?.name ?? '';
+    if (language && language.toLowerCase() !== 'python') {
+      return { ok: false, problem: 'not-python', detail: `syncfree needs an IPython kernel; this one runs ${language}.` };
+    }
+    const reply = await executeSilently(kernel, '%load_ext syncfree');
+    if (reply.status === 'ok') {
+      return { ok: true };
+    }
+    if (reply.status === 'error' && (reply.ename === 'ModuleNotFoundError' || reply.ename === 'ImportError')) {
+      return { ok: false, problem: 'not-installed', detail: INSTALL_HINT };
+    }
+    return { ok: false, problem: 'failed', detail: `Loading syncfree in the kernel failed: ${errorText(reply)}` };
+  }
+
+  private _stateOf(kernel: Kernel.IKernelConnection): IKernelState {
+    let state = this._states.get(kernel);
+    if (!state) {
+      const created: IKernelState = { loading: null, watching: false };
+      state = created;
+      this._states.set(kernel, created);
+      kernel.statusChanged.connect((_, status) => {
+        // A restarted kernel has neither the extension loaded nor watch mode on.
+        if (status === 'restarting' || status === 'autorestarting') {
+          created.loading = null;
+          if (created.watching) {
+            created.watching = false;
+            this._stateChanged.emit();
+          }
+        }
+      });
+    }
+    return state;
+  }
+
+  private _states = new WeakMap<Kernel.IKernelConnection, IKernelState>();
+  private _stateChanged = new Signal<this, void>(this);
+}
+
+type ExecuteReply = KernelMessage.IExecuteReplyMsg['content'];
+
+/** Run code without output, history or execution count (`silent` execute request). */
+export async function executeSilently(kernel: Kernel.IKernelConnection, code: string): Promise<ExecuteReply> {
+  const future = kernel.requestExecute({ code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false });
+  const reply = await future.done;
+  return reply.content;
+}
+
+function errorText(reply: ExecuteReply): string {
+  if (reply.status === 'error') {
+    return `${reply.ename}: ${reply.evalue}`;
+  }
+  return reply.status;
+}

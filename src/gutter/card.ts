@@ -1,0 +1,280 @@
+import type { Finding, Fix, Frame, Rule, SyncReport, SyncSite } from '../_report';
+import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
+import { CSS_PREFIX } from '../tokens';
+import { ILineMarker, formatMs } from './lines';
+
+/** What a sync card shows. */
+export interface ISyncCardContent {
+  marker: ILineMarker;
+  report: SyncReport;
+  /** The cell text no longer matches the report. */
+  stale: boolean;
+  showLibraryFrames: boolean;
+}
+
+/** What a sync card can do; the card itself never touches an editor. */
+export interface ISyncCardActions {
+  /** The rewrite of a fix against the current cell text (for the preview). */
+  plan(fix: Fix): RewritePlan;
+  apply(fix: Fix): RewriteOutcome;
+  close(): void;
+}
+
+const C = `${CSS_PREFIX}-card`;
+
+/** Create an element with text content: report strings never go through innerHTML. */
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className?: string,
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** A rule of the report by code, only if the report really carries it. */
+export function ruleOf(report: SyncReport, code: string | null | undefined): Rule | null {
+  if (!code || !Object.prototype.hasOwnProperty.call(report.rules, code)) {
+    return null;
+  }
+  return report.rules[code];
+}
+
+/** The heading of a card: what kind of evidence the line has. */
+export function cardTitle(marker: ILineMarker): string {
+  switch (marker.source) {
+    case 'measured':
+      return `Sync at line ${marker.line}`;
+    case 'predicted':
+      return `Predicted sync at line ${marker.line}`;
+    default:
+      return `Likely sync at line ${marker.line} (did not run)`;
+  }
+}
+
+/** "12 → 7 → 3": the cell lines from the outermost call to the sync. */
+export function chainText(site: SyncSite): string {
+  return site.chain.length > 0 ? site.chain.join(' → ') : String(site.line);
+}
+
+/** The last path components of a library file: enough to recognise it. */
+export function shortFile(file: string, keep = 3): string {
+  const parts = file.split(/[\\/]/).filter(Boolean);
+  return parts.length > keep ? `…/${parts.slice(-keep).join('/')}` : file;
+}
+
+function frameText(frame: Frame): string {
+  return `${shortFile(frame.file)}:${frame.line} in ${frame.name}`;
+}
+
+export function dependencyText(rule: Rule): string {
+  return rule.dependency === 'false'
+    ? 'False dependency: the CPU does not really need this value; the sync can be avoided.'
+    : 'True dependency: the CPU needs this value; move it out of the hot loop or batch it.';
+}
+
+function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
+  const block = el('div', `${C}-site`);
+  const head = el('div', `${C}-site-head`);
+  head.appendChild(el('span', `${C}-kind`, site.kind));
+  head.appendChild(el('span', `${C}-count`, `×${site.count}`));
+  head.appendChild(
+    el('span', `${C}-blocked`, site.blocked_ms !== null ? `blocked ${formatMs(site.blocked_ms)}` : 'blocked time not measured')
+  );
+  if (site.predicted || content.report.mode === 'predict') {
+    head.appendChild(el('span', `${C}-badge`, 'predicted'));
+  }
+  block.appendChild(head);
+  if (site.message) {
+    block.appendChild(el('div', `${C}-message`, site.message));
+  }
+  if (site.thread) {
+    block.appendChild(el('div', `${C}-thread`, `in thread ${site.thread}`));
+  }
+  if (site.chain.length > 1) {
+    block.appendChild(el('div', `${C}-chain`, `cell lines ${chainText(site)}`));
+  }
+  if (content.showLibraryFrames && site.frames.length > 0) {
+    const list = el('ol', `${C}-frames`);
+    list.setAttribute('aria-label', 'library frames, outer to inner');
+    for (const frame of site.frames) {
+      const item = el('li', undefined, frameText(frame));
+      item.title = `${frame.file}:${frame.line}`;
+      list.appendChild(item);
+    }
+    block.appendChild(list);
+    if (content.report.truncated.frames) {
+      block.appendChild(el('div', `${C}-note`, 'Some frames were left out.'));
+    }
+  }
+  return block;
+}
+
+function findingBlock(finding: Finding): HTMLElement {
+  const block = el('div', `${C}-finding`);
+  block.appendChild(el('span', `${C}-rule-code`, finding.rule));
+  block.appendChild(el('span', `${C}-message`, ` ${finding.message}`));
+  if (finding.certainty === 'likely') {
+    block.appendChild(el('span', `${C}-badge`, 'likely'));
+  }
+  return block;
+}
+
+function ruleBlock(rule: Rule): HTMLElement {
+  const block = el('section', `${C}-rule`);
+  const head = el('div', `${C}-rule-head`);
+  head.appendChild(el('span', `${C}-rule-code`, rule.code));
+  head.appendChild(el('span', `${C}-rule-title`, rule.title));
+  block.appendChild(head);
+  block.appendChild(el('div', `${C}-dependency ${C}-dependency-${rule.dependency}`, dependencyText(rule)));
+  if (rule.cuda_call) {
+    block.appendChild(el('div', `${C}-note`, `CUDA call: ${rule.cuda_call}`));
+  }
+  block.appendChild(el('p', `${C}-why`, rule.why));
+  block.appendChild(el('p', `${C}-fix-text`, rule.fix));
+  if (rule.example_before || rule.example_after) {
+    const examples = el('div', `${C}-examples`);
+    examples.appendChild(el('div', `${C}-label`, 'Before'));
+    examples.appendChild(el('pre', `${C}-code ${C}-before`, rule.example_before));
+    examples.appendChild(el('div', `${C}-label`, 'After'));
+    examples.appendChild(el('pre', `${C}-code ${C}-after`, rule.example_after));
+    block.appendChild(examples);
+  }
+  return block;
+}
+
+/** The lines removed and added by a rewrite, as a small unified diff. */
+function previewBlock(plan: RewritePlan): HTMLElement {
+  const pre = el('pre', `${C}-code ${C}-diff`);
+  if (!plan.ok) {
+    return pre;
+  }
+  const { firstLine, before, after } = plan.preview;
+  before.forEach((text, i) => {
+    pre.appendChild(el('div', `${C}-del`, `${String(firstLine + i).padStart(3)} - ${text}`));
+  });
+  after.forEach(text => {
+    pre.appendChild(el('div', `${C}-add`, `    + ${text}`));
+  });
+  return pre;
+}
+
+function fixBlock(finding: Finding, fix: Fix, content: ISyncCardContent, actions: ISyncCardActions): HTMLElement {
+  const block = el('section', `${C}-rewrite`);
+  const head = el('div', `${C}-rewrite-head`);
+  head.appendChild(el('span', `${C}-rewrite-title`, fix.title));
+  head.appendChild(el('span', `${C}-badge ${C}-safety-${fix.safety}`, fix.safety === 'safe' ? 'safe' : 'review'));
+  block.appendChild(head);
+  if (fix.safety === 'review') {
+    block.appendChild(el('div', `${C}-review`, `Review first: ${fix.reason || 'the rewrite may change behaviour in edge cases.'}`));
+  }
+  const plan = content.stale ? null : actions.plan(fix);
+  if (plan?.ok) {
+    block.appendChild(previewBlock(plan));
+  }
+  const status = el('div', `${C}-status`);
+  status.setAttribute('role', 'status');
+  status.setAttribute('aria-live', 'polite');
+  const button = el('button', `${C}-apply jp-mod-styled jp-mod-accept`, 'Apply rewrite');
+  button.type = 'button';
+  button.dataset.rule = finding.rule;
+  if (plan && !plan.ok) {
+    status.textContent = plan.reason;
+  } else if (content.stale) {
+    status.textContent = 'The cell changed since this report: run it again to apply this rewrite.';
+  }
+  button.addEventListener('click', () => {
+    const outcome = actions.apply(fix);
+    if (outcome.ok) {
+      actions.close();
+    } else {
+      status.textContent = outcome.reason;
+      status.classList.add(`${C}-refused`);
+    }
+  });
+  const row = el('div', `${C}-actions`);
+  row.appendChild(button);
+  block.appendChild(row);
+  block.appendChild(status);
+  return block;
+}
+
+/**
+ * The hover card of a marked line: what synced, how often and for how long, the call
+ * chain, the catalog entries (why, false or true dependency, the sync-free alternative)
+ * and an "Apply rewrite" button with a preview for each finding that carries a fix.
+ * Every report string is set with textContent.
+ */
+export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActions): HTMLElement {
+  const { marker, report } = content;
+  const card = el('div', C);
+  card.tabIndex = -1;
+  card.setAttribute('role', 'dialog');
+  const title = cardTitle(marker);
+  card.setAttribute('aria-label', title);
+  card.dataset.line = String(marker.line);
+
+  const header = el('div', `${C}-header`);
+  header.appendChild(el('span', `${C}-title`, title));
+  if (marker.blockedMs !== null) {
+    header.appendChild(el('span', `${C}-total`, `${marker.count}× · blocked ${formatMs(marker.blockedMs)}`));
+  } else if (marker.count > 0) {
+    header.appendChild(el('span', `${C}-total`, `${marker.count}×`));
+  }
+  const close = el('button', `${C}-close`, '×');
+  close.type = 'button';
+  close.title = 'Close (Escape)';
+  close.setAttribute('aria-label', 'Close');
+  close.addEventListener('click', () => actions.close());
+  header.appendChild(close);
+  card.appendChild(header);
+
+  if (content.stale) {
+    card.appendChild(el('div', `${C}-stale`, 'The cell changed since this report: counts and lines are from the last run.'));
+  }
+  for (const site of marker.sites) {
+    card.appendChild(siteBlock(site, content));
+  }
+  if (marker.sites.length === 0) {
+    for (const finding of marker.findings) {
+      card.appendChild(findingBlock(finding));
+    }
+  }
+
+  const codes = new Set<string>();
+  for (const site of marker.sites) {
+    if (site.rule) {
+      codes.add(site.rule);
+    }
+  }
+  for (const finding of marker.findings) {
+    codes.add(finding.rule);
+  }
+  for (const code of codes) {
+    const rule = ruleOf(report, code);
+    if (rule) {
+      card.appendChild(ruleBlock(rule));
+    }
+  }
+  for (const finding of marker.findings) {
+    if (isApplicable(finding.fix)) {
+      card.appendChild(fixBlock(finding, finding.fix, content, actions));
+    }
+  }
+
+  card.addEventListener('keydown', event => {
+    if (event.key === 'Escape') {
+      // Handled here so that JupyterLab does not also leave edit mode.
+      event.preventDefault();
+      event.stopPropagation();
+      actions.close();
+    }
+  });
+  return card;
+}

@@ -1,0 +1,94 @@
+import { EditorView } from '@codemirror/view';
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import { CodeMirrorEditor } from '@jupyterlab/codemirror';
+import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
+import { syncMarkerField } from './gutter/extension';
+import { markerLines } from './gutter/lines';
+import type { ISyncPosition } from './positions';
+import type { ISyncReports } from './tokens';
+
+/** The CodeMirror view of a cell, when the cell has been rendered. */
+export function editorViewOfCell(cell: Cell | undefined | null): EditorView | null {
+  const editor = cell?.editor;
+  return editor instanceof CodeMirrorEditor ? editor.editor : null;
+}
+
+function lineCountOf(model: ICodeCellModel): number {
+  return model.sharedModel.getSource().split('\n').length;
+}
+
+/**
+ * Activate a cell, put the cursor at the start of a 1-based line and scroll that line
+ * into view (the Syncs sidebar's and the summary table's "jump"). Works with windowed
+ * notebooks, where the cell may not be rendered yet. False when the cell is gone.
+ */
+export async function revealCellLine(notebook: Notebook, cellId: string, line: number): Promise<boolean> {
+  const index = notebook.widgets.findIndex(cell => cell.model.id === cellId);
+  if (index < 0) {
+    return false;
+  }
+  notebook.deselectAll();
+  notebook.activeCellIndex = index;
+  // A windowed notebook renders the cell only once it is scrolled to.
+  await notebook.scrollToItem(index, 'smart');
+  const cell = notebook.widgets[index];
+  await cell.ready;
+  const editor = cell.editor;
+  if (!editor || cell.isDisposed) {
+    return false;
+  }
+  const target = Math.max(0, Math.min(line - 1, editor.lineCount - 1));
+  notebook.mode = 'edit';
+  editor.setCursorPosition({ line: target, column: 0 });
+  editor.focus();
+  const view = editorViewOfCell(cell);
+  if (view) {
+    // Scrolls the notebook too: CodeMirror scrolls every scrollable ancestor.
+    view.dispatch({ effects: EditorView.scrollIntoView(view.state.doc.line(target + 1).from, { y: 'center' }) });
+  } else {
+    editor.revealPosition({ line: target, column: 0 });
+  }
+  return true;
+}
+
+/**
+ * Every marked line of a notebook in reading order. A rendered cell's marks come from
+ * its editor (they follow edits and honour the marker settings); a cell that is not
+ * rendered (windowed notebook) falls back to its report's lines.
+ */
+export function syncPositions(panel: NotebookPanel, reports: ISyncReports): ISyncPosition[] {
+  const notebook = panel.content;
+  const byCell = new Map(reports.reportsOf(panel.context.path).map(r => [r.cellId, r.report]));
+  const marks: ISyncPosition[] = [];
+  notebook.widgets.forEach((cell, index) => {
+    const report = byCell.get(cell.model.id);
+    if (!report) {
+      return;
+    }
+    const view = editorViewOfCell(cell);
+    const field = view?.state.field(syncMarkerField, false);
+    if (view && field) {
+      for (const iter = field.markers.iter(); iter.value; iter.next()) {
+        marks.push({ cell: index, line: view.state.doc.lineAt(iter.from).number });
+      }
+      return;
+    }
+    if (cell.model.type === 'code') {
+      const lineCount = lineCountOf(cell.model as ICodeCellModel);
+      for (const marker of markerLines(report, lineCount)) {
+        marks.push({ cell: index, line: marker.line });
+      }
+    }
+  });
+  return marks;
+}
+
+/** Where the cursor is, for next/previous sync: before line 1 in command mode. */
+export function cursorPosition(notebook: Notebook): ISyncPosition {
+  const cell = notebook.activeCell;
+  const index = notebook.activeCellIndex;
+  if (!cell || notebook.mode !== 'edit' || !cell.editor) {
+    return { cell: index, line: 0 };
+  }
+  return { cell: index, line: cell.editor.getCursorPosition().line + 1 };
+}

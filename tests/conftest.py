@@ -1,0 +1,73 @@
+"""Shared fixtures for the CPU suite: a stand-in CUDA debug-mode switch and a snapshot of
+the process-global state a recorder touches (the stand-in syncs are in standins.py).
+
+IPython is not imported here: the GPU machine runs tests/gpu without it.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
+
+
+class FakeDebugMode:
+    """torch.cuda.{is_available,get_sync_debug_mode,set_sync_debug_mode} of a CUDA build."""
+
+    def __init__(self) -> None:
+        self.mode = 0
+        self.history: list[int] = []
+
+    def get(self) -> int:
+        return self.mode
+
+    def set(self, mode) -> None:
+        self.mode = {"default": 0, "warn": 1, "error": 2}.get(mode, mode)
+        self.history.append(self.mode)
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Make the recorder believe a CUDA device is there; explicit syncs become no-ops."""
+    torch = pytest.importorskip("torch")
+    debug = FakeDebugMode()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", debug.get)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", debug.set)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Stand-in GPU")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+    def synchronize(device=None):
+        debug.history.append("device-synchronize")
+
+    def event_synchronize(self):
+        debug.history.append("event-synchronize")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    monkeypatch.setattr(torch.cuda.Event, "synchronize", event_synchronize)
+    if hasattr(torch, "accelerator"):
+        monkeypatch.setattr(torch.accelerator, "synchronize", lambda device=None: None)
+    return debug
+
+
+@pytest.fixture
+def global_state():
+    """A snapshot of everything a recorder touches, to compare after it exits."""
+    torch = pytest.importorskip("torch")
+
+    def snapshot():
+        return {
+            "filters_list": warnings.filters,
+            "filters": list(warnings.filters),
+            "showwarning": warnings.showwarning,
+            "synchronize": torch.cuda.synchronize,
+            "event_synchronize": vars(torch.cuda.Event).get("synchronize"),
+            "debug_mode": torch.cuda.get_sync_debug_mode() if torch.cuda.is_available() else None,
+            "profile": sys.getprofile(),
+        }
+
+    return snapshot

@@ -1,0 +1,169 @@
+"""The catalog: every rule well formed, documented, reachable from a runtime kind, and exercised by fixtures."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from syncfree import catalog
+from syncfree.analyze import analyze_source
+from syncfree.catalog import KINDS, RULES, Rule, get, parse_rule_doc, rule_for_kind, select_rules
+
+ROOT = Path(__file__).resolve().parents[1]
+CATALOG_DIR = ROOT / "python_helper" / "syncfree" / "catalog"
+SCHEMA = json.loads((ROOT / "python_helper" / "syncfree" / "report.schema.json").read_text())
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def schema_for(definition: str) -> dict:
+    return {"$ref": f"#/definitions/{definition}", "definitions": SCHEMA["definitions"]}
+
+
+def test_every_rule_module_is_discovered():
+    modules = sorted(p.stem for p in CATALOG_DIR.glob("SF*.py"))
+    assert [m.split("_", 1)[0] for m in modules] == list(RULES)
+    assert len(RULES) >= 30
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_rule_is_well_formed(code):
+    rule = RULES[code]
+    jsonschema.validate(rule.to_report(), schema_for("Rule"))
+    assert rule.category == catalog.CATEGORIES[int(code[2])]
+    assert rule.kind in KINDS
+    assert rule.node_types and all(issubclass(t, ast.AST) for t in rule.node_types)
+    assert not rule.title.endswith(".")
+    # The hover card's texts are prose, not the docstring's markdown headings.
+    for text in (rule.why, rule.fix, rule.what):
+        assert "##" not in text and "```" not in text
+    ast.parse(rule.example_before)
+    ast.parse(rule.example_after)
+
+
+@pytest.mark.parametrize("code", list(RULES))
+def test_example_before_is_flagged_by_its_rule(code):
+    """The example the hover card shows is one the matcher recognises (with a cell that puts it on CUDA)."""
+    rule = RULES[code]
+    preamble = "import torch\n"
+    findings = analyze_source(preamble + rule.example_before, select=[code])
+    assert findings, f"{code}'s example_before is not flagged:\n{rule.example_before}"
+
+
+def test_names_are_unique_and_codes_grouped_by_category():
+    names = [rule.name for rule in RULES.values()]
+    assert len(names) == len(set(names))
+    assert {int(code[2]) for code in RULES} == set(catalog.CATEGORIES)
+
+
+def test_every_runtime_kind_but_other_has_an_explaining_rule():
+    for kind in KINDS:
+        code = rule_for_kind(kind)
+        if kind == "other":
+            assert code is None
+        else:
+            assert code is not None and get(code).kind == kind, kind
+    assert rule_for_kind("no-such-kind") is None
+    assert rule_for_kind("item") == "SF101"
+    assert rule_for_kind("library") == "SF700"
+    assert rule_for_kind("explicit") == "SF801"
+    assert rule_for_kind("distributed") == "SF901"
+
+
+def test_the_measured_sync_patterns_each_have_a_rule():
+    """sync-facts.md's categories: each pattern kind maps to a rule by name."""
+    expected = {
+        "item", "python-scalar-conversion", "tensor-truth-value", "python-builtin-on-tensors", "is-nonzero",
+        "print-tensor", "format-tensor", "tolist", "copy-to-host", "blocking-copy-to-device", "legacy-type-to-cpu",
+        "tensor-from-python-on-device", "legacy-cuda-constructor", "index-with-host-index", "index-put-python-scalar",
+        "slice-with-cuda-bounds", "boolean-mask-index", "nonzero", "masked-select", "unique",
+        "repeat-interleave-without-output-size", "bincount", "histc-without-range", "one-hot-without-num-classes",
+        "allclose", "grad-scaler-step", "clip-grad-norm-error-if-nonfinite", "cuda-synchronize",
+        "event-synchronize", "stream-synchronize", "barrier", "blocking-collective", "coalesce-scalar-reads",
+    }
+    assert expected <= {rule.name for rule in RULES.values()}
+
+
+def test_texts_follow_the_measurements():
+    """A few facts the hover cards must get right (sync-facts.md)."""
+    assert "Event.wait()" in get("SF802").why and "not" in get("SF802").why
+    assert "event" in get("SF301").fix.lower()  # a non_blocking D2H copy needs an event before the CPU reads
+    assert "pinned" in get("SF302").fix_safety_note
+    assert get("SF801").cuda_call == "cudaDeviceSynchronize"
+    assert get("SF802").cuda_call == "cudaEventSynchronize"
+
+
+def test_fixable_rules_have_a_rewrite_fixture():
+    for code, rule in RULES.items():
+        fixtures = list((FIXTURES / "rewrites").glob(f"*/{code}_*.in.py"))
+        assert bool(fixtures) == (rule.fix_safety != "none"), code
+
+
+def test_every_rule_appears_in_a_checker_fixture():
+    expected_text = "\n".join(p.read_text() for p in (FIXTURES / "checker").glob("*/*.txt"))
+    found = set(re.findall(r" (SF\d{3}) (?:certain|likely):", expected_text))
+    assert found == set(RULES)
+
+
+def test_noisy_rules_are_off_by_default():
+    enabled = {rule.code for rule in catalog.enabled_rules()}
+    assert "SF303" not in enabled and "SF901" not in enabled
+    assert "SF101" in enabled
+
+
+def test_select_rules():
+    assert {r.code for r in select_rules(["SF6"])} == {c for c in RULES if c.startswith("SF6")}
+    assert {r.code for r in select_rules(["ALL"], ["SF1", "SF2"])} == {c for c in RULES if c[2] not in "12"}
+    assert "SF303" in {r.code for r in select_rules(["SF303"])}
+    with pytest.raises(ValueError, match="matches no rule"):
+        select_rules(["SF999"])
+    with pytest.raises(KeyError, match="no rule"):
+        get("SF000")
+
+
+def test_docstring_sections_are_required():
+    with pytest.raises(ValueError, match="lacks the section"):
+        parse_rule_doc("## What it does\nx\n", "SF000")
+    sections = parse_rule_doc(
+        """## What it does
+        Checks
+        for things.
+
+        ## Why is this bad?
+        One.
+
+        Two.
+
+        ## Example
+        ```python
+        a = 1
+        ```
+
+        ## Use instead
+        Do this.
+        ```python
+        b = 2
+        ```
+
+        ## Fix safety
+        None.
+        """
+    )
+    assert sections["What it does"] == ("Checks for things.", "")
+    assert sections["Why is this bad?"] == ("One.\n\nTwo.", "")
+    assert sections["Use instead"] == ("Do this.", "b = 2")
+
+
+def test_rule_validation_rejects_inconsistent_entries():
+    base = get("SF101")
+    fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
+    with pytest.raises(ValueError, match="rewrite exactly when"):
+        Rule(**{**fields, "fix_safety": "safe"}).validate()
+    with pytest.raises(ValueError, match="unknown kind"):
+        Rule(**{**fields, "kind": "sync"}).validate()
+    with pytest.raises(ValueError, match="longer than 2000"):
+        Rule(**{**fields, "why": "x" * 2001}).validate()

@@ -1,0 +1,208 @@
+"""`syncfree check` and `syncfree run` as a user and a CI job see them: output, exit codes, JSON reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import nbformat
+import pytest
+
+from syncfree.cli import main
+from syncfree.report import source_hash
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "python_helper" / "syncfree" / "report.schema.json").read_text())
+
+SYNCING = "import torch\nx = torch.randn(4, device='cuda')\ns = x.sum().item()\n"
+CLEAN = "import torch\nx = torch.randn(4)\ns = x.sum().item()\n"
+
+
+def write_notebook(path: Path, *cells) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = list(cells)
+    nbformat.write(notebook, path)
+    return path
+
+
+def code(source: str):
+    return nbformat.v4.new_code_cell(source)
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture
+def notebook(tmp_path):
+    return write_notebook(
+        tmp_path / "train.ipynb",
+        nbformat.v4.new_markdown_cell("# Training"),
+        code("import torch\nx = torch.randn(8, device='cuda')"),
+        code("%%syncfree\ny = x * 2\nloss = y.sum().item()"),
+        code("!nvidia-smi\nprint(x.shape)"),
+        code("%%bash\necho $((1 + 1))"),
+        code("mask = x > 0\nsel = x[mask]"),
+    )
+
+
+# --------------------------------------------------------------------------------------------- check, text
+def test_check_python_file_with_findings(tmp_path, capsys):
+    path = tmp_path / "step.py"
+    path.write_text(SYNCING)
+    status, out, err = run_cli(capsys, "check", str(path))
+    assert status == 1 and err == ""
+    assert out.splitlines() == [
+        f"{path}:3:5: SF101 `x.sum().item()` copies the value to the CPU and waits for the GPU to finish the work "
+        "queued before it",
+        "Found 1 sync in 1 file (1 certain, 0 likely); 0 with a rewrite.",
+    ]
+
+
+def test_check_clean_file(tmp_path, capsys):
+    path = tmp_path / "clean.py"
+    path.write_text(CLEAN)
+    status, out, _ = run_cli(capsys, "check", str(path))
+    assert status == 0
+    assert out == "No syncs found in 1 file.\n"
+
+
+def test_check_notebook_reports_cells_and_lines(notebook, capsys):
+    status, out, _ = run_cli(capsys, "check", str(notebook))
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[0].startswith(f"{notebook}:cell 3:line 3:col 8: SF101 `y.sum().item()`")
+    assert lines[1].startswith(f"{notebook}:cell 6:line 2:col 7: SF601 `x[mask]`")
+    assert lines[2].startswith("Found 2 syncs in 1 file (2 certain, 0 likely)")
+
+
+def test_check_marks_likely_findings_and_rewrites(tmp_path, capsys):
+    path = tmp_path / "loop.py"
+    path.write_text("import torch\nfor b in loader:\n    b = b.cuda()\n    print(b.sum().item())\n")
+    status, out, _ = run_cli(capsys, "check", str(path))
+    assert status == 1
+    assert f"{path}:3:9: SF302 `b.cuda()` copies to the GPU and waits until the copy is done (likely) [fix: review]" in out
+    assert "(1 certain, 1 likely); 1 with a rewrite." in out
+
+
+def test_check_select_and_ignore(tmp_path, capsys):
+    path = tmp_path / "two.py"
+    path.write_text(SYNCING + "print(x)\n")
+    _, out, _ = run_cli(capsys, "check", "--select", "SF2", str(path))
+    assert " SF201 " in out and " SF101 " not in out
+    _, out, _ = run_cli(capsys, "check", "--ignore", "SF101,SF201", str(path))
+    assert out == "No syncs found in 1 file.\n"
+
+
+def test_check_directories(tmp_path, capsys):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(SYNCING)
+    write_notebook(tmp_path / "pkg" / "b.ipynb", code(SYNCING))
+    (tmp_path / "pkg" / ".ipynb_checkpoints").mkdir()
+    write_notebook(tmp_path / "pkg" / ".ipynb_checkpoints" / "b-checkpoint.ipynb", code(SYNCING))
+    (tmp_path / "pkg" / "notes.txt").write_text("x.item()")
+    status, out, _ = run_cli(capsys, "check", str(tmp_path / "pkg"))
+    assert status == 1
+    assert "Found 2 syncs in 2 files" in out
+    assert "checkpoint" not in out
+
+
+# --------------------------------------------------------------------------------------------- check, json
+def test_check_json_prints_one_valid_static_report_per_code_cell(notebook, capsys):
+    status, out, _ = run_cli(capsys, "check", "--format", "json", str(notebook))
+    assert status == 1
+    entries = json.loads(out)
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert [e["cell"] for e in entries] == [2, 3, 4, 5, 6]
+    for entry in entries:
+        report = entry["report"]
+        jsonschema.validate(report, SCHEMA)
+        cell = cells[entry["cell"] - 1]
+        assert entry["path"] == str(notebook)
+        assert report["mode"] == "static" and report["device"]["kind"] == "none"
+        assert report["source_hash"] == source_hash(cell.source)
+        assert report["cell_id"] == cell.id
+        assert set(report["rules"]) == {f["rule"] for f in report["findings"]}
+    assert [f["rule"] for f in entries[1]["report"]["findings"]] == ["SF101"]
+    assert entries[1]["report"]["rules"]["SF101"]["title"]
+
+
+def test_check_json_python_file(tmp_path, capsys):
+    path = tmp_path / "step.py"
+    path.write_text(SYNCING)
+    status, out, _ = run_cli(capsys, "check", "--format", "json", str(path))
+    [entry] = json.loads(out)
+    assert status == 1 and entry["cell"] is None
+    jsonschema.validate(entry["report"], SCHEMA)
+
+
+# --------------------------------------------------------------------------------------------- check, errors
+def test_unreadable_files_exit_2_but_the_rest_is_checked(tmp_path, capsys):
+    good = tmp_path / "good.py"
+    good.write_text(SYNCING)
+    broken = tmp_path / "broken.ipynb"
+    broken.write_text("{not json")
+    status, out, err = run_cli(capsys, "check", str(tmp_path / "missing.py"), str(broken), str(good), str(tmp_path / "x.txt"))
+    assert status == 2
+    assert f"cannot read {tmp_path / 'missing.py'}" in err
+    assert f"cannot read {broken} as a notebook" in err
+    assert "not a .py file or an .ipynb notebook" in err
+    assert " SF101 " in out
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit) as exit_info:
+        main(["check", "--select", "SF999", "x.py"])
+    assert exit_info.value.code == 2
+    assert "matches no rule" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2
+
+
+def test_run_rejects_a_non_notebook(tmp_path, capsys):
+    status, _, err = run_cli(capsys, "run", str(tmp_path / "train.py"))
+    assert status == 2 and "takes an .ipynb notebook" in err
+
+
+# --------------------------------------------------------------------------------------------- run (a real kernel)
+@pytest.fixture
+def kernel_env(monkeypatch):
+    """The kernel is a subprocess: it finds syncfree through PYTHONPATH (an installed package needs nothing)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("ipykernel")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "python_helper"))
+
+
+def test_run_prints_each_cells_report_and_writes_the_notebook(tmp_path, capsys, kernel_env):
+    source = write_notebook(
+        tmp_path / "demo.ipynb",
+        nbformat.v4.new_markdown_cell("Setup"),
+        code("import torch"),
+        code("x = torch.randn(8, device='cuda')\ns = x.sum().item()\nprint('done')"),
+    )
+    output = tmp_path / "executed.ipynb"
+    status, out, err = run_cli(capsys, "run", str(source), "--output", str(output), "--timeout", "120")
+    assert status == 1, err
+    assert f"{source}:cell 3: syncfree (" in out
+    assert "SF101" in out
+    executed = nbformat.read(output, as_version=4)
+    assert len(executed.cells) == 3  # the extension was loaded outside the notebook's cells
+    outputs = executed.cells[2].outputs
+    assert any(o.get("name") == "stdout" and "done" in o["text"] for o in outputs)
+    [report] = [o["data"]["application/vnd.syncfree.report.v1+json"] for o in outputs if "data" in o]
+    jsonschema.validate(report, SCHEMA)
+    assert report["totals"]["syncs"] >= 1
+
+
+def test_run_stops_at_an_error_with_exit_2(tmp_path, capsys, kernel_env):
+    source = write_notebook(tmp_path / "fails.ipynb", code("raise ValueError('boom')"), code("print('never')"))
+    status, out, err = run_cli(capsys, "run", str(source), "--timeout", "120")
+    assert status == 2
+    assert "did not run to the end" in err and "boom" in err

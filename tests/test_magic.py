@@ -1,0 +1,240 @@
+"""%%syncfree and %syncfree through a real IPython shell (IPython.testing.globalipapp)."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import pytest
+
+from standins import ErrorTensor, FakeTensor
+
+IPython = pytest.importorskip("IPython")
+torch = pytest.importorskip("torch")
+
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.testing.globalipapp import start_ipython  # noqa: E402
+from IPython.utils.capture import capture_output  # noqa: E402
+
+from syncfree.magic import SyncfreeMagics  # noqa: E402
+from syncfree.report import MIME_TYPE, validate_report  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ip():
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "syncfree")
+    yield shell
+    shell.run_line_magic("unload_ext", "syncfree")
+
+
+@pytest.fixture
+def cuda_ip(ip, fake_cuda):
+    """The shell with a stand-in CUDA device and stand-in tensors in its namespace."""
+    ip.user_ns.update(FakeTensor=FakeTensor, ErrorTensor=ErrorTensor)
+    return ip
+
+
+def run(ip, cell: str, **kwargs):
+    """Run a cell as the kernel does; return (result, stdout, report bundles)."""
+    with capture_output() as captured:
+        result = ip.run_cell(cell, store_history=True, **kwargs)
+    bundles = [o.data for o in captured.outputs if MIME_TYPE in o.data]
+    return result, captured.stdout, bundles
+
+
+def the_report(bundles):
+    assert len(bundles) == 1, f"expected one report output, got {len(bundles)}"
+    (bundle,) = bundles
+    assert set(bundle) == {MIME_TYPE, "text/html", "text/plain"}
+    report = bundle[MIME_TYPE]
+    validate_report(report)
+    return report
+
+
+# ----------------------------------------------------------------------------- the cell runs as usual
+
+
+def test_outputs_and_last_expression_are_unchanged(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\nprint('hello')\nx = 41\nx + 1\n")
+    assert result.success and result.result == 42
+    assert stdout.startswith("hello\n")
+    assert cuda_ip.user_ns["x"] == 41
+    report = the_report(bundles)
+    assert report["mode"] == "warn" and report["totals"]["syncs"] == 0
+
+
+def test_trailing_semicolon_hides_the_value_as_without_the_magic(cuda_ip):
+    result, _, _ = run(cuda_ip, "%%syncfree\n1 + 1;\n")
+    assert result.success and result.result is None
+
+
+def test_exception_traceback_shows_the_cell_line(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\na = 1\nraise ValueError('boom')\n")
+    assert isinstance(result.error_in_exec, ValueError)
+    assert f"Cell In[{result.execution_count}], line 3" in stdout
+    assert "----> 3 raise ValueError('boom')" in stdout
+    assert "syncfree/magic.py" not in stdout  # the magic's frames are hidden
+    report = the_report(bundles)
+    assert report["error"] == {"type": "ValueError", "message": "boom", "line": 3}
+
+
+def test_ipython_syntax_inside_the_body(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\n%time y = 2\nout = !echo hi\ny, list(out)\n")
+    assert result.success and result.result == (2, ["hi"])
+    assert "Wall time" in stdout
+    the_report(bundles)
+
+
+def test_syntax_error_points_at_the_cell_line(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\nx = 1\nx = = 2\n")
+    assert isinstance(result.error_in_exec, SyntaxError)
+    assert "line 3" in stdout
+    assert the_report(bundles)["error"]["type"] == "SyntaxError"
+
+
+# ----------------------------------------------------------------------------- the report
+
+
+def test_item_on_cell_line_3_gives_a_site_and_a_finding_on_line_3(cuda_ip):
+    cell = "%%syncfree\nt = FakeTensor()\nv = t.item()\n"
+    result, _, bundles = run(cuda_ip, cell, cell_id="cell-abc")
+    assert result.success
+    report = the_report(bundles)
+    assert report["cell_id"] == "cell-abc"
+    assert report["source_hash"] == "sha256:" + hashlib.sha256(cell.encode()).hexdigest()
+    assert report["device"] == {"kind": "cuda", "name": "Stand-in GPU", "torch": torch.__version__}
+    (site,) = report["sites"]
+    assert (site["line"], site["kind"], site["count"], site["chain"]) == (3, "item", 1, [3])
+    assert [f["range"]["line"] for f in report["findings"]] == [3]
+    assert site["rule"] == report["findings"][0]["rule"] and site["rule"] in report["rules"]
+    assert cuda_ip.user_ns["_syncfree_report"] == report
+
+
+def test_lines_count_from_the_cell_top_with_blank_lines_anywhere(cuda_ip):
+    cell = "\n%%syncfree --no-blocked\n\n\nt = FakeTensor()\nfor _ in range(3):\n    t.item()\n"
+    _, _, bundles = run(cuda_ip, cell)
+    report = the_report(bundles)
+    assert [(s["line"], s["count"], s["blocked_ms"]) for s in report["sites"]] == [(7, 3, None)]
+
+
+def test_frames_option_and_chain(cuda_ip):
+    cell = ("%%syncfree --frames 0\n"
+            "def show(t):\n"
+            "    return repr(t)\n"
+            "show(FakeTensor())\n")
+    _, _, bundles = run(cuda_ip, cell)
+    (site,) = the_report(bundles)["sites"]
+    assert (site["chain"], site["frames"]) == ([4, 3], [])
+
+
+def test_error_mode_reports_the_line_that_synced(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree --mode error\nt = ErrorTensor()\nv = t.item()\n")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "----> 3 v = t.item()" in stdout
+    report = the_report(bundles)
+    assert report["mode"] == "error"
+    assert report["error"]["line"] == 3
+    assert report["error"]["message"].startswith("line 3: `.item()` synchronized")
+
+
+def test_quiet_shows_nothing_but_stores_the_report(cuda_ip):
+    cuda_ip.user_ns.pop("_syncfree_report", None)
+    _, stdout, bundles = run(cuda_ip, "%%syncfree --quiet\nt = FakeTensor()\nt.item()\n")
+    assert bundles == [] and stdout == ""
+    validate_report(cuda_ip.user_ns["_syncfree_report"])
+    assert cuda_ip.user_ns["_syncfree_report"]["sites"][0]["line"] == 3
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("--mode loud", "x = 1", "invalid choice: 'loud'"),
+    ("--frames 99", "x = 1", "--frames must be between 0 and 8"),
+    ("--frames many", "x = 1", "invalid int value"),
+    ("on", "x = 1", "takes options only"),
+    ("", None, "needs on, off or status"),
+    ("maybe", None, "invalid choice: 'maybe'"),
+])
+def test_bad_options_raise_usage_error(ip, line, cell, message):
+    with pytest.raises(UsageError, match=message):
+        if cell is None:
+            ip.run_line_magic("syncfree", line)
+        else:
+            ip.run_cell_magic("syncfree", line, cell)
+
+
+def test_docstring_is_the_manual():
+    doc = SyncfreeMagics.syncfree.__doc__
+    for option in ("--mode warn", "--mode error", "--mode predict", "--no-blocked",
+                   "--frames N", "--quiet", "%syncfree on", "%syncfree off", "%syncfree status"):
+        assert option in doc
+
+
+# ----------------------------------------------------------------------------- watch mode
+
+
+@pytest.mark.filterwarnings("ignore:called a synchronizing CUDA operation")
+def test_watch_mode_reports_cells_that_synced_once(cuda_ip):
+    _, stdout, _ = run(cuda_ip, "%syncfree on --no-blocked")
+    assert "watching every cell" in stdout
+    try:
+        _, stdout, bundles = run(cuda_ip, "\nt = FakeTensor()\nt.item(); t.item()\n", cell_id="w1")
+        report = the_report(bundles)
+        assert report["cell_id"] == "w1"
+        assert [(s["line"], s["count"]) for s in report["sites"]] == [(3, 2)]
+        assert [f["range"]["line"] for f in report["findings"]] == [3, 3]
+
+        _, _, bundles = run(cuda_ip, "x = 1\n")
+        assert bundles == []  # no sync, no report
+
+        _, _, bundles = run(cuda_ip, "%%syncfree\nt.item()\n")
+        assert the_report(bundles)["sites"][0]["line"] == 2  # the cell magic's report only
+
+        _, stdout, _ = run(cuda_ip, "%syncfree status")
+        assert "watching every cell (mode auto, blocked time off" in stdout
+    finally:
+        _, stdout, _ = run(cuda_ip, "%syncfree off")
+    assert stdout == "syncfree: off\n"
+    _, _, bundles = run(cuda_ip, "t.item()\n")
+    assert bundles == []
+
+
+# ----------------------------------------------------------------------------- kernels without CUDA or torch
+
+
+def test_without_torch_the_cell_runs_with_static_findings(ip, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    result, stdout, bundles = run(ip, "%%syncfree\nprint('ran')\nx = [1]\n")
+    assert result.success and stdout.startswith("ran\n")
+    report = the_report(bundles)
+    assert (report["mode"], report["device"]["kind"], report["device"]["torch"]) == ("static", "none", None)
+    assert report["notes"][0].startswith("torch is not installed")
+
+
+def test_without_cuda_the_cell_is_predicted_or_static(ip, monkeypatch):
+    result, _, bundles = run(ip, "%%syncfree --mode warn\nimport torch\nv = torch.ones(3).sum().item()\n")
+    assert result.success and ip.user_ns["v"] == 3.0
+    report = the_report(bundles)
+    assert report["notes"][0] == "No CUDA device: --mode warn needs one"
+    if report["mode"] == "predict":
+        assert report["notes"][1] == "No CUDA device: syncs predicted on CPU stand-ins"
+        assert report["device"]["kind"] == "predict"
+    else:
+        assert report["mode"] == "static" and "predict mode is unavailable" in report["notes"][1]
+
+    monkeypatch.setitem(sys.modules, "syncfree.capture.predict", None)
+    _, _, bundles = run(ip, "%%syncfree\nx = 1\n")
+    report = the_report(bundles)
+    assert report["mode"] == "static"
+    assert "predict mode is unavailable" in report["notes"][0]
+
+
+def test_unload_removes_the_magics_and_callbacks(ip):
+    ip.run_line_magic("unload_ext", "syncfree")
+    try:
+        assert "syncfree" not in ip.magics_manager.magics["cell"]
+        assert "syncfree" not in ip.magics_manager.magics["line"]
+        assert not any(getattr(cb, "__self__", None).__class__ is SyncfreeMagics
+                       for cb in ip.events.callbacks["pre_run_cell"])
+    finally:
+        ip.run_line_magic("load_ext", "syncfree")
+    assert "syncfree" in ip.magics_manager.magics["cell"]

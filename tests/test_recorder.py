@@ -1,0 +1,463 @@
+"""SyncRecorder on CPU, with stand-in syncs (see conftest.py): counting, attribution,
+restoration of every global it touches, error mode, explicit syncs, threads, blocked time."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+import types
+import warnings
+
+import pytest
+
+from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
+
+torch = pytest.importorskip("torch")
+
+from syncfree.capture import SyncRecorder  # noqa: E402
+from syncfree.capture import explicit  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fake_cuda")
+
+
+def run(source: str, mode: str = "warn", *, namespace: dict | None = None, **options):
+    code, filename = compile_cell(source)
+    ns = {"FakeTensor": FakeTensor, "torch": torch, "threading": threading,
+          "sync_now": sync_now, **(namespace or {})}
+    options.setdefault("findings", {filename: []})
+    recorder = SyncRecorder(mode, cell_files={filename: 0}, **options)
+    with recorder:
+        exec(code, ns)
+    return recorder
+
+
+def sites(recorder):
+    return [(s.line, s.kind, s.count) for s in recorder.sites]
+
+
+# ----------------------------------------------------------------------------- counting
+
+
+def test_every_sync_in_a_loop_is_counted_on_its_line():
+    recorder = run("t = FakeTensor()\nfor _ in range(5):\n    s = t.sum().item()\n")
+    assert sites(recorder) == [(3, "item", 5)]
+    assert recorder.syncs == 5
+
+
+def test_two_operations_on_one_line_are_two_sites():
+    recorder = run("t = FakeTensor()\na = t.item(); b = t.tolist(); c = t.item()\n")
+    assert sites(recorder) == [(2, "item", 2), (2, "tolist", 1)]
+
+
+def test_hot_path_resolves_each_stack_once(monkeypatch):
+    calls = []
+    original = SyncRecorder._resolve
+
+    def counting(self, *args):
+        calls.append(args[1])
+        return original(self, *args)
+
+    monkeypatch.setattr(SyncRecorder, "_resolve", counting)
+    recorder = run("t = FakeTensor()\nfor _ in range(200):\n    t.item()\n")
+    assert sites(recorder) == [(3, "item", 200)]
+    assert len(calls) == 1
+
+
+def test_site_carries_rule_and_message_from_the_catalog():
+    from syncfree import catalog
+
+    recorder = run("t = FakeTensor()\nt.item()\n", measure_blocked=False)
+    (site,) = recorder.sites
+    assert site.rule == catalog.rule_for_kind("item")
+    report = site.to_report()
+    assert report["message"] == "`.item()` synced 1x"
+    assert report["blocked_ms"] is None
+
+
+# ----------------------------------------------------------------------------- attribution
+
+
+def test_chain_through_a_function_defined_in_the_cell():
+    recorder = run(
+        "def step(t):\n"
+        "    return t.item()\n"
+        "t = FakeTensor()\n"
+        "step(t)\n"
+        "step(t); step(t)\n")
+    assert [(s.chain, s.kind, s.count) for s in recorder.sites] == [
+        ((4, 2), "item", 1),
+        ((5, 2), "item", 2),
+    ]
+    assert all(s.line == 2 and s.frames == () for s in recorder.sites)
+
+
+def test_comprehension_on_one_line_adds_no_step_to_the_chain():
+    recorder = run("t = FakeTensor()\nv = [t.item() for _ in range(3)]\n")
+    assert [(s.chain, s.count) for s in recorder.sites] == [((2,), 3)]
+
+
+def test_library_frames_between_cell_line_and_sync():
+    recorder = run("t = FakeTensor()\ns = repr(t)\n")
+    (site,) = recorder.sites
+    assert (site.line, site.kind) == (2, "library")
+    assert [(f["file"], f["name"]) for f in site.frames] == [("tests/conftest.py", "FakeTensor.__repr__")]
+
+
+def _deep(n):
+    if n == 0:
+        return sync_now()
+    return _deep(n - 1)
+
+
+def test_frames_are_trimmed_to_entry_points_and_the_innermost():
+    recorder = run("deep(5)\n", namespace={"deep": _deep}, max_frames=3)
+    (site,) = recorder.sites
+    assert len(site.frames) == 3
+    assert [f["name"] for f in site.frames] == ["_deep"] * 3
+    lines = [f["line"] for f in site.frames]
+    assert lines[-1] == _deep.__code__.co_firstlineno + 2  # the innermost: where it synced
+    assert recorder.report_fields()["truncated_frames"] is True
+
+    untrimmed = run("deep(1)\n", namespace={"deep": _deep}, max_frames=3)
+    assert len(untrimmed.sites[0].frames) == 2
+    assert untrimmed.report_fields()["truncated_frames"] is False
+
+
+def test_offset_maps_code_lines_to_cell_lines():
+    code, filename = compile_cell("t = FakeTensor()\nt.item()\n")
+    recorder = SyncRecorder("warn", cell_files={filename: 7}, findings={filename: []})
+    with recorder:
+        exec(code, {"FakeTensor": FakeTensor})
+    assert sites(recorder) == [(9, "item", 1)]
+
+
+def test_kind_comes_from_the_finding_that_covers_the_instruction():
+    # A finding (here hand-made; analyze.py makes them) decides the rule and so the kind.
+    from syncfree import catalog
+
+    print_rule = catalog.rule_for_kind("print")
+    source = "t = FakeTensor()\ns = t.sum().item()\n"
+    code, filename = compile_cell(source)
+    finding = {"rule": print_rule, "range": {"line": 2, "col": 4, "end_line": 2, "end_col": 18},
+               "message": "m", "certainty": "certain", "fix": None}
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: [finding]})
+    with recorder:
+        exec(code, {"FakeTensor": FakeTensor})
+    (site,) = recorder.sites
+    assert (site.rule, site.kind) == (print_rule, "print")
+
+
+def test_record_sync_with_a_known_kind_and_prediction():
+    code, filename = compile_cell("import sys\nframe = sys._getframe()\n")
+    ns: dict = {}
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        exec(code, ns)
+        recorder.record_sync(ns["frame"], "nonzero", predicted=True)
+    (site,) = recorder.sites
+    assert (site.line, site.kind, site.predicted) == (2, "nonzero", True)
+    assert site.to_report()["predicted"] is True
+    assert "would sync 1x" in site.message
+
+
+# ----------------------------------------------------------------------------- outside the cell
+
+
+def test_sync_in_a_thread_running_cell_code_keeps_the_thread_name():
+    recorder = run(
+        "t = FakeTensor()\n"
+        "def work():\n"
+        "    t.item()\n"
+        "th = threading.Thread(target=work, name='loader')\n"
+        "th.start(); th.join()\n")
+    (site,) = recorder.sites
+    assert (site.line, site.chain, site.thread) == (3, (3,), "loader")
+    assert site.to_report()["thread"] == "loader"
+
+
+def test_syncs_outside_the_cell_code_are_counted_in_notes_not_lost():
+    def library_worker():
+        sync_now()
+        sync_now()
+
+    recorder = run(
+        "th = threading.Thread(target=worker, name='prefetch')\n"
+        "th.start(); th.join()\n"
+        "sync_now()\n",
+        namespace={"worker": library_worker})
+    assert sites(recorder) == [(3, "other", 1)]
+    assert recorder.syncs == 3
+    fields = recorder.report_fields()
+    assert any("2 sync(s) in thread 'prefetch'" in n for n in fields["notes"])
+
+    code, filename = compile_cell("x = 1\n")
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        sync_now()  # the test's own frame: not the cell's code
+    assert recorder.sites == [] and recorder.syncs == 1
+    assert any("in the cell's thread" in n for n in recorder.report_fields()["notes"])
+
+
+# ----------------------------------------------------------------------------- restoration
+
+
+def _assert_restored(before, after):
+    assert after["filters_list"] is before["filters_list"]
+    assert after["filters"] == before["filters"]
+    assert after["showwarning"] is before["showwarning"]
+    assert after["synchronize"] is before["synchronize"]
+    assert after["event_synchronize"] is before["event_synchronize"]
+    assert after["debug_mode"] == before["debug_mode"]
+    assert after["profile"] is before["profile"]
+
+
+@pytest.mark.parametrize("raised", [ValueError("boom"), KeyboardInterrupt(), SystemExit(3)],
+                         ids=["exception", "KeyboardInterrupt", "SystemExit"])
+def test_everything_is_restored_after_the_cell_raises(global_state, fake_cuda, raised):
+    before = global_state()
+    code, filename = compile_cell("t = FakeTensor()\nt.item()\nraise err\n")
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
+    with pytest.raises(type(raised)):
+        with recorder:
+            assert torch.cuda.get_sync_debug_mode() == 1
+            assert warnings.showwarning == recorder._showwarning
+            assert torch.cuda.synchronize is not before["synchronize"]
+            exec(code, {"FakeTensor": FakeTensor, "err": raised})
+    _assert_restored(before, global_state())
+    assert sites(recorder) == [(2, "item", 1)]
+    assert recorder.error["type"] == type(raised).__qualname__
+    assert recorder.error["line"] == 3
+
+
+def test_everything_is_restored_after_nested_use(global_state):
+    # %%syncfree --mode error inside a cell watched by %syncfree on: the inner recorder
+    # records, the outer does not count the inner run's syncs twice.
+    before = global_state()
+    outer_code, outer_file = compile_cell("t = FakeTensor()\nt.item()\n")
+    inner_code, inner_file = compile_cell("t.item()\nt.item()\ntorch.cuda.synchronize()\n")
+    ns = {"FakeTensor": FakeTensor, "torch": torch}
+    outer = SyncRecorder("warn", cell_files={outer_file: 0}, findings={outer_file: []})
+    inner = SyncRecorder("error", cell_files={inner_file: 0}, findings={inner_file: []})
+    with outer:
+        exec(outer_code, ns)
+        wrapped = torch.cuda.synchronize
+        with pytest.raises(RuntimeError, match="synchronizing"):
+            with inner:
+                assert torch.cuda.get_sync_debug_mode() == 2
+                assert torch.cuda.synchronize is wrapped  # wrappers are not stacked
+                exec(inner_code, ns)
+        assert torch.cuda.get_sync_debug_mode() == 1
+        assert warnings.showwarning == outer._showwarning
+        assert torch.cuda.synchronize is wrapped
+        exec(outer_code, ns)
+    _assert_restored(before, global_state())
+    assert sites(inner) == [(1, "item", 1), (2, "item", 1), (3, "explicit", 1)]
+    assert inner.error["line"] == 3
+    assert sites(outer) == [(2, "item", 2)]  # its own two, none of the inner run's
+    assert any("nested" in note for note in outer.notes)
+
+
+def test_the_cell_may_add_warning_filters_that_outlive_it(global_state):
+    before = global_state()
+    run("import warnings\nwarnings.filterwarnings('ignore', message='unrelated-test-filter')\n")
+    after = global_state()
+    assert after["filters_list"] is before["filters_list"]
+    assert after["filters"][1:] == before["filters"]
+    assert after["filters"][0][1].pattern == "unrelated-test-filter"
+    warnings.filters.remove(after["filters"][0])
+
+
+def test_unrelated_warnings_reach_the_previous_showwarning():
+    shown = []
+    previous = warnings.showwarning
+
+    def collect(message, category, filename, lineno, file=None, line=None):
+        shown.append((str(message), category, lineno))
+
+    warnings.showwarning = collect
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", RuntimeWarning)
+            recorder = run("t = FakeTensor()\nt.item()\n"
+                           "import warnings\nwarnings.warn('keep me', RuntimeWarning)\n")
+        assert warnings.showwarning is collect
+    finally:
+        warnings.showwarning = previous
+    assert shown == [("keep me", RuntimeWarning, 4)]
+    assert sites(recorder) == [(2, "item", 1)]
+
+
+def test_prototype_warning_is_dropped(fake_cuda, monkeypatch):
+    # torch's set_sync_debug_mode warns once per process that the mode is a prototype; the
+    # recorder switches the mode while its filter is in place, on enter and on exit.
+    def set_mode(mode):
+        fake_cuda.history.append(mode)
+        warnings.warn("Synchronization debug mode is a prototype feature and does not yet "
+                      "detect all synchronizing operations", UserWarning)
+
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", set_mode)
+    shown = []
+    previous = warnings.showwarning
+    warnings.showwarning = lambda message, *rest: shown.append(str(message))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            recorder = run("x = 1\n")
+    finally:
+        warnings.showwarning = previous
+    assert fake_cuda.history == [1, 0]
+    assert recorder.syncs == 0
+    assert shown == []
+
+
+# ----------------------------------------------------------------------------- error mode
+
+def test_error_mode_names_the_cell_line_and_the_operation(fake_cuda):
+    code, filename = compile_cell("t = ErrorTensor()\nx = 1\nv = t.item()\nprint('never')\n")
+    recorder = SyncRecorder("error", cell_files={filename: 0}, findings={filename: []})
+    with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
+        with recorder:
+            assert torch.cuda.get_sync_debug_mode() == 2
+            exec(code, {"ErrorTensor": ErrorTensor})
+    assert fake_cuda.mode == 0
+    assert sites(recorder) == [(3, "item", 1)]
+    assert recorder.stopped_by_sync
+    assert recorder.error == {"type": "RuntimeError", "line": 3,
+                              "message": "line 3: `.item()` synchronized; --mode error stops at the first sync"}
+
+
+def test_error_mode_stops_at_explicit_synchronize():
+    with pytest.raises(RuntimeError, match=r"torch\.cuda\.synchronize\(\)"):
+        run("x = 1\ntorch.cuda.synchronize()\n", mode="error")
+
+
+# ----------------------------------------------------------------------------- explicit syncs
+
+
+def test_explicit_synchronize_is_counted_and_event_wait_query_are_not(fake_cuda):
+    wait, query = torch.cuda.Event.wait, torch.cuda.Event.query
+    recorder = run(
+        "e = object()\n"
+        "torch.cuda.synchronize()\n"
+        "torch.cuda.Event.synchronize(e)\n"
+        "assert torch.cuda.Event.wait is wait and torch.cuda.Event.query is query\n",
+        namespace={"wait": wait, "query": query})
+    assert [(s.line, s.kind, s.message) for s in recorder.sites] == [
+        (2, "explicit", "`torch.cuda.synchronize()` synced 1x, blocked 0.0 ms"),
+        (3, "explicit", "`Event.synchronize()` synced 1x, blocked 0.0 ms"),
+    ]
+    assert fake_cuda.history.count("device-synchronize") == 1
+    assert fake_cuda.history.count("event-synchronize") == 1
+    assert not explicit._receivers and not explicit._installed
+
+
+# ----------------------------------------------------------------------------- blocked time
+
+
+def test_blocked_time_is_the_time_spent_in_the_syncing_call():
+    started = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        slow_sync()
+    call_ms = (time.perf_counter() - started) * 1000
+    recorder = run("t = FakeTensor()\nslow_sync()\nt.item()\n",
+                   namespace={"slow_sync": slow_sync})
+    first, second = recorder.sites
+    assert (first.line, second.line) == (2, 3)
+    assert first.blocked_ms > 0.5 * call_ms
+    assert second.blocked_ms < 0.2 * call_ms  # the interval restarts after each sync
+    assert sys.getprofile() is None
+
+
+def test_no_blocked_measures_nothing():
+    recorder = run("t = FakeTensor()\nt.item()\n", measure_blocked=False)
+    assert recorder.sites[0].blocked_ms is None
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="3.12+ times with sys.monitoring, "
+                    "which runs beside a sys.setprofile profiler")
+def test_another_profiler_keeps_its_place():
+    def other_profiler(frame, event, arg):
+        pass
+
+    sys.setprofile(other_profiler)
+    try:
+        recorder = run("t = FakeTensor()\nt.item()\n")
+        assert sys.getprofile() is other_profiler
+    finally:
+        sys.setprofile(None)
+    assert recorder.sites[0].blocked_ms is None
+    assert any("another profiler" in n for n in recorder.notes)
+
+
+# ----------------------------------------------------------------------------- size
+
+
+def test_a_million_syncs_on_three_lines_make_a_small_report():
+    from syncfree.report import build_report, device_info
+
+    source = ("import sys\nrecord, here = recorder.record_sync, sys._getframe\n"
+              "for _ in range(250_001):\n"
+              "    record(here())\n"
+              "    record(here()); record(here())\n"
+              "    record(here())\n")
+    code, filename = compile_cell(source)
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        exec(code, {"recorder": recorder})
+    assert recorder.syncs == 4 * 250_001 >= 1_000_000
+    assert [(s.line, s.count) for s in recorder.sites] == [(4, 250_001), (5, 500_002), (6, 250_001)]
+    report = build_report(source=source, device=device_info("cuda", "Stand-in GPU"),
+                          **recorder.report_fields())
+    assert len(json.dumps(report)) < 64_000
+    assert len(recorder._cache) == 4
+
+
+def test_sites_are_capped_and_the_totals_stay_true():
+    source = "t = FakeTensor()\n" + "t.item()\n" * 1003
+    recorder = run(source)
+    fields = recorder.report_fields()
+    assert len(fields["sites"]) == 1000
+    assert fields["truncated_sites"] is True
+    assert fields["syncs"] == 1003
+    assert any("3 sync(s) at sites beyond the first 1000" in n for n in fields["notes"])
+
+
+def test_recorder_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="mode"):
+        SyncRecorder("loud", cell_files={})
+    with pytest.raises(ValueError, match="max_frames"):
+        SyncRecorder("warn", cell_files={}, max_frames=9)
+
+
+def test_predict_mode_enters_the_predict_session(monkeypatch, global_state):
+    events = []
+
+    class PredictSession:
+        def __init__(self, recorder):
+            self.recorder = recorder
+
+        def __enter__(self):
+            events.append("enter")
+            return self
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    module = types.ModuleType("syncfree.capture.predict")
+    module.PredictSession = PredictSession
+    monkeypatch.setitem(sys.modules, "syncfree.capture.predict", module)
+    before = global_state()
+    code, filename = compile_cell("import sys\nframe = sys._getframe()\n")
+    ns: dict = {}
+    recorder = SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        assert warnings.showwarning is before["showwarning"]  # no debug-mode machinery
+        exec(code, ns)
+        recorder.record_sync(ns["frame"], "item", predicted=True)
+    assert events == ["enter", "exit"]
+    assert [(s.line, s.kind, s.predicted) for s in recorder.sites] == [(2, "item", True)]
+    _assert_restored(before, global_state())
+    assert SYNC_WARNING.startswith("called a synchronizing")

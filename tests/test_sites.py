@@ -1,0 +1,231 @@
+"""sites.py: instruction spans, naming the operation, finding matching, aggregation."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from standins import compile_cell
+
+from syncfree.capture.sites import (
+    MAX_FRAMES,
+    SiteTable,
+    SyncSite,
+    _rule_at,
+    _trimmed_frames,
+    classify_instruction,
+    instruction_span,
+    kind_label,
+    shorten_path,
+)
+
+
+class Probe:
+    """Stands in for tensors, torch and numpy: every operation that may sync records what
+    `classify_instruction` says of the instruction that called it."""
+
+    seen: list[str | None] = []
+
+    def __init__(self, name: str = "probe") -> None:
+        self._name = name
+
+    def _record(self):
+        Probe.seen.append(classify_instruction(sys._getframe(2)))
+        return Probe()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Probe(name)
+
+    def __call__(self, *args, **kwargs):
+        result = self._record()
+        # What these return on a GPU: host values, on which nothing syncs any more.
+        return {"item": 0.0, "tolist": [], "numpy": []}.get(self._name, result)
+
+    def __len__(self):
+        return 0
+
+    def __getitem__(self, key):
+        return self._record()
+
+    def __setitem__(self, key, value):
+        self._record()
+
+    def __bool__(self):
+        self._record()
+        return True
+
+    def __float__(self):
+        self._record()
+        return 0.0
+
+    def __int__(self):
+        self._record()
+        return 0
+
+    def __format__(self, spec):
+        self._record()
+        return "0"
+
+    def __gt__(self, other):
+        return Probe()
+
+    def __neg__(self):
+        return Probe()
+
+
+# The debug-mode patterns of sync-facts.md whose sync happens in the cell's own instruction
+# (those that sync inside torch's Python code, like print or torch.unique on a GPU, are
+# named by their torch frames: tests/gpu covers them).
+PATTERNS = [
+    ("s = x.sum().item()", "item"),
+    ("s = float(x.sum())", "python_scalar"),
+    ("s = int(x.sum())", "python_scalar"),
+    ("_ = f'{x.sum():.3f}'", "format"),
+    ("_ = x[0].tolist()", "tolist"),
+    ("y = x.cpu()", "to_host"),
+    ("y = x.to('cpu')", "to_host"),
+    ("y = x.cpu().numpy()", "to_host"),
+    ("y = xc.cuda()", "to_device"),
+    ("y = xc.to('cuda')", "to_device"),
+    ("y = x.to(dev)", "to_host"),
+    ("y = x.type(torch.LongTensor)", "to_host"),
+    ("y = torch.tensor([1, 2, 3], device='cuda')", "tensor_from_python"),
+    ("y = torch.as_tensor(np.arange(3), device='cuda')", "tensor_from_python"),
+    ("y = torch.cuda.BoolTensor([True, False])", "tensor_from_python"),
+    ("if loss.item() > 0.1:\n    y = x\nelse:\n    y = -x", "item"),
+    ("if loss > 0.1:\n    y = x\nelse:\n    y = -x", "python_bool"),
+    ("y = max(a, b)", "python_bool"),
+    ("y = torch.is_nonzero(loss)", "python_bool"),
+    ("y = x[idx_cpu]", "index"),
+    ("y = x[[0, 2, 5]]", "index"),
+    ("x[idx_gpu] = 0", "index_put"),
+    ("x[0, 0] = 0", "index_put"),
+    ("y = x[i_gpu:j_gpu]", "slice_bounds"),
+    ("y = x[bool_mask]", "mask_index"),
+    ("y = x[x > 0]", "mask_index"),
+    ("y = torch.nonzero(mask)", "nonzero"),
+    ("y = torch.masked_select(x, mask)", "masked_select"),
+    ("y = torch.unique(r)", "unique"),
+    ("y = torch.repeat_interleave(v, r)", "repeat_interleave"),
+    ("y = torch.bincount(r, minlength=4)", "bincount"),
+    ("y = bool(torch.any(mask))", "python_bool"),
+    ("y = torch.allclose(x, x)", "allclose"),
+    ("y = torch.histc(v, bins=4)", "histc"),
+    ("vals = torch.stack([x.sum(), x.mean(), x.max()]).cpu().tolist()", "to_host"),
+    ("y = torch.isnan(x).any().item()", "item"),
+    ("y = len(mask.nonzero())", "nonzero"),
+    ("y = mask.nonzero(as_tuple=True)", "nonzero"),
+    ("y = torch.nn.functional.one_hot(r)", "one_hot"),
+    ("y = (x\n     .sum()\n     .item())", "item"),
+]
+
+
+@pytest.mark.parametrize("source, kind", PATTERNS, ids=[p[0].split("\n")[0] for p in PATTERNS])
+def test_instruction_names_the_operation(source, kind):
+    torch = pytest.importorskip("torch")
+    code, _ = compile_cell(source + "\n")
+    names = {n: Probe(n) for n in ("x", "xc", "loss", "a", "b", "idx_cpu", "idx_gpu", "i_gpu",
+                                   "j_gpu", "mask", "r", "v", "torch", "np")}
+    names["bool_mask"] = torch.zeros(3, dtype=torch.bool)
+    names["dev"] = "cpu"
+    Probe.seen = []
+    exec(code, names)
+    # The probe records every operation that may sync; the one that does must be named.
+    assert kind in Probe.seen, Probe.seen
+
+
+def _span_at_call(source: str, offset: int = 0):
+    spans = []
+
+    def grab(*args):
+        caller = sys._getframe(1)
+        spans.append(instruction_span(caller.f_code, caller.f_lasti, offset))
+
+    code, _ = compile_cell(source)
+    exec(code, {"grab": grab, "x": 0})
+    return spans[0]
+
+
+def test_instruction_span_counts_characters_not_bytes():
+    assert _span_at_call("s = 'ééé'; v = grab(x)\n") == (1, 15, 1, 22)
+    assert _span_at_call("s = 'ééé'; v = grab(x)\n", offset=4) == (5, 15, 5, 22)
+
+
+def test_instruction_span_of_a_call_over_lines():
+    assert _span_at_call("v = grab(\n    x,\n)\n") == (1, 4, 3, 1)
+
+
+def _finding(rule, line, col, end_line, end_col):
+    return {"rule": rule, "range": {"line": line, "col": col, "end_line": end_line, "end_col": end_col}}
+
+
+def test_the_tightest_finding_around_the_instruction_wins():
+    findings = [_finding("SF201", 3, 0, 3, 30), _finding("SF101", 3, 4, 3, 18),
+                _finding("SF999", 4, 4, 4, 18)]
+    assert _rule_at(findings, (3, 4, 3, 18)) == "SF101"
+    assert _rule_at(findings, (3, 6, 3, 10)) == "SF101"
+
+
+def test_a_finding_inside_the_instruction_matches_when_none_contains_it():
+    findings = [_finding("SF101", 2, 11, 2, 18), _finding("SF102", 2, 4, 2, 11)]
+    assert _rule_at(findings, (2, 4, 2, 18)) == "SF101"  # the widest inside: ties -> first
+    assert _rule_at(findings, (2, 20, 2, 25)) is None
+    assert _rule_at([], (2, 20, 2, 25)) is None
+
+
+def test_shorten_path():
+    assert shorten_path("/usr/lib/python3.12/site-packages/torch/_tensor.py") == "torch/_tensor.py"
+    assert shorten_path("/opt/torch/.venv/lib/python3.12/site-packages/torch/cuda/streams.py") == \
+        "torch/cuda/streams.py"
+    assert shorten_path("/home/me/src/torch/nn/modules/module.py") == "torch/nn/modules/module.py"
+    assert shorten_path("/home/me/project/train/loop.py") == "train/loop.py"
+    assert shorten_path("C:\\envs\\Lib\\site-packages\\numpy\\core.py") == "numpy/core.py"
+
+
+def _stack(depth):
+    if depth == 0:
+        return [sys._getframe()]
+    return _stack(depth - 1) + [sys._getframe()]
+
+
+def test_trimmed_frames_keep_entry_points_and_the_innermost():
+    library = _stack(5)  # inner -> outer, as the recorder walks them
+    frames, truncated = _trimmed_frames(library, 3)
+    assert truncated and len(frames) == 3
+    assert [f["line"] for f in frames] == [library[-1].f_lineno, library[-2].f_lineno,
+                                           library[0].f_lineno]
+    frames, truncated = _trimmed_frames(library, MAX_FRAMES)
+    assert not truncated and len(frames) == 6
+    assert _trimmed_frames(library, 0) == ((), True)
+    assert _trimmed_frames([], 0) == ((), False)
+
+
+def test_site_table_aggregates_by_chain_and_kind_and_caps():
+    table = SiteTable(limit=2)
+    a = table.site_for((3,), "item", "SF101", (), None, False)
+    assert table.site_for((3,), "item", "SF101", (), None, False) is a
+    b = table.site_for((5, 3), "item", "SF101", (), None, False)
+    assert b is not a
+    overflow = table.site_for((9,), "nonzero", None, (), None, False)
+    assert overflow is table.overflow and table.truncated
+    a.count, b.count = 2, 1
+    assert [s.chain for s in table.sites()] == [(3,), (5, 3)]
+
+
+def test_site_message_and_report():
+    site = SyncSite((7, 3), "item", "SF101", ({"file": "torch/x.py", "line": 1, "name": "f"},),
+                    None, False)
+    site.count, site.blocked_s, site.measured = 64, 0.0412, 64
+    assert site.message == "`.item()` synced 64x, blocked 41.2 ms"
+    report = site.to_report()
+    assert report == {"line": 3, "kind": "item", "count": 64, "blocked_ms": 41.2, "chain": [7, 3],
+                      "frames": [{"file": "torch/x.py", "line": 1, "name": "f"}],
+                      "rule": "SF101", "message": "`.item()` synced 64x, blocked 41.2 ms"}
+    threaded = SyncSite((2,), "explicit", None, (), "loader", False, "torch.cuda.synchronize()")
+    threaded.count = 1
+    assert threaded.message == "`torch.cuda.synchronize()` synced 1x (thread loader)"
+    assert threaded.to_report()["thread"] == "loader"
+    assert kind_label("no-such-kind") == kind_label("other")
