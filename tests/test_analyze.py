@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from syncfree.analyze import analyze_source, neutralize_ipython
+from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -272,6 +272,12 @@ def test_multi_line_range():
         # a function's parameters are unknown, its annotated tensors are tensors
         ("def f(t: torch.Tensor):\n    print(t)\n", [("SF201", 3, "likely")]),
         ("def f(t):\n    print(t)\n", []),
+        # ... and a helper's parameters are what the cell passes to it
+        ("def clamp(loss):\n    if loss > 10:\n        return loss / 10\n    return loss\n"
+         "for _ in range(5):\n    l = clamp(torch.rand((), device='cuda') * 20)\n", [("SF103", 3, "certain")]),
+        ("def show(t, label=''):\n    print(label, t)\nshow(torch.ones(3))\n", []),  # only CPU tensors passed
+        ("def show(t):\n    print(t)\nshow(torch.ones(3))\nshow(t=torch.ones(3, device='cuda'))\n",
+         [("SF201", 3, "likely")]),  # CPU in one call, CUDA in the other
         # comprehension variables shadow the cell's names
         ("t = torch.ones(3)\nvals = [t.item() for t in cuda_list]\n", [("SF101", 3, "likely")]),
         ("import torch as th\ny = th.ones(3, device='cuda')\nz = th.nonzero(y)\n", [("SF602", 4, "certain")]),
@@ -279,6 +285,16 @@ def test_multi_line_range():
 )
 def test_device_inference(source, expected):
     assert sorted(rules_at("import torch\n" + source, select=["ALL"])) == sorted(expected)
+
+
+def test_bindings_carry_what_earlier_cells_bound():
+    earlier = Bindings()
+    assert analyze_source("import torch as th\nx = th.randn(3, device='cuda')\n", earlier=earlier) == []
+    assert rules_at("s = x.sum().item()\n", earlier=earlier) == [("SF101", 1, "certain")]
+    assert rules_at("y = th.nonzero(x)\n", earlier=earlier) == [("SF602", 1, "certain")]  # the alias carried too
+    assert rules_at("x = x.cpu()\n", earlier=earlier) == [("SF301", 1, "certain")]
+    assert analyze_source("s = x.sum().item()\n", earlier=earlier) == []  # x is now a CPU tensor
+    assert rules_at("s = x.sum().item()\n") == [("SF101", 1, "likely")]  # without them: unknown
 
 
 def test_event_wait_and_query_are_not_syncs():
@@ -318,3 +334,12 @@ def test_large_cell_is_fast():
     elapsed = time.perf_counter() - start
     assert len(findings) == 450
     assert elapsed < 2.0, f"{elapsed:.2f} s for a 600-line cell"
+
+
+def test_deeply_nested_expressions():
+    """Generated code nests deeper than Python's recursion limit: the walk and the inference do not recurse per level."""
+    chain = " + ".join(["x"] * 800)
+    calls = "x" + ".abs()" * 800
+    findings = analyze_source(CUDA + f"y = {chain}\ns = y.item()\nz = {calls}.item()\n")
+    assert [(f["rule"], f["certainty"]) for f in findings] == [("SF910", "certain"), ("SF101", "certain"), ("SF101", "certain")]
+    assert analyze_source("y = " + " + ".join(["x"] * 5000) + "\n") == []  # beyond the parser's own limit

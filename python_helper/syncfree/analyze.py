@@ -56,7 +56,10 @@ def analyze_source(
         return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
     rules = select_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
     analysis = _Analysis(tree, python_source, rules, first_line, earlier)
-    findings = analysis.run()
+    try:
+        findings = analysis.run()
+    except RecursionError:
+        return []  # nested deeper than the analyzer can follow (parse succeeded just below the limit)
     if earlier is not None:
         left = analysis.scope.bindings()
         earlier.names, earlier.aliases, earlier.imported = left.names, left.aliases, left.imported

@@ -57,7 +57,9 @@ describe('renderSyncCard', () => {
   it('offers the rewrite with a preview, the review reason, and applies it on click', () => {
     const act = actions();
     const card = cardFor(4, loopReport(), {}, act);
-    expect(card.querySelector('.jp-syncfree-card-review')!.textContent).toContain('`total` becomes a tensor');
+    const review = card.querySelector('.jp-syncfree-card-review')!;
+    expect(review.textContent).toContain('total becomes a tensor');
+    expect(review.querySelector('code')!.textContent).toBe('total');
     expect(text(card, '.jp-syncfree-card-del')).toEqual(['  4 -     total += model(x).sum().item()']);
     expect(text(card, '.jp-syncfree-card-add')).toEqual(['    +     total += model(x).sum().detach()']);
     card.querySelector<HTMLButtonElement>('.jp-syncfree-card-apply')!.click();

@@ -38,6 +38,22 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
+/**
+ * Text with `inline code` spans, as the catalog writes it: the spans become <code>
+ * elements and everything is set as text (no markup is ever parsed).
+ */
+export function withInlineCode<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text: string): HTMLElementTagNameMap[K] {
+  const node = el(tag, className);
+  text.split(/`([^`\n]+)`/).forEach((part, i) => {
+    if (i % 2 === 1) {
+      node.appendChild(el('code', `${C}-inline-code`, part));
+    } else if (part) {
+      node.appendChild(document.createTextNode(part));
+    }
+  });
+  return node;
+}
+
 /** A rule of the report by code, only if the report really carries it. */
 export function ruleOf(report: SyncReport, code: string | null | undefined): Rule | null {
   if (!code || !Object.prototype.hasOwnProperty.call(report.rules, code)) {
@@ -92,7 +108,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   }
   block.appendChild(head);
   if (site.message) {
-    block.appendChild(el('div', `${C}-message`, site.message));
+    block.appendChild(withInlineCode('div', `${C}-message`, site.message));
   }
   if (site.thread) {
     block.appendChild(el('div', `${C}-thread`, `in thread ${site.thread}`));
@@ -119,7 +135,8 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
 function findingBlock(finding: Finding): HTMLElement {
   const block = el('div', `${C}-finding`);
   block.appendChild(el('span', `${C}-rule-code`, finding.rule));
-  block.appendChild(el('span', `${C}-message`, ` ${finding.message}`));
+  block.appendChild(document.createTextNode(' '));
+  block.appendChild(withInlineCode('span', `${C}-message`, finding.message));
   if (finding.certainty === 'likely') {
     block.appendChild(el('span', `${C}-badge`, 'likely'));
   }
@@ -130,14 +147,14 @@ function ruleBlock(rule: Rule): HTMLElement {
   const block = el('section', `${C}-rule`);
   const head = el('div', `${C}-rule-head`);
   head.appendChild(el('span', `${C}-rule-code`, rule.code));
-  head.appendChild(el('span', `${C}-rule-title`, rule.title));
+  head.appendChild(withInlineCode('span', `${C}-rule-title`, rule.title));
   block.appendChild(head);
   block.appendChild(el('div', `${C}-dependency ${C}-dependency-${rule.dependency}`, dependencyText(rule)));
   if (rule.cuda_call) {
     block.appendChild(el('div', `${C}-note`, `CUDA call: ${rule.cuda_call}`));
   }
-  block.appendChild(el('p', `${C}-why`, rule.why));
-  block.appendChild(el('p', `${C}-fix-text`, rule.fix));
+  block.appendChild(withInlineCode('p', `${C}-why`, rule.why));
+  block.appendChild(withInlineCode('p', `${C}-fix-text`, rule.fix));
   if (rule.example_before || rule.example_after) {
     const examples = el('div', `${C}-examples`);
     examples.appendChild(el('div', `${C}-label`, 'Before'));
@@ -168,11 +185,13 @@ function previewBlock(plan: RewritePlan): HTMLElement {
 function fixBlock(finding: Finding, fix: Fix, content: ISyncCardContent, actions: ISyncCardActions): HTMLElement {
   const block = el('section', `${C}-rewrite`);
   const head = el('div', `${C}-rewrite-head`);
-  head.appendChild(el('span', `${C}-rewrite-title`, fix.title));
+  head.appendChild(withInlineCode('span', `${C}-rewrite-title`, fix.title));
   head.appendChild(el('span', `${C}-badge ${C}-safety-${fix.safety}`, fix.safety === 'safe' ? 'safe' : 'review'));
   block.appendChild(head);
   if (fix.safety === 'review') {
-    block.appendChild(el('div', `${C}-review`, `Review first: ${fix.reason || 'the rewrite may change behaviour in edge cases.'}`));
+    block.appendChild(
+      withInlineCode('div', `${C}-review`, `Review first: ${fix.reason || 'the rewrite may change behaviour in edge cases.'}`)
+    );
   }
   const plan = content.stale ? null : actions.plan(fix);
   if (plan?.ok) {
@@ -247,6 +266,12 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
     }
   }
 
+  // The rewrite first (the action), then the catalog's explanation.
+  for (const finding of marker.findings) {
+    if (isApplicable(finding.fix)) {
+      card.appendChild(fixBlock(finding, finding.fix, content, actions));
+    }
+  }
   const codes = new Set<string>();
   for (const site of marker.sites) {
     if (site.rule) {
@@ -260,11 +285,6 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
     const rule = ruleOf(report, code);
     if (rule) {
       card.appendChild(ruleBlock(rule));
-    }
-  }
-  for (const finding of marker.findings) {
-    if (isApplicable(finding.fix)) {
-      card.appendChild(fixBlock(finding, finding.fix, content, actions));
     }
   }
 

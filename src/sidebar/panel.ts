@@ -314,8 +314,9 @@ export class SyncsPanel extends Panel {
       chip.classList.toggle(`${S}-better`, !site.delta!.isNew && site.delta!.count < 0);
       row.appendChild(chip);
     }
-    const title = [site.ruleTitle ? `${site.rule} ${site.ruleTitle}` : site.rule, site.message].filter(Boolean).join(' — ');
-    row.title = title;
+    const what = site.source === 'static' ? 'did not run' : `${site.kind} ×${site.count}`;
+    const rule = site.ruleTitle ? `${site.rule} ${site.ruleTitle}` : site.rule;
+    row.title = [`line ${site.line}: ${what}`, rule, site.message].filter(Boolean).join(' — ');
     return row;
   }
 

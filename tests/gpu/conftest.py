@@ -16,8 +16,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python_helper"))
 
-DATA = Path(__file__).with_name("data") / "patterns-torch2.11-h200.json"
-
 # The names the measured patterns use (sync-facts.md), all on CUDA unless the name says
 # otherwise. Sizes keep every pattern valid: repeat_interleave(v, r) needs len(v) ==
 # len(r), cross_entropy(x, r % 64) needs len(r) == x.shape[0], output_size=128 == r2.sum().

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import DATA
-
 pytestmark = pytest.mark.gpu
 
+# A copy of ../shared/data/patterns-torch2.11-h200.json: only the repository travels to
+# the GPU machine.
+DATA = Path(__file__).with_name("data") / "patterns-torch2.11-h200.json"
 PATTERNS: dict[str, dict] = json.loads(DATA.read_text(encoding="utf-8"))["patterns"]
 
 # What the recorder must count where it differs from the measured debug-mode warnings:

@@ -141,7 +141,9 @@ _SCALER = (
 )
 CLAIMS = [
     # (rule, extra setup, statement, syncs)
-    ("SF502", "", "x[:, 3] = 2.5", True),
+    ("SF502", "", "x[0, 0] = 2.5", True),
+    ("SF502", "", "x[:, 3] = 2.5", False),  # a destination that keeps a dimension is filled, not copied
+    ("SF502", "", "x[0] = 0", False),
     ("SF502", "", "flags[1] = True", True),
     ("SF502", "", "x[mask] = 0", False),  # masked_fill_ path: the rule leaves masks alone
     ("SF601", "", "x[mask] = zero", True),
@@ -151,7 +153,7 @@ CLAIMS = [
     ("SF503", "", "y = x[: x.shape[0] // 2]", False),
     ("SF102", "", "y = torch.zeros(three)", True),
     ("SF102", "", "y = [i for i in range(three)]", True),
-    ("SF102", "", "y = math.sqrt(x.sum())", True),
+    ("SF102", "", "y = math.exp(x.mean())", True),
     ("SF103", "", "y = x.sum() and 1", True),
     ("SF104", "", "y = min(x.sum(), 0.5)", True),
     ("SF104", "", "y = any(x[0, :4] > 0)", True),

@@ -1,5 +1,6 @@
 import { IJupyterLabPageFixture } from '@jupyterlab/galata';
 import { Locator, expect } from '@playwright/test';
+import * as path from 'path';
 
 /** The editor lines (`.cm-line`) of a notebook cell, in order. */
 export function cellLines(page: IJupyterLabPageFixture, cellIndex: number): Locator {
@@ -34,4 +35,48 @@ export async function lineOfMarker(page: IJupyterLabPageFixture, cellIndex: numb
 export async function runCode(page: IJupyterLabPageFixture, index: number, source: string): Promise<void> {
   await page.notebook.setCell(index, 'code', source);
   await page.notebook.runCell(index, true);
+}
+
+/** Upload a notebook of tests/notebooks/ into the test's folder and open it. */
+export async function openFixture(page: IJupyterLabPageFixture, tmpPath: string, name: string): Promise<void> {
+  await page.contents.uploadFile(path.resolve(__dirname, 'notebooks', name), `${tmpPath}/${name}`);
+  await page.notebook.openByPath(`${tmpPath}/${name}`);
+  await page.notebook.activate(name);
+  await page.locator('.jp-Notebook .jp-Cell').first().waitFor();
+}
+
+/** The notebook cell at an index (markdown cells count). */
+export function cellAt(page: IJupyterLabPageFixture, cellIndex: number): Locator {
+  return page.locator(`.jp-Notebook .jp-Cell >> nth=${cellIndex}`);
+}
+
+/** The marker that a cell's report puts on a 1-based line. */
+export function markerOn(page: IJupyterLabPageFixture, cellIndex: number, line: number): Locator {
+  return cellMarkers(page, cellIndex).and(page.locator(`[data-line="${line}"]`));
+}
+
+/** The text of a cell's editor, read from the notebook model. */
+export async function cellSource(page: IJupyterLabPageFixture, cellIndex: number): Promise<string> {
+  return page.evaluate(index => {
+    const panel = (window as any).jupyterapp.shell.currentWidget;
+    return panel.content.widgets[index].model.sharedModel.getSource() as string;
+  }, cellIndex);
+}
+
+/** The active cell's index and the 1-based cursor line, from the notebook itself. */
+export async function activeCursor(page: IJupyterLabPageFixture): Promise<{ cell: number; line: number }> {
+  return page.evaluate(() => {
+    const panel = (window as any).jupyterapp.shell.currentWidget;
+    const notebook = panel.content;
+    const position = notebook.activeCell.editor.getCursorPosition();
+    return { cell: notebook.activeCellIndex as number, line: (position.line as number) + 1 };
+  });
+}
+
+/** Run a JupyterLab command by id. */
+export async function runCommand(page: IJupyterLabPageFixture, id: string, args: Record<string, unknown> = {}): Promise<void> {
+  await page.evaluate(([command, commandArgs]) => (window as any).jupyterapp.commands.execute(command, commandArgs), [
+    id,
+    args
+  ] as const);
 }

@@ -23,6 +23,7 @@ key is seen `sites.attribute()` works out the cell lines and the kind.
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 import sys
 import threading
@@ -156,8 +157,8 @@ class SyncRecorder:
     def _install_filters(self, undo: contextlib.ExitStack) -> None:
         # Inserted into the current list (not a copy, unlike catch_warnings) so that filters
         # the cell itself adds stay after the run; removed again by identity.
-        count_every_sync = ("always", re.compile(re.escape(SYNC_MESSAGE), re.I), Warning, None, 0)
-        drop_prototype = ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE), re.I), Warning, None, 0)
+        count_every_sync = ("always", MessagePrefix(SYNC_MESSAGE), Warning, None, 0)
+        drop_prototype = ("ignore", MessagePrefix(_PROTOTYPE_MESSAGE), Warning, None, 0)
         filters = warnings.filters
         filters.insert(0, drop_prototype)
         filters.insert(0, count_every_sync)
@@ -223,21 +224,12 @@ class SyncRecorder:
 
     def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
                 blocked: float | None, detail: str | None) -> SyncTally:
-        # Hot path: no allocation beyond the key, no call beyond the dict lookup.
-        files = self._cell_files
-        key: list = [threading.get_ident(), kind, predicted, detail]
-        f = frame
-        while f is not None:
-            code = f.f_code
-            key.append(id(code))
-            key.append(f.f_lasti)
-            if code.co_name == "<module>" and code.co_filename in files:
-                break
-            f = f.f_back
-        key_t = tuple(key)
-        tally = self._cache.get(key_t)
+        """Record one sync told by explicit.py, predict mode or error mode (the warning
+        hook has its own copy of this path)."""
+        key = (kind, predicted, detail) + _stack_key(frame, self._cell_files)
+        tally = self._cache.get(key)
         if tally is None:
-            tally = self._resolve(frame, key_t, kind, predicted, detail)
+            tally = self._resolve(frame, key, kind, predicted, detail)
         tally.count += 1
         if blocked is not None:
             tally.blocked_s += blocked
@@ -250,10 +242,13 @@ class SyncRecorder:
             tally = self._cache.get(key)
             if tally is not None:
                 return tally
-            codes = []
+            files = self._cell_files
+            codes = []  # the code objects whose id() is in the key
             f = frame
-            while f is not None and len(codes) * 2 < len(key) - 4:
+            while f is not None:
                 codes.append(f.f_code)
+                if f.f_code.co_name == "<module>" and f.f_code.co_filename in files:
+                    break
                 f = f.f_back
             tid = threading.get_ident()
             thread = None if tid == self._thread else threading.current_thread().name
@@ -297,16 +292,31 @@ class SyncRecorder:
         return findings
 
     def _showwarning(self, message, category, filename, lineno, file=None, line=None):
+        # The hot path: on a GPU loop it runs once per sync, so it does one frame walk and
+        # one dict lookup, with the walk inlined for the common case of a sync on a
+        # top-level line of the cell (bench/overhead.py measures it).
         if not str(message).startswith(SYNC_MESSAGE):
             self._previous_showwarning(message, category, filename, lineno, file, line)
             return
         clock = self._clock
         blocked = clock.pause() if clock is not None else None
         try:
-            frame = sys._getframe(1)
-            while frame is not None and frame.f_globals is WARNINGS_GLOBALS:
+            frame = _getframe(1)
+            while frame.f_globals is WARNINGS_GLOBALS:
                 frame = frame.f_back  # WarningMessage/_showwarnmsg ran between sync and hook
-            self._record(frame, None, False, blocked, None)
+            code = frame.f_code
+            files = self._cell_files
+            if code.co_name == "<module>" and code.co_filename in files:
+                key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
+            else:
+                key = _stack_key(frame, files)
+            tally = self._cache.get(key)
+            if tally is None:
+                tally = self._resolve(frame, key, None, False, None)
+            tally.count += 1
+            if blocked is not None:
+                tally.blocked_s += blocked
+                tally.measured += 1
         finally:
             if clock is not None:
                 clock.resume()
@@ -405,6 +415,47 @@ class SyncRecorder:
             "truncated_sites": self._table.truncated,
             "truncated_frames": self.frames_truncated,
         }
+
+
+class MessagePrefix:
+    """The message part of a warning filter that matches by prefix.
+
+    The warnings module only calls ``match(text)`` on a filter's message (check_matched in
+    Python/_warnings.c; ``msg.match(text)`` in Lib/warnings.py). `filterwarnings` would
+    put a case-insensitive regex there, which costs about 1.4 us per sync on the benchmark
+    loop; ``str.startswith`` through `operator.methodcaller` costs a fraction of that.
+    """
+
+    __slots__ = ("pattern", "match")
+
+    def __init__(self, prefix: str) -> None:
+        self.pattern = re.escape(prefix)  # for code that prints warnings.filters
+        self.match = operator.methodcaller("startswith", prefix)
+
+    def __repr__(self) -> str:
+        return f"MessagePrefix({self.pattern!r})"
+
+
+_getframe = sys._getframe
+_get_ident = threading.get_ident
+
+
+def _stack_key(frame: FrameType | None, files: Mapping[str, int]) -> tuple:
+    """(thread, then code id and instruction of each frame out to the cell's module frame).
+
+    Code objects are keyed by id(): hashing a code object hashes its constants each time.
+    The recorder keeps the code objects of every key alive, so no id is reused meanwhile.
+    """
+    key = [_get_ident()]
+    f = frame
+    while f is not None:
+        code = f.f_code
+        key.append(id(code))
+        key.append(f.f_lasti)
+        if code.co_name == "<module>" and code.co_filename in files:
+            break
+        f = f.f_back
+    return tuple(key)
 
 
 def _innermost_frame(tb: TracebackType | None) -> FrameType | None:

@@ -357,7 +357,7 @@ def _rule_for_kind(kind: str) -> str | None:
 
 # --------------------------------------------------------------------------- classification
 
-# Innermost-first checks on library frames whose code is torch's own: the warning's
+# Library frames whose code is torch's own and that name the operation: the warning's
 # location is inside torch for these (see sync-facts: print(t) -> torch/_tensor_str.py,
 # torch.unique -> torch/functional.py, Stream.synchronize -> torch/cuda/streams.py).
 _LIBRARY_FRAME_KINDS: tuple[tuple[str, Callable[[str], bool] | None, str], ...] = (
@@ -377,7 +377,9 @@ _LIBRARY_FRAME_KINDS: tuple[tuple[str, Callable[[str], bool] | None, str], ...] 
 
 
 def _kind_from_library_frames(library: Sequence[FrameType]) -> str | None:
-    for fr in library:  # innermost first
+    # Outermost first: the library call the cell made names the operation (print(t) reaches
+    # Tensor.__format__ inside torch/_tensor_str.py, and is still a print).
+    for fr in reversed(library):
         path = fr.f_code.co_filename.replace("\\", "/")
         name = fr.f_code.co_name
         for fragment, name_test, kind in _LIBRARY_FRAME_KINDS:

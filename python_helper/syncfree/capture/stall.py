@@ -11,9 +11,11 @@ sync after queued GPU work nearly all of it is the wait.
 
 `StallClock` keeps that timestamp:
 
-- Python 3.12+: a `sys.monitoring` tool with CALL and LINE events; locations outside the
-  cell's code are disabled at their first event (PEP 669's DISABLE), so only calls and
-  lines of the cell cost anything.
+- Python 3.12+: a `sys.monitoring` tool with CALL events; call sites outside the cell's
+  code are disabled at their first event (PEP 669's DISABLE), so only the cell's calls cost
+  anything (about 0.25 us each). A sync without a call of its own (``x[mask]``, ``if t:``)
+  is timed from the cell's previous call; LINE events would time it from its line, at
+  three times the cost on a loop like bench/overhead.py's.
 - Python 3.10/3.11: a `sys.setprofile` callback on the cell's thread, which sees every call
   and return. The recorder's hook pauses it while it runs (cheap there: toggling sets one
   thread flag; on 3.12 it would re-instrument code, hence the monitoring tool).
@@ -76,7 +78,6 @@ class StallClock:
             monitoring = sys.monitoring
             monitoring.set_events(self._tool, 0)
             monitoring.register_callback(self._tool, monitoring.events.CALL, None)
-            monitoring.register_callback(self._tool, monitoring.events.LINE, None)
             monitoring.free_tool_id(self._tool)
             self._tool = None
         elif sys.getprofile() is self._callback:
@@ -115,8 +116,7 @@ class StallClock:
             callback = _monitoring_callback(self._stamp, self._cell_files, self._thread,
                                             monitoring.DISABLE)
             monitoring.register_callback(tool, monitoring.events.CALL, callback)
-            monitoring.register_callback(tool, monitoring.events.LINE, callback)
-            monitoring.set_events(tool, monitoring.events.CALL | monitoring.events.LINE)
+            monitoring.set_events(tool, monitoring.events.CALL)
             self._tool = tool
             return True
         return False
@@ -136,14 +136,14 @@ def _monitoring_callback(stamp: list, cell_files: Mapping[str, int], owner: int,
     clock = perf_counter
     ident = threading.get_ident
 
-    def on_cell_event(code, *_):
+    def on_cell_call(code, offset, callable_, arg0):
         if code.co_filename not in cell_files:
-            return disable  # never called again for this location
+            return disable  # never called again for this call site
         if ident() == owner:
             stamp[0] = clock()
         return None
 
-    return on_cell_event
+    return on_cell_call
 
 
 def _profile_callback(stamp: list, skip_a: dict, skip_b: dict, skip_c: dict):

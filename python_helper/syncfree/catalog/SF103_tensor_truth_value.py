@@ -100,9 +100,9 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
 
 
 def _single_assignment(block: list[ast.stmt]) -> ast.Assign | None:
-    if len(block) == 1 and isinstance(block[0], ast.Assign) and len(block[0].targets) == 1:
-        if isinstance(block[0].targets[0], ast.Name):
-            return block[0]
+    statement = block[0] if len(block) == 1 else None
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+        return statement
     return None
 
 

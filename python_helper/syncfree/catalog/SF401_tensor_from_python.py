@@ -83,7 +83,7 @@ def rewrite(found: Match, scope: CellScope) -> Fix | None:
             dtype = None  # a float literal: the default dtype, which torch.zeros/full also use
         rest = _keywords_text(call, scope, ("device", "dtype"))
         dtype_text = [f"dtype={dtype}"] if dtype else []
-        if literal == 0 or literal == 1:
+        if literal in (0, 1):  # also False/True and 0.0/1.0
             factory = f"{torch}.zeros" if literal == 0 else f"{torch}.ones"
             arguments = ["()", *dtype_text, f"device={device_text}", *rest]
         else:

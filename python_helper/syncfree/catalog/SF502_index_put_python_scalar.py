@@ -1,11 +1,13 @@
 """## What it does
-Checks for a Python number assigned into a CUDA tensor through an index: `x[0, 0] = 0`, `x[:, j] = 1.0`,
-`x[idx] = 0` with an integer index tensor.
+Checks for a Python number assigned into a CUDA tensor at a single element (`x[0, 0] = 0` on a 2-D tensor) or
+through an integer index tensor (`x[idx] = 0`).
 
 ## Why is this bad?
-torch wraps the Python number in a CPU scalar tensor and copies it to the GPU with a blocking copy, so the CPU waits
-for the GPU (measured: one sync per assignment, both for `x[0, 0] = 0` and for `x[idx_gpu] = 0`). In a loop that
-writes one element at a time this serializes the CPU and the GPU.
+torch wraps the Python number in a CPU scalar tensor. For one element (a 0-dim destination) it copies that scalar to
+the GPU, and `index_put_` does the same for a tensor index: a blocking copy, so the CPU waits for the GPU (measured:
+one sync for `x[0, 0] = 0` and for `x[idx_gpu] = 0`). A destination that keeps a dimension (`x[:, j] = 1.0`,
+`x[0] = 0` on a 2-D tensor) is filled from the CPU scalar without a sync, as is `x[mask] = 0` (`masked_fill_`).
+In a loop that writes one element at a time this serializes the CPU and the GPU.
 
 ## Example
 ```python
@@ -15,21 +17,19 @@ for i in range(n):
 ```
 
 ## Use instead
-Assign a value that is already on the GPU (a 0-dim tensor made by `torch.zeros`/`torch.full`, no copy involved), use
-in-place ops with the Python scalar (`masked_fill_`, `index_fill_`, `fill_` on a view) or, better, one vectorized
-assignment instead of a loop.
+Write whole slices at once (`grid[:, 0] = 0` fills from the CPU scalar without a copy), assign a value that is
+already on the GPU (a 0-dim tensor made by `torch.zeros`/`torch.full`, no copy involved), or use in-place ops that
+take the Python scalar (`masked_fill_`, `index_fill_`).
 ```python
 grid = torch.ones(n, n, device="cuda")
-zero = torch.zeros((), dtype=grid.dtype, device=grid.device)
-for i in range(n):
-    grid[i, 0] = zero
+grid[:, 0] = 0  # one fill of the column: no copy, no sync
 ```
 
 ## Fix safety
-Safe when the index holds only integers, slices and integer tensors: the value becomes
-`torch.full((), v, dtype=x.dtype, device=x.device)` (`zeros`/`ones` for 0 and 1), which stores the same number.
-Needs review when the index is a tensor of unknown dtype: with a boolean mask the original takes torch's
-`masked_fill_` path, which does not sync, while a GPU value would.
+Safe when the index holds only integers and integer tensors: the value becomes
+`torch.full((), v, dtype=x.dtype, device=x.device)` (`zeros`/`ones` for 0 and 1), which stores the same number
+without a copy from the CPU. Needs review when the index is a tensor of unknown dtype: with a boolean mask the
+original takes torch's `masked_fill_` path, which does not sync, while a GPU value would.
 """
 
 import ast
@@ -41,17 +41,20 @@ from syncfree.catalog.SF501_index_with_host_index import host_index
 
 
 def _index_kind(part: ast.expr, scope: CellScope) -> str | None:
-    """'basic' (int, slice, None, ...), 'int' (an integer tensor), 'unknown' (a tensor of unknown dtype) or None
-    (a boolean mask or a CPU index: other rules, and a mask with a scalar value does not sync)."""
-    if isinstance(part, ast.Slice) or isinstance(part, ast.Constant):
-        return "basic"
+    """'int' (a Python int), 'view' (a slice, None or ...: the destination keeps a dimension), 'tensor' (an integer
+    tensor), 'unknown' (a tensor of unknown dtype, or a value the text does not tell) or None (a boolean mask or a
+    CPU index: other rules, and a mask with a scalar value takes masked_fill_, which does not sync)."""
+    if isinstance(part, ast.Slice) or (isinstance(part, ast.Constant) and part.value in (None, Ellipsis)):
+        return "view"
+    if isinstance(number_literal(part), int) and not isinstance(number_literal(part), bool):
+        return "int"
     value = scope.value(part)
     if value.kind == "python":
-        return "basic"
+        return "int"
     if host_index(part, scope):
         return None
     if value.kind == "tensor":
-        return {"int": "int", "bool": None}.get(value.dtype or "", "unknown")
+        return {"int": "tensor", "bool": None}.get(value.dtype or "", "unknown")
     return "unknown" if value.kind == "unknown" else None
 
 
@@ -69,13 +72,23 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     kinds = [_index_kind(part, scope) for part in index_parts(node)]
     if None in kinds:
         return
-    uncertain_index = "unknown" in kinds
-    certainty = "certain" if receiver.device == "cuda" and not uncertain_index else "likely"
+    if "tensor" in kinds or "unknown" in kinds:
+        # Advanced indexing: index_put_ copies the CPU scalar to the GPU (measured for x[idx_gpu] = 0).
+        certain = "unknown" not in kinds
+    elif "view" in kinds:
+        return  # the destination keeps a dimension: torch fills it from the CPU scalar, no copy (measured)
+    elif receiver.ndim is not None and receiver.ndim != len(kinds):
+        return  # fewer ints than dimensions: a view again, filled without a copy
+    else:
+        # One element: a 0-dim destination takes a copy_ from the CPU scalar (torch/csrc/autograd/
+        # python_variable_indexing.cpp -> at::indexing copy_to), a blocking copy (measured for x[0, 0] = 0).
+        certain = receiver.ndim is not None
+    certainty = "certain" if receiver.device == "cuda" and certain else "likely"
     yield Match(
         node,
         f"`{scope.snippet(parent)}` copies the Python number to the GPU with a blocking copy",
         certainty,
-        parts={"value": value_node, "uncertain_index": uncertain_index},
+        parts={"value": value_node, "uncertain_index": "unknown" in kinds},
     )
 
 

@@ -5,9 +5,10 @@ cell binds: a tensor on CUDA, a CPU tensor, a NumPy array, a Python number, a mo
 Rules ask it about the expressions they match (``scope.value(node)``, ``scope.tensor_certainty(node)``) so that code
 working on known-CPU tensors is not flagged and code on known-CUDA tensors is flagged as certain.
 
-It never executes anything. Names the cell does not bind (defined in an earlier cell) are unknown, which rules report
-as *likely* at most. Imports are resolved so that ``import torch as th`` / ``from torch.nn import functional as F``
-work; the usual aliases (``torch``, ``np``, ``F``, ``nn``, ``dist``) are assumed when an earlier cell imported them.
+It never executes anything. Names the cell does not bind are unknown, which rules report as *likely* at most, unless
+the caller hands over what earlier cells bound (:class:`Bindings`, as ``syncfree check`` does for a notebook). Imports
+are resolved so that ``import torch as th`` / ``from torch.nn import functional as F`` work; the usual aliases
+(``torch``, ``np``, ``F``, ``nn``, ``dist``) are assumed when an earlier cell imported them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class Value:
     ``module_class``, ``numpy``, ``python`` (numbers, strings, lists of those), ``sequence`` (a list/tuple literal),
     ``device``, ``event``, ``stream``, ``grad_scaler``, ``work`` (an async collective's handle), ``function`` or
     ``unknown``. ``device`` is known only when the text says so. ``int_data`` keeps the elements of a 1-D integer
-    tensor built from constants (so ``repeat_interleave`` can know its output size).
+    tensor built from constants (so ``repeat_interleave`` can know its output size); ``ndim`` a tensor's number of
+    dimensions where the text shows it (``torch.zeros(8, 8)``), which decides whether ``x[0, 0] = 0`` syncs.
     """
 
     kind: str = "unknown"
@@ -41,6 +43,7 @@ class Value:
     pinned: bool = False
     int_data: tuple[int, ...] | None = None
     const: object = None
+    ndim: int | None = None
 
     @property
     def is_tensor(self) -> bool:
@@ -49,7 +52,6 @@ class Value:
 
 UNKNOWN = Value()
 PYTHON = Value("python")
-_CUDA_TENSOR = Value("tensor", "cuda")
 
 DEFAULT_ALIASES = {
     "torch": "torch",
@@ -97,6 +99,12 @@ _INT_RESULTS = frozenset(
     "nonzero argwhere argmax argmin argsort long int short char byte bincount searchsorted bucketize".split()
 )
 _FLOAT_RESULTS = frozenset("float double half bfloat16".split())
+# Methods whose result has the receiver's shape, and full reductions (no dim given) that give a 0-dim tensor.
+_SHAPE_KEEPING_METHODS = frozenset(
+    "clone detach contiguous abs neg float double half bfloat16 long int short char byte bool sigmoid relu exp log "
+    "sqrt clamp clamp_min clamp_max isnan isinf isfinite logical_not masked_fill pow add sub mul div".split()
+)
+_FULL_REDUCTIONS = frozenset("sum mean max min prod norm amax amin any all std var count_nonzero".split())
 _DTYPE_KEEPING_METHODS = frozenset(
     "clone detach view reshape contiguous squeeze unsqueeze flatten t transpose permute expand expand_as repeat "
     "flip roll narrow select index_select gather masked_select masked_fill where cuda cpu to pin_memory abs neg "
@@ -255,10 +263,6 @@ class CellScope:
         last = max(arguments, key=lambda node: (node.end_lineno, node.end_col_offset))
         return Edit.insert((last.end_lineno, last.end_col_offset), f", {text}")  # type: ignore[arg-type]
 
-    def line_indent(self, line: int) -> str:
-        text = self.lines[line - 1]
-        return text[: len(text) - len(text.lstrip())]
-
     @property
     def torch(self) -> str:
         """How this cell spells the torch module (``th`` after ``import torch as th``)."""
@@ -359,7 +363,15 @@ class CellScope:
         """The abstract value of an expression in the environment of the statement being visited."""
         key = id(node)
         if key not in self._cache:
-            self._cache[key] = self._evaluate(node)
+            # Evaluate a long left-leaning chain (x + x + ..., t.a().b().c()) from its innermost operand out, so
+            # that each step finds its operand cached and the recursion stays shallow.
+            chain = []
+            inner: ast.AST | None = node
+            while inner is not None and id(inner) not in self._cache:
+                chain.append(inner)
+                inner = _leftmost_operand(inner)
+            for link in reversed(chain):
+                self._cache[id(link)] = self._evaluate(link)
         return self._cache[key]
 
     def tensor_certainty(self, node: ast.AST, *, unknown: bool = False) -> Certainty | None:
@@ -485,7 +497,9 @@ class CellScope:
         if any(v.kind == "tensor" for v in values):
             dtypes = {v.dtype for v in values if v.kind == "tensor"}
             dtype = "bool" if comparison or (boolean and dtypes == {"bool"}) else None
-            return Value("tensor", combine_devices(values), dtype)
+            ndims = [v.ndim for v in values if v.kind != "python"]
+            ndim = max(ndims) if ndims and None not in ndims else None  # broadcasting
+            return Value("tensor", combine_devices(values), dtype, ndim=ndim)
         if any(v.kind == "numpy" for v in values):
             return Value("numpy")
         if all(v.kind == "python" for v in values):
@@ -617,7 +631,39 @@ class CellScope:
                 fill = number_literal(call.args[1])
                 dtype = "bool" if isinstance(fill, bool) else "int" if isinstance(fill, int) else dtype
         pinned = is_constant(keyword_value(call, "pin_memory"), True)
-        return Value("tensor", device, dtype, pinned=pinned, int_data=int_data)
+        return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data))
+
+    def _factory_ndim(self, short: str, call: ast.Call, data: ast.expr | None) -> int | None:
+        """The number of dimensions a factory call creates, when its arguments spell it out."""
+        if short in ("tensor", "as_tensor", "asarray"):
+            depth, node = 0, data
+            while isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+                depth, node = depth + 1, node.elts[0]
+            if isinstance(node, (ast.List, ast.Tuple)):
+                return depth + 1  # an empty list: one dimension of size 0
+            if number_literal(node) is not None:
+                return depth
+            return self.value(data).ndim if depth == 0 and data is not None else None
+        if short.endswith("_like"):
+            return self.value(call.args[0]).ndim if call.args else None
+        if short in ("arange", "range", "linspace", "logspace", "randperm", "frombuffer"):
+            return 1
+        if short == "eye":
+            return 2
+        if short == "scalar_tensor":
+            return 0
+        size = keyword_value(call, "size")
+        if size is None and short == "randint":
+            size = call.args[-1] if call.args else None
+        elif size is None and call.args:
+            size = call.args[0] if short == "full" or isinstance(call.args[0], (ast.List, ast.Tuple)) else None
+            if size is None and short in ("zeros", "ones", "empty", "rand", "randn"):
+                if any(isinstance(a, ast.Starred) for a in call.args):
+                    return None
+                return len(call.args)  # torch.zeros(8, 8)
+        if isinstance(size, (ast.List, ast.Tuple)) and not any(isinstance(e, ast.Starred) for e in size.elts):
+            return len(size.elts)
+        return None
 
     def _constant_fill(self, short: str, call: ast.Call, dtype: str | None) -> tuple[int, ...] | None:
         """Data of ``torch.full((n,), k)`` / ``torch.ones(n, dtype=torch.long)`` with literal n and k."""
@@ -687,10 +733,10 @@ class CellScope:
                 return UNKNOWN
             dtype = self.dtype_family(call.args[0]) if method == "to" and call.args else None
             if dtype is None:
-                return Value("tensor", device, receiver.dtype, int_data=receiver.int_data)
-            return Value("tensor", device, dtype)
+                return Value("tensor", device, receiver.dtype, int_data=receiver.int_data, ndim=receiver.ndim)
+            return Value("tensor", device, dtype, ndim=receiver.ndim)
         if method == "pin_memory":
-            return Value("tensor", "cpu", receiver.dtype, pinned=True, int_data=receiver.int_data)
+            return replace(receiver, kind="tensor", device="cpu", pinned=True)
         if method in ("clone", "detach", "contiguous"):
             return replace(receiver, pinned=False)
         if method in _TENSOR_NONE_METHODS:
@@ -703,14 +749,18 @@ class CellScope:
             return self._type_result(receiver, call)
         if unknown_receiver:
             return Value("unknown", "cuda") if receiver.device == "cuda" else UNKNOWN
+        if method in _FULL_REDUCTIONS and not call.args and not call.keywords:
+            ndim: int | None = 0
+        else:
+            ndim = receiver.ndim if method in _SHAPE_KEEPING_METHODS else None
         if method in _BOOL_RESULTS:
-            return Value("tensor", receiver.device, "bool")
+            return Value("tensor", receiver.device, "bool", ndim=ndim)
         if method in _INT_RESULTS:
-            return Value("tensor", receiver.device, "int")
+            return Value("tensor", receiver.device, "int", ndim=ndim)
         if method in _FLOAT_RESULTS:
-            return Value("tensor", receiver.device, "float")
+            return Value("tensor", receiver.device, "float", ndim=ndim)
         dtype = receiver.dtype if method in _DTYPE_KEEPING_METHODS else None
-        return Value("tensor", receiver.device, dtype)
+        return Value("tensor", receiver.device, dtype, ndim=ndim)
 
     def _type_result(self, receiver: Value, call: ast.Call) -> Value:
         if not call.args and not call.keywords:
@@ -747,9 +797,23 @@ class CellScope:
 
     # ----------------------------------------------------------------------------------------------- the walk
     def walk(self, visit: Callable[[ast.AST], None]) -> None:
-        """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment."""
+        """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
+
+        Function bodies are visited after the cell's top level, with each parameter bound to what the cell passes
+        for it (joined over the calls the walk saw), so a sync inside a helper called with a CUDA tensor is found.
+        """
         self._visit = visit
+        self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
+        self._call_arguments: dict[int, list[dict[str, Value]]] = {}
         self._block(self.tree.body)
+        top = self._env
+        index = 0
+        while index < len(self._deferred):  # bodies may define (and defer) functions of their own
+            function, enclosing = self._deferred[index]
+            index += 1
+            self._function_body(function, enclosing)
+        self._env = top
+        self._changed()
 
     def _changed(self) -> None:
         self._cache.clear()
@@ -882,16 +946,44 @@ class CellScope:
             self._expression(decorator)
         for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
             self._expression(default)
-        self._env = self._env.new_child()
+        self.bind(node.name, Value("function", const=node))
+        self._deferred.append((node, self._env))
+
+    def _function_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef, enclosing: ChainMap[str, Value]) -> None:
+        """Walk a function's body in its enclosing scope as it stands after the cell's top level ran."""
+        self._env = enclosing.new_child()
         self._changed()
+        calls = self._call_arguments.get(id(node), [])
         arguments = node.args
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
-            if argument is not None:
-                annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
-                self.bind(argument.arg, Value("tensor") if annotation == "torch.Tensor" else UNKNOWN)
+            if argument is None:
+                continue
+            annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
+            value = Value("tensor") if annotation == "torch.Tensor" else UNKNOWN
+            if calls and argument not in (arguments.vararg, arguments.kwarg):
+                passed = [call.get(argument.arg, UNKNOWN) for call in calls]
+                value = passed[0]
+                for other in passed[1:]:
+                    value = join(value, other)
+            self.bind(argument.arg, value)
         self._block(node.body)
-        self._env = self._env.parents
-        self.bind(node.name, Value("function"))
+
+    def _record_call(self, call: ast.Call) -> None:
+        """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
+        function = self.value(call.func).const
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return
+        parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        passed: dict[str, Value] = {}
+        for name, argument in zip(parameters, call.args):
+            if isinstance(argument, ast.Starred):
+                return  # f(*args): the text does not say which parameter gets what
+            passed[name] = self.value(argument)
+        for item in call.keywords:
+            if item.arg is None:
+                return
+            passed[item.arg] = self.value(item.value)
+        self._call_arguments.setdefault(id(function), []).append(passed)
 
     def _class(self, node: ast.ClassDef) -> None:
         self._visit(node)
@@ -908,19 +1000,33 @@ class CellScope:
         self.bind(node.name, Value("module_class") if is_module else UNKNOWN)
 
     def _generic(self, node: ast.AST) -> None:
-        """Visit a node and everything under it, giving comprehensions and lambdas their own names."""
-        self._visit(node)
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-            self._comprehension(node)
-        elif isinstance(node, ast.Lambda):
-            self._env = self._env.new_child({a.arg: UNKNOWN for a in ast.walk(node.args) if isinstance(a, ast.arg)})
-            self._changed()
-            self._generic(node.body)
-            self._env = self._env.parents
-            self._changed()
-        else:
-            for child in ast.iter_child_nodes(node):
-                self._generic(child)
+        """Visit a node and everything under it, parents first, giving comprehensions and lambdas their own names.
+
+        An explicit stack rather than recursion: generated code nests expressions deeper than Python's recursion
+        limit allows.
+        """
+        stack: list[ast.AST | Callable[[], None]] = [node]
+        while stack:
+            item = stack.pop()
+            if not isinstance(item, ast.AST):
+                item()  # leave a lambda's scope
+                continue
+            self._visit(item)
+            if isinstance(item, ast.Call):
+                self._record_call(item)
+            if isinstance(item, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+                self._comprehension(item)
+            elif isinstance(item, ast.Lambda):
+                self._env = self._env.new_child({a.arg: UNKNOWN for a in ast.walk(item.args) if isinstance(a, ast.arg)})
+                self._changed()
+                stack.append(self._leave_scope)
+                stack.append(item.body)
+            else:
+                stack.extend(reversed(list(ast.iter_child_nodes(item))))
+
+    def _leave_scope(self) -> None:
+        self._env = self._env.parents
+        self._changed()
 
     _expression = _generic
 
@@ -941,6 +1047,21 @@ class CellScope:
         self._changed()
 
 
+def _leftmost_operand(node: ast.AST) -> ast.AST | None:
+    """The operand evaluated first, for the expressions that chain."""
+    if isinstance(node, ast.BinOp):
+        return node.left
+    if isinstance(node, ast.Compare):
+        return node.left
+    if isinstance(node, (ast.Attribute, ast.Subscript)):
+        return node.value
+    if isinstance(node, ast.Call):
+        return node.func.value if isinstance(node.func, ast.Attribute) else None
+    if isinstance(node, ast.UnaryOp):
+        return node.operand
+    return None
+
+
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
     """The device of an op's result: CUDA when any tensor operand is on CUDA (PyTorch allows only CPU scalars
     beside it), CPU when every operand is a CPU tensor or Python data, otherwise unknown."""
@@ -948,9 +1069,9 @@ def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device |
     if any(v.device == "cuda" and v.kind in ("tensor", "unknown", "tensors") for v in values):
         return "cuda"
     tensors = [v for v in values if v.kind == "tensor"]
-    if tensors and all(v.device == "cpu" for v in tensors):
-        if all(v.kind in ("tensor", "python", "sequence", "device") for v in values) or not strict:
-            return "cpu"
+    only_host_operands = all(v.kind in ("tensor", "python", "sequence", "device") for v in values)
+    if tensors and all(v.device == "cpu" for v in tensors) and (only_host_operands or not strict):
+        return "cpu"
     return None
 
 
@@ -962,7 +1083,8 @@ def join(first: Value, second: Value) -> Value:
         return UNKNOWN
     device = first.device if first.device == second.device else None
     dtype = first.dtype if first.dtype == second.dtype else None
-    return Value(first.kind, device, dtype)
+    ndim = first.ndim if first.ndim == second.ndim else None
+    return Value(first.kind, device, dtype, ndim=ndim)
 
 
 def element_of(container: Value) -> Value:

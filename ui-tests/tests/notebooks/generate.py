@@ -1,0 +1,215 @@
+"""Write the notebooks that the galata tests open: cells with syncfree reports already in
+their outputs, so the UI tests need neither a GPU nor the kernel side.
+
+    PYTHONPATH=python_helper .venv/bin/python ui-tests/tests/notebooks/generate.py
+
+The findings (ranges, fixes) come from the real static pass and the rule texts from the
+catalog (``syncfree.analyze``, ``syncfree.report.build_report``); the measured sites are
+written here, with counts and times of the order measured on an H200
+(shared/sync-facts.md). Every report is validated against report.schema.json and its
+``source_hash`` is the hash of the exact cell text, so markers are fresh when opened.
+
+``hostile.ipynb`` holds reports that a hand-edited or malicious notebook could carry.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from syncfree.analyze import analyze_source
+from syncfree.report import build_report, mime_bundle, source_hash, validate_report
+
+HERE = Path(__file__).parent
+CUDA = {"kind": "cuda", "name": "NVIDIA H200", "torch": "2.11.0+cu130"}
+PREDICT = {"kind": "predict", "name": "CPU stand-ins (no CUDA device)", "torch": "2.13.0+cpu"}
+
+
+def site(line: int, kind: str, count: int, blocked_ms: float | None, rule: str | None, message: str,
+         chain: list[int] | None = None, frames: list[dict] | None = None, predicted: bool = False) -> dict:
+    entry = {
+        "line": line,
+        "kind": kind,
+        "count": count,
+        "blocked_ms": blocked_ms,
+        "chain": chain or [line],
+        "frames": frames or [],
+        "rule": rule,
+        "message": message,
+        "thread": None,
+    }
+    if predicted:
+        entry["predicted"] = True
+    return entry
+
+
+def code_cell(cell_id: str, source: str, outputs: list[dict] | None = None, count: int | None = None) -> dict:
+    return {
+        "id": cell_id,
+        "cell_type": "code",
+        "execution_count": count,
+        "metadata": {},
+        "source": source,
+        "outputs": outputs or [],
+    }
+
+
+def report_output(report: dict) -> dict:
+    return {"output_type": "display_data", "data": mime_bundle(report), "metadata": {}}
+
+
+def raw_report_output(data: object) -> dict:
+    """A report output as a notebook file could hold it, valid or not."""
+    return {
+        "output_type": "display_data",
+        "data": {"application/vnd.syncfree.report.v1+json": data, "text/plain": "syncfree report"},
+        "metadata": {},
+    }
+
+
+def checked_report(source: str, *, sites: list[dict], mode: str = "warn", device: dict = CUDA,
+                   cell_id: str, wall_ms: float = 0.0, notes: tuple[str, ...] = ()) -> dict:
+    body_first_line = 2 if source.startswith("%%syncfree") else 1
+    body = source.split("\n", 1)[1] if body_first_line == 2 else source
+    findings = analyze_source(body, first_line=body_first_line)
+    report = build_report(source=source, device=device, mode=mode, sites=sites, findings=findings,
+                          wall_ms=wall_ms, cell_id=cell_id, notes=notes)
+    validate_report(report)
+    return report
+
+
+def notebook(cells: list[dict]) -> dict:
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+        "cells": cells,
+    }
+
+
+# ---------------------------------------------------------------------------- syncs.ipynb
+
+TRAIN = "\n".join([
+    "%%syncfree",
+    "x = torch.randn(4096, 4096, device=\"cuda\")",
+    "total = 0.0",
+    "for step in range(64):",
+    "    y = x @ x",
+    "    total += y.sum().item()",
+    "print(\"last\", y.mean())",
+])
+
+PREPARE = "\n".join([
+    "%%syncfree",
+    "scores = torch.rand(100_000, device=\"cuda\")",
+    "weights = torch.tensor([0.5, 2.0], device=\"cuda\")",
+    "best = max(scores.sum(), scores.mean())",
+    "keep = scores[scores > 0.5]",
+    "if keep.numel() == 0:",
+    "    print(\"nothing kept\", torch.nonzero(scores))",
+])
+
+PREDICTED = "\n".join([
+    "%%syncfree",
+    "labels = torch.randint(0, 10, (1000,), device=\"cuda\")",
+    "classes = torch.unique(labels)",
+])
+
+TORCH_FRAMES = [
+    {"file": "/opt/venv/lib/python3.11/site-packages/torch/_tensor.py", "line": 568, "name": "__repr__"},
+    {"file": "/opt/venv/lib/python3.11/site-packages/torch/_tensor_str.py", "line": 722, "name": "_str"},
+    {"file": "/opt/venv/lib/python3.11/site-packages/torch/_tensor_str.py", "line": 643, "name": "_str_intern"},
+]
+
+
+def syncs_notebook() -> dict:
+    train = checked_report(TRAIN, cell_id="train", wall_ms=1450.0, sites=[
+        site(6, "item", 64, 41.2, "SF101", ".item() synced 64x: the CPU waited for each matmul"),
+        site(7, "print", 8, 0.9, "SF201", "print of a CUDA tensor synced 8x", frames=TORCH_FRAMES),
+    ])
+    prepare = checked_report(PREPARE, cell_id="prepare", wall_ms=12.0, sites=[
+        site(5, "mask_index", 1, 2.4, "SF601", "x[mask] synced: its size depends on the mask"),
+        site(4, "python_bool", 2, 0.3, "SF104", "max() compared tensors on the CPU"),
+        site(3, "tensor_from_python", 1, 0.06, "SF401", "torch.tensor(list, device='cuda') copied from pageable memory"),
+    ])
+    predicted = checked_report(PREDICTED, cell_id="predicted", mode="predict", device=PREDICT, wall_ms=3.0, sites=[
+        site(3, "unique", 1, None, "SF604", "torch.unique sizes its output on the host", predicted=True),
+    ], notes=("No CUDA device: syncs were predicted on CPU stand-ins.",))
+    return notebook([
+        {"id": "intro", "cell_type": "markdown", "metadata": {},
+         "source": "# Where does this notebook wait for the GPU?"},
+        code_cell("imports", "import torch\n%load_ext syncfree", count=1),
+        code_cell("train", TRAIN, [report_output(train)], count=2),
+        code_cell("prepare", PREPARE, [report_output(prepare)], count=3),
+        code_cell("predicted", PREDICTED, [report_output(predicted)], count=4),
+    ])
+
+
+# ---------------------------------------------------------------------------- hostile.ipynb
+
+HOSTILE_CELL = "%%syncfree\nx = t.sum().item()\nprint(x)"
+EVIL = "<img src=x onerror=\"window.syncfreePwned=1\"><script>window.syncfreePwned=1</script>"
+
+
+def hostile_notebook() -> dict:
+    valid = checked_report(HOSTILE_CELL, cell_id="valid", sites=[
+        site(2, "item", 3, 1.5, "SF101", "item synced 3x"),
+    ])
+    # Valid per the schema, but every string is markup and the lines are far outside the cell.
+    markup = copy.deepcopy(valid)
+    markup["cell_id"] = "markup"
+    markup["sites"] = [
+        site(2, "item", 1, 0.5, "SF101", EVIL, frames=[{"file": EVIL, "line": 1, "name": EVIL}]),
+        site(999, "item", 1, 0.5, "SF101", "a line far past the end of the cell"),
+    ]
+    markup["notes"] = [EVIL]
+    markup["rules"]["SF101"] = {**markup["rules"]["SF101"], "title": EVIL, "why": EVIL, "example_before": EVIL}
+    markup["findings"] = [{"rule": "SF101", "range": {"line": 2, "col": 0, "end_line": 2, "end_col": 5},
+                           "message": EVIL, "certainty": "certain",
+                           "fix": {"title": EVIL, "safety": "review", "reason": EVIL,
+                                   "edits": [{"range": {"line": 2, "col": 0, "end_line": 2, "end_col": 1},
+                                              "text": EVIL}]}}]
+    validate_report(markup)
+
+    wrong_types = copy.deepcopy(valid)
+    wrong_types["sites"][0]["line"] = "2"
+    wrong_types["totals"]["syncs"] = -5
+    unknown = {**copy.deepcopy(valid), "script": "<script>window.syncfreePwned=1</script>"}
+    huge = copy.deepcopy(valid)
+    huge["sites"][0]["message"] = "x" * 20_000
+    negative = copy.deepcopy(valid)
+    negative["sites"][0]["line"] = -3
+    negative["sites"][0]["chain"] = [-3]
+
+    cells = [
+        code_cell("not-json", HOSTILE_CELL, [raw_report_output("{this is not json")]),
+        code_cell("wrong-types", HOSTILE_CELL, [raw_report_output(wrong_types)]),
+        code_cell("unknown-property", HOSTILE_CELL, [raw_report_output(unknown)]),
+        code_cell("huge-string", HOSTILE_CELL, [raw_report_output(huge)]),
+        code_cell("negative-line", HOSTILE_CELL, [raw_report_output(negative)]),
+        code_cell("array", HOSTILE_CELL, [raw_report_output([1, 2, 3])]),
+        code_cell("markup", HOSTILE_CELL, [raw_report_output(markup)]),
+        code_cell("valid", HOSTILE_CELL, [report_output(valid)]),
+    ]
+    return notebook(cells)
+
+
+def main() -> None:
+    for name, content in (("syncs.ipynb", syncs_notebook()), ("hostile.ipynb", hostile_notebook())):
+        (HERE / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {HERE / name}")
+    # The hash the frontend recomputes must match the one written (same text, same bytes).
+    nb = json.loads((HERE / "syncs.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {}).get("application/vnd.syncfree.report.v1+json")
+            if data:
+                assert data["source_hash"] == source_hash(cell["source"]), cell["id"]
+
+
+if __name__ == "__main__":
+    main()
