@@ -542,6 +542,17 @@ def test_nested_session_is_inert(session_state):
     assert session_state() == before
 
 
+def test_tensors_stay_on_the_stand_in_device_across_sessions():
+    # A tensor created by one predicted cell is still "on CUDA" in the next cell.
+    with PredictSession(CollectingRecorder()):
+        x = torch.ones(3, device="cuda")
+    later = CollectingRecorder()
+    with PredictSession(later):
+        x.sum().item()
+        torch.ones(3).sum().item()  # a real CPU tensor: no prediction
+    assert later.kinds == ["item"]
+
+
 def test_session_counts_what_it_put_on_cuda():
     with PredictSession(CollectingRecorder()) as session:
         assert session.cuda_tensors_created == 0

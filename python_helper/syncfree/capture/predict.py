@@ -193,6 +193,16 @@ class VirtualCudaRegistry:
             self._pinned_storages.add(storage)
 
 
+_registry: VirtualCudaRegistry | None = None
+
+
+def _kernel_registry() -> VirtualCudaRegistry:
+    global _registry
+    if _registry is None:
+        _registry = VirtualCudaRegistry()
+    return _registry
+
+
 def _tensors_in(obj: Any) -> list[Any]:
     """Tensors in an argument: nested lists/tuples and dict values, a few levels deep."""
     found: list[Any] = []
@@ -278,11 +288,12 @@ class PredictSession:
         self._mode: Any = None
         self._default_stream: _Stream | None = None
         self._dynamo_disabled = False
+        self._marked_before = 0
 
     @property
     def cuda_tensors_created(self) -> int:
         """How many tensors (storages) were put on the virtual CUDA device so far."""
-        return self.registry.marked if self.registry is not None else 0
+        return self.registry.marked - self._marked_before if self.registry is not None else 0
 
     def __enter__(self) -> PredictSession:
         global _active_session
@@ -296,7 +307,11 @@ class PredictSession:
         undo = self._undo = contextlib.ExitStack()
         undo.callback(_release_active, self)
         try:
-            self.registry = VirtualCudaRegistry()
+            # One registry for the kernel's life: a tensor put on the stand-in device by
+            # an earlier predicted cell is still "on CUDA" in the next one, as it would be
+            # on a GPU. It holds weak references only.
+            self.registry = _kernel_registry()
+            self._marked_before = self.registry.marked
             # Stand-in classes bound to this session (what torch.cuda.Event/Stream become).
             bound = {"_session": self, "__module__": "torch.cuda"}
             self.event_type = type("Event", (_Event,), bound)
