@@ -7,6 +7,8 @@ from jupyterlab.galata import configure_jupyter_server
 
 configure_jupyter_server(c)  # noqa: F821
 
+c.ServerApp.port = int(os.environ.get("SYNCFREE_UI_PORT", "8888"))  # noqa: F821
+
 # CI runs as root.
 if getpass.getuser() == "root":
     c.ServerApp.allow_root = True  # noqa: F821

@@ -4,6 +4,10 @@
  */
 const baseConfig = require('@jupyterlab/galata/lib/playwright-config');
 
+// SYNCFREE_UI_PORT lets a second test server run beside a developer's (default 8888).
+const port = process.env.SYNCFREE_UI_PORT || '8888';
+const baseURL = `http://localhost:${port}`;
+
 module.exports = {
   ...baseConfig,
   timeout: 120000,
@@ -12,6 +16,7 @@ module.exports = {
   reporter: [['list']],
   use: {
     ...baseConfig.use,
+    baseURL,
     video: 'off',
     trace: 'off',
     launchOptions: {
@@ -21,7 +26,7 @@ module.exports = {
   },
   webServer: {
     command: 'jupyter lab --config jupyter_server_test_config.py',
-    url: 'http://localhost:8888/lab',
+    url: `${baseURL}/lab`,
     timeout: 120 * 1000,
     reuseExistingServer: !process.env.CI,
     // The server's log is noise in a passing run; SYNCFREE_UI_DEBUG=1 shows it.
