@@ -1,11 +1,12 @@
 """What watching a sync-heavy loop costs: plain loop vs SyncRecorder vs torch.profiler.
 
-    PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 5] [--strict]
+    PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 11] [--strict]
 
 The loop (sync-facts.md, "Overhead of ways to observe"): 5000 iterations of
 ``y = x @ w; s += y.sum().item()`` on 256x256 CUDA tensors, compiled under a cell filename
 as ``%%syncfree`` compiles a cell. Each variant runs ``--repeats`` times after a warm-up;
-the median is reported with its ratio to the plain loop. Targets: recorder (warn mode,
+the variants run round-robin and the median of each is reported with its ratio to the
+plain loop and the added time per sync. Targets: recorder (warn mode,
 attribution and aggregation) <= 1.10x, recorder with blocked time <= 1.15x. Without CUDA it
 says so and exits 0. ``--strict`` exits 1 when a target is missed.
 """
@@ -35,7 +36,7 @@ TARGETS = {"recorder": 1.10, "recorder + blocked": 1.15}
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
 
@@ -65,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
             assert (site.line, site.count) == (4, args.iterations), site.to_report()
         return run
 
+    def timed(run) -> float:
+        started = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
     def profiled():
         activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         with torch.profiler.profile(activities=activities, with_stack=True):
@@ -74,19 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         "plain loop": plain,
         "recorder": recorded(False),
         "recorder + blocked": recorded(True),
-        "torch.profiler with_stack": profiled,
     }
-    seconds = {}
-    for name, run in variants.items():
-        run()  # warm-up: cuBLAS handles, profiler start-up, code caches
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.repeats):
-            started = time.perf_counter()
-            run()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - started)
-        seconds[name] = statistics.median(times)
+    for run in variants.values():
+        run()  # warm-up: cuBLAS handles, code caches
+    torch.cuda.synchronize()
+    # Round-robin, so that drift of the clocks (CPU and GPU) reaches every variant alike.
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(args.repeats):
+        for name, run in variants.items():
+            times[name].append(timed(run))
+    # The profiler last: once CUPTI is attached it slows every later kernel launch.
+    profiled()
+    times["torch.profiler with_stack"] = [timed(profiled) for _ in range(args.repeats)]
+    seconds = {name: statistics.median(values) for name, values in times.items()}
 
     print(f"syncfree bench: {args.iterations} x (y = x @ w; s += y.sum().item()), 256x256, "
           f"median of {args.repeats} | {torch.cuda.get_device_name()} | torch {torch.__version__} "
@@ -101,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
             verdict = f"target <= {target:.2f}x: {'ok' if ratio <= target else 'MISSED'}"
             if ratio > target:
                 missed.append(name)
-        print(f"  {name:28s} {value:8.3f} s  {ratio:5.2f}x  {verdict}")
+        per_sync = (value - base) / args.iterations * 1e6
+        print(f"  {name:28s} {value:8.3f} s  {ratio:5.2f}x  {per_sync:+6.2f} us/sync  {verdict}")
     return 1 if args.strict and missed else 0
 
 

@@ -2,7 +2,8 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import { formatMs } from './gutter/lines';
 import { parseReport } from './reports';
-import { CSS_PREFIX, MIME_TYPE, SyncReport } from './tokens';
+import { ruleOf } from './gutter/card';
+import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
 
 /** Create an element with text content: report strings never go through innerHTML. */
 function el<K extends keyof HTMLElementTagNameMap>(
@@ -33,6 +34,9 @@ function headline(report: SyncReport): string {
   return `syncfree: ${syncs} at ${sites}${blocked} · ${report.mode} · ${device}`;
 }
 
+/** Sites shown at first; a long report (a loop over many lines) shows the rest on request. */
+export const SUMMARY_ROWS = 8;
+
 /**
  * Renders a report as a short summary under the cell: a headline, a compact table
  * (line, what, count, blocked) and a link that opens the Syncs sidebar.
@@ -46,6 +50,41 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     this.addClass(`${CSS_PREFIX}-summary`);
     this.node.addEventListener('click', this._onActivate);
     this.node.addEventListener('keydown', this._onActivate);
+  }
+
+  /** The sites, most costly first: line, what, count, blocked, rule. */
+  private _table(report: SyncReport, rows: SyncSite[], all = false): HTMLElement {
+    const box = el('div', `${CSS_PREFIX}-sites`);
+    const table = el('table', `${CSS_PREFIX}-table`);
+    const header = table.createTHead().insertRow();
+    for (const name of ['line', 'what', 'count', 'blocked', 'rule']) {
+      header.appendChild(el('th', undefined, name));
+    }
+    const body = table.createTBody();
+    for (const site of all ? rows : rows.slice(0, SUMMARY_ROWS)) {
+      const row = body.insertRow();
+      row.dataset.line = String(site.line);
+      if (this._actions.jumpToLine) {
+        row.tabIndex = 0;
+        row.title = `Go to line ${site.line}`;
+        row.classList.add(`${CSS_PREFIX}-jump`);
+      }
+      const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
+      row.appendChild(el('td', `${CSS_PREFIX}-num`, `${site.line}${chain}`));
+      row.appendChild(el('td', undefined, site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind));
+      row.appendChild(el('td', `${CSS_PREFIX}-num`, `×${site.count}`));
+      row.appendChild(el('td', `${CSS_PREFIX}-num`, formatMs(site.blocked_ms)));
+      const rule = ruleOf(report, site.rule);
+      row.appendChild(el('td', undefined, rule ? `${rule.code} ${rule.title}` : ''));
+    }
+    box.appendChild(table);
+    if (!all && rows.length > SUMMARY_ROWS) {
+      const more = el('button', `${CSS_PREFIX}-more jp-mod-styled`, `Show all ${rows.length} sites`);
+      more.type = 'button';
+      more.addEventListener('click', () => box.replaceWith(this._table(report, rows, true)));
+      box.appendChild(more);
+    }
+    return box;
   }
 
   private _onActivate = (event: MouseEvent | KeyboardEvent) => {
@@ -88,36 +127,18 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       (a, b) => (b.blocked_ms ?? 0) - (a.blocked_ms ?? 0) || b.count - a.count || a.line - b.line
     );
     if (rows.length > 0) {
-      const table = el('table', `${CSS_PREFIX}-table`);
-      const header = table.createTHead().insertRow();
-      for (const name of ['line', 'what', 'count', 'blocked', 'rule']) {
-        header.appendChild(el('th', undefined, name));
-      }
-      const body = table.createTBody();
-      for (const site of rows) {
-        const row = body.insertRow();
-        row.dataset.line = String(site.line);
-        if (this._actions.jumpToLine) {
-          row.tabIndex = 0;
-          row.title = `Go to line ${site.line}`;
-          row.classList.add(`${CSS_PREFIX}-jump`);
-        }
-        const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
-        row.appendChild(el('td', `${CSS_PREFIX}-num`, `${site.line}${chain}`));
-        row.appendChild(el('td', undefined, site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind));
-        row.appendChild(el('td', `${CSS_PREFIX}-num`, `×${site.count}`));
-        row.appendChild(el('td', `${CSS_PREFIX}-num`, formatMs(site.blocked_ms)));
-        const rule = site.rule ? report.rules[site.rule] : undefined;
-        row.appendChild(el('td', undefined, rule ? `${rule.code} ${rule.title}` : ''));
-      }
-      this.node.appendChild(table);
+      this.node.appendChild(this._table(report, rows));
     }
-    const unmatched = report.findings.filter(f => !report.sites.some(s => s.line === f.range.line));
+    const siteLines = new Set(report.sites.map(s => s.line));
+    const unmatched = report.findings.filter(f => !siteLines.has(f.range.line));
     if (unmatched.length > 0) {
       const list = el('ul', `${CSS_PREFIX}-findings`);
-      for (const finding of unmatched) {
-        const label = report.mode === 'static' ? '' : ' (did not run)';
+      const label = report.mode === 'static' ? '' : ' (did not run)';
+      for (const finding of unmatched.slice(0, SUMMARY_ROWS)) {
         list.appendChild(el('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
+      }
+      if (unmatched.length > SUMMARY_ROWS) {
+        list.appendChild(el('li', undefined, `… and ${unmatched.length - SUMMARY_ROWS} more (see the Syncs panel)`));
       }
       this.node.appendChild(list);
     }

@@ -18,11 +18,10 @@ function validate(data: unknown): ValidateFunction['errors'] | null {
 }
 
 /**
- * Reports already checked, by the output's data object. Every output change of a
- * notebook re-reads the reports of all its cells (and every editor re-reads its own):
- * the output models hand out the same object until the output itself is replaced
- * (@jupyterlab/rendermime outputmodel.ts keeps `_rawData`), so each is validated and
- * warned about once.
+ * Reports already checked, by the output's data object. Cells re-read their report on
+ * every output change (a streaming print, too): an output model hands out the same
+ * stored object until the output itself is replaced (`toJSON().data`, see
+ * `reportOfCell`), so each report is validated, and warned about, once.
  */
 const checked = new WeakMap<object, SyncReport | null>();
 /** The same for reports stored as JSON text (a few, most recent first out). */
@@ -77,6 +76,18 @@ function parseUnchecked(data: unknown, where: string): SyncReport | null {
   return value as SyncReport;
 }
 
+/**
+ * The report entry of an output's MIME bundle (unchecked), or undefined. Not
+ * `output.data`: that deep-copies every MIME entry on each read (@jupyterlab/rendermime
+ * outputmodel.ts `Private.extract`), HTML included, so a notebook of 500 reports would
+ * be copied whenever any output changes and the parse cache would never hit;
+ * `toJSON()` hands out the stored bundle itself.
+ */
+export function reportData(output: { toJSON(): unknown }): unknown {
+  const json = output.toJSON() as { data?: Record<string, unknown> };
+  return json.data?.[MIME_TYPE];
+}
+
 /** The last syncfree report among a code cell's outputs, or null. */
 export function reportOfCell(model: ICellModel): SyncReport | null {
   if (model.type !== 'code') {
@@ -84,7 +95,7 @@ export function reportOfCell(model: ICellModel): SyncReport | null {
   }
   const outputs = (model as ICodeCellModel).outputs;
   for (let i = outputs.length - 1; i >= 0; i--) {
-    const data = outputs.get(i).data[MIME_TYPE];
+    const data = reportData(outputs.get(i));
     if (data !== undefined) {
       return parseReport(data, `cell ${model.id}`);
     }

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +19,7 @@ from IPython.core.error import UsageError  # noqa: E402
 from IPython.testing.globalipapp import start_ipython  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
+import syncfree  # noqa: E402
 from syncfree.magic import SyncfreeMagics  # noqa: E402
 from syncfree.report import MIME_TYPE, validate_report  # noqa: E402
 
@@ -89,8 +93,9 @@ def test_ipython_syntax_inside_the_body(cuda_ip):
 def test_syntax_error_points_at_the_cell_line(cuda_ip):
     result, stdout, bundles = run(cuda_ip, "%%syncfree\nx = 1\nx = = 2\n")
     assert isinstance(result.error_in_exec, SyntaxError)
-    assert "line 3" in stdout
-    assert the_report(bundles)["error"]["type"] == "SyntaxError"
+    assert f"Cell In[{result.execution_count}], line 3" in stdout
+    error = the_report(bundles)["error"]
+    assert (error["type"], error["line"]) == ("SyntaxError", 3)
 
 
 # ----------------------------------------------------------------------------- the report
@@ -160,6 +165,16 @@ def test_bad_options_raise_usage_error(ip, line, cell, message):
             ip.run_line_magic("syncfree", line)
         else:
             ip.run_cell_magic("syncfree", line, cell)
+
+
+def test_importing_syncfree_imports_neither_ipython_nor_torch():
+    code = ("import sys, syncfree, syncfree.capture, syncfree.report; "
+            "print(sorted(m for m in ('IPython', 'torch') if m in sys.modules), syncfree.__version__, "
+            "syncfree._jupyter_labextension_paths())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(Path(syncfree.__file__).parents[1])})
+    assert out.stdout.split(" ", 1)[0] == "[]"
+    assert "[{'src': 'labextension', 'dest': 'jupyterlab-syncfree'}]" in out.stdout
 
 
 def test_docstring_is_the_manual():

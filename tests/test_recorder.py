@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 import types
 import warnings
 
 import pytest
 
-from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
+from standins import ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
 
 torch = pytest.importorskip("torch")
 
@@ -164,6 +163,27 @@ def test_record_sync_with_a_known_kind_and_prediction():
     assert (site.line, site.kind, site.predicted) == (2, "nonzero", True)
     assert site.to_report()["predicted"] is True
     assert "would sync 1x" in site.message
+
+
+def test_a_known_kind_keeps_the_rule_of_a_finding_of_that_kind():
+    from syncfree import catalog
+
+    source = "import sys\nframe = sys._getframe()\n"
+    code, filename = compile_cell(source)
+    whole_line = {"line": 2, "col": 0, "end_line": 2, "end_col": 24}
+    event_rule = next(c for c, r in catalog.RULES.items()
+                      if r.kind == "explicit" and c != catalog.rule_for_kind("explicit"))
+    for finding_rule, kind, expected in [
+        (event_rule, "explicit", event_rule),                          # same kind: its rule
+        (catalog.rule_for_kind("item"), "explicit", catalog.rule_for_kind("explicit")),
+    ]:
+        finding = {"rule": finding_rule, "range": whole_line}
+        ns: dict = {}
+        recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: [finding]})
+        with recorder:
+            exec(code, ns)
+            recorder.record_sync(ns["frame"], kind)
+        assert [(s.kind, s.rule) for s in recorder.sites] == [(kind, expected)]
 
 
 # ----------------------------------------------------------------------------- outside the cell
@@ -465,4 +485,3 @@ def test_predict_mode_enters_the_predict_session(monkeypatch, global_state):
     assert events == ["enter", "exit"]
     assert [(s.line, s.kind, s.predicted) for s in recorder.sites] == [(2, "item", True)]
     _assert_restored(before, global_state())
-    assert SYNC_WARNING.startswith("called a synchronizing")

@@ -1,6 +1,6 @@
-"""Write the notebook that the UI benchmark opens: CELLS code cells whose saved reports
-hold SITES sites each (one per line), as a long training notebook after a full
-`%syncfree on` run would look.
+"""Write the notebook that the UI benchmark opens: a scratch cell without a report, then
+CELLS code cells whose saved reports hold SITES sites each (one per line), as a long
+training notebook after a full `%syncfree on` run would look.
 
     PYTHONPATH=python_helper .venv/bin/python bench/ui/make_notebook.py OUT.ipynb [CELLS [SITES]]
 
@@ -24,6 +24,15 @@ LINES = {
     "to_host": "h{n} = x{n}.cpu()",
     "mask_index": "k{n} = x{n}[x{n} > 0]",
     "nonzero": "z{n} = torch.nonzero(x{n})",
+}
+#: A cell without a report, to type in for comparison.
+SCRATCH = {
+    "id": "scratch",
+    "cell_type": "code",
+    "execution_count": None,
+    "metadata": {},
+    "source": "\n".join(f"x{n} = torch.randn(1000, device=\"cuda\")" for n in range(21)),
+    "outputs": [],
 }
 DEVICE = {"kind": "cuda", "name": "NVIDIA H200", "torch": "2.11.0+cu130"}
 
@@ -70,7 +79,7 @@ def main() -> None:
         "nbformat": 4,
         "nbformat_minor": 5,
         "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}},
-        "cells": [cell(i, sites, rng) for i in range(cells)],
+        "cells": [SCRATCH] + [cell(i, sites, rng) for i in range(cells)],
     }
     out.write_text(json.dumps(notebook), encoding="utf-8")
     print(f"wrote {out}: {cells} cells x {sites} sites ({out.stat().st_size / 1e6:.1f} MB)")

@@ -217,28 +217,37 @@ class SyncfreeMagics(Magics):
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
         engine = self._engine(options.mode)
         findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines are skipped
+        try:
+            compiled = self._compile(code_text, filename)
+        except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
+            error = {"type": type(exc).__qualname__, "message": str(exc)[:1000] or type(exc).__name__,
+                     "line": getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None}
+            self._publish(build_report(source=text.raw, device=engine.device, mode=engine.mode,
+                                       findings=findings, cell_id=text.cell_id, error=error,
+                                       notes=engine.notes), options.quiet)
+            raise
         if engine.mode == "static":
-            return self._run_static(text, code_text, filename, findings, engine, options)
+            return self._run_static(text, compiled, filename, findings, engine, options)
 
         recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames, cell_files={filename: 0},
                                 findings={filename: findings})
         try:
             with recorder:
-                value = self._execute(code_text, filename)
+                value = self._execute(compiled)
         except BaseException:
             self._report(text, engine, findings, recorder, options)
             raise
         self._report(text, engine, findings, recorder, options)
         return value
 
-    def _run_static(self, text: CellText, code_text: str, filename: str, findings: list,
+    def _run_static(self, text: CellText, compiled: tuple, filename: str, findings: list,
                     engine: Engine, options: RunOptions):
         __tracebackhide__ = True
         started = perf_counter()
         error = None
         try:
-            return self._execute(code_text, filename)
+            return self._execute(compiled)
         except BaseException as exc:
             error = {"type": type(exc).__qualname__, "message": (str(exc) or type(exc).__name__)[:1000],
                      "line": _cell_line(exc.__traceback__, filename)}
@@ -250,21 +259,27 @@ class SyncfreeMagics(Magics):
                                   notes=engine.notes)
             self._publish(report, options.quiet)
 
-    def _execute(self, code_text: str, filename: str):
-        """Run the body like IPython runs a cell and return its last expression's value
-        (shown as Out[n] by the displayhook, as for %%time)."""
-        __tracebackhide__ = True
+    def _compile(self, code_text: str, filename: str) -> tuple:
+        """(statements, last expression) compiled like IPython compiles a cell, with its
+        AST transformers and __future__ flags; the last expression is None when the cell
+        does not end with one (or ends with ``;``, which hides the value)."""
         shell = self.shell
         tree = shell.transform_ast(shell.compile.ast_parse(code_text, filename=filename))
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr) \
                 and not DisplayHook.semicolon_at_end_of_expression(code_text):
-            last = ast.Expression(tree.body.pop().value)
-        if tree.body:
-            exec(shell.compile(ast.Module(tree.body, []), filename, "exec"),
-                 shell.user_global_ns, shell.user_ns)
+            last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")
+        return shell.compile(ast.Module(tree.body, []), filename, "exec"), last
+
+    def _execute(self, compiled: tuple):
+        """Run the body in the user namespace and return its last expression's value
+        (shown as Out[n] by the displayhook, as for %%time)."""
+        __tracebackhide__ = True
+        shell = self.shell
+        statements, last = compiled
+        exec(statements, shell.user_global_ns, shell.user_ns)
         if last is not None:
-            return eval(shell.compile(last, filename, "eval"), shell.user_global_ns, shell.user_ns)
+            return eval(last, shell.user_global_ns, shell.user_ns)
         return None
 
     def _report(self, text: CellText, engine: Engine, findings: list, recorder: SyncRecorder,
@@ -336,6 +351,11 @@ class SyncfreeMagics(Magics):
         if action == "on":
             self._watch = options
             print(f"syncfree: watching every cell ({options.describe()})")
+            engine = self._engine(options.mode)
+            for note in engine.notes:
+                print(f"syncfree: {note}")
+            if engine.mode == "static":
+                print("syncfree: cells run unwatched; %%syncfree still gives static findings")
         elif action == "off":
             self._watch = None
             print("syncfree: off")

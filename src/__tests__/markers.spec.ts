@@ -95,3 +95,26 @@ describe('syncMarkerField', () => {
     expect(dom.children).toHaveLength(0);
   });
 });
+
+describe('syncMarkers with an initial report', () => {
+  it('draws the markers from the start, with no transaction', () => {
+    const view = new EditorView({
+      state: EditorState.create({
+        doc: CELL,
+        extensions: [syncMarkers({ report: report(), options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true } })]
+      })
+    });
+    expect(markedLines(view)).toEqual([3]);
+    expect(view.state.field(syncMarkerField).stale).toBe(false);
+  });
+
+  it('starts stale when the cell text differs from the report', () => {
+    const view = new EditorView({
+      state: EditorState.create({
+        doc: CELL + '\n',
+        extensions: [syncMarkers({ report: report(), options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true } })]
+      })
+    });
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+  });
+});

@@ -58,3 +58,16 @@ describe('SyncReportRenderer', () => {
     expect(node.textContent).toContain(evil);
   });
 });
+
+describe('a long report', () => {
+  it('shows the most costly sites first and the rest on request', () => {
+    const kind = (i: number) => `kind_${'abcdefghijklmnopqrst'[i]}`;
+    const sites = Array.from({ length: 20 }, (_, i) => site({ line: 1 + (i % 4), chain: [1 + (i % 4)], kind: kind(i), blocked_ms: i }));
+    const node = render(loopReport({ sites })).node;
+    const lines = () => Array.from(node.querySelectorAll('tbody tr td:nth-child(2)')).map(td => td.textContent);
+    expect(lines()).toEqual([19, 18, 17, 16, 15, 14, 13, 12].map(kind));
+    node.querySelector<HTMLButtonElement>('.jp-syncfree-more')!.click();
+    expect(lines()).toHaveLength(20);
+    document.body.textContent = '';
+  });
+});

@@ -8,7 +8,7 @@ import { CELL, report, site } from './fixtures';
 
 /*
  * Stand-ins for JupyterLab's notebook, cell and output models with just the surface the
- * store reads (cells list, `outputs.get(i).data`, the `changed` signals). The real ones
+ * store reads (cells list, `outputs.get(i).toJSON()`, the `changed` signals). The real ones
  * ship as ES modules that this jest setup does not transform.
  */
 class FakeOutputs {
@@ -19,10 +19,10 @@ class FakeOutputs {
     return this._items.length;
   }
 
-  get(i: number): { data: Record<string, unknown> } {
+  get(i: number): { toJSON(): nbformat.IOutput } {
     const item = this._items[i];
-    // Like @jupyterlab/rendermime's OutputModel: a fresh bundle, the same data values.
-    return { data: item.output_type === 'display_data' ? { ...(item.data as Record<string, unknown>) } : {} };
+    // Like @jupyterlab/rendermime's OutputModel: a fresh output object around the stored data.
+    return { toJSON: () => ({ ...item }) };
   }
 
   add(output: nbformat.IOutput): void {

@@ -17,7 +17,8 @@ import { syncfreeIcon } from '../icons';
 import { cursorPosition, editorViewOfCell, revealCellLine, syncPositions } from '../navigate';
 import { stepToSync } from '../positions';
 import { applyRewrite, rewritableFindings, STALE_REASON } from '../rewrite';
-import { CommandIDs, ISyncReports, MIME_TYPE, PLUGIN_IDS } from '../tokens';
+import { reportData } from '../reports';
+import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { LoadOutcome, SyncfreeKernelControl } from './kernel';
 import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix } from './magic';
 
@@ -47,7 +48,7 @@ function reportLoadProblem(outcome: LoadOutcome): void {
 export function removeReportOutputs(model: ICodeCellModel): boolean {
   let removed = false;
   for (let i = model.outputs.length - 1; i >= 0; i--) {
-    if (model.outputs.get(i).data[MIME_TYPE] !== undefined) {
+    if (reportData(model.outputs.get(i)) !== undefined) {
       model.outputs.remove(i);
       removed = true;
     }

@@ -1,4 +1,4 @@
-import { Extension, Facet, RangeSet, RangeSetBuilder, StateEffect, StateField } from '@codemirror/state';
+import { EditorState, Extension, Facet, RangeSet, RangeSetBuilder, StateEffect, StateField, Text } from '@codemirror/state';
 import {
   Decoration,
   DecorationSet,
@@ -38,6 +38,23 @@ export interface ISyncMarkerState {
   lines: DecorationSet;
   /** The cell text no longer matches the report's source_hash. */
   stale: boolean;
+  /**
+   * The text the report was made from, once the editor has held it: comparing with it
+   * is much cheaper than hashing the cell on every keystroke.
+   */
+  freshDoc: Text | null;
+}
+
+/** Whether `doc` is the text the report ran on (remembering that text once seen). */
+function freshness(report: SyncReport | null, doc: Text, known: Text | null): Pick<ISyncMarkerState, 'stale' | 'freshDoc'> {
+  if (!report) {
+    return { stale: false, freshDoc: null };
+  }
+  if (known) {
+    return { stale: !doc.eq(known), freshDoc: known };
+  }
+  const fresh = sourceHash(doc.toString()) === report.source_hash;
+  return { stale: !fresh, freshDoc: fresh ? doc : null };
 }
 
 /** Set (or clear, with null) the report shown in this editor. */
@@ -70,17 +87,17 @@ export class SyncGutterMarker extends GutterMarker {
       .filter(Boolean)
       .join(' ');
     dot.dataset.line = String(this.info.line);
-    // Report text is only ever set as text (title, textContent), never as HTML.
-    dot.title = (this.stale ? '(stale: the cell changed since this report) ' : '') + describeLine(this.info);
+    // No `title`: the sync card is the marker's tooltip. Report text is only ever set
+    // as text (attributes, textContent), never as HTML.
     dot.setAttribute('role', 'img');
-    dot.setAttribute('aria-label', dot.title);
+    dot.setAttribute('aria-label', (this.stale ? '(stale: the cell changed since this report) ' : '') + describeLine(this.info));
     return dot;
   }
 }
 
 function build(
   state: Pick<ISyncMarkerState, 'report' | 'options' | 'stale'>,
-  doc: EditorView['state']['doc']
+  doc: EditorState['doc']
 ): Pick<ISyncMarkerState, 'markers' | 'lines'> {
   const markers = new RangeSetBuilder<SyncGutterMarker>();
   const lines = new RangeSetBuilder<Decoration>();
@@ -103,22 +120,22 @@ function build(
   return { markers: markers.finish(), lines: lines.finish() };
 }
 
+/** The field's value for a report and options, drawn on a document. */
+function initialState(report: SyncReport | null, options: ISyncMarkerOptions, doc: EditorState['doc']): ISyncMarkerState {
+  const value = { report, options, ...freshness(report, doc, null) };
+  return { ...value, ...build(value, doc) };
+}
+
 export const syncMarkerField = StateField.define<ISyncMarkerState>({
-  create() {
-    return {
-      report: null,
-      options: DEFAULT_SYNC_MARKER_OPTIONS,
-      markers: RangeSet.empty,
-      lines: Decoration.none,
-      stale: false
-    };
+  create(state) {
+    return initialState(null, DEFAULT_SYNC_MARKER_OPTIONS, state.doc);
   },
   update(value, tr) {
     let next = value;
     let rebuild = false;
     for (const effect of tr.effects) {
       if (effect.is(setSyncReport)) {
-        next = { ...next, report: effect.value };
+        next = { ...next, report: effect.value, freshDoc: null };
         rebuild = true;
       } else if (effect.is(setMarkerOptions)) {
         next = { ...next, options: { ...next.options, ...effect.value } };
@@ -126,18 +143,15 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       }
     }
     if (rebuild) {
-      const stale = next.report
-        ? sourceHash(tr.state.doc.toString()) !== next.report.source_hash
-        : false;
-      next = { ...next, stale };
+      next = { ...next, ...freshness(next.report, tr.state.doc, next.freshDoc) };
       return { ...next, ...build(next, tr.state.doc) };
     }
     if (tr.docChanged && next.report) {
       // Markers follow edits (a line inserted above moves them); the report turns stale
       // once the text differs from what ran, and fresh again if the edit is undone.
-      const stale = sourceHash(tr.state.doc.toString()) !== next.report.source_hash;
+      const { stale, freshDoc } = freshness(next.report, tr.state.doc, next.freshDoc);
       if (stale !== next.stale) {
-        const mapped = { ...next, stale };
+        const mapped = { ...next, stale, freshDoc };
         const markers = new RangeSetBuilder<SyncGutterMarker>();
         const iter = next.markers.map(tr.changes).iter();
         for (; iter.value; iter.next()) {
@@ -151,6 +165,7 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       }
       return {
         ...next,
+        freshDoc,
         markers: next.markers.map(tr.changes),
         lines: next.lines.map(tr.changes)
       };
@@ -175,10 +190,21 @@ export function markerAtLine(view: EditorView, line: number): SyncGutterMarker |
   return found;
 }
 
-/** The syncfree gutter and line highlight: add once per editor. */
-export function syncMarkers(): Extension {
+/** What an editor shows from the start (the report already in the cell's outputs). */
+export interface IInitialMarkers {
+  report: SyncReport | null;
+  options: ISyncMarkerOptions;
+}
+
+/**
+ * The syncfree gutter and line highlight: add once per editor. With `initial`, the
+ * editor starts with its markers drawn rather than receiving them in a transaction
+ * after it is created: opening a notebook of many reports then costs no extra editor
+ * update per cell.
+ */
+export function syncMarkers(initial?: IInitialMarkers): Extension {
   return [
-    syncMarkerField,
+    initial ? syncMarkerField.init(state => initialState(initial.report, initial.options, state.doc)) : syncMarkerField,
     gutter({
       class: `${CSS_PREFIX}-gutter`,
       markers: view => view.state.field(syncMarkerField).markers,

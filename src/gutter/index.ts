@@ -10,7 +10,6 @@ import {
 } from '@jupyterlab/codemirror';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { EditorView, ViewPlugin } from '@codemirror/view';
-import { Signal } from '@lumino/signaling';
 import type { SyncfreeMarkers } from '../_settings';
 import { reportOfCell } from '../reports';
 import { rewriteUndoBoundary } from '../rewrite';
@@ -20,16 +19,27 @@ import {
   ISyncMarkerOptions,
   setMarkerOptions,
   setSyncReport,
+  syncMarkerField,
   syncMarkers
 } from './extension';
 import { syncCard } from './tooltip';
 
 type MarkerOptions = ISyncMarkerOptions;
 
-/** The marker settings shared by every editor, with a signal when they change. */
+/**
+ * The marker settings shared by every editor. Editors subscribe to changes through a
+ * Set rather than a Lumino signal: a signal finds duplicate connections by a linear
+ * scan of the sender's connections, which made opening a notebook of 500 cells spend
+ * O(n²) time connecting editors to this one sender.
+ */
 class MarkerSettings {
-  readonly changed = new Signal<MarkerSettings, MarkerOptions>(this);
   options: MarkerOptions = DEFAULT_SYNC_MARKER_OPTIONS;
+
+  /** Call `listener` on every change until the returned function is called. */
+  subscribe(listener: (options: MarkerOptions) => void): () => void {
+    this._listeners.add(listener);
+    return () => this._listeners.delete(listener);
+  }
 
   update(settings: SyncfreeMarkers): void {
     const defaults = DEFAULT_SYNC_MARKER_OPTIONS;
@@ -39,8 +49,10 @@ class MarkerSettings {
       lineHighlight: settings.lineHighlight ?? defaults.lineHighlight,
       showLibraryFrames: settings.showLibraryFrames ?? defaults.showLibraryFrames
     };
-    this.changed.emit(this.options);
+    this._listeners.forEach(listener => listener(this.options));
   }
+
+  private _listeners = new Set<(options: MarkerOptions) => void>();
 }
 
 function isCodeCellModel(model: CodeEditor.IModel): model is ICodeCellModel {
@@ -55,8 +67,11 @@ function isCodeCellModel(model: CodeEditor.IModel): model is ICodeCellModel {
  */
 function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
   return ViewPlugin.define(view => {
-    let current: SyncReport | null = null;
     let disposed = false;
+    // The editor started with the report and options of its creation (syncMarkers'
+    // `initial`, computed synchronously just before this view was constructed): only
+    // later output and settings changes need a transaction.
+    let current: SyncReport | null = view.state.field(syncMarkerField).report;
     const push = () => {
       if (disposed) {
         return;
@@ -68,25 +83,17 @@ function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
       current = report;
       view.dispatch({ effects: setSyncReport.of(report) });
     };
-    const onSettings = (_: MarkerSettings, options: MarkerOptions) => {
+    const unsubscribe = settings.subscribe(options => {
       if (!disposed) {
         view.dispatch({ effects: setMarkerOptions.of(options) });
       }
-    };
-    // A view cannot be updated while it is being constructed: defer the first push.
-    queueMicrotask(() => {
-      if (!disposed) {
-        view.dispatch({ effects: setMarkerOptions.of(settings.options) });
-        push();
-      }
     });
     model.outputs.changed.connect(push);
-    settings.changed.connect(onSettings);
     return {
       destroy() {
         disposed = true;
         model.outputs.changed.disconnect(push);
-        settings.changed.disconnect(onSettings);
+        unsubscribe();
       }
     };
   });
@@ -128,7 +135,7 @@ export const markersPlugin: JupyterFrontEndPlugin<void> = {
         }
         const model = options.model;
         return EditorExtensionRegistry.createImmutableExtension([
-          syncMarkers(),
+          syncMarkers({ report: reportOfCell(model), options: settings.options }),
           syncCard(),
           cellReportBridge(model, settings),
           rewriteUndoBoundary.of(() => stopUndoCapturing(model))

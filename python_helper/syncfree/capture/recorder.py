@@ -8,7 +8,7 @@ On enter (warn and error modes): warning filters that count every sync warning (
 default filter shows one per code location) and drop torch's one-time "prototype feature"
 warning; a `warnings.showwarning` hook; wrappers for the explicit synchronize calls the
 debug mode does not see (explicit.py); `torch.cuda.set_sync_debug_mode`; and, for blocked
-time, a profile callback (stall.py). On exit, by any path, each of those is undone: the
+time, a timing callback (stall.py). On exit, by any path, each of those is undone: the
 filters list is the same list object without our two entries, `showwarning`, the wrapped
 torch functions and the debug mode are the very objects and value they were before.
 
@@ -23,7 +23,6 @@ key is seen `sites.attribute()` works out the cell lines and the kind.
 from __future__ import annotations
 
 import contextlib
-import operator
 import re
 import sys
 import threading
@@ -34,7 +33,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from . import explicit
-from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, attribute, kind_label
+from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 
 #: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
@@ -65,6 +64,7 @@ class SyncRecorder:
         Library frames kept per site, between the cell line and the sync (at most 8).
     cell_files:
         Code filename -> line offset: line ``n`` of that code is cell line ``n + offset``.
+
     findings:
         Optional static findings (schema Finding dicts, cell lines) per filename; without
         them the recorder analyses the code text in `linecache` the first time it needs to.
@@ -103,7 +103,7 @@ class SyncRecorder:
 
     def __enter__(self) -> SyncRecorder:
         if self._undo is not None:
-            raise RuntimeError("a SyncRecorder can be entered only once")
+            raise RuntimeError("this SyncRecorder is already running")
         import torch
 
         self._thread = threading.get_ident()
@@ -157,8 +157,9 @@ class SyncRecorder:
     def _install_filters(self, undo: contextlib.ExitStack) -> None:
         # Inserted into the current list (not a copy, unlike catch_warnings) so that filters
         # the cell itself adds stay after the run; removed again by identity.
-        count_every_sync = ("always", MessagePrefix(SYNC_MESSAGE), Warning, None, 0)
-        drop_prototype = ("ignore", MessagePrefix(_PROTOTYPE_MESSAGE), Warning, None, 0)
+        # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
+        count_every_sync = ("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0)
+        drop_prototype = ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)
         filters = warnings.filters
         filters.insert(0, drop_prototype)
         filters.insert(0, count_every_sync)
@@ -301,9 +302,12 @@ class SyncRecorder:
         clock = self._clock
         blocked = clock.pause() if clock is not None else None
         try:
-            frame = _getframe(1)
+            # Depth 2 skips warnings._showwarnmsg, our caller, without creating a frame
+            # object for it (Python 3.11+ creates them lazily); the loop covers a wrapper
+            # that another tool put around this hook.
+            frame = _getframe(2)
             while frame.f_globals is WARNINGS_GLOBALS:
-                frame = frame.f_back  # WarningMessage/_showwarnmsg ran between sync and hook
+                frame = frame.f_back
             code = frame.f_code
             files = self._cell_files
             if code.co_name == "<module>" and code.co_filename in files:
@@ -351,6 +355,8 @@ class SyncRecorder:
             if innermost is not None:
                 self._error_site = self._record(innermost, None, False, None, None)
         line = self._cell_line_of(exc.__traceback__)
+        if isinstance(exc, SyntaxError) and exc.filename in self._cell_files and exc.lineno:
+            line = exc.lineno + self._cell_files[exc.filename]  # raised by compile: no frame
         if sync_error:
             site = self._error_site
             what = "an operation"
@@ -417,25 +423,6 @@ class SyncRecorder:
         }
 
 
-class MessagePrefix:
-    """The message part of a warning filter that matches by prefix.
-
-    The warnings module only calls ``match(text)`` on a filter's message (check_matched in
-    Python/_warnings.c; ``msg.match(text)`` in Lib/warnings.py). `filterwarnings` would
-    put a case-insensitive regex there, which costs about 1.4 us per sync on the benchmark
-    loop; ``str.startswith`` through `operator.methodcaller` costs a fraction of that.
-    """
-
-    __slots__ = ("pattern", "match")
-
-    def __init__(self, prefix: str) -> None:
-        self.pattern = re.escape(prefix)  # for code that prints warnings.filters
-        self.match = operator.methodcaller("startswith", prefix)
-
-    def __repr__(self) -> str:
-        return f"MessagePrefix({self.pattern!r})"
-
-
 _getframe = sys._getframe
 _get_ident = threading.get_ident
 
@@ -478,4 +465,4 @@ def _filters_changed() -> None:
             warnings._filters_mutated_lock_held()
 
 
-__all__ = ["SyncRecorder", "SYNC_MESSAGE", "MODES", "kind_label"]
+__all__ = ["MODES", "SYNC_MESSAGE", "SyncRecorder"]

@@ -224,19 +224,14 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
 
     cell_frame = stack[inner]
     offset = cell_files[cell_frame.f_code.co_filename]
-    rule = None
+    span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
+    rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span) if span else None
+    rule_kind = _kind_of_rule(rule) if rule else None
     if kind is None:
-        span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
-        if span is not None:
-            rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span)
-        if rule is not None:
-            kind = _kind_of_rule(rule)
-        if kind is None:
-            kind = _kind_from_library_frames(library)
-        if kind is None:
-            kind = classify_instruction(stack[0])
-        if kind is None:
-            kind = "library" if library else "other"
+        kind = (rule_kind or _kind_from_library_frames(library) or classify_instruction(stack[0])
+                or ("library" if library else "other"))
+    elif rule_kind != kind:  # the caller knows what synced; a finding of another kind is not it
+        rule = None
     if rule is None:
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated)

@@ -5,20 +5,21 @@ only when the C++ call returns: `torch::PyWarningHandler` buffers it for the who
 (torch/csrc/Exceptions.h, HANDLE_TH_ERRORS). So the warning hook runs *after* the wait,
 with the stream already drained; timing a `current_stream().synchronize()` there measures
 nothing (tests/gpu checks this). What can be measured is the duration of the call that
-synchronized: from the last event before the warning (the call of ``.item()``, or the start
-of the line for ``x[mask]``/``if t:``) to the moment the warning reaches the hook. For a
-sync after queued GPU work nearly all of it is the wait.
+synchronized: from the cell's call that led to the sync (``.item()``, ``print(t)``,
+``scaler.step(opt)``) to the moment the warning reaches the hook. For a sync after queued
+GPU work nearly all of it is the wait. A sync without a call of its own (``x[mask]``,
+``if t:``) is timed from the cell's previous call.
 
 `StallClock` keeps that timestamp:
 
 - Python 3.12+: a `sys.monitoring` tool with CALL events; call sites outside the cell's
-  code are disabled at their first event (PEP 669's DISABLE), so only the cell's calls cost
-  anything (about 0.25 us each). A sync without a call of its own (``x[mask]``, ``if t:``)
-  is timed from the cell's previous call; LINE events would time it from its line, at
-  three times the cost on a loop like bench/overhead.py's.
+  code are disabled at their first event (PEP 669's DISABLE), so only the cell's own calls
+  keep costing: about 1 us per sync on bench/overhead.py's loop, pause/resume included.
+  LINE events (to time ``x[mask]`` from its line) cost three times that on such a loop;
+  events restricted to the cell's code objects (`set_local_events`) measured the same.
 - Python 3.10/3.11: a `sys.setprofile` callback on the cell's thread, which sees every call
-  and return. The recorder's hook pauses it while it runs (cheap there: toggling sets one
-  thread flag; on 3.12 it would re-instrument code, hence the monitoring tool).
+  and return (stamping each). The recorder's hook pauses it while it runs: cheap there,
+  toggling sets one thread flag, while on 3.12 it would re-instrument code.
 
 Events from the warnings module (which runs between the sync and the hook), from this
 module and from the recorder's hook do not move the timestamp.
@@ -38,6 +39,7 @@ from time import perf_counter
 WARNINGS_GLOBALS = warnings.WarningMessage.__init__.__globals__
 
 _USE_MONITORING = sys.version_info >= (3, 12)
+_get_ident = threading.get_ident
 
 
 class StallClock:
@@ -85,8 +87,10 @@ class StallClock:
         elif not self._paused:
             self.interrupted = True
 
+    # pause() and resume() run once per sync: module-level names, no attribute lookups.
+
     def pause(self) -> float | None:
-        if not self._running or threading.get_ident() != self._thread:
+        if not self._running or _get_ident() != self._thread:
             return None
         if self._tool is None:
             if sys.getprofile() is not self._callback:
@@ -97,7 +101,7 @@ class StallClock:
         return perf_counter() - self._stamp[0]
 
     def resume(self) -> None:
-        if not self._running or threading.get_ident() != self._thread:
+        if not self._running or _get_ident() != self._thread:
             return
         self._stamp[0] = perf_counter()
         if self._paused:
