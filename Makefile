@@ -73,8 +73,8 @@ test-ui: install chromium ui-tests/node_modules/.installed
 
 # On a machine with a CUDA GPU (see README: "GPU checks"). Prints a summary.
 test-gpu:
-	PYTHONPATH=python_helper $(GPU_PYTHON) -m pytest tests/gpu -v -rA -p no:cacheprovider 2>&1 | tee /tmp/syncfree-gpu.log | grep -E "^(PASSED|FAILED|SKIPPED|ERROR)|syncfree-gpu|passed|failed|skipped" || true
-	PYTHONPATH=python_helper $(GPU_PYTHON) bench/overhead.py
+	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests -m gpu -rA -q -s -p no:cacheprovider 2>&1 | tee /tmp/syncfree-gpu.log | grep -E "^(FAILED|ERROR)|syncfree-gpu|^PASSED|passed|failed" || true
+	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) bench/overhead.py
 	@! grep -qE "^(FAILED|ERROR)" /tmp/syncfree-gpu.log
 
 bench: install

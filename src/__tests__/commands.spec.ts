@@ -1,4 +1,4 @@
-import { hasSyncfreeMagic, magicLine, magicPrefix } from '../commands/magic';
+import { hasSyncfreeMagic, magicLine, magicPrefix, watchLine } from '../commands/magic';
 import { stepToSync } from '../positions';
 
 describe('the %%syncfree line the commands add', () => {
@@ -6,6 +6,12 @@ describe('the %%syncfree line the commands add', () => {
     expect(magicLine({ mode: 'warn', measureBlocked: true })).toBe('%%syncfree');
     expect(magicLine({ mode: 'error', measureBlocked: true })).toBe('%%syncfree --mode error');
     expect(magicLine({ mode: 'warn', measureBlocked: false })).toBe('%%syncfree --no-blocked');
+  });
+
+  it('gives watch mode the same options', () => {
+    expect(watchLine(true, { mode: 'error', measureBlocked: false })).toBe('%syncfree on --mode error --no-blocked');
+    expect(watchLine(true, { mode: 'warn', measureBlocked: true })).toBe('%syncfree on');
+    expect(watchLine(false, { mode: 'error', measureBlocked: true })).toBe('%syncfree off');
   });
 
   it('is added once, above the code', () => {

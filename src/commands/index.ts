@@ -20,7 +20,7 @@ import { applyRewrite, rewritableFindings, STALE_REASON } from '../rewrite';
 import { reportData } from '../reports';
 import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { LoadOutcome, SyncfreeKernelControl } from './kernel';
-import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix } from './magic';
+import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix, watchLine } from './magic';
 
 const CATEGORY = 'Syncfree';
 
@@ -76,7 +76,7 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
   ) => {
     const { commands } = app;
     const kernels = new SyncfreeKernelControl();
-    let magicOptions: IMagicOptions = DEFAULT_MAGIC_OPTIONS;
+    let runOptions: IMagicOptions = DEFAULT_MAGIC_OPTIONS;
 
     const current = (): NotebookPanel | null => tracker.currentWidget;
     const activeView = () => editorViewOfCell(tracker.activeCell);
@@ -101,7 +101,7 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
           reportLoadProblem(loaded);
           return;
         }
-        const prefix = magicPrefix(cell.model.sharedModel.getSource(), magicOptions);
+        const prefix = magicPrefix(cell.model.sharedModel.getSource(), runOptions);
         if (prefix !== null) {
           cell.model.sharedModel.updateSource(0, 0, prefix);
         }
@@ -123,7 +123,7 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
           return;
         }
         const on = !kernels.isWatching(panel.sessionContext);
-        const outcome = await kernels.setWatching(panel.sessionContext, on);
+        const outcome = await kernels.setWatching(panel.sessionContext, on, watchLine(on, runOptions));
         if (!outcome.ok) {
           reportLoadProblem(outcome);
           return;
@@ -252,7 +252,7 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
         .then(loaded => {
           const apply = () => {
             const value = loaded.composite as SyncfreeCommands;
-            magicOptions = {
+            runOptions = {
               mode: value.mode ?? DEFAULT_MAGIC_OPTIONS.mode,
               measureBlocked: value.measureBlocked ?? DEFAULT_MAGIC_OPTIONS.measureBlocked
             };

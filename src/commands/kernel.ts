@@ -55,14 +55,14 @@ export class SyncfreeKernelControl {
     return kernel ? this._states.get(kernel)?.watching ?? false : false;
   }
 
-  /** Turn watch mode on or off (`%syncfree on|off`). */
-  async setWatching(session: ISessionContext, on: boolean): Promise<LoadOutcome> {
+  /** Turn watch mode on or off with its line magic (`%syncfree on [options]`, `%syncfree off`). */
+  async setWatching(session: ISessionContext, on: boolean, line: string): Promise<LoadOutcome> {
     const loaded = await this.ensureLoaded(session);
     const kernel = session.session?.kernel;
     if (!loaded.ok || !kernel) {
       return loaded;
     }
-    const reply = await executeSilently(kernel, `%syncfree ${on ? 'on' : 'off'}`);
+    const reply = await executeSilently(kernel, line);
     if (reply.status !== 'ok') {
       return { ok: false, problem: 'failed', detail: errorText(reply) };
     }

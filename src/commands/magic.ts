@@ -6,9 +6,9 @@ export interface IMagicOptions {
 
 export const DEFAULT_MAGIC_OPTIONS: IMagicOptions = { mode: 'warn', measureBlocked: true };
 
-/** `%%syncfree` with the options that differ from the magic's defaults. */
-export function magicLine(options: IMagicOptions): string {
-  const parts = ['%%syncfree'];
+/** The magic's options that differ from its defaults, e.g. `--mode error --no-blocked`. */
+export function magicOptions(options: IMagicOptions): string {
+  const parts: string[] = [];
   if (options.mode === 'error') {
     parts.push('--mode error');
   }
@@ -16,6 +16,16 @@ export function magicLine(options: IMagicOptions): string {
     parts.push('--no-blocked');
   }
   return parts.join(' ');
+}
+
+/** `%%syncfree` with the options that differ from the magic's defaults. */
+export function magicLine(options: IMagicOptions): string {
+  return ['%%syncfree', magicOptions(options)].filter(Boolean).join(' ');
+}
+
+/** The line magic that turns watch mode on (with the same options) or off. */
+export function watchLine(on: boolean, options: IMagicOptions): string {
+  return on ? ['%syncfree on', magicOptions(options)].filter(Boolean).join(' ') : '%syncfree off';
 }
 
 /**
