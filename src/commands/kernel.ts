@@ -77,9 +77,17 @@ export class SyncfreeKernelControl {
     if (language && language.toLowerCase() !== 'python') {
       return { ok: false, problem: 'not-python', detail: `syncfree needs an IPython kernel; this one runs ${language}.` };
     }
-    const reply = await executeSilently(kernel, '%load_ext syncfree');
+    // The user expression confirms the load: `%load_ext` only prints (and succeeds)
+    // when the module it finds is not an extension (IPython/core/magics/extension.py).
+    const reply = await executeSilently(kernel, '%load_ext syncfree', {
+      loaded: "'syncfree' in get_ipython().extension_manager.loaded"
+    });
     if (reply.status === 'ok') {
-      return { ok: true };
+      const loaded = reply.user_expressions?.loaded as { status?: string; data?: { 'text/plain'?: string } } | undefined;
+      if (loaded?.status === 'ok' && loaded.data?.['text/plain'] === 'True') {
+        return { ok: true };
+      }
+      return { ok: false, problem: 'failed', detail: 'The kernel found a module named syncfree that is not the syncfree IPython extension.' };
     }
     if (reply.status === 'error' && (reply.ename === 'ModuleNotFoundError' || reply.ename === 'ImportError')) {
       return { ok: false, problem: 'not-installed', detail: INSTALL_HINT };
@@ -113,9 +121,23 @@ export class SyncfreeKernelControl {
 
 type ExecuteReply = KernelMessage.IExecuteReplyMsg['content'];
 
-/** Run code without output, history or execution count (`silent` execute request). */
-export async function executeSilently(kernel: Kernel.IKernelConnection, code: string): Promise<ExecuteReply> {
-  const future = kernel.requestExecute({ code, silent: true, store_history: false, allow_stdin: false, stop_on_error: false });
+/**
+ * Run code without output, history or execution count (`silent` execute request);
+ * `userExpressions` are evaluated afterwards and come back in the reply.
+ */
+export async function executeSilently(
+  kernel: Kernel.IKernelConnection,
+  code: string,
+  userExpressions: Record<string, string> = {}
+): Promise<ExecuteReply> {
+  const future = kernel.requestExecute({
+    code,
+    silent: true,
+    store_history: false,
+    allow_stdin: false,
+    stop_on_error: false,
+    user_expressions: userExpressions
+  });
   const reply = await future.done;
   return reply.content;
 }

@@ -5,21 +5,35 @@ import { cellMarkers, cellSource, runCommand } from './utils';
 test.describe('syncfree commands with a kernel', () => {
   test('the toolbar button loads the extension, adds %%syncfree and runs the cell', async ({ page }) => {
     await page.notebook.createNew('check.ipynb');
-    await page.notebook.setCell(0, 'code', 'import torch\nx = torch.arange(10.0)\ns = x.sum().item()');
+    await page.notebook.setCell(0, 'code', 'import torch');
+    await page.notebook.runCell(0, true);
+    await page.notebook.addCell('code', 'x = torch.arange(10.0)\ns = x.sum().item()');
     await page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]').click();
-    await expect.poll(() => cellSource(page, 0)).toBe('%%syncfree\nimport torch\nx = torch.arange(10.0)\ns = x.sum().item()');
-    const marker = cellMarkers(page, 0).and(page.locator('[data-line="4"]'));
+    await expect.poll(() => cellSource(page, 1)).toBe('%%syncfree\nx = torch.arange(10.0)\ns = x.sum().item()');
+    const marker = cellMarkers(page, 1).and(page.locator('[data-line="3"]'));
     await expect(marker).toHaveCount(1, { timeout: 30000 });
-    // Checking again leaves the magic line alone.
+    // Checking again runs the cell again and leaves the magic line alone.
+    await page.notebook.selectCells(1);
     await page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]').click();
-    await expect(page.locator('.jp-Notebook .jp-Cell >> nth=0').locator('.jp-InputPrompt')).toHaveText('[2]:', { timeout: 30000 });
-    expect((await cellSource(page, 0)).match(/%%syncfree/g)).toHaveLength(1);
+    await expect(page.locator('.jp-Notebook .jp-Cell >> nth=1').locator('.jp-InputPrompt')).toHaveText('[3]:', { timeout: 30000 });
+    expect((await cellSource(page, 1)).match(/%%syncfree/g)).toHaveLength(1);
   });
 
   test('says once how to install syncfree when the kernel cannot import it', async ({ page }) => {
     await page.notebook.createNew('missing.ipynb');
-    // Makes `import syncfree` raise ModuleNotFoundError in this kernel.
-    await page.notebook.setCell(0, 'code', "import sys\nsys.modules['syncfree'] = None");
+    // Makes `import syncfree` raise ModuleNotFoundError in this kernel, as when it is not installed.
+    await page.notebook.setCell(
+      0,
+      'code',
+      [
+        'import sys',
+        'class NotInstalled:',
+        '    def find_spec(self, name, path=None, target=None):',
+        "        if name.split('.')[0] == 'syncfree':",
+        '            raise ModuleNotFoundError(f"No module named {name!r}", name=name)',
+        'sys.meta_path.insert(0, NotInstalled())'
+      ].join('\n')
+    );
     await page.notebook.runCell(0, true);
     await page.notebook.addCell('code', 'y = 1');
     await runCommand(page, 'syncfree:check-cell');
