@@ -1,15 +1,18 @@
 import { expect, test } from '@jupyterlab/galata';
-import { cellMarkers, cellSource, runCommand } from './utils';
+import { cellMarkers, cellSource, runCommand, setCellSource } from './utils';
 
-/* These run a real kernel (ipykernel + CPU torch): no CUDA, so syncs are predicted. */
+/*
+ * These run a real kernel (ipykernel + CPU torch): no CUDA, so syncs are predicted (for
+ * tensors the code puts on "cuda").
+ */
 test.describe('syncfree commands with a kernel', () => {
   test('the toolbar button loads the extension, adds %%syncfree and runs the cell', async ({ page }) => {
     await page.notebook.createNew('check.ipynb');
     await page.notebook.setCell(0, 'code', 'import torch');
     await page.notebook.runCell(0, true);
-    await page.notebook.addCell('code', 'x = torch.arange(10.0)\ns = x.sum().item()');
+    await page.notebook.addCell('code', 'x = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
     await page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]').click();
-    await expect.poll(() => cellSource(page, 1)).toBe('%%syncfree\nx = torch.arange(10.0)\ns = x.sum().item()');
+    await expect.poll(() => cellSource(page, 1)).toBe('%%syncfree\nx = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
     const marker = cellMarkers(page, 1).and(page.locator('[data-line="3"]'));
     await expect(marker).toHaveCount(1, { timeout: 30000 });
     // Checking again runs the cell again and leaves the magic line alone.
@@ -22,9 +25,9 @@ test.describe('syncfree commands with a kernel', () => {
   test('says once how to install syncfree when the kernel cannot import it', async ({ page }) => {
     await page.notebook.createNew('missing.ipynb');
     // Makes `import syncfree` raise ModuleNotFoundError in this kernel, as when it is not installed.
-    await page.notebook.setCell(
+    await setCellSource(
+      page,
       0,
-      'code',
       [
         'import sys',
         'class NotInstalled:',

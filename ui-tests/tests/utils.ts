@@ -80,3 +80,14 @@ export async function runCommand(page: IJupyterLabPageFixture, id: string, args:
     args
   ] as const);
 }
+
+/** Set a cell's text through the notebook model (no typing, so no auto-indentation). */
+export async function setCellSource(page: IJupyterLabPageFixture, cellIndex: number, source: string): Promise<void> {
+  await page.evaluate(
+    ([index, text]) => {
+      const panel = (window as any).jupyterapp.shell.currentWidget;
+      panel.content.widgets[index].model.sharedModel.setSource(text);
+    },
+    [cellIndex, source] as const
+  );
+}
