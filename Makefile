@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # Versions we develop and test against. torch is pinned to the CPU build that installs
 # from a local file here; an unpinned torch would pull several GB of CUDA packages.
-DEV_PINS := jupyterlab==4.6.4 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
+DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
 	hatchling hatch-jupyter-builder hatch-nodejs-version editables
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
