@@ -186,3 +186,24 @@ describe('the card in an editor', () => {
     view.destroy();
   });
 });
+
+describe('Escape in the editor', () => {
+  it('closes an open card and is handled; without a card it is left to JupyterLab', () => {
+    const view = new EditorView({
+      state: EditorState.create({ doc: LOOP_CELL, extensions: [syncMarkers(), syncCard()] }),
+      parent: document.body
+    });
+    view.dispatch({ effects: setSyncReport.of(loopReport()) });
+    toggleSyncCard(view, 4);
+    const escape = () => {
+      const event = new KeyboardEvent('keydown', { key: 'Escape', keyCode: 27, bubbles: true, cancelable: true });
+      view.contentDOM.dispatchEvent(event);
+      return event.defaultPrevented;
+    };
+    expect(escape()).toBe(true);
+    expect(view.state.field(syncCardField)).toBeNull();
+    expect(escape()).toBe(false);
+    view.destroy();
+    document.body.textContent = '';
+  });
+});

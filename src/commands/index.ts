@@ -137,7 +137,12 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
     kernels.stateChanged.connect(() => commands.notifyCommandChanged(CommandIDs.toggleWatch));
-    tracker.currentChanged.connect(() => commands.notifyCommandChanged(CommandIDs.toggleWatch));
+    // Buttons and menus bound to these commands redraw their enabled/toggled state.
+    tracker.currentChanged.connect(() => {
+      for (const id of [CommandIDs.toggleWatch, CommandIDs.clearMarkers, CommandIDs.nextSync, CommandIDs.previousSync]) {
+        commands.notifyCommandChanged(id);
+      }
+    });
 
     commands.addCommand(CommandIDs.showCard, {
       label: 'Show Sync Details at Cursor',

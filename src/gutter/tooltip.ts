@@ -1,5 +1,5 @@
-import { EditorState, Extension, StateEffect, StateField } from '@codemirror/state';
-import { EditorView, Tooltip, ViewPlugin, getTooltip, showTooltip } from '@codemirror/view';
+import { EditorState, Extension, Prec, StateEffect, StateField } from '@codemirror/state';
+import { EditorView, Tooltip, ViewPlugin, getTooltip, keymap, showTooltip } from '@codemirror/view';
 import { applyRewrite, planRewrite } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { renderSyncCard } from './card';
@@ -270,11 +270,27 @@ export function showSyncCardAtCursor(view: EditorView): boolean {
   return true;
 }
 
+/**
+ * Escape in the editor closes an open card first. CodeMirror sees the key before
+ * JupyterLab (which listens on the document and skips handled events), so the first
+ * Escape does not also leave edit mode.
+ */
+const closeOnEscape = Prec.highest(
+  keymap.of([
+    {
+      key: 'Escape',
+      run: view => {
+        if (!view.state.field(syncCardField, false)) {
+          return false;
+        }
+        view.dispatch({ effects: openSyncCard.of(null) });
+        return true;
+      }
+    }
+  ])
+);
+
 /** The sync card: hover, click on a marker, or `showSyncCardAtCursor`. */
 export function syncCard(): Extension {
-  return [
-    syncCardField,
-    cardHover,
-    syncMarkerClick.of(toggleSyncCard)
-  ];
+  return [syncCardField, cardHover, closeOnEscape, syncMarkerClick.of(toggleSyncCard)];
 }

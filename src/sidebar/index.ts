@@ -73,8 +73,8 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     const addButton = (name: string, id: string, label: string, args: ReadonlyJSONObject = {}) =>
       toolbar.addItem(name, new CommandToolbarButton({ commands, id, args, label }));
     addButton('check', CommandIDs.checkCell, 'Check cell');
-    addButton('watch', CommandIDs.toggleWatch, 'Watch all cells');
-    addButton('clear', CommandIDs.clearMarkers, 'Clear all', { all: true });
+    addButton('watch', CommandIDs.toggleWatch, 'Watch');
+    addButton('clear', CommandIDs.clearMarkers, 'Clear', { all: true });
 
     const panel = new SyncsPanel({
       toolbar,

@@ -247,7 +247,7 @@ export class SyncsPanel extends Panel {
     selected: string | null,
     label: (value: string) => string
   ): HTMLSelectElement {
-    const select = el('select', `${S}-filter jp-mod-styled`);
+    const select = el('select', `${S}-filter`);
     select.dataset.control = name;
     select.setAttribute('aria-label', `Filter by ${name}`);
     const any = el('option', undefined, all);
