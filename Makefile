@@ -46,7 +46,8 @@ install: build
 	$(VENV)/bin/jupyter labextension list 2>&1 | grep -q "jupyterlab-syncfree.*enabled.*OK"
 
 demo: install
-	$(VENV)/bin/syncfree run examples/tour.ipynb
+	@# Exit 1 means "syncs found" (for CI jobs): expected in the tour.
+	$(VENV)/bin/syncfree run examples/tour.ipynb || [ $$? -eq 1 ]
 	@echo
 	@echo "Open the same notebook in JupyterLab:  make lab"
 

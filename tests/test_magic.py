@@ -243,6 +243,21 @@ def test_without_cuda_the_cell_is_predicted_or_static(ip, monkeypatch):
     assert "predict mode is unavailable" in report["notes"][0]
 
 
+def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
+    cell = ("%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\n"
+            "y = x * 2\nv = y.sum().item()\nafter = True\n")
+    result, _, bundles = run(ip, cell)
+    assert not result.success and isinstance(result.error_in_exec, RuntimeError)
+    assert "after" not in ip.user_ns  # stopped at line 5
+    report = the_report(bundles)
+    assert report["mode"] == "predict"
+    assert "--mode error stops at the first predicted sync" in report["notes"][0]
+    assert report["error"]["line"] == 5
+    assert "would synchronize on a GPU" in report["error"]["message"]
+    ((line, kind, count),) = [(s["line"], s["kind"], s["count"]) for s in report["sites"]]
+    assert (line, kind, count) == (5, "item", 1)
+
+
 def test_unload_removes_the_magics_and_callbacks(ip):
     ip.run_line_magic("unload_ext", "syncfree")
     try:

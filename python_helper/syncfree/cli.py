@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -247,19 +250,36 @@ def run(
         notebook = nbformat.read(path, as_version=4)
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise UsageProblem(f"cannot read {path} as a notebook: {error}") from None
+    extra = {}
+    if os.name == "posix":
+        # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
+        # does not warn about unencrypted TCP).
+        from jupyter_client.manager import KernelManager
+
+        # An absolute socket path: the kernel runs in the notebook's folder, not ours.
+        sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
+        extra["km"] = KernelManager(kernel_name=kernel_name, transport="ipc",
+                                    ip=os.path.join(sockets, "kernel"))
     client = NotebookClient(
         notebook,
         timeout=timeout,
         kernel_name=kernel_name,
+        **extra,
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.resolve().parent)}},
     )
+    # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
+    # setup_kernel): ours too.
+    client.owns_km = True
     setup = "%load_ext syncfree" + ("\n%syncfree on" if watch_all else "")
     failure = None
     try:
         _execute(client, notebook, setup)
     except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
         failure = error
+    finally:
+        if "km" in extra:
+            shutil.rmtree(os.path.dirname(extra["km"].ip), ignore_errors=True)
     reports = _print_reports(notebook, str(path), out)
     if output:
         nbformat.write(notebook, output)

@@ -57,6 +57,7 @@ class Engine:
     mode: str                # warn | error | predict | static
     device: dict
     notes: list[str]
+    stop_at_first: bool = False  # predict mode standing in for --mode error
 
 
 @dataclass
@@ -231,7 +232,8 @@ class SyncfreeMagics(Magics):
 
         recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames, cell_files={filename: 0},
-                                findings={filename: findings})
+                                findings={filename: findings},
+                                stop_at_first=engine.stop_at_first)
         try:
             with recorder:
                 value = self._execute(compiled)
@@ -334,14 +336,18 @@ class SyncfreeMagics(Magics):
         notes: list[str] = []
         if torch.cuda.is_available():
             return Engine(requested or "warn", device_info("cuda"), notes)
-        if requested in ("warn", "error"):
-            notes.append(f"No CUDA device: --mode {requested} needs one")
+        if requested == "warn":
+            notes.append("No CUDA device: --mode warn needs one")
         try:
             from .capture.predict import PredictSession  # noqa: F401
         except ImportError as exc:
             notes.append(f"No CUDA device and predict mode is unavailable ({exc}): the cell "
                          "ran without sync detection; static findings only")
             return Engine("static", device_info("none"), notes)
+        if requested == "error":
+            notes.append("No CUDA device: syncs predicted on CPU stand-ins; --mode error stops "
+                         "at the first predicted sync")
+            return Engine("predict", device_info("predict"), notes, stop_at_first=True)
         notes.append("No CUDA device: syncs predicted on CPU stand-ins")
         return Engine("predict", device_info("predict"), notes)
 
@@ -387,7 +393,8 @@ class SyncfreeMagics(Magics):
         recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames,
                                 cell_files=dict.fromkeys(names, blank),
-                                findings=dict.fromkeys(names, findings))
+                                findings=dict.fromkeys(names, findings),
+                                stop_at_first=engine.stop_at_first)
         recorder.__enter__()
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         self._watched = WatchedCell(recorder, text, engine, findings, options)

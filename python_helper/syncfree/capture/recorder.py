@@ -72,12 +72,16 @@ class SyncRecorder:
 
     def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, max_frames: int = 4,
                  cell_files: Mapping[str, int],
-                 findings: Mapping[str, Sequence[Mapping]] | None = None) -> None:
+                 findings: Mapping[str, Sequence[Mapping]] | None = None,
+                 stop_at_first: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
         if not 0 <= max_frames <= MAX_FRAMES:
             raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
         self.mode = mode
+        # Predict mode's "--mode error": raise at the first predicted sync, as torch's
+        # error mode does at the first real one on a GPU.
+        self.stop_at_first = stop_at_first and mode == "predict"
         self.measure_blocked = measure_blocked
         self.max_frames = max_frames
         self._cell_files = dict(cell_files)
@@ -221,7 +225,12 @@ class SyncRecorder:
         ``kind`` names the operation when the caller knows it (explicit synchronize,
         predict mode); otherwise it is worked out from the frames and the cell's findings.
         """
-        self._record(frame, kind, predicted, blocked_s, None)
+        __tracebackhide__ = True
+        tally = self._record(frame, kind, predicted, blocked_s, None)
+        if predicted and self.stop_at_first and self._error_site is None:
+            self._error_site = tally
+            raise RuntimeError(f"{SYNC_MESSAGE} (predicted without a CUDA device: "
+                               f"{tally.label if isinstance(tally, SyncSite) else kind})")
 
     def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
                 blocked: float | None, detail: str | None) -> SyncTally:
@@ -348,7 +357,7 @@ class SyncRecorder:
     # ------------------------------------------------------------------ errors
 
     def _describe_error(self, exc: BaseException) -> dict:
-        sync_error = (self.mode == "error" and isinstance(exc, RuntimeError)
+        sync_error = ((self.mode == "error" or self.stop_at_first) and isinstance(exc, RuntimeError)
                       and str(exc).startswith(SYNC_MESSAGE))
         if sync_error and self._error_site is None:
             innermost = _innermost_frame(exc.__traceback__)
@@ -363,7 +372,8 @@ class SyncRecorder:
             if isinstance(site, SyncSite):
                 what, line = site.label, site.line
             where = f"line {line}: " if line else ""
-            message = f"{where}{what} synchronized; --mode error stops at the first sync"
+            verb = "would synchronize on a GPU" if self.stop_at_first else "synchronized"
+            message = f"{where}{what} {verb}; --mode error stops at the first sync"
         elif isinstance(exc, KeyboardInterrupt):
             message = "interrupted"
         else:
