@@ -271,7 +271,10 @@ def run(
     # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
     # setup_kernel): ours too.
     client.owns_km = True
-    setup = "%load_ext syncfree" + ("\n%syncfree on" if watch_all else "")
+    # Loaded directly rather than with %load_ext, so that the notebook's own
+    # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
+    setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
+             "del _syncfree" + ("\n%syncfree on" if watch_all else ""))
     failure = None
     try:
         _execute(client, notebook, setup)

@@ -459,6 +459,10 @@ def _cell_line(tb, filename: str) -> int | None:
 
 
 def load_ipython_extension(ip) -> None:
+    # Idempotent: a second load (`syncfree run` loads the extension before the notebook's
+    # own `%load_ext syncfree`) keeps the instance and its event callbacks.
+    if SyncfreeMagics.__name__ in ip.magics_manager.registry:
+        return
     ip.register_magics(SyncfreeMagics(ip))
 
 
