@@ -16,7 +16,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
-.PHONY: all setup build install demo lab test test-py test-js test-ui test-gpu bench chromium catalog-table fixtures clean
+.PHONY: all setup build install demo lab test test-py test-js test-ui test-gpu bench bench-ui chromium catalog-table fixtures clean
 
 all: install
 
@@ -81,11 +81,17 @@ test-gpu:
 bench: install
 	$(PY) bench/overhead.py
 
+# The JupyterLab side on a 500-cell notebook (bench/ui/README.md): prints figures.
+bench-ui: install chromium ui-tests/node_modules/.installed
+	cd ui-tests && npx playwright test --config bench/playwright.config.js
+
 catalog-table: $(VENV)/.deps
 	PYTHONPATH=python_helper $(PY) scripts/gen_catalog_table.py
 
+# Regenerates the golden fixtures (tests/fixtures) and the UI tests' notebooks.
 fixtures: $(VENV)/.deps
 	PYTHONPATH=python_helper $(PY) scripts/regen_fixtures.py
+	PYTHONPATH=python_helper $(PY) ui-tests/tests/notebooks/generate.py
 
 clean:
 	rm -rf lib tsconfig.tsbuildinfo python_helper/syncfree/labextension src/_report.ts src/_settings.ts ui-tests/test-results
