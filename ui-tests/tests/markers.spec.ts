@@ -31,7 +31,7 @@ test.describe('%%syncfree in a real notebook and kernel', () => {
     await expect(cellMarkers(page, 0)).toHaveCount(0);
 
     if (process.env.SYNCFREE_SCREENSHOTS) {
-      await cell.screenshot({ path: '../docs/marker.png' });
+      await cell.screenshot({ path: '../docs/predicted.png' });
     }
 
     // Saved reports are outputs: reopening the notebook draws the markers again.
