@@ -1,7 +1,7 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import { formatMs } from './gutter/lines';
-import { parseReport } from './reports';
+import { parseReport, reportData } from './reports';
 import { ruleOf } from './gutter/card';
 import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
 
@@ -38,6 +38,76 @@ function headline(report: SyncReport): string {
 export const SUMMARY_ROWS = 8;
 
 /**
+ * How far outside the visible part of the notebook a summary's site table is already
+ * drawn, so that scrolling finds it there. Both margins are needed: `rootMargin` grows
+ * the viewport, `scrollMargin` the notebook's own scroll container, which would
+ * otherwise clip a table below the fold before the root margin is considered.
+ */
+const DRAW_AHEAD = '1500px 0px';
+
+/**
+ * Draws site tables when their summary comes near the viewport. A notebook of 500
+ * reports would otherwise build 500 tables when it opens (the largest part of
+ * syncfree's time there, see bench/ui/README.md), though a screen shows two or three;
+ * JupyterLab's windowed notebook defers cells the same way. Without
+ * IntersectionObserver (jsdom, an old host), tables are drawn at once.
+ */
+class TablesNearViewport {
+  /** Call `draw` once `placeholder` is near the viewport; false if that cannot be known. */
+  defer(placeholder: Element, draw: () => void): boolean {
+    if (typeof IntersectionObserver === 'undefined') {
+      return false;
+    }
+    if (!this._observer) {
+      this._observer = new IntersectionObserver(entries => this._onIntersect(entries), {
+        rootMargin: DRAW_AHEAD,
+        scrollMargin: DRAW_AHEAD
+      } as IntersectionObserverInit);
+    }
+    this._pending.set(placeholder, draw);
+    this._observer.observe(placeholder);
+    return true;
+  }
+
+  /** Stop waiting for a placeholder (its summary was re-rendered or disposed). */
+  forget(placeholder: Element): void {
+    if (this._pending.delete(placeholder)) {
+      this._observer?.unobserve(placeholder);
+    }
+  }
+
+  private _onIntersect(entries: IntersectionObserverEntry[]): void {
+    for (const entry of entries) {
+      const draw = entry.isIntersecting ? this._pending.get(entry.target) : undefined;
+      if (draw) {
+        this.forget(entry.target);
+        draw();
+      }
+    }
+  }
+
+  private _observer: IntersectionObserver | null = null;
+  private _pending = new Map<Element, () => void>();
+}
+
+const nearViewport = new TablesNearViewport();
+
+const TABLE_COLUMNS = ['line', 'what', 'count', 'blocked', 'rule'];
+
+let rowTemplate: HTMLTableRowElement | null = null;
+
+/** An empty table row with its five cells: cloning it is cheaper than building each. */
+function newRow(): HTMLTableRowElement {
+  if (!rowTemplate) {
+    rowTemplate = document.createElement('tr');
+    for (const name of TABLE_COLUMNS) {
+      rowTemplate.appendChild(el('td', name === 'what' || name === 'rule' ? undefined : `${CSS_PREFIX}-num`));
+    }
+  }
+  return rowTemplate.cloneNode(true) as HTMLTableRowElement;
+}
+
+/**
  * Renders a report as a short summary under the cell: a headline, a compact table
  * (line, what, count, blocked) and a link that opens the Syncs sidebar.
  */
@@ -52,30 +122,64 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     this.node.addEventListener('keydown', this._onActivate);
   }
 
+  dispose(): void {
+    this._forgetPlaceholder();
+    super.dispose();
+  }
+
+  /**
+   * The sites table, or a placeholder of about its height that becomes the table when
+   * the summary comes near the viewport.
+   */
+  private _sitesWhenNear(report: SyncReport, rows: SyncSite[]): HTMLElement {
+    const placeholder = el('div', `${CSS_PREFIX}-sites ${CSS_PREFIX}-sites-pending`);
+    const drawn = Math.min(rows.length, SUMMARY_ROWS) + 1 + (rows.length > SUMMARY_ROWS ? 1 : 0);
+    placeholder.style.setProperty(`--${CSS_PREFIX}-rows`, String(drawn));
+    const draw = () => {
+      this._placeholder = null;
+      placeholder.replaceWith(this._table(report, rows));
+    };
+    if (!nearViewport.defer(placeholder, draw)) {
+      return this._table(report, rows);
+    }
+    this._placeholder = placeholder;
+    return placeholder;
+  }
+
+  private _forgetPlaceholder(): void {
+    if (this._placeholder) {
+      nearViewport.forget(this._placeholder);
+      this._placeholder = null;
+    }
+  }
+
   /** The sites, most costly first: line, what, count, blocked, rule. */
   private _table(report: SyncReport, rows: SyncSite[], all = false): HTMLElement {
     const box = el('div', `${CSS_PREFIX}-sites`);
     const table = el('table', `${CSS_PREFIX}-table`);
     const header = table.createTHead().insertRow();
-    for (const name of ['line', 'what', 'count', 'blocked', 'rule']) {
+    for (const name of TABLE_COLUMNS) {
       header.appendChild(el('th', undefined, name));
     }
     const body = table.createTBody();
+    const jump = this._actions.jumpToLine !== undefined;
     for (const site of all ? rows : rows.slice(0, SUMMARY_ROWS)) {
-      const row = body.insertRow();
+      const row = newRow();
       row.dataset.line = String(site.line);
-      if (this._actions.jumpToLine) {
+      if (jump) {
         row.tabIndex = 0;
         row.title = `Go to line ${site.line}`;
-        row.classList.add(`${CSS_PREFIX}-jump`);
+        row.className = `${CSS_PREFIX}-jump`;
       }
+      const cells = row.cells;
       const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
-      row.appendChild(el('td', `${CSS_PREFIX}-num`, `${site.line}${chain}`));
-      row.appendChild(el('td', undefined, site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind));
-      row.appendChild(el('td', `${CSS_PREFIX}-num`, `×${site.count}`));
-      row.appendChild(el('td', `${CSS_PREFIX}-num`, formatMs(site.blocked_ms)));
+      cells[0].textContent = `${site.line}${chain}`;
+      cells[1].textContent = site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind;
+      cells[2].textContent = `×${site.count}`;
+      cells[3].textContent = formatMs(site.blocked_ms);
       const rule = ruleOf(report, site.rule);
-      row.appendChild(el('td', undefined, rule ? `${rule.code} ${rule.title}` : ''));
+      cells[4].textContent = rule ? `${rule.code} ${rule.title}` : '';
+      body.appendChild(row);
     }
     box.appendChild(table);
     if (!all && rows.length > SUMMARY_ROWS) {
@@ -86,6 +190,8 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     return box;
   }
+
+  private _placeholder: HTMLElement | null = null;
 
   private _onActivate = (event: MouseEvent | KeyboardEvent) => {
     if (event instanceof KeyboardEvent && event.key !== 'Enter') {
@@ -99,8 +205,13 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
   };
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    this._forgetPlaceholder();
     this.node.textContent = '';
-    const report = parseReport(model.data[this._options.mimeType], 'an output');
+    // An output model's `data` is a deep copy of the whole bundle, HTML included, made
+    // on every read (@jupyterlab/rendermime outputmodel.ts): read the stored report, the
+    // object the reports store has already checked, so the parse cache hits.
+    const data = (isOutputModel(model) ? reportData(model) : undefined) ?? model.data[this._options.mimeType];
+    const report = parseReport(data, 'an output');
     if (!report) {
       this.node.appendChild(el('div', `${CSS_PREFIX}-invalid`, 'syncfree: this report is malformed and was ignored (see the browser console).'));
       return Promise.resolve();
@@ -127,7 +238,7 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       (a, b) => (b.blocked_ms ?? 0) - (a.blocked_ms ?? 0) || b.count - a.count || a.line - b.line
     );
     if (rows.length > 0) {
-      this.node.appendChild(this._table(report, rows));
+      this.node.appendChild(this._sitesWhenNear(report, rows));
     }
     const siteLines = new Set(report.sites.map(s => s.line));
     const unmatched = report.findings.filter(f => !siteLines.has(f.range.line));
@@ -144,6 +255,10 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     return Promise.resolve();
   }
+}
+
+function isOutputModel(model: IRenderMime.IMimeModel): model is IRenderMime.IMimeModel & { toJSON(): unknown } {
+  return typeof (model as { toJSON?: unknown }).toJSON === 'function';
 }
 
 /** What the summary's link and rows do; both optional (other hosts have no sidebar). */

@@ -16,7 +16,7 @@ IPython = pytest.importorskip("IPython")
 torch = pytest.importorskip("torch")
 
 from IPython.core.error import UsageError  # noqa: E402
-from IPython.testing.globalipapp import start_ipython  # noqa: E402
+from IPython.testing import globalipapp  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
 import syncfree  # noqa: E402
@@ -26,7 +26,8 @@ from syncfree.report import MIME_TYPE, validate_report  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    # start_ipython() returns None once a test module before this one started the shell.
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "syncfree")
     yield shell
     shell.run_line_magic("unload_ext", "syncfree")

@@ -4,10 +4,61 @@ import { SyncReportRenderer } from '../mime';
 import { MIME_TYPE } from '../tokens';
 import { loopReport, site } from './fixtures';
 
-function render(data: unknown, actions = {}): SyncReportRenderer {
+/**
+ * A stand-in for the browser's IntersectionObserver: nothing is near the viewport until
+ * `reveal` says so (@jupyterlab/testing's shim never reports anything).
+ */
+class FakeIntersectionObserver {
+  static instances: FakeIntersectionObserver[] = [];
+  observed = new Set<Element>();
+
+  constructor(private readonly _callback: IntersectionObserverCallback) {
+    FakeIntersectionObserver.instances.push(this);
+  }
+
+  observe(target: Element): void {
+    this.observed.add(target);
+  }
+
+  unobserve(target: Element): void {
+    this.observed.delete(target);
+  }
+
+  disconnect(): void {
+    this.observed.clear();
+  }
+
+  /** Report every observed element inside `root` as near the viewport. */
+  static reveal(root: Element): void {
+    for (const observer of FakeIntersectionObserver.instances) {
+      const near = [...observer.observed].filter(target => root.contains(target));
+      const entries = near.map(target => ({ target, isIntersecting: true }) as unknown as IntersectionObserverEntry);
+      if (entries.length > 0) {
+        observer._callback(entries, observer as unknown as IntersectionObserver);
+      }
+    }
+  }
+}
+
+const shimObserver = window.IntersectionObserver;
+beforeAll(() => {
+  window.IntersectionObserver = FakeIntersectionObserver as unknown as typeof IntersectionObserver;
+});
+afterAll(() => {
+  window.IntersectionObserver = shimObserver;
+});
+
+function renderHidden(data: unknown, actions = {}): SyncReportRenderer {
   const renderer = new SyncReportRenderer({ mimeType: MIME_TYPE } as IRenderMime.IRendererOptions, actions);
   void renderer.renderModel({ data: { [MIME_TYPE]: data } } as unknown as IRenderMime.IMimeModel);
   Widget.attach(renderer, document.body);
+  return renderer;
+}
+
+/** Render a report in view: its site table is drawn. */
+function render(data: unknown, actions = {}): SyncReportRenderer {
+  const renderer = renderHidden(data, actions);
+  FakeIntersectionObserver.reveal(renderer.node);
   return renderer;
 }
 
@@ -68,6 +119,58 @@ describe('a long report', () => {
     expect(lines()).toEqual([19, 18, 17, 16, 15, 14, 13, 12].map(kind));
     node.querySelector<HTMLButtonElement>('.jp-syncfree-more')!.click();
     expect(lines()).toHaveLength(20);
+    document.body.textContent = '';
+  });
+});
+
+describe('a summary away from the viewport', () => {
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('shows its headline at once and draws the site table when it comes near', () => {
+    const renderer = renderHidden(loopReport());
+    const node = renderer.node;
+    expect(node.querySelector('.jp-syncfree-title')!.textContent).toMatch(/^syncfree: 101 syncs/);
+    expect(node.querySelector('table')).toBeNull();
+    const placeholder = node.querySelector<HTMLElement>('.jp-syncfree-sites-pending')!;
+    // Two rows and the header: the placeholder keeps about the table's height.
+    expect(placeholder.style.getPropertyValue('--jp-syncfree-rows')).toBe('3');
+
+    FakeIntersectionObserver.reveal(node);
+    expect(node.querySelector('.jp-syncfree-sites-pending')).toBeNull();
+    expect(node.querySelectorAll('tbody tr')).toHaveLength(2);
+    renderer.dispose();
+  });
+
+  it('stops waiting when the summary is re-rendered or disposed', () => {
+    const renderer = renderHidden(loopReport());
+    const observed = () => FakeIntersectionObserver.instances.reduce((n, o) => n + o.observed.size, 0);
+    expect(observed()).toBe(1);
+    void renderer.renderModel({ data: { [MIME_TYPE]: loopReport() } } as unknown as IRenderMime.IMimeModel);
+    expect(observed()).toBe(1);
+    renderer.dispose();
+    expect(observed()).toBe(0);
+  });
+});
+
+describe('reading the report of an output model', () => {
+  it('uses the stored bundle rather than the copy that `data` makes', () => {
+    const stored = loopReport();
+    const copy = jest.fn(() => ({ [MIME_TYPE]: JSON.parse(JSON.stringify(stored)) }));
+    const model = {
+      get data() {
+        return copy();
+      },
+      toJSON: () => ({ output_type: 'display_data', data: { [MIME_TYPE]: stored }, metadata: {} })
+    };
+    const renderer = new SyncReportRenderer({ mimeType: MIME_TYPE } as IRenderMime.IRendererOptions, {});
+    void renderer.renderModel(model as unknown as IRenderMime.IMimeModel);
+    Widget.attach(renderer, document.body);
+    FakeIntersectionObserver.reveal(renderer.node);
+    expect(copy).not.toHaveBeenCalled();
+    expect(renderer.node.querySelectorAll('tbody tr')).toHaveLength(2);
+    renderer.dispose();
     document.body.textContent = '';
   });
 });

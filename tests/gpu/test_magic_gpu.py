@@ -10,7 +10,7 @@ import pytest
 
 IPython = pytest.importorskip("IPython", reason="no IPython on this machine: carry it as wheels")
 
-from IPython.testing.globalipapp import start_ipython  # noqa: E402
+from IPython.testing import globalipapp  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 
 from syncfree.report import MIME_TYPE, validate_report  # noqa: E402
@@ -20,7 +20,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def ip():
-    shell = start_ipython()
+    # start_ipython() returns None once a test module before this one started the shell.
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "syncfree")
     shell.run_cell("import torch")
     yield shell

@@ -101,7 +101,7 @@ function syncfreeTime(profile: ICpuProfile): { total: number; byFunction: Map<st
   return { total: micros / 1000, byFunction };
 }
 
-function topFunctions(byFunction: Map<string, number>, n = 12): string {
+function topFunctions(byFunction: Map<string, number>, n = Math.max(12, Number(process.env.SYNCFREE_BENCH_DETAIL) || 0)): string {
   return [...byFunction.entries()]
     .sort((a, b) => b[1] - a[1])
     .slice(0, n)
