@@ -1,20 +1,31 @@
 import Ajv, { ValidateFunction } from 'ajv';
 import type { ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import type { INotebookModel } from '@jupyterlab/notebook';
+import { JSONExt, JSONValue } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 import { REPORT_SCHEMA } from './_report';
 import { ICellReport, ISyncReports, MIME_TYPE, SyncReport } from './tokens';
 
 let validator: ValidateFunction | null = null;
 
-function validate(data: unknown): ValidateFunction['errors'] | null {
+/**
+ * Compile the report schema now rather than on the first report. The reports plugin
+ * calls this when the browser is idle after startup, so that opening the first
+ * notebook does not pay for ajv's code generation (about 20 ms).
+ */
+export function compileReportSchema(): ValidateFunction {
   if (!validator) {
     // The schema is python_helper/syncfree/report.schema.json, embedded at build time
     // by scripts/gen-types.mjs: the kernel and the frontend check the same contract.
     const ajv = new Ajv({ allErrors: false, strict: false });
     validator = ajv.compile(REPORT_SCHEMA as unknown as object);
   }
-  return validator(data) ? null : validator.errors ?? [];
+  return validator;
+}
+
+function validate(data: unknown): ValidateFunction['errors'] | null {
+  const check = compileReportSchema();
+  return check(data) ? null : check.errors ?? [];
 }
 
 /**
@@ -74,6 +85,15 @@ function parseUnchecked(data: unknown, where: string): SyncReport | null {
     return null;
   }
   return value as SyncReport;
+}
+
+/**
+ * Whether two reports say the same thing: the same object, or equal field by field
+ * (a re-run that found the same syncs). Stops at the first difference, where comparing
+ * JSON texts would serialise both reports in full.
+ */
+export function sameReport(a: SyncReport | null, b: SyncReport | null): boolean {
+  return a === b || (a !== null && b !== null && JSONExt.deepEqual(a as unknown as JSONValue, b as unknown as JSONValue));
 }
 
 /**
@@ -222,7 +242,7 @@ export class SyncReportStore implements ISyncReports {
       const last = entry.current.get(cell.id);
       // Keep the report this one replaced (outputs are cleared before a re-run, so the
       // last report is remembered per cell): the sidebar shows the change between runs.
-      if (last && last !== report && JSON.stringify(last) !== JSON.stringify(report)) {
+      if (last && !sameReport(last, report)) {
         entry.previous.set(cell.id, last);
       }
       entry.current.set(cell.id, report);

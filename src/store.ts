@@ -3,7 +3,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { SyncReportStore } from './reports';
+import { SyncReportStore, compileReportSchema } from './reports';
 import { ISyncReports, PLUGIN_IDS } from './tokens';
 
 /** Provides the reports of every open notebook (ISyncReports). */
@@ -30,6 +30,9 @@ export const reportsPlugin: JupyterFrontEndPlugin<ISyncReports> = {
         });
       });
     };
+    if (typeof requestIdleCallback === 'function') {
+      requestIdleCallback(() => compileReportSchema());
+    }
     tracker.forEach(watch);
     tracker.widgetAdded.connect((_, panel) => watch(panel));
     return store;

@@ -1,6 +1,6 @@
 import { sha256Hex } from '../hash';
-import { parseReport } from '../reports';
-import { report, site } from './fixtures';
+import { parseReport, sameReport } from '../reports';
+import { loopReport, report, site } from './fixtures';
 
 describe('sha256Hex', () => {
   it('matches known digests (the kernel hashes with hashlib.sha256)', () => {
@@ -42,5 +42,16 @@ describe('parseReport', () => {
     expect(parseReport(data)).toBeNull();
     expect(warn).toHaveBeenCalledTimes(1);
     expect(String(warn.mock.calls[0][0])).toMatch(/^syncfree: ignored/);
+  });
+});
+
+describe('sameReport', () => {
+  it('is true for equal reports and false at any difference', () => {
+    const a = loopReport();
+    expect(sameReport(a, a)).toBe(true);
+    expect(sameReport(a, loopReport())).toBe(true);
+    expect(sameReport(a, loopReport({ sites: [site({ count: 2 })] }))).toBe(false);
+    expect(sameReport(a, null)).toBe(false);
+    expect(sameReport(null, null)).toBe(true);
   });
 });

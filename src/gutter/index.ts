@@ -11,7 +11,7 @@ import {
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { EditorView, ViewPlugin } from '@codemirror/view';
 import type { SyncfreeMarkers } from '../_settings';
-import { reportOfCell } from '../reports';
+import { reportOfCell, sameReport } from '../reports';
 import { rewriteUndoBoundary } from '../rewrite';
 import { PLUGIN_IDS, SyncReport } from '../tokens';
 import {
@@ -77,7 +77,7 @@ function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
         return;
       }
       const report = reportOfCell(model);
-      if (report === current || (report && current && JSON.stringify(report) === JSON.stringify(current))) {
+      if (sameReport(report, current)) {
         return;
       }
       current = report;
