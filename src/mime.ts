@@ -4,22 +4,7 @@ import { formatMs } from './gutter/lines';
 import { parseReport, reportData } from './reports';
 import { ruleOf } from './gutter/card';
 import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
-
-/** Create an element with text content: report strings never go through innerHTML. */
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
+import { el } from './dom';
 
 function headline(report: SyncReport): string {
   const { totals } = report;

@@ -2,6 +2,7 @@ import type { Finding, Fix, Frame, Rule, SyncReport, SyncSite } from '../_report
 import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { ILineMarker, formatMs } from './lines';
+import { el } from '../dom';
 
 /** What a sync card shows. */
 export interface ISyncCardContent {
@@ -21,22 +22,6 @@ export interface ISyncCardActions {
 }
 
 const C = `${CSS_PREFIX}-card`;
-
-/** Create an element with text content: report strings never go through innerHTML. */
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  className?: string,
-  text?: string
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /**
  * Text with `inline code` spans, as the catalog writes it: the spans become <code>

@@ -13,6 +13,7 @@ import {
   rankSites,
   totalsOf
 } from './ranking';
+import { el } from '../dom';
 
 /** The notebook the sidebar shows. */
 export interface ISyncsSource {
@@ -37,17 +38,6 @@ const S = `${CSS_PREFIX}-sidebar`;
 
 /** Rows drawn at first; the rest on request, so a huge notebook stays responsive. */
 export const ROWS_SHOWN = 200;
-
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
