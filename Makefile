@@ -50,6 +50,7 @@ demo: install
 	$(VENV)/bin/syncfree run examples/tour.ipynb || [ $$? -eq 1 ]
 	@echo
 	@echo "Open the same notebook in JupyterLab:  make lab"
+	@echo "(examples/tour-h200.ipynb is the same tour as measured on an NVIDIA H200: open it there too)"
 
 lab: install
 	$(VENV)/bin/jupyter lab examples/tour.ipynb $(if $(filter 0,$(shell id -u)),--allow-root,)

@@ -116,16 +116,18 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
    * The sites table, or a placeholder of about its height that becomes the table when
    * the summary comes near the viewport.
    */
-  private _sitesWhenNear(report: SyncReport, rows: SyncSite[]): HTMLElement {
+  private _sitesWhenNear(report: SyncReport): HTMLElement {
+    const count = report.sites.length;
     const placeholder = el('div', `${CSS_PREFIX}-sites ${CSS_PREFIX}-sites-pending`);
-    const drawn = Math.min(rows.length, SUMMARY_ROWS) + 1 + (rows.length > SUMMARY_ROWS ? 1 : 0);
+    const drawn = Math.min(count, SUMMARY_ROWS) + 1 + (count > SUMMARY_ROWS ? 1 : 0);
     placeholder.style.setProperty(`--${CSS_PREFIX}-rows`, String(drawn));
+    // The sites are sorted only when their table is drawn: most summaries never are.
     const draw = () => {
       this._placeholder = null;
-      placeholder.replaceWith(this._table(report, rows));
+      placeholder.replaceWith(this._table(report, costliestFirst(report.sites)));
     };
     if (!nearViewport.defer(placeholder, draw)) {
-      return this._table(report, rows);
+      return this._table(report, costliestFirst(report.sites));
     }
     this._placeholder = placeholder;
     return placeholder;
@@ -219,11 +221,8 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       this.node.appendChild(el('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`));
     }
 
-    const rows = [...report.sites].sort(
-      (a, b) => (b.blocked_ms ?? 0) - (a.blocked_ms ?? 0) || b.count - a.count || a.line - b.line
-    );
-    if (rows.length > 0) {
-      this.node.appendChild(this._sitesWhenNear(report, rows));
+    if (report.sites.length > 0) {
+      this.node.appendChild(this._sitesWhenNear(report));
     }
     const siteLines = new Set(report.sites.map(s => s.line));
     const unmatched = report.findings.filter(f => !siteLines.has(f.range.line));
@@ -240,6 +239,11 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     return Promise.resolve();
   }
+}
+
+/** The sites by blocked time, then count, then line. */
+function costliestFirst(sites: SyncSite[]): SyncSite[] {
+  return [...sites].sort((a, b) => (b.blocked_ms ?? 0) - (a.blocked_ms ?? 0) || b.count - a.count || a.line - b.line);
 }
 
 function isOutputModel(model: IRenderMime.IMimeModel): model is IRenderMime.IMimeModel & { toJSON(): unknown } {

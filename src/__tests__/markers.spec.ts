@@ -1,7 +1,7 @@
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
-import { markerAtLine, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
-import { markerLines, weightOf } from '../gutter/lines';
+import { IdleScheduler, deferStaleCheck, markerAtLine, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
+import { markerLabel, markerLines, weightOf } from '../gutter/lines';
 import { CELL, report, site } from './fixtures';
 
 function editor(text = CELL): EditorView {
@@ -49,6 +49,22 @@ describe('markerLines', () => {
     expect(weightOf(1, 50)).toBe(2);
     expect(weightOf(500, null)).toBe(2);
     expect(weightOf(3, null)).toBe(0);
+  });
+});
+
+describe('markerLabel', () => {
+  it('labels a marker with its totals', () => {
+    const r = report({ sites: [site(), site({ kind: 'print', count: 8, blocked_ms: 20 })] });
+    expect(markerLabel(markerLines(r, 4)[0])).toBe('Sync ×9, blocked 20.5 ms at 2 sites');
+    expect(markerLabel(markerLines(report(), 4)[0])).toBe('Sync ×1, blocked 0.50 ms (item)');
+    expect(markerLabel(markerLines(report({ sites: [] }), 4)[0])).toBe('Likely sync (not run): SF101');
+  });
+
+  it('is the marker\'s aria-label, marked when stale', () => {
+    const view = editor(CELL + '\n# edited');
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    const dom = markerAtLine(view, 3)!.toDOM() as HTMLElement;
+    expect(dom.getAttribute('aria-label')).toBe('(stale: the cell changed since this report) Sync ×1, blocked 0.50 ms (item)');
   });
 });
 
@@ -116,5 +132,80 @@ describe('syncMarkers with an initial report', () => {
       })
     });
     expect(view.state.field(syncMarkerField).stale).toBe(true);
+  });
+});
+
+describe('the stale check deferred to idle time', () => {
+  /** A scheduler that runs its tasks only when the test says so. */
+  function manualScheduler(): { scheduler: IdleScheduler; run: () => number } {
+    let tasks: (() => void)[] = [];
+    return {
+      scheduler: task => tasks.push(task),
+      run: () => {
+        const due = tasks;
+        tasks = [];
+        due.forEach(task => task());
+        return due.length;
+      }
+    };
+  }
+
+  function deferredEditor(text: string, scheduler: IdleScheduler, initial = true): EditorView {
+    const options = { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true };
+    return new EditorView({
+      state: EditorState.create({
+        doc: text,
+        extensions: [syncMarkers(initial ? { report: report(), options } : undefined), deferStaleCheck.of(scheduler)]
+      })
+    });
+  }
+
+  it('draws the markers at once and marks a changed cell stale when the check runs', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL + '\n# edited', idle.scheduler);
+    expect(markedLines(view)).toEqual([3]);
+    expect(view.state.field(syncMarkerField).unchecked).toBe(true);
+    expect(view.state.field(syncMarkerField).stale).toBe(false);
+    expect(idle.run()).toBe(1);
+    expect(view.state.field(syncMarkerField).unchecked).toBe(false);
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+    expect(markedLines(view)).toEqual([3]);
+    expect((markerAtLine(view, 3)!.toDOM() as HTMLElement).classList.contains('jp-syncfree-stale')).toBe(true);
+  });
+
+  it('keeps an unchanged cell fresh and remembers its text', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL, idle.scheduler);
+    idle.run();
+    const state = view.state.field(syncMarkerField);
+    expect(state.stale).toBe(false);
+    expect(state.freshDoc).toBe(view.state.doc);
+  });
+
+  it('defers the check of a report set later, too', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL + '\n', idle.scheduler, false);
+    view.dispatch({ effects: setSyncReport.of(report()) });
+    expect(view.state.field(syncMarkerField).unchecked).toBe(true);
+    expect(idle.run()).toBe(1);
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+  });
+
+  it('checks at once when the cell is edited before the check runs', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL, idle.scheduler);
+    view.dispatch({ changes: { from: 0, insert: '# note\n' } });
+    expect(view.state.field(syncMarkerField).unchecked).toBe(false);
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+    idle.run();
+    expect(view.state.field(syncMarkerField).stale).toBe(true);
+  });
+
+  it('does nothing once the editor is gone', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL + '\n', idle.scheduler);
+    view.destroy();
+    expect(() => idle.run()).not.toThrow();
+    expect(view.state.field(syncMarkerField).unchecked).toBe(true);
   });
 });

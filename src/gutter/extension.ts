@@ -4,12 +4,14 @@ import {
   DecorationSet,
   EditorView,
   GutterMarker,
+  ViewPlugin,
+  ViewUpdate,
   gutter
 } from '@codemirror/view';
 import { sourceHash } from '../hash';
 import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
-import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, describeLine, markerLines } from './lines';
+import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, markerLabel, markerLines } from './lines';
 
 /** How markers are drawn and what the card shows (the markers plugin's settings). */
 export interface ISyncMarkerOptions extends IMarkerOptions {
@@ -43,18 +45,60 @@ export interface ISyncMarkerState {
    * is much cheaper than hashing the cell on every keystroke.
    */
   freshDoc: Text | null;
+  /**
+   * The cell text has not been hashed against the report's source_hash yet: the check
+   * waits for idle time (see `deferStaleCheck`), and the markers are drawn fresh until it
+   * runs. An edit before then checks at once.
+   */
+  unchecked: boolean;
 }
 
-/** Whether `doc` is the text the report ran on (remembering that text once seen). */
-function freshness(report: SyncReport | null, doc: Text, known: Text | null): Pick<ISyncMarkerState, 'stale' | 'freshDoc'> {
+/**
+ * Runs a task later, when the page is idle. Given to `deferStaleCheck`, it moves the
+ * SHA-256 of each cell's text out of editor creation: opening a notebook of 500 reports
+ * otherwise hashes 500 cells before the first paint.
+ */
+export type IdleScheduler = (task: () => void) => void;
+
+/** requestIdleCallback where the browser has it (not Safari), else a zero timeout. */
+export const whenIdle: IdleScheduler = task => {
+  if (typeof requestIdleCallback === 'function') {
+    // The timeout bounds how long a busy page can leave a stale cell drawn as fresh.
+    requestIdleCallback(() => task(), { timeout: 1000 });
+  } else {
+    setTimeout(task, 0);
+  }
+};
+
+/**
+ * When set, a report's stale check (hashing the cell) runs through this scheduler
+ * rather than while the report is set; without it the check is synchronous.
+ */
+export const deferStaleCheck = Facet.define<IdleScheduler, IdleScheduler | null>({
+  combine: values => values[0] ?? null
+});
+
+/** Run the stale check that `deferStaleCheck` postponed. */
+const checkStale = StateEffect.define<null>();
+
+type Freshness = Pick<ISyncMarkerState, 'stale' | 'freshDoc' | 'unchecked'>;
+
+/**
+ * Whether `doc` is the text the report ran on (remembering that text once seen). With
+ * `defer`, a check that needs the hash is left for later (`unchecked`).
+ */
+function freshness(report: SyncReport | null, doc: Text, known: Text | null, defer = false): Freshness {
   if (!report) {
-    return { stale: false, freshDoc: null };
+    return { stale: false, freshDoc: null, unchecked: false };
   }
   if (known) {
-    return { stale: !doc.eq(known), freshDoc: known };
+    return { stale: !doc.eq(known), freshDoc: known, unchecked: false };
+  }
+  if (defer) {
+    return { stale: false, freshDoc: null, unchecked: true };
   }
   const fresh = sourceHash(doc.toString()) === report.source_hash;
-  return { stale: !fresh, freshDoc: fresh ? doc : null };
+  return { stale: !fresh, freshDoc: fresh ? doc : null, unchecked: false };
 }
 
 /** Set (or clear, with null) the report shown in this editor. */
@@ -86,7 +130,7 @@ export class SyncGutterMarker extends GutterMarker {
     // No `title`: the sync card is the marker's tooltip. Report text is only ever set
     // as text (attributes, textContent), never as HTML.
     dot.setAttribute('role', 'img');
-    dot.setAttribute('aria-label', (this.stale ? '(stale: the cell changed since this report) ' : '') + describeLine(this.info));
+    dot.setAttribute('aria-label', (this.stale ? '(stale: the cell changed since this report) ' : '') + markerLabel(this.info));
     return dot;
   }
 }
@@ -117,20 +161,23 @@ function build(
 }
 
 /** The field's value for a report and options, drawn on a document. */
-function initialState(report: SyncReport | null, options: ISyncMarkerOptions, doc: EditorState['doc']): ISyncMarkerState {
-  const value = { report, options, ...freshness(report, doc, null) };
-  return { ...value, ...build(value, doc) };
+function initialState(report: SyncReport | null, options: ISyncMarkerOptions, state: EditorState): ISyncMarkerState {
+  const value = { report, options, ...freshness(report, state.doc, null, state.facet(deferStaleCheck) !== null) };
+  return { ...value, ...build(value, state.doc) };
 }
 
 export const syncMarkerField = StateField.define<ISyncMarkerState>({
   create(state) {
-    return initialState(null, DEFAULT_SYNC_MARKER_OPTIONS, state.doc);
+    return initialState(null, DEFAULT_SYNC_MARKER_OPTIONS, state);
   },
   update(value, tr) {
     let next = value;
     let rebuild = false;
+    let check = false;
     for (const effect of tr.effects) {
-      if (effect.is(setSyncReport)) {
+      if (effect.is(checkStale)) {
+        check = true;
+      } else if (effect.is(setSyncReport)) {
         next = { ...next, report: effect.value, freshDoc: null };
         rebuild = true;
       } else if (effect.is(setMarkerOptions)) {
@@ -139,15 +186,21 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       }
     }
     if (rebuild) {
-      next = { ...next, ...freshness(next.report, tr.state.doc, next.freshDoc) };
+      const defer = tr.state.facet(deferStaleCheck) !== null;
+      next = { ...next, ...freshness(next.report, tr.state.doc, next.freshDoc, defer) };
       return { ...next, ...build(next, tr.state.doc) };
+    }
+    if (check && next.unchecked && !tr.docChanged) {
+      next = { ...next, ...freshness(next.report, tr.state.doc, null) };
+      // Markers were drawn fresh: redraw them only when the cell turned out stale.
+      return next.stale ? { ...next, ...build(next, tr.state.doc) } : next;
     }
     if (tr.docChanged && next.report) {
       // Markers follow edits (a line inserted above moves them); the report turns stale
       // once the text differs from what ran, and fresh again if the edit is undone.
       const { stale, freshDoc } = freshness(next.report, tr.state.doc, next.freshDoc);
       if (stale !== next.stale) {
-        const mapped = { ...next, stale, freshDoc };
+        const mapped = { ...next, stale, freshDoc, unchecked: false };
         const markers = new RangeSetBuilder<SyncGutterMarker>();
         const iter = next.markers.map(tr.changes).iter();
         for (; iter.value; iter.next()) {
@@ -162,6 +215,7 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       return {
         ...next,
         freshDoc,
+        unchecked: false,
         markers: next.markers.map(tr.changes),
         lines: next.lines.map(tr.changes)
       };
@@ -200,10 +254,50 @@ export interface IInitialMarkers {
  */
 export function syncMarkers(initial?: IInitialMarkers): Extension {
   return [
-    initial ? syncMarkerField.init(state => initialState(initial.report, initial.options, state.doc)) : syncMarkerField,
-    syncGutter
+    initial ? syncMarkerField.init(state => initialState(initial.report, initial.options, state)) : syncMarkerField,
+    syncGutter,
+    staleCheckRunner
   ];
 }
+
+/**
+ * Schedules the stale check that `deferStaleCheck` postponed, once per unchecked
+ * report; the check itself runs in the marker field (a `checkStale` transaction).
+ */
+const staleCheckRunner = ViewPlugin.fromClass(
+  class {
+    private _scheduled = false;
+    private _destroyed = false;
+
+    constructor(readonly view: EditorView) {
+      this._schedule();
+    }
+
+    update(update: ViewUpdate): void {
+      if (update.state.field(syncMarkerField).unchecked) {
+        this._schedule();
+      }
+    }
+
+    destroy(): void {
+      this._destroyed = true;
+    }
+
+    private _schedule(): void {
+      const scheduler = this.view.state.facet(deferStaleCheck);
+      if (this._scheduled || !scheduler || !this.view.state.field(syncMarkerField).unchecked) {
+        return;
+      }
+      this._scheduled = true;
+      scheduler(() => {
+        this._scheduled = false;
+        if (!this._destroyed && this.view.state.field(syncMarkerField).unchecked) {
+          this.view.dispatch({ effects: checkStale.of(null) });
+        }
+      });
+    }
+  }
+);
 
 /**
  * The gutter and its theme, made once and shared by every editor: they read everything

@@ -17,10 +17,12 @@ import { PLUGIN_IDS, SyncReport } from '../tokens';
 import {
   DEFAULT_SYNC_MARKER_OPTIONS,
   ISyncMarkerOptions,
+  deferStaleCheck,
   setMarkerOptions,
   setSyncReport,
   syncMarkerField,
-  syncMarkers
+  syncMarkers,
+  whenIdle
 } from './extension';
 import { syncCard } from './tooltip';
 
@@ -136,6 +138,8 @@ export const markersPlugin: JupyterFrontEndPlugin<void> = {
         const model = options.model;
         return EditorExtensionRegistry.createImmutableExtension([
           syncMarkers({ report: reportOfCell(model), options: settings.options }),
+          // Hash the cell for the stale check in idle time, not while the notebook opens.
+          deferStaleCheck.of(whenIdle),
           syncCard(),
           cellReportBridge(model, settings),
           rewriteUndoBoundary.of(() => stopUndoCapturing(model))

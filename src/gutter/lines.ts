@@ -122,16 +122,20 @@ export function formatMs(ms: number | null | undefined): string {
   return `${ms.toFixed(ms >= 10 ? 1 : 2)} ms`;
 }
 
-/** A one-line text summary of a marked line (used as the marker's title). */
-export function describeLine(marker: ILineMarker): string {
+/**
+ * The marker's accessible label: the line's totals, short and built from the merged
+ * counts only. A notebook of 500 reports draws 10,000 markers at once, and a per-site
+ * description for each was a measurable share of opening it; the sync card (the
+ * marker's tooltip, also opened from the keyboard) lists every site.
+ */
+export function markerLabel(marker: ILineMarker): string {
   if (marker.source === 'static') {
-    const rules = marker.findings.map(f => `${f.rule} ${f.message}`);
-    return `Likely sync (not run): ${rules.join('; ')}`;
+    const first = marker.findings[0];
+    const more = marker.findings.length > 1 ? ` and ${marker.findings.length - 1} more` : '';
+    return `Likely sync (not run): ${first.rule}${more}`;
   }
-  const parts = marker.sites.map(site => {
-    const blocked = site.blocked_ms !== null ? `, blocked ${formatMs(site.blocked_ms)}` : '';
-    return `${site.kind} ×${site.count}${blocked}`;
-  });
   const verb = marker.source === 'predicted' ? 'Predicted sync' : 'Sync';
-  return `${verb}: ${parts.join('; ')}`;
+  const blocked = marker.blockedMs !== null ? `, blocked ${formatMs(marker.blockedMs)}` : '';
+  const kind = marker.sites.length === 1 ? ` (${marker.sites[0].kind})` : ` at ${marker.sites.length} sites`;
+  return `${verb} ×${marker.count}${blocked}${kind}`;
 }
