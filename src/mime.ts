@@ -23,23 +23,23 @@ function headline(report: SyncReport): string {
 export const SUMMARY_ROWS = 8;
 
 /**
- * How far outside the visible part of the notebook a summary's site table is already
- * drawn, so that scrolling finds it there. Both margins are needed: `rootMargin` grows
- * the viewport, `scrollMargin` the notebook's own scroll container, which would
- * otherwise clip a table below the fold before the root margin is considered.
+ * How far outside the visible part of the notebook a summary is already drawn, so that
+ * scrolling finds it there. Both margins are needed: `rootMargin` grows the viewport,
+ * `scrollMargin` the notebook's own scroll container, which would otherwise clip a
+ * summary below the fold before the root margin is considered.
  */
 const DRAW_AHEAD = '1500px 0px';
 
 /**
- * Draws site tables when their summary comes near the viewport. A notebook of 500
- * reports would otherwise build 500 tables when it opens (the largest part of
+ * Draws summaries when they come near the viewport. A notebook of 500 reports would
+ * otherwise build 500 summaries with their tables when it opens (the largest part of
  * syncfree's time there, see bench/ui/README.md), though a screen shows two or three;
  * JupyterLab's windowed notebook defers cells the same way. Without
- * IntersectionObserver (jsdom, an old host), tables are drawn at once.
+ * IntersectionObserver (jsdom, an old host), summaries are drawn at once.
  */
-class TablesNearViewport {
-  /** Call `draw` once `placeholder` is near the viewport; false if that cannot be known. */
-  defer(placeholder: Element, draw: () => void): boolean {
+class DrawNearViewport {
+  /** Call `draw` once `target` is near the viewport; false if that cannot be known. */
+  defer(target: Element, draw: () => void): boolean {
     if (typeof IntersectionObserver === 'undefined') {
       return false;
     }
@@ -49,15 +49,15 @@ class TablesNearViewport {
         scrollMargin: DRAW_AHEAD
       } as IntersectionObserverInit);
     }
-    this._pending.set(placeholder, draw);
-    this._observer.observe(placeholder);
+    this._pending.set(target, draw);
+    this._observer.observe(target);
     return true;
   }
 
-  /** Stop waiting for a placeholder (its summary was re-rendered or disposed). */
-  forget(placeholder: Element): void {
-    if (this._pending.delete(placeholder)) {
-      this._observer?.unobserve(placeholder);
+  /** Stop waiting for a target (its summary was re-rendered or disposed). */
+  forget(target: Element): void {
+    if (this._pending.delete(target)) {
+      this._observer?.unobserve(target);
     }
   }
 
@@ -75,7 +75,7 @@ class TablesNearViewport {
   private _pending = new Map<Element, () => void>();
 }
 
-const nearViewport = new TablesNearViewport();
+const nearViewport = new DrawNearViewport();
 
 const TABLE_COLUMNS = ['line', 'what', 'count', 'blocked', 'rule'];
 
@@ -92,9 +92,30 @@ function newRow(): HTMLTableRowElement {
   return rowTemplate.cloneNode(true) as HTMLTableRowElement;
 }
 
+/** The findings of a report on lines where nothing synced (they did not run). */
+function unmatchedFindings(report: SyncReport): SyncReport['findings'] {
+  if (report.findings.length === 0) {
+    return report.findings;
+  }
+  const siteLines = new Set(report.sites.map(s => s.line));
+  return report.findings.filter(f => !siteLines.has(f.range.line));
+}
+
+/**
+ * About how many text rows a drawn summary takes: its placeholder keeps that height, so
+ * that the notebook does not jump when the summary is drawn.
+ */
+function summaryRows(report: SyncReport): number {
+  const sites = report.sites.length;
+  const table = sites > 0 ? Math.min(sites, SUMMARY_ROWS) + 1 + (sites > SUMMARY_ROWS ? 1 : 0) : 0;
+  const findings = Math.min(unmatchedFindings(report).length, SUMMARY_ROWS + 1);
+  return 1.5 + (report.notes?.length ?? 0) + (report.error ? 1 : 0) + table + findings;
+}
+
 /**
  * Renders a report as a short summary under the cell: a headline, a compact table
- * (line, what, count, blocked) and a link that opens the Syncs sidebar.
+ * (line, what, count, blocked) and a link that opens the Syncs sidebar. Away from the
+ * viewport it is a placeholder of about its height until it comes near.
  */
 export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(
@@ -108,35 +129,78 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
   }
 
   dispose(): void {
-    this._forgetPlaceholder();
+    nearViewport.forget(this.node);
     super.dispose();
   }
 
-  /**
-   * The sites table, or a placeholder of about its height that becomes the table when
-   * the summary comes near the viewport.
-   */
-  private _sitesWhenNear(report: SyncReport): HTMLElement {
-    const count = report.sites.length;
-    const placeholder = el('div', `${CSS_PREFIX}-sites ${CSS_PREFIX}-sites-pending`);
-    const drawn = Math.min(count, SUMMARY_ROWS) + 1 + (count > SUMMARY_ROWS ? 1 : 0);
-    placeholder.style.setProperty(`--${CSS_PREFIX}-rows`, String(drawn));
-    // The sites are sorted only when their table is drawn: most summaries never are.
-    const draw = () => {
-      this._placeholder = null;
-      placeholder.replaceWith(this._table(report, costliestFirst(report.sites)));
-    };
-    if (!nearViewport.defer(placeholder, draw)) {
-      return this._table(report, costliestFirst(report.sites));
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    nearViewport.forget(this.node);
+    this.node.textContent = '';
+    // An output model's `data` is a deep copy of the whole bundle, HTML included, made
+    // on every read (@jupyterlab/rendermime outputmodel.ts): read the stored report, the
+    // object the reports store has already checked, so the parse cache hits.
+    const data = (isOutputModel(model) ? reportData(model) : undefined) ?? model.data[this._options.mimeType];
+    const report = parseReport(data, 'an output');
+    if (!report) {
+      this._setPending(null);
+      this.node.appendChild(el('div', `${CSS_PREFIX}-invalid`, 'syncfree: this report is malformed and was ignored (see the browser console).'));
+      return Promise.resolve();
     }
-    this._placeholder = placeholder;
-    return placeholder;
+    const draw = () => {
+      this._setPending(null);
+      this._draw(report);
+    };
+    if (nearViewport.defer(this.node, draw)) {
+      this._setPending(summaryRows(report));
+    } else {
+      draw();
+    }
+    return Promise.resolve();
   }
 
-  private _forgetPlaceholder(): void {
-    if (this._placeholder) {
-      nearViewport.forget(this._placeholder);
-      this._placeholder = null;
+  /** Mark the summary as a placeholder of `rows` text rows, or as drawn (null). */
+  private _setPending(rows: number | null): void {
+    this.toggleClass(`${CSS_PREFIX}-summary-pending`, rows !== null);
+    if (rows === null) {
+      this.node.style.removeProperty(`--${CSS_PREFIX}-rows`);
+    } else {
+      this.node.style.setProperty(`--${CSS_PREFIX}-rows`, String(rows));
+    }
+  }
+
+  private _draw(report: SyncReport): void {
+    const head = el('div', `${CSS_PREFIX}-headline`);
+    head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
+    if (this._actions.openSidebar) {
+      const link = el('button', `${CSS_PREFIX}-open-sidebar jp-mod-styled`, 'Open Syncs panel');
+      link.type = 'button';
+      link.addEventListener('click', () => this._actions.openSidebar?.());
+      head.appendChild(link);
+    }
+    this.node.appendChild(head);
+
+    for (const note of report.notes ?? []) {
+      this.node.appendChild(el('div', `${CSS_PREFIX}-note`, note));
+    }
+    if (report.error) {
+      const where = report.error.line ? ` (line ${report.error.line})` : '';
+      this.node.appendChild(el('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`));
+    }
+    if (report.sites.length > 0) {
+      // Sorted only now: most summaries of a large notebook are never drawn.
+      this.node.appendChild(this._table(report, costliestFirst(report.sites)));
+    }
+    const unmatched = unmatchedFindings(report);
+    if (unmatched.length > 0) {
+      const list = el('ul', `${CSS_PREFIX}-findings`);
+      const label = report.mode === 'static' ? '' : ' (did not run)';
+      for (const finding of unmatched.slice(0, SUMMARY_ROWS)) {
+        list.appendChild(el('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
+      }
+      if (unmatched.length > SUMMARY_ROWS) {
+        list.appendChild(el('li', undefined, `… and ${unmatched.length - SUMMARY_ROWS} more (see the Syncs panel)`));
+      }
+      this.node.appendChild(list);
     }
   }
 
@@ -178,8 +242,6 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     return box;
   }
 
-  private _placeholder: HTMLElement | null = null;
-
   private _onActivate = (event: MouseEvent | KeyboardEvent) => {
     if (event instanceof KeyboardEvent && event.key !== 'Enter') {
       return;
@@ -190,55 +252,6 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       this._actions.jumpToLine(this.node, Number(row.dataset.line));
     }
   };
-
-  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
-    this._forgetPlaceholder();
-    this.node.textContent = '';
-    // An output model's `data` is a deep copy of the whole bundle, HTML included, made
-    // on every read (@jupyterlab/rendermime outputmodel.ts): read the stored report, the
-    // object the reports store has already checked, so the parse cache hits.
-    const data = (isOutputModel(model) ? reportData(model) : undefined) ?? model.data[this._options.mimeType];
-    const report = parseReport(data, 'an output');
-    if (!report) {
-      this.node.appendChild(el('div', `${CSS_PREFIX}-invalid`, 'syncfree: this report is malformed and was ignored (see the browser console).'));
-      return Promise.resolve();
-    }
-    const head = el('div', `${CSS_PREFIX}-headline`);
-    head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
-    if (this._actions.openSidebar) {
-      const link = el('button', `${CSS_PREFIX}-open-sidebar jp-mod-styled`, 'Open Syncs panel');
-      link.type = 'button';
-      link.addEventListener('click', () => this._actions.openSidebar?.());
-      head.appendChild(link);
-    }
-    this.node.appendChild(head);
-
-    for (const note of report.notes ?? []) {
-      this.node.appendChild(el('div', `${CSS_PREFIX}-note`, note));
-    }
-    if (report.error) {
-      const where = report.error.line ? ` (line ${report.error.line})` : '';
-      this.node.appendChild(el('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`));
-    }
-
-    if (report.sites.length > 0) {
-      this.node.appendChild(this._sitesWhenNear(report));
-    }
-    const siteLines = new Set(report.sites.map(s => s.line));
-    const unmatched = report.findings.filter(f => !siteLines.has(f.range.line));
-    if (unmatched.length > 0) {
-      const list = el('ul', `${CSS_PREFIX}-findings`);
-      const label = report.mode === 'static' ? '' : ' (did not run)';
-      for (const finding of unmatched.slice(0, SUMMARY_ROWS)) {
-        list.appendChild(el('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
-      }
-      if (unmatched.length > SUMMARY_ROWS) {
-        list.appendChild(el('li', undefined, `… and ${unmatched.length - SUMMARY_ROWS} more (see the Syncs panel)`));
-      }
-      this.node.appendChild(list);
-    }
-    return Promise.resolve();
-  }
 }
 
 /** The sites by blocked time, then count, then line. */

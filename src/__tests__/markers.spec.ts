@@ -1,7 +1,7 @@
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
-import { IdleScheduler, deferStaleCheck, markerAtLine, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
-import { markerLabel, markerLines, weightOf } from '../gutter/lines';
+import { IdleScheduler, deferStaleCheck, markerAtLine, reportFreshness, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
+import { markerLines, weightOf } from '../gutter/lines';
 import { CELL, report, site } from './fixtures';
 
 function editor(text = CELL): EditorView {
@@ -52,19 +52,13 @@ describe('markerLines', () => {
   });
 });
 
-describe('markerLabel', () => {
-  it('labels a marker with its totals', () => {
-    const r = report({ sites: [site(), site({ kind: 'print', count: 8, blocked_ms: 20 })] });
-    expect(markerLabel(markerLines(r, 4)[0])).toBe('Sync ×9, blocked 20.5 ms at 2 sites');
-    expect(markerLabel(markerLines(report(), 4)[0])).toBe('Sync ×1, blocked 0.50 ms (item)');
-    expect(markerLabel(markerLines(report({ sites: [] }), 4)[0])).toBe('Likely sync (not run): SF101');
-  });
-
-  it('is the marker\'s aria-label, marked when stale', () => {
+describe('SyncGutterMarker', () => {
+  it('draws a dot classed by source, weight and staleness, with its line', () => {
     const view = editor(CELL + '\n# edited');
     view.dispatch({ effects: setSyncReport.of(report()) });
     const dom = markerAtLine(view, 3)!.toDOM() as HTMLElement;
-    expect(dom.getAttribute('aria-label')).toBe('(stale: the cell changed since this report) Sync ×1, blocked 0.50 ms (item)');
+    expect(dom.className).toBe('jp-syncfree-marker jp-syncfree-marker-measured jp-syncfree-weight-0 jp-syncfree-stale');
+    expect(dom.dataset.line).toBe('3');
   });
 });
 
@@ -173,13 +167,32 @@ describe('the stale check deferred to idle time', () => {
     expect((markerAtLine(view, 3)!.toDOM() as HTMLElement).classList.contains('jp-syncfree-stale')).toBe(true);
   });
 
-  it('keeps an unchanged cell fresh and remembers its text', () => {
+  it('keeps an unchanged cell fresh without a transaction, and compares edits with its text', () => {
     const idle = manualScheduler();
     const view = deferredEditor(CELL, idle.scheduler);
+    const before = view.state;
+    expect(reportFreshness(view.state)).toBe('unchecked');
+    expect(idle.run()).toBe(1);
+    expect(view.state).toBe(before);
+    expect(reportFreshness(view.state)).toBe('fresh');
+    // Nothing is scheduled again for a verified text.
+    view.dispatch({ selection: { anchor: 1 } });
+    expect(idle.run()).toBe(0);
+    view.dispatch({ changes: { from: 0, insert: '#' } });
+    expect(reportFreshness(view.state)).toBe('stale');
+    view.dispatch({ changes: { from: 0, to: 1 } });
+    expect(reportFreshness(view.state)).toBe('fresh');
+    expect(view.state.field(syncMarkerField).freshDoc).toBe(before.doc);
+  });
+
+  it('ignores a check whose text was edited before its hash arrived', () => {
+    const idle = manualScheduler();
+    const view = deferredEditor(CELL + '\n# edited', idle.scheduler);
+    view.dispatch({ changes: { from: view.state.doc.length - 9, to: view.state.doc.length } });
+    expect(reportFreshness(view.state)).toBe('fresh');
     idle.run();
-    const state = view.state.field(syncMarkerField);
-    expect(state.stale).toBe(false);
-    expect(state.freshDoc).toBe(view.state.doc);
+    expect(reportFreshness(view.state)).toBe('fresh');
+    expect(markedLines(view)).toEqual([3]);
   });
 
   it('defers the check of a report set later, too', () => {

@@ -128,18 +128,30 @@ describe('a summary away from the viewport', () => {
     document.body.textContent = '';
   });
 
-  it('shows its headline at once and draws the site table when it comes near', () => {
+  it('is a placeholder of about its height until it comes near, then draws', () => {
     const renderer = renderHidden(loopReport());
     const node = renderer.node;
-    expect(node.querySelector('.jp-syncfree-title')!.textContent).toMatch(/^syncfree: 101 syncs/);
+    expect(node.querySelector('.jp-syncfree-title')).toBeNull();
     expect(node.querySelector('table')).toBeNull();
-    const placeholder = node.querySelector<HTMLElement>('.jp-syncfree-sites-pending')!;
-    // Two rows and the header: the placeholder keeps about the table's height.
-    expect(placeholder.style.getPropertyValue('--jp-syncfree-rows')).toBe('3');
+    expect(node.classList.contains('jp-syncfree-summary-pending')).toBe(true);
+    // The headline, then two rows and the table's header.
+    expect(node.style.getPropertyValue('--jp-syncfree-rows')).toBe('4.5');
 
     FakeIntersectionObserver.reveal(node);
-    expect(node.querySelector('.jp-syncfree-sites-pending')).toBeNull();
+    expect(node.classList.contains('jp-syncfree-summary-pending')).toBe(false);
+    expect(node.style.getPropertyValue('--jp-syncfree-rows')).toBe('');
+    expect(node.querySelector('.jp-syncfree-title')!.textContent).toMatch(/^syncfree: 101 syncs/);
     expect(node.querySelectorAll('tbody tr')).toHaveLength(2);
+    renderer.dispose();
+  });
+
+  it('says at once when its report is malformed', () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    const renderer = renderHidden({ version: 1, sites: 'no' });
+    expect(warn).toHaveBeenCalledTimes(1);
+    warn.mockRestore();
+    expect(renderer.node.classList.contains('jp-syncfree-summary-pending')).toBe(false);
+    expect(renderer.node.querySelector('.jp-syncfree-invalid')!.textContent).toMatch(/malformed/);
     renderer.dispose();
   });
 

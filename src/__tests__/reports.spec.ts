@@ -1,6 +1,8 @@
-import { sha256Hex } from '../hash';
+import { sha256Hex, sourceHash, sourceHashSoon } from '../hash';
 import { parseReport, sameReport } from '../reports';
 import { loopReport, report, site } from './fixtures';
+
+const { webcrypto } = jest.requireActual<{ webcrypto: Crypto }>('crypto');
 
 describe('sha256Hex', () => {
   it('matches known digests (the kernel hashes with hashlib.sha256)', () => {
@@ -8,6 +10,44 @@ describe('sha256Hex', () => {
     expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
     // multi-block, non-ASCII input (UTF-8 encoded); digest from Python's hashlib
     expect(sha256Hex('é'.repeat(100) + '\n%%syncfree')).toBe('f6f7d6c91179981429b926793ef50f3eaf71023d4a4022851940ff2b3b6dcdb4');
+  });
+});
+
+describe('sourceHashSoon', () => {
+  const texts = ['', 'abc', 'é'.repeat(100) + '\n%%syncfree', 'x = 1\n'.repeat(500)];
+
+  it('hashes synchronously where there is no crypto.subtle', () => {
+    const saved = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
+    Object.defineProperty(globalThis, 'crypto', { value: undefined, configurable: true });
+    try {
+      for (const text of texts) {
+        expect(sourceHashSoon(text)).toBe(sourceHash(text));
+      }
+    } finally {
+      if (saved) {
+        Object.defineProperty(globalThis, 'crypto', saved);
+      } else {
+        delete (globalThis as { crypto?: unknown }).crypto;
+      }
+    }
+  });
+
+  it('gives the same hash through the native digest', async () => {
+    const saved = Object.getOwnPropertyDescriptor(globalThis, 'crypto');
+    Object.defineProperty(globalThis, 'crypto', { value: webcrypto, configurable: true });
+    try {
+      for (const text of texts) {
+        const soon = sourceHashSoon(text);
+        expect(typeof soon).not.toBe('string');
+        expect(await soon).toBe(sourceHash(text));
+      }
+    } finally {
+      if (saved) {
+        Object.defineProperty(globalThis, 'crypto', saved);
+      } else {
+        delete (globalThis as { crypto?: unknown }).crypto;
+      }
+    }
   });
 });
 

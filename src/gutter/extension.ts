@@ -8,10 +8,10 @@ import {
   ViewUpdate,
   gutter
 } from '@codemirror/view';
-import { sourceHash } from '../hash';
+import { sourceHash, sourceHashSoon } from '../hash';
 import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
-import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, markerLabel, markerLines } from './lines';
+import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, markerLines } from './lines';
 
 /** How markers are drawn and what the card shows (the markers plugin's settings). */
 export interface ISyncMarkerOptions extends IMarkerOptions {
@@ -60,14 +60,57 @@ export interface ISyncMarkerState {
  */
 export type IdleScheduler = (task: () => void) => void;
 
-/** requestIdleCallback where the browser has it (not Safari), else a zero timeout. */
-export const whenIdle: IdleScheduler = task => {
+/** Tasks waiting for idle time, run in order by `runIdleTasks`. */
+const idleTasks: (() => void)[] = [];
+let idleRequested = false;
+
+/** Leave the rest of the queue for the next idle period when less than this is left (ms). */
+const IDLE_RESERVE_MS = 2;
+/** Where there is no requestIdleCallback, run tasks for this long per zero timeout (ms). */
+const TIMEOUT_SLICE_MS = 8;
+
+function requestIdle(): void {
+  if (idleRequested) {
+    return;
+  }
+  idleRequested = true;
   if (typeof requestIdleCallback === 'function') {
     // The timeout bounds how long a busy page can leave a stale cell drawn as fresh.
-    requestIdleCallback(() => task(), { timeout: 1000 });
+    requestIdleCallback(runIdleTasks, { timeout: 1000 });
   } else {
-    setTimeout(task, 0);
+    setTimeout(() => runIdleTasks(), 0);
   }
+}
+
+function runIdleTasks(deadline?: IdleDeadline): void {
+  idleRequested = false;
+  const start = performance.now();
+  const more = () =>
+    deadline
+      ? deadline.didTimeout || deadline.timeRemaining() > IDLE_RESERVE_MS
+      : performance.now() - start < TIMEOUT_SLICE_MS;
+  let done = 0;
+  try {
+    // Tasks queued while this runs (a check scheduling another) are run in turn.
+    while (done < idleTasks.length && more()) {
+      idleTasks[done++]();
+    }
+  } finally {
+    idleTasks.splice(0, done);
+    if (idleTasks.length > 0) {
+      requestIdle();
+    }
+  }
+}
+
+/**
+ * Runs a task when the page is idle. The tasks of all editors share one queue and one
+ * idle callback, which runs as many as its idle period allows: a notebook of 500
+ * reports queues 500 checks when it opens.
+ */
+export const whenIdle: IdleScheduler = task => {
+  idleTasks.push(task);
+  requestIdle();
 };
 
 /**
@@ -78,8 +121,37 @@ export const deferStaleCheck = Facet.define<IdleScheduler, IdleScheduler | null>
   combine: values => values[0] ?? null
 });
 
-/** Run the stale check that `deferStaleCheck` postponed. */
-const checkStale = StateEffect.define<null>();
+/**
+ * The result of the stale check that `deferStaleCheck` postponed: the hash of `doc`,
+ * which the cell has turned out not to match (a fresh cell dispatches nothing).
+ */
+const checkedStale = StateEffect.define<{ doc: Text; hash: string }>();
+
+/**
+ * Cell texts that the deferred check found to match a report, with that report's
+ * `source_hash`. A fresh cell is the common case on opening a notebook: recording the
+ * verdict here rather than in a transaction spares every editor an update.
+ */
+const verifiedTexts = new WeakMap<Text, string>();
+
+function verified(doc: Text, report: SyncReport | null): boolean {
+  return report !== null && verifiedTexts.get(doc) === report.source_hash;
+}
+
+/**
+ * Where an editor's report stands against its cell text: `fresh` or `stale`, or
+ * `unchecked` while the deferred stale check has not run yet.
+ */
+export function reportFreshness(state: EditorState): 'fresh' | 'stale' | 'unchecked' | 'none' {
+  const field = state.field(syncMarkerField, false);
+  if (!field?.report) {
+    return 'none';
+  }
+  if (field.stale) {
+    return 'stale';
+  }
+  return field.unchecked && !verified(state.doc, field.report) ? 'unchecked' : 'fresh';
+}
 
 type Freshness = Pick<ISyncMarkerState, 'stale' | 'freshDoc' | 'unchecked'>;
 
@@ -93,6 +165,9 @@ function freshness(report: SyncReport | null, doc: Text, known: Text | null, def
   }
   if (known) {
     return { stale: !doc.eq(known), freshDoc: known, unchecked: false };
+  }
+  if (verified(doc, report)) {
+    return { stale: false, freshDoc: doc, unchecked: false };
   }
   if (defer) {
     return { stale: false, freshDoc: null, unchecked: true };
@@ -120,19 +195,41 @@ export class SyncGutterMarker extends GutterMarker {
     );
   }
 
+  /**
+   * A dot with one class string and its line: a notebook of 500 reports draws 10,000 of
+   * these. No `title`: the sync card is the marker's tooltip. No accessible label:
+   * CodeMirror hides the gutters from assistive technology (`aria-hidden`); the card
+   * (opened from the keyboard at the cursor's line) and the Syncs panel are the
+   * accessible views of a marker.
+   */
   toDOM(): Node {
     const dot = document.createElement('span');
-    // One string and plain attributes: a notebook of 500 reports draws 10,000 of these.
     dot.className =
       `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${this.info.source} ${CSS_PREFIX}-weight-${this.info.weight}` +
       (this.stale ? ` ${CSS_PREFIX}-stale` : '');
     dot.setAttribute('data-line', String(this.info.line));
-    // No `title`: the sync card is the marker's tooltip. Report text is only ever set
-    // as text (attributes, textContent), never as HTML.
-    dot.setAttribute('role', 'img');
-    dot.setAttribute('aria-label', (this.stale ? '(stale: the cell changed since this report) ' : '') + markerLabel(this.info));
     return dot;
   }
+}
+
+/**
+ * Line decorations are the same for every editor with a mark of that kind on that
+ * line: made once and shared (they are immutable), rather than 10,000 times for a
+ * notebook of 500 reports.
+ */
+const lineDecorations = new Map<string, Decoration>();
+
+function lineDecoration(line: number, source: string, stale: boolean): Decoration {
+  const key = `${line}:${source}:${stale}`;
+  let decoration = lineDecorations.get(key);
+  if (!decoration) {
+    decoration = Decoration.line({
+      class: `${CSS_PREFIX}-line ${CSS_PREFIX}-line-${source}${stale ? ` ${CSS_PREFIX}-stale` : ''}`,
+      attributes: { 'data-syncfree-line': String(line) }
+    });
+    lineDecorations.set(key, decoration);
+  }
+  return decoration;
 }
 
 function build(
@@ -146,14 +243,7 @@ function build(
       const from = doc.line(info.line).from;
       markers.add(from, from, new SyncGutterMarker(info, state.stale));
       if (state.options.lineHighlight && info.source !== 'static') {
-        lines.add(
-          from,
-          from,
-          Decoration.line({
-            class: `${CSS_PREFIX}-line ${CSS_PREFIX}-line-${info.source}${state.stale ? ` ${CSS_PREFIX}-stale` : ''}`,
-            attributes: { 'data-syncfree-line': String(info.line) }
-          })
-        );
+        lines.add(from, from, lineDecoration(info.line, info.source, state.stale));
       }
     }
   }
@@ -173,10 +263,10 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
   update(value, tr) {
     let next = value;
     let rebuild = false;
-    let check = false;
+    let check: { doc: Text; hash: string } | null = null;
     for (const effect of tr.effects) {
-      if (effect.is(checkStale)) {
-        check = true;
+      if (effect.is(checkedStale)) {
+        check = effect.value;
       } else if (effect.is(setSyncReport)) {
         next = { ...next, report: effect.value, freshDoc: null };
         rebuild = true;
@@ -190,15 +280,18 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       next = { ...next, ...freshness(next.report, tr.state.doc, next.freshDoc, defer) };
       return { ...next, ...build(next, tr.state.doc) };
     }
-    if (check && next.unchecked && !tr.docChanged) {
-      next = { ...next, ...freshness(next.report, tr.state.doc, null) };
+    if (check && next.unchecked && next.report && check.doc === tr.state.doc) {
+      const stale = check.hash !== next.report.source_hash;
+      next = { ...next, stale, freshDoc: stale ? null : check.doc, unchecked: false };
       // Markers were drawn fresh: redraw them only when the cell turned out stale.
-      return next.stale ? { ...next, ...build(next, tr.state.doc) } : next;
+      return stale ? { ...next, ...build(next, tr.state.doc) } : next;
     }
     if (tr.docChanged && next.report) {
       // Markers follow edits (a line inserted above moves them); the report turns stale
       // once the text differs from what ran, and fresh again if the edit is undone.
-      const { stale, freshDoc } = freshness(next.report, tr.state.doc, next.freshDoc);
+      // Text the idle check already verified is compared with, not hashed again.
+      const known = next.freshDoc ?? (verified(tr.startState.doc, next.report) ? tr.startState.doc : null);
+      const { stale, freshDoc } = freshness(next.report, tr.state.doc, known);
       if (stale !== next.stale) {
         const mapped = { ...next, stale, freshDoc, unchecked: false };
         const markers = new RangeSetBuilder<SyncGutterMarker>();
@@ -262,7 +355,9 @@ export function syncMarkers(initial?: IInitialMarkers): Extension {
 
 /**
  * Schedules the stale check that `deferStaleCheck` postponed, once per unchecked
- * report; the check itself runs in the marker field (a `checkStale` transaction).
+ * report. The check hashes the cell (natively where the page allows, see
+ * `sourceHashSoon`); a match is remembered with the text (`verifiedTexts`) and needs no
+ * transaction, a mismatch is sent to the marker field (`checkedStale`).
  */
 const staleCheckRunner = ViewPlugin.fromClass(
   class {
@@ -283,16 +378,38 @@ const staleCheckRunner = ViewPlugin.fromClass(
       this._destroyed = true;
     }
 
+    /** The report and text still waiting for the check, if any. */
+    private _pending(): { report: SyncReport; doc: Text } | null {
+      const { state } = this.view;
+      const field = state.field(syncMarkerField);
+      return field.report && field.unchecked && !verified(state.doc, field.report) ? { report: field.report, doc: state.doc } : null;
+    }
+
     private _schedule(): void {
       const scheduler = this.view.state.facet(deferStaleCheck);
-      if (this._scheduled || !scheduler || !this.view.state.field(syncMarkerField).unchecked) {
+      if (this._scheduled || !scheduler || !this._pending()) {
         return;
       }
       this._scheduled = true;
       scheduler(() => {
         this._scheduled = false;
-        if (!this._destroyed && this.view.state.field(syncMarkerField).unchecked) {
-          this.view.dispatch({ effects: checkStale.of(null) });
+        const pending = this._destroyed ? null : this._pending();
+        if (!pending) {
+          return;
+        }
+        const { report, doc } = pending;
+        const settle = (hash: string) => {
+          if (hash === report.source_hash) {
+            verifiedTexts.set(doc, hash);
+          } else if (!this._destroyed && this.view.state.doc === doc) {
+            this.view.dispatch({ effects: checkedStale.of({ doc, hash }) });
+          }
+        };
+        const hash = sourceHashSoon(doc.toString());
+        if (typeof hash === 'string') {
+          settle(hash);
+        } else {
+          void hash.then(settle);
         }
       });
     }

@@ -121,21 +121,3 @@ export function formatMs(ms: number | null | undefined): string {
   }
   return `${ms.toFixed(ms >= 10 ? 1 : 2)} ms`;
 }
-
-/**
- * The marker's accessible label: the line's totals, short and built from the merged
- * counts only. A notebook of 500 reports draws 10,000 markers at once, and a per-site
- * description for each was a measurable share of opening it; the sync card (the
- * marker's tooltip, also opened from the keyboard) lists every site.
- */
-export function markerLabel(marker: ILineMarker): string {
-  if (marker.source === 'static') {
-    const first = marker.findings[0];
-    const more = marker.findings.length > 1 ? ` and ${marker.findings.length - 1} more` : '';
-    return `Likely sync (not run): ${first.rule}${more}`;
-  }
-  const verb = marker.source === 'predicted' ? 'Predicted sync' : 'Sync';
-  const blocked = marker.blockedMs !== null ? `, blocked ${formatMs(marker.blockedMs)}` : '';
-  const kind = marker.sites.length === 1 ? ` (${marker.sites[0].kind})` : ` at ${marker.sites.length} sites`;
-  return `${verb} ×${marker.count}${blocked}${kind}`;
-}
