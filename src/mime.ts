@@ -142,14 +142,10 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     const data = (isOutputModel(model) ? reportData(model) : undefined) ?? model.data[this._options.mimeType];
     const report = parseReport(data, 'an output');
     if (!report) {
-      this._setPending(null);
       this.node.appendChild(el('div', `${CSS_PREFIX}-invalid`, 'syncfree: this report is malformed and was ignored (see the browser console).'));
       return Promise.resolve();
     }
-    const draw = () => {
-      this._setPending(null);
-      this._draw(report);
-    };
+    const draw = () => this._draw(report);
     if (nearViewport.defer(this.node, draw)) {
       this._setPending(summaryRows(report));
     } else {
@@ -158,14 +154,12 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     return Promise.resolve();
   }
 
-  /** Mark the summary as a placeholder of `rows` text rows, or as drawn (null). */
-  private _setPending(rows: number | null): void {
-    this.toggleClass(`${CSS_PREFIX}-summary-pending`, rows !== null);
-    if (rows === null) {
-      this.node.style.removeProperty(`--${CSS_PREFIX}-rows`);
-    } else {
-      this.node.style.setProperty(`--${CSS_PREFIX}-rows`, String(rows));
-    }
+  /**
+   * Make the (empty) summary a placeholder of about `rows` text rows: the stylesheet
+   * gives an empty summary that height, so drawing it needs no undoing.
+   */
+  private _setPending(rows: number): void {
+    this.node.style.setProperty(`--${CSS_PREFIX}-rows`, String(rows));
   }
 
   private _draw(report: SyncReport): void {

@@ -11,7 +11,7 @@ import {
 import { sourceHash, sourceHashSoon } from '../hash';
 import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
-import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, markerLines } from './lines';
+import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, MarkerSource, markerLines } from './lines';
 
 /** How markers are drawn and what the card shows (the markers plugin's settings). */
 export interface ISyncMarkerOptions extends IMarkerOptions {
@@ -217,10 +217,12 @@ export class SyncGutterMarker extends GutterMarker {
  * line: made once and shared (they are immutable), rather than 10,000 times for a
  * notebook of 500 reports.
  */
-const lineDecorations = new Map<string, Decoration>();
+const lineDecorations = new Map<number, Decoration>();
 
-function lineDecoration(line: number, source: string, stale: boolean): Decoration {
-  const key = `${line}:${source}:${stale}`;
+const SOURCES: readonly MarkerSource[] = ['measured', 'predicted', 'static'];
+
+function lineDecoration(line: number, source: MarkerSource, stale: boolean): Decoration {
+  const key = (line * SOURCES.length + SOURCES.indexOf(source)) * 2 + (stale ? 1 : 0);
   let decoration = lineDecorations.get(key);
   if (!decoration) {
     decoration = Decoration.line({
@@ -369,7 +371,9 @@ const staleCheckRunner = ViewPlugin.fromClass(
     }
 
     update(update: ViewUpdate): void {
-      if (update.state.field(syncMarkerField).unchecked) {
+      // A new report or options (the field's value changes), or an edit; not the many
+      // layout updates of an editor whose text was already verified.
+      if (update.docChanged || update.state.field(syncMarkerField) !== update.startState.field(syncMarkerField)) {
         this._schedule();
       }
     }
