@@ -1,4 +1,5 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 import { formatMs } from './gutter/lines';
 import { parseReport, reportData } from './reports';
@@ -22,13 +23,16 @@ function headline(report: SyncReport): string {
 /** Sites shown at first; a long report (a loop over many lines) shows the rest on request. */
 export const SUMMARY_ROWS = 8;
 
-/**
- * How far outside the visible part of the notebook a summary is already drawn, so that
- * scrolling finds it there. Both margins are needed: `rootMargin` grows the viewport,
- * `scrollMargin` the notebook's own scroll container, which would otherwise clip a
- * summary below the fold before the root margin is considered.
- */
+/** How far outside the visible part of the notebook a summary is already drawn. */
 const DRAW_AHEAD = '1500px 0px';
+
+/**
+ * The notebook's scroll container (JupyterLab 4 and Notebook 7). Summaries are watched
+ * against it: JupyterLab's widgets clip their content (`overflow: hidden`), so against
+ * the window a summary below the fold would only count as near once it is on screen,
+ * whatever the margin.
+ */
+const SCROLLER = '.jp-WindowedPanel-outer';
 
 /**
  * Draws summaries when they come near the viewport. A notebook of 500 reports would
@@ -38,26 +42,57 @@ const DRAW_AHEAD = '1500px 0px';
  * IntersectionObserver (jsdom, an old host), summaries are drawn at once.
  */
 class DrawNearViewport {
-  /** Call `draw` once `target` is near the viewport; false if that cannot be known. */
+  /**
+   * Call `draw` once `target` is near the visible part of its notebook; false if that
+   * cannot be known. A target that is not in the document yet is watched from when it
+   * is attached (`attached`).
+   */
   defer(target: Element, draw: () => void): boolean {
     if (typeof IntersectionObserver === 'undefined') {
       return false;
     }
-    if (!this._observer) {
-      this._observer = new IntersectionObserver(entries => this._onIntersect(entries), {
-        rootMargin: DRAW_AHEAD,
-        scrollMargin: DRAW_AHEAD
-      } as IntersectionObserverInit);
-    }
     this._pending.set(target, draw);
-    this._observer.observe(target);
+    if (target.isConnected) {
+      this._observe(target);
+    }
     return true;
+  }
+
+  /** `target` was attached to the document: watch it if it waits to be drawn. */
+  attached(target: Element): void {
+    if (this._pending.has(target)) {
+      this._observe(target);
+    }
   }
 
   /** Stop waiting for a target (its summary was re-rendered or disposed). */
   forget(target: Element): void {
     if (this._pending.delete(target)) {
-      this._observer?.unobserve(target);
+      this._observedBy.get(target)?.unobserve(target);
+      this._observedBy.delete(target);
+    }
+  }
+
+  private _observe(target: Element): void {
+    const root = target.closest(SCROLLER);
+    let observer = root ? this._byRoot.get(root) : this._viewport;
+    if (!observer) {
+      const onIntersect = (entries: IntersectionObserverEntry[]) => this._onIntersect(entries);
+      // Outside a notebook (another host), the window with the same margin.
+      observer = root
+        ? new IntersectionObserver(onIntersect, { root, rootMargin: DRAW_AHEAD })
+        : new IntersectionObserver(onIntersect, { rootMargin: DRAW_AHEAD, scrollMargin: DRAW_AHEAD } as IntersectionObserverInit);
+      if (root) {
+        this._byRoot.set(root, observer);
+      } else {
+        this._viewport = observer;
+      }
+    }
+    const before = this._observedBy.get(target);
+    if (before !== observer) {
+      before?.unobserve(target);
+      observer.observe(target);
+      this._observedBy.set(target, observer);
     }
   }
 
@@ -71,8 +106,10 @@ class DrawNearViewport {
     }
   }
 
-  private _observer: IntersectionObserver | null = null;
   private _pending = new Map<Element, () => void>();
+  private _observedBy = new WeakMap<Element, IntersectionObserver>();
+  private _byRoot = new WeakMap<Element, IntersectionObserver>();
+  private _viewport: IntersectionObserver | null = null;
 }
 
 const nearViewport = new DrawNearViewport();
@@ -131,6 +168,11 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
   dispose(): void {
     nearViewport.forget(this.node);
     super.dispose();
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    nearViewport.attached(this.node);
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {

@@ -53,12 +53,15 @@ describe('markerLines', () => {
 });
 
 describe('SyncGutterMarker', () => {
-  it('draws a dot classed by source, weight and staleness, with its line', () => {
+  it('classes the gutter element of its line by source, weight, line and staleness', () => {
     const view = editor(CELL + '\n# edited');
     view.dispatch({ effects: setSyncReport.of(report()) });
-    const dom = markerAtLine(view, 3)!.toDOM() as HTMLElement;
-    expect(dom.className).toBe('jp-syncfree-marker jp-syncfree-marker-measured jp-syncfree-weight-0 jp-syncfree-stale');
-    expect(dom.dataset.line).toBe('3');
+    expect(markerAtLine(view, 3)!.elementClass).toBe('jp-syncfree-marker jp-syncfree-marker-measured jp-syncfree-weight-0 jp-syncfree-at-3 jp-syncfree-stale');
+    const drawn = view.dom.querySelectorAll('.jp-syncfree-gutter .cm-gutterElement.jp-syncfree-marker');
+    expect(drawn).toHaveLength(1);
+    expect(drawn[0].classList.contains('jp-syncfree-at-3')).toBe(true);
+    // The class is all it adds: the stylesheet draws the dot.
+    expect(drawn[0].children).toHaveLength(0);
   });
 });
 
@@ -99,10 +102,9 @@ describe('syncMarkerField', () => {
     const view = editor();
     const hostile = report({ sites: [site({ message: '<img src=x onerror="window.pwned=1">' })], findings: [{ ...report().findings[0], message: '<b>bold</b>' }] });
     view.dispatch({ effects: [setMarkerOptions.of({ showStatic: true }), setSyncReport.of(hostile)] });
-    const marker = markerAtLine(view, 3)!;
-    const dom = marker.toDOM() as HTMLElement;
-    expect(dom.querySelector('img')).toBeNull();
-    expect(dom.children).toHaveLength(0);
+    expect(markerAtLine(view, 3)).not.toBeNull();
+    expect(view.dom.querySelector('img, b')).toBeNull();
+    expect(view.dom.querySelector('.jp-syncfree-gutter')!.textContent).toBe('');
   });
 });
 
@@ -164,7 +166,7 @@ describe('the stale check deferred to idle time', () => {
     expect(view.state.field(syncMarkerField).unchecked).toBe(false);
     expect(view.state.field(syncMarkerField).stale).toBe(true);
     expect(markedLines(view)).toEqual([3]);
-    expect((markerAtLine(view, 3)!.toDOM() as HTMLElement).classList.contains('jp-syncfree-stale')).toBe(true);
+    expect(markerAtLine(view, 3)!.elementClass.split(' ')).toContain('jp-syncfree-stale');
   });
 
   it('keeps an unchanged cell fresh without a transaction, and compares edits with its text', () => {

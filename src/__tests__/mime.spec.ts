@@ -12,7 +12,10 @@ class FakeIntersectionObserver {
   static instances: FakeIntersectionObserver[] = [];
   observed = new Set<Element>();
 
-  constructor(private readonly _callback: IntersectionObserverCallback) {
+  constructor(
+    private readonly _callback: IntersectionObserverCallback,
+    readonly options: IntersectionObserverInit = {}
+  ) {
     FakeIntersectionObserver.instances.push(this);
   }
 
@@ -163,6 +166,28 @@ describe('a summary away from the viewport', () => {
     expect(observed()).toBe(1);
     renderer.dispose();
     expect(observed()).toBe(0);
+  });
+});
+
+describe('a summary in a notebook', () => {
+  it('is watched against the notebook\'s scroll container, from when it is attached', () => {
+    const scroller = document.createElement('div');
+    scroller.className = 'jp-WindowedPanel-outer';
+    document.body.appendChild(scroller);
+    const renderer = new SyncReportRenderer({ mimeType: MIME_TYPE } as IRenderMime.IRendererOptions, {});
+    void renderer.renderModel({ data: { [MIME_TYPE]: loopReport() } } as unknown as IRenderMime.IMimeModel);
+    const watching = () => FakeIntersectionObserver.instances.filter(o => o.observed.has(renderer.node));
+    // Not in the document yet: nothing to measure against.
+    expect(watching()).toHaveLength(0);
+    Widget.attach(renderer, scroller);
+    expect(watching()).toHaveLength(1);
+    expect(watching()[0].options.root).toBe(scroller);
+    expect(watching()[0].options.rootMargin).toBe('1500px 0px');
+    FakeIntersectionObserver.reveal(scroller);
+    expect(renderer.node.querySelectorAll('tbody tr')).toHaveLength(2);
+    expect(watching()).toHaveLength(0);
+    renderer.dispose();
+    document.body.textContent = '';
   });
 });
 

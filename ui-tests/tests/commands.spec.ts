@@ -1,5 +1,5 @@
 import { expect, test } from '@jupyterlab/galata';
-import { cellMarkers, cellSource, runCommand, setCellSource } from './utils';
+import { cellSource, markerOn, runCommand, setCellSource } from './utils';
 
 /*
  * These run a real kernel (ipykernel + CPU torch): no CUDA, so syncs are predicted (for
@@ -13,7 +13,7 @@ test.describe('syncfree commands with a kernel', () => {
     await page.notebook.addCell('code', 'x = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
     await page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]').click();
     await expect.poll(() => cellSource(page, 1)).toBe('%%syncfree\nx = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
-    const marker = cellMarkers(page, 1).and(page.locator('[data-line="3"]'));
+    const marker = markerOn(page, 1, 3);
     await expect(marker).toHaveCount(1, { timeout: 30000 });
     // Checking again runs the cell again and leaves the magic line alone.
     await page.notebook.selectCells(1);

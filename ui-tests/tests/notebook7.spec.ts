@@ -18,7 +18,7 @@ test('Notebook 7 shows the markers and the summary of a saved report', async ({ 
   await expect(cell.locator('.jp-syncfree-summary')).toBeVisible({ timeout: 30000 });
   const markers = cell.locator('.jp-syncfree-gutter .jp-syncfree-marker');
   await expect(markers.first()).toBeVisible();
-  const lines = await markers.evaluateAll(nodes => nodes.map(n => (n as HTMLElement).dataset.line));
+  const lines = await markers.evaluateAll(nodes => nodes.map(n => /jp-syncfree-at-(\d+)/.exec(n.className)?.[1]));
   expect(lines).toContain('6');
   expect(lines).toContain('7');
   // The code cell without a report has no marker.

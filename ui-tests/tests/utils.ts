@@ -50,9 +50,9 @@ export function cellAt(page: IJupyterLabPageFixture, cellIndex: number): Locator
   return page.locator(`.jp-Notebook .jp-Cell >> nth=${cellIndex}`);
 }
 
-/** The marker that a cell's report puts on a 1-based line. */
+/** The marker that a cell's report puts on a 1-based line (the class names its line). */
 export function markerOn(page: IJupyterLabPageFixture, cellIndex: number, line: number): Locator {
-  return cellMarkers(page, cellIndex).and(page.locator(`[data-line="${line}"]`));
+  return cellMarkers(page, cellIndex).and(page.locator(`.jp-syncfree-at-${line}`));
 }
 
 /** The text of a cell's editor, read from the notebook model. */
