@@ -138,15 +138,20 @@ function unmatchedFindings(report: SyncReport): SyncReport['findings'] {
   return report.findings.filter(f => !siteLines.has(f.range.line));
 }
 
+/** The most rows a placeholder keeps (a summary with notes, a table and findings). */
+export const MAX_PLACEHOLDER_ROWS = 24;
+
 /**
- * About how many text rows a drawn summary takes: its placeholder keeps that height, so
- * that the notebook does not jump when the summary is drawn.
+ * About how many text rows a drawn summary takes, rounded up: its placeholder keeps
+ * that height (the `jp-syncfree-rows-<n>` classes of the stylesheet), so that the
+ * notebook does not jump when the summary is drawn.
  */
-function summaryRows(report: SyncReport): number {
+export function summaryRows(report: SyncReport): number {
   const sites = report.sites.length;
   const table = sites > 0 ? Math.min(sites, SUMMARY_ROWS) + 1 + (sites > SUMMARY_ROWS ? 1 : 0) : 0;
   const findings = Math.min(unmatchedFindings(report).length, SUMMARY_ROWS + 1);
-  return 1.5 + (report.notes?.length ?? 0) + (report.error ? 1 : 0) + table + findings;
+  const rows = 2 + (report.notes?.length ?? 0) + (report.error ? 1 : 0) + table + findings;
+  return Math.min(rows, MAX_PLACEHOLDER_ROWS);
 }
 
 /**
@@ -161,8 +166,6 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
   ) {
     super();
     this.addClass(`${CSS_PREFIX}-summary`);
-    this.node.addEventListener('click', this._onActivate);
-    this.node.addEventListener('keydown', this._onActivate);
   }
 
   dispose(): void {
@@ -198,13 +201,30 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
 
   /**
    * Make the (empty) summary a placeholder of about `rows` text rows: the stylesheet
-   * gives an empty summary that height, so drawing it needs no undoing.
+   * gives an empty summary the height its rows class says (a class rather than an
+   * inline style: 500 of these are set while a large notebook opens).
    */
   private _setPending(rows: number): void {
-    this.node.style.setProperty(`--${CSS_PREFIX}-rows`, String(rows));
+    const name = `${CSS_PREFIX}-rows-${rows}`;
+    if (name !== this._rowsClass) {
+      if (this._rowsClass) {
+        this.node.classList.remove(this._rowsClass);
+      }
+      this.node.classList.add(name);
+      this._rowsClass = name;
+    }
   }
 
+  private _rowsClass: string | null = null;
+  private _listening = false;
+
   private _draw(report: SyncReport): void {
+    if (!this._listening) {
+      // Rows jump to their line; added once drawn, when there are rows.
+      this._listening = true;
+      this.node.addEventListener('click', this._onActivate);
+      this.node.addEventListener('keydown', this._onActivate);
+    }
     const head = el('div', `${CSS_PREFIX}-headline`);
     head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
     if (this._actions.openSidebar) {

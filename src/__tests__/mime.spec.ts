@@ -1,6 +1,6 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
-import { SyncReportRenderer } from '../mime';
+import { MAX_PLACEHOLDER_ROWS, SyncReportRenderer, summaryRows } from '../mime';
 import { MIME_TYPE } from '../tokens';
 import { loopReport, site } from './fixtures';
 
@@ -139,7 +139,7 @@ describe('a summary away from the viewport', () => {
     // Empty, which the stylesheet sizes from the rows it will take: the headline, then
     // two rows and the table's header.
     expect(node.matches('.jp-syncfree-summary:empty')).toBe(true);
-    expect(node.style.getPropertyValue('--jp-syncfree-rows')).toBe('4.5');
+    expect(node.classList.contains('jp-syncfree-rows-5')).toBe(true);
 
     FakeIntersectionObserver.reveal(node);
     expect(node.matches('.jp-syncfree-summary:empty')).toBe(false);
@@ -166,6 +166,28 @@ describe('a summary away from the viewport', () => {
     expect(observed()).toBe(1);
     renderer.dispose();
     expect(observed()).toBe(0);
+  });
+});
+
+// jest's module wrapper defines it (the test build has no Node types).
+declare const __dirname: string;
+
+describe('placeholder heights', () => {
+  const { readFileSync } = jest.requireActual<{ readFileSync: (path: string, encoding: string) => string }>('fs');
+  const css = readFileSync(`${__dirname}/../../style/base.css`, 'utf8');
+
+  it('has a stylesheet rule for every row count a placeholder can take', () => {
+    for (let rows = 1; rows <= MAX_PLACEHOLDER_ROWS; rows++) {
+      expect(css).toContain(`.jp-syncfree-rows-${rows} { --jp-syncfree-rows: ${rows}; }`);
+    }
+  });
+
+  it('counts the headline, notes, table and findings, up to the most', () => {
+    expect(summaryRows(loopReport())).toBe(5);
+    const long = loopReport({ sites: Array.from({ length: 30 }, (_, i) => site({ line: i + 1 })), notes: ['a', 'b'] });
+    expect(summaryRows(long)).toBe(2 + 2 + 8 + 2);
+    const huge = loopReport({ notes: Array.from({ length: 40 }, () => 'note') });
+    expect(summaryRows(huge)).toBe(MAX_PLACEHOLDER_ROWS);
   });
 });
 

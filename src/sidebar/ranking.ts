@@ -153,7 +153,7 @@ export function rankSites(inputs: readonly IRankInput[], filter: ISiteFilter = {
       });
     }
   }
-  return rows.filter(row => matches(row, filter)).sort(compareSites);
+  return (filter.kind || filter.rule ? rows.filter(row => matches(row, filter)) : rows).sort(compareSites);
 }
 
 function matches(row: IRankedSite, filter: ISiteFilter): boolean {
