@@ -1,4 +1,6 @@
-import { expect, test } from '@jupyterlab/galata';
+import { expect, galata, test } from '@jupyterlab/galata';
+import * as fs from 'fs';
+import * as path from 'path';
 import { activeCursor, cellAt, openFixture } from './utils';
 
 /** Relative luminance (WCAG) of a CSS rgb()/rgba() colour. */
@@ -46,5 +48,43 @@ test.describe('the report summary under a cell', () => {
     await summary.locator('.jp-syncfree-open-sidebar').click();
     await expect(page.locator('#jp-syncfree-sidebar')).toBeVisible();
     await page.theme.setLightTheme();
+  });
+});
+
+test.describe('summaries of a long notebook', () => {
+  // Every cell attached at once, as with JupyterLab's windowing off.
+  test.use({
+    mockSettings: {
+      ...galata.DEFAULT_SETTINGS,
+      '@jupyterlab/notebook-extension:tracker': {
+        ...galata.DEFAULT_SETTINGS['@jupyterlab/notebook-extension:tracker'],
+        windowingMode: 'none'
+      }
+    }
+  });
+
+  test('are drawn as they come near the visible part of the notebook, holding their height until then', async ({ page, tmpPath }) => {
+    // syncs.ipynb's training cell and its report, 60 times over.
+    const source = JSON.parse(fs.readFileSync(path.resolve(__dirname, 'notebooks/syncs.ipynb'), 'utf8'));
+    const train = source.cells.find((cell: { id: string }) => cell.id === 'train');
+    source.cells = Array.from({ length: 60 }, (_, i) => ({ ...train, id: `train-${i}` }));
+    await page.contents.uploadContent(JSON.stringify(source), 'text', `${tmpPath}/long.ipynb`);
+    await page.notebook.openByPath(`${tmpPath}/long.ipynb`);
+    await page.notebook.activate('long.ipynb');
+
+    const summaries = page.locator('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-syncfree-summary');
+    await expect(summaries).toHaveCount(60);
+    await expect(summaries.first().locator('.jp-syncfree-title')).toContainText('syncfree: 72 syncs');
+    // Far below: a placeholder about the drawn summary's height (headline and table).
+    const last = summaries.last();
+    await expect(last).toBeEmpty();
+    const placeholder = (await last.boundingBox())!.height;
+    expect(placeholder).toBeGreaterThan(40);
+
+    await last.scrollIntoViewIfNeeded();
+    await expect(last.locator('.jp-syncfree-title')).toContainText('syncfree: 72 syncs');
+    await expect(last.locator('tbody tr')).toHaveCount(2);
+    const drawn = (await last.boundingBox())!.height;
+    expect(Math.abs(drawn - placeholder)).toBeLessThan(0.35 * drawn);
   });
 });
