@@ -16,12 +16,13 @@
  *
  * Run from ui-tests/:  npx playwright test --config bench/playwright.config.js
  */
-import { IJupyterLabPageFixture, galata, test } from '@jupyterlab/galata';
+import { IJupyterLabPageFixture, test } from '@jupyterlab/galata';
 import type { CDPSession } from '@playwright/test';
 import { execFileSync } from 'child_process';
 import * as fs from 'fs';
 import * as os from 'os';
 import * as path from 'path';
+import { WINDOWING_OFF } from '../tests/utils';
 
 const CELLS = Number(process.env.SYNCFREE_BENCH_CELLS ?? 500);
 /** Profiled opens of the large notebook (windowing off); the figure is their median. */
@@ -260,15 +261,7 @@ test.describe('syncfree UI benchmark, JupyterLab default windowing', () => {
 });
 
 test.describe('syncfree UI benchmark, windowing off', () => {
-  test.use({
-    mockSettings: {
-      ...galata.DEFAULT_SETTINGS,
-      '@jupyterlab/notebook-extension:tracker': {
-        ...galata.DEFAULT_SETTINGS['@jupyterlab/notebook-extension:tracker'],
-        windowingMode: 'none'
-      }
-    }
-  });
+  test.use({ mockSettings: WINDOWING_OFF });
 
   test('open a large notebook and type in it', async ({ page, tmpPath }) => {
     const KEYS = 60;

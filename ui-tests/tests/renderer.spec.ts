@@ -1,7 +1,7 @@
-import { expect, galata, test } from '@jupyterlab/galata';
+import { expect, test } from '@jupyterlab/galata';
 import * as fs from 'fs';
 import * as path from 'path';
-import { activeCursor, cellAt, openFixture } from './utils';
+import { WINDOWING_OFF, activeCursor, cellAt, openFixture } from './utils';
 
 /** Relative luminance (WCAG) of a CSS rgb()/rgba() colour. */
 function luminance(color: string): number {
@@ -52,16 +52,7 @@ test.describe('the report summary under a cell', () => {
 });
 
 test.describe('summaries of a long notebook', () => {
-  // Every cell attached at once, as with JupyterLab's windowing off.
-  test.use({
-    mockSettings: {
-      ...galata.DEFAULT_SETTINGS,
-      '@jupyterlab/notebook-extension:tracker': {
-        ...galata.DEFAULT_SETTINGS['@jupyterlab/notebook-extension:tracker'],
-        windowingMode: 'none'
-      }
-    }
-  });
+  test.use({ mockSettings: WINDOWING_OFF });
 
   test('are drawn as they come near the visible part of the notebook, holding their height until then', async ({ page, tmpPath }) => {
     // syncs.ipynb's training cell and its report, 60 times over.

@@ -1,6 +1,18 @@
-import { IJupyterLabPageFixture } from '@jupyterlab/galata';
+import { IJupyterLabPageFixture, galata } from '@jupyterlab/galata';
 import { Locator, expect } from '@playwright/test';
 import * as path from 'path';
+
+/**
+ * Settings with JupyterLab's notebook windowing off, every cell attached at once:
+ * `test.use({ mockSettings: WINDOWING_OFF })`.
+ */
+export const WINDOWING_OFF = {
+  ...galata.DEFAULT_SETTINGS,
+  '@jupyterlab/notebook-extension:tracker': {
+    ...galata.DEFAULT_SETTINGS['@jupyterlab/notebook-extension:tracker'],
+    windowingMode: 'none'
+  }
+};
 
 /** The editor lines (`.cm-line`) of a notebook cell, in order. */
 export function cellLines(page: IJupyterLabPageFixture, cellIndex: number): Locator {
