@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import time
 from pathlib import Path
@@ -10,22 +9,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from regen import regen
 from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 SCHEMA = json.loads((ROOT / "python_helper" / "syncfree" / "report.schema.json").read_text())
 FINDING_SCHEMA = {"$ref": "#/definitions/Finding", "definitions": SCHEMA["definitions"]}
-
-
-def _load_regen():
-    spec = importlib.util.spec_from_file_location("regen_fixtures", ROOT / "scripts" / "regen_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-regen = _load_regen()
 
 
 def rules_at(source: str, **kwargs) -> list[tuple[str, int, str]]:

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from regen import regen
 from syncfree.analyze import analyze_source, apply_edits, apply_fixes
 from syncfree.catalog import RULES
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_regen():
-    spec = importlib.util.spec_from_file_location("regen_fixtures", ROOT / "scripts" / "regen_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-regen = _load_regen()
 CASES = regen.rewrite_cases()
 
 

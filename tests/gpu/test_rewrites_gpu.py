@@ -10,11 +10,9 @@ Runs without IPython:  PYTHONPATH=python_helper python -m pytest tests/gpu/test_
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -24,20 +22,12 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device: the safe rewrites are checked on a GPU machine", allow_module_level=True)
 
+from regen import regen  # noqa: E402
 from syncfree.catalog import RULES  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
 
 
-def _load_regen():
-    spec = importlib.util.spec_from_file_location("regen_fixtures", ROOT / "scripts" / "regen_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-regen = _load_regen()
 SAFE_CASES = [case for case in regen.rewrite_cases() if RULES[regen.rewrite_rule(case)].fix_safety == "safe"]
 
 
