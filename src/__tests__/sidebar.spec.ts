@@ -1,6 +1,6 @@
 import { Widget } from '@lumino/widgets';
 import { ROWS_SHOWN, SyncsPanel, deltaText } from '../sidebar/panel';
-import { IRankInput, filterChoices, groupByCell, rankSites, totalsOf } from '../sidebar/ranking';
+import { IRankInput, SiteRanking, filterChoices, rankSites } from '../sidebar/ranking';
 import { loopReport, report, site } from './fixtures';
 
 /** Three cells: a cheap one, a costly one, and one with only a static finding. */
@@ -59,7 +59,7 @@ describe('rankSites', () => {
     expect(ranked[1].delta).toMatchObject({ isNew: true });
     expect(deltaText(ranked[0])).toBe('−8.80 ms');
     expect(deltaText(ranked[1])).toBe('new');
-    const [group] = groupByCell(ranked, [{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]);
+    const [group] = new SiteRanking([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]).groups();
     expect(group.delta).toEqual({ syncs: 1, blockedMs: expect.closeTo(-7.5, 5), fixed: 0 });
   });
 
@@ -72,13 +72,69 @@ describe('rankSites', () => {
   });
 
   it('groups by cell, costliest cell first, and totals the listed syncs', () => {
-    const ranked = rankSites(inputs());
-    expect(groupByCell(ranked, inputs()).map(g => [g.cellId, g.syncs])).toEqual([
+    const ranking = new SiteRanking(inputs());
+    expect(ranking.groups().map(g => [g.cellId, g.syncs])).toEqual([
       ['b', 101],
       ['a', 2],
       ['c', 0]
     ]);
-    expect(totalsOf(ranked)).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3 });
+    expect(ranking.totals()).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3 });
+    expect(ranking.size).toBe(4);
+  });
+
+  describe('in a large notebook', () => {
+    // 60 cells of 7 sites and 2 static findings, with ties in blocked time and count.
+    const many: IRankInput[] = Array.from({ length: 60 }, (_, c) => ({
+      cellId: `c${c}`,
+      cellNumber: c + 1,
+      previous: null,
+      report: report({
+        sites: Array.from({ length: 7 }, (_, i) =>
+          site({ line: i + 1, chain: [i + 1], count: 1 + ((c * 7 + i) % 5), blocked_ms: i === 6 ? null : ((c * 13 + i * 7) % 11) / 2 })
+        ),
+        findings: [9, 8].map(line => ({ ...report().findings[0], range: { line, col: 0, end_line: line, end_col: 1 } }))
+      })
+    }));
+    const key = (r: { cellId: string; line: number; source: string }) => `${r.cellId}:${r.line}:${r.source}`;
+
+    /** The ranking as a plain sort of every row would give it. */
+    function sorted(): string[] {
+      const rows = many.flatMap(input => [
+        ...input.report.sites.map(s => ({ input, line: s.line, blocked: s.blocked_ms ?? -1, count: s.count, source: 'measured' })),
+        ...input.report.findings.map(f => ({ input, line: f.range.line, blocked: -1, count: 0, source: 'static' }))
+      ]);
+      rows.sort(
+        (a, b) =>
+          Number(a.source === 'static') - Number(b.source === 'static') ||
+          b.blocked - a.blocked ||
+          b.count - a.count ||
+          a.input.cellNumber - b.input.cellNumber ||
+          a.line - b.line
+      );
+      return rows.map(r => key({ cellId: r.input.cellId, line: r.line, source: r.source }));
+    }
+
+    it('merges the cells into the same order as one sort of every row, up to any limit', () => {
+      const ranking = new SiteRanking(many);
+      const all = sorted();
+      expect(ranking.size).toBe(60 * 9);
+      expect(ranking.flat().map(key)).toEqual(all);
+      for (const limit of [1, 7, 200, 419, 420, 421]) {
+        expect(ranking.flat(limit).map(key)).toEqual(all.slice(0, limit));
+      }
+    });
+
+    it('makes only the rows asked for, and cuts the last group short', () => {
+      const ranking = new SiteRanking(many);
+      const groups = ranking.groups(20);
+      expect(groups.map(g => g.sites.length)).toEqual([9, 9, 2]);
+      // Each group's totals are the whole cell's, whatever is drawn of it.
+      const cell = many.find(input => input.cellId === groups[2].cellId)!;
+      expect(groups[2].syncs).toBe(cell.report.sites.reduce((n, s) => n + s.count, 0));
+      // The group order is that of each cell's first row in the flat ranking.
+      const firstSeen = [...new Set(ranking.flat().map(r => r.cellId))];
+      expect(ranking.groups().map(g => g.cellId)).toEqual(firstSeen);
+    });
   });
 });
 

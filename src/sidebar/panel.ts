@@ -7,11 +7,10 @@ import {
   IRankInput,
   IRankedSite,
   ISiteFilter,
+  ISyncTotals,
   STATIC_KIND,
-  filterChoices,
-  groupByCell,
-  rankSites,
-  totalsOf
+  SiteRanking,
+  filterChoices
 } from './ranking';
 import { el } from '../dom';
 
@@ -154,35 +153,31 @@ export class SyncsPanel extends Panel {
       body.appendChild(this._emptyState());
       return;
     }
-    const sites = rankSites(inputs, this._filter);
-    body.appendChild(this._totals(sites));
+    const ranking = new SiteRanking(inputs, this._filter);
+    body.appendChild(this._totals(ranking.totals()));
     body.appendChild(this._controls(inputs));
-    if (sites.length === 0) {
+    if (ranking.size === 0) {
       body.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;
     }
     const list = el('div', `${S}-list`);
     list.setAttribute('role', 'list');
-    let budget = this._expanded ? Infinity : ROWS_SHOWN;
+    const limit = this._expanded ? Infinity : ROWS_SHOWN;
     if (this._groupByCell) {
-      for (const group of groupByCell(sites, inputs)) {
-        if (budget <= 0) {
-          break;
-        }
+      for (const group of ranking.groups(limit)) {
         list.appendChild(this._groupHeader(group));
-        for (const site of group.sites.slice(0, budget)) {
+        for (const site of group.sites) {
           list.appendChild(this._row(site, false));
         }
-        budget -= group.sites.length;
       }
     } else {
-      for (const site of sites.slice(0, budget)) {
+      for (const site of ranking.flat(limit)) {
         list.appendChild(this._row(site, true));
       }
     }
     body.appendChild(list);
-    if (!this._expanded && sites.length > ROWS_SHOWN) {
-      const more = el('button', `${S}-more jp-mod-styled`, `Show all ${sites.length} sites`);
+    if (!this._expanded && ranking.size > ROWS_SHOWN) {
+      const more = el('button', `${S}-more jp-mod-styled`, `Show all ${ranking.size} sites`);
       more.type = 'button';
       more.dataset.action = 'expand';
       body.appendChild(more);
@@ -202,8 +197,7 @@ export class SyncsPanel extends Panel {
     return box;
   }
 
-  private _totals(sites: IRankedSite[]): HTMLElement {
-    const totals = totalsOf(sites);
+  private _totals(totals: ISyncTotals): HTMLElement {
     const line = el('div', `${S}-totals`);
     const parts = [plural(totals.syncs, 'sync'), `${formatMs(totals.blockedMs)} blocked`, plural(totals.cells, 'cell')];
     parts.forEach((text, i) => {

@@ -1,4 +1,4 @@
-import type { SyncReport, SyncSite } from '../_report';
+import type { Finding, SyncReport, SyncSite } from '../_report';
 import { MarkerSource, weightOf } from '../gutter/lines';
 
 /** One cell's report, as the sidebar ranks it. */
@@ -78,144 +78,303 @@ function ruleTitle(report: SyncReport, code: string | null): string | null {
 
 const warnedOutOfRange = new WeakSet<SyncReport>();
 
+/** A cell's rows before they are drawn: its report's own objects, ranked within the cell. */
+interface ICellEntry {
+  input: IRankInput;
+  /** The sites in range that pass the filter, most costly first. */
+  sites: SyncSite[];
+  /** Static findings on lines where nothing synced, in range and passing the filter. */
+  findings: Finding[];
+  /** The previous run's sites by call chain and kind, made when a row needs it. */
+  before: Map<string, SyncSite> | null;
+}
+
+/** Within one cell: by blocked time, then count, then line (`compareSites` within a cell). */
+function compareCellSites(a: SyncSite, b: SyncSite): number {
+  return (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) || b.count - a.count || a.line - b.line;
+}
+
 /**
  * The sites of every cell with the most costly first: by blocked time, then count,
  * then notebook order. Sites without a measured time rank after measured ones with the
  * same count; static findings (nothing ran) come last.
+ *
+ * Rows are made only for what is drawn: each cell's sites are ranked within the cell
+ * (their report's own objects), the flat list merges the cells' rankings up to the
+ * rows asked for, and totals are summed from the reports. The Syncs panel of a
+ * notebook of 500 reports with 20 sites each draws 200 rows of 10,000 sites.
  */
-export function rankSites(inputs: readonly IRankInput[], filter: ISiteFilter = {}): IRankedSite[] {
-  const rows: IRankedSite[] = [];
-  for (const input of inputs) {
-    const { report, previous } = input;
-    const inRange = (line: number) => {
-      if (input.lineCount === undefined || (line >= 1 && line <= input.lineCount)) {
-        return true;
+export class SiteRanking {
+  constructor(inputs: readonly IRankInput[], filter: ISiteFilter = {}) {
+    const kind = filter.kind || null;
+    const rule = filter.rule || null;
+    for (const input of inputs) {
+      const { report } = input;
+      const inRange = (line: number) => {
+        if (input.lineCount === undefined || (line >= 1 && line <= input.lineCount)) {
+          return true;
+        }
+        if (!warnedOutOfRange.has(report)) {
+          warnedOutOfRange.add(report);
+          console.warn(`syncfree: a report in cell ${input.cellNumber} has line ${line} outside the cell; left out`);
+        }
+        return false;
+      };
+      const siteLines = new Set<number>();
+      const sites: SyncSite[] = [];
+      for (const site of report.sites) {
+        if (!inRange(site.line)) {
+          continue;
+        }
+        siteLines.add(site.line);
+        if ((!kind || site.kind === kind) && (!rule || site.rule === rule)) {
+          sites.push(site);
+        }
       }
-      if (!warnedOutOfRange.has(report)) {
-        warnedOutOfRange.add(report);
-        console.warn(`syncfree: a report in cell ${input.cellNumber} has line ${line} outside the cell; left out`);
+      const findings: Finding[] = [];
+      if (!kind || kind === STATIC_KIND) {
+        for (const finding of report.findings) {
+          const line = finding.range.line;
+          if (!siteLines.has(line) && inRange(line) && (!rule || finding.rule === rule)) {
+            findings.push(finding);
+          }
+        }
       }
-      return false;
-    };
-    const before = new Map<string, SyncSite>();
-    for (const site of previous?.sites ?? []) {
-      before.set(siteKey(site), site);
-    }
-    const siteLines = new Set<number>();
-    for (const site of report.sites) {
-      if (!inRange(site.line)) {
-        continue;
+      if (sites.length + findings.length > 0) {
+        sites.sort(compareCellSites);
+        // Stable: findings on one line keep the report's order.
+        findings.sort((a, b) => a.range.line - b.range.line);
+        this._entries.push({ input, sites, findings, before: null });
+        this._size += sites.length + findings.length;
       }
-      siteLines.add(site.line);
-      const old = previous ? before.get(siteKey(site)) : undefined;
-      rows.push({
-        cellId: input.cellId,
-        cellNumber: input.cellNumber,
-        line: site.line,
-        kind: site.kind,
-        rule: site.rule,
-        ruleTitle: ruleTitle(report, site.rule),
-        count: site.count,
-        blockedMs: site.blocked_ms,
-        source: site.predicted || report.mode === 'predict' ? 'predicted' : 'measured',
-        weight: weightOf(site.count, site.blocked_ms),
-        message: site.message,
-        delta: previous
-          ? {
-              isNew: !old,
-              count: site.count - (old?.count ?? 0),
-              blockedMs:
-                site.blocked_ms !== null && (!old || old.blocked_ms !== null)
-                  ? site.blocked_ms - (old?.blocked_ms ?? 0)
-                  : null
-            }
-          : null
-      });
-    }
-    for (const finding of report.findings) {
-      const line = finding.range.line;
-      if (siteLines.has(line) || !inRange(line)) {
-        continue;
-      }
-      rows.push({
-        cellId: input.cellId,
-        cellNumber: input.cellNumber,
-        line,
-        kind: STATIC_KIND,
-        rule: finding.rule,
-        ruleTitle: ruleTitle(report, finding.rule),
-        count: 0,
-        blockedMs: null,
-        source: 'static',
-        weight: 0,
-        message: finding.message,
-        delta: null
-      });
     }
   }
-  return (filter.kind || filter.rule ? rows.filter(row => matches(row, filter)) : rows).sort(compareSites);
+
+  /** How many rows there are in all (sites and static findings). */
+  get size(): number {
+    return this._size;
+  }
+
+  /** Totals of the listed sites: syncs, blocked time, sites and cells. */
+  totals(): ISyncTotals {
+    let syncs = 0;
+    let blocked: number | null = null;
+    let sites = 0;
+    for (const entry of this._entries) {
+      for (const site of entry.sites) {
+        syncs += site.count;
+        if (site.blocked_ms !== null) {
+          blocked = (blocked ?? 0) + site.blocked_ms;
+        }
+      }
+      sites += entry.sites.length;
+    }
+    return { syncs, blockedMs: blocked, sites, cells: this._entries.length };
+  }
+
+  /** The first `limit` rows across cells, most costly first. */
+  flat(limit = Infinity): IRankedSite[] {
+    const rows: IRankedSite[] = [];
+    // Merge the cells' rankings: a heap of cells by their next site.
+    const next = new Map<ICellEntry, number>();
+    const heap: ICellEntry[] = [];
+    const head = (entry: ICellEntry) => entry.sites[next.get(entry)!];
+    const before = (a: ICellEntry, b: ICellEntry) => compareSites(head(a), a.input, head(b), b.input) < 0;
+    const up = (i: number) => {
+      while (i > 0) {
+        const parent = (i - 1) >> 1;
+        if (!before(heap[i], heap[parent])) {
+          break;
+        }
+        [heap[i], heap[parent]] = [heap[parent], heap[i]];
+        i = parent;
+      }
+    };
+    const down = (i: number) => {
+      for (;;) {
+        const left = 2 * i + 1;
+        const right = left + 1;
+        let best = i;
+        if (left < heap.length && before(heap[left], heap[best])) {
+          best = left;
+        }
+        if (right < heap.length && before(heap[right], heap[best])) {
+          best = right;
+        }
+        if (best === i) {
+          break;
+        }
+        [heap[i], heap[best]] = [heap[best], heap[i]];
+        i = best;
+      }
+    };
+    for (const entry of this._entries) {
+      if (entry.sites.length > 0) {
+        next.set(entry, 0);
+        heap.push(entry);
+        up(heap.length - 1);
+      }
+    }
+    while (heap.length > 0 && rows.length < limit) {
+      const entry = heap[0];
+      const index = next.get(entry)!;
+      rows.push(this._siteRow(entry, entry.sites[index]));
+      if (index + 1 < entry.sites.length) {
+        next.set(entry, index + 1);
+      } else {
+        heap[0] = heap[heap.length - 1];
+        heap.pop();
+      }
+      down(0);
+    }
+    // Static findings last, in notebook order.
+    const byCell = [...this._entries].sort((a, b) => a.input.cellNumber - b.input.cellNumber);
+    for (const entry of byCell) {
+      for (const finding of entry.findings) {
+        if (rows.length >= limit) {
+          return rows;
+        }
+        rows.push(this._findingRow(entry, finding));
+      }
+    }
+    return rows;
+  }
+
+  /**
+   * The cells, costliest first (by their most costly row), each with its totals and
+   * its rows, most costly first: `limit` rows in all, the last group cut short.
+   */
+  groups(limit = Infinity): ICellGroup[] {
+    const first = (entry: ICellEntry) =>
+      entry.sites.length > 0 ? { site: entry.sites[0], finding: null } : { site: null, finding: entry.findings[0] };
+    const ordered = [...this._entries].sort((a, b) => {
+      const fa = first(a);
+      const fb = first(b);
+      if (fa.site && fb.site) {
+        return compareSites(fa.site, a.input, fb.site, b.input);
+      }
+      if (fa.site || fb.site) {
+        return fa.site ? -1 : 1;
+      }
+      return a.input.cellNumber - b.input.cellNumber || fa.finding!.range.line - fb.finding!.range.line;
+    });
+    const groups: ICellGroup[] = [];
+    let budget = limit;
+    for (const entry of ordered) {
+      if (budget <= 0) {
+        break;
+      }
+      const sites: IRankedSite[] = [];
+      for (const site of entry.sites) {
+        if (sites.length >= budget) {
+          break;
+        }
+        sites.push(this._siteRow(entry, site));
+      }
+      for (const finding of entry.findings) {
+        if (sites.length >= budget) {
+          break;
+        }
+        sites.push(this._findingRow(entry, finding));
+      }
+      budget -= entry.sites.length + entry.findings.length;
+      groups.push({ ...groupTotals(entry), sites });
+    }
+    return groups;
+  }
+
+  private _siteRow(entry: ICellEntry, site: SyncSite): IRankedSite {
+    const { input } = entry;
+    const { report, previous } = input;
+    let delta: ISiteDelta | null = null;
+    if (previous) {
+      if (!entry.before) {
+        entry.before = new Map(previous.sites.map(old => [siteKey(old), old]));
+      }
+      const old = entry.before.get(siteKey(site));
+      delta = {
+        isNew: !old,
+        count: site.count - (old?.count ?? 0),
+        blockedMs:
+          site.blocked_ms !== null && (!old || old.blocked_ms !== null) ? site.blocked_ms - (old?.blocked_ms ?? 0) : null
+      };
+    }
+    return {
+      cellId: input.cellId,
+      cellNumber: input.cellNumber,
+      line: site.line,
+      kind: site.kind,
+      rule: site.rule,
+      ruleTitle: ruleTitle(report, site.rule),
+      count: site.count,
+      blockedMs: site.blocked_ms,
+      source: site.predicted || report.mode === 'predict' ? 'predicted' : 'measured',
+      weight: weightOf(site.count, site.blocked_ms),
+      message: site.message,
+      delta
+    };
+  }
+
+  private _findingRow(entry: ICellEntry, finding: Finding): IRankedSite {
+    const { input } = entry;
+    return {
+      cellId: input.cellId,
+      cellNumber: input.cellNumber,
+      line: finding.range.line,
+      kind: STATIC_KIND,
+      rule: finding.rule,
+      ruleTitle: ruleTitle(input.report, finding.rule),
+      count: 0,
+      blockedMs: null,
+      source: 'static',
+      weight: 0,
+      message: finding.message,
+      delta: null
+    };
+  }
+
+  private _entries: ICellEntry[] = [];
+  private _size = 0;
 }
 
-function matches(row: IRankedSite, filter: ISiteFilter): boolean {
-  return (!filter.kind || row.kind === filter.kind) && (!filter.rule || row.rule === filter.rule);
-}
-
-export function compareSites(a: IRankedSite, b: IRankedSite): number {
-  const staticOrder = Number(a.source === 'static') - Number(b.source === 'static');
+/** Two sites of any cells: by blocked time (unmeasured last), then count, then cell, then line. */
+function compareSites(a: SyncSite, cellA: IRankInput, b: SyncSite, cellB: IRankInput): number {
   return (
-    staticOrder ||
-    (b.blockedMs ?? -1) - (a.blockedMs ?? -1) ||
+    (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) ||
     b.count - a.count ||
-    a.cellNumber - b.cellNumber ||
+    cellA.cellNumber - cellB.cellNumber ||
     a.line - b.line
   );
 }
 
-function sumBlocked(values: (number | null)[]): number | null {
-  const measured = values.filter((v): v is number => v !== null);
-  return measured.length > 0 ? measured.reduce((a, b) => a + b, 0) : null;
-}
-
-/** The ranked sites of each cell, cells ordered by their most costly site. */
-export function groupByCell(sites: readonly IRankedSite[], inputs: readonly IRankInput[]): ICellGroup[] {
-  const groups = new Map<string, ICellGroup>();
-  const byCell = new Map(inputs.map(input => [input.cellId, input]));
-  for (const site of sites) {
-    let group = groups.get(site.cellId);
-    if (!group) {
-      group = { cellId: site.cellId, cellNumber: site.cellNumber, syncs: 0, blockedMs: null, sites: [], delta: null };
-      groups.set(site.cellId, group);
-    }
-    group.sites.push(site);
-  }
-  for (const group of groups.values()) {
-    group.syncs = group.sites.reduce((n, s) => n + s.count, 0);
-    group.blockedMs = sumBlocked(group.sites.map(s => s.blockedMs));
-    const input = byCell.get(group.cellId);
-    if (input?.previous) {
-      const now = input.report.totals;
-      const then = input.previous.totals;
-      const current = new Set(input.report.sites.map(siteKey));
-      group.delta = {
-        syncs: now.syncs - then.syncs,
-        blockedMs: now.blocked_ms !== null && then.blocked_ms !== null ? now.blocked_ms - then.blocked_ms : null,
-        fixed: input.previous.sites.filter(s => !current.has(siteKey(s))).length
-      };
+/** A cell's totals over its listed sites, and their change since its previous run. */
+function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
+  const { input } = entry;
+  let syncs = 0;
+  let blocked: number | null = null;
+  for (const site of entry.sites) {
+    syncs += site.count;
+    if (site.blocked_ms !== null) {
+      blocked = (blocked ?? 0) + site.blocked_ms;
     }
   }
-  // Sites are already ranked, so each group's first site is its most costly.
-  return [...groups.values()];
+  let delta: ICellGroup['delta'] = null;
+  if (input.previous) {
+    const now = input.report.totals;
+    const then = input.previous.totals;
+    const current = new Set(input.report.sites.map(siteKey));
+    delta = {
+      syncs: now.syncs - then.syncs,
+      blockedMs: now.blocked_ms !== null && then.blocked_ms !== null ? now.blocked_ms - then.blocked_ms : null,
+      fixed: input.previous.sites.filter(s => !current.has(siteKey(s))).length
+    };
+  }
+  return { cellId: input.cellId, cellNumber: input.cellNumber, syncs, blockedMs: blocked, delta };
 }
 
-/** Totals of the listed sites: syncs, blocked time, sites and cells. */
-export function totalsOf(sites: readonly IRankedSite[]): ISyncTotals {
-  const ran = sites.filter(s => s.source !== 'static');
-  return {
-    syncs: ran.reduce((n, s) => n + s.count, 0),
-    blockedMs: sumBlocked(ran.map(s => s.blockedMs)),
-    sites: ran.length,
-    cells: new Set(sites.map(s => s.cellId)).size
-  };
+/** Every row, most costly first (`SiteRanking.flat` without a limit). */
+export function rankSites(inputs: readonly IRankInput[], filter: ISiteFilter = {}): IRankedSite[] {
+  return new SiteRanking(inputs, filter).flat();
 }
 
 /** The kinds and rules present, for the sidebar's filters. */
