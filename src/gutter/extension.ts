@@ -46,9 +46,11 @@ export interface ISyncMarkerState {
    */
   freshDoc: Text | null;
   /**
-   * The cell text has not been hashed against the report's source_hash yet: the check
-   * waits for idle time (see `deferStaleCheck`), and the markers are drawn fresh until it
-   * runs. An edit before then checks at once.
+   * The cell text had not been hashed against the report's source_hash when the report
+   * was set: the check waits for idle time (see `deferStaleCheck`), and the markers are
+   * drawn fresh until it runs. A text it finds fresh is recorded outside the state
+   * (`verifiedTexts`; `reportFreshness` reads both), so this stays set then; a stale
+   * one clears it. An edit before the check checks at once.
    */
   unchecked: boolean;
 }
