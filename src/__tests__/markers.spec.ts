@@ -187,7 +187,7 @@ describe('the stale check deferred to idle time', () => {
     expect(view.state.field(syncMarkerField).freshDoc).toBe(before.doc);
   });
 
-  it('ignores a check whose text was edited before its hash arrived', () => {
+  it('does not mark a cell stale once an edit before the check made it match its report', () => {
     const idle = manualScheduler();
     const view = deferredEditor(CELL + '\n# edited', idle.scheduler);
     view.dispatch({ changes: { from: view.state.doc.length - 9, to: view.state.doc.length } });

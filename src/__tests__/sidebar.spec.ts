@@ -1,6 +1,8 @@
 import { Widget } from '@lumino/widgets';
 import { ROWS_SHOWN, SyncsPanel, deltaText } from '../sidebar/panel';
-import { IRankInput, SiteRanking, filterChoices, rankSites } from '../sidebar/ranking';
+import { IRankInput, ISiteFilter, SiteRanking, filterChoices } from '../sidebar/ranking';
+
+const rankSites = (inputs: IRankInput[], filter?: ISiteFilter) => new SiteRanking(inputs, filter).flat();
 import { loopReport, report, site } from './fixtures';
 
 /** Three cells: a cheap one, a costly one, and one with only a static finding. */

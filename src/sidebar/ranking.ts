@@ -89,11 +89,6 @@ interface ICellEntry {
   before: Map<string, SyncSite> | null;
 }
 
-/** Within one cell: by blocked time, then count, then line (`compareSites` within a cell). */
-function compareCellSites(a: SyncSite, b: SyncSite): number {
-  return (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) || b.count - a.count || a.line - b.line;
-}
-
 /**
  * The sites of every cell with the most costly first: by blocked time, then count,
  * then notebook order. Sites without a measured time rank after measured ones with the
@@ -141,7 +136,7 @@ export class SiteRanking {
         }
       }
       if (sites.length + findings.length > 0) {
-        sites.sort(compareCellSites);
+        sites.sort((a, b) => compareSites(a, input, b, input));
         // Stable: findings on one line keep the report's order.
         findings.sort((a, b) => a.range.line - b.range.line);
         this._entries.push({ input, sites, findings, before: null });
@@ -370,11 +365,6 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
     };
   }
   return { cellId: input.cellId, cellNumber: input.cellNumber, syncs, blockedMs: blocked, delta };
-}
-
-/** Every row, most costly first (`SiteRanking.flat` without a limit). */
-export function rankSites(inputs: readonly IRankInput[], filter: ISiteFilter = {}): IRankedSite[] {
-  return new SiteRanking(inputs, filter).flat();
 }
 
 /** The kinds and rules present, for the sidebar's filters. */
