@@ -33,7 +33,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from . import explicit
-from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, attribute
+from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 
 #: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
@@ -84,7 +84,8 @@ class SyncRecorder:
         self.stop_at_first = stop_at_first and mode == "predict"
         self.measure_blocked = measure_blocked
         self.max_frames = max_frames
-        self._cell_files = dict(cell_files)
+        # UserFiles (scripts, tests, watch()) decides membership itself; a cell's mapping is copied.
+        self._cell_files = cell_files if isinstance(cell_files, UserFiles) else dict(cell_files)
         self._findings: dict[str, Sequence[Mapping]] = dict(findings or {})
         self._table = SiteTable()
         self._outside: dict[str, SyncTally] = {}
@@ -276,7 +277,7 @@ class SyncRecorder:
                 self.frames_truncated |= attribution.frames_truncated
                 tally = self._table.site_for(attribution.chain, attribution.kind,
                                              attribution.rule, attribution.frames, thread,
-                                             predicted, detail)
+                                             predicted, detail, attribution.files)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
                 self._pinned.clear()

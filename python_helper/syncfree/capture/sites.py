@@ -95,13 +95,16 @@ class SyncTally:
 class SyncSite(SyncTally):
     """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
 
-    __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail")
+    __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files")
 
     def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
-                 detail: str | None = None) -> None:
+                 detail: str | None = None, files: tuple[str, ...] | None = None) -> None:
         super().__init__()
         self.chain = chain
+        # The file of each chain line when the sync was attributed to user files (scripts,
+        # tests, watch()) rather than to one notebook cell; None for a cell.
+        self.files = files
         self.kind = kind
         self.rule = rule
         self.frames = frames
@@ -112,6 +115,11 @@ class SyncSite(SyncTally):
     @property
     def line(self) -> int:
         return self.chain[-1]
+
+    @property
+    def file(self) -> str | None:
+        """The file of the innermost user line (None for a notebook cell)."""
+        return self.files[-1] if self.files else None
 
     @property
     def label(self) -> str:
@@ -142,6 +150,9 @@ class SyncSite(SyncTally):
         }
         if self.thread:
             site["thread"] = self.thread[:200]
+        if self.files:
+            site["file"] = self.files[-1]
+            site["chain_files"] = list(self.files)
         if self.predicted:
             site["predicted"] = True
         return site
@@ -162,22 +173,80 @@ class SiteTable:
 
     def site_for(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
-                 detail: str | None = None) -> SyncTally:
-        key = (chain, kind, thread, predicted, detail)
+                 detail: str | None = None, files: tuple[str, ...] | None = None) -> SyncTally:
+        key = (chain, kind, thread, predicted, detail, files)
         site = self._sites.get(key)
         if site is not None:
             return site
         if len(self._sites) >= self._limit:
             self.truncated = True
             return self.overflow
-        site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail)
+        site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail,
+                                            files)
         return site
 
     def sites(self) -> list[SyncSite]:
         """Sites that saw at least one sync, by cell line then kind."""
         live = [s for s in self._sites.values() if s.count]
-        live.sort(key=lambda s: (s.line, s.chain, s.kind, s.thread or ""))
+        live.sort(key=lambda s: (s.files or (), s.line, s.chain, s.kind, s.thread or ""))
         return live
+
+
+# --------------------------------------------------------------------------- user files
+
+
+class UserFiles(dict):
+    """The user's own source files, for attribution outside notebook cells.
+
+    Used where the recorder takes ``cell_files`` (filename -> line offset): a filename is
+    "in" it when it is the user's code, the script, the test file, the project's own
+    package, a notebook cell, rather than the standard library, an installed package
+    (site-packages), torch or syncfree itself. Offsets are 0. The answer is cached per
+    filename, so the recorder's hot path stays a dict lookup after the first time.
+    """
+
+    def __init__(self, include: tuple[str, ...] = (), exclude: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        import os
+        import sysconfig
+
+        self._include = tuple(os.path.abspath(p) for p in include)
+        library = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the syncfree package
+        self._exclude = tuple(sorted(p for p in library | {here, *map(os.path.abspath, exclude)} if p))
+        self._rejected: set[str] = set()
+
+    def _is_user(self, filename: str) -> bool:
+        if not filename:
+            return False
+        norm = filename.replace("\\", "/")
+        if "/site-packages/" in norm or "/dist-packages/" in norm or norm.startswith("<frozen"):
+            return False
+        import os
+
+        path = os.path.abspath(filename) if not filename.startswith("<") else filename
+        if self._include:
+            return any(path == p or path.startswith(p + os.sep) for p in self._include)
+        return not any(path == p or path.startswith(p + os.sep) for p in self._exclude)
+
+    def __contains__(self, filename: object) -> bool:
+        if dict.__contains__(self, filename):
+            return True
+        if filename in self._rejected or not isinstance(filename, str):
+            return False
+        if self._is_user(filename):
+            self[filename] = 0
+            return True
+        self._rejected.add(filename)
+        return False
+
+    def __missing__(self, filename: str) -> int:
+        if filename in self:
+            return 0
+        raise KeyError(filename)
+
+    def get(self, filename, default=None):  # type: ignore[override]
+        return self[filename] if filename in self else default
 
 
 # --------------------------------------------------------------------------- attribution
@@ -192,6 +261,7 @@ class Attribution:
     rule: str | None
     frames: tuple[dict, ...]
     frames_truncated: bool
+    files: tuple[str, ...] | None = None  # per chain line, for user files (not cells)
 
 
 #: ``findings_for(filename)`` returns the static findings (schema Finding dicts, in cell
@@ -211,14 +281,20 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     if not cell_at:
         return None
     inner = cell_at[0]
+    by_file = isinstance(cell_files, UserFiles)
     chain: list[int] = []
+    files: list[str] = []
     for i in reversed(cell_at):  # outermost cell frame first
         fr = stack[i]
-        line = (fr.f_lineno or 1) + cell_files[fr.f_code.co_filename]
-        if not chain or chain[-1] != line:  # a comprehension on the same line adds no step
-            chain.append(max(line, 1))
+        filename = fr.f_code.co_filename
+        line = max((fr.f_lineno or 1) + cell_files[filename], 1)
+        # A comprehension on the same line adds no step.
+        if not chain or chain[-1] != line or (by_file and files[-1] != filename):
+            chain.append(line)
+            files.append(filename)
     if len(chain) > MAX_CHAIN:
         chain = chain[:1] + chain[-(MAX_CHAIN - 1):]
+        files = files[:1] + files[-(MAX_CHAIN - 1):]
     library = stack[:inner]  # inner -> outer
     frames, frames_truncated = _trimmed_frames(library, max_frames)
 
@@ -234,7 +310,8 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
         rule = None
     if rule is None:
         rule = _rule_for_kind(kind)
-    return Attribution(tuple(chain), kind, rule, frames, frames_truncated)
+    return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
+                       tuple(files) if by_file else None)
 
 
 def _trimmed_frames(library: list[FrameType], max_frames: int) -> tuple[tuple[dict, ...], bool]:
