@@ -1,8 +1,19 @@
-"""syncfree: find host-device synchronizations in PyTorch notebook code.
+"""syncfree: find host-device synchronizations in PyTorch code.
 
 In a notebook: ``%load_ext syncfree``, then put ``%%syncfree`` on a cell (see
-``%%syncfree?``). The package also holds the prebuilt JupyterLab extension that shows the
-reports as gutter markers, hover cards and a sidebar.
+``%%syncfree?``). In Python code::
+
+    with syncfree.watch() as w:        # also a decorator
+        train_step()
+    print(w.report)
+
+    with syncfree.sync_free():         # SyncError at the end of the block, listing every site
+        train_step()
+
+In a test suite: ``@pytest.mark.sync_free`` and the ``syncfree`` fixture (the plugin loads
+itself). On the command line: ``syncfree run train.py``. The jupyterlab-syncfree package
+adds the JupyterLab extension that shows the reports as gutter markers, hover cards and a
+sidebar.
 
 Importing this package imports neither IPython nor torch: the magic module is loaded by
 `load_ipython_extension`, and torch by the recorder when a cell runs.
@@ -33,4 +44,16 @@ def unload_ipython_extension(ip):
     unload(ip)
 
 
-__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+_API = ("watch", "sync_free", "SyncError", "Watch", "WatchReport", "run_script")
+
+
+def __getattr__(name):
+    # The API lives in syncfree.session, imported on first use (importing syncfree stays cheap).
+    if name in _API:
+        from . import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'syncfree' has no attribute {name!r}")
+
+
+__all__ = ["__version__", "load_ipython_extension", "unload_ipython_extension", *_API]

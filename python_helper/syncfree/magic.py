@@ -23,7 +23,8 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.sites import MAX_FRAMES
-from .report import build_report, device_info, display_report
+from .report import display_report
+from .session import Engine, cell_report, choose_engine, describe_error, new_recorder
 
 MAGIC = "%%syncfree"
 REPORT_NAME = "_syncfree_report"  # the last report, in the user namespace
@@ -48,16 +49,6 @@ class CellText:
     raw: str                 # the whole cell text, magic line included (source_hash)
     cell_id: str | None      # from the execute request
     body_line: int           # cell line of the body's first line
-
-
-@dataclass
-class Engine:
-    """How this kernel can watch a cell: recorder mode, device, and why if degraded."""
-
-    mode: str                # warn | error | predict | static
-    device: dict
-    notes: list[str]
-    stop_at_first: bool = False  # predict mode standing in for --mode error
 
 
 @dataclass
@@ -216,24 +207,21 @@ class SyncfreeMagics(Magics):
         # own line numbers under "Cell In[n]" (CachingCompiler.cache registers the name).
         code_text = "\n" * (first_line - 1) + transformed
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
-        engine = self._engine(options.mode)
+        engine = choose_engine(options.mode)
         findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines are skipped
         try:
             compiled = self._compile(code_text, filename)
         except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
-            error = {"type": type(exc).__qualname__, "message": str(exc)[:1000] or type(exc).__name__,
-                     "line": getattr(exc, "lineno", None) if isinstance(exc, SyntaxError) else None}
-            self._publish(build_report(source=text.raw, device=engine.device, mode=engine.mode,
-                                       findings=findings, cell_id=text.cell_id, error=error,
-                                       notes=engine.notes), options.quiet)
+            error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
+            self._publish(cell_report(source=text.raw, engine=engine, findings=findings,
+                                      cell_id=text.cell_id, error=error), options.quiet)
             raise
         if engine.mode == "static":
             return self._run_static(text, compiled, filename, findings, engine, options)
 
-        recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
-                                max_frames=options.max_frames, cell_files={filename: 0},
-                                findings={filename: findings},
-                                stop_at_first=engine.stop_at_first)
+        recorder = new_recorder(engine, files={filename: 0}, findings={filename: findings},
+                                measure_blocked=options.measure_blocked,
+                                max_frames=options.max_frames)
         try:
             with recorder:
                 value = self._execute(compiled)
@@ -251,14 +239,12 @@ class SyncfreeMagics(Magics):
         try:
             return self._execute(compiled)
         except BaseException as exc:
-            error = {"type": type(exc).__qualname__, "message": (str(exc) or type(exc).__name__)[:1000],
-                     "line": _cell_line(exc.__traceback__, filename)}
+            error = describe_error(exc, _cell_line(exc.__traceback__, filename))
             raise
         finally:
-            report = build_report(source=text.raw, device=engine.device, mode="static",
-                                  findings=findings, syncs=0, cell_id=text.cell_id,
-                                  wall_ms=(perf_counter() - started) * 1000.0, error=error,
-                                  notes=engine.notes)
+            report = cell_report(source=text.raw, engine=engine, findings=findings,
+                                 cell_id=text.cell_id, error=error,
+                                 wall_ms=(perf_counter() - started) * 1000.0)
             self._publish(report, options.quiet)
 
     def _compile(self, code_text: str, filename: str) -> tuple:
@@ -286,10 +272,8 @@ class SyncfreeMagics(Magics):
 
     def _report(self, text: CellText, engine: Engine, findings: list, recorder: SyncRecorder,
                 options: RunOptions) -> dict:
-        fields = recorder.report_fields()
-        fields["notes"] = engine.notes + fields["notes"]
-        report = build_report(source=text.raw, device=engine.device, findings=findings,
-                              cell_id=text.cell_id, **fields)
+        report = cell_report(source=text.raw, engine=engine, findings=findings,
+                             recorder=recorder, cell_id=text.cell_id)
         self._publish(report, options.quiet)
         return report
 
@@ -325,39 +309,13 @@ class SyncfreeMagics(Magics):
             return result.execution_count
         return self.shell.execution_count
 
-    def _engine(self, requested: str | None) -> Engine:
-        """Pick the recorder mode this kernel supports for the requested one."""
-        try:
-            import torch
-        except ImportError:
-            return Engine("static", device_info("none"),
-                          ["torch is not installed in this kernel: the cell ran without sync "
-                           "detection; the findings below are static only"])
-        notes: list[str] = []
-        if torch.cuda.is_available():
-            return Engine(requested or "warn", device_info("cuda"), notes)
-        if requested == "warn":
-            notes.append("No CUDA device: --mode warn needs one")
-        try:
-            from .capture.predict import PredictSession  # noqa: F401
-        except ImportError as exc:
-            notes.append(f"No CUDA device and predict mode is unavailable ({exc}): the cell "
-                         "ran without sync detection; static findings only")
-            return Engine("static", device_info("none"), notes)
-        if requested == "error":
-            notes.append("No CUDA device: syncs predicted on CPU stand-ins; --mode error stops "
-                         "at the first predicted sync")
-            return Engine("predict", device_info("predict"), notes, stop_at_first=True)
-        notes.append("No CUDA device: syncs predicted on CPU stand-ins")
-        return Engine("predict", device_info("predict"), notes)
-
     # ------------------------------------------------------------------ watch mode
 
     def _watch_command(self, action: str, options: RunOptions) -> None:
         if action == "on":
             self._watch = options
             print(f"syncfree: watching every cell ({options.describe()})")
-            engine = self._engine(options.mode)
+            engine = choose_engine(options.mode)
             for note in engine.notes:
                 print(f"syncfree: {note}")
             if engine.mode == "static":
@@ -386,15 +344,14 @@ class SyncfreeMagics(Magics):
         # ipykernel's compiler ignores it, so both candidates are watched.
         count = shell.execution_count
         names = {shell.compile.get_code_name(raw, transformed, n) for n in (count, count - 1)}
-        engine = self._engine(options.mode)
+        engine = choose_engine(options.mode)
         if engine.mode == "static":
             return
         findings = analyze_source(raw)
-        recorder = SyncRecorder(engine.mode, measure_blocked=options.measure_blocked,
-                                max_frames=options.max_frames,
-                                cell_files=dict.fromkeys(names, blank),
+        recorder = new_recorder(engine, files=dict.fromkeys(names, blank),
                                 findings=dict.fromkeys(names, findings),
-                                stop_at_first=engine.stop_at_first)
+                                measure_blocked=options.measure_blocked,
+                                max_frames=options.max_frames)
         recorder.__enter__()
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         self._watched = WatchedCell(recorder, text, engine, findings, options)
@@ -411,11 +368,9 @@ class SyncfreeMagics(Magics):
             else:
                 recorder.__exit__(None, None, None)
             if recorder.syncs or recorder.stopped_by_sync:
-                fields = recorder.report_fields()
-                fields["notes"] = watched.engine.notes + fields["notes"]
-                report = build_report(source=watched.text.raw, device=watched.engine.device,
-                                      findings=watched.findings, cell_id=watched.text.cell_id,
-                                      **fields)
+                report = cell_report(source=watched.text.raw, engine=watched.engine,
+                                     findings=watched.findings, recorder=recorder,
+                                     cell_id=watched.text.cell_id)
                 self.shell.user_ns[REPORT_NAME] = report
                 pending.append((report, watched.options.quiet))
         for report, quiet in pending:

@@ -1,0 +1,444 @@
+"""The one core every surface calls: engine choice, running code under the recorder,
+reports and error descriptions.
+
+The magic (``magic.py``), the command line (``cli.py``), the pytest plugin
+(``pytest_plugin.py``), the public API (``syncfree.watch``, ``syncfree.sync_free``) and
+the benchmarks are glue over this module. Nothing here imports IPython; torch is imported
+only when code is run.
+
+    with syncfree.watch() as w:            # warn mode with CUDA, predict mode without
+        train_step()
+    print(w.report.text())                 # train.py:41: `.item()` ×64, blocked 3.1 ms, SF101
+
+    with syncfree.sync_free(budget=0):     # raises SyncError at the end, listing every site
+        train_step()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+from .capture.sites import MAX_FRAMES, SyncSite, UserFiles
+
+__all__ = ["Engine", "SyncError", "Watch", "WatchReport", "ScriptRun", "choose_engine",
+           "cuda_available", "new_recorder", "cell_report", "describe_error", "run_script",
+           "watch", "sync_free", "allowed_by_comment"]
+
+
+# --------------------------------------------------------------------------- the engine
+
+
+@dataclass
+class Engine:
+    """How this process can watch code: recorder mode, device, and why if degraded."""
+
+    mode: str                # warn | error | predict | static
+    device: dict
+    notes: list[str] = field(default_factory=list)
+    stop_at_first: bool = False  # predict mode standing in for --mode error
+
+
+def cuda_available() -> bool:
+    """Whether this process has a CUDA device. Inside a predict session
+    ``torch.cuda.is_available()`` is a stand-in answering True, so there the question goes
+    to torch's C layer, which predict mode never patches."""
+    import torch
+
+    predict = sys.modules.get("syncfree.capture.predict")
+    if predict is None or getattr(predict, "_active_session", None) is None:
+        return bool(torch.cuda.is_available())
+    count = getattr(torch._C, "_cuda_getDeviceCount", None)  # absent from CPU builds
+    try:
+        return count is not None and count() > 0
+    except RuntimeError:  # a broken driver: as torch.cuda.is_available() answers
+        return False
+
+
+def choose_engine(requested: str | None) -> Engine:
+    """The recorder mode this process supports for the requested one (None: automatic)."""
+    from .report import device_info
+
+    if requested not in (None, "warn", "error", "predict"):
+        raise ValueError(f"mode must be warn, error or predict, not {requested!r}")
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return Engine("static", device_info("none"),
+                      ["torch is not installed: the code ran without sync detection; "
+                       "the findings are static only"])
+    notes: list[str] = []
+    if requested != "predict" and cuda_available():
+        return Engine(requested or "warn", device_info("cuda"), notes)
+    if requested == "warn":
+        notes.append("No CUDA device: --mode warn needs one")
+    try:
+        from .capture.predict import PredictSession  # noqa: F401
+    except ImportError as exc:
+        notes.append(f"No CUDA device and predict mode is unavailable ({exc}): the code "
+                     "ran without sync detection; static findings only")
+        return Engine("static", device_info("none"), notes)
+    if requested == "error":
+        notes.append("No CUDA device: syncs predicted on CPU stand-ins; --mode error stops "
+                     "at the first predicted sync")
+        return Engine("predict", device_info("predict"), notes, stop_at_first=True)
+    if requested != "predict":
+        notes.append("No CUDA device: syncs predicted on CPU stand-ins")
+    return Engine("predict", device_info("predict"), notes)
+
+
+def new_recorder(engine: Engine, *, files: Mapping[str, int], findings: Mapping | None = None,
+                 measure_blocked: bool = True, max_frames: int = 4):
+    """A `SyncRecorder` for ``engine`` (not for the static engine, which records nothing)."""
+    from .capture import SyncRecorder
+
+    return SyncRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
+                        cell_files=files, findings=findings, stop_at_first=engine.stop_at_first)
+
+
+def cell_report(*, source: str, engine: Engine, findings: Sequence, recorder=None,
+                cell_id: str | None = None, error: Mapping | None = None,
+                wall_ms: float = 0.0) -> dict:
+    """The v1 report of one cell: what ``recorder`` saw (None: nothing ran under one)."""
+    from .report import build_report
+
+    if recorder is None:
+        return build_report(source=source, device=engine.device, mode=engine.mode,
+                            findings=findings, syncs=0, cell_id=cell_id, error=error,
+                            wall_ms=wall_ms, notes=engine.notes)
+    fields = recorder.report_fields()
+    fields["notes"] = engine.notes + fields["notes"]
+    return build_report(source=source, device=engine.device, findings=findings,
+                        cell_id=cell_id, **fields)
+
+
+def describe_error(exc: BaseException, line: int | None) -> dict:
+    """The report's ``error`` for an exception the recorder did not describe."""
+    try:
+        message = str(exc)
+    except Exception:  # an exception whose __str__ raises is still reported
+        message = ""
+    if isinstance(exc, KeyboardInterrupt):
+        message = "interrupted"
+    return {"type": type(exc).__qualname__[:200], "message": (message or type(exc).__name__)[:1000],
+            "line": line}
+
+
+# --------------------------------------------------------------------------- allow comments
+
+_ALLOW = re.compile(r"#\s*syncfree:\s*allow(?:\[([^\]]*)\])?", re.IGNORECASE)
+
+
+def allowed_by_comment(text: str, kind: str, rule: str | None) -> bool:
+    """Whether a source line's ``# syncfree: allow`` comment covers a sync: a bare
+    ``allow`` covers every sync of the line, ``allow[item]`` or ``allow[SF101]`` (comma
+    separated) those of that kind or rule."""
+    match = _ALLOW.search(text)
+    if match is None:
+        return False
+    if match.group(1) is None:
+        return True
+    names = {n.strip().lower() for n in match.group(1).split(",") if n.strip()}
+    return kind.lower() in names or (rule or "").lower() in names
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _display_path(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith("..") else relative
+
+
+@dataclass
+class WatchReport:
+    """What a `watch` block synchronized: sites (file, line, kind, count, blocked time,
+    chain, rule), totals and a text rendering.
+
+    ``sites`` are `SyncSite`s ranked costliest first (blocked time, then count);
+    ``allowed`` holds the sites that a ``# syncfree: allow`` comment covers, which count
+    towards ``syncs`` but not towards a budget.
+    """
+
+    mode: str
+    device: dict
+    sites: list[SyncSite]
+    allowed: list[SyncSite]
+    syncs: int
+    wall_ms: float
+    notes: list[str]
+    error: dict | None = None
+
+    @property
+    def blocked_ms(self) -> float | None:
+        measured = [s.blocked_ms for s in self.sites + self.allowed if s.blocked_ms is not None]
+        return round(sum(measured), 3) if measured else None
+
+    @property
+    def counted(self) -> int:
+        """Syncs that count towards a budget: all but the allowed ones."""
+        return self.syncs - sum(s.count for s in self.allowed)
+
+    @property
+    def predicted(self) -> bool:
+        return self.mode == "predict"
+
+    def site_line(self, site: SyncSite) -> str:
+        """``path:line: kind ×count, blocked ms, rule`` for one site."""
+        where = f"{_display_path(site.file)}:{site.line}" if site.file else f"line {site.line}"
+        what = site.label.replace("`", "")
+        parts = [f"{where}: {what} ×{site.count}"]
+        if site.predicted:
+            parts.append("predicted")
+        elif site.blocked_ms is not None:
+            parts.append(f"blocked {site.blocked_ms:.1f} ms")
+        if site.rule:
+            parts.append(site.rule)
+        text = ", ".join(parts)
+        if site.files and len(site.files) > 1:
+            chain = " <- ".join(f"{_display_path(f)}:{n}" for f, n in
+                                zip(reversed(site.files[:-1]), reversed(site.chain[:-1])))
+            text += f" (called from {chain})"
+        return text
+
+    def summary(self) -> str:
+        verb = "predicted" if self.predicted else "seen"
+        text = f"{self.syncs} sync{'s' if self.syncs != 1 else ''} {verb} at " \
+               f"{len(self.sites) + len(self.allowed)} site{'s' if len(self.sites) + len(self.allowed) != 1 else ''}"
+        if self.blocked_ms is not None:
+            text += f", blocked {self.blocked_ms:.1f} ms"
+        if self.allowed:
+            text += f" ({sum(s.count for s in self.allowed)} allowed by comments)"
+        return f"syncfree ({self.mode}, {self.device.get('name')}): {text}"
+
+    def text(self) -> str:
+        lines = [self.summary()]
+        lines += [f"  {self.site_line(s)}" for s in self.sites]
+        lines += [f"  {self.site_line(s)} [allowed]" for s in self.allowed]
+        unattributed = self.syncs - sum(s.count for s in self.sites + self.allowed)
+        if unattributed > 0:
+            lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict: mode, device, totals, sites (each with ``file``), notes."""
+        def site_dict(site: SyncSite, allowed: bool) -> dict:
+            entry = site.to_report()
+            entry["file"] = site.file
+            entry["chain_files"] = list(site.files) if site.files else None
+            entry["allowed"] = allowed
+            return entry
+
+        return {
+            "mode": self.mode,
+            "device": dict(self.device),
+            "totals": {"syncs": self.syncs, "counted": self.counted,
+                       "sites": len(self.sites) + len(self.allowed),
+                       "blocked_ms": self.blocked_ms, "wall_ms": self.wall_ms},
+            "sites": [site_dict(s, False) for s in self.sites]
+                     + [site_dict(s, True) for s in self.allowed],
+            "error": self.error,
+            "notes": list(self.notes),
+        }
+
+
+def _rank(sites: list[SyncSite]) -> list[SyncSite]:
+    return sorted(sites, key=lambda s: (-(s.blocked_ms or 0.0), -s.count, s.files or (), s.line))
+
+
+class SyncError(AssertionError):
+    """Raised by `sync_free` (and the pytest marker) when a block synchronized more often
+    than its budget allows. ``report`` is the block's `WatchReport`; the message lists
+    every site."""
+
+    def __init__(self, report: WatchReport, budget: int) -> None:
+        self.report = report
+        self.budget = budget
+        verb = "would synchronize" if report.predicted else "synchronized"
+        head = (f"{verb} {report.counted} time{'s' if report.counted != 1 else ''}, "
+                f"budget {budget}")
+        lines = [head] + [f"  {report.site_line(s)}" for s in report.sites]
+        unattributed = report.counted - sum(s.count for s in report.sites)
+        if unattributed > 0:
+            lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
+        super().__init__("\n".join(lines))
+
+
+# --------------------------------------------------------------------------- watch
+
+
+class Watch(contextlib.ContextDecorator):
+    """Run a block (or, as a decorator, each call of a function) under the engine.
+
+    ``mode``: None (warn with CUDA, predict without), ``"warn"``, ``"error"`` (raise at
+    the first sync) or ``"predict"``. ``budget``: raise `SyncError` at the end of the
+    block when more syncs than this were counted (None: never). ``paths``: restrict
+    attribution to files under these folders (default: every file that is not the
+    standard library, an installed package, torch or syncfree). After the block
+    ``report`` holds a `WatchReport`.
+    """
+
+    def __init__(self, mode: str | None = None, *, budget: int | None = None,
+                 measure_blocked: bool = True, max_frames: int = 4,
+                 paths: Sequence[str] = ()) -> None:
+        if budget is not None and (not isinstance(budget, int) or budget < 0):
+            raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
+        if not 0 <= max_frames <= MAX_FRAMES:
+            raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
+        self.engine = choose_engine(mode)
+        self.budget = budget
+        self.measure_blocked = measure_blocked
+        self.max_frames = max_frames
+        self.paths = tuple(str(p) for p in paths)
+        self.report: WatchReport | None = None
+        self._recorder = None
+        self._started = 0.0
+
+    def _recreate_cm(self) -> Watch:  # ContextDecorator: a fresh watch per decorated call
+        return Watch(self.engine.mode if self.engine.mode != "static" else None,
+                     budget=self.budget, measure_blocked=self.measure_blocked,
+                     max_frames=self.max_frames, paths=self.paths)
+
+    def __enter__(self) -> Watch:
+        if self._recorder is not None:
+            raise RuntimeError("this watch is already running; make a new one")
+        self.report = None
+        if self.engine.mode != "static":
+            recorder = new_recorder(self.engine, files=UserFiles(self.paths),
+                                    measure_blocked=self.measure_blocked,
+                                    max_frames=self.max_frames)
+            recorder.__enter__()
+            self._recorder = recorder
+        self._started = perf_counter()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        __tracebackhide__ = True
+        recorder, self._recorder = self._recorder, None
+        wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
+        if recorder is None:
+            self.report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
+                                      list(self.engine.notes))
+        else:
+            recorder.__exit__(exc_type, exc, tb)
+            self.report = _watch_report(self.engine, recorder)
+        if exc is None and self.budget is not None and self.report.counted > self.budget:
+            raise SyncError(self.report, self.budget)
+        return False
+
+
+def _watch_report(engine: Engine, recorder) -> WatchReport:
+    kept, allowed = [], []
+    for site in recorder.sites:
+        line = linecache.getline(site.file, site.line) if site.file else ""
+        (allowed if line and allowed_by_comment(line, site.kind, site.rule) else kept).append(site)
+    return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
+                       recorder.syncs, recorder.wall_ms,
+                       engine.notes + recorder.report_fields()["notes"], recorder.error)
+
+
+def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,
+          max_frames: int = 4, paths: Sequence[str] = ()) -> Watch:
+    """``with syncfree.watch() as w:`` (or ``@syncfree.watch()``): record every sync of the
+    block; ``w.report`` afterwards. Without CUDA the block runs in predict mode."""
+    return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
+                 paths=paths)
+
+
+def sync_free(budget: int = 0, *, mode: str | None = None, measure_blocked: bool = True,
+              max_frames: int = 4, paths: Sequence[str] = ()) -> Watch:
+    """``with syncfree.sync_free():`` raise `SyncError` at the end of the block when it
+    synchronized more than ``budget`` times, listing every site. Without CUDA the block
+    runs in predict mode, so a CPU-only CI checks GPU code."""
+    return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
+                 paths=paths)
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+@dataclass
+class ScriptRun:
+    """A script run by `run_script`: its exit status and what it synchronized."""
+
+    path: str
+    exit_code: int
+    report: WatchReport
+    error: BaseException | None = None  # the exception that ended the script, if any
+
+
+def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
+               measure_blocked: bool = True, max_frames: int = 4,
+               on_error: Callable[[BaseException], None] | None = None) -> ScriptRun:
+    """Run a Python script as ``python path argv...`` would (``sys.argv``, ``__main__``,
+    the script's folder first on ``sys.path``) under the engine.
+
+    The exit status is what Python's would be: 0, the ``SystemExit`` code, or 1 for an
+    uncaught exception, whose traceback goes to ``on_error`` (default: printed to stderr
+    as Python prints it). A file that cannot be read or compiled raises OSError or
+    SyntaxError before anything runs.
+    """
+    import runpy
+
+    path = os.path.abspath(path)
+    with open(path, "rb") as handle:  # OSError for the caller
+        source = handle.read()
+    compile(source, path, "exec")  # SyntaxError for the caller, before anything runs
+    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [path, *argv]
+    if sys.path:
+        sys.path[0] = os.path.dirname(path)
+    else:
+        sys.path.insert(0, os.path.dirname(path))
+    exit_code, error = 0, None
+    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames)
+    try:
+        with runner:
+            try:
+                runpy.run_path(path, run_name="__main__")
+            except SystemExit as exc:
+                exit_code = _exit_status(exc.code)
+            except Exception as exc:  # KeyboardInterrupt goes on to the caller
+                exit_code, error = 1, exc
+                (on_error or _print_traceback)(exc)
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None:
+            sys.path[0] = saved_path0
+    assert runner.report is not None
+    return ScriptRun(path, exit_code, runner.report, error)
+
+
+def _exit_status(code: Any) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # as Python does for sys.exit("message")
+    return 1
+
+
+def _print_traceback(exc: BaseException) -> None:
+    import traceback
+
+    # Drop the frames of runpy and syncfree: the traceback starts at the script.
+    tb = exc.__traceback__
+    here = os.path.dirname(os.path.abspath(__file__))
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(here)
+                              or "runpy" in os.path.basename(tb.tb_frame.f_code.co_filename)):
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
+
