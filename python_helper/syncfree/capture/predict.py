@@ -80,6 +80,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .undo import Undo
+
 # One PredictSession at a time in the process: the patches it installs are global.
 _active_lock = threading.Lock()
 _active_session: PredictSession | None = None
@@ -250,7 +252,12 @@ def _is_index_sequence(obj: Any) -> bool:
 
 
 class _Patches:
-    """Attribute replacements for one session, undone in reverse order."""
+    """Attribute replacements for one session, undone in reverse order.
+
+    Each entry is saved before its attribute is set and dropped only after it has been
+    put back, and putting one back twice is harmless: `restore` can be interrupted and
+    run again (undo.py) without leaving a stand-in behind or losing an original.
+    """
 
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, bool, Any]] = []
@@ -260,13 +267,22 @@ class _Patches:
         self._saved.append((owner, name, existed, vars(owner).get(name)))
         setattr(owner, name, value)
 
+    def original(self, owner: Any, name: str) -> Any:
+        """What ``owner.name`` was before this session replaced it (else what it is)."""
+        for saved_owner, saved_name, existed, old in self._saved:
+            if saved_owner is owner and saved_name == name:
+                return old if existed else getattr(owner, name, None)
+        return getattr(owner, name, None)
+
     def restore(self) -> None:
-        while self._saved:
-            owner, name, existed, old = self._saved.pop()
+        saved = self._saved
+        while saved:
+            owner, name, existed, old = saved[-1]
             if existed:
                 setattr(owner, name, old)
-            else:
+            elif name in vars(owner):
                 delattr(owner, name)
+            saved.pop()
 
 
 class PredictSession:
@@ -289,6 +305,7 @@ class PredictSession:
         self._default_stream: _Stream | None = None
         self._dynamo_disabled = False
         self._marked_before = 0
+        self._thread = threading.get_ident()
 
     @property
     def cuda_tensors_created(self) -> int:
@@ -299,14 +316,16 @@ class PredictSession:
         global _active_session
         import torch  # noqa: F401  (imported lazily: the package must import without torch)
 
-        with _active_lock:
-            if _active_session is not None:
-                return self
-            _active_session = self
-        # Undone in reverse order on exit, each step even if an earlier one failed.
-        undo = self._undo = contextlib.ExitStack()
-        undo.callback(_release_active, self)
+        # Each undo step is pushed before the change it undoes and is idempotent, so an
+        # interrupt at any point of enter or exit leaves nothing behind (undo.py).
+        undo = self._undo = Undo()
         try:
+            undo.push(_release_active, self)
+            with _active_lock:
+                if _active_session is not None:
+                    return self  # inert: the outer session sees everything
+                _active_session = self
+            self._thread = threading.get_ident()
             # One registry for the kernel's life: a tensor put on the stand-in device by
             # an earlier predicted cell is still "on CUDA" in the next one, as it would be
             # on a GPU. It holds weak references only.
@@ -317,23 +336,36 @@ class PredictSession:
             self.event_type = type("Event", (_Event,), bound)
             self.stream_type = type("Stream", (_Stream,), bound)
             self._default_stream = self.stream_type()
-            undo.callback(self._patches.restore)
+            undo.push(self._patches.restore)
             self._install_patches()
-            self._mode = _new_predict_mode(self)
-            self._mode.__enter__()
-            undo.callback(_remove_function_mode, self._mode)
+            mode = self._mode = _new_predict_mode(self)
+            undo.push(_ModeRemoval(mode))
+            mode.__enter__()
+            self.active = True
+            return self
         except BaseException:
-            self._undo = None
-            undo.close()
-            raise
-        self.active = True
-        return self
+            try:
+                self.close()
+            finally:
+                self.close()  # again, should a second interrupt have cut the first short
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        undo, self._undo = self._undo, None
+        try:
+            self.close()
+        finally:
+            self.close()  # a no-op unless an interrupt escaped the first
+
+    def close(self) -> None:
+        """Undo everything the session changed (idempotent; completes when interrupted)."""
         self.active = False
+        undo = self._undo
         if undo is not None:
             undo.close()
+            self._undo = None
+
+    def real(self, owner: Any, name: str) -> Any:
+        """The object ``owner.name`` was before this session patched it."""
+        return self._patches.original(owner, name)
 
     # -- reporting ---------------------------------------------------------------------
 
@@ -358,8 +390,11 @@ class PredictSession:
         def current_stream(device: Any = None) -> _Stream:
             return session._default_stream
 
-        patch(cuda, "is_available", lambda: True)
-        patch(cuda, "device_count", lambda: 1)
+        # Device queries answer for the stand-in in the cell's thread only: a thread the
+        # cell did not run in (a background worker, another cell's thread) has no
+        # stand-in tensors (function modes are per thread) and gets the real answers.
+        patch(cuda, "is_available", self._per_thread(lambda: True, cuda.is_available))
+        patch(cuda, "device_count", self._per_thread(lambda: 1, cuda.device_count))
         patch(cuda, "current_device", lambda: 0)
         patch(cuda, "set_device", lambda device: None)
         patch(cuda, "device", _DeviceContext)
@@ -393,10 +428,13 @@ class PredictSession:
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
             # torch >= 2.6 tutorials pick the device with torch.accelerator.
-            patch(accelerator, "is_available", lambda: True)
+            patch(accelerator, "is_available",
+                  self._per_thread(lambda: True, accelerator.is_available))
             patch(accelerator, "current_accelerator",
-                  lambda check_available=False: torch.device("cuda"))
-            patch(accelerator, "device_count", lambda: 1)
+                  self._per_thread(lambda check_available=False: torch.device("cuda"),
+                                   accelerator.current_accelerator))
+            patch(accelerator, "device_count",
+                  self._per_thread(lambda: 1, accelerator.device_count))
             for name in ("current_device_index", "current_device_idx"):
                 if hasattr(accelerator, name):
                     patch(accelerator, name, lambda: 0)
@@ -421,10 +459,34 @@ class PredictSession:
         patch(pin_memory_module, "pin_memory", self._pinning_wrapper(pin_memory_module.pin_memory))
 
     def _disable_dynamo(self) -> None:
-        dynamo = sys.modules.get("torch._dynamo")
-        if not self._dynamo_disabled and dynamo is not None and self._undo is not None:
-            self._undo.enter_context(dynamo.config.patch(disable=True))
-            self._dynamo_disabled = True
+        # Dynamo's "force_eager" stance, not `config.disable`: under `disable` dynamo's
+        # frame callback marks each code object it meets SKIP for good, so functions
+        # compiled before the session never compiled (or recompiled) again after it.
+        # With the stance the callback is not installed at all (eval_frame.py,
+        # _callback_from_stance) and nothing about a code object is remembered.
+        # The stance is process-wide: compiled code in other threads runs eagerly too
+        # while the session lasts.
+        eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+        stance_type = getattr(eval_frame, "DynamoStance", None)
+        if self._dynamo_disabled or stance_type is None or self._undo is None:
+            return
+        self._dynamo_disabled = True
+        self._patches.replace(eval_frame, "_stance", stance_type(stance="force_eager"))
+
+    def _per_thread(self, stand_in: Callable[..., Any],
+                    real: Callable[..., Any]) -> Callable[..., Any]:
+        """``stand_in`` in the session's thread (and the DataLoader pinning thread, which
+        runs under the session's mode), ``real`` elsewhere."""
+        owner = self._thread
+        mode_active = _function_mode_active
+
+        @functools.wraps(real)
+        def query(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() == owner or (self.active and mode_active(self._mode)):
+                return stand_in(*args, **kwargs)
+            return real(*args, **kwargs)
+
+        return query
 
     def _compile_wrapper(self, original_compile: Callable[..., Any]) -> Callable[..., Any]:
         session = self
@@ -552,22 +614,46 @@ def _function_mode_active(mode: Any) -> bool:
     return any(m is mode for m in _get_current_function_mode_stack())
 
 
-def _remove_function_mode(mode: Any) -> None:
-    """Pop ``mode`` from torch's function-mode stack even if code left modes above it.
+class _ModeRemoval:
+    """Takes ``mode`` off torch's function-mode stack even if code left modes above it.
 
     Modes pushed above ours (``torch.set_default_device`` pushes one and never pops it)
-    are put back in order. torch/overrides.py: _pop_mode/_push_mode.
+    are put back in order. The stack to end with is worked out once; each run pops until
+    the stack is a prefix of it and pushes the rest, so a run cut short by an interrupt
+    and run again loses no mode (torch/overrides.py: _pop_mode/_push_mode).
     """
+
+    def __init__(self, mode: Any) -> None:
+        self.mode = mode
+        self.keep: list[Any] | None = None
+
+    def __call__(self) -> None:
+        import torch
+
+        C = torch._C
+        keep = self.keep
+        if keep is None:
+            stack = [C._get_function_stack_at(i) for i in range(C._len_torch_function_stack())]
+            if not any(m is self.mode for m in stack):
+                return  # never pushed (or already removed)
+            keep = self.keep = [m for m in stack if m is not self.mode]
+        while True:
+            n = C._len_torch_function_stack()
+            if n <= len(keep) and all(C._get_function_stack_at(i) is keep[i] for i in range(n)):
+                break
+            C._pop_torch_function_stack()
+        while C._len_torch_function_stack() < len(keep):
+            C._push_on_torch_function_stack(keep[C._len_torch_function_stack()])
+
+
+def real_cuda_available() -> bool:
+    """``torch.cuda.is_available()`` as the process would answer without predict mode."""
     import torch
 
-    above = []
-    while torch._C._len_torch_function_stack() > 0:
-        top = torch._C._pop_torch_function_stack()
-        if top is mode:
-            break
-        above.append(top)
-    for other in reversed(above):
-        torch._C._push_on_torch_function_stack(other)
+    session = _active_session
+    is_available = (session.real(torch.cuda, "is_available") if session is not None
+                    else torch.cuda.is_available)
+    return bool(is_available())
 
 
 # -- CPU stand-ins for torch.cuda streams, events and device contexts -------------------
