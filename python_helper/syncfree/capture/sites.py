@@ -217,7 +217,9 @@ class UserFiles(dict):
         self._rejected: set[str] = set()
 
     def _is_user(self, filename: str) -> bool:
-        if not filename:
+        # Code compiled from a string (exec, python -c) has no file to point at; IPython's
+        # "<ipython-input-...>" cells do.
+        if not filename or filename.startswith("<") and not filename.startswith("<ipython-input"):
             return False
         norm = filename.replace("\\", "/")
         if "/site-packages/" in norm or "/dist-packages/" in norm or norm.startswith("<frozen"):

@@ -1,0 +1,182 @@
+"""The public API (syncfree.watch, syncfree.sync_free, SyncError, run_script) in predict
+mode: attribution to user files through functions in other files, budgets, allow comments."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import syncfree  # noqa: E402
+from syncfree.session import allowed_by_comment  # noqa: E402
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="predict-mode tests (no CUDA)")
+
+
+@pytest.fixture
+def userpkg(tmp_path, monkeypatch):
+    """A user's module in another file, imported from sys.path like a project package."""
+    (tmp_path / "userlib.py").write_text(textwrap.dedent("""\
+        import torch
+
+
+        def read(x):
+            return x.sum().item()
+
+
+        def mask(x):
+            return x[x > 0]  # syncfree: allow[mask_index]
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("userlib", None)
+    import userlib
+
+    yield userlib
+    sys.modules.pop("userlib", None)
+
+
+def test_watch_attributes_to_the_user_file_with_its_chain(userpkg):
+    with syncfree.watch() as w:
+        x = torch.ones(8, device="cuda")
+        for _ in range(3):
+            userpkg.read(x)
+    report = w.report
+    assert report.mode == "predict" and report.syncs == 3
+    [site] = report.sites
+    assert (site.kind, site.count, site.rule, site.line) == ("item", 3, "SF101", 5)
+    assert site.file == userpkg.__file__
+    assert site.files[0] == __file__ and site.files[-1] == userpkg.__file__
+    text = report.text()
+    assert "userlib.py:5: .item() ×3, predicted, SF101" in text
+    assert f"test_api.py:{site.chain[0]}" in text  # the calling line of this file
+    as_dict = report.to_dict()
+    assert as_dict["sites"][0]["file"] == userpkg.__file__
+    assert as_dict["totals"]["syncs"] == 3
+
+
+def test_sync_free_lists_every_site_not_only_the_first(userpkg):
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            x = torch.arange(4.0, device="cuda")
+            userpkg.read(x)
+            if x.sum() > 0:
+                pass
+            print(x, file=open(os.devnull, "w"))
+    message = str(raised.value)
+    assert message.startswith("would synchronize 3 times, budget 0")
+    lines = message.splitlines()[1:]
+    assert len(lines) == 3
+    assert any("userlib.py:5: .item() ×1" in line for line in lines)
+    assert any("truth value of a tensor ×1" in line and "SF103" in line for line in lines)
+    assert any("printing a tensor ×1" in line for line in lines)
+    assert raised.value.report.counted == 3
+
+
+def test_budget_allows_up_to_n_syncs(userpkg):
+    with syncfree.sync_free(budget=2) as w:
+        x = torch.ones(2, device="cuda")
+        userpkg.read(x)
+        userpkg.read(x)
+    assert w.report.syncs == 2
+    with pytest.raises(syncfree.SyncError, match="budget 1"):
+        with syncfree.sync_free(budget=1):
+            x = torch.ones(2, device="cuda")
+            userpkg.read(x)
+            userpkg.read(x)
+
+
+def test_allow_comment_keeps_the_site_out_of_the_budget(userpkg):
+    with syncfree.sync_free() as w:
+        userpkg.mask(torch.ones(4, device="cuda"))
+    assert w.report.syncs == 1 and w.report.counted == 0
+    assert [s.kind for s in w.report.allowed] == ["mask_index"]
+    assert "[allowed]" in w.report.text()
+
+
+def test_allow_comment_forms():
+    assert allowed_by_comment("x.item()  # syncfree: allow", "item", "SF101")
+    assert allowed_by_comment("x.item()  # syncfree: allow[item]", "item", "SF101")
+    assert allowed_by_comment("x.item()  # syncfree: allow[SF101, SF601]", "item", "SF101")
+    assert not allowed_by_comment("x.item()  # syncfree: allow[mask_index]", "item", "SF101")
+    assert not allowed_by_comment("x.item()  # allow", "item", "SF101")
+
+
+def test_the_block_exception_wins_over_the_budget(userpkg):
+    with pytest.raises(ZeroDivisionError):
+        with syncfree.sync_free():
+            userpkg.read(torch.ones(2, device="cuda"))
+            1 / 0
+
+
+def test_decorator_watches_each_call(userpkg):
+    @syncfree.sync_free()
+    def step(x):
+        return userpkg.read(x)
+
+    with syncfree.watch():
+        x = torch.ones(2, device="cuda")
+    with pytest.raises(syncfree.SyncError):
+        step(x)
+
+
+def test_state_is_restored_after_the_block(userpkg):
+    available = torch.cuda.is_available
+    with syncfree.watch():
+        assert torch.cuda.is_available()
+        torch.ones(2, device="cuda")
+    assert torch.cuda.is_available is available and not torch.cuda.is_available()
+
+
+def test_run_script_as_python_runs_it(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import sys
+        import torch
+        assert __name__ == "__main__"
+        x = torch.ones(3, device="cuda")
+        total = 0.0
+        for _ in range(4):
+            total += x.sum().item()
+        print("argv", sys.argv[1:])
+        sys.exit(int(sys.argv[1]))
+    """))
+    run = syncfree.run_script(str(script), ["3"])
+    assert run.exit_code == 3
+    [site] = run.report.sites
+    assert (site.file, site.line, site.count) == (str(script), 7, 4)
+    assert sys.argv[0] != str(script)  # restored
+
+
+def test_run_script_uncaught_exception_exits_1(tmp_path, capsys):
+    script = tmp_path / "boom.py"
+    script.write_text("raise ValueError('boom')\n")
+    run = syncfree.run_script(str(script))
+    assert run.exit_code == 1 and isinstance(run.error, ValueError)
+    err = capsys.readouterr().err
+    assert "ValueError: boom" in err and "runpy" not in err and "session.py" not in err
+
+
+def test_run_script_syntax_error_runs_nothing(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("def f(:\n")
+    with pytest.raises(SyntaxError):
+        syncfree.run_script(str(script))
+
+
+def test_examples_train_script_predicts_its_syncs():
+    examples = Path(__file__).parent.parent / "examples"
+    run = syncfree.run_script(str(examples / "train.py"), ["--steps", "6", "--log-every", "2"])
+    assert run.exit_code == 0
+    by_kind = {s.kind: s for s in run.report.sites}
+    assert by_kind["python_bool"].count == 6 and by_kind["item"].count == 3
+    assert by_kind["item"].file.endswith("examples/train.py")
+
+
+def test_importing_syncfree_imports_neither_torch_nor_ipython():
+    code = "import sys, syncfree; syncfree.watch; print('torch' in sys.modules, 'IPython' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=str(Path(syncfree.__file__).parent.parent))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["False", "False"]
