@@ -24,6 +24,7 @@ integer count stacked with float losses comes back as a float (`3.0`, not `3`).
 """
 
 import ast
+import weakref
 from collections.abc import Iterator
 
 from syncfree.catalog import Edit, Fix, Match, Rule
@@ -46,29 +47,64 @@ def _uses(node: ast.AST, names: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
 
 
-def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[tuple[ast.stmt, str, ast.expr]]:
+Read = tuple[ast.stmt, str, ast.expr]
+
+#: Per analysed cell: the ids of the statements already taken into a run. A run is computed once, when the walk
+#: reaches its first statement (what the scope knows then is what the reads are judged by), so a file of
+#: thousands of consecutive reads stays linear: every later read of the run is a set lookup.
+_TAKEN: "weakref.WeakKeyDictionary[CellScope, set[int]]" = weakref.WeakKeyDictionary()
+
+
+def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[Read]:
     """The adjacent, independent scalar reads starting at ``block[start]``."""
-    run: list[tuple[ast.stmt, str, ast.expr]] = []
+    run: list[Read] = []
+    bound: set[str] = set()
     for statement in block[start:]:
         read = _scalar_read(statement, scope)
         if read is None:
             break
         if run:
             previous = run[-1][0]
-            bound = {name for _, name, _ in run}
             if statement.lineno != previous.end_lineno + 1 or read[0] in bound or _uses(read[1], bound):  # type: ignore[operator]
                 break
         run.append((statement, *read))
+        bound.add(read[0])
     return run
+
+
+def _block_of(node: ast.stmt, scope: CellScope) -> tuple[list[ast.stmt], int]:
+    """The statement list holding ``node``, found without scanning the list (what ``scope.siblings`` does)."""
+    parent = scope.parent(node) or scope.tree
+    for field_name in ("body", "orelse", "finalbody", "handlers"):
+        block = getattr(parent, field_name, None)
+        if isinstance(block, list) and block:
+            index = _index(block, node, scope)
+            if index is not None:
+                return block, index
+    return [node], 0
+
+
+def _index(block: list[ast.stmt], node: ast.stmt, scope: CellScope) -> int | None:
+    positions = _POSITIONS.setdefault(scope, {})
+    where = positions.get(id(block))
+    if where is None:
+        where = positions[id(block)] = {id(statement): index for index, statement in enumerate(block)}
+    return where.get(id(node))
+
+
+#: Per analysed cell: each statement list's positions by statement id (``list.index`` per statement is quadratic).
+_POSITIONS: "weakref.WeakKeyDictionary[CellScope, dict[int, dict[int, int]]]" = weakref.WeakKeyDictionary()
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Assign):
         return
-    block, index = scope.siblings(node)
-    if index > 0 and len(_run(block, index - 1, scope)) > 1:
-        return  # not the first read of its run
+    taken = _TAKEN.setdefault(scope, set())
+    if id(node) in taken:
+        return  # a later read of a run already reported
+    block, index = _block_of(node, scope)
     run = _run(block, index, scope)
+    taken.update(id(statement) for statement, _, _ in run)
     if len(run) < 2:
         return
     certainty = "certain" if all(scope.tensor_certainty(t, unknown=True) == "certain" for _, _, t in run) else "likely"
