@@ -63,6 +63,11 @@ def _marker_options(item: pytest.Item) -> dict | None:
     return options
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:  # a misspelled marker argument stops the run before any test
+        _marker_options(item)
+
+
 def _watched(item: pytest.Item) -> bool:
     return _marker_options(item) is not None or item.config.getoption("syncfree")
 
