@@ -19,13 +19,62 @@ from typing import Any
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.scope import Bindings, CellScope
 
-__all__ = ["PYTHON_CELL_MAGICS", "Bindings", "analyze_source", "apply_edits", "apply_fixes", "neutralize_ipython"]
+__all__ = [
+    "PYTHON_CELL_MAGICS",
+    "Bindings",
+    "allowed",
+    "allowances",
+    "analyze_source",
+    "apply_edits",
+    "apply_fixes",
+    "neutralize_ipython",
+]
 
 #: Cell magics whose body is Python run in the user namespace; other cell magics (%%bash, %%html, %%writefile...)
 #: hold text that is not executed as Python here, so such a cell is not analysed.
 PYTHON_CELL_MAGICS = frozenset({"syncfree", "time", "timeit", "prun", "capture", "debug"})
 
 _MAGIC_ASSIGNMENT = re.compile(r"^\s*[\w.\[\], ()*]+=\s*[%!]")
+
+#: ``# syncfree: allow`` (every sync on the line), ``# syncfree: allow[item]`` (a kind of sync),
+#: ``# syncfree: allow[SF101, SF6]`` (rule codes or prefixes, as ``noqa`` takes them).
+_ALLOW = re.compile(r"#\s*syncfree:\s*allow\b(?:\[([^\]]*)\])?", re.IGNORECASE)
+
+def allowances(source: str, *, first_line: int = 1) -> dict[int, frozenset[str] | None]:
+    """The allow comments of ``source`` by line number (``first_line`` as in :func:`analyze_source`).
+
+    A line maps to None when it allows every sync, else to the lower-cased kinds and codes in the brackets. A comment
+    is recognized wherever ``#`` starts it on the line; text inside a string that looks like one counts too (as
+    ``noqa`` does in flake8), which errs towards allowing.
+    """
+    found: dict[int, frozenset[str] | None] = {}
+    if "syncfree" not in source:
+        return found
+    for index, line in enumerate(source.splitlines()):
+        match = _ALLOW.search(line)
+        if match is None:
+            continue
+        names = match.group(1)
+        number = index + first_line
+        if names is None or not names.strip():
+            found[number] = None
+        else:
+            found[number] = frozenset(name.strip().lower() for name in names.split(",") if name.strip())
+    return found
+
+
+def allowed(allows: dict[int, frozenset[str] | None], line: int, *, rule: str | None, kind: str | None) -> bool:
+    """Whether a sync of ``rule``/``kind`` on ``line`` is allowed by the comments in ``allows`` (see
+    :func:`allowances`). Codes match by prefix (``SF6`` allows ``SF601``); kinds match exactly (``item``)."""
+    if line not in allows:
+        return False
+    names = allows[line]
+    if names is None:
+        return True
+    if kind is not None and kind.lower() in names:
+        return True
+    code = (rule or "").lower()
+    return bool(code) and any(name.startswith("sf") and code.startswith(name) for name in names)
 
 
 def analyze_source(
@@ -35,13 +84,16 @@ def analyze_source(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     earlier: Bindings | None = None,
+    honour_allow: bool = True,
 ) -> list[dict[str, Any]]:
     """Findings (report.schema.json ``definitions/Finding``) for one cell body, sorted by position.
 
     ``first_line`` is the cell line number of the source's first line (2 when a ``%%syncfree`` line precedes the
     body). ``select``/``ignore`` choose rules by code or prefix (see :func:`syncfree.catalog.select_rules`); by
     default the rules enabled by default run. ``earlier`` carries what the cells above bound (see
-    :class:`~syncfree.catalog.scope.Bindings`); it is updated in place with this cell's bindings.
+    :class:`~syncfree.catalog.scope.Bindings`); it is updated in place with this cell's bindings. A finding whose
+    first or last line carries a matching ``# syncfree: allow`` comment is left out unless ``honour_allow`` is
+    False.
     """
     python_source = neutralize_ipython(source)
     if python_source is None:
@@ -64,7 +116,20 @@ def analyze_source(
         left = analysis.scope.bindings()
         earlier.names, earlier.aliases, earlier.imported = left.names, left.aliases, left.imported
         earlier.default_device = left.default_device
+    if honour_allow:
+        allows = allowances(source, first_line=first_line)
+        if allows:
+            findings = [f for f in findings if not _finding_allowed(allows, f)]
     return findings
+
+
+def _finding_allowed(allows: dict[int, frozenset[str] | None], finding: dict[str, Any]) -> bool:
+    from syncfree.catalog import RULES
+
+    rule = RULES.get(finding["rule"])
+    kind = rule.kind if rule is not None else None
+    r = finding["range"]
+    return any(allowed(allows, line, rule=finding["rule"], kind=kind) for line in {r["line"], r["end_line"]})
 
 
 class _Analysis:
