@@ -114,6 +114,10 @@ export function reportOfCell(model: ICellModel): SyncReport | null {
     return null;
   }
   const outputs = (model as ICodeCellModel).outputs;
+  if (!outputs) {
+    // A disposed cell model.
+    return null;
+  }
   for (let i = outputs.length - 1; i >= 0; i--) {
     const data = reportData(outputs.get(i));
     if (data !== undefined) {
@@ -175,9 +179,11 @@ export class SyncReportStore implements ISyncReports {
         return;
       }
       stopped = true;
-      model.cells.changed.disconnect(watched.onCells);
-      for (const [cell, listener] of watched.listeners) {
-        (cell as ICodeCellModel).outputs.changed.disconnect(listener);
+      if (!model.isDisposed) {
+        model.cells.changed.disconnect(watched.onCells);
+      }
+      for (const watchedCell of watched.listeners.values()) {
+        unwatchOutputs(watchedCell);
       }
       watched.listeners.clear();
       this._byModel.delete(model);
@@ -209,20 +215,22 @@ export class SyncReportStore implements ISyncReports {
     for (let i = 0; i < entry.model.cells.length; i++) {
       const cell = entry.model.cells.get(i);
       present.add(cell);
-      if (cell.type === 'code' && !entry.listeners.has(cell)) {
+      if (cell.type === 'code' && !entry.listeners.has(cell) && !cell.isDisposed) {
         const listener = () => {
-          if (this._readCell(entry, cell)) {
+          if (!cell.isDisposed && this._readCell(entry, cell)) {
             this._publish(entry);
           }
         };
-        entry.listeners.set(cell, listener);
-        (cell as ICodeCellModel).outputs.changed.connect(listener);
+        // The outputs list is kept: a disposed cell model's `outputs` is null.
+        const outputs = (cell as ICodeCellModel).outputs;
+        entry.listeners.set(cell, { outputs, listener });
+        outputs.changed.connect(listener);
         this._readCell(entry, cell);
       }
     }
-    for (const [cell, listener] of entry.listeners) {
+    for (const [cell, watchedCell] of entry.listeners) {
       if (!present.has(cell)) {
-        (cell as ICodeCellModel).outputs.changed.disconnect(listener);
+        unwatchOutputs(watchedCell);
         entry.listeners.delete(cell);
         entry.byCell.delete(cell);
       }
@@ -284,6 +292,18 @@ interface INotebookEntry {
   /** The latest report per cell id, kept when outputs are cleared for a re-run. */
   current: Map<string, SyncReport>;
   previous: Map<string, SyncReport>;
-  listeners: Map<ICellModel, () => void>;
+  listeners: Map<ICellModel, IWatchedOutputs>;
   onCells: () => void;
+}
+
+/** A code cell's outputs list and the listener connected to it. */
+interface IWatchedOutputs {
+  outputs: ICodeCellModel['outputs'];
+  listener: () => void;
+}
+
+function unwatchOutputs({ outputs, listener }: IWatchedOutputs): void {
+  if (!outputs.isDisposed) {
+    outputs.changed.disconnect(listener);
+  }
 }

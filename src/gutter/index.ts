@@ -74,8 +74,11 @@ function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
     // `initial`, computed synchronously just before this view was constructed): only
     // later output and settings changes need a transaction.
     let current: SyncReport | null = view.state.field(syncMarkerField).report;
+    // The outputs list of the model, kept: a disposed cell model has none (its
+    // `outputs` is null), and an editor can outlive its model by a moment.
+    const outputs = model.outputs;
     const push = () => {
-      if (disposed) {
+      if (disposed || model.isDisposed) {
         return;
       }
       const report = reportOfCell(model);
@@ -90,12 +93,15 @@ function cellReportBridge(model: ICodeCellModel, settings: MarkerSettings) {
         view.dispatch({ effects: setMarkerOptions.of(options) });
       }
     });
-    model.outputs.changed.connect(push);
+    outputs.changed.connect(push);
     return {
       destroy() {
         disposed = true;
-        model.outputs.changed.disconnect(push);
+        // Unsubscribe first: nothing below may keep a destroyed view subscribed.
         unsubscribe();
+        if (!outputs.isDisposed) {
+          outputs.changed.disconnect(push);
+        }
       }
     };
   });
