@@ -112,7 +112,13 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
     });
 
     commands.addCommand(CommandIDs.toggleWatch, {
-      label: 'Check Every Cell for Syncs (Watch Mode)',
+      // `short`: the sidebar's button, which says whether watch mode is on.
+      label: args =>
+        args.short
+          ? kernels.isWatching(current()?.sessionContext)
+            ? 'Watching'
+            : 'Watch'
+          : 'Check Every Cell for Syncs (Watch Mode)',
       caption: 'Run every cell of this notebook’s kernel under syncfree (%syncfree on|off)',
       isToggleable: true,
       isToggled: () => kernels.isWatching(current()?.sessionContext),
@@ -137,6 +143,9 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
     kernels.stateChanged.connect(() => commands.notifyCommandChanged(CommandIDs.toggleWatch));
+    // `%syncfree on|off` run in a cell changes the state as the button does.
+    tracker.widgetAdded.connect((_, panel) => kernels.follow(panel.sessionContext));
+    tracker.forEach(panel => kernels.follow(panel.sessionContext));
     // Buttons and menus bound to these commands redraw their enabled/toggled state.
     tracker.currentChanged.connect(() => {
       for (const id of [CommandIDs.toggleWatch, CommandIDs.clearMarkers, CommandIDs.nextSync, CommandIDs.previousSync]) {

@@ -55,6 +55,21 @@ export class SyncfreeKernelControl {
     return kernel ? this._states.get(kernel)?.watching ?? false : false;
   }
 
+  /**
+   * Keep the watch state of a notebook's kernels in step with the kernel itself: after
+   * any cell that mentions syncfree (`%syncfree on|off`, `%unload_ext syncfree`, …) has
+   * run, the kernel is asked (silently) whether it watches. Call once per notebook.
+   */
+  follow(session: ISessionContext): void {
+    const attach = (kernel: Kernel.IKernelConnection | null | undefined) => {
+      if (kernel) {
+        this._follow(kernel);
+      }
+    };
+    session.kernelChanged.connect((_, change) => attach(change.newValue));
+    attach(session.session?.kernel);
+  }
+
   /** Turn watch mode on or off with its line magic (`%syncfree on [options]`, `%syncfree off`). */
   async setWatching(session: ISessionContext, on: boolean, line: string): Promise<LoadOutcome> {
     const loaded = await this.ensureLoaded(session);
@@ -80,7 +95,7 @@ export class SyncfreeKernelControl {
     // The user expression confirms the load: `%load_ext` only prints (and succeeds)
     // when the module it finds is not an extension (IPython/core/magics/extension.py).
     const reply = await executeSilently(kernel, '%load_ext syncfree', {
-      loaded: "'syncfree' in get_ipython().extension_manager.loaded"
+      loaded: LOADED_EXPRESSION
     });
     if (reply.status === 'ok') {
       const loaded = reply.user_expressions?.loaded as { status?: string; data?: { 'text/plain'?: string } } | undefined;
@@ -93,6 +108,56 @@ export class SyncfreeKernelControl {
       return { ok: false, problem: 'not-installed', detail: INSTALL_HINT };
     }
     return { ok: false, problem: 'failed', detail: `Loading syncfree in the kernel failed: ${errorText(reply)}` };
+  }
+
+  private _follow(kernel: Kernel.IKernelConnection): void {
+    if (this._followed.has(kernel)) {
+      return;
+    }
+    this._followed.add(kernel);
+    const pending = new Set<string>();
+    kernel.anyMessage.connect((_, { msg, direction }) => {
+      if (direction === 'send' && msg.header.msg_type === 'execute_request') {
+        const content = (msg as KernelMessage.IExecuteRequestMsg).content;
+        if (!content.silent && mentionsSyncfree(content.code)) {
+          pending.add(msg.header.msg_id);
+        }
+      } else if (direction === 'recv' && msg.header.msg_type === 'execute_reply') {
+        const parent = (msg.parent_header as Partial<KernelMessage.IHeader>).msg_id;
+        if (parent && pending.delete(parent)) {
+          void this._refresh(kernel);
+        }
+      }
+    });
+  }
+
+  /** Ask the kernel whether it watches, and update (and signal) the state if it changed. */
+  private async _refresh(kernel: Kernel.IKernelConnection): Promise<void> {
+    let reply: ExecuteReply;
+    try {
+      reply = await executeSilently(kernel, '', { watching: WATCHING_EXPRESSION, loaded: LOADED_EXPRESSION });
+    } catch {
+      return;
+    }
+    if (reply.status !== 'ok') {
+      return;
+    }
+    const truth = (name: string): boolean | null => {
+      const value = reply.user_expressions?.[name] as { status?: string; data?: { 'text/plain'?: string } } | undefined;
+      return value?.status === 'ok' ? value.data?.['text/plain'] === 'True' : null;
+    };
+    const watching = truth('watching');
+    const loaded = truth('loaded');
+    const state = this._stateOf(kernel);
+    if (loaded === false) {
+      state.loading = null;
+    } else if (loaded === true && !state.loading) {
+      state.loading = Promise.resolve({ ok: true });
+    }
+    if (watching !== null && watching !== state.watching) {
+      state.watching = watching;
+      this._stateChanged.emit();
+    }
   }
 
   private _stateOf(kernel: Kernel.IKernelConnection): IKernelState {
@@ -115,9 +180,25 @@ export class SyncfreeKernelControl {
     return state;
   }
 
+  private _followed = new WeakSet<Kernel.IKernelConnection>();
   private _states = new WeakMap<Kernel.IKernelConnection, IKernelState>();
   private _stateChanged = new Signal<this, void>(this);
 }
+
+/** Whether code run by the user may change syncfree's state in the kernel. */
+export function mentionsSyncfree(code: string): boolean {
+  return /syncfree/.test(code);
+}
+
+/**
+ * A user expression: whether the kernel's syncfree magics watch every cell. The magics
+ * keep the options of `%syncfree on` in `_watch` (None when off).
+ */
+export const WATCHING_EXPRESSION =
+  "getattr(get_ipython().magics_manager.registry.get('SyncfreeMagics'), '_watch', None) is not None";
+
+/** A user expression: whether the syncfree IPython extension is loaded. */
+export const LOADED_EXPRESSION = "'syncfree' in get_ipython().extension_manager.loaded";
 
 type ExecuteReply = KernelMessage.IExecuteReplyMsg['content'];
 

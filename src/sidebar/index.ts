@@ -70,10 +70,11 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     let settings: ISettingRegistry.ISettings | null = null;
 
     const toolbar = new Toolbar();
-    const addButton = (name: string, id: string, label: string, args: ReadonlyJSONObject = {}) =>
+    const addButton = (name: string, id: string, label: string | undefined, args: ReadonlyJSONObject = {}) =>
       toolbar.addItem(name, new CommandToolbarButton({ commands, id, args, label }));
     addButton('check', CommandIDs.checkCell, 'Check cell');
-    addButton('watch', CommandIDs.toggleWatch, 'Watch');
+    // Labeled by the command: "Watch", or "Watching" while watch mode is on.
+    addButton('watch', CommandIDs.toggleWatch, undefined, { short: true });
     addButton('clear', CommandIDs.clearMarkers, 'Clear', { all: true });
 
     const panel = new SyncsPanel({

@@ -55,4 +55,25 @@ test.describe('syncfree commands with a kernel', () => {
     await runCommand(page, 'syncfree:toggle-watch');
     await expect(button).not.toHaveClass(/lm-mod-toggled/);
   });
+
+  test('watch mode follows %syncfree on and off run in a cell, both ways', async ({ page }) => {
+    await page.notebook.createNew('watch-magic.ipynb');
+    await runCommand(page, 'syncfree:open-sidebar');
+    const button = page.locator('#jp-syncfree-sidebar [data-command="syncfree:toggle-watch"]');
+    await expect(button).not.toHaveClass(/lm-mod-toggled/);
+    await page.notebook.setCell(0, 'code', '%load_ext syncfree\n%syncfree on');
+    await page.notebook.runCell(0, true);
+    await expect(button).toHaveClass(/lm-mod-toggled/);
+    await expect(button).toContainText('Watching');
+    // The button now turns it off (rather than saying it is on).
+    await runCommand(page, 'syncfree:toggle-watch');
+    await expect(button).not.toHaveClass(/lm-mod-toggled/);
+    await page.notebook.addCell('code', '%syncfree on');
+    await page.notebook.runCell(1, true);
+    await expect(button).toHaveClass(/lm-mod-toggled/);
+    await page.notebook.addCell('code', '%syncfree off');
+    await page.notebook.runCell(2, true);
+    await expect(button).not.toHaveClass(/lm-mod-toggled/);
+    await expect(button).toContainText('Watch');
+  });
 });
