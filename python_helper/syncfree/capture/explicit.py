@@ -41,8 +41,12 @@ def _targets(torch) -> list[tuple[object, str, str]]:
 
 
 def attach(receiver: ExplicitSyncReceiver, torch) -> None:
-    """Make ``receiver`` the one that explicit syncs report to, until `detach`."""
-    if not _receivers:
+    """Make ``receiver`` the one that explicit syncs report to, until `detach`.
+
+    Each wrapper is listed in ``_installed`` before it is set, so `detach` finds it even
+    when an interrupt lands in between (detach after a partial attach is harmless).
+    """
+    if not _receivers and not _installed:
         for owner, attribute, what in _targets(torch):
             # The class's own dict entry (a plain function for Event.synchronize), so that
             # restoring puts back the very same object.
@@ -50,34 +54,39 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
                 else getattr(owner, attribute)
             current = getattr(owner, attribute)
             wrapper = _wrap(current, what)
-            setattr(owner, attribute, wrapper)
             _installed.append((owner, attribute, original, wrapper))
+            setattr(owner, attribute, wrapper)
     _receivers.append(receiver)
 
 
 def detach(receiver: ExplicitSyncReceiver) -> list[str]:
     """Stop reporting to ``receiver``; with no receiver left, put the originals back.
 
-    Returns notes for the report when something else replaced a wrapper meanwhile (the cell
-    did it; that replacement is left in place).
+    Idempotent, and safe to run again after an interrupt: an entry leaves ``_installed``
+    only once its original is back. Returns notes for the report when something else
+    replaced a wrapper meanwhile (the cell did it; that replacement is left in place).
     """
     notes: list[str] = []
-    if receiver in _receivers:
+    for i in range(len(_receivers) - 1, -1, -1):
         # Normally the last one; a recorder left out of order is still removed.
-        del _receivers[len(_receivers) - 1 - _receivers[::-1].index(receiver)]
+        if _receivers[i] is receiver:
+            del _receivers[i]
+            break
     if _receivers:
         return notes
     while _installed:
-        owner, attribute, original, wrapper = _installed.pop()
-        current = vars(owner).get(attribute) if isinstance(owner, type) else getattr(owner, attribute)
-        if current is not wrapper:
+        owner, attribute, original, wrapper = _installed[-1]
+        current = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
+            else getattr(owner, attribute)
+        if current is wrapper:
+            if original is _MISSING:
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, original)
+        elif current is not original:
             notes.append(f"{getattr(owner, '__name__', owner)}.{attribute} was replaced during the "
                          "run; syncfree left the replacement in place")
-            continue
-        if original is _MISSING:
-            delattr(owner, attribute)
-        else:
-            setattr(owner, attribute, original)
+        _installed.pop()
     return notes
 
 

@@ -22,7 +22,6 @@ key is seen `sites.attribute()` works out the cell lines and the kind.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import sys
 import threading
@@ -35,6 +34,7 @@ from typing import Any
 from . import explicit
 from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
+from .undo import Undo
 
 #: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
 #: the RuntimeError it raises in error mode.
@@ -93,7 +93,7 @@ class SyncRecorder:
         self._pinned: list[tuple] = []  # code objects whose id() is in a cache key stay alive
         self._lock = threading.Lock()
         self._thread = threading.get_ident()
-        self._undo: contextlib.ExitStack | None = None
+        self._undo: Undo | None = None
         self._clock: StallClock | None = None
         self._previous_showwarning: Any = None
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
@@ -111,84 +111,97 @@ class SyncRecorder:
             raise RuntimeError("this SyncRecorder is already running")
         import torch
 
-        self._thread = threading.get_ident()
-        undo = self._undo = contextlib.ExitStack()
+        # Each undo step is pushed before the change it undoes and is idempotent; Undo
+        # runs them all even when interrupted (undo.py), so a KeyboardInterrupt at any
+        # line of enter or exit leaves nothing behind.
+        undo = self._undo = Undo()
         try:
+            self._thread = threading.get_ident()
+            undo.push(_discard, _active, self)
             if _active:
                 _active[-1].note("a nested syncfree recorder took over part of this run; "
                                  "its syncs are in its own report")
             _active.append(self)
-            undo.callback(_active.remove, self)
             if self.mode == "predict":
                 from .predict import PredictSession
 
-                undo.enter_context(PredictSession(self))
+                session = PredictSession(self)
+                undo.push(session.__exit__, None, None, None)  # idempotent
+                session.__enter__()
             else:
                 self._install_hooks(torch, undo)
+            self._started = perf_counter()
+            return self
         except BaseException:
-            self._undo = None
-            undo.close()
-            raise
-        self._started = perf_counter()
-        return self
+            try:
+                self._close_undo()
+            finally:
+                self._close_undo()  # again, should a second interrupt cut the first short
 
-    def _install_hooks(self, torch, undo: contextlib.ExitStack) -> None:
+    def _close_undo(self) -> None:
+        undo = self._undo
+        if undo is not None:
+            undo.close()
+            self._undo = None
+
+    def _install_hooks(self, torch, undo: Undo) -> None:
         self._install_filters(undo)
 
-        self._previous_showwarning = warnings.showwarning
+        previous = self._previous_showwarning = warnings.showwarning
+        undo.push(self._restore_showwarning, previous)
         warnings.showwarning = self._showwarning
-        undo.callback(self._restore_showwarning)
 
+        undo.push(self._detach_explicit)
         explicit.attach(self, torch)
-        undo.callback(self._detach_explicit)
 
-        self.cuda = bool(torch.cuda.is_available())
+        # Never the patched answer: under an outer predict session is_available() says
+        # True on a CPU build, and get_sync_debug_mode() would then fail.
+        self.cuda = _cuda_available(torch)
         if self.cuda:
-            previous = torch.cuda.get_sync_debug_mode()
+            previous_mode = torch.cuda.get_sync_debug_mode()
+            undo.push(torch.cuda.set_sync_debug_mode, previous_mode)
             torch.cuda.set_sync_debug_mode(_DEBUG_MODE[self.mode])
-            undo.callback(torch.cuda.set_sync_debug_mode, previous)
         else:
             self.note("No CUDA device: torch's sync debug mode is off, only explicit "
                       "synchronize calls are seen")
 
         if self.measure_blocked and self.cuda and self.mode == "warn":
-            clock = StallClock(self._cell_files, hook_globals=globals())
-            if clock.start():
-                self._clock = clock
-                undo.callback(self._stop_clock)
-            else:
+            clock = self._clock = StallClock(self._cell_files, hook_globals=globals())
+            undo.push(self._stop_clock)
+            if not clock.start():
+                self._clock = None
                 self.note("blocked time not measured: another profiler is active")
 
-    def _install_filters(self, undo: contextlib.ExitStack) -> None:
+    def _install_filters(self, undo: Undo) -> None:
         # Inserted into the current list (not a copy, unlike catch_warnings) so that filters
         # the cell itself adds stay after the run; removed again by identity.
         # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
         count_every_sync = ("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0)
         drop_prototype = ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)
         filters = warnings.filters
+        undo.push(self._remove_filters, filters, (count_every_sync, drop_prototype))
         filters.insert(0, drop_prototype)
         filters.insert(0, count_every_sync)
         _filters_changed()
-        undo.callback(self._remove_filters, filters, (count_every_sync, drop_prototype))
 
     def _remove_filters(self, filters: list, entries: tuple) -> None:
-        missing = False
+        # Idempotent: an entry already gone (or never inserted: interrupted on enter) is
+        # skipped; the note is for a cell that replaced warnings.filters.
         for entry in entries:
             for i, item in enumerate(filters):
                 if item is entry:
                     del filters[i]
                     break
-            else:
-                missing = True
-        if missing or warnings.filters is not filters:
+        if warnings.filters is not filters:
             self.note("the cell reset the warning filters; syncs after that point may be "
                       "counted once per line only")
         _filters_changed()
 
-    def _restore_showwarning(self) -> None:
-        if warnings.showwarning == self._showwarning:
-            warnings.showwarning = self._previous_showwarning
-        else:
+    def _restore_showwarning(self, previous: Any) -> None:
+        current = warnings.showwarning
+        if current == self._showwarning:
+            warnings.showwarning = previous
+        elif current is not previous:
             self.note("the cell replaced warnings.showwarning; syncs after that point were "
                       "not seen, and the replacement was left in place")
 
@@ -207,14 +220,15 @@ class SyncRecorder:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> bool:
-        self.wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
-        undo, self._undo = self._undo, None
         try:
-            if undo is not None:
-                undo.__exit__(exc_type, exc, tb)
+            self.wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
+            self._close_undo()
         finally:
-            if exc is not None:
-                self.error = self._describe_error(exc)
+            try:
+                self._close_undo()  # a no-op unless an interrupt escaped the first
+            finally:
+                if exc is not None and self.error is None:
+                    self.error = self._describe_error(exc)
         return False
 
     # ------------------------------------------------------------------ recording
@@ -228,7 +242,9 @@ class SyncRecorder:
         """
         __tracebackhide__ = True
         tally = self._record(frame, kind, predicted, blocked_s, None)
-        if predicted and self.stop_at_first and self._error_site is None:
+        # Stop the cell, not a thread it started (whose error would go elsewhere).
+        if (predicted and self.stop_at_first and self._error_site is None
+                and _get_ident() == self._thread):
             self._error_site = tally
             raise RuntimeError(f"{SYNC_MESSAGE} (predicted without a CUDA device: "
                                f"{tally.label if isinstance(tally, SyncSite) else kind})")
@@ -338,7 +354,7 @@ class SyncRecorder:
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict):
         """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co."""
         __tracebackhide__ = True
-        if self.mode == "error":
+        if self.mode == "error" and threading.get_ident() == self._thread:
             self._error_site = self._record(frame, "explicit", False, None, what)
             raise RuntimeError(f"{SYNC_MESSAGE}: {what} (syncfree --mode error stops at "
                                "explicit synchronization too)")
@@ -454,6 +470,22 @@ def _stack_key(frame: FrameType | None, files: Mapping[str, int]) -> tuple:
             break
         f = f.f_back
     return tuple(key)
+
+
+def _discard(items: list, item: Any) -> None:
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item:
+            del items[i]
+            return
+
+
+def _cuda_available(torch) -> bool:
+    """Whether CUDA is really there, asked of the function a predict session replaced
+    when one is active (predict.real_cuda_available), never of its stand-in."""
+    predict = sys.modules.get(__package__ + ".predict")
+    if predict is not None:
+        return predict.real_cuda_available()
+    return bool(torch.cuda.is_available())
 
 
 def _innermost_frame(tb: TracebackType | None) -> FrameType | None:

@@ -62,12 +62,18 @@ class StallClock:
         self.interrupted = False  # another profiler replaced the callback while running
 
     def start(self) -> bool:
-        """Start on the current thread; False when no profiling slot is free."""
+        """Start on the current thread; False when no profiling slot is free.
+
+        ``_running`` is set before anything is installed and cleared only after `stop`
+        has removed it, so a stop after an interrupted start (or a stop run twice)
+        removes exactly what is there.
+        """
         self._thread = threading.get_ident()
+        self._stamp[0] = perf_counter()
+        self._running = True
         started = self._start_monitoring() if _USE_MONITORING else self._start_profile()
-        if started:
-            self._stamp[0] = perf_counter()
-            self._running = True
+        if not started:
+            self._running = False
         return started
 
     def stop(self) -> None:
@@ -75,17 +81,19 @@ class StallClock:
         asked for it)."""
         if not self._running:
             return
-        self._running = False
-        if self._tool is not None:
+        tool = self._tool
+        if tool is not None:
             monitoring = sys.monitoring
-            monitoring.set_events(self._tool, 0)
-            monitoring.register_callback(self._tool, monitoring.events.CALL, None)
-            monitoring.free_tool_id(self._tool)
+            if monitoring.get_tool(tool) == "syncfree":
+                monitoring.set_events(tool, 0)
+                monitoring.register_callback(tool, monitoring.events.CALL, None)
+                monitoring.free_tool_id(tool)
             self._tool = None
-        elif sys.getprofile() is self._callback:
+        elif self._callback is not None and sys.getprofile() is self._callback:
             sys.setprofile(None)
-        elif not self._paused:
+        elif self._callback is not None and not self._paused:
             self.interrupted = True
+        self._running = False
 
     # pause() and resume() run once per sync: module-level names, no attribute lookups.
 
@@ -117,11 +125,11 @@ class StallClock:
                 monitoring.use_tool_id(tool, "syncfree")
             except ValueError:  # taken by another tool (cProfile uses PROFILER_ID)
                 continue
+            self._tool = tool  # before any event can fire: stop() frees it
             callback = _monitoring_callback(self._stamp, self._cell_files, self._thread,
                                             monitoring.DISABLE)
             monitoring.register_callback(tool, monitoring.events.CALL, callback)
             monitoring.set_events(tool, monitoring.events.CALL)
-            self._tool = tool
             return True
         return False
 
@@ -130,9 +138,10 @@ class StallClock:
     def _start_profile(self) -> bool:
         if sys.getprofile() is not None:
             return False
-        self._callback = _profile_callback(self._stamp, WARNINGS_GLOBALS, globals(),
-                                           self._hook_globals)
-        sys.setprofile(self._callback)
+        callback = _profile_callback(self._stamp, WARNINGS_GLOBALS, globals(),
+                                     self._hook_globals)
+        self._callback = callback  # before it is installed: stop() removes it
+        sys.setprofile(callback)
         return True
 
 
