@@ -1,0 +1,358 @@
+"""The measured op table: which torch ops synchronize on CUDA, per torch version.
+
+The table is written by ``scripts/measure_optable.py`` on a machine with a CUDA GPU: it
+sweeps PyTorch's OpInfo database (``op_db``), runs the first sample inputs of every entry
+on CUDA under ``torch.cuda.set_sync_debug_mode('warn')`` and counts the sync warnings of
+each call. Files live in ``syncfree/data/optable-torch<major.minor>-cuda.json`` and record
+the torch version and the device they were measured on.
+
+Predict mode asks :func:`predicted_syncs` about every torch call that its own handlers do
+not cover: the answer is the number of syncs the call would make on a GPU, looked up by the
+function's name and the *signature* of its arguments (tensor rank class and dtype kind,
+Python scalar types, keyword values), so that an op whose sync depends on its arguments
+(``narrow`` with a tensor start versus a Python int, ``check_errors``, ``validate_args``)
+is answered by the samples that look like the call.
+
+Torch is imported lazily; nothing here imports IPython.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+_FILE_RE = re.compile(r"optable-torch(\d+)\.(\d+)-cuda\.json$")
+
+# Calls that never sync and have no OpInfo entry (metadata, views of the tensor object,
+# autograd plumbing): predict mode neither counts them nor calls them unmeasured.
+NO_SYNC_NAMES = frozenset({
+    "size", "dim", "ndimension", "stride", "numel", "nelement", "element_size",
+    "is_contiguous", "is_floating_point", "is_complex", "is_signed", "storage_offset",
+    "data_ptr", "untyped_storage", "storage", "requires_grad_", "retain_grad", "detach",
+    "detach_", "backward", "register_hook", "contiguous", "__len__", "__iter__", "__hash__",
+    "__eq__", "__ne__", "__setstate__", "__reduce_ex__", "__deepcopy__", "_is_view",
+    "is_shared", "share_memory_", "clone", "view", "view_as", "reshape", "reshape_as",
+    "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "permute", "transpose", "t",
+    "__get__", "__set__", "type_as", "float", "double", "half", "bfloat16", "long", "int",
+    "bool", "short", "byte", "char", "new_zeros", "new_ones", "new_empty", "new_full",
+    "zero_", "fill_", "normal_", "uniform_", "random_", "bernoulli_", "copy_", "set_",
+    "apply_", "map_", "dim_order", "is_set_to", "__torch_function__", "as_subclass",
+    "_make_subclass", "__format__", "__repr__", "__array__", "__dlpack__", "numpy",
+    "grad_fn", "is_leaf", "get_device", "is_pinned", "pin_memory", "record_stream",
+})
+
+
+# --------------------------------------------------------------------------- signatures
+
+def _kind(dtype: Any) -> str:
+    if dtype.is_complex:
+        return "c"
+    if dtype.is_floating_point:
+        return "f"
+    if str(dtype) == "torch.bool":
+        return "b"
+    return "i"
+
+
+def describe(value: Any, depth: int = 0) -> str:
+    """A short, device-free description of one argument.
+
+    Tensors: ``T0`` (0-d), ``T1``, ``Tn`` (2-d or more) with the dtype kind (b/i/f/c);
+    Python scalars by type (bools by value); sequences by the set of their items'
+    descriptions; other values by type name or their string for dtypes/devices/strings.
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided:
+            return f"S{_kind(value.dtype)}"
+        nd = value.dim()
+        return f"T{nd if nd < 2 else 'n'}{_kind(value.dtype)}"
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, complex):
+        return "complex"
+    if isinstance(value, str):
+        return "s:" + value[:24]
+    if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+        return "dtype"
+    if isinstance(value, torch.device):
+        return "device"
+    if isinstance(value, (list, tuple, torch.Size)):
+        if depth > 1:
+            return "seq"
+        items = sorted({describe(v, depth + 1) for v in value})
+        return "[" + ",".join(items[:6]) + "]"
+    if isinstance(value, slice):
+        return "slice"
+    if value is Ellipsis:
+        return "..."
+    if callable(value):
+        return "fn"
+    return type(value).__name__
+
+
+def signature(args: tuple, kwargs: dict | None) -> str:
+    """The signature of one call: positional descriptions, then sorted keyword ones."""
+    pos = "|".join(describe(a) for a in args)
+    kw = ",".join(f"{k}={describe(kwargs[k])}" for k in sorted(kwargs or {}))
+    return pos + ";" + kw
+
+
+def features(sig: str) -> set[str]:
+    """The parts of a signature, each tagged with its place (``p0:T0f``, ``k:dim=int``)."""
+    pos, _, kw = sig.partition(";")
+    out = {f"p{i}:{d}" for i, d in enumerate(pos.split("|")) if pos}
+    out.update(f"k:{part}" for part in kw.split(",") if kw)
+    out.update(f"kn:{part.split('=')[0]}" for part in kw.split(",") if kw)
+    return out
+
+
+def func_names(func: Any) -> list[str]:
+    """Names under which a callable may be found in the table (most specific first)."""
+    name = getattr(func, "__name__", None)
+    if not isinstance(name, str) or name == "<lambda>":
+        return []
+    names = [name]
+    if name.startswith("__") and name.endswith("__"):
+        core = name[2:-2]
+        if core.startswith("r") and core[1:] in _REFLECTED:
+            core = core[1:]
+        if core.startswith("i") and core[1:] in _REFLECTED:
+            core = core[1:]
+        names.append(core)
+    elif name.endswith("_") and not name.endswith("__"):
+        names.append(name[:-1])
+    return names
+
+
+_REFLECTED = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
+              "or", "xor", "lshift", "rshift", "div"}
+
+
+# --------------------------------------------------------------------------- the table
+
+class OpEntry:
+    """What the table says about one callable name: its samples, pooled over variants."""
+
+    __slots__ = ("name", "by_sig", "counts", "rule")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.by_sig: dict[str, Counter] = {}
+        self.counts: Counter = Counter()
+        self.rule: tuple[str, int, int] | None = None  # (feature, count with, count without)
+
+    def add(self, sig: str, syncs: int) -> None:
+        self.by_sig.setdefault(sig, Counter())[syncs] += 1
+        self.counts[syncs] += 1
+
+    def finish(self) -> None:
+        if len(self.counts) < 2:
+            return
+        # One feature that separates the samples' counts exactly (tensor vs scalar, ...).
+        feats: dict[str, set[int]] = {}
+        absent: dict[str, set[int]] = {}
+        all_feats: set[str] = set()
+        per_sig = [(features(s), c.most_common(1)[0][0]) for s, c in self.by_sig.items()]
+        for fs, _ in per_sig:
+            all_feats |= fs
+        best = None
+        for f in sorted(all_feats):
+            with_c = {n for fs, n in per_sig if f in fs}
+            without_c = {n for fs, n in per_sig if f not in fs}
+            if len(with_c) == 1 and len(without_c) == 1 and with_c != without_c:
+                cand = (f, next(iter(with_c)), next(iter(without_c)))
+                # prefer a feature that makes the syncing side the narrow one
+                if best is None or (cand[1] > 0 and best[1] == 0):
+                    best = cand
+        del feats, absent
+        self.rule = best
+
+    @property
+    def always(self) -> int | None:
+        return next(iter(self.counts)) if len(self.counts) == 1 else None
+
+    def predict(self, sig: str) -> int:
+        hit = self.by_sig.get(sig)
+        if hit is not None:
+            return hit.most_common(1)[0][0]
+        if len(self.counts) == 1:
+            return next(iter(self.counts))
+        if self.rule is not None:
+            f, with_n, without_n = self.rule
+            return with_n if f in features(sig) else without_n
+        # nearest sample: most shared features
+        fs = features(sig)
+        best_sig = max(self.by_sig, key=lambda s: (len(fs & features(s)), -len(features(s) ^ fs)))
+        return self.by_sig[best_sig].most_common(1)[0][0]
+
+    def syncs_sometimes(self) -> bool:
+        return any(n > 0 for n in self.counts)
+
+
+class OpTable:
+    """A loaded table file: entries by callable name, plus the file's metadata."""
+
+    def __init__(self, data: dict, path: Path | None = None) -> None:
+        self.data = data
+        self.path = path
+        self.torch_version: str = data.get("torch", "?")
+        self.device: str = data.get("device", "?")
+        self.entries: dict[str, OpEntry] = {}
+        for key, op in data.get("ops", {}).items():
+            names = set(op.get("names", [])) | {op.get("name", key)}
+            for sample in op.get("samples", []):
+                if sample.get("error") is not None or sample.get("syncs") is None:
+                    continue
+                for name in names:
+                    entry = self.entries.get(name)
+                    if entry is None:
+                        entry = self.entries[name] = OpEntry(name)
+                    entry.add(sample["sig"], int(sample["syncs"]))
+        for entry in self.entries.values():
+            entry.finish()
+        self.note: str | None = None
+
+    def lookup(self, func: Any) -> OpEntry | None:
+        for name in func_names(func):
+            entry = self.entries.get(name)
+            if entry is not None:
+                return entry
+            module = getattr(func, "__module__", None) or ""
+            # torch.linalg.inv.__name__ == 'linalg_inv'; F.one_hot is 'one_hot'.
+            for prefix in ("linalg_", "special_", "fft_", "nn.functional."):
+                if name.startswith(prefix):
+                    entry = self.entries.get(prefix.rstrip("_.").replace("_", ".") + "."
+                                             + name[len(prefix):])
+                    if entry is not None:
+                        return entry
+            if module.endswith("nn.functional"):
+                entry = self.entries.get("nn.functional." + name)
+                if entry is not None:
+                    return entry
+        return None
+
+    def predicted_syncs(self, func: Any, args: tuple, kwargs: dict | None) -> int | None:
+        """Syncs a GPU would make for this call, or None when the table has no entry."""
+        entry = self.lookup(func)
+        if entry is None:
+            return None
+        always = entry.always
+        if always is not None:
+            return always
+        return entry.predict(signature(args, kwargs))
+
+    def syncing_names(self) -> list[str]:
+        return sorted(n for n, e in self.entries.items() if e.syncs_sometimes())
+
+
+def available() -> list[tuple[tuple[int, int], Path]]:
+    """Measured tables shipped with the package, by (major, minor) torch version."""
+    found = []
+    if DATA_DIR.is_dir():
+        for path in DATA_DIR.iterdir():
+            m = _FILE_RE.search(path.name)
+            if m:
+                found.append(((int(m.group(1)), int(m.group(2))), path))
+    return sorted(found)
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    m = re.match(r"(\d+)\.(\d+)", version)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+_cache: dict[Path, OpTable] = {}
+
+
+def load(torch_version: str | None = None) -> OpTable | None:
+    """The table for ``torch_version`` (default: the installed torch), or the nearest one.
+
+    When the nearest differs from the installed version, ``table.note`` says so.
+    """
+    if torch_version is None:
+        import torch
+
+        torch_version = torch.__version__
+    tables = available()
+    if not tables:
+        return None
+    want = _version_tuple(torch_version)
+    version, path = min(tables, key=lambda vp: (abs((vp[0][0] - want[0]) * 100 + vp[0][1] - want[1]),
+                                                 -vp[0][1]))
+    table = _cache.get(path)
+    if table is None:
+        table = OpTable(json.loads(path.read_text()), path)
+        _cache[path] = table
+    if version != want:
+        table.note = (f"sync table measured with torch {table.torch_version} on {table.device}; "
+                      f"installed torch is {torch_version}: predictions for ops whose behaviour "
+                      f"changed between versions may be off")
+    else:
+        table.note = None
+    return table
+
+
+# --------------------------------------------------------------------------- predict hook
+
+class Tally:
+    """Per predict session: the table's predictions and the calls it could not answer."""
+
+    def __init__(self) -> None:
+        self.predicted = 0
+        self.unmeasured: Counter = Counter()
+
+    @property
+    def unmeasured_calls(self) -> int:
+        return sum(self.unmeasured.values())
+
+
+def tally_of(session: Any) -> Tally:
+    tally = getattr(session, "optable_tally", None)
+    if tally is None:
+        tally = Tally()
+        try:
+            session.optable_tally = tally
+        except AttributeError:
+            pass
+    return tally
+
+
+def kind_for(func: Any) -> str:
+    """The report kind of a table-predicted sync (the report's vocabulary is closed)."""
+    return "library_call"
+
+
+def on_call(session: Any, func: Any, args: tuple, kwargs: dict) -> int:
+    """Predict mode's hook for a call with a virtual CUDA input that no handler took.
+
+    Returns how many syncs the table predicts (0 when none or unmeasured); counts the
+    unmeasured calls on the session's :class:`Tally`.
+    """
+    names = func_names(func)
+    if not names or names[0] in NO_SYNC_NAMES or (len(names) > 1 and names[1] in NO_SYNC_NAMES):
+        return 0
+    try:
+        table = load()
+    except Exception:  # a broken data file must not break the user's cell
+        return 0
+    if table is None:
+        return 0
+    tally = tally_of(session)
+    n = table.predicted_syncs(func, args, kwargs)
+    if n is None:
+        tally.unmeasured[names[0]] += 1
+        return 0
+    tally.predicted += n
+    return n

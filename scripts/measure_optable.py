@@ -1,0 +1,212 @@
+"""Measure which torch ops synchronize on CUDA: a sweep over PyTorch's OpInfo database.
+
+Run on a machine with a CUDA GPU and torch (``expecttest`` must be importable, for
+``torch.testing._internal``)::
+
+    python scripts/measure_optable.py --out python_helper/syncfree/data/optable-torch2.11-cuda.json
+
+For every entry of ``torch.testing._internal.common_methods_invocations.op_db`` and each
+of float32 and one integer dtype (where the entry supports them on CUDA), the first
+``--samples`` sample inputs are made on the CPU with a fixed seed (so a CPU replay makes
+the very same samples), moved to CUDA, the stream is synchronized, and the op is called
+once under ``torch.cuda.set_sync_debug_mode('warn')`` with a warnings filter ``always``
+for "called a synchronizing CUDA operation": the number of those warnings is the call's
+sync count. A call that synced is repeated once, to tell first-call effects apart.
+Each sample records the signature of its arguments (``syncfree.capture.optable.signature``:
+tensor vs Python scalar, rank class, dtype kind, keyword values), which is how predict
+mode tells argument-dependent ops apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
+
+MESSAGE = "called a synchronizing CUDA operation"
+DEVICE = "cuda"
+
+
+def qualname(func) -> str | None:
+    name = getattr(func, "__name__", None)
+    if not name or name == "<lambda>":
+        return None
+    module = getattr(func, "__module__", None)
+    owner = getattr(func, "__objclass__", None) or getattr(getattr(func, "__self__", None), "__class__", None)
+    if module:
+        return f"{module}.{getattr(func, '__qualname__', name)}"
+    if owner is not None and owner.__name__ in ("TensorBase", "Tensor"):
+        return f"torch.Tensor.{name}"
+    return name
+
+
+def to_cuda(value):
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            y = x.detach().to(DEVICE)
+            return y.requires_grad_(x.requires_grad) if y.is_leaf and x.requires_grad else y
+        return x
+    return tree_map(move, value)
+
+
+def count_syncs(fn, args, kwargs) -> tuple[int, str | None]:
+    import torch
+
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+    sync()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore")
+        warnings.filterwarnings("always", message=MESSAGE)
+        if DEVICE == "cuda":
+            torch.cuda.set_sync_debug_mode("warn")
+        error = None
+        try:
+            fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            error = f"{type(exc).__name__}: {str(exc)[:160]}"
+        finally:
+            if DEVICE == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+    n = sum(1 for w in caught if str(w.message).startswith(MESSAGE))
+    sync()
+    return n, error
+
+
+def pick_dtypes(op, torch):
+    try:
+        supported = op.supported_dtypes(DEVICE)
+    except Exception:  # noqa: BLE001
+        supported = set()
+    out = []
+    if torch.float32 in supported:
+        out.append(torch.float32)
+    for d in (torch.int64, torch.int32, torch.uint8):
+        if d in supported:
+            out.append(d)
+            break
+    if not out and supported:
+        out.append(sorted(supported, key=str)[0])
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds; stop and write what is measured")
+    parser.add_argument("--only", nargs="*", help="op names to measure (default all)")
+    parser.add_argument("--dry-run-cpu", action="store_true", help="check the script without a GPU (counts 0)")
+    ns = parser.parse_args()
+    global DEVICE
+    if ns.dry_run_cpu:
+        DEVICE = "cpu"
+
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    from syncfree.capture.optable import signature
+
+    start = time.monotonic()
+    if DEVICE == "cuda":
+        torch.cuda.set_sync_debug_mode("warn")  # the one-time prototype warning, not counted
+        torch.cuda.set_sync_debug_mode(0)
+    table = {
+        "format": 1,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else "cpu (dry run)",
+        "python": platform.python_version(),
+        "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "method": ("OpInfo op_db; first %d samples per dtype, made on CPU with torch.manual_seed(0) "
+                   "per (op, dtype), moved to CUDA; syncs = sync-debug-mode warnings during the call"
+                   % ns.samples),
+        "ops": {},
+        "incomplete": [],
+    }
+    out_path = Path(ns.out)
+
+    def write():
+        table["elapsed_s"] = round(time.monotonic() - start, 1)
+        tmp = out_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(table, indent=0, sort_keys=True))
+        os.replace(tmp, out_path)
+
+    ops = [op for op in op_db if not ns.only or op.name in ns.only]
+    for k, op in enumerate(ops):
+        key = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+        if time.monotonic() - start > ns.budget:
+            table["incomplete"].append(key)
+            continue
+        names = sorted({n for n in (getattr(op.op, "__name__", None),
+                                    getattr(op.method_variant, "__name__", None) if op.method_variant else None)
+                        if n and n != "<lambda>"})
+        entry = {"name": op.name, "variant": op.variant_test_name, "names": names,
+                 "funcs": sorted({q for q in (qualname(op.op), qualname(op.method_variant)) if q}),
+                 "samples": []}
+        t0 = time.monotonic()
+        for dtype in pick_dtypes(op, torch):
+            if time.monotonic() - t0 > 20:
+                entry["truncated"] = True
+                break
+            torch.manual_seed(0)
+            try:
+                samples = list(itertools.islice(op.sample_inputs("cpu", dtype, requires_grad=False),
+                                                ns.samples))
+            except Exception as exc:  # noqa: BLE001
+                entry["samples"].append({"dtype": str(dtype)[6:], "i": -1, "sig": "", "syncs": None,
+                                         "error": f"samples: {type(exc).__name__}: {str(exc)[:120]}"})
+                continue
+            for i, sample in enumerate(samples):
+                args = (sample.input, *sample.args)
+                rec = {"dtype": str(dtype)[6:], "i": i, "sig": signature(args, sample.kwargs)}
+                try:
+                    cargs, ckwargs = to_cuda((args, dict(sample.kwargs)))
+                    n, err = count_syncs(op.op, cargs, ckwargs)
+                    if err is None and n:
+                        cargs, ckwargs = to_cuda((args, dict(sample.kwargs)))
+                        n2, _ = count_syncs(op.op, cargs, ckwargs)
+                        if n2 != n:
+                            rec["first_call"] = n
+                            n = n2
+                    rec["syncs"] = n if err is None else None
+                    if err is not None:
+                        rec["error"] = err
+                        rec["syncs_before_error"] = n
+                except Exception as exc:  # noqa: BLE001
+                    rec["syncs"] = None
+                    rec["error"] = f"move: {type(exc).__name__}: {str(exc)[:120]}"
+                entry["samples"].append(rec)
+        counts = {s["syncs"] for s in entry["samples"] if s.get("syncs") is not None}
+        entry["summary"] = ("error" if not counts else "never" if counts == {0}
+                            else "always" if 0 not in counts else "depends")
+        entry["max_syncs"] = max(counts) if counts else None
+        table["ops"][key] = entry
+        if k % 50 == 0:
+            write()
+            print(f"[{time.monotonic() - start:6.1f}s] {k}/{len(ops)} {key}", flush=True)
+    write()
+    syncing = sorted(k for k, e in table["ops"].items() if e["summary"] in ("always", "depends"))
+    print(f"done in {time.monotonic() - start:.1f}s: {len(table['ops'])} ops measured, "
+          f"{len(syncing)} sync, {len(table['incomplete'])} not reached")
+    print("syncing:", " ".join(syncing))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)
