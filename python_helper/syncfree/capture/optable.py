@@ -334,12 +334,17 @@ def kind_for(func: Any) -> str:
     return "library_call"
 
 
-def on_call(session: Any, func: Any, args: tuple, kwargs: dict) -> int:
+def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = ()) -> int:
     """Predict mode's hook for a call with a virtual CUDA input that no handler took.
 
     Returns how many syncs the table predicts (0 when none or unmeasured); counts the
     unmeasured calls on the session's :class:`Tally`.
     """
+    try:
+        if func in handled:  # a function-level handler counts it (or calls us back for it)
+            return 0
+    except TypeError:
+        pass
     names = func_names(func)
     if not names or names[0] in NO_SYNC_NAMES or (len(names) > 1 and names[1] in NO_SYNC_NAMES):
         return 0
