@@ -16,6 +16,8 @@ failed to run.
 from __future__ import annotations
 
 import argparse
+import ast
+import fnmatch
 import json
 import os
 import shutil
@@ -26,8 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from syncfree.analyze import Bindings, analyze_source
+from syncfree import __version__
+from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
 from syncfree.catalog import select_rules
+from syncfree.config import ConfigError, find_config
+from syncfree.output import FORMATS, SYNTAX_ERROR, Diagnostic, clean_text, write_diagnostics
 
 __all__ = ["main"]
 
@@ -57,55 +62,119 @@ class SourceCell:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``syncfree`` console script."""
+    """The ``syncfree`` console script (also ``python -m syncfree``)."""
     parser = _parser()
     args = parser.parse_args(argv)
+    if args.command == "run" and not (args.target.endswith(".py") or args.target == "-") and args.args:
+        # A notebook takes no arguments: what follows it are syncfree's own options.
+        args = parser.parse_args(["run", *args.args, args.target], namespace=args)
+    state: dict[str, int] = {}
     try:
+        config = find_config()
         if args.command == "check":
-            return check(args.paths, output_format=args.format, select=args.select, ignore=args.ignore)
-        return run(
-            args.notebook,
-            timeout=args.timeout,
-            output=args.output,
-            watch_all=not args.marked_only,
-            allow_errors=args.allow_errors,
-            kernel_name=args.kernel,
-        )
+            status = check(
+                args.paths,
+                output_format=args.format,
+                select=args.select if args.select is not None else config.select,
+                ignore=args.ignore if args.ignore is not None else config.ignore,
+                budget=args.budget if args.budget is not None else config.budget,
+                exclude=config.exclude,
+                state=state,
+            )
+        elif args.target.endswith(".py") or args.target == "-":
+            status = run_python(args.target, args.args, mode=args.mode or config.mode, output_format=args.format,
+                                budget=args.budget if args.budget is not None else config.budget, state=state)
+        else:
+            status = run(
+                args.target,
+                timeout=args.timeout,
+                output=args.output,
+                watch_all=not args.marked_only,
+                allow_errors=args.allow_errors,
+                kernel_name=args.kernel,
+            )
     except UsageProblem as problem:
-        print(f"syncfree: error: {problem}", file=sys.stderr)
-        return EXIT_ERROR
+        _error(problem)
+        status = EXIT_ERROR
+    except ConfigError as problem:
+        _error(problem)
+        status = EXIT_ERROR
+    except BrokenPipeError:
+        # The reader went away (`syncfree check . | head -1`): stop quietly, as a Unix filter does. Python would
+        # report the failed flush of stdout at exit, so stdout points at /dev/null from here on.
+        _silence_stdout()
+        status = state.get("status", EXIT_FOUND)
+    except KeyboardInterrupt:
+        print("syncfree: interrupted", file=sys.stderr)
+        return 130
+    if args.exit_zero and (status == EXIT_FOUND or (status == EXIT_ERROR and state.get("syntax_only"))):
+        return EXIT_CLEAN
+    return status
+
+
+def _error(problem: object) -> None:
+    print(f"syncfree: error: {clean_text(str(problem)).splitlines()[0] if str(problem) else type(problem).__name__}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="syncfree",
         description="Find host-device synchronizations in PyTorch code and notebooks.",
-        epilog="Exit codes: 0 nothing found, 1 findings or syncs, 2 errors.",
+        epilog="Exit codes: 0 nothing found (or within the budget), 1 findings or syncs (over the budget), 2 errors. "
+        "Settings: [tool.syncfree] in pyproject.toml, from the working directory upward.",
     )
+    parser.add_argument("--version", action="version", version=f"syncfree {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     check_parser = commands.add_parser(
         "check",
         help="analyse .py files and notebooks without running them",
-        description="Analyse .py files and every code cell of .ipynb notebooks without running them. Columns are "
-        "1-based in the text output and 0-based in JSON (as in the report schema).",
+        description="Analyse .py files and every code cell of .ipynb notebooks without running them ('-' reads "
+        "Python from stdin). Lines with `# syncfree: allow`, `allow[item]` or `allow[SF101]` are left out.",
     )
-    check_parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (searched for .py and .ipynb)")
-    check_parser.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json: one v1 report per cell")
+    check_parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (searched for .py and .ipynb), or - for stdin")
+    _common(check_parser)
     check_parser.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes (SF1,SF601) or ALL; default: the rules on by default")
     check_parser.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to leave out")
     run_parser = commands.add_parser(
         "run",
-        help="execute a notebook under syncfree and print each cell's report",
-        description="Execute a notebook in a fresh kernel with the syncfree extension loaded and every cell watched, "
-        "and print each cell's report. Without CUDA in the kernel the syncs are predicted on CPU stand-ins.",
+        help="run a script or a notebook under syncfree and report its syncs",
+        description="Run a Python script (syncfree run train.py ARGS...) or execute a notebook in a fresh kernel with "
+        "every cell watched, and report the syncs. Without CUDA the syncs are predicted on CPU stand-ins.",
     )
-    run_parser.add_argument("notebook", metavar="NOTEBOOK.ipynb")
-    run_parser.add_argument("--timeout", type=float, default=600, metavar="S", help="seconds each cell may run (default 600)")
-    run_parser.add_argument("--output", "-o", metavar="OUT.ipynb", help="write the executed notebook, reports included")
-    run_parser.add_argument("--marked-only", action="store_true", help="report only the cells that start with %%%%syncfree")
-    run_parser.add_argument("--allow-errors", action="store_true", help="keep running after a cell raises")
-    run_parser.add_argument("--kernel", default="python3", metavar="NAME", help="kernel name (default python3)")
+    run_parser.add_argument("target", metavar="SCRIPT.py|NOTEBOOK.ipynb")
+    run_parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    _common(run_parser)
+    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="scripts: warn (default), error (the first sync raises), predict (CPU stand-ins)")
+    run_parser.add_argument("--timeout", type=float, default=600, metavar="S", help="notebooks: seconds each cell may run (default 600)")
+    run_parser.add_argument("--output", "-o", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included")
+    run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")
+    run_parser.add_argument("--allow-errors", action="store_true", help="notebooks: keep running after a cell raises")
+    run_parser.add_argument("--kernel", default="python3", metavar="NAME", help="notebooks: kernel name (default python3)")
     return parser
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default="text", help="text (default), json (one entry per diagnostic), sarif (2.1.0) or github (workflow annotations)")
+    parser.add_argument("--budget", type=_budget, metavar="N", help="exit 1 only when more than N syncs are found")
+    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when syncs are found or a file does not parse")
+
+
+def _budget(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a budget is a whole number >= 0, not {text!r}")
+    return value
 
 
 def _codes(text: str) -> list[str]:
@@ -124,42 +193,108 @@ def check(
     output_format: str = "text",
     select: list[str] | None = None,
     ignore: list[str] | None = None,
+    budget: int | None = None,
+    exclude: Sequence[str] = (),
     out: TextIO | None = None,
+    state: dict[str, int] | None = None,
 ) -> int:
     out = out or sys.stdout
+    state = state if state is not None else {}
     cells: list[SourceCell] = []
     unreadable = False
     files = 0
-    for path in _expand(paths):
-        files += 1
+    for path in _expand(paths, exclude):
         try:
-            cells.extend(read_cells(path))
+            if str(path) == "-":
+                cells.append(SourceCell("-", None, sys.stdin.read()))
+            else:
+                cells.extend(read_cells(path))
+            files += 1
         except UsageProblem as problem:
-            print(f"syncfree: error: {problem}", file=sys.stderr)
+            _error(problem)
             unreadable = True
-    results = []
+    diagnostics: list[Diagnostic] = []
     earlier: dict[str, Bindings] = {}  # per file: a notebook's cells see what the cells above them bound
+    syntax_errors = 0
     for cell in cells:
+        problem = _syntax_error(cell)
+        if problem is not None:
+            diagnostics.append(problem)
+            syntax_errors += 1
+            continue
         bindings = earlier.setdefault(cell.path, Bindings())
-        results.append((cell, analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings)))
-    if output_format == "json":
-        json.dump([_static_report(cell, findings) for cell, findings in results], out, indent=1)
-        out.write("\n")
+        for finding in analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings):
+            diagnostics.append(_diagnostic(cell, finding))
+    syncs = len(diagnostics) - syntax_errors
+    over = syncs > (budget if budget is not None else 0)
+    status = EXIT_ERROR if unreadable or syntax_errors else EXIT_FOUND if over else EXIT_CLEAN
+    state["status"] = status
+    state["syntax_only"] = int(bool(syntax_errors) and not unreadable)
+    summary = _summary(diagnostics, files, syntax_errors, budget)
+    write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
+    out.flush()
+    if budget is not None and over:
+        print(f"syncfree: {syncs} syncs exceed the budget of {budget}", file=sys.stderr)
+    return status
+
+
+def _syntax_error(cell: SourceCell) -> Diagnostic | None:
+    python_source = neutralize_ipython(cell.source)
+    if python_source is None:
+        return None
+    try:
+        compile(python_source, cell.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as error:
+        line = error.lineno or 1
+        col = max(error.offset or 1, 1)
+        return Diagnostic(cell.path, line, col, error.end_lineno or line, max(error.end_offset or col, col), SYNTAX_ERROR,
+                          f"SyntaxError: {error.msg} (nothing in this {'cell' if cell.number else 'file'} was checked)",
+                          cell=cell.number, cell_id=cell.cell_id)
+    except (ValueError, RecursionError, MemoryError) as error:
+        return Diagnostic(cell.path, 1, 1, 1, 1, SYNTAX_ERROR, f"cannot parse: {error}", cell=cell.number, cell_id=cell.cell_id)
+    return None
+
+
+def _diagnostic(cell: SourceCell, finding: dict[str, Any]) -> Diagnostic:
+    r = finding["range"]
+    fix = finding["fix"]
+    return Diagnostic(cell.path, r["line"], r["col"] + 1, r["end_line"], r["end_col"] + 1, finding["rule"],
+                      finding["message"], cell=cell.number, cell_id=cell.cell_id, certainty=finding["certainty"],
+                      fix=fix["safety"] if fix else None)
+
+
+def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None) -> str:
+    counts = {"certain": 0, "likely": 0}
+    fixable = 0
+    for d in diagnostics:
+        if d.rule != SYNTAX_ERROR:
+            counts[d.certainty] = counts.get(d.certainty, 0) + 1
+            fixable += d.fix is not None
+    total = counts["certain"] + counts["likely"]
+    where = f"{files} file{'s' if files != 1 else ''}"
+    if total:
+        text = (f"Found {total} sync{'s' if total != 1 else ''} in {where} ({counts['certain']} certain, "
+                f"{counts['likely']} likely); {fixable} with a rewrite.")
     else:
-        _print_findings(results, files, out)
-    if unreadable:
-        return EXIT_ERROR
-    return EXIT_FOUND if any(findings for _, findings in results) else EXIT_CLEAN
+        text = f"No syncs found in {where}."
+    if syntax_errors:
+        text += f" {syntax_errors} could not be parsed."
+    if budget is not None:
+        text += f" Budget {budget}: {'exceeded' if total > budget else 'kept'}."
+    return text
 
 
-def _expand(paths: Sequence[str]) -> Iterator[Path]:
+def _expand(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[Path]:
     for name in paths:
         path = Path(name)
-        if path.is_dir():
+        if name == "-":
+            yield path
+        elif path.is_dir():
             found = sorted(
                 p
                 for p in path.rglob("*")
                 if p.suffix in (".py", ".ipynb") and p.is_file() and not _SKIPPED_DIRECTORIES & set(p.parts)
+                and not any(p.match(pattern) or fnmatch.fnmatch(str(p), pattern) for pattern in exclude)
             )
             yield from found
         else:
@@ -189,42 +324,72 @@ def read_cells(path: Path) -> list[SourceCell]:
     ]
 
 
-def _print_findings(results: list[tuple[SourceCell, list[dict[str, Any]]]], files: int, out: TextIO) -> None:
-    counts = {"certain": 0, "likely": 0}
-    fixable = 0
-    for cell, findings in results:
-        for finding in findings:
-            r = finding["range"]
-            fix = finding["fix"]
-            counts[finding["certainty"]] += 1
-            fixable += fix is not None
-            likely = " (likely)" if finding["certainty"] == "likely" else ""
-            rewrite = f" [fix: {fix['safety']}]" if fix else ""
-            print(f"{cell.location(r['line'], r['col'])}: {finding['rule']} {finding['message']}{likely}{rewrite}", file=out)
-    total = counts["certain"] + counts["likely"]
-    where = f"{files} file{'s' if files != 1 else ''}"
-    if total:
-        print(
-            f"Found {total} sync{'s' if total != 1 else ''} in {where} ({counts['certain']} certain, "
-            f"{counts['likely']} likely); {fixable} with a rewrite.",
-            file=out,
-        )
-    else:
-        print(f"No syncs found in {where}.", file=out)
+# --------------------------------------------------------------------------------------------------- run (scripts)
+def run_python(
+    target: str,
+    argv: Sequence[str],
+    *,
+    mode: str | None = None,
+    output_format: str = "text",
+    budget: int | None = None,
+    out: TextIO | None = None,
+    state: dict[str, int] | None = None,
+) -> int:
+    """``syncfree run script.py args...``: the script under the engine, its sync sites as diagnostics."""
+    out = out or sys.stdout
+    state = state if state is not None else {}
+    if target != "-" and not Path(target).is_file():
+        raise UsageProblem(f"cannot read {target}: no such file")
+    from syncfree.session import run_script
+
+    try:
+        result = run_script(target, list(argv), mode=mode)
+    except SyntaxError as error:
+        d = Diagnostic(target, error.lineno or 1, max(error.offset or 1, 1), error.end_lineno or error.lineno or 1,
+                       max(error.end_offset or 1, 1), SYNTAX_ERROR, f"SyntaxError: {error.msg} (nothing ran)")
+        write_diagnostics([d], output_format, out, tool_version=__version__)
+        state["status"], state["syntax_only"] = EXIT_ERROR, 1
+        return EXIT_ERROR
+    except OSError as error:
+        raise UsageProblem(f"cannot read {target}: {error.strerror or error}") from None
+    report = result.report
+    diagnostics = [_site_diagnostic(site, target, report.predicted) for site in report.sites]
+    counted = report.counted
+    over = counted > (budget if budget is not None else 0)
+    status = EXIT_ERROR if result.exit_code not in (0, None) else EXIT_FOUND if over else EXIT_CLEAN
+    state["status"] = status
+    blocked = f", blocked {report.blocked_ms:.1f} ms" if report.blocked_ms is not None else ""
+    summary = (f"{counted} sync{'s' if counted != 1 else ''} at {len(report.sites)} site"
+               f"{'s' if len(report.sites) != 1 else ''}{' (predicted)' if report.predicted else ''}{blocked}"
+               f"{f'; {report.syncs - counted} allowed' if report.syncs != counted else ''}, ranked by blocked time.")
+    if budget is not None:
+        summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
+    write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
+    out.flush()
+    if result.exit_code not in (0, None):
+        print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
+    elif budget is not None and over:
+        print(f"syncfree: {counted} syncs exceed the budget of {budget}", file=sys.stderr)
+    return status
 
 
-def _static_report(cell: SourceCell, findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """One v1 report (mode static, device kind none) for a cell, wrapped with where it came from."""
-    from syncfree.report import build_report, device_info
+def _site_diagnostic(site: Any, target: str, predicted: bool) -> Diagnostic:
+    files = getattr(site, "files", None) or ()
+    path = files[-1] if files else target
+    line = site.chain[-1] if site.chain else 1
+    rule = site.rule or site.kind
+    detail = getattr(site, "detail", None)
+    what = detail or f"{site.kind} sync"
+    return Diagnostic(_relative(path), line, 1, line, 1, rule, f"{what}{' (predicted)' if predicted else ''}",
+                      certainty="predicted" if predicted else "measured", count=site.count,
+                      blocked_ms=getattr(site, "blocked_ms", None))
 
-    report = build_report(
-        source=cell.source,
-        device=device_info("none", "static analysis: nothing ran"),
-        mode="static",
-        findings=findings,
-        cell_id=cell.cell_id,
-    )
-    return {"path": cell.path, "cell": cell.number, "report": report}
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
 
 
 # --------------------------------------------------------------------------------------------------- run
@@ -241,7 +406,12 @@ def run(
     out = out or sys.stdout
     path = Path(notebook_path)
     if path.suffix != ".ipynb":
-        raise UsageProblem(f"{notebook_path}: syncfree run takes an .ipynb notebook")
+        raise UsageProblem(f"{notebook_path}: syncfree run takes a .py script or an .ipynb notebook")
+    if not path.is_file():
+        raise UsageProblem(f"cannot read {notebook_path}: no such file")
+    if output:
+        _check_writable(output)
+    _check_kernel(kernel_name)
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
@@ -293,6 +463,24 @@ def run(
     return EXIT_FOUND if any(report["totals"]["syncs"] for report in reports) else EXIT_CLEAN
 
 
+def _check_writable(output: str) -> None:
+    folder = Path(output).resolve().parent
+    if not folder.is_dir():
+        raise UsageProblem(f"cannot write {output}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (Path(output).exists() and not os.access(output, os.W_OK)):
+        raise UsageProblem(f"cannot write {output}: permission denied")
+
+
+def _check_kernel(kernel_name: str) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        known = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
+        raise UsageProblem(f"no kernel named {kernel_name!r} (installed: {known})") from None
+
+
 class ExtensionNotLoaded(RuntimeError):
     """The kernel could not load the syncfree extension (not installed in the kernel's environment)."""
 
@@ -336,7 +524,7 @@ def _print_reports(notebook: Any, path: str, out: TextIO) -> list[dict[str, Any]
                 report = json.loads(report)
             reports.append(report)
             text = data.get("text/plain") or f"syncfree: {report['totals']['syncs']} syncs"
-            text = "".join(text) if isinstance(text, list) else text
+            text = clean_text("".join(text) if isinstance(text, list) else str(text))
             print(f"{path}:cell {number}: {text}", file=out)
     if not reports:
         print(f"{path}: no syncfree reports (no cell synchronized)", file=out)

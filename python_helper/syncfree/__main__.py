@@ -1,0 +1,5 @@
+import sys
+
+from syncfree.cli import main
+
+sys.exit(main())

@@ -1,0 +1,81 @@
+"""``[tool.syncfree]`` in ``pyproject.toml``, found from the working directory upward (as ruff finds its own).
+
+Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), ``mode`` (warn|error|predict),
+``exclude`` (glob patterns of paths to leave out). Command-line options win over the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Config", "ConfigError", "find_config"]
+
+_KEYS = {"select", "ignore", "budget", "mode", "exclude"}
+
+
+class ConfigError(ValueError):
+    """A ``[tool.syncfree]`` table that cannot be used: the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path | None = None
+    select: list[str] | None = None
+    ignore: list[str] | None = None
+    budget: int | None = None
+    mode: str | None = None
+    exclude: list[str] = field(default_factory=list)
+
+
+def find_config(start: Path | None = None) -> Config:
+    """The first ``pyproject.toml`` with a ``[tool.syncfree]`` table from ``start`` (the working directory) up."""
+    directory = (start or Path.cwd()).resolve()
+    for folder in (directory, *directory.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            table = _table(candidate)
+            if table is not None:
+                return _config(candidate, table)
+    return Config()
+
+
+def _table(path: Path) -> dict[str, Any] | None:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            return None
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"cannot read {path}: {error}") from None
+    table = data.get("tool", {}).get("syncfree")
+    return table if isinstance(table, dict) else None
+
+
+def _config(path: Path, table: dict[str, Any]) -> Config:
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [tool.syncfree]: {', '.join(sorted(unknown))}")
+
+    def codes(key: str) -> list[str] | None:
+        value = table.get(key)
+        if value is None:
+            return None
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{path}: [tool.syncfree] {key} must be a list of codes")
+        return value
+
+    budget = table.get("budget")
+    if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
+        raise ConfigError(f"{path}: [tool.syncfree] budget must be a whole number >= 0")
+    mode = table.get("mode")
+    if mode is not None and mode not in ("warn", "error", "predict"):
+        raise ConfigError(f"{path}: [tool.syncfree] mode must be warn, error or predict")
+    return Config(path, codes("select"), codes("ignore"), budget, mode, codes("exclude") or [])

@@ -1,0 +1,227 @@
+"""Diagnostics of ``syncfree check`` and ``syncfree run`` in the formats CI tools read: text, json, sarif, github.
+
+One :class:`Diagnostic` per finding (check) or sync site (run); every format is written from the same list, so the
+formats never disagree. Lines are 1-based; columns are 1-based in every format here (as editors, SARIF and GitHub
+count them), unlike the report schema's 0-based ``col``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+__all__ = ["FORMATS", "Diagnostic", "Style", "clean_text", "write_diagnostics"]
+
+FORMATS = ("text", "json", "sarif", "github")
+SYNTAX_ERROR = "syntax-error"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+INFORMATION_URI = "https://github.com/syncfree/jupyterlab-syncfree"
+
+# C0 and C1 control characters except tab and newline, and ANSI escape sequences: what a notebook output or a
+# message must not carry to a terminal (screen clearing, title setting).
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` without escape sequences or control characters (tab and newline kept)."""
+    return _CONTROL.sub("", _ESCAPE.sub("", text))
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding or sync site, located in a file (``cell`` None) or a notebook cell (1-based among all cells)."""
+
+    path: str
+    line: int
+    col: int  # 1-based
+    end_line: int
+    end_col: int  # 1-based, exclusive
+    rule: str  # an SF code, or "syntax-error"
+    message: str
+    cell: int | None = None
+    cell_id: str | None = None
+    certainty: str = "certain"  # certain | likely | measured | predicted
+    fix: str | None = None  # the fix's safety (safe | review) when the catalog has a rewrite
+    count: int | None = None  # run: how often the site synced
+    blocked_ms: float | None = None  # run: time the CPU waited there
+
+    def location(self) -> str:
+        if self.cell is None:
+            return f"{self.path}:{self.line}:{self.col}"
+        return f"{self.path}:cell {self.cell}:line {self.line}:col {self.col}"
+
+
+class Style:
+    """Colour for a terminal, plain text otherwise: off when NO_COLOR is set, TERM is dumb or ``out`` is no TTY."""
+
+    def __init__(self, out: TextIO, *, force: bool | None = None) -> None:
+        if force is not None:
+            self.on = force
+        else:
+            tty = getattr(out, "isatty", None)
+            self.on = bool(tty and tty()) and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("1;31", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+
+def write_diagnostics(
+    diagnostics: Sequence[Diagnostic],
+    output_format: str,
+    out: TextIO,
+    *,
+    summary: str | None = None,
+    style: Style | None = None,
+    tool_version: str = "0.0.0",
+) -> None:
+    """Write ``diagnostics`` in ``output_format``; ``summary`` closes the text format (the other formats carry none)."""
+    if output_format == "json":
+        json.dump([_json_entry(d) for d in diagnostics], out, indent=1)
+        out.write("\n")
+    elif output_format == "sarif":
+        json.dump(sarif_log(diagnostics, tool_version), out, indent=1)
+        out.write("\n")
+    elif output_format == "github":
+        for d in diagnostics:
+            out.write(_github_line(d) + "\n")
+    else:
+        style = style or Style(out)
+        for d in diagnostics:
+            out.write(_text_line(d, style) + "\n")
+        if summary:
+            out.write(summary + "\n")
+
+
+def _text_line(d: Diagnostic, style: Style) -> str:
+    extra = ""
+    if d.certainty == "likely":
+        extra += " (likely)"
+    if d.count is not None:
+        extra += f" ×{d.count}"
+    if d.blocked_ms:
+        extra += f", blocked {d.blocked_ms:.1f} ms"
+    if d.fix:
+        extra += f" [fix: {d.fix}]"
+    return f"{style.bold(d.location())}: {style.red(d.rule)} {clean_text(d.message)}{style.dim(extra) if extra else ''}"
+
+
+def _json_entry(d: Diagnostic) -> dict[str, Any]:
+    return asdict(d)
+
+
+def _github_escape(text: str, *, property_value: bool = False) -> str:
+    # GitHub's workflow command escaping (actions/toolkit, packages/core/src/command.ts: escapeData/escapeProperty).
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if property_value:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def _github_line(d: Diagnostic) -> str:
+    level = "error" if d.rule == SYNTAX_ERROR else "warning"
+    where = f" (cell {d.cell})" if d.cell is not None else ""
+    title = f"syncfree {d.rule}{where}"
+    properties = [f"file={_github_escape(d.path, property_value=True)}"]
+    if d.cell is None:  # a notebook's cell lines are not lines of the .ipynb file
+        properties += [f"line={d.line}", f"endLine={d.end_line}", f"col={d.col}", f"endColumn={d.end_col}"]
+    properties.append(f"title={_github_escape(title, property_value=True)}")
+    return f"::{level} {','.join(properties)}::{_github_escape(clean_text(d.message))}"
+
+
+# --------------------------------------------------------------------------------------------------- SARIF
+def sarif_log(diagnostics: Sequence[Diagnostic], tool_version: str) -> dict[str, Any]:
+    """A SARIF 2.1.0 log with one run: the catalog's rules that occur (with help text) and one result each."""
+    from syncfree.catalog import RULES
+
+    codes = sorted({d.rule for d in diagnostics})
+    rules = [_sarif_rule(code, RULES.get(code)) for code in codes]
+    index = {code: i for i, code in enumerate(codes)}
+    results = [_sarif_result(d, index[d.rule]) for d in diagnostics]
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "syncfree",
+                        "version": tool_version,
+                        "informationUri": INFORMATION_URI,
+                        "rules": rules,
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+
+
+def _sarif_rule(code: str, rule: Any) -> dict[str, Any]:
+    if rule is None:  # syntax-error
+        return {
+            "id": code,
+            "name": "SyntaxError",
+            "shortDescription": {"text": "The file does not parse as Python: nothing in it was checked"},
+            "defaultConfiguration": {"level": "error"},
+        }
+    help_text = f"{rule.why}\n\nUse instead: {rule.fix}"
+    return {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": rule.why},
+        "help": {"text": help_text, "markdown": f"{rule.why}\n\n**Use instead**: {rule.fix}\n\n```python\n{rule.example_after}\n```"},
+        "helpUri": f"{INFORMATION_URI}/blob/main/docs/catalog.md#{code.lower()}",
+        "defaultConfiguration": {"level": "warning"},
+        "properties": {"category": rule.category, "kind": rule.kind, "dependency": rule.dependency},
+    }
+
+
+def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
+    location: dict[str, Any] = {
+        "physicalLocation": {
+            "artifactLocation": {"uri": _uri(d.path)},
+        }
+    }
+    region = {"startLine": d.line, "startColumn": d.col, "endLine": d.end_line, "endColumn": max(d.end_col, 1)}
+    if d.cell is None:
+        location["physicalLocation"]["region"] = region
+    else:
+        # A cell's lines are not lines of the .ipynb file: the cell is a logical location, its region a property.
+        location["logicalLocations"] = [{"name": f"cell {d.cell}", "kind": "module"}]
+        location["properties"] = {"cell": d.cell, "cellId": d.cell_id, "cellRegion": region}
+    result: dict[str, Any] = {
+        "ruleId": d.rule,
+        "ruleIndex": rule_index,
+        "level": "error" if d.rule == SYNTAX_ERROR else "warning",
+        "message": {"text": clean_text(d.message)},
+        "locations": [location],
+    }
+    properties: dict[str, Any] = {"certainty": d.certainty}
+    if d.count is not None:
+        properties["count"] = d.count
+    if d.blocked_ms is not None:
+        properties["blockedMs"] = d.blocked_ms
+    result["properties"] = properties
+    return result
+
+
+def _uri(path: str) -> str:
+    from urllib.parse import quote
+
+    return quote(path.replace(os.sep, "/"))
