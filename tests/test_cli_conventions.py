@@ -1,0 +1,130 @@
+"""The command line as a shell and a CI job see it: a real subprocess, exit codes, pipes, formats, config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+SYNCING = "import torch\nx = torch.randn(4, device='cuda')\ns = x.sum().item()\n"
+
+
+def syncfree(*argv: str, cwd: Path | None = None, stdin: str | None = None, env: dict | None = None):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), **(env or {})}
+    environment.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "syncfree", *argv], capture_output=True, text=True, cwd=cwd,
+                          input=stdin, env=environment, timeout=120)
+
+
+def test_version_and_python_m():
+    done = syncfree("--version")
+    assert done.returncode == 0 and done.stdout.startswith("syncfree ")
+
+
+def test_stdin_and_plain_output_when_piped(tmp_path):
+    done = syncfree("check", "-", stdin=SYNCING)
+    assert done.returncode == 1
+    assert done.stdout.startswith("-:3:5: SF101 ") and "\x1b" not in done.stdout
+
+
+def test_exit_zero_and_budget(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(SYNCING + "t = x.mean().item()\n")
+    assert syncfree("check", "--exit-zero", str(path)).returncode == 0
+    assert syncfree("check", "--budget", "3", str(path)).returncode == 0  # two SF101 and one SF910
+    over = syncfree("check", "--budget", "2", str(path))
+    assert over.returncode == 1 and "exceed the budget of 2" in over.stderr
+
+
+def test_allow_comments(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(SYNCING.replace(".item()\n", ".item()  # syncfree: allow[item]\n") + "print(x)  # syncfree: allow[SF2]\n")
+    done = syncfree("check", str(path))
+    assert done.returncode == 0, done.stdout
+
+
+def test_syntax_error_is_a_diagnostic_with_its_location(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("import torch\nx = (\n")
+    done = syncfree("check", str(path))
+    assert done.returncode == 2
+    assert done.stdout.startswith(f"{path}:2:") and "syntax-error SyntaxError" in done.stdout
+    assert syncfree("check", "--exit-zero", str(path)).returncode == 0
+
+
+def test_missing_path_is_one_line_and_exit_2(tmp_path):
+    done = syncfree("check", str(tmp_path / "nope.py"))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "cannot read" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_unknown_kernel_and_unwritable_output(tmp_path):
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    done = syncfree("run", str(notebook), "--kernel", "no-such-kernel")
+    assert done.returncode == 2 and "no kernel named 'no-such-kernel'" in done.stderr and "Traceback" not in done.stderr
+    done = syncfree("run", str(notebook), "--output", str(tmp_path / "missing" / "out.ipynb"))
+    assert done.returncode == 2 and "cannot write" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_closed_pipe_ends_quietly(tmp_path):
+    for i in range(50):
+        (tmp_path / f"f{i}.py").write_text(SYNCING * 40)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    done = subprocess.run(f"{sys.executable} -m syncfree check {tmp_path} | head -1", shell=True, capture_output=True,
+                          text=True, env=environment, timeout=120)
+    assert done.stdout.count("\n") == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_sarif_is_valid_sarif_2_1_0(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    nbformat = pytest.importorskip("nbformat")
+    (tmp_path / "a.py").write_text(SYNCING)
+    (tmp_path / "bad.py").write_text("x = (\n")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(SYNCING)]
+    nbformat.write(notebook, tmp_path / "n.ipynb")
+    done = syncfree("check", "--format", "sarif", str(tmp_path))
+    log = json.loads(done.stdout)
+    jsonschema.validate(log, SARIF_SCHEMA)
+    results = log["runs"][0]["results"]
+    assert {r["ruleId"] for r in results} == {"SF101", "syntax-error"}
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert any(rule["id"] == "SF101" and rule["help"]["text"] for rule in rules)
+    assert any(loc.get("logicalLocations") for r in results for loc in r["locations"])  # the notebook cell
+
+
+def test_github_annotations(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(SYNCING)
+    done = syncfree("check", "--format", "github", str(path))
+    assert done.stdout.startswith(f"::warning file={path},line=3,endLine=3,col=5,endColumn=")
+    assert "title=syncfree SF101::" in done.stdout
+
+
+def test_json_entries_are_stable(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text(SYNCING)
+    [entry] = json.loads(syncfree("check", "--format", "json", str(path)).stdout)
+    assert entry["rule"] == "SF101" and (entry["line"], entry["col"]) == (3, 5)
+
+
+def test_config_found_from_a_parent_folder(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nignore = ["SF101"]\nexclude = ["*skip*"]\n')
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(SYNCING + "print(x)\n")
+    (tmp_path / "pkg" / "skip_me.py").write_text(SYNCING)
+    done = syncfree("check", ".", cwd=tmp_path / "pkg")
+    assert " SF201 " in done.stdout and " SF101 " not in done.stdout and "skip_me" not in done.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.syncfree]\nbudget = 5\n")
+    assert syncfree("check", ".", cwd=tmp_path / "pkg").returncode == 0
+    (tmp_path / "pyproject.toml").write_text("[tool.syncfree]\nbudjet = 5\n")
+    bad = syncfree("check", ".", cwd=tmp_path / "pkg")
+    assert bad.returncode == 2 and "unknown key" in bad.stderr
