@@ -128,3 +128,25 @@ def test_config_found_from_a_parent_folder(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.syncfree]\nbudjet = 5\n")
     bad = syncfree("check", ".", cwd=tmp_path / "pkg")
     assert bad.returncode == 2 and "unknown key" in bad.stderr
+
+
+@pytest.fixture
+def with_torch():
+    pytest.importorskip("torch")
+
+
+def test_run_script_reports_sites_passes_arguments_and_keeps_the_exit_status(tmp_path, with_torch):
+    script = tmp_path / "train.py"
+    script.write_text("import sys, torch\nx = torch.randn(4, device='cuda')\nfor _ in range(3):\n"
+                      "    s = x.sum().item()\nprint('args', sys.argv[1:])\n")
+    done = syncfree("run", str(script), "--lr", "3", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "args ['--lr', '3']" in done.stdout
+    assert "train.py:4:1: SF101 " in done.stdout and "×3" in done.stdout
+    [entry] = json.loads(syncfree("run", "--format", "json", str(script), cwd=tmp_path).stdout.split("\n", 1)[1])
+    assert (entry["line"], entry["count"], entry["rule"]) == (4, 3, "SF101")
+    assert syncfree("run", "--budget", "3", str(script), cwd=tmp_path).returncode == 0
+    failing = tmp_path / "fail.py"
+    failing.write_text("raise SystemExit(3)\n")
+    done = syncfree("run", str(failing), cwd=tmp_path)
+    assert done.returncode == 2 and "exited with status 3" in done.stderr

@@ -378,8 +378,10 @@ def _site_diagnostic(site: Any, target: str, predicted: bool) -> Diagnostic:
     path = files[-1] if files else target
     line = site.chain[-1] if site.chain else 1
     rule = site.rule or site.kind
+    from syncfree.catalog import RULES
+
     detail = getattr(site, "detail", None)
-    what = detail or f"{site.kind} sync"
+    what = detail or (RULES[rule].title if rule in RULES else f"{site.kind} sync")
     return Diagnostic(_relative(path), line, 1, line, 1, rule, f"{what}{' (predicted)' if predicted else ''}",
                       certainty="predicted" if predicted else "measured", count=site.count,
                       blocked_ms=getattr(site, "blocked_ms", None))
