@@ -19,7 +19,6 @@ __all__ = ["FORMATS", "Diagnostic", "Style", "clean_text", "write_diagnostics"]
 FORMATS = ("text", "json", "sarif", "github")
 SYNTAX_ERROR = "syntax-error"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/syncfree/jupyterlab-syncfree"
 
 # C0 and C1 control characters except tab and newline, and ANSI escape sequences: what a notebook output or a
 # message must not carry to a terminal (screen clearing, title setting).
@@ -160,7 +159,6 @@ def sarif_log(diagnostics: Sequence[Diagnostic], tool_version: str) -> dict[str,
                     "driver": {
                         "name": "syncfree",
                         "version": tool_version,
-                        "informationUri": INFORMATION_URI,
                         "rules": rules,
                     }
                 },
@@ -186,7 +184,6 @@ def _sarif_rule(code: str, rule: Any) -> dict[str, Any]:
         "shortDescription": {"text": rule.title},
         "fullDescription": {"text": rule.why},
         "help": {"text": help_text, "markdown": f"{rule.why}\n\n**Use instead**: {rule.fix}\n\n```python\n{rule.example_after}\n```"},
-        "helpUri": f"{INFORMATION_URI}/blob/main/docs/catalog.md#{code.lower()}",
         "defaultConfiguration": {"level": "warning"},
         "properties": {"category": rule.category, "kind": rule.kind, "dependency": rule.dependency},
     }
