@@ -101,6 +101,41 @@ def pick_dtypes(op, torch):
     return out
 
 
+def resign(path: Path, n_samples: int) -> int:
+    import torch
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    from syncfree.capture.optable import signature
+
+    table = json.loads(path.read_text())
+    by_key = {op.name + (f".{op.variant_test_name}" if op.variant_test_name else ""): op for op in op_db}
+    changed = 0
+    for key, entry in table["ops"].items():
+        op = by_key.get(key)
+        if op is None:
+            continue
+        cache = {}
+        for rec in entry["samples"]:
+            if rec["i"] < 0:
+                continue
+            if rec["dtype"] not in cache:
+                torch.manual_seed(0)
+                try:
+                    cache[rec["dtype"]] = list(itertools.islice(
+                        op.sample_inputs("cpu", getattr(torch, rec["dtype"]), requires_grad=False), n_samples))
+                except Exception:  # noqa: BLE001
+                    cache[rec["dtype"]] = []
+            samples = cache[rec["dtype"]]
+            if rec["i"] < len(samples):
+                sample = samples[rec["i"]]
+                sig = signature((sample.input, *sample.args), sample.kwargs)
+                changed += sig != rec["sig"]
+                rec["sig"] = sig
+    path.write_text(json.dumps(table, indent=0, sort_keys=True))
+    print(f"{changed} signatures changed")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True)
@@ -108,7 +143,12 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=420.0, help="seconds; stop and write what is measured")
     parser.add_argument("--only", nargs="*", help="op names to measure (default all)")
     parser.add_argument("--dry-run-cpu", action="store_true", help="check the script without a GPU (counts 0)")
+    parser.add_argument("--resign", action="store_true",
+                        help="CPU only: recompute the 'sig' of every sample of the --out table from the same "
+                             "CPU-made samples (after a change to optable.describe), keeping the measured counts")
     ns = parser.parse_args()
+    if ns.resign:
+        return resign(Path(ns.out), ns.samples)
     global DEVICE
     if ns.dry_run_cpu:
         DEVICE = "cpu"

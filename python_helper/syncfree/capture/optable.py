@@ -71,7 +71,8 @@ def describe(value: Any, depth: int = 0) -> str:
         if value.layout != torch.strided:
             return f"S{_kind(value.dtype)}"
         nd = value.dim()
-        return f"T{nd if nd < 2 else 'n'}{_kind(value.dtype)}"
+        empty = "e" if value.numel() == 0 else ""
+        return f"T{nd if nd < 2 else 'n'}{_kind(value.dtype)}{empty}"
     if value is None:
         return "None"
     if isinstance(value, bool):
@@ -115,6 +116,10 @@ def features(sig: str) -> set[str]:
     out = {f"p{i}:{d}" for i, d in enumerate(pos.split("|")) if pos}
     out.update(f"k:{part}" for part in kw.split(",") if kw)
     out.update(f"kn:{part.split('=')[0]}" for part in kw.split(",") if kw)
+    # place-free values: a call may pass by keyword what a sample passed by position
+    out.update(f"v:{d}" for d in pos.split("|") if pos)
+    out.update(f"v:{part.split('=', 1)[1]}" for part in kw.split(",") if kw and "=" in part)
+    out.discard("v:None")
     return out
 
 
@@ -174,7 +179,8 @@ class OpEntry:
             if len(with_c) == 1 and len(without_c) == 1 and with_c != without_c:
                 cand = (f, next(iter(with_c)), next(iter(without_c)))
                 # prefer a feature that makes the syncing side the narrow one
-                if best is None or (cand[1] > 0 and best[1] == 0):
+                if best is None or (cand[1] > 0 and best[1] == 0) or (
+                        f.startswith("v:") and not best[0].startswith("v:") and cand[1] > 0):
                     best = cand
         del feats, absent
         self.rule = best
@@ -194,7 +200,8 @@ class OpEntry:
             return with_n if f in features(sig) else without_n
         # nearest sample: most shared features
         fs = features(sig)
-        best_sig = max(self.by_sig, key=lambda s: (len(fs & features(s)), -len(features(s) ^ fs)))
+        best_sig = max(self.by_sig, key=lambda s: (len({f for f in fs & features(s) if f.startswith("v:")}),
+                                                     len(fs & features(s)), -len(features(s) ^ fs)))
         return self.by_sig[best_sig].most_common(1)[0][0]
 
     def syncs_sometimes(self) -> bool:
