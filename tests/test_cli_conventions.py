@@ -150,3 +150,44 @@ def test_run_script_reports_sites_passes_arguments_and_keeps_the_exit_status(tmp
     failing.write_text("raise SystemExit(3)\n")
     done = syncfree("run", str(failing), cwd=tmp_path)
     assert done.returncode == 2 and "exited with status 3" in done.stderr
+
+
+@pytest.fixture
+def notebooks(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+
+    def write(name: str, *cells):
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = list(cells)
+        nbformat.write(notebook, tmp_path / name)
+        return tmp_path / name
+
+    return nbformat, write
+
+
+def test_run_timeout_on_an_infinite_loop_and_a_dead_kernel_end_promptly(notebooks, with_torch):
+    import time
+
+    nbformat, write = notebooks
+    loop = write("loop.ipynb", nbformat.v4.new_code_cell("while True: pass"))
+    start = time.monotonic()
+    done = syncfree("run", str(loop), "--timeout", "3")
+    assert done.returncode == 2 and "timed out" in done.stderr and time.monotonic() - start < 30
+    dead = write("dead.ipynb", nbformat.v4.new_code_cell("import os; os._exit(3)"))
+    start = time.monotonic()
+    done = syncfree("run", str(dead))
+    assert done.returncode == 2 and "did not run to the end" in done.stderr and time.monotonic() - start < 30
+
+
+def test_run_reads_only_this_runs_outputs_and_strips_control_characters(notebooks, with_torch):
+    nbformat, write = notebooks
+    stale = nbformat.v4.new_code_cell("")
+    stale.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.syncfree.report.v1+json": {"totals": {"syncs": 5}}, "text/plain": "\x1b[2J5 syncs"})]
+    shown = nbformat.v4.new_code_cell(
+        "from IPython.display import display\n"
+        "display({'application/vnd.syncfree.report.v1+json': 'garbage', 'text/plain': '\\x1b]0;title\\x07x'}, raw=True)")
+    done = syncfree("run", str(write("stale.ipynb", stale, shown)))
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "5 syncs" not in done.stdout and "Traceback" not in done.stderr

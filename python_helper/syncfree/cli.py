@@ -426,11 +426,13 @@ def run(
     if os.name == "posix":
         # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
         # does not warn about unencrypted TCP).
-        from jupyter_client.manager import KernelManager
+        # The async manager: nbclient's event loop keeps polling (cell timeouts, a dead kernel) while a cell
+        # runs; a blocking KernelManager would stall it (nbclient/client.py, async_wait_for_reply).
+        from jupyter_client.manager import AsyncKernelManager
 
         # An absolute socket path: the kernel runs in the notebook's folder, not ours.
         sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
-        extra["km"] = KernelManager(kernel_name=kernel_name, transport="ipc",
+        extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
                                     ip=os.path.join(sockets, "kernel"))
     client = NotebookClient(
         notebook,
@@ -447,6 +449,12 @@ def run(
     # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
     setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
              "del _syncfree" + ("\n%syncfree on" if watch_all else ""))
+    for cell in notebook.cells:
+        # Only this run's outputs are read: nbclient skips empty cells and the cells after a failing one, which
+        # would otherwise keep the outputs saved in the file.
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
     failure = None
     try:
         _execute(client, notebook, setup)
@@ -459,8 +467,12 @@ def run(
     if output:
         nbformat.write(notebook, output)
     if failure is not None:
-        message = str(failure).strip().splitlines()
-        print(f"syncfree: error: {path} did not run to the end: {message[-1] if message else type(failure).__name__}", file=sys.stderr)
+        lines = [line for line in clean_text(str(failure)).strip().splitlines() if line.strip("-= ")]
+        if isinstance(failure, CellExecutionError) or not lines:
+            message = lines[-1] if lines else type(failure).__name__
+        else:  # a timeout or a dead kernel says what happened first
+            message = lines[0]
+        print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_FOUND if any(report["totals"]["syncs"] for report in reports) else EXIT_CLEAN
 
@@ -511,6 +523,29 @@ def _execute(client: Any, notebook: Any, setup: str) -> None:
             client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
 
 
+def _valid_report(report: Any) -> dict[str, Any] | None:
+    """The report if it matches report.schema.json (checked with jsonschema when installed, by shape otherwise)."""
+    if isinstance(report, str):  # some writers store JSON MIME data as text
+        try:
+            report = json.loads(report)
+        except ValueError:
+            return None
+    if not isinstance(report, dict):
+        return None
+    try:
+        import jsonschema
+    except ImportError:
+        totals = report.get("totals")
+        ok = isinstance(totals, dict) and isinstance(totals.get("syncs"), int) and isinstance(report.get("sites"), list)
+        return report if ok else None
+    schema = json.loads((Path(__file__).with_name("report.schema.json")).read_text(encoding="utf-8"))
+    try:
+        jsonschema.validate(report, schema)
+    except jsonschema.ValidationError:
+        return None
+    return report
+
+
 def _print_reports(notebook: Any, path: str, out: TextIO) -> list[dict[str, Any]]:
     """Print the text of each cell's report output; return the reports."""
     reports = []
@@ -521,9 +556,11 @@ def _print_reports(notebook: Any, path: str, out: TextIO) -> list[dict[str, Any]
             data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") else {}
             if REPORT_MIME_TYPE not in data:
                 continue
-            report = data[REPORT_MIME_TYPE]
-            if isinstance(report, str):  # some writers store JSON MIME data as text
-                report = json.loads(report)
+            report = _valid_report(data[REPORT_MIME_TYPE])
+            if report is None:
+                print(f"syncfree: warning: {path}:cell {number}: a report output that does not match the schema was "
+                      "left out", file=sys.stderr)
+                continue
             reports.append(report)
             text = data.get("text/plain") or f"syncfree: {report['totals']['syncs']} syncs"
             text = clean_text("".join(text) if isinstance(text, list) else str(text))
