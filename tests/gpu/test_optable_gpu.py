@@ -69,7 +69,10 @@ def _cases():
     }
 
 
-@pytest.mark.parametrize("name", list(_cases()))
+CASES = ("SF704 inv", "SF704 solve", "SF704 cholesky", "SF705 narrow", "SF102 linspace", "SF706 Normal.log_prob")
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_rule_alternative_removes_the_sync(name):
     before, after = _cases()[name]
     n_before, out_before = syncs(before)
@@ -123,7 +126,7 @@ def test_table_sample_remeasured():
 
 if __name__ == "__main__":
     failures = 0
-    for name in _cases():
+    for name in CASES:
         try:
             test_rule_alternative_removes_the_sync(name)
         except Exception as exc:  # noqa: BLE001
