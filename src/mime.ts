@@ -227,6 +227,9 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     const head = el('div', `${CSS_PREFIX}-headline`);
     head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
+    // Shown (by the stylesheet) while the cell's text differs from what ran: the gutter
+    // marks the cell `jp-syncfree-mod-stale`.
+    head.appendChild(el('span', `${CSS_PREFIX}-stale-note`, 'Out of date: the cell was edited since this run'));
     if (this._actions.openSidebar) {
       const link = el('button', `${CSS_PREFIX}-open-sidebar jp-mod-styled`, 'Open Syncs panel');
       link.type = 'button';

@@ -353,9 +353,46 @@ export function syncMarkers(initial?: IInitialMarkers): Extension {
   return [
     initial ? syncMarkerField.init(state => initialState(initial.report, initial.options, state)) : syncMarkerField,
     syncGutter,
-    staleCheckRunner
+    staleCheckRunner,
+    staleCellClass
   ];
 }
+
+/** Set on the cell whose report is out of date: the summary under it says so. */
+export const STALE_CELL_CLASS = `${CSS_PREFIX}-mod-stale`;
+
+/**
+ * Marks the editor's cell (`.jp-Cell`) while its report is stale, so the inline summary
+ * (a separate output widget) is shown as out of date.
+ */
+const staleCellClass = ViewPlugin.fromClass(
+  class {
+    private _stale = false;
+
+    constructor(readonly view: EditorView) {
+      this._set(view.state.field(syncMarkerField).stale);
+    }
+
+    update(update: ViewUpdate): void {
+      const field = update.state.field(syncMarkerField);
+      if (field !== update.startState.field(syncMarkerField)) {
+        this._set(field.stale);
+      }
+    }
+
+    destroy(): void {
+      this._set(false);
+    }
+
+    private _set(stale: boolean): void {
+      if (stale === this._stale) {
+        return;
+      }
+      this._stale = stale;
+      this.view.dom.closest('.jp-Cell')?.classList.toggle(STALE_CELL_CLASS, stale);
+    }
+  }
+);
 
 /**
  * Schedules the stale check that `deferStaleCheck` postponed, once per unchecked

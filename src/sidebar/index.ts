@@ -10,10 +10,13 @@ import { CommandToolbarButton, Toolbar } from '@jupyterlab/ui-components';
 import type { ReadonlyJSONObject } from '@lumino/coreutils';
 import type { SyncfreeSidebar } from '../_settings';
 import { syncfreeIcon } from '../icons';
-import { revealCellLine } from '../navigate';
+import { reportFreshness, syncMarkerField } from '../gutter/extension';
+import { editorViewOfCell, revealCellLine } from '../navigate';
 import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { ISyncsSource, SyncsPanel } from './panel';
 import type { IRankInput } from './ranking';
+import type { EditorView } from '@codemirror/view';
+import type { SyncReport } from '../tokens';
 
 /** The reports of one open notebook, read when the panel draws. */
 export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISyncsSource {
@@ -33,6 +36,7 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
         const cell = model.cells.get(i);
         cells.set(cell.id, { number: i + 1, source: cell.sharedModel.getSource() });
       }
+      const widgets = new Map(panel.content.widgets.map(widget => [widget.model.id, widget]));
       const inputs: IRankInput[] = [];
       for (const { cellId, report } of found) {
         const cell = cells.get(cellId);
@@ -42,7 +46,8 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
             cellNumber: cell.number,
             report,
             previous: reports.previousOf(path, cellId),
-            lineCount: cell.source.split('\n').length
+            lineCount: cell.source.split('\n').length,
+            ...editedLines(editorViewOfCell(widgets.get(cellId)), report)
           });
         }
       }
@@ -50,6 +55,30 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
     }
   };
 }
+
+/**
+ * Where a rendered cell's report lines are now, from its editor's markers (they follow
+ * edits), and whether the report is out of date. Nothing for a cell not rendered.
+ */
+function editedLines(view: EditorView | null, report: SyncReport): Pick<IRankInput, 'currentLine' | 'stale'> {
+  const field = view?.state.field(syncMarkerField, false);
+  if (!view || !field || field.report !== report) {
+    return {};
+  }
+  const stale = reportFreshness(view.state) === 'stale';
+  if (!stale) {
+    return { stale };
+  }
+  const moved = new Map<number, number>();
+  for (const iter = field.markers.iter(); iter.value; iter.next()) {
+    moved.set(iter.value.info.line, view.state.doc.lineAt(iter.from).number);
+  }
+  // A line without a marker (not drawn: under the threshold) stays where it was.
+  return { stale, currentLine: line => moved.get(line) ?? (line <= view.state.doc.lines ? line : null) };
+}
+
+/** How long after an edit the panel redraws (ms). */
+const EDIT_REDRAW_MS = 150;
 
 /** The Syncs panel in the right sidebar; it follows the active notebook. */
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
@@ -106,10 +135,26 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
           if (tracker.currentWidget !== notebook || notebook.isDisposed) {
             return;
           }
-          const cells = notebook.context.model.cells;
+          const model = notebook.context.model;
+          const cells = model.cells;
           const onCells = () => panel.update();
+          // Edits move rows' lines and make them stale: redraw a moment after typing.
+          let timer = 0;
+          const onContent = () => {
+            window.clearTimeout(timer);
+            timer = window.setTimeout(() => panel.update(), EDIT_REDRAW_MS);
+          };
           cells.changed.connect(onCells);
-          watchedCells = { disconnect: () => cells.changed.disconnect(onCells) };
+          model.contentChanged.connect(onContent);
+          watchedCells = {
+            disconnect: () => {
+              window.clearTimeout(timer);
+              if (!model.isDisposed) {
+                cells.changed.disconnect(onCells);
+                model.contentChanged.disconnect(onContent);
+              }
+            }
+          };
           panel.update();
         });
       }

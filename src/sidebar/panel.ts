@@ -275,15 +275,22 @@ export class SyncsPanel extends Panel {
   }
 
   private _row(site: IRankedSite, showCell: boolean): HTMLElement {
-    const row = el('div', `${S}-row ${S}-row-${site.source}`);
+    const row = el('div', `${S}-row ${S}-row-${site.source}${site.stale ? ` ${CSS_PREFIX}-stale` : ''}`);
     row.setAttribute('role', 'listitem');
     row.tabIndex = 0;
     row.dataset.cellId = site.cellId;
-    row.dataset.line = String(site.line);
+    // Where the line is now (edits above it move it); the report's own line is kept too.
+    const line = site.currentLine ?? site.line;
+    row.dataset.line = String(line);
+    row.dataset.reportLine = String(site.line);
+    if (site.stale) {
+      row.dataset.stale = 'true';
+    }
     const dot = el('span', `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${site.source} ${CSS_PREFIX}-weight-${site.weight}`);
     dot.setAttribute('aria-hidden', 'true');
     row.appendChild(dot);
-    row.appendChild(el('span', `${S}-where`, showCell ? `cell ${site.cellNumber}:${site.line}` : `line ${site.line}`));
+    const where = site.currentLine === null ? `${site.line} (deleted)` : String(line);
+    row.appendChild(el('span', `${S}-where`, showCell ? `cell ${site.cellNumber}:${where}` : `line ${where}`));
     row.appendChild(el('span', `${S}-kind`, site.source === 'static' ? (site.rule ?? STATIC_KIND) : site.kind));
     if (site.source !== 'static') {
       row.appendChild(el('span', `${S}-count`, `×${site.count}`));
@@ -300,7 +307,8 @@ export class SyncsPanel extends Panel {
     }
     const what = site.source === 'static' ? 'did not run' : `${site.kind} ×${site.count}`;
     const rule = site.ruleTitle ? `${site.rule} ${site.ruleTitle}` : site.rule;
-    row.title = [`line ${site.line}: ${what}`, rule, site.message].filter(Boolean).join(' — ');
+    const staleNote = site.stale ? 'out of date: the cell was edited since this run' : null;
+    row.title = [`line ${line}: ${what}`, rule, site.message, staleNote].filter(Boolean).join(' — ');
     return row;
   }
 

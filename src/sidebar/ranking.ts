@@ -11,6 +11,14 @@ export interface IRankInput {
   previous: SyncReport | null;
   /** Lines in the cell now: sites past it (a hand-edited report) are left out. */
   lineCount?: number;
+  /**
+   * Where a line of the report is now, once the cell was edited (the gutter's markers
+   * follow edits): the current 1-based line, or null when that line was deleted.
+   * Without it, report lines are taken as they are.
+   */
+  currentLine?: (line: number) => number | null;
+  /** The cell text differs from what ran (the report is out of date). */
+  stale?: boolean;
 }
 
 /** How a site changed since the previous run of its cell. */
@@ -25,7 +33,12 @@ export interface ISiteDelta {
 export interface IRankedSite {
   cellId: string;
   cellNumber: number;
+  /** The line in the report (the text that ran). */
   line: number;
+  /** Where that line is now in the cell (moved by edits); null when it was deleted. */
+  currentLine: number | null;
+  /** The cell was edited since the run: the row is out of date. */
+  stale: boolean;
   /** What synced (the site's kind); `static` for a finding that did not run. */
   kind: string;
   rule: string | null;
@@ -298,6 +311,8 @@ export class SiteRanking {
       cellId: input.cellId,
       cellNumber: input.cellNumber,
       line: site.line,
+      currentLine: input.currentLine ? input.currentLine(site.line) : site.line,
+      stale: input.stale ?? false,
       kind: site.kind,
       rule: site.rule,
       ruleTitle: ruleTitle(report, site.rule),
@@ -316,6 +331,8 @@ export class SiteRanking {
       cellId: input.cellId,
       cellNumber: input.cellNumber,
       line: finding.range.line,
+      currentLine: input.currentLine ? input.currentLine(finding.range.line) : finding.range.line,
+      stale: input.stale ?? false,
       kind: STATIC_KIND,
       rule: finding.rule,
       ruleTitle: ruleTitle(input.report, finding.rule),

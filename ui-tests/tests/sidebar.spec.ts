@@ -60,6 +60,37 @@ test.describe('the Syncs sidebar', () => {
     await expect.poll(() => activeCursor(page)).toEqual({ cell: 2, line: 7 });
   });
 
+  test('rows follow edits: the line moves, the row and the summary are marked out of date, a click goes to the current line', async ({
+    page
+  }) => {
+    const sidebar = page.locator('#jp-syncfree-sidebar');
+    const row = sidebar.locator('.jp-syncfree-sidebar-row[data-cell-id="train"][data-report-line="6"]');
+    await expect(row).toHaveAttribute('data-line', '6');
+    await expect(row).not.toHaveClass(/jp-syncfree-stale/);
+    const cell = page.locator('.jp-Notebook .jp-Cell >> nth=2');
+    await expect(cell.locator('.jp-syncfree-stale-note')).toBeHidden();
+
+    // Insert a line above everything in the train cell.
+    await cell.locator('.jp-InputArea-editor .cm-line').first().click();
+    await page.keyboard.press('Control+Home');
+    await page.keyboard.press('Enter');
+
+    await expect(row).toHaveAttribute('data-line', '7');
+    await expect(row).toHaveClass(/jp-syncfree-stale/);
+    await expect(row.locator('.jp-syncfree-sidebar-where')).toHaveText('line 7');
+    await expect(cell.locator('.jp-syncfree-stale-note')).toBeVisible();
+    await expect(cell.locator('.jp-syncfree-stale-note')).toHaveText('Out of date: the cell was edited since this run');
+
+    await row.click();
+    await expect.poll(() => activeCursor(page)).toEqual({ cell: 2, line: 7 });
+
+    // Undone: fresh again, back on line 6.
+    await page.keyboard.press('Control+z');
+    await expect(row).toHaveAttribute('data-line', '6');
+    await expect(row).not.toHaveClass(/jp-syncfree-stale/);
+    await expect(cell.locator('.jp-syncfree-stale-note')).toBeHidden();
+  });
+
   test('next and previous sync step through the marked lines of all cells', async ({ page }) => {
     await page.locator('.jp-Notebook .jp-Cell >> nth=1').click();
     await page.keyboard.press('Escape');
