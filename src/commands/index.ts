@@ -4,8 +4,10 @@ import {
 } from '@jupyterlab/application';
 import {
   ICommandPalette,
+  Dialog,
   ISessionContextDialogs,
-  Notification
+  Notification,
+  showDialog
 } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
@@ -17,7 +19,7 @@ import { syncfreeIcon } from '../icons';
 import { cursorPosition, editorViewOfCell, revealCellLine, syncPositions } from '../navigate';
 import { stepToSync } from '../positions';
 import { applyRewrite, rewritableFindings, STALE_REASON } from '../rewrite';
-import { reportData } from '../reports';
+import { reportData, reportOfCell } from '../reports';
 import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { LoadOutcome, SyncfreeKernelControl } from './kernel';
 import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix, watchLine } from './magic';
@@ -206,14 +208,33 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
 
     commands.addCommand(CommandIDs.clearMarkers, {
       label: args => (args.all ? 'Clear Syncfree Reports in Notebook' : 'Clear Syncfree Reports of Selected Cells'),
-      caption: 'Remove the syncfree report outputs (and so the markers)',
+      caption: args =>
+        args.all
+          ? 'Remove the syncfree reports of ALL cells in this notebook (asks first; run the cells again to get them back)'
+          : 'Remove the syncfree reports of the selected cells (and so their markers)',
       isEnabled: () => !!current(),
-      execute: args => {
+      execute: async args => {
         const panel = current();
         if (!panel) {
           return;
         }
         const notebook = panel.content;
+        if (args.all && args.confirm !== false) {
+          const count = notebook.widgets.filter(
+            cell => cell.model.type === 'code' && reportOfCell(cell.model) !== null
+          ).length;
+          if (count === 0) {
+            return;
+          }
+          const answer = await showDialog({
+            title: 'Clear syncfree reports?',
+            body: `This removes the syncfree reports of all ${count} cell${count === 1 ? '' : 's'} in this notebook. It cannot be undone: run the cells again to get them back.`,
+            buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Clear all' })]
+          });
+          if (!answer.button.accept || panel.isDisposed) {
+            return;
+          }
+        }
         for (const cell of notebook.widgets) {
           if (cell.model.type === 'code' && (args.all || notebook.isSelectedOrActive(cell))) {
             removeReportOutputs(cell.model as ICodeCellModel);

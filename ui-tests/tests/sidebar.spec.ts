@@ -113,8 +113,16 @@ test.describe('the Syncs sidebar', () => {
     await expect(sidebar.locator('.jp-syncfree-sidebar-row').first()).toBeVisible();
   });
 
-  test('clearing the reports clears the markers and the sidebar', async ({ page }) => {
-    await runCommand(page, 'syncfree:clear-markers', { all: true });
+  test('clearing the reports asks first, then clears the markers and the sidebar', async ({ page }) => {
+    const clear = page.locator('#jp-syncfree-sidebar [data-command="syncfree:clear-markers"]');
+    await expect(clear).toHaveAttribute('title', /ALL cells/);
+    await clear.click();
+    const dialog = page.locator('.jp-Dialog');
+    await expect(dialog).toContainText('all 3 cells');
+    await dialog.locator('button', { hasText: 'Cancel' }).click();
+    await expect(page.locator('.jp-syncfree-marker').first()).toBeVisible();
+    await clear.click();
+    await dialog.locator('button', { hasText: 'Clear all' }).click();
     await expect(page.locator('.jp-syncfree-marker')).toHaveCount(0);
     await expect(page.locator('#jp-syncfree-sidebar .jp-syncfree-sidebar-empty')).toContainText('%%syncfree');
   });
