@@ -191,3 +191,25 @@ def test_run_reads_only_this_runs_outputs_and_strips_control_characters(notebook
     done = syncfree("run", str(write("stale.ipynb", stale, shown)))
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout and "5 syncs" not in done.stdout and "Traceback" not in done.stderr
+
+
+def test_run_ends_within_two_seconds_of_sigint_leaving_no_kernel_or_temp_files(notebooks, with_torch, tmp_path):
+    import signal
+    import time
+
+    nbformat, write = notebooks
+    loop = write("loop.ipynb", nbformat.v4.new_code_cell("print('started', flush=True)\nwhile True: pass"))
+    temp = tmp_path / "tmp"
+    runtime = tmp_path / "runtime"
+    temp.mkdir()
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), "TMPDIR": str(temp),
+                   "JUPYTER_RUNTIME_DIR": str(runtime)}
+    process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", str(loop), "--timeout", "100"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+    time.sleep(6)  # the kernel started and the cell is running
+    process.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _, err = process.communicate(timeout=30)
+    assert time.monotonic() - start < 2.5
+    assert process.returncode == 2 and "interrupted" in err
+    assert not list(temp.glob("syncfree-kernel-*")) and not list(runtime.glob("kernel-*.json"))

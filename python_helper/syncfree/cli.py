@@ -21,8 +21,10 @@ import fnmatch
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -456,13 +458,35 @@ def run(
             cell.outputs = []
             cell.execution_count = None
     failure = None
+    interrupted = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        # A KeyboardInterrupt raised inside nbclient's event loop is not seen until the running cell ends (never,
+        # for an infinite loop): kill the kernel instead, which nbclient reports at once as a dead kernel.
+        interrupted.append(signum)
+        provisioner = getattr(client.km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt) if threading.current_thread() is threading.main_thread() else None
     try:
         _execute(client, notebook, setup)
     except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
         failure = error
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         if "km" in extra:
             shutil.rmtree(os.path.dirname(extra["km"].ip), ignore_errors=True)
+    if interrupted:
+        print(f"syncfree: error: {path} interrupted; the kernel was stopped", file=sys.stderr)
+        return EXIT_ERROR
     reports = _print_reports(notebook, str(path), out)
     if output:
         nbformat.write(notebook, output)
