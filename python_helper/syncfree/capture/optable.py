@@ -78,7 +78,7 @@ def describe(value: Any, depth: int = 0) -> str:
     if isinstance(value, bool):
         return str(value)
     if isinstance(value, int):
-        return "int"
+        return "int-" if value < 0 else "int"  # negative: matrix_power's inverse, one_hot's -1
     if isinstance(value, float):
         return "float"
     if isinstance(value, complex):
