@@ -443,6 +443,7 @@ def run(
         **extra,
         allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.resolve().parent)}},
+        on_cell_executed=_Progress(notebook, sys.stderr),
     )
     # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
     # setup_kernel): ours too.
@@ -499,6 +500,35 @@ def run(
         print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_FOUND if any(report["totals"]["syncs"] for report in reports) else EXIT_CLEAN
+
+
+class _Progress:
+    """nbclient's ``on_cell_executed`` hook: ``cell 3/50 done, 4 syncs so far`` as one updating line on a terminal,
+    plain lines otherwise."""
+
+    def __init__(self, notebook: Any, stream: TextIO) -> None:
+        self.total = sum(1 for cell in notebook.cells if cell.cell_type == "code")
+        self.done = 0
+        self.syncs = 0
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
+
+    def __call__(self, cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        self.done += 1
+        for output in cell.get("outputs", []):
+            report = output.get("data", {}).get(REPORT_MIME_TYPE) if isinstance(output.get("data"), dict) else None
+            totals = report.get("totals") if isinstance(report, dict) else None
+            if isinstance(totals, dict) and isinstance(totals.get("syncs"), int):
+                self.syncs += totals["syncs"]
+        line = f"syncfree: cell {cell_index + 1} done ({self.done}/{self.total} code cells), {self.syncs} syncs so far"
+        try:
+            if self.tty:
+                self.stream.write("\r\x1b[K" + line + ("\n" if self.done >= self.total else ""))
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
 
 
 def _check_writable(output: str) -> None:
