@@ -19,7 +19,7 @@ def test_four_thousand_consecutive_item_reads_finish_fast():
     assert elapsed < 10, f"{elapsed:.1f} s for 4,000 reads"
 
 
-def test_doubling_a_run_of_reads_at_most_about_doubles_the_time():
+def test_four_times_the_reads_take_far_less_than_sixteen_times_as_long():
     def timed(count: int) -> float:
         source = _reads(count)
         start = time.perf_counter()
@@ -27,5 +27,6 @@ def test_doubling_a_run_of_reads_at_most_about_doubles_the_time():
         return time.perf_counter() - start
 
     timed(200)  # warm
-    small, large = min(timed(1500) for _ in range(2)), min(timed(3000) for _ in range(2))
-    assert large < 3.0 * small + 0.05, f"1,500 reads {small:.2f} s, 3,000 reads {large:.2f} s"
+    # Linear: about 4x; the quadratic path took 16x. 8x leaves room for a loaded machine.
+    small, large = min(timed(1000) for _ in range(3)), min(timed(4000) for _ in range(3))
+    assert large < 8.0 * small + 0.1, f"1,000 reads {small:.2f} s, 4,000 reads {large:.2f} s"
