@@ -1,5 +1,5 @@
 import { EditorState, Extension, Prec, StateEffect, StateField } from '@codemirror/state';
-import { EditorView, Tooltip, ViewPlugin, getTooltip, keymap, showTooltip } from '@codemirror/view';
+import { EditorView, Tooltip, ViewPlugin, ViewUpdate, getTooltip, keymap, showTooltip } from '@codemirror/view';
 import { applyRewrite, planRewrite } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { renderSyncCard } from './card';
@@ -150,11 +150,49 @@ class CardHover {
     this._scheduleClose();
   }
 
+  update(update: ViewUpdate): void {
+    const open = update.state.field(syncCardField, false) ?? null;
+    const listening = this._escapeListening;
+    if (open && !listening) {
+      document.addEventListener('keydown', this._onDocumentKey, true);
+      this._escapeListening = true;
+    } else if (!open && listening) {
+      document.removeEventListener('keydown', this._onDocumentKey, true);
+      this._escapeListening = false;
+    }
+  }
+
   destroy(): void {
     this._cancel();
+    if (this._escapeListening) {
+      document.removeEventListener('keydown', this._onDocumentKey, true);
+      this._escapeListening = false;
+    }
     this.view.dom.removeEventListener('mousemove', this._onMove);
     this.view.dom.removeEventListener('mouseleave', this._onLeave);
   }
+
+  /**
+   * Escape anywhere (command mode, the card itself) closes an open card. In the
+   * editor the keymap (`closeOnEscape`) does it, so that Escape does not also leave
+   * edit mode.
+   */
+  private _onDocumentKey = (event: KeyboardEvent) => {
+    const target = event.target as Element | null;
+    // The editor's keymap and the card's own handler (it returns the focus) go first.
+    if (
+      event.key !== 'Escape' ||
+      this.view.dom.contains(target) ||
+      target?.closest?.(`.${CSS_PREFIX}-card`) ||
+      !this.view.state.field(syncCardField, false)
+    ) {
+      return;
+    }
+    this._cancel();
+    this.view.dispatch({ effects: openSyncCard.of(null) });
+  };
+
+  private _escapeListening = false;
 
   private _onMove = (event: MouseEvent) => {
     const line = this._markedLineAt(event);

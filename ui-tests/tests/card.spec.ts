@@ -36,6 +36,27 @@ test.describe('the sync card', () => {
     await expect(card).toHaveCount(0);
   });
 
+  test('a hovered card sits inside the viewport, keeps its header on top, and Escape closes it in command mode', async ({
+    page
+  }) => {
+    await cellAt(page, TRAIN).click();
+    await page.keyboard.press('Escape');
+    await markerOn(page, TRAIN, 6).hover();
+    const card = page.locator('.jp-syncfree-card');
+    await expect(card).toBeVisible();
+    const box = (await card.boundingBox())!;
+    const viewport = page.viewportSize()!;
+    expect(box.y).toBeGreaterThanOrEqual(0);
+    expect(box.y + box.height).toBeLessThanOrEqual(viewport.height);
+    expect(box.x + box.width).toBeLessThanOrEqual(viewport.width);
+    const header = card.locator('.jp-syncfree-card-header');
+    expect(await header.evaluate(node => getComputedStyle(node).position)).toBe('sticky');
+    // Command mode: the focus is not in the editor, Escape still closes the card.
+    await card.hover();
+    await page.keyboard.press('Escape');
+    await expect(card).toHaveCount(0);
+  });
+
   test('hovering the text of a line shows the same card, with library frames', async ({ page }) => {
     // Over the first characters of line 7 (`print(...)`), not the blank space after it.
     await cellLines(page, TRAIN).nth(6).hover({ position: { x: 12, y: 6 } });
