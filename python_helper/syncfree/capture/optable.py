@@ -341,6 +341,9 @@ def kind_for(func: Any) -> str:
     return "library_call"
 
 
+_installed: Any = None  # the table for the installed torch, loaded once (False: none)
+
+
 def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = ()) -> int:
     """Predict mode's hook for a call with a virtual CUDA input that no handler took.
 
@@ -355,11 +358,14 @@ def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = (
     names = func_names(func)
     if not names or names[0] in NO_SYNC_NAMES or (len(names) > 1 and names[1] in NO_SYNC_NAMES):
         return 0
-    try:
-        table = load()
-    except Exception:  # a broken data file must not break the user's cell
-        return 0
+    global _installed
+    table = _installed
     if table is None:
+        try:
+            table = _installed = load() or False
+        except Exception:  # a broken data file must not break the user's cell
+            table = _installed = False
+    if not table:
         return 0
     tally = tally_of(session)
     n = table.predicted_syncs(func, args, kwargs)
