@@ -192,7 +192,7 @@ export class SyncsPanel extends Panel {
     how.appendChild(el('code', undefined, '%load_ext syncfree'));
     how.appendChild(document.createTextNode(' once, then start a cell with '));
     how.appendChild(el('code', undefined, '%%syncfree'));
-    how.appendChild(document.createTextNode(' and run it — or use the toolbar button “Check cell for syncs”, which does both.'));
+    how.appendChild(document.createTextNode(' and run it — or use the notebook toolbar button “Check syncs”, which does both.'));
     box.appendChild(how);
     return box;
   }

@@ -11,6 +11,8 @@ test.describe('syncfree commands with a kernel', () => {
     await page.notebook.setCell(0, 'code', 'import torch');
     await page.notebook.runCell(0, true);
     await page.notebook.addCell('code', 'x = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
+    // Labeled, not an unlabeled hourglass (the empty state names it).
+    await expect(page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]')).toContainText('Check syncs');
     await page.locator('.jp-NotebookPanel-toolbar [data-command="syncfree:check-cell"]').click();
     await expect.poll(() => cellSource(page, 1)).toBe('%%syncfree\nx = torch.arange(10.0, device="cuda")\ns = x.sum().item()');
     const marker = markerOn(page, 1, 3);
