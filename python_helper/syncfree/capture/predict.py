@@ -83,7 +83,7 @@ from typing import Any
 from .undo import Undo
 
 # One PredictSession at a time in the process: the patches it installs are global.
-_active_lock = threading.Lock()
+_claims: list[PredictSession] = []  # sessions entered, in order; the first one is active
 _active_session: PredictSession | None = None
 
 #: The sync kinds this module reports (a subset of the report's kind vocabulary).
@@ -320,11 +320,13 @@ class PredictSession:
         # interrupt at any point of enter or exit leaves nothing behind (undo.py).
         undo = self._undo = Undo()
         try:
+            # No lock held across lines (an interrupt could leave it held): a claim list
+            # whose first entry is the active session; list.append is atomic.
             undo.push(_release_active, self)
-            with _active_lock:
-                if _active_session is not None:
-                    return self  # inert: the outer session sees everything
-                _active_session = self
+            _claims.append(self)
+            if _claims[0] is not self:
+                return self  # inert: the outer session sees everything
+            _active_session = self
             self._thread = threading.get_ident()
             # One registry for the kernel's life: a tensor put on the stand-in device by
             # an earlier predicted cell is still "on CUDA" in the next one, as it would be
@@ -571,9 +573,11 @@ class PredictSession:
 
 def _release_active(session: PredictSession) -> None:
     global _active_session
-    with _active_lock:
-        if _active_session is session:
-            _active_session = None
+    if _active_session is session:
+        _active_session = None
+    for i in range(len(_claims) - 1, -1, -1):
+        if _claims[i] is session:
+            del _claims[i]
 
 
 def _mapped_location(map_location: Any, location: str) -> str:

@@ -91,7 +91,7 @@ class SyncRecorder:
         self._outside: dict[str, SyncTally] = {}
         self._cache: dict[tuple, SyncTally] = {}
         self._pinned: list[tuple] = []  # code objects whose id() is in a cache key stay alive
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: an interrupt inside `with` can leave it held
         self._thread = threading.get_ident()
         self._undo: Undo | None = None
         self._clock: StallClock | None = None
