@@ -259,6 +259,48 @@ def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
     assert (line, kind, count) == (5, "item", 1)
 
 
+def test_error_mode_traceback_ends_at_the_cell_line(ip):
+    cell = "%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\nv = x.sum().item()\n"
+    result, stdout, bundles = run(ip, cell)
+    if the_report(bundles)["mode"] != "predict":
+        pytest.skip("predict mode is unavailable in this kernel")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert "----> 4 v = x.sum().item()" in stdout
+    assert "syncfree/capture" not in stdout and "syncfree/magic.py" not in stdout
+    # The user's frame is the last one: the error line follows it.
+    tail = stdout[stdout.index("----> 4 v = x.sum().item()"):]
+    assert "File " not in tail and "RuntimeError: called a synchronizing CUDA operation" in tail
+
+
+def test_other_errors_keep_their_whole_traceback():
+    from syncfree.magic import _hide_recorder_frames
+
+    from syncfree.report import device_info
+
+    try:
+        device_info("bogus")  # raises ValueError inside syncfree
+    except ValueError as exc:
+        _hide_recorder_frames(exc)
+        files = []
+        tb = exc.__traceback__
+        while tb is not None:
+            files, tb = files + [tb.tb_frame.f_code.co_filename], tb.tb_next
+        assert files[-1].endswith("syncfree/report.py")  # kept: not the sync error
+
+
+def test_watching_property_follows_on_and_off(ip):
+    magics = ip.magics_manager.registry["SyncfreeMagics"]
+    assert magics.watching is False
+    run(ip, "%syncfree on")
+    try:
+        assert magics.watching is True
+        with pytest.raises(AttributeError):
+            magics.watching = False  # read-only
+    finally:
+        run(ip, "%syncfree off")
+    assert magics.watching is False
+
+
 def test_unload_removes_the_magics_and_callbacks(ip):
     ip.run_line_magic("unload_ext", "syncfree")
     try:

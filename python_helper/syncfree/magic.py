@@ -12,6 +12,7 @@ the cell's own outputs (its value, its traceback), which is where the report is 
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -21,7 +22,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from .analyze import analyze_source
-from .capture import SyncRecorder
+from .capture import SYNC_MESSAGE, SyncRecorder
 from .capture.sites import MAX_FRAMES
 from .report import display_report
 from .session import Engine, cell_report, choose_engine, describe_error, new_recorder
@@ -74,6 +75,12 @@ class SyncfreeMagics(Magics):
         self._watched: WatchedCell | None = None
         shell.events.register("pre_run_cell", self._pre_run_cell)
         shell.events.register("post_run_cell", self._post_run_cell)
+
+    @property
+    def watching(self) -> bool:
+        """Whether ``%syncfree on`` is in effect (read-only; the JupyterLab Watch button
+        asks the kernel for it after cells that mention syncfree)."""
+        return self._watch is not None
 
     def close(self) -> None:
         """Undo everything (``%unload_ext syncfree``), a watched cell's recorder included."""
@@ -225,7 +232,8 @@ class SyncfreeMagics(Magics):
         try:
             with recorder:
                 value = self._execute(compiled)
-        except BaseException:
+        except BaseException as exc:
+            _hide_recorder_frames(exc)
             self._report(text, engine, findings, recorder, options)
             raise
         self._report(text, engine, findings, recorder, options)
@@ -399,6 +407,29 @@ def _leading_blank_lines(text: str) -> int:
         if line and not line.isspace():
             return index
     return 0
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _hide_recorder_frames(exc: BaseException) -> None:
+    """Cut the recorder's own frames off the end of a ``--mode error`` traceback.
+
+    The error raised at the first (predicted) sync comes from inside syncfree (the predict
+    mode's torch function hook, the recorder): those frames say nothing about the user's
+    code, which ends at the cell line or library call that synced. Only the sync error is
+    trimmed; any other exception keeps its whole traceback.
+    """
+    if not str(exc).startswith(SYNC_MESSAGE):
+        return
+    last_outside = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            last_outside = tb
+        tb = tb.tb_next
+    if last_outside is not None:
+        last_outside.tb_next = None
 
 
 def _cell_line(tb, filename: str) -> int | None:

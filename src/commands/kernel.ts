@@ -195,7 +195,7 @@ export function mentionsSyncfree(code: string): boolean {
  * keep the options of `%syncfree on` in `_watch` (None when off).
  */
 export const WATCHING_EXPRESSION =
-  "getattr(get_ipython().magics_manager.registry.get('SyncfreeMagics'), '_watch', None) is not None";
+  "getattr(get_ipython().magics_manager.registry.get('SyncfreeMagics'), 'watching', False) is True";
 
 /** A user expression: whether the syncfree IPython extension is loaded. */
 export const LOADED_EXPRESSION = "'syncfree' in get_ipython().extension_manager.loaded";
