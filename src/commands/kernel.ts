@@ -191,8 +191,8 @@ export function mentionsSyncfree(code: string): boolean {
 }
 
 /**
- * A user expression: whether the kernel's syncfree magics watch every cell. The magics
- * keep the options of `%syncfree on` in `_watch` (None when off).
+ * A user expression: whether the kernel's syncfree magics watch every cell (their
+ * read-only `watching` property, python_helper/syncfree/magic.py).
  */
 export const WATCHING_EXPRESSION =
   "getattr(get_ipython().magics_manager.registry.get('SyncfreeMagics'), 'watching', False) is True";
