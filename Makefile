@@ -79,8 +79,11 @@ test-gpu:
 	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) bench/overhead.py
 	@! grep -qE "^(FAILED|ERROR)" /tmp/syncfree-gpu.log
 
+# Every benchmark that runs here prints its figures; the GPU ones say so and measure
+# nothing without CUDA (run them on a GPU machine: README, "GPU checks").
+BENCHES ?= $(wildcard bench/*.py)
 bench: install
-	$(PY) bench/overhead.py
+	@for script in $(BENCHES); do echo "== $$script"; $(PY) $$script || exit 1; echo; done
 
 # The JupyterLab side on a 500-cell notebook (bench/ui/README.md): prints figures.
 bench-ui: install chromium ui-tests/node_modules/.installed
