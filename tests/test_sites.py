@@ -223,7 +223,8 @@ def test_site_message_and_report():
     report = site.to_report()
     assert report == {"line": 3, "kind": "item", "count": 64, "blocked_ms": 41.2, "chain": [7, 3],
                       "frames": [{"file": "torch/x.py", "line": 1, "name": "f"}],
-                      "rule": "SF101", "message": "`.item()` synced 64x, blocked 41.2 ms"}
+                      "rule": "SF101", "message": "`.item()` synced 64x, blocked 41.2 ms",
+                      "label": "`.item()`"}
     threaded = SyncSite((2,), "explicit", None, (), "loader", False, "torch.cuda.synchronize()")
     threaded.count = 1
     assert threaded.message == "`torch.cuda.synchronize()` synced 1x (thread loader)"

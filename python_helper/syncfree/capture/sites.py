@@ -25,50 +25,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
-#: What synced, in user terms (shared with the catalog's ``kind`` field).
-KINDS = (
-    "item", "python_scalar", "python_bool", "format", "print", "tolist", "to_host",
-    "to_device", "tensor_from_python", "index", "index_put", "slice_bounds", "mask_index",
-    "nonzero", "masked_select", "unique", "repeat_interleave", "bincount", "histc",
-    "one_hot", "allclose", "library", "explicit", "stream_sync", "distributed", "other",
-)
-
-_KIND_LABELS = {
-    "item": "`.item()`",
-    "python_scalar": "`float()`/`int()` of a tensor",
-    "python_bool": "truth value of a tensor",
-    "format": "formatting a tensor",
-    "print": "printing a tensor",
-    "tolist": "`.tolist()`",
-    "to_host": "copy to the host",
-    "to_device": "copy from pageable host memory",
-    "tensor_from_python": "tensor built from Python data",
-    "index": "indexing with a host index",
-    "index_put": "index assignment",
-    "slice_bounds": "slice with tensor bounds",
-    "mask_index": "boolean-mask indexing",
-    "nonzero": "`nonzero`",
-    "masked_select": "`masked_select`",
-    "unique": "`torch.unique`",
-    "repeat_interleave": "`repeat_interleave`",
-    "bincount": "`bincount`",
-    "histc": "`histc`",
-    "one_hot": "`one_hot`",
-    "allclose": "`allclose`",
-    "library": "a sync inside library code",
-    "explicit": "explicit synchronize",
-    "stream_sync": "`Stream.synchronize()`",
-    "distributed": "a `torch.distributed` call",
-    "other": "a synchronizing CUDA operation",
-}
+# What synced, in user terms: one list for the recorder, the predict mode and the catalog.
+from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
 
 MAX_SITES = 1000          # report.schema.json: sites maxItems
 MAX_CHAIN = 32            # report.schema.json: SyncSite.chain maxItems
 MAX_FRAMES = 8            # report.schema.json: SyncSite.frames maxItems
-
-
-def kind_label(kind: str) -> str:
-    return _KIND_LABELS.get(kind, _KIND_LABELS["other"])
 
 
 # --------------------------------------------------------------------------- sites
@@ -148,6 +110,7 @@ class SyncSite(SyncTally):
             "frames": [dict(f) for f in self.frames],
             "rule": self.rule,
             "message": self.message[:500],
+            "label": self.label[:200],
         }
         if self.thread:
             site["thread"] = self.thread[:200]

@@ -33,6 +33,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+# What a runtime sync site's ``kind`` may be (report.schema.json, SyncSite.kind); every rule
+# has exactly one. Defined once, with the labels people read, in syncfree.kinds.
+from syncfree.kinds import KINDS
+
 if TYPE_CHECKING:
     from syncfree.catalog.scope import CellScope
 
@@ -50,35 +54,6 @@ __all__ = [
     "select_rules",
 ]
 
-#: What a runtime sync site's ``kind`` may be (report.schema.json, SyncSite.kind). Every rule has exactly one.
-KINDS: tuple[str, ...] = (
-    "item",
-    "python_scalar",
-    "python_bool",
-    "format",
-    "print",
-    "tolist",
-    "to_host",
-    "to_device",
-    "tensor_from_python",
-    "index",
-    "index_put",
-    "slice_bounds",
-    "mask_index",
-    "nonzero",
-    "masked_select",
-    "unique",
-    "repeat_interleave",
-    "bincount",
-    "histc",
-    "one_hot",
-    "allclose",
-    "library",
-    "explicit",
-    "stream_sync",
-    "distributed",
-    "other",
-)
 
 #: The category of a code is fixed by its hundreds digit.
 CATEGORIES: Mapping[int, str] = MappingProxyType(
