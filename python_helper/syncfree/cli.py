@@ -363,7 +363,8 @@ def run_python(
     blocked = f", blocked {report.blocked_ms:.1f} ms" if report.blocked_ms is not None else ""
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {len(report.sites)} site"
                f"{'s' if len(report.sites) != 1 else ''}{' (predicted)' if report.predicted else ''}{blocked}"
-               f"{f'; {report.syncs - counted} allowed' if report.syncs != counted else ''}, ranked by blocked time.")
+               f"{f'; {report.syncs - counted} allowed' if report.syncs != counted else ''}, "
+               f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
@@ -384,7 +385,12 @@ def _site_diagnostic(site: Any, target: str, predicted: bool) -> Diagnostic:
 
     detail = getattr(site, "detail", None)
     what = detail or (RULES[rule].title if rule in RULES else f"{site.kind} sync")
-    return Diagnostic(_relative(path), line, 1, line, 1, rule, f"{what}{' (predicted)' if predicted else ''}",
+    import linecache
+
+    text = linecache.getline(path, line)
+    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1  # the statement's start
+    end_col = len(text.rstrip("\r\n")) + 1 if text.strip() else 1
+    return Diagnostic(_relative(path), line, col, line, end_col, rule, f"{what}{' (predicted)' if predicted else ''}",
                       certainty="predicted" if predicted else "measured", count=site.count,
                       blocked_ms=getattr(site, "blocked_ms", None))
 
