@@ -1,0 +1,164 @@
+"""The public API, the pytest plugin and ``syncfree run script.py`` on CUDA in warn mode:
+real syncs, measured blocked time, attribution to user files (``make test-gpu``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(ROOT / "python_helper"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+@pytest.fixture
+def userlib(tmp_path, monkeypatch):
+    """A user's module in another file, imported from sys.path like a project package."""
+    (tmp_path / "userlib_gpu.py").write_text(textwrap.dedent("""\
+        import torch
+
+
+        def read(x):
+            return x.sum().item()
+
+
+        def positives(x):
+            return x[x > 0]  # syncfree: allow[mask_index]
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("userlib_gpu", None)
+    import userlib_gpu
+
+    yield userlib_gpu
+    sys.modules.pop("userlib_gpu", None)
+
+
+def test_watch_warn_mode_attributes_real_syncs_to_user_files(userlib):
+    import torch
+
+    import syncfree
+
+    x = torch.randn(1024, 1024, device="cuda")
+    torch.cuda.synchronize()
+    with syncfree.watch() as w:
+        for _ in range(5):
+            userlib.read(x @ x)  # a matmul in flight: .item() waits for it
+        userlib.positives(x)
+    report = w.report
+    assert report.mode == "warn" and not report.predicted
+    assert [(s.kind, s.count, s.rule, s.line) for s in report.sites] == [("item", 5, "SF101", 5)]
+    [site] = report.sites
+    assert site.file == userlib.__file__ and site.files[0] == __file__
+    assert site.blocked_ms is not None and site.blocked_ms > 0
+    [allowed] = report.allowed
+    assert (allowed.kind, allowed.line, allowed.file) == ("mask_index", 9, userlib.__file__)
+    assert report.syncs == 6 and report.counted == 5
+    print(f"\nsyncfree-gpu: watch warn mode: {report.text()}")
+
+
+def test_sync_free_on_cuda_lists_every_site_with_blocked_time(userlib):
+    import torch
+
+    import syncfree
+
+    x = torch.randn(512, 512, device="cuda")
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            userlib.read(x @ x)
+            if (x > 0).any():
+                pass
+            torch.cuda.synchronize()
+    message = str(raised.value)
+    assert message.startswith("synchronized 3 times, budget 0"), message
+    lines = message.splitlines()[1:]
+    assert len(lines) == 3, message
+    assert any("userlib_gpu.py:5: .item() ×1, blocked" in line and "SF101" in line
+               for line in lines), message
+    assert sum("test_api_gpu.py:" in line for line in lines) == 2, message
+    print(f"\nsyncfree-gpu: SyncError message:\n{message}")
+
+
+def test_sync_free_budget_and_a_sync_free_rewrite_on_cuda():
+    import torch
+
+    import syncfree
+
+    x = torch.randn(256, device="cuda")
+    with syncfree.sync_free(budget=1) as w:
+        x.sum().item()
+    assert w.report.counted == 1
+    with syncfree.sync_free():  # the rewrite: keep the sum on the device
+        total = torch.zeros((), device="cuda")
+        for _ in range(10):
+            total += x.sum()
+    assert total.device.type == "cuda"
+
+
+def test_pytest_plugin_on_cuda(tmp_path):
+    (tmp_path / "test_cuda_suite.py").write_text(textwrap.dedent("""\
+        import pytest
+        import torch
+
+
+        @pytest.fixture
+        def batch():
+            return torch.randn(64, 64, device="cuda")
+
+
+        @pytest.mark.sync_free
+        def test_clean(batch):
+            y = (batch @ batch).relu()
+            assert y.is_cuda
+
+
+        @pytest.mark.sync_free
+        def test_reads(batch):
+            for _ in range(3):
+                batch.sum().item()
+
+
+        @pytest.mark.sync_free(budget=3)
+        def test_within_budget(batch):
+            for _ in range(3):
+                batch.sum().item()
+
+
+        def test_fixture(syncfree, batch):
+            with syncfree.watch() as w:
+                batch.max().item()
+            assert w.report.syncs == 1 and w.report.mode == "warn"
+    """))
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "syncfree.pytest_plugin", "-p", "no:cacheprovider",
+         "-q", "--syncfree", str(tmp_path / "test_cuda_suite.py")],
+        capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "1 failed, 3 passed" in out, out
+    assert "synchronized 3 times, budget 0" in out, out
+    assert "test_cuda_suite.py:19: .item() ×3, blocked" in out, out
+    assert "syncs seen in" in out and "CPU stand-ins" not in out, out
+    print("\nsyncfree-gpu: pytest plugin on CUDA:\n" + "\n".join(
+        line for line in out.splitlines() if "syncfree" in line or "test_cuda_suite" in line
+        or "passed" in line))
+
+
+def test_syncfree_run_script_on_cuda_with_argv():
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "examples/train.py", "--steps", "7",
+         "--log-every", "2"],
+        capture_output=True, text=True, env=ENV, cwd=ROOT, timeout=300)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out  # syncs found
+    assert "4 logged losses" in out, out  # argv reached the script: steps 7, every 2
+    assert "examples/train.py:38:" in out and "×7" in out, out   # torch.isnan(loss) truth value
+    assert "examples/train.py:41:" in out and "×4" in out, out   # loss.item() every 2nd step
+    assert "predict" not in out.lower().split("examples/train.py")[0], out
+    print("\nsyncfree-gpu: syncfree run examples/train.py --steps 7 --log-every 2:\n" + out)
