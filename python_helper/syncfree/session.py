@@ -49,17 +49,13 @@ class Engine:
 def cuda_available() -> bool:
     """Whether this process has a CUDA device. Inside a predict session
     ``torch.cuda.is_available()`` is a stand-in answering True, so there the question goes
-    to torch's C layer, which predict mode never patches."""
+    to the function predict mode replaced (the engine never asks a patched API)."""
     import torch
 
     predict = sys.modules.get("syncfree.capture.predict")
-    if predict is None or getattr(predict, "_active_session", None) is None:
+    if predict is None:
         return bool(torch.cuda.is_available())
-    count = getattr(torch._C, "_cuda_getDeviceCount", None)  # absent from CPU builds
-    try:
-        return count is not None and count() > 0
-    except RuntimeError:  # a broken driver: as torch.cuda.is_available() answers
-        return False
+    return predict.real_cuda_available()
 
 
 def choose_engine(requested: str | None) -> Engine:
