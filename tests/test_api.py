@@ -180,3 +180,21 @@ def test_importing_syncfree_imports_neither_torch_nor_ipython():
     env = dict(os.environ, PYTHONPATH=str(Path(syncfree.__file__).parent.parent))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_watch_nested_in_another_reports_its_own_block(userpkg):
+    with syncfree.watch() as outer:
+        x = torch.ones(4, device="cuda")
+        userpkg.read(x)
+        with syncfree.watch() as inner:
+            userpkg.read(x)
+            userpkg.read(x)
+        with pytest.raises(syncfree.SyncError, match="would synchronize 1 time, budget 0"):
+            with syncfree.sync_free():
+                userpkg.read(x)
+    assert outer.report.syncs == 4
+    assert inner.report.syncs == 2 and inner.report.mode == "predict"
+    # Two sites: the same userlib line reached from two lines of this test.
+    assert [(s.line, s.count, s.file) for s in inner.report.sites] == [(5, 1, userpkg.__file__)] * 2
+    assert len({s.chain for s in inner.report.sites}) == 2
+    assert any("nested in another syncfree watch" in n for n in inner.report.notes)

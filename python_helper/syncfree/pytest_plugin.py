@@ -110,16 +110,6 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     __tracebackhide__ = True
     config = pyfuncitem.config
     options = _marker_options(pyfuncitem)
-    fixture = pyfuncitem.funcargs.get("syncfree")
-    if options is None and isinstance(fixture, SyncfreeFixture):
-        # The test watches its own blocks (a watch inside a watch would see nothing in
-        # predict mode): --syncfree ranks what those blocks saw.
-        try:
-            return (yield)
-        finally:
-            if config.getoption("syncfree"):
-                config.stash[_STATE].reports += [(pyfuncitem.nodeid, w.report)
-                                                 for w in fixture.reports if w.report]
     if not _watched(pyfuncitem):
         return (yield)
     from syncfree.session import SyncError, Watch

@@ -301,6 +301,7 @@ class Watch(contextlib.ContextDecorator):
         self.paths = tuple(str(p) for p in paths)
         self.report: WatchReport | None = None
         self._recorder = None
+        self._outer: tuple | None = None
         self._started = 0.0
 
     def _recreate_cm(self) -> Watch:  # ContextDecorator: a fresh watch per decorated call
@@ -309,10 +310,15 @@ class Watch(contextlib.ContextDecorator):
                      max_frames=self.max_frames, paths=self.paths)
 
     def __enter__(self) -> Watch:
-        if self._recorder is not None:
+        if self._recorder is not None or self._outer is not None:
             raise RuntimeError("this watch is already running; make a new one")
         self.report = None
-        if self.engine.mode != "static":
+        outer = _running_recorder()
+        if outer is not None:
+            # Inside another watch, a %%syncfree cell or a watched test: one recorder runs
+            # (two would fight over torch's hooks); this block reports what it saw meanwhile.
+            self._outer = (outer, outer.checkpoint())
+        elif self.engine.mode != "static":
             recorder = new_recorder(self.engine, files=UserFiles(self.paths),
                                     measure_blocked=self.measure_blocked,
                                     max_frames=self.max_frames)
@@ -324,8 +330,11 @@ class Watch(contextlib.ContextDecorator):
     def __exit__(self, exc_type, exc, tb) -> bool:
         __tracebackhide__ = True
         recorder, self._recorder = self._recorder, None
+        outer, self._outer = self._outer, None
         wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
-        if recorder is None:
+        if outer is not None:
+            self.report = _nested_report(self.engine, *outer, wall_ms)
+        elif recorder is None:
             self.report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
                                       list(self.engine.notes))
         else:
@@ -336,11 +345,35 @@ class Watch(contextlib.ContextDecorator):
         return False
 
 
-def _watch_report(engine: Engine, recorder) -> WatchReport:
+def _running_recorder():
+    """The recorder already running in this thread, if any."""
+    module = sys.modules.get("syncfree.capture.recorder")
+    if module is None or not module._active:
+        return None
+    import threading
+
+    recorder = module._active[-1]
+    return recorder if recorder._thread == threading.get_ident() else None
+
+
+def _nested_report(engine: Engine, outer, checkpoint, wall_ms: float) -> WatchReport:
+    kept, allowed = _split_allowed(outer.sites_since(checkpoint))
+    syncs = sum(s.count for s in kept + allowed)
+    notes = ["nested in another syncfree watch: its recorder's view of this block "
+             f"({outer.mode} mode)"]
+    return WatchReport(outer.mode, engine.device, _rank(kept), _rank(allowed), syncs, wall_ms, notes)
+
+
+def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:
     kept, allowed = [], []
-    for site in recorder.sites:
+    for site in sites:
         line = linecache.getline(site.file, site.line) if site.file else ""
         (allowed if line and allowed_by_comment(line, site.kind, site.rule) else kept).append(site)
+    return kept, allowed
+
+
+def _watch_report(engine: Engine, recorder) -> WatchReport:
+    kept, allowed = _split_allowed(recorder.sites)
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
                        recorder.syncs, recorder.wall_ms,
                        engine.notes + recorder.report_fields()["notes"], recorder.error)

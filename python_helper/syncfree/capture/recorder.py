@@ -421,6 +421,27 @@ class SyncRecorder:
     def sites(self) -> list[SyncSite]:
         return self._table.sites()
 
+    def checkpoint(self) -> dict[int, tuple[int, float, int]]:
+        """The tallies so far, for `sites_since`: a watch nested in this run reports
+        what this recorder saw during its block."""
+        with self._lock:
+            return {id(s): (s.count, s.blocked_s, s.measured) for s in self._table.sites()}
+
+    def sites_since(self, checkpoint: dict[int, tuple[int, float, int]]) -> list[SyncSite]:
+        """Copies of the sites that synced after ``checkpoint``, with only the new syncs."""
+        since = []
+        with self._lock:
+            for site in self._table.sites():
+                count, blocked_s, measured = checkpoint.get(id(site), (0, 0.0, 0))
+                if site.count > count:
+                    copy = SyncSite(site.chain, site.kind, site.rule, site.frames, site.thread,
+                                    site.predicted, site.detail, site.files)
+                    copy.count = site.count - count
+                    copy.blocked_s = site.blocked_s - blocked_s
+                    copy.measured = site.measured - measured
+                    since.append(copy)
+        return since
+
     @property
     def syncs(self) -> int:
         """Every sync seen, on a cell line or not."""
