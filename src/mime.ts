@@ -1,23 +1,37 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
-import { formatMs } from './gutter/lines';
 import { parseReport, reportData } from './reports';
-import { ruleOf } from './gutter/card';
+import {
+  allPredicted,
+  costliestFirst,
+  findingsWithoutSites,
+  formatCount,
+  formatMs,
+  isPredicted,
+  plural,
+  ruleOf,
+  siteLabel,
+  syncCountText
+} from './model';
 import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
-import { el } from './dom';
+import { appendWithInlineCode, el, withInlineCode } from './dom';
 
-function headline(report: SyncReport): string {
+/** The summary's first line: how many syncs, where, how long, on what. */
+export function headline(report: SyncReport): string {
   const { totals } = report;
-  const device = report.device.kind === 'cuda' ? report.device.name : report.device.kind === 'predict' ? 'predicted on CPU' : 'not run under the recorder';
-  const syncs = `${totals.syncs} sync${totals.syncs === 1 ? '' : 's'}`;
-  const sites = `${totals.sites} site${totals.sites === 1 ? '' : 's'}`;
-  const blocked = totals.blocked_ms !== null ? `, blocked ${formatMs(totals.blocked_ms)}` : '';
+  const sites = plural(totals.sites, 'site');
   if (report.mode === 'static') {
     const n = report.findings.length;
-    return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by static analysis (${device})`;
+    return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by static analysis (not run under the recorder)`;
   }
-  return `syncfree: ${syncs} at ${sites}${blocked} · ${report.mode} · ${device}`;
+  if (allPredicted(report)) {
+    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites} · no GPU: predicted on CPU stand-ins`;
+  }
+  const blocked = totals.blocked_ms !== null ? `, blocked ${formatMs(totals.blocked_ms)}` : '';
+  const device = report.device.kind === 'cuda' ? report.device.name : 'no GPU';
+  const mode = report.mode === 'error' ? ' · stopped at the first sync' : '';
+  return `syncfree: ${syncCountText(totals.syncs)} at ${sites}${blocked}${mode} · ${device}`;
 }
 
 /** Sites shown at first; a long report (a loop over many lines) shows the rest on request. */
@@ -129,15 +143,6 @@ function newRow(): HTMLTableRowElement {
   return rowTemplate.cloneNode(true) as HTMLTableRowElement;
 }
 
-/** The findings of a report on lines where nothing synced (they did not run). */
-function unmatchedFindings(report: SyncReport): SyncReport['findings'] {
-  if (report.findings.length === 0) {
-    return report.findings;
-  }
-  const siteLines = new Set(report.sites.map(s => s.line));
-  return report.findings.filter(f => !siteLines.has(f.range.line));
-}
-
 /** The most rows a placeholder keeps (a summary with notes, a table and findings). */
 export const MAX_PLACEHOLDER_ROWS = 24;
 
@@ -149,7 +154,7 @@ export const MAX_PLACEHOLDER_ROWS = 24;
 export function summaryRows(report: SyncReport): number {
   const sites = report.sites.length;
   const table = sites > 0 ? Math.min(sites, SUMMARY_ROWS) + 1 + (sites > SUMMARY_ROWS ? 1 : 0) : 0;
-  const findings = Math.min(unmatchedFindings(report).length, SUMMARY_ROWS + 1);
+  const findings = Math.min(findingsWithoutSites(report).length, SUMMARY_ROWS + 1);
   const rows = 2 + (report.notes?.length ?? 0) + (report.error ? 1 : 0) + table + findings;
   return Math.min(rows, MAX_PLACEHOLDER_ROWS);
 }
@@ -231,7 +236,7 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     // marks the cell `jp-syncfree-mod-stale`.
     head.appendChild(el('span', `${CSS_PREFIX}-stale-note`, 'Out of date: the cell was edited since this run'));
     if (this._actions.openSidebar) {
-      const link = el('button', `${CSS_PREFIX}-open-sidebar jp-mod-styled`, 'Open Syncs panel');
+      const link = el('button', `${CSS_PREFIX}-open-sidebar`, 'Open Syncs panel');
       link.type = 'button';
       link.addEventListener('click', () => this._actions.openSidebar?.());
       head.appendChild(link);
@@ -249,12 +254,12 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       // Sorted only now: most summaries of a large notebook are never drawn.
       this.node.appendChild(this._table(report, costliestFirst(report.sites)));
     }
-    const unmatched = unmatchedFindings(report);
+    const unmatched = findingsWithoutSites(report);
     if (unmatched.length > 0) {
       const list = el('ul', `${CSS_PREFIX}-findings`);
       const label = report.mode === 'static' ? '' : ' (did not run)';
       for (const finding of unmatched.slice(0, SUMMARY_ROWS)) {
-        list.appendChild(el('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
+        list.appendChild(withInlineCode('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
       }
       if (unmatched.length > SUMMARY_ROWS) {
         list.appendChild(el('li', undefined, `… and ${unmatched.length - SUMMARY_ROWS} more (see the Syncs panel)`));
@@ -284,11 +289,13 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       const cells = row.cells;
       const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
       cells[0].textContent = `${site.line}${chain}`;
-      cells[1].textContent = site.predicted || report.mode === 'predict' ? `${site.kind} (predicted)` : site.kind;
-      cells[2].textContent = `×${site.count}`;
+      appendWithInlineCode(cells[1], isPredicted(report, site) ? `${siteLabel(site)} (predicted)` : siteLabel(site));
+      cells[2].textContent = formatCount(site.count);
       cells[3].textContent = formatMs(site.blocked_ms);
       const rule = ruleOf(report, site.rule);
-      cells[4].textContent = rule ? `${rule.code} ${rule.title}` : '';
+      if (rule) {
+        appendWithInlineCode(cells[4], `${rule.code} ${rule.title}`);
+      }
       body.appendChild(row);
     }
     box.appendChild(table);
@@ -311,11 +318,6 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       this._actions.jumpToLine(this.node, Number(row.dataset.line));
     }
   };
-}
-
-/** The sites by blocked time, then count, then line. */
-function costliestFirst(sites: SyncSite[]): SyncSite[] {
-  return [...sites].sort((a, b) => (b.blocked_ms ?? 0) - (a.blocked_ms ?? 0) || b.count - a.count || a.line - b.line);
 }
 
 function isOutputModel(model: IRenderMime.IMimeModel): model is IRenderMime.IMimeModel & { toJSON(): unknown } {

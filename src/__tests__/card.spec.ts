@@ -31,7 +31,10 @@ describe('renderSyncCard', () => {
   it('says what synced, how often, for how long, and the library frames', () => {
     const card = cardFor(4);
     expect(card.querySelector('.jp-syncfree-card-title')!.textContent).toBe('Sync at line 4');
-    expect(text(card, '.jp-syncfree-card-kind')).toEqual(['item']);
+    expect(text(card, '.jp-syncfree-card-kind')).toEqual(['.item()']);
+    expect(card.querySelector('.jp-syncfree-card-kind code')!.textContent).toBe('.item()');
+    // The label and the numbers replace the message (which rounds its own way).
+    expect(card.querySelector('.jp-syncfree-card-site .jp-syncfree-card-message')).toBeNull();
     expect(text(card, '.jp-syncfree-card-count')).toEqual(['×100']);
     expect(text(card, '.jp-syncfree-card-blocked')).toEqual(['blocked 41.2 ms']);
     expect(text(card, '.jp-syncfree-card-frames li')).toEqual(['…/site-packages/torch/_tensor.py:1042 in item']);

@@ -12,7 +12,8 @@ export function site(overrides: Partial<SyncSite> = {}): SyncSite {
     chain: [3],
     frames: [],
     rule: 'SF101',
-    message: '.item() synced 1x',
+    message: '`.item()` synced 1x, blocked 0.5 ms',
+    label: '`.item()`',
     ...overrides
   };
 }
@@ -74,10 +75,10 @@ export function loopReport(overrides: Partial<SyncReport> = {}, text = LOOP_CELL
         chain: [4],
         count: 100,
         blocked_ms: 41.2,
-        message: '.item() synced 100x',
+        message: '`.item()` synced 100x, blocked 41.2 ms',
         frames: [{ file: '/usr/lib/python3/site-packages/torch/_tensor.py', line: 1042, name: 'item' }]
       }),
-      site({ line: 5, chain: [5], kind: 'print', count: 1, blocked_ms: 1.3, rule: null, message: 'print of a CUDA tensor' })
+      site({ line: 5, chain: [5], kind: 'print', count: 1, blocked_ms: 1.3, rule: null, message: 'printing a tensor synced 1x, blocked 1.3 ms', label: 'printing a tensor' })
     ],
     findings: [
       {

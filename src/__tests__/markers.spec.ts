@@ -1,7 +1,8 @@
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
 import { IdleScheduler, deferStaleCheck, markerAtLine, reportFreshness, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
-import { markerLines, weightOf } from '../gutter/lines';
+import { markerLines } from '../gutter/lines';
+import { weightOf } from '../model';
 import { CELL, report, site } from './fixtures';
 
 function editor(text = CELL): EditorView {

@@ -73,14 +73,14 @@ describe('SyncReportRenderer', () => {
   it('summarises the sites, most costly first: line, what, count, blocked', () => {
     const node = render(loopReport()).node;
     expect(node.querySelector('.jp-syncfree-title')!.textContent).toBe(
-      'syncfree: 101 syncs at 2 sites, blocked 42.5 ms · warn · NVIDIA H100'
+      'syncfree: 101 syncs at 2 sites, blocked 42.5 ms · NVIDIA H100'
     );
     const rows = Array.from(node.querySelectorAll('tbody tr')).map(r =>
       Array.from(r.querySelectorAll('td')).slice(0, 4).map(td => td.textContent)
     );
     expect(rows).toEqual([
-      ['4', 'item', '×100', '41.2 ms'],
-      ['5', 'print', '×1', '1.30 ms']
+      ['4', '.item()', '×100', '41.2 ms'],
+      ['5', 'printing a tensor', '×1', '1.30 ms']
     ]);
   });
 
@@ -115,8 +115,10 @@ describe('SyncReportRenderer', () => {
 
 describe('a long report', () => {
   it('shows the most costly sites first and the rest on request', () => {
-    const kind = (i: number) => `kind_${'abcdefghijklmnopqrst'[i]}`;
-    const sites = Array.from({ length: 20 }, (_, i) => site({ line: 1 + (i % 4), chain: [1 + (i % 4)], kind: kind(i), blocked_ms: i }));
+    const kind = (i: number) => `kind ${'abcdefghijklmnopqrst'[i]}`;
+    const sites = Array.from({ length: 20 }, (_, i) =>
+      site({ line: 1 + (i % 4), chain: [1 + (i % 4)], kind: 'other', label: kind(i), blocked_ms: i })
+    );
     const node = render(loopReport({ sites })).node;
     const lines = () => Array.from(node.querySelectorAll('tbody tr td:nth-child(2)')).map(td => td.textContent);
     expect(lines()).toEqual([19, 18, 17, 16, 15, 14, 13, 12].map(kind));

@@ -48,7 +48,12 @@ describe('rankSites', () => {
   it('filters by kind and by rule', () => {
     expect(rankSites(inputs(), { kind: 'print' }).map(r => r.line)).toEqual([5]);
     expect(rankSites(inputs(), { rule: 'SF101' }).map(r => r.cellId)).toEqual(['b', 'a', 'c']);
-    expect(filterChoices(inputs())).toEqual({ kinds: ['item', 'print', 'static'], rules: ['SF101'] });
+    expect(filterChoices(inputs())).toEqual({
+      kinds: ['item', 'static', 'print'],
+      rules: ['SF101'],
+      kindLabels: { item: '.item()', print: 'printing a tensor', static: 'not run (static finding)' },
+      ruleLabels: { SF101: 'SF101 .item() on a CUDA tensor' }
+    });
   });
 
   it('compares each site with the previous run of its cell', () => {
@@ -80,7 +85,7 @@ describe('rankSites', () => {
       ['a', 2],
       ['c', 0]
     ]);
-    expect(ranking.totals()).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3 });
+    expect(ranking.totals()).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3, predicted: false });
     expect(ranking.size).toBe(4);
   });
 

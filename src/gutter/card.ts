@@ -1,8 +1,9 @@
 import type { Finding, Fix, Frame, Rule, SyncReport, SyncSite } from '../_report';
 import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
-import { ILineMarker, formatMs } from './lines';
-import { el } from '../dom';
+import { ILineMarker } from './lines';
+import { costliestFirst, formatCount, formatMs, isPredicted, ruleOf, siteLabel } from '../model';
+import { el, withInlineCode } from '../dom';
 
 /** What a sync card shows. */
 export interface ISyncCardContent {
@@ -23,29 +24,6 @@ export interface ISyncCardActions {
 
 const C = `${CSS_PREFIX}-card`;
 
-/**
- * Text with `inline code` spans, as the catalog writes it: the spans become <code>
- * elements and everything is set as text (no markup is ever parsed).
- */
-export function withInlineCode<K extends keyof HTMLElementTagNameMap>(tag: K, className: string, text: string): HTMLElementTagNameMap[K] {
-  const node = el(tag, className);
-  text.split(/`([^`\n]+)`/).forEach((part, i) => {
-    if (i % 2 === 1) {
-      node.appendChild(el('code', `${C}-inline-code`, part));
-    } else if (part) {
-      node.appendChild(document.createTextNode(part));
-    }
-  });
-  return node;
-}
-
-/** A rule of the report by code, only if the report really carries it. */
-export function ruleOf(report: SyncReport, code: string | null | undefined): Rule | null {
-  if (!code || !Object.prototype.hasOwnProperty.call(report.rules, code)) {
-    return null;
-  }
-  return report.rules[code];
-}
 
 /** The heading of a card: what kind of evidence the line has. */
 export function cardTitle(marker: ILineMarker): string {
@@ -83,16 +61,23 @@ export function dependencyText(rule: Rule): string {
 function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   const block = el('div', `${C}-site`);
   const head = el('div', `${C}-site-head`);
-  head.appendChild(el('span', `${C}-kind`, site.kind));
-  head.appendChild(el('span', `${C}-count`, `×${site.count}`));
+  head.appendChild(withInlineCode('span', `${C}-kind`, siteLabel(site)));
+  head.appendChild(el('span', `${C}-count`, formatCount(site.count)));
+  const predicted = isPredicted(content.report, site);
   head.appendChild(
-    el('span', `${C}-blocked`, site.blocked_ms !== null ? `blocked ${formatMs(site.blocked_ms)}` : 'blocked time not measured')
+    el(
+      'span',
+      `${C}-blocked`,
+      site.blocked_ms !== null ? `blocked ${formatMs(site.blocked_ms)}` : predicted ? 'no blocked time (predicted)' : 'blocked time not measured'
+    )
   );
-  if (site.predicted || content.report.mode === 'predict') {
+  if (predicted) {
     head.appendChild(el('span', `${C}-badge`, 'predicted'));
   }
   block.appendChild(head);
-  if (site.message) {
+  // The message repeats the label and numbers (rounded its own way): shown only for
+  // reports without a label, whose message is the only user wording.
+  if (site.message && !site.label) {
     block.appendChild(withInlineCode('div', `${C}-message`, site.message));
   }
   if (site.thread) {
@@ -227,9 +212,9 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   const header = el('div', `${C}-header`);
   header.appendChild(el('span', `${C}-title`, title));
   if (marker.blockedMs !== null) {
-    header.appendChild(el('span', `${C}-total`, `${marker.count}× · blocked ${formatMs(marker.blockedMs)}`));
+    header.appendChild(el('span', `${C}-total`, `${formatCount(marker.count)} · blocked ${formatMs(marker.blockedMs)}`));
   } else if (marker.count > 0) {
-    header.appendChild(el('span', `${C}-total`, `${marker.count}×`));
+    header.appendChild(el('span', `${C}-total`, formatCount(marker.count)));
   }
   const close = el('button', `${C}-close`, '×');
   close.type = 'button';
@@ -242,7 +227,7 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   if (content.stale) {
     card.appendChild(el('div', `${C}-stale`, 'The cell changed since this report: counts and lines are from the last run.'));
   }
-  for (const site of marker.sites) {
+  for (const site of costliestFirst(marker.sites)) {
     card.appendChild(siteBlock(site, content));
   }
   if (marker.sites.length === 0) {

@@ -1,7 +1,7 @@
 import type { Finding, SyncReport, SyncSite } from '../tokens';
+import { MarkerSource, siteSource, weightOf } from '../model';
 
-/** How a marked line got its marker. */
-export type MarkerSource = 'measured' | 'predicted' | 'static';
+export type { MarkerSource } from '../model';
 
 /** Everything reported on one cell line. */
 export interface ILineMarker {
@@ -24,17 +24,6 @@ export interface IMarkerOptions {
 }
 
 export const DEFAULT_MARKER_OPTIONS: IMarkerOptions = { thresholdMs: 0, showStatic: true };
-
-/** Blocked time (ms) and count that make a site medium or heavy. */
-const HEAVY = { blockedMs: 10, count: 100 };
-const MEDIUM = { blockedMs: 1, count: 10 };
-
-export function weightOf(count: number, blockedMs: number | null): 0 | 1 | 2 {
-  if (blockedMs !== null) {
-    return blockedMs >= HEAVY.blockedMs ? 2 : blockedMs >= MEDIUM.blockedMs ? 1 : 0;
-  }
-  return count >= HEAVY.count ? 2 : count >= MEDIUM.count ? 1 : 0;
-}
 
 /**
  * The lines to mark for a report, in line order. Lines outside `1..lineCount` are
@@ -61,8 +50,7 @@ export function markerLines(
     if (!inRange(site.line)) {
       continue;
     }
-    const source: MarkerSource =
-      site.predicted || report.mode === 'predict' ? 'predicted' : 'measured';
+    const source: MarkerSource = siteSource(report, site);
     let marker = byLine.get(site.line);
     if (!marker) {
       marker = {
@@ -106,18 +94,4 @@ export function markerLines(
     marker.weight = marker.source === 'static' ? 0 : weightOf(marker.count, marker.blockedMs);
   }
   return markers;
-}
-
-/** "1.2 ms", "41 ms", "1.3 s". */
-export function formatMs(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined) {
-    return '—';
-  }
-  if (ms >= 1000) {
-    return `${(ms / 1000).toFixed(1)} s`;
-  }
-  if (ms >= 100) {
-    return `${Math.round(ms)} ms`;
-  }
-  return `${ms.toFixed(ms >= 10 ? 1 : 2)} ms`;
 }

@@ -1,18 +1,21 @@
 import type { Message } from '@lumino/messaging';
 import { Panel, Widget } from '@lumino/widgets';
-import { formatMs } from '../gutter/lines';
 import { CSS_PREFIX } from '../tokens';
 import {
+  DEFAULT_SORT,
   ICellGroup,
   IRankInput,
   IRankedSite,
   ISiteFilter,
+  ISiteSort,
   ISyncTotals,
-  STATIC_KIND,
   SiteRanking,
-  filterChoices
+  SortKey,
+  filterChoices,
+  firstDirection
 } from './ranking';
-import { el } from '../dom';
+import { formatCount, formatMs, plainText, plural, syncCountText } from '../model';
+import { el, withInlineCode } from '../dom';
 
 /** The notebook the sidebar shows. */
 export interface ISyncsSource {
@@ -37,10 +40,6 @@ const S = `${CSS_PREFIX}-sidebar`;
 
 /** Rows drawn at first; the rest on request, so a huge notebook stays responsive. */
 export const ROWS_SHOWN = 200;
-
-function plural(n: number, word: string): string {
-  return `${n} ${word}${n === 1 ? '' : 's'}`;
-}
 
 function signed(n: number): string {
   return n > 0 ? `+${n}` : n < 0 ? `−${-n}` : '±0';
@@ -68,11 +67,24 @@ export function deltaText(site: IRankedSite): string {
   return parts.join(', ');
 }
 
+/** The panel's columns: sort key, header text, what a click sorts by. */
+const COLUMNS: readonly { key: SortKey; label: string; title: string }[] = [
+  { key: 'location', label: 'Line', title: 'Sort by cell and line' },
+  { key: 'what', label: 'What', title: 'Sort by what synced' },
+  { key: 'count', label: 'Count', title: 'Sort by how many times it synced' },
+  { key: 'blocked', label: 'Blocked', title: 'Sort by blocked time (costliest first)' },
+  { key: 'rule', label: 'Rule', title: 'Sort by catalog rule' }
+];
+
 /**
- * The Syncs panel: every sync site of the current notebook's cells ranked by blocked
- * time (then count), grouped by cell or flat, with filters by kind and rule, the
- * notebook's totals and the change since each cell's previous run. Clicking a row
- * jumps to the line. Every report string is set as text.
+ * The Syncs panel, a problems panel (as jupyterlab-lsp's diagnostics and VS Code's
+ * Problems): every sync site of the current notebook's cells, costliest first or sorted
+ * by a column, grouped by cell (collapsible) or flat, filtered by free text, kind and
+ * rule, with the notebook's totals and the change since each cell's previous run.
+ *
+ * The list is one tab stop (a roving tabindex): arrow keys move between rows, Home and
+ * End go to the first and last, Left and Right collapse and expand a cell, Enter or a
+ * click goes to the line. Every report string is set as text.
  */
 export class SyncsPanel extends Panel {
   constructor(private readonly _options: ISyncsPanelOptions) {
@@ -88,9 +100,16 @@ export class SyncsPanel extends Panel {
     this._body = new Widget();
     this._body.addClass(`${S}-body`);
     this.addWidget(this._body);
-    this._body.node.addEventListener('click', this._onClick);
-    this._body.node.addEventListener('keydown', this._onKeydown);
-    this._body.node.addEventListener('change', this._onChange);
+    const body = this._body.node;
+    // Parts kept across redraws: the filter box keeps its focus and caret while typing.
+    this._head = el('div', `${S}-head`);
+    this._controls = this._buildControls();
+    this._content = el('div', `${S}-content`);
+    body.append(this._head, this._controls, this._content);
+    body.addEventListener('click', this._onClick);
+    body.addEventListener('keydown', this._onKeydown);
+    body.addEventListener('change', this._onChange);
+    body.addEventListener('input', this._onInput);
   }
 
   /** The notebook shown, or null when no notebook is open. */
@@ -101,6 +120,9 @@ export class SyncsPanel extends Panel {
   set source(value: ISyncsSource | null) {
     this._source = value;
     this._filter = {};
+    this._textBox.value = '';
+    this._collapsed.clear();
+    this._activeKey = null;
     this._expanded = false;
     this.update();
   }
@@ -116,7 +138,17 @@ export class SyncsPanel extends Panel {
     }
   }
 
-  /** The rows currently drawn, in order (for tests and the benchmark). */
+  /** The column and direction the rows are sorted by. */
+  get sort(): ISiteSort {
+    return this._sort;
+  }
+
+  set sort(value: ISiteSort) {
+    this._sort = value;
+    this.update();
+  }
+
+  /** The site rows currently drawn, in order (for tests and the benchmark). */
   get rows(): HTMLElement[] {
     return Array.from(this._body.node.querySelectorAll<HTMLElement>(`.${S}-row`));
   }
@@ -140,47 +172,61 @@ export class SyncsPanel extends Panel {
   /** Draw now (the panel otherwise draws on update requests, once per frame). */
   render(): void {
     this._dirty = false;
-    const body = this._body.node;
-    body.textContent = '';
+    const focusInList = this._content.contains(document.activeElement);
+    this._head.textContent = '';
+    this._content.textContent = '';
     const source = this._source;
+    this._controls.hidden = true;
     if (!source) {
-      body.appendChild(el('div', `${S}-empty`, 'Open a notebook to see its syncs.'));
+      this._content.appendChild(el('div', `${S}-empty`, 'Open a notebook to see its syncs.'));
       return;
     }
     const inputs = source.inputs();
-    body.appendChild(el('div', `${S}-notebook`, source.title));
+    this._head.appendChild(el('div', `${S}-notebook`, source.title));
     if (inputs.length === 0) {
-      body.appendChild(this._emptyState());
+      this._content.appendChild(this._emptyState());
       return;
     }
+    this._controls.hidden = false;
+    this._updateControls(inputs);
     const ranking = new SiteRanking(inputs, this._filter);
-    body.appendChild(this._totals(ranking.totals()));
-    body.appendChild(this._controls(inputs));
+    this._head.appendChild(this._totals(new SiteRanking(inputs).totals()));
     if (ranking.size === 0) {
-      body.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
+      this._content.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;
     }
-    const list = el('div', `${S}-list`);
-    list.setAttribute('role', 'list');
+    const grid = el('div', `${S}-list`);
+    grid.setAttribute('role', 'treegrid');
+    grid.setAttribute('aria-label', 'Syncs in this notebook');
+    grid.appendChild(this._columnHeaders());
     const limit = this._expanded ? Infinity : ROWS_SHOWN;
     if (this._groupByCell) {
-      for (const group of ranking.groups(limit)) {
-        list.appendChild(this._groupHeader(group));
-        for (const site of group.sites) {
-          list.appendChild(this._row(site, false));
+      for (const group of ranking.groups(limit, this._sort)) {
+        const collapsed = this._collapsed.has(group.cellId);
+        grid.appendChild(this._groupHeader(group, collapsed));
+        if (!collapsed) {
+          group.sites.forEach((site, i) => grid.appendChild(this._row(site, false, i)));
         }
       }
     } else {
-      for (const site of ranking.flat(limit)) {
-        list.appendChild(this._row(site, true));
-      }
+      ranking.flat(limit, this._sort).forEach((site, i) => grid.appendChild(this._row(site, true, i)));
     }
-    body.appendChild(list);
+    this._content.appendChild(grid);
     if (!this._expanded && ranking.size > ROWS_SHOWN) {
       const more = el('button', `${S}-more jp-mod-styled`, `Show all ${ranking.size} sites`);
       more.type = 'button';
       more.dataset.action = 'expand';
-      body.appendChild(more);
+      this._content.appendChild(more);
+    }
+    // One tab stop: the active row (kept across redraws by its key), else the first.
+    const navigable = this._navigable();
+    const active = navigable.find(row => row.dataset.key === this._activeKey) ?? navigable[0];
+    if (active) {
+      active.tabIndex = 0;
+      this._activeKey = active.dataset.key ?? null;
+      if (focusInList) {
+        active.focus();
+      }
     }
   }
 
@@ -197,64 +243,104 @@ export class SyncsPanel extends Panel {
     return box;
   }
 
+  /** "103 syncs in 3 cells · 42.9 ms blocked", "60 predicted syncs in 4 cells". */
   private _totals(totals: ISyncTotals): HTMLElement {
     const line = el('div', `${S}-totals`);
-    const parts = [plural(totals.syncs, 'sync'), `${formatMs(totals.blockedMs)} blocked`, plural(totals.cells, 'cell')];
-    parts.forEach((text, i) => {
-      const part = el('span', `${S}-total`, text);
-      part.dataset.total = ['syncs', 'blocked', 'cells'][i];
-      line.appendChild(part);
-    });
+    const part = (name: string, text: string) => {
+      const span = el('span', `${S}-total`, text);
+      span.dataset.total = name;
+      line.appendChild(span);
+    };
+    part('syncs', syncCountText(totals.syncs, totals.predicted));
+    line.appendChild(document.createTextNode(' in '));
+    part('cells', plural(totals.cells, 'cell'));
+    if (totals.blockedMs !== null) {
+      line.appendChild(document.createTextNode(' · '));
+      part('blocked', `${formatMs(totals.blockedMs)} blocked`);
+    } else if (!totals.predicted && totals.syncs > 0) {
+      line.appendChild(document.createTextNode(' · '));
+      part('blocked', 'blocked time not measured');
+    }
     return line;
   }
 
-  private _controls(inputs: IRankInput[]): HTMLElement {
-    const { kinds, rules } = filterChoices(inputs);
+  private _buildControls(): HTMLElement {
     const bar = el('div', `${S}-controls`);
+    const text = el('input', `${S}-search`);
+    text.type = 'search';
+    text.placeholder = 'Filter (text, kind, rule)';
+    text.setAttribute('aria-label', 'Filter syncs by text');
+    text.dataset.control = 'text';
+    this._textBox = text;
+    bar.appendChild(text);
     const group = el('label', `${S}-group-toggle`);
     const box = el('input');
     box.type = 'checkbox';
-    box.checked = this._groupByCell;
     box.dataset.control = 'group';
+    this._groupBox = box;
     group.appendChild(box);
     group.appendChild(document.createTextNode(' by cell'));
     bar.appendChild(group);
-    bar.appendChild(this._select('kind', 'all kinds', kinds, this._filter.kind ?? null, k => (k === STATIC_KIND ? 'not run (static)' : k)));
-    bar.appendChild(this._select('rule', 'all rules', rules, this._filter.rule ?? null, r => r));
+    this._kindSelect = this._select('kind');
+    this._ruleSelect = this._select('rule');
+    bar.append(this._kindSelect, this._ruleSelect);
     return bar;
   }
 
-  private _select(
-    name: 'kind' | 'rule',
-    all: string,
-    values: string[],
-    selected: string | null,
-    label: (value: string) => string
-  ): HTMLSelectElement {
+  private _select(name: 'kind' | 'rule'): HTMLSelectElement {
     const select = el('select', `${S}-filter`);
     select.dataset.control = name;
     select.setAttribute('aria-label', `Filter by ${name}`);
-    const any = el('option', undefined, all);
-    any.value = '';
-    select.appendChild(any);
-    for (const value of values) {
-      const option = el('option', undefined, label(value));
-      option.value = value;
-      option.selected = value === selected;
-      select.appendChild(option);
-    }
     return select;
   }
 
-  private _groupHeader(group: ICellGroup): HTMLElement {
+  private _updateControls(inputs: IRankInput[]): void {
+    const { kinds, rules, kindLabels, ruleLabels } = filterChoices(inputs);
+    this._groupBox.checked = this._groupByCell;
+    fillSelect(this._kindSelect, 'all kinds', kinds, this._filter.kind ?? null, k => kindLabels[k] ?? k);
+    fillSelect(this._ruleSelect, 'all rules', rules, this._filter.rule ?? null, r => ruleLabels[r] ?? r);
+  }
+
+  private _columnHeaders(): HTMLElement {
+    const row = el('div', `${S}-columns`);
+    row.setAttribute('role', 'row');
+    row.appendChild(el('span', `${S}-column-spacer`));
+    for (const column of COLUMNS) {
+      const cell = el('span', `${S}-column ${S}-column-${column.key}`);
+      cell.setAttribute('role', 'columnheader');
+      const sorted = this._sort.key === column.key;
+      cell.setAttribute('aria-sort', sorted ? (this._sort.descending ? 'descending' : 'ascending') : 'none');
+      const button = el('button', `${S}-sort`, column.label);
+      button.type = 'button';
+      button.dataset.sort = column.key;
+      button.title = column.title;
+      if (sorted) {
+        button.appendChild(el('span', `${S}-sort-arrow`, this._sort.descending ? ' ▼' : ' ▲'));
+      }
+      cell.appendChild(button);
+      row.appendChild(cell);
+    }
+    return row;
+  }
+
+  private _groupHeader(group: ICellGroup, collapsed: boolean): HTMLElement {
     const head = el('div', `${S}-cell`);
+    head.setAttribute('role', 'row');
+    head.setAttribute('aria-level', '1');
+    head.setAttribute('aria-expanded', String(!collapsed));
+    head.tabIndex = -1;
     head.dataset.cellId = group.cellId;
-    head.appendChild(el('span', `${S}-cell-name`, `Cell ${group.cellNumber}`));
+    head.dataset.key = `cell|${group.cellId}`;
+    head.dataset.nav = 'group';
+    const cell = el('span', `${S}-cell-label`);
+    cell.setAttribute('role', 'gridcell');
+    cell.appendChild(el('span', `${S}-chevron`, collapsed ? '▸' : '▾'));
+    cell.appendChild(el('span', `${S}-cell-name`, `Cell ${group.cellNumber}`));
     const parts = [plural(group.syncs, 'sync')];
     if (group.blockedMs !== null) {
       parts.push(formatMs(group.blockedMs));
     }
-    head.appendChild(el('span', `${S}-cell-totals`, parts.join(' · ')));
+    cell.appendChild(el('span', `${S}-cell-totals`, parts.join(' · ')));
     if (group.delta) {
       const change: string[] = [];
       if (group.delta.syncs !== 0) {
@@ -269,47 +355,97 @@ export class SyncsPanel extends Panel {
       const delta = el('span', `${S}-delta`, change.length ? `${change.join(', ')} vs previous run` : 'same as previous run');
       delta.classList.toggle(`${S}-better`, group.delta.syncs < 0);
       delta.classList.toggle(`${S}-worse`, group.delta.syncs > 0);
-      head.appendChild(delta);
+      cell.appendChild(delta);
     }
+    head.appendChild(cell);
+    head.title = collapsed ? 'Expand (Right arrow)' : 'Collapse (Left arrow)';
     return head;
   }
 
-  private _row(site: IRankedSite, showCell: boolean): HTMLElement {
+  private _row(site: IRankedSite, showCell: boolean, index: number): HTMLElement {
     const row = el('div', `${S}-row ${S}-row-${site.source}${site.stale ? ` ${CSS_PREFIX}-stale` : ''}`);
-    row.setAttribute('role', 'listitem');
-    row.tabIndex = 0;
+    row.setAttribute('role', 'row');
+    row.setAttribute('aria-level', showCell ? '1' : '2');
+    row.tabIndex = -1;
+    row.dataset.nav = 'site';
     row.dataset.cellId = site.cellId;
     // Where the line is now (edits above it move it); the report's own line is kept too.
     const line = site.currentLine ?? site.line;
     row.dataset.line = String(line);
     row.dataset.reportLine = String(site.line);
+    row.dataset.key = `${site.cellId}|${site.line}|${site.kind}|${site.rule ?? ''}|${index}`;
     if (site.stale) {
       row.dataset.stale = 'true';
     }
     const dot = el('span', `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${site.source} ${CSS_PREFIX}-weight-${site.weight}`);
     dot.setAttribute('aria-hidden', 'true');
     row.appendChild(dot);
+    const cell = (className: string, text?: string) => {
+      const span = el('span', `${S}-${className}`, text);
+      span.setAttribute('role', 'gridcell');
+      row.appendChild(span);
+      return span;
+    };
     const where = site.currentLine === null ? `${site.line} (deleted)` : String(line);
-    row.appendChild(el('span', `${S}-where`, showCell ? `cell ${site.cellNumber}:${where}` : `line ${where}`));
-    row.appendChild(el('span', `${S}-kind`, site.source === 'static' ? (site.rule ?? STATIC_KIND) : site.kind));
-    if (site.source !== 'static') {
-      row.appendChild(el('span', `${S}-count`, `×${site.count}`));
-      row.appendChild(el('span', `${S}-blocked`, formatMs(site.blockedMs)));
-    } else {
-      row.appendChild(el('span', `${S}-count`, 'not run'));
-    }
+    cell('where', showCell ? `cell ${site.cellNumber}:${where}` : where);
+    const what = cell('kind');
+    what.appendChild(withInlineCode('span', `${S}-label`, site.label));
     const delta = deltaText(site);
     if (delta) {
       const chip = el('span', `${S}-delta`, delta);
       chip.classList.toggle(`${S}-worse`, site.delta!.isNew || site.delta!.count > 0);
       chip.classList.toggle(`${S}-better`, !site.delta!.isNew && site.delta!.count < 0);
-      row.appendChild(chip);
+      what.appendChild(chip);
     }
-    const what = site.source === 'static' ? 'did not run' : `${site.kind} ×${site.count}`;
-    const rule = site.ruleTitle ? `${site.rule} ${site.ruleTitle}` : site.rule;
+    if (site.source !== 'static') {
+      cell('count', formatCount(site.count));
+      cell('blocked', formatMs(site.blockedMs));
+    } else {
+      cell('count', 'not run');
+      cell('blocked', '—');
+    }
+    const rule = cell('rule', site.rule ?? '');
+    if (site.ruleTitle) {
+      rule.title = `${site.rule} ${plainText(site.ruleTitle)}`;
+    }
+    const whatText =
+      site.source === 'static'
+        ? `${plainText(site.label)}, did not run`
+        : `${plainText(site.label)} ${formatCount(site.count)}${site.source === 'predicted' ? ' (predicted)' : ''}`;
+    const ruleText = site.ruleTitle ? `${site.rule} ${plainText(site.ruleTitle)}` : site.rule;
     const staleNote = site.stale ? 'out of date: the cell was edited since this run' : null;
-    row.title = [`line ${line}: ${what}`, rule, site.message, staleNote].filter(Boolean).join(' — ');
+    row.title = [`line ${line}: ${whatText}`, ruleText, site.message, staleNote].filter(Boolean).join(' — ');
     return row;
+  }
+
+  /** The rows the arrow keys move between (group headers and site rows), in order. */
+  private _navigable(): HTMLElement[] {
+    return Array.from(this._content.querySelectorAll<HTMLElement>('[data-nav]'));
+  }
+
+  /** Make `row` the list's one tab stop and focus it. */
+  private _activate(row: HTMLElement): void {
+    for (const other of this._content.querySelectorAll<HTMLElement>('[data-nav][tabindex="0"]')) {
+      other.tabIndex = -1;
+    }
+    row.tabIndex = 0;
+    this._activeKey = row.dataset.key ?? null;
+    row.focus();
+  }
+
+  private _toggleGroup(cellId: string, collapse?: boolean): void {
+    const collapsed = this._collapsed.has(cellId);
+    const next = collapse ?? !collapsed;
+    if (next === collapsed) {
+      return;
+    }
+    if (next) {
+      this._collapsed.add(cellId);
+    } else {
+      this._collapsed.delete(cellId);
+    }
+    this._activeKey = `cell|${cellId}`;
+    this.render();
   }
 
   private _onClick = (event: MouseEvent) => {
@@ -319,20 +455,79 @@ export class SyncsPanel extends Panel {
       this.render();
       return;
     }
-    const row = target.closest<HTMLElement>(`.${S}-row, .${S}-cell`);
+    const sort = target.closest<HTMLElement>('[data-sort]');
+    if (sort) {
+      const key = sort.dataset.sort as SortKey;
+      this._sort =
+        this._sort.key === key ? { key, descending: !this._sort.descending } : { key, descending: firstDirection(key) };
+      this.render();
+      return;
+    }
+    const group = target.closest<HTMLElement>(`.${S}-cell`);
+    if (group?.dataset.cellId) {
+      this._toggleGroup(group.dataset.cellId);
+      return;
+    }
+    const row = target.closest<HTMLElement>(`.${S}-row`);
     if (row?.dataset.cellId) {
+      this._activate(row);
       this._options.jump(row.dataset.cellId, Number(row.dataset.line ?? 1));
     }
   };
 
   private _onKeydown = (event: KeyboardEvent) => {
-    if (event.key !== 'Enter' && event.key !== ' ') {
+    const row = (event.target as HTMLElement).closest<HTMLElement>('[data-nav]');
+    if (!row || !this._content.contains(row)) {
       return;
     }
-    const row = (event.target as HTMLElement).closest<HTMLElement>(`.${S}-row`);
-    if (row?.dataset.cellId) {
-      event.preventDefault();
-      this._options.jump(row.dataset.cellId, Number(row.dataset.line ?? 1));
+    const rows = this._navigable();
+    const index = rows.indexOf(row);
+    const isGroup = row.dataset.nav === 'group';
+    let next: HTMLElement | undefined;
+    switch (event.key) {
+      case 'ArrowDown':
+        next = rows[Math.min(index + 1, rows.length - 1)];
+        break;
+      case 'ArrowUp':
+        next = rows[Math.max(index - 1, 0)];
+        break;
+      case 'Home':
+        next = rows[0];
+        break;
+      case 'End':
+        next = rows[rows.length - 1];
+        break;
+      case 'ArrowLeft':
+        if (isGroup) {
+          this._toggleGroup(row.dataset.cellId!, true);
+        } else if (this._groupByCell) {
+          // To the row's cell header.
+          next = rows
+            .slice(0, index)
+            .reverse()
+            .find(r => r.dataset.nav === 'group');
+        }
+        break;
+      case 'ArrowRight':
+        if (isGroup) {
+          this._toggleGroup(row.dataset.cellId!, false);
+        }
+        break;
+      case 'Enter':
+      case ' ':
+        if (isGroup) {
+          this._toggleGroup(row.dataset.cellId!);
+        } else if (row.dataset.cellId) {
+          this._options.jump(row.dataset.cellId, Number(row.dataset.line ?? 1));
+        }
+        break;
+      default:
+        return;
+    }
+    event.preventDefault();
+    event.stopPropagation();
+    if (next) {
+      this._activate(next);
     }
   };
 
@@ -355,10 +550,49 @@ export class SyncsPanel extends Panel {
     this.render();
   };
 
+  private _onInput = (event: Event) => {
+    const target = event.target as HTMLInputElement;
+    if (target.dataset.control !== 'text') {
+      return;
+    }
+    this._filter = { ...this._filter, text: target.value || null };
+    this.render();
+  };
+
   private _source: ISyncsSource | null = null;
   private _body: Widget;
+  private _head: HTMLElement;
+  private _controls: HTMLElement;
+  private _content: HTMLElement;
+  private _textBox!: HTMLInputElement;
+  private _groupBox!: HTMLInputElement;
+  private _kindSelect!: HTMLSelectElement;
+  private _ruleSelect!: HTMLSelectElement;
   private _groupByCell: boolean;
   private _filter: ISiteFilter = {};
+  private _sort: ISiteSort = DEFAULT_SORT;
+  private _collapsed = new Set<string>();
+  private _activeKey: string | null = null;
   private _expanded = false;
   private _dirty = false;
+}
+
+/** Refill a filter's options (the values present now), keeping the selection. */
+function fillSelect(
+  select: HTMLSelectElement,
+  all: string,
+  values: string[],
+  selected: string | null,
+  label: (value: string) => string
+): void {
+  select.textContent = '';
+  const any = el('option', undefined, all);
+  any.value = '';
+  select.appendChild(any);
+  for (const value of values) {
+    const option = el('option', undefined, label(value));
+    option.value = value;
+    option.selected = value === selected;
+    select.appendChild(option);
+  }
 }

@@ -1,5 +1,15 @@
 import type { Finding, SyncReport, SyncSite } from '../_report';
-import { MarkerSource, weightOf } from '../gutter/lines';
+import {
+  MarkerSource,
+  compareCost,
+  findingsWithoutSites,
+  isPredicted,
+  plainText,
+  ruleTitle,
+  siteLabel,
+  siteSource,
+  weightOf
+} from '../model';
 
 /** One cell's report, as the sidebar ranks it. */
 export interface IRankInput {
@@ -41,6 +51,11 @@ export interface IRankedSite {
   stale: boolean;
   /** What synced (the site's kind); `static` for a finding that did not run. */
   kind: string;
+  /**
+   * What the row is, in the user's words (code in backticks): the site's label, or for a
+   * finding that did not run its rule's title.
+   */
+  label: string;
   rule: string | null;
   ruleTitle: string | null;
   count: number;
@@ -55,6 +70,24 @@ export interface IRankedSite {
 export interface ISiteFilter {
   kind?: string | null;
   rule?: string | null;
+  /** Free text: rows whose label, kind, rule, rule title or message contain it (any case). */
+  text?: string | null;
+}
+
+/** The sortable columns of the panel. */
+export type SortKey = 'location' | 'what' | 'count' | 'blocked' | 'rule';
+
+/** A column and a direction; the default is costliest first (blocked time, descending). */
+export interface ISiteSort {
+  key: SortKey;
+  descending: boolean;
+}
+
+export const DEFAULT_SORT: ISiteSort = { key: 'blocked', descending: true };
+
+/** The direction a column sorts in when first clicked (numbers: largest first). */
+export function firstDirection(key: SortKey): boolean {
+  return key === 'count' || key === 'blocked';
 }
 
 /** The sites of one cell, for the grouped view. */
@@ -73,6 +106,8 @@ export interface ISyncTotals {
   blockedMs: number | null;
   sites: number;
   cells: number;
+  /** Every listed site was predicted on CPU (none seen on a GPU). */
+  predicted: boolean;
 }
 
 /** The kind shown for static findings (they did not run, so they have no sync kind). */
@@ -80,13 +115,6 @@ export const STATIC_KIND = 'static';
 
 function siteKey(site: SyncSite): string {
   return `${site.chain.join('>')}|${site.kind}`;
-}
-
-function ruleTitle(report: SyncReport, code: string | null): string | null {
-  if (!code || !Object.prototype.hasOwnProperty.call(report.rules, code)) {
-    return null;
-  }
-  return report.rules[code].title;
 }
 
 const warnedOutOfRange = new WeakSet<SyncReport>();
@@ -116,6 +144,9 @@ export class SiteRanking {
   constructor(inputs: readonly IRankInput[], filter: ISiteFilter = {}) {
     const kind = filter.kind || null;
     const rule = filter.rule || null;
+    const text = filter.text?.trim().toLowerCase() || null;
+    const matchesText = (report: SyncReport, parts: (string | null | undefined)[]) =>
+      !text || parts.some(part => part && part.toLowerCase().includes(text)) || ruleMatches(report, parts[1], text);
     for (const input of inputs) {
       const { report } = input;
       const inRange = (line: number) => {
@@ -135,21 +166,28 @@ export class SiteRanking {
           continue;
         }
         siteLines.add(site.line);
-        if ((!kind || site.kind === kind) && (!rule || site.rule === rule)) {
+        if (
+          (!kind || site.kind === kind) &&
+          (!rule || site.rule === rule) &&
+          matchesText(report, [plainText(siteLabel(site)), site.rule, site.kind, site.message])
+        ) {
           sites.push(site);
         }
       }
       const findings: Finding[] = [];
       if (!kind || kind === STATIC_KIND) {
-        for (const finding of report.findings) {
-          const line = finding.range.line;
-          if (!siteLines.has(line) && inRange(line) && (!rule || finding.rule === rule)) {
+        for (const finding of findingsWithoutSites(report)) {
+          if (
+            inRange(finding.range.line) &&
+            (!rule || finding.rule === rule) &&
+            matchesText(report, ['not run', finding.rule, STATIC_KIND, finding.message])
+          ) {
             findings.push(finding);
           }
         }
       }
       if (sites.length + findings.length > 0) {
-        sites.sort((a, b) => compareSites(a, input, b, input));
+        sites.sort(compareCost);
         // Stable: findings on one line keep the report's order.
         findings.sort((a, b) => a.range.line - b.range.line);
         this._entries.push({ input, sites, findings, before: null });
@@ -168,20 +206,29 @@ export class SiteRanking {
     let syncs = 0;
     let blocked: number | null = null;
     let sites = 0;
+    let predicted = true;
     for (const entry of this._entries) {
       for (const site of entry.sites) {
         syncs += site.count;
         if (site.blocked_ms !== null) {
           blocked = (blocked ?? 0) + site.blocked_ms;
         }
+        predicted = predicted && isPredicted(entry.input.report, site);
       }
       sites += entry.sites.length;
     }
-    return { syncs, blockedMs: blocked, sites, cells: this._entries.length };
+    return { syncs, blockedMs: blocked, sites, cells: this._entries.length, predicted: predicted && sites > 0 };
   }
 
-  /** The first `limit` rows across cells, most costly first. */
-  flat(limit = Infinity): IRankedSite[] {
+  /**
+   * The first `limit` rows across cells, most costly first, or in the order of another
+   * column (`sort`: every row is made and sorted, as asked by a click on a header).
+   */
+  flat(limit = Infinity, sort: ISiteSort = DEFAULT_SORT): IRankedSite[] {
+    if (!isDefaultSort(sort)) {
+      const all = this._entries.flatMap(entry => this._rowsOf(entry));
+      return all.sort((a, b) => compareRows(a, b, sort)).slice(0, limit);
+    }
     const rows: IRankedSite[] = [];
     // Merge the cells' rankings: a heap of cells by their next site.
     const next = new Map<ICellEntry, number>();
@@ -252,7 +299,10 @@ export class SiteRanking {
    * The cells, costliest first (by their most costly row), each with its totals and
    * its rows, most costly first: `limit` rows in all, the last group cut short.
    */
-  groups(limit = Infinity): ICellGroup[] {
+  groups(limit = Infinity, sort: ISiteSort = DEFAULT_SORT): ICellGroup[] {
+    if (!isDefaultSort(sort)) {
+      return this._sortedGroups(limit, sort);
+    }
     const first = (entry: ICellEntry) =>
       entry.sites.length > 0 ? { site: entry.sites[0], finding: null } : { site: null, finding: entry.findings[0] };
     const ordered = [...this._entries].sort((a, b) => {
@@ -291,6 +341,34 @@ export class SiteRanking {
     return groups;
   }
 
+  /** The cells' rows sorted by a column; cells by their first row (numbers) or in notebook order. */
+  private _sortedGroups(limit: number, sort: ISiteSort): ICellGroup[] {
+    const sorted = this._entries.map(entry => ({
+      entry,
+      rows: this._rowsOf(entry).sort((a, b) => compareRows(a, b, sort))
+    }));
+    if (sort.key === 'count' || sort.key === 'blocked') {
+      sorted.sort((a, b) => compareRows(a.rows[0], b.rows[0], sort));
+    } else {
+      sorted.sort((a, b) => a.entry.input.cellNumber - b.entry.input.cellNumber);
+    }
+    const groups: ICellGroup[] = [];
+    let budget = limit;
+    for (const { entry, rows } of sorted) {
+      if (budget <= 0) {
+        break;
+      }
+      groups.push({ ...groupTotals(entry), sites: rows.slice(0, budget) });
+      budget -= rows.length;
+    }
+    return groups;
+  }
+
+  /** Every row of a cell (its sites, then its findings). */
+  private _rowsOf(entry: ICellEntry): IRankedSite[] {
+    return [...entry.sites.map(site => this._siteRow(entry, site)), ...entry.findings.map(f => this._findingRow(entry, f))];
+  }
+
   private _siteRow(entry: ICellEntry, site: SyncSite): IRankedSite {
     const { input } = entry;
     const { report, previous } = input;
@@ -314,11 +392,12 @@ export class SiteRanking {
       currentLine: input.currentLine ? input.currentLine(site.line) : site.line,
       stale: input.stale ?? false,
       kind: site.kind,
+      label: siteLabel(site),
       rule: site.rule,
       ruleTitle: ruleTitle(report, site.rule),
       count: site.count,
       blockedMs: site.blocked_ms,
-      source: site.predicted || report.mode === 'predict' ? 'predicted' : 'measured',
+      source: siteSource(report, site),
       weight: weightOf(site.count, site.blocked_ms),
       message: site.message,
       delta
@@ -334,6 +413,7 @@ export class SiteRanking {
       currentLine: input.currentLine ? input.currentLine(finding.range.line) : finding.range.line,
       stale: input.stale ?? false,
       kind: STATIC_KIND,
+      label: ruleTitle(input.report, finding.rule) ?? finding.rule,
       rule: finding.rule,
       ruleTitle: ruleTitle(input.report, finding.rule),
       count: 0,
@@ -349,7 +429,7 @@ export class SiteRanking {
   private _size = 0;
 }
 
-/** Two sites of any cells: by blocked time (unmeasured last), then count, then cell, then line. */
+/** Two sites of any cells: costliest first (model.ts compareCost), then cell, then line. */
 function compareSites(a: SyncSite, cellA: IRankInput, b: SyncSite, cellB: IRankInput): number {
   return (
     (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) ||
@@ -357,6 +437,36 @@ function compareSites(a: SyncSite, cellA: IRankInput, b: SyncSite, cellB: IRankI
     cellA.cellNumber - cellB.cellNumber ||
     a.line - b.line
   );
+}
+
+/** The rule's title contains the text (the rule code is the second searched part). */
+function ruleMatches(report: SyncReport, code: string | null | undefined, text: string): boolean {
+  const title = ruleTitle(report, code);
+  return title !== null && plainText(title).toLowerCase().includes(text);
+}
+
+/** Two rows by a column other than the default ranking, ties by cell then line. */
+export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): number {
+  const where = a.cellNumber - b.cellNumber || (a.currentLine ?? a.line) - (b.currentLine ?? b.line);
+  let by = 0;
+  switch (sort.key) {
+    case 'location':
+      by = where;
+      break;
+    case 'what':
+      by = plainText(a.label).localeCompare(plainText(b.label));
+      break;
+    case 'count':
+      by = a.count - b.count || (a.blockedMs ?? -1) - (b.blockedMs ?? -1);
+      break;
+    case 'blocked':
+      by = (a.blockedMs ?? -1) - (b.blockedMs ?? -1) || a.count - b.count;
+      break;
+    case 'rule':
+      by = (a.rule ?? '~').localeCompare(b.rule ?? '~');
+      break;
+  }
+  return (sort.descending ? -by : by) || where;
 }
 
 /** A cell's totals over its listed sites, and their change since its previous run. */
@@ -384,24 +494,52 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   return { cellId: input.cellId, cellNumber: input.cellNumber, syncs, blockedMs: blocked, delta };
 }
 
+function isDefaultSort(sort: ISiteSort): boolean {
+  return sort.key === DEFAULT_SORT.key && sort.descending === DEFAULT_SORT.descending;
+}
+
+/** What the sidebar's filters offer: kinds and rules present, each with its words. */
+export interface IFilterChoices {
+  kinds: string[];
+  rules: string[];
+  /** Kind -> label (plain text, no backticks): the kind filter shows these. */
+  kindLabels: Record<string, string>;
+  /** Rule code -> "SF101 .item() on a CUDA tensor". */
+  ruleLabels: Record<string, string>;
+}
+
 /** The kinds and rules present, for the sidebar's filters. */
-export function filterChoices(inputs: readonly IRankInput[]): { kinds: string[]; rules: string[] } {
-  const kinds = new Set<string>();
-  const rules = new Set<string>();
+export function filterChoices(inputs: readonly IRankInput[]): IFilterChoices {
+  const kinds = new Map<string, string>();
+  const rules = new Map<string, string>();
+  const addRule = (report: SyncReport, code: string) => {
+    if (!rules.has(code)) {
+      const title = ruleTitle(report, code);
+      rules.set(code, title ? `${code} ${plainText(title)}` : code);
+    }
+  };
   for (const { report } of inputs) {
     const siteLines = new Set(report.sites.map(s => s.line));
     for (const site of report.sites) {
-      kinds.add(site.kind);
+      if (!kinds.has(site.kind)) {
+        kinds.set(site.kind, plainText(siteLabel(site)));
+      }
       if (site.rule) {
-        rules.add(site.rule);
+        addRule(report, site.rule);
       }
     }
     for (const finding of report.findings) {
-      rules.add(finding.rule);
+      addRule(report, finding.rule);
       if (!siteLines.has(finding.range.line)) {
-        kinds.add(STATIC_KIND);
+        kinds.set(STATIC_KIND, 'not run (static finding)');
       }
     }
   }
-  return { kinds: [...kinds].sort(), rules: [...rules].sort() };
+  const kindList = [...kinds.keys()].sort((a, b) => kinds.get(a)!.localeCompare(kinds.get(b)!));
+  return {
+    kinds: kindList,
+    rules: [...rules.keys()].sort(),
+    kindLabels: Object.fromEntries(kinds),
+    ruleLabels: Object.fromEntries(rules)
+  };
 }
