@@ -30,10 +30,13 @@ def test_example_suite(pytester):
     result = run(pytester)
     result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines([
-        "*test_model.py::test_count_positive_is_sync_free: syncfree: would synchronize 1 time, budget 0",
+        "*_ test_count_positive_is_sync_free _*",
+        "syncfree: would synchronize 1 time, budget 0",
         "  model.py:13: .item() ×1, predicted, SF101 (called from test_model.py:27)",
     ])
     result.stdout.fnmatch_lines(["  test_model.py:46: printing a tensor ×1, predicted, SF201"])
+    # the short summary carries the message, not the test id twice
+    result.stdout.fnmatch_lines(["FAILED test_model.py::test_print_is_a_sync - syncfree: would synchronize*"])
     # the failure is the test's finding, not a traceback into syncfree
     assert "pytest_plugin.py" not in result.stdout.str()
 

@@ -134,7 +134,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
         if isinstance(call.excinfo.value, SyncError):
             report = pytest.TestReport.from_item_and_call(item, call)
-            report.longrepr = f"{item.nodeid}: syncfree: {call.excinfo.value}"
+            report.longrepr = f"syncfree: {call.excinfo.value}"
             return report
     return None
 
