@@ -213,6 +213,92 @@ describe('SyncsPanel', () => {
     expect(widget.rows).toHaveLength(600);
   });
 
+  it('filters by free text over labels, rules and messages, keeping the box focused', () => {
+    const { widget } = panel(inputs());
+    const box = widget.node.querySelector<HTMLInputElement>('[data-control="text"]')!;
+    box.focus();
+    const type = (value: string) => {
+      box.value = value;
+      box.dispatchEvent(new Event('input', { bubbles: true }));
+    };
+    type('PRINTING');
+    expect(widget.rows.map(r => `${r.dataset.cellId}:${r.dataset.line}`)).toEqual(['b:5']);
+    expect(document.activeElement).toBe(box);
+    type('cuda tensor'); // the rule title of SF101
+    expect(widget.rows.map(r => r.dataset.cellId)).toEqual(['b', 'a', 'c']);
+    type('nothing like this');
+    expect(widget.rows).toHaveLength(0);
+    expect(widget.node.textContent).toContain('No sync matches these filters.');
+  });
+
+  it('sorts by a column header and says so with aria-sort', () => {
+    const { widget } = panel(inputs());
+    widget.groupByCell = false;
+    widget.render();
+    const header = (key: string) => widget.node.querySelector<HTMLElement>(`.jp-syncfree-sidebar-column-${key}`)!;
+    expect(header('blocked').getAttribute('aria-sort')).toBe('descending');
+    expect(header('location').getAttribute('aria-sort')).toBe('none');
+    header('location').querySelector('button')!.click();
+    expect(header('location').getAttribute('aria-sort')).toBe('ascending');
+    expect(widget.rows.map(r => `${r.dataset.cellId}:${r.dataset.line}`)).toEqual(['a:3', 'b:4', 'b:5', 'c:3']);
+    header('location').querySelector('button')!.click();
+    expect(header('location').getAttribute('aria-sort')).toBe('descending');
+    expect(widget.rows.map(r => `${r.dataset.cellId}:${r.dataset.line}`)).toEqual(['c:3', 'b:5', 'b:4', 'a:3']);
+    header('count').querySelector('button')!.click();
+    expect(widget.rows.map(r => `${r.dataset.cellId}:${r.dataset.line}`)).toEqual(['b:4', 'a:3', 'b:5', 'c:3']);
+  });
+
+  it('is one tab stop: arrows move, Left and Right collapse and expand a cell, Enter jumps', () => {
+    const { widget, jump } = panel(inputs());
+    const stops = () => Array.from(widget.node.querySelectorAll<HTMLElement>('[data-nav][tabindex="0"]'));
+    expect(stops()).toHaveLength(1);
+    const key = (key: string) =>
+      (document.activeElement as HTMLElement).dispatchEvent(new KeyboardEvent('keydown', { key, bubbles: true }));
+    stops()[0].focus();
+    expect(document.activeElement!.textContent).toContain('Cell 2');
+    key('ArrowDown');
+    expect((document.activeElement as HTMLElement).dataset.line).toBe('4');
+    expect(stops()).toEqual([document.activeElement]);
+    key('Enter');
+    expect(jump).toHaveBeenLastCalledWith('b', 4);
+    key('ArrowLeft'); // to the cell header
+    key('ArrowLeft'); // collapse it
+    expect(widget.node.querySelector('[data-cell-id="b"].jp-syncfree-sidebar-cell')!.getAttribute('aria-expanded')).toBe('false');
+    expect(widget.rows.map(r => r.dataset.cellId)).toEqual(['a', 'c']);
+    expect(document.activeElement!.textContent).toContain('Cell 2'); // focus kept across the redraw
+    key('ArrowRight');
+    expect(widget.rows.map(r => r.dataset.cellId)).toEqual(['b', 'b', 'a', 'c']);
+    key('End');
+    expect((document.activeElement as HTMLElement).dataset.cellId).toBe('c');
+    key('Home');
+    expect(document.activeElement!.textContent).toContain('Cell 2');
+    expect(stops()).toHaveLength(1);
+  });
+
+  it('collapses a cell group on a click on its header', () => {
+    const { widget } = panel(inputs());
+    widget.node.querySelector<HTMLElement>('[data-cell-id="a"].jp-syncfree-sidebar-cell')!.click();
+    expect(widget.rows.map(r => r.dataset.cellId)).toEqual(['b', 'b', 'c']);
+  });
+
+  it('shows labels in user words, code as <code>, and predicted totals as such', () => {
+    const predicted = report({
+      mode: 'predict',
+      sites: [site({ kind: 'mask_index', label: 'boolean-mask indexing', count: 60, blocked_ms: null })],
+      findings: []
+    });
+    const { widget } = panel([{ cellId: 'p', cellNumber: 1, report: predicted, previous: null }]);
+    expect(widget.node.textContent).not.toContain('mask_index');
+    expect(widget.rows[0].querySelector('.jp-syncfree-sidebar-kind')!.textContent).toBe('boolean-mask indexing');
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('60 predicted syncs in 1 cell');
+    const kindOptions = Array.from(widget.node.querySelectorAll('[data-control="kind"] option')).map(o => o.textContent);
+    expect(kindOptions).toEqual(['all kinds', 'boolean-mask indexing']);
+    document.body.textContent = '';
+    const { widget: measured } = panel(inputs());
+    expect(measured.rows[0].querySelector('.jp-syncfree-sidebar-kind code')!.textContent).toBe('.item()');
+    expect(measured.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('103 syncs in 3 cells · 42.9 ms blocked');
+  });
+
   it('sets report strings as text', () => {
     const evil = '<img src=x onerror="window.pwned=1">';
     const { widget } = panel([
