@@ -14,7 +14,9 @@ for "called a synchronizing CUDA operation": the number of those warnings is the
 sync count. A call that synced is repeated once, to tell first-call effects apart.
 Each sample records the signature of its arguments (``syncfree.capture.optable.signature``:
 tensor vs Python scalar, rank class, dtype kind, keyword values), which is how predict
-mode tells argument-dependent ops apart.
+mode tells argument-dependent ops apart, and a fingerprint (shapes and Python values,
+``optable.fingerprint``) by which the CPU replay in ``tests/test_optable.py`` tells a sample
+that another torch version's OpInfo changed from a wrong prediction.
 """
 
 from __future__ import annotations
@@ -156,7 +158,7 @@ def main() -> int:
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
 
-    from syncfree.capture.optable import signature
+    from syncfree.capture.optable import fingerprint, signature
 
     start = time.monotonic()
     if DEVICE == "cuda":
@@ -210,7 +212,8 @@ def main() -> int:
                 continue
             for i, sample in enumerate(samples):
                 args = (sample.input, *sample.args)
-                rec = {"dtype": str(dtype)[6:], "i": i, "sig": signature(args, sample.kwargs)}
+                rec = {"dtype": str(dtype)[6:], "i": i, "sig": signature(args, sample.kwargs),
+                       "fp": fingerprint(args, sample.kwargs)}
                 try:
                     cargs, ckwargs = to_cuda((args, dict(sample.kwargs)))
                     n, err = count_syncs(op.op, cargs, ckwargs)

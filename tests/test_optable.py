@@ -88,6 +88,7 @@ def test_opinfo_samples_replayed_in_predict_mode(capsys):
     predicted_ops: dict[str, bool] = {}
     exact = total = 0
     sample_misses: list[str] = []
+    changed: list[str] = []
     for key, entry in data["ops"].items():
         op = by_key.get(key)
         if op is None:
@@ -107,6 +108,10 @@ def test_opinfo_samples_replayed_in_predict_mode(capsys):
                 if rec["i"] >= len(samples):
                     continue
                 sample = samples[rec["i"]]
+                if rec.get("fp") and rec["fp"] != optable.fingerprint((sample.input, *sample.args),
+                                                                      sample.kwargs):
+                    changed.append(f"{key}[{rec['dtype']}#{rec['i']}]")
+                    continue  # this torch's OpInfo yields another sample at that index
                 recorder = CountingRecorder()
                 try:
                     with warnings.catch_warnings():
@@ -136,15 +141,53 @@ def test_opinfo_samples_replayed_in_predict_mode(capsys):
               f"({len(gpu & pred)}/{len(pred)}), sample-level exact count {sample_exact:.3f} ({exact}/{total})")
         print("ops missed:", sorted(gpu - pred))
         print("ops over-predicted:", sorted(pred - gpu))
+        print(f"samples skipped (changed since the measurement's torch {data['torch']}):",
+              len(changed), changed[:10])
         print("sample misses:", len(sample_misses))
         for line in sample_misses[:60]:
             print("  ", line)
-    # Target (issue 10): 0.97 each. Reached with this table: recall 0.947, precision 1.000,
-    # exact 0.993; the misses are printed above. The floor guards against regressions.
-    assert recall >= 0.94 and precision >= 0.97 and sample_exact >= 0.97
+    # Target (issue 10): 0.97 each. With the torch 2.11 table and torch 2.13 installed:
+    # recall 0.987 (74/75), precision 1.000, exact 0.995. The one miss, histc, is a changed
+    # sample, not a wrong prediction: 2.11's OpInfo made its first samples with min=max=0
+    # (the range is read from the data: 2 syncs), 2.13's with min=0, max=10 (no sync, as
+    # predicted; tests/gpu/test_rewrites_gpu.py checks both on a GPU). A table measured with
+    # fingerprints ("fp") skips such samples instead.
+    assert recall >= 0.97 and precision >= 0.97 and sample_exact >= 0.97
 
 
 def optable_tensors(obj):
     from torch.utils._pytree import tree_leaves
 
     return [t for t in tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def test_isin_follows_its_size_heuristic():
+    table = optable.load("2.11.0")
+    small, large = torch.arange(5.0), torch.arange(20.0)
+    # brute force when test_elements is small next to elements; sort + unique otherwise
+    assert table.predicted_syncs(torch.isin, (large, small), {}) == 0
+    assert table.predicted_syncs(torch.isin, (small, large), {}) == 3
+    assert table.predicted_syncs(torch.isin, (large, 3.0), {}) == 0
+    assert table.predicted_syncs(torch.isin, (torch.empty(0), large), {}) == 0
+
+
+def test_svd_of_a_non_empty_matrix_syncs_like_svdvals():
+    table = optable.load("2.11.0")
+    a = torch.randn(4, 3)
+    assert table.predicted_syncs(torch.linalg.svd, (a,), {"full_matrices": False}) == 2
+    assert table.predicted_syncs(torch.linalg.svd, (torch.empty(0, 3),), {}) == 0
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        torch.svd_lowrank(a.to("cuda", non_blocking=True), q=2)
+    # a Python function the mode does not see: its one linalg.svd call syncs twice
+    assert recorder.kinds["library"] == 2, recorder.kinds
+
+
+def test_equal_of_different_shapes_answers_on_the_host():
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        x = torch.ones(3, device="cuda")
+        torch.equal(x, torch.ones((), device="cuda"))
+        assert recorder.n == 0
+        torch.equal(x, torch.ones(3, device="cuda"))
+    assert recorder.n == 1

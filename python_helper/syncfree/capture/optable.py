@@ -110,6 +110,31 @@ def signature(args: tuple, kwargs: dict | None) -> str:
     return pos + ";" + kw
 
 
+def fingerprint(args: tuple, kwargs: dict | None) -> str:
+    """Which sample this is, beyond its signature: tensor shapes and dtypes, Python values.
+
+    Recorded by the measurement with each sample so that a replay under another torch
+    version (whose OpInfo may yield different samples at the same index: torch 2.13's
+    ``histc`` samples use ``min=0, max=10`` where 2.11's used ``min=max=0``) can tell a
+    changed sample from a wrong prediction.
+    """
+    import hashlib
+
+    import torch
+    from torch.utils._pytree import tree_flatten
+
+    leaves, spec = tree_flatten((args, dict(kwargs or {})))
+    parts = [str(spec)]
+    for leaf in leaves:
+        if isinstance(leaf, torch.Tensor):
+            parts.append(f"T{tuple(leaf.shape)}{leaf.dtype}{leaf.layout}")
+        elif isinstance(leaf, (bool, int, float, complex, str)) or leaf is None:
+            parts.append(repr(leaf))
+        else:
+            parts.append(type(leaf).__name__)
+    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:12]
+
+
 def features(sig: str) -> set[str]:
     """The parts of a signature, each tagged with its place (``p0:T0f``, ``k:dim=int``)."""
     pos, _, kw = sig.partition(";")
@@ -208,6 +233,48 @@ class OpEntry:
         return any(n > 0 for n in self.counts)
 
 
+# Entries whose own samples miss a case that another entry measured on the same kernel.
+# OpInfo's `linalg.svd` and `svd` samples are all empty matrices (0 syncs); every entry
+# built on the same `_linalg_svd` kernel (svdvals, pinv, matrix_rank, cond, norm 'nuc')
+# measured 2 syncs on a non-empty one (the kernel checks its `info` on the host,
+# aten/src/ATen/native/BatchLinearAlgebra.cpp), and so did `svd_lowrank`, whose only
+# syncing call is one `linalg.svd` of a non-empty matrix. `tests/gpu/test_optable_gpu.py`
+# re-measures it.
+SHARED_KERNEL_SAMPLES: dict[str, str] = {
+    "linalg_svd": "linalg.svdvals",
+    "svd": "linalg.svdvals",
+}
+
+
+def _isin_sorts(args: tuple, kwargs: dict) -> bool | None:
+    """Whether ``torch.isin`` takes its sorting path (which syncs: unique() sizes).
+
+    aten/src/ATen/native/TensorCompare.cpp, isin_Tensor_Tensor_out: the brute-force
+    kernel when ``test_elements.numel() < int(10 * elements.numel() ** 0.145)`` (numpy's
+    heuristic), else sort + unique. The signature cannot tell the two: only sizes do.
+    """
+    import torch
+
+    names = ("elements", "test_elements")
+    bound = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    elements, test = bound.get("elements"), bound.get("test_elements")
+    if not isinstance(test, torch.Tensor):
+        return False  # isin(Tensor, Scalar) is eq/ne
+    n_elements = elements.numel() if isinstance(elements, torch.Tensor) else 1
+    if n_elements == 0:
+        return False
+    return test.numel() >= int(10.0 * float(n_elements) ** 0.145)
+
+
+# Ops whose sync depends on argument sizes or values that a signature does not record:
+# the function says whether the call takes the syncing branch; the count is the one the
+# table measured for that branch (the entry's largest).
+SIZE_BRANCHES: dict[str, Any] = {
+    "isin": _isin_sorts,
+}
+
+
 class OpTable:
     """A loaded table file: entries by callable name, plus the file's metadata."""
 
@@ -217,7 +284,8 @@ class OpTable:
         self.torch_version: str = data.get("torch", "?")
         self.device: str = data.get("device", "?")
         self.entries: dict[str, OpEntry] = {}
-        for key, op in data.get("ops", {}).items():
+        ops = data.get("ops", {})
+        for key, op in ops.items():
             names = set(op.get("names", [])) | {op.get("name", key)}
             for sample in op.get("samples", []):
                 if sample.get("error") is not None or sample.get("syncs") is None:
@@ -226,6 +294,13 @@ class OpTable:
                     entry = self.entries.get(name)
                     if entry is None:
                         entry = self.entries[name] = OpEntry(name)
+                    entry.add(sample["sig"], int(sample["syncs"]))
+        for name, source in SHARED_KERNEL_SAMPLES.items():
+            entry, op = self.entries.get(name), ops.get(source)
+            if entry is None or op is None:
+                continue
+            for sample in op.get("samples", []):
+                if sample.get("error") is None and sample.get("syncs") is not None:
                     entry.add(sample["sig"], int(sample["syncs"]))
         for entry in self.entries.values():
             entry.finish()
@@ -255,6 +330,11 @@ class OpTable:
         entry = self.lookup(func)
         if entry is None:
             return None
+        branch = SIZE_BRANCHES.get(entry.name)
+        if branch is not None:
+            takes = branch(args, kwargs or {})
+            if takes is not None:
+                return max(entry.counts) if takes else 0
         always = entry.always
         if always is not None:
             return always
