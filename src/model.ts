@@ -120,3 +120,44 @@ export function syncCountText(count: number, predicted = false): string {
 export function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
+
+/** The totals of a notebook's reports: the status bar and the Syncs tab's badge. */
+export interface INotebookTotals {
+  /** Syncs seen or predicted, over every report. */
+  syncs: number;
+  /** Blocked time over the reports that measured it; null when none did. */
+  blockedMs: number | null;
+  /** Every report with syncs predicted them (no GPU). */
+  predicted: boolean;
+  /** Cells with a report. */
+  cells: number;
+  /** Static findings on lines where nothing synced (they did not run). */
+  notRun: number;
+}
+
+export function notebookTotals(reports: readonly { report: SyncReport }[]): INotebookTotals {
+  let syncs = 0;
+  let blocked: number | null = null;
+  let predicted = true;
+  let notRun = 0;
+  for (const { report } of reports) {
+    syncs += report.totals.syncs;
+    if (report.totals.blocked_ms !== null) {
+      blocked = (blocked ?? 0) + report.totals.blocked_ms;
+    }
+    if (report.totals.syncs > 0 && !allPredicted(report)) {
+      predicted = false;
+    }
+    notRun += findingsWithoutSites(report).length;
+  }
+  return { syncs, blockedMs: blocked, predicted: predicted && syncs > 0, cells: reports.length, notRun };
+}
+
+/** "103 syncs · 42.9 ms blocked", "60 predicted syncs", "3 likely syncs (did not run)". */
+export function notebookTotalsText(totals: INotebookTotals): string {
+  if (totals.syncs === 0) {
+    return totals.notRun > 0 ? `${totals.notRun} likely sync${totals.notRun === 1 ? '' : 's'} (did not run)` : 'no syncs';
+  }
+  const blocked = totals.blockedMs !== null ? ` · ${formatMs(totals.blockedMs)} blocked` : '';
+  return `${syncCountText(totals.syncs, totals.predicted)}${blocked}`;
+}

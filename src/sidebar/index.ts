@@ -6,6 +6,7 @@ import {
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { CommandToolbarButton, Toolbar } from '@jupyterlab/ui-components';
 import type { ReadonlyJSONObject } from '@lumino/coreutils';
 import type { SyncfreeSidebar } from '../_settings';
@@ -14,6 +15,8 @@ import { reportFreshness, syncMarkerField } from '../gutter/extension';
 import { editorViewOfCell, revealCellLine } from '../navigate';
 import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { ISyncsSource, SyncsPanel } from './panel';
+import { SyncsStatus, badgeCount, badgeText } from './status';
+import { notebookTotals } from '../model';
 import type { IRankInput } from './ranking';
 import type { EditorView } from '@codemirror/view';
 import type { SyncReport } from '../tokens';
@@ -86,14 +89,15 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
   description: 'The Syncs sidebar: every sync of the current notebook, ranked by blocked time.',
   autoStart: true,
   requires: [ISyncReports, INotebookTracker],
-  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer],
+  optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar],
   activate: (
     app: JupyterFrontEnd,
     reports: ISyncReports,
     tracker: INotebookTracker,
     settingRegistry: ISettingRegistry | null,
     palette: ICommandPalette | null,
-    restorer: ILayoutRestorer | null
+    restorer: ILayoutRestorer | null,
+    statusBar: IStatusBar | null
   ) => {
     const { commands, shell } = app;
     let settings: ISettingRegistry.ISettings | null = null;
@@ -122,6 +126,27 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     panel.title.icon = syncfreeIcon;
     shell.add(panel, 'right', { rank: 650 });
     restorer?.add(panel, panel.id);
+
+    // The notebook's totals: a count badge on the panel's tab and a status-bar item.
+    const status = new SyncsStatus(() => void commands.execute(CommandIDs.openSidebar));
+    statusBar?.registerStatusItem(`${PLUGIN_IDS.sidebar}:status`, { item: status, align: 'left', rank: 5 });
+    const caption = panel.title.caption;
+    const showTotals = () => {
+      const notebook = tracker.currentWidget;
+      const found = notebook ? reports.reportsOf(notebook.context.path) : [];
+      const totals = found.length > 0 ? notebookTotals(found) : null;
+      status.totals = totals;
+      const count = badgeCount(totals);
+      // The tab draws title.dataset as data-* attributes (@lumino/widgets TabBar
+      // createTabDataset); the stylesheet shows data-syncfree-count as a badge.
+      const dataset: Record<string, string> = { ...panel.title.dataset };
+      delete dataset['syncfree-count'];
+      if (count !== null) {
+        dataset['syncfree-count'] = badgeText(count);
+      }
+      panel.title.dataset = dataset;
+      panel.title.caption = count !== null && totals ? `${caption} (${status.node.textContent?.replace(/^Syncs: /, '')})` : caption;
+    };
 
     // Cell moves renumber the rows without changing any report: follow the model too.
     let watchedCells: { disconnect(): void } | null = null;
@@ -160,10 +185,13 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
       }
     };
     tracker.currentChanged.connect(follow);
+    tracker.currentChanged.connect(showTotals);
     follow();
+    showTotals();
     reports.changed.connect((_, path) => {
       if (tracker.currentWidget?.context.path === path) {
         panel.update();
+        showTotals();
       }
     });
 

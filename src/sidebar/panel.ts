@@ -195,7 +195,7 @@ export class SyncsPanel extends Panel {
       this._content.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;
     }
-    const grid = el('div', `${S}-list`);
+    const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}`);
     grid.setAttribute('role', 'treegrid');
     grid.setAttribute('aria-label', 'Syncs in this notebook');
     grid.appendChild(this._columnHeaders());

@@ -1,0 +1,45 @@
+import { Widget } from '@lumino/widgets';
+import { CSS_PREFIX } from '../tokens';
+import { INotebookTotals, notebookTotalsText } from '../model';
+import { el } from '../dom';
+
+/**
+ * The status-bar item: the current notebook's totals ("103 syncs · 42.9 ms blocked");
+ * a click opens the Syncs panel. Hidden while the notebook has no report.
+ */
+export class SyncsStatus extends Widget {
+  constructor(private readonly _open: () => void) {
+    super({ node: el('button', `${CSS_PREFIX}-status jp-StatusBar-TextItem`) });
+    const node = this.node as HTMLButtonElement;
+    node.type = 'button';
+    node.addEventListener('click', () => this._open());
+    this.totals = null;
+  }
+
+  /** The totals shown, or null to hide the item. */
+  set totals(value: INotebookTotals | null) {
+    const node = this.node as HTMLButtonElement;
+    if (!value || value.cells === 0) {
+      node.textContent = '';
+      this.setHidden(true);
+      return;
+    }
+    const text = `Syncs: ${notebookTotalsText(value)}`;
+    node.textContent = text;
+    node.title = `${text} in ${value.cells} cell${value.cells === 1 ? '' : 's'}. Click to open the Syncs panel.`;
+    this.setHidden(false);
+  }
+}
+
+/** The number on the Syncs tab: syncs, or likely syncs when nothing ran; null for none. */
+export function badgeCount(totals: INotebookTotals | null): number | null {
+  if (!totals || totals.cells === 0) {
+    return null;
+  }
+  return totals.syncs > 0 ? totals.syncs : totals.notRun > 0 ? totals.notRun : null;
+}
+
+/** "1.2k" past 999: the badge is small. */
+export function badgeText(count: number): string {
+  return count > 999 ? `${(count / 1000).toFixed(count > 9999 ? 0 : 1)}k` : String(count);
+}
