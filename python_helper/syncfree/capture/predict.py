@@ -80,7 +80,6 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import interrupts
 from .undo import Undo
 
 # One PredictSession at a time in the process: the patches it installs are global.
@@ -323,8 +322,6 @@ class PredictSession:
         try:
             # No lock held across lines (an interrupt could leave it held): a claim list
             # whose first entry is the active session; list.append is atomic.
-            undo.push(interrupts.release, self)  # a Ctrl-C is raised outside (interrupts.py)
-            interrupts.hold(self)
             undo.push(_release_active, self)
             _claims.append(self)
             if _claims[0] is not self:
@@ -353,7 +350,6 @@ class PredictSession:
                 self.close()
             finally:
                 self.close()  # again, should a second interrupt have cut the first short
-            raise
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
