@@ -66,9 +66,14 @@ class Cell:
         self.findings = analyze_source(source)
 
     def recorder(self, mode: str = "warn", **options):
-        from syncfree.capture import SyncRecorder
+        """The recorder as every surface makes it (`syncfree.session.new_recorder`)."""
+        from syncfree.session import Engine, new_recorder
+        from syncfree.report import device_info
 
-        return SyncRecorder(mode, cell_files={self.filename: 0},
+        stop_at_first = options.pop("stop_at_first", False)
+        engine = Engine(mode, device_info("cuda" if mode != "predict" else "predict"),
+                        stop_at_first=stop_at_first)
+        return new_recorder(engine, files={self.filename: 0},
                             findings={self.filename: self.findings}, **options)
 
 

@@ -182,15 +182,15 @@ def test_state_is_restored_after_every_exit(cell, cuda_namespace):
 
 
 def test_report_of_a_gpu_run_is_valid(cell, cuda_namespace):
-    from syncfree.report import build_report, device_info
+    from syncfree.session import cell_report, choose_engine
 
     source = "for _ in range(10):\n    s = x.sum().item()\n"
     c = cell(source)
     recorder = c.recorder("warn")
     with recorder:
         exec(c.code, cuda_namespace)
-    report = build_report(source=source, device=device_info("cuda"), findings=c.findings,
-                          **recorder.report_fields())
+    report = cell_report(source=source, engine=choose_engine("warn"), findings=c.findings,
+                         recorder=recorder)
     assert report["sites"][0]["count"] == 10 and report["totals"]["blocked_ms"] is not None
     try:
         from syncfree.report import validate_report
