@@ -19,7 +19,7 @@ test.describe('the sync card', () => {
     const card = page.locator('.jp-syncfree-card');
     await expect(card).toBeVisible();
     await expect(card.locator('.jp-syncfree-card-title')).toHaveText('Sync at line 6');
-    await expect(card.locator('.jp-syncfree-card-kind')).toHaveText('item');
+    await expect(card.locator('.jp-syncfree-card-kind')).toHaveText('.item()');
     await expect(card.locator('.jp-syncfree-card-count')).toHaveText('×64');
     await expect(card.locator('.jp-syncfree-card-blocked')).toHaveText('blocked 41.2 ms');
     await expect(card.locator('.jp-syncfree-card-rule-code').first()).toHaveText('SF101');

@@ -33,9 +33,22 @@ test.describe('the Syncs sidebar', () => {
       'cell 4:7',
       'cell 4:7'
     ]);
-    // The two static findings of line 7 (a print and a nonzero that did not run).
-    await expect(rows.locator('.jp-syncfree-sidebar-kind').nth(6)).toHaveText('SF201');
-    await expect(rows.locator('.jp-syncfree-sidebar-kind').nth(7)).toHaveText('SF602');
+    // In the user's words, never an internal kind id, never cut short.
+    await expect(rows.locator('.jp-syncfree-sidebar-kind').nth(1)).toHaveText('boolean-mask indexing');
+    await expect(rows.locator('.jp-syncfree-sidebar-kind').nth(3)).toHaveText('truth value of a tensor');
+    await expect(rows.locator('.jp-syncfree-sidebar-kind').nth(4)).toHaveText('tensor built from Python data');
+    await expect(rows.locator('.jp-syncfree-sidebar-kind').first().locator('code')).toHaveText('.item()');
+    const text = await sidebar.innerText();
+    for (const id of ['mask_index', 'python_bool', 'tensor_from_python', '`']) {
+      expect(text).not.toContain(id);
+    }
+    for (const kind of await rows.locator('.jp-syncfree-sidebar-kind').all()) {
+      expect(await kind.evaluate(node => node.scrollWidth <= node.clientWidth + 1)).toBe(true);
+    }
+    // The two static findings of line 7 (a print and a nonzero that did not run): rule titles.
+    await expect(rows.nth(6).locator('.jp-syncfree-sidebar-rule')).toHaveText('SF201');
+    await expect(rows.nth(7).locator('.jp-syncfree-sidebar-rule')).toHaveText('SF602');
+    await expect(rows.nth(6).locator('.jp-syncfree-sidebar-count')).toHaveText('not run');
 
     // Grouped: cells ordered by their costliest site.
     await sidebar.locator('[data-control="group"]').check();
@@ -43,6 +56,7 @@ test.describe('the Syncs sidebar', () => {
 
     await sidebar.locator('[data-control="kind"]').selectOption('item');
     await expect(rows).toHaveCount(1);
+    await expect(sidebar.locator('[data-control="kind"] option', { hasText: 'boolean-mask indexing' })).toHaveCount(1);
 
     if (process.env.SYNCFREE_SCREENSHOTS) {
       await sidebar.locator('[data-control="kind"]').selectOption('');
@@ -77,7 +91,7 @@ test.describe('the Syncs sidebar', () => {
 
     await expect(row).toHaveAttribute('data-line', '7');
     await expect(row).toHaveClass(/jp-syncfree-stale/);
-    await expect(row.locator('.jp-syncfree-sidebar-where')).toHaveText('line 7');
+    await expect(row.locator('.jp-syncfree-sidebar-where')).toHaveText('7');
     await expect(cell.locator('.jp-syncfree-stale-note')).toBeVisible();
     await expect(cell.locator('.jp-syncfree-stale-note')).toHaveText('Out of date: the cell was edited since this run');
 
@@ -111,6 +125,100 @@ test.describe('the Syncs sidebar', () => {
     await expect(sidebar.locator('.jp-syncfree-sidebar-empty')).toContainText('%load_ext syncfree');
     await page.notebook.activate('syncs.ipynb');
     await expect(sidebar.locator('.jp-syncfree-sidebar-row').first()).toBeVisible();
+  });
+
+  test('a problems panel: free-text filter, sortable columns, collapsible cells', async ({ page }) => {
+    const sidebar = page.locator('#jp-syncfree-sidebar');
+    const rows = sidebar.locator('.jp-syncfree-sidebar-row');
+    await expect(rows).toHaveCount(8);
+    const search = sidebar.locator('[data-control="text"]');
+    await search.fill('mask');
+    await expect(rows).toHaveCount(1);
+    await expect(rows.first()).toHaveAttribute('data-line', '5');
+    await expect(search).toBeFocused();
+    await search.fill('SF101'); // a rule code
+    await expect(rows).toHaveCount(1);
+    await search.fill('');
+    await expect(rows).toHaveCount(8);
+
+    const header = (key: string) => sidebar.locator(`.jp-syncfree-sidebar-column-${key}`);
+    await expect(header('blocked')).toHaveAttribute('aria-sort', 'descending');
+    await header('count').locator('button').click();
+    await expect(header('count')).toHaveAttribute('aria-sort', 'descending');
+    await expect(header('blocked')).toHaveAttribute('aria-sort', 'none');
+    await sidebar.locator('[data-control="group"]').uncheck();
+    await expect(rows.first().locator('.jp-syncfree-sidebar-count')).toHaveText('×64');
+    await header('location').locator('button').click();
+    await expect(header('location')).toHaveAttribute('aria-sort', 'ascending');
+    await expect(rows.locator('.jp-syncfree-sidebar-where')).toHaveText([
+      'cell 3:6',
+      'cell 3:7',
+      'cell 4:3',
+      'cell 4:4',
+      'cell 4:5',
+      'cell 4:7',
+      'cell 4:7',
+      'cell 5:3'
+    ]);
+    await header('location').locator('button').click();
+    await expect(header('location')).toHaveAttribute('aria-sort', 'descending');
+    await expect(rows.first().locator('.jp-syncfree-sidebar-where')).toHaveText('cell 5:3');
+
+    await sidebar.locator('[data-control="group"]').check();
+    const group = sidebar.locator('.jp-syncfree-sidebar-cell[data-cell-id="prepare"]');
+    await expect(group).toHaveAttribute('aria-expanded', 'true');
+    await group.click();
+    await expect(group).toHaveAttribute('aria-expanded', 'false');
+    await expect(rows.and(page.locator('[data-cell-id="prepare"]'))).toHaveCount(0);
+    await group.click();
+    await expect(rows.and(page.locator('[data-cell-id="prepare"]'))).toHaveCount(5);
+  });
+
+  test('the list is one tab stop, arrow keys move, Enter goes to the line', async ({ page }) => {
+    const sidebar = page.locator('#jp-syncfree-sidebar');
+    await expect(sidebar.locator('.jp-syncfree-sidebar-row').first()).toBeVisible();
+    await expect(sidebar.locator('[data-nav][tabindex="0"]')).toHaveCount(1);
+    // Tab from the last control into the list lands on its one tab stop.
+    await sidebar.locator('[data-control="rule"]').focus();
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab'); // past the column headers' sort buttons
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Tab');
+    const focused = sidebar.locator('[data-nav]:focus');
+    await expect(focused).toHaveText(/Cell 3/);
+    await page.keyboard.press('ArrowDown');
+    await expect(focused).toHaveAttribute('data-line', '6');
+    await page.keyboard.press('ArrowDown');
+    await expect(focused).toHaveAttribute('data-line', '7');
+    await expect(sidebar.locator('[data-nav][tabindex="0"]')).toHaveCount(1);
+    await page.keyboard.press('ArrowLeft'); // to the cell
+    await page.keyboard.press('ArrowLeft'); // collapse it
+    await expect(sidebar.locator('.jp-syncfree-sidebar-cell[data-cell-id="train"]')).toHaveAttribute('aria-expanded', 'false');
+    await page.keyboard.press('ArrowRight');
+    await expect(sidebar.locator('.jp-syncfree-sidebar-cell[data-cell-id="train"]')).toHaveAttribute('aria-expanded', 'true');
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('Enter');
+    await expect.poll(() => activeCursor(page)).toEqual({ cell: 2, line: 7 });
+  });
+
+  test('a count badge on the tab and the totals in the status bar, which opens the panel', async ({ page }) => {
+    const tab = page.locator('.lm-TabBar-tab[data-id="jp-syncfree-sidebar"]');
+    await expect(tab).toHaveAttribute('data-syncfree-count', '77');
+    const status = page.locator('.jp-syncfree-status');
+    await expect(status).toHaveText('Syncs: 77 syncs · 44.9 ms blocked');
+    // Another notebook without reports: no badge, no status item.
+    await page.notebook.createNew('plain.ipynb');
+    await expect(tab).not.toHaveAttribute('data-syncfree-count', /./);
+    await expect(status).toBeHidden();
+    await page.notebook.activate('syncs.ipynb');
+    await expect(status).toBeVisible();
+    await page.locator('.jp-SideBar.jp-mod-right .lm-TabBar-tab.lm-mod-current').click(); // close the panel
+    await expect(page.locator('#jp-syncfree-sidebar')).toBeHidden();
+    await status.click();
+    await expect(page.locator('#jp-syncfree-sidebar')).toBeVisible();
   });
 
   test('clearing the reports asks first, then clears the markers and the sidebar', async ({ page }) => {

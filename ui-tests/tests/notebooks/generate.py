@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from syncfree.analyze import analyze_source
+from syncfree.kinds import kind_label
 from syncfree.report import build_report, mime_bundle, source_hash, validate_report
 
 HERE = Path(__file__).parent
@@ -37,6 +38,7 @@ def site(line: int, kind: str, count: int, blocked_ms: float | None, rule: str |
         "frames": frames or [],
         "rule": rule,
         "message": message,
+        "label": kind_label(kind),
         "thread": None,
     }
     if predicted:
