@@ -14,8 +14,10 @@ The figures (lines executed, injections, leaks per scenario) are printed (``-s``
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
+import time
 import warnings
 from pathlib import Path
 
@@ -26,7 +28,7 @@ from standins import FakeTensor, compile_cell, sync_now
 torch = pytest.importorskip("torch")
 
 import syncfree.capture as capture_package  # noqa: E402
-from syncfree.capture import SyncRecorder, explicit  # noqa: E402
+from syncfree.capture import SyncRecorder, explicit, interrupts  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
 from syncfree.capture import recorder as recorder_module  # noqa: E402
 
@@ -75,6 +77,8 @@ def snapshot() -> dict:
     state["debug_mode"] = torch.cuda.get_sync_debug_mode() if _FAKE_DEBUG else None
     state["profile"] = sys.getprofile()
     state["active_recorders"] = list(recorder_module._active)
+    state["sigint"] = signal.getsignal(signal.SIGINT)
+    state["interrupt_holders"] = list(interrupts._holders)
     state["active_session"] = (predict_module._active_session, list(predict_module._claims))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["cuda_available_here"] = torch.cuda.is_available()
@@ -93,13 +97,19 @@ _FAKE_DEBUG: list = []  # set while the fake CUDA debug mode is in place
 
 
 class _Injector:
-    """A trace function that counts the lines executed in capture/ and raises
-    KeyboardInterrupt at the ``at``-th (CPython then removes the trace function)."""
+    """A trace function that counts the lines executed in capture/ and, at the ``at``-th,
+    delivers SIGINT there as CPython does: it calls the installed Python handler with the
+    frame (Python's default raises KeyboardInterrupt; the engine's own handler may re-arm
+    the signal so that it is raised at the next check outside the engine, interrupts.py).
+    A KeyboardInterrupt raised by the trace function leaves the frame at that line and
+    CPython removes the trace function."""
 
     def __init__(self, at: int | None) -> None:
         self.at = at
         self.lines = 0
         self.fired = False
+        self.delivered = False
+        self.where = ""
 
     def global_trace(self, frame, event, arg):
         if frame.f_code.co_filename.startswith(CAPTURE_DIR):
@@ -111,19 +121,39 @@ class _Injector:
             self.lines += 1
             if self.lines == self.at:
                 self.fired = True
-                raise KeyboardInterrupt(f"injected at line {self.at}")
+                code = frame.f_code
+                self.where = f"{Path(code.co_filename).name}:{frame.f_lineno} ({code.co_name})"
+                handler = signal.getsignal(signal.SIGINT)
+                if callable(handler):
+                    handler(signal.SIGINT, frame)
+                else:
+                    raise KeyboardInterrupt(f"injected at line {self.at}")
         return self.local_trace
+
+
+def _check_signals() -> None:
+    """A Python call: CPython runs pending signal handlers on entering it."""
 
 
 def _run_traced(scenario, at: int | None) -> _Injector:
     injector = _Injector(at)
     sys.settrace(injector.global_trace)
     try:
-        scenario()
-    except BaseException:  # noqa: B036 (the injected interrupt, or what the cell raises)
-        pass
-    finally:
-        sys.settrace(None)
+        try:
+            scenario()
+        except KeyboardInterrupt:
+            injector.delivered = True
+        except BaseException:  # noqa: B036 (what the cell raises)
+            pass
+        finally:
+            sys.settrace(None)
+        # An interrupt the engine held back is raised again a moment later (interrupts.py).
+        deadline = time.monotonic() + 2.0
+        while interrupts.outstanding() and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        _check_signals()  # ... here, when the run ended first
+    except KeyboardInterrupt:
+        injector.delivered = True
     return injector
 
 
@@ -139,9 +169,14 @@ def inject_everywhere(name: str, scenario) -> tuple[int, int, list[str]]:
         injector = _run_traced(scenario, at)
         injected += injector.fired
         changed = diff(before, snapshot())
+        if injector.fired and not injector.delivered:
+            changed.append("the interrupt was swallowed")
         if changed:
-            leaks.append(f"{name}: interrupt at engine line {at}: {', '.join(changed)}")
+            leaks.append(f"{name}: interrupt at engine line {at}, {injector.where}: "
+                         f"{', '.join(changed)}")
             _repair()
+    for leak in leaks:
+        print(f"[leaks] {leak[:400]}")
     print(f"\n[leaks] {name}: {lines} engine lines executed per run, {injected} interrupts "
           f"injected, {len(leaks)} leaks")
     return lines, injected, leaks
@@ -149,6 +184,9 @@ def inject_everywhere(name: str, scenario) -> tuple[int, int, list[str]]:
 
 def _repair() -> None:
     """Put the process back after a leak so the next injection is judged on its own."""
+    interrupts._holders.clear()
+    if interrupts.held():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     while recorder_module._active:
         recorder_module._active.pop()
     predict_module._active_session = None
@@ -208,17 +246,6 @@ def fake_debug(fake_cuda):
     _FAKE_DEBUG.append(fake_cuda)
     yield fake_cuda
     _FAKE_DEBUG.clear()
-
-
-@pytest.fixture(autouse=True)
-def reentrant_positions_lock(monkeypatch):
-    # sites.py's module-level `with _positions_lock:` can be left held by an interrupt
-    # landing inside the with statement; the next run then deadlocks. Until sites.py
-    # takes it reentrantly (its owner's change), the injections run with an RLock.
-    from syncfree.capture import sites
-
-    if hasattr(sites, "_positions_lock"):
-        monkeypatch.setattr(sites, "_positions_lock", threading.RLock())
 
 
 _INJECT = pytest.mark.skipif(

@@ -23,6 +23,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 
 from .analyze import analyze_source
 from .capture import SYNC_MESSAGE, SyncRecorder
+from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
 from .report import display_report
 from .session import Engine, cell_report, choose_engine, describe_error, new_recorder
@@ -215,7 +216,8 @@ class SyncfreeMagics(Magics):
         code_text = "\n" * (first_line - 1) + transformed
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
         engine = choose_engine(options.mode)
-        findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines are skipped
+        with FiltersKept():  # the static pass's catch_warnings, should an interrupt cut it short
+            findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines skipped
         try:
             compiled = self._compile(code_text, filename)
         except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
@@ -355,7 +357,8 @@ class SyncfreeMagics(Magics):
         engine = choose_engine(options.mode)
         if engine.mode == "static":
             return
-        findings = analyze_source(raw)
+        with FiltersKept():
+            findings = analyze_source(raw)
         recorder = new_recorder(engine, files=dict.fromkeys(names, blank),
                                 findings=dict.fromkeys(names, findings),
                                 measure_blocked=options.measure_blocked,

@@ -80,6 +80,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import interrupts
 from .undo import Undo
 
 # One PredictSession at a time in the process: the patches it installs are global.
@@ -120,29 +121,37 @@ class _WeakIdentitySet:
     """Objects held weakly and compared by identity (a storage's ``==`` is not identity).
 
     A plain dict from ``id`` to a weak reference: cheaper per lookup than
-    torch.utils.weak.WeakIdKeyDictionary, which builds a reference for every query.
+    torch.utils.weak.WeakIdKeyDictionary, which builds a reference for every query. Dead
+    references are swept when the dict has doubled, not by a weakref callback: a callback
+    is Python code run from the garbage collector, where CPython drops a KeyboardInterrupt
+    that lands in it ("Exception ignored in"), and a dead entry answers False anyway.
     """
+
+    _FIRST_SWEEP = 1024
 
     def __init__(self) -> None:
         self._refs: dict[int, weakref.ref] = {}
+        self._sweep_at = self._FIRST_SWEEP
 
     def __contains__(self, obj: Any) -> bool:
         ref = self._refs.get(id(obj))
         return ref is not None and ref() is obj
 
+    def __len__(self) -> int:
+        return sum(1 for ref in self._refs.values() if ref() is not None)
+
     def add(self, obj: Any) -> bool:
         """Add ``obj``; False when it was there already."""
         key = id(obj)
-        ref = self._refs.get(key)
+        refs = self._refs
+        ref = refs.get(key)
         if ref is not None and ref() is obj:
             return False
-        refs = self._refs
-
-        def forget(dead: weakref.ref, key: int = key) -> None:
-            if refs.get(key) is dead:
-                del refs[key]
-
-        refs[key] = weakref.ref(obj, forget)
+        refs[key] = weakref.ref(obj)
+        if len(refs) >= self._sweep_at:
+            for dead in [k for k, r in refs.items() if r() is None]:
+                del refs[dead]
+            self._sweep_at = max(self._FIRST_SWEEP, 2 * len(refs))
         return True
 
 
@@ -322,6 +331,8 @@ class PredictSession:
         try:
             # No lock held across lines (an interrupt could leave it held): a claim list
             # whose first entry is the active session; list.append is atomic.
+            undo.push(interrupts.release, self)  # a Ctrl-C is raised outside (interrupts.py)
+            interrupts.hold(self)
             undo.push(_release_active, self)
             _claims.append(self)
             if _claims[0] is not self:
@@ -350,6 +361,7 @@ class PredictSession:
                 self.close()
             finally:
                 self.close()  # again, should a second interrupt have cut the first short
+            raise
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:

@@ -31,7 +31,8 @@ from time import perf_counter
 from types import FrameType, TracebackType
 from typing import Any
 
-from . import explicit
+from . import explicit, interrupts
+from .filters import FiltersKept, filters_changed, remove_entries
 from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo
@@ -116,6 +117,11 @@ class SyncRecorder:
         # line of enter or exit leaves nothing behind.
         undo = self._undo = Undo()
         try:
+            # First: a Ctrl-C from here to the end of __exit__ is raised outside the engine
+            # (interrupts.py), never half way through installing or restoring; the handler
+            # is put back last.
+            undo.push(interrupts.release, self)
+            interrupts.hold(self)
             self._thread = threading.get_ident()
             undo.push(_discard, _active, self)
             if _active:
@@ -137,6 +143,7 @@ class SyncRecorder:
                 self._close_undo()
             finally:
                 self._close_undo()  # again, should a second interrupt cut the first short
+            raise
 
     def _close_undo(self) -> None:
         undo = self._undo
@@ -182,20 +189,16 @@ class SyncRecorder:
         undo.push(self._remove_filters, filters, (count_every_sync, drop_prototype))
         filters.insert(0, drop_prototype)
         filters.insert(0, count_every_sync)
-        _filters_changed()
+        filters_changed()
 
     def _remove_filters(self, filters: list, entries: tuple) -> None:
         # Idempotent: an entry already gone (or never inserted: interrupted on enter) is
         # skipped; the note is for a cell that replaced warnings.filters.
-        for entry in entries:
-            for i, item in enumerate(filters):
-                if item is entry:
-                    del filters[i]
-                    break
+        remove_entries(filters, entries)
         if warnings.filters is not filters:
             self.note("the cell reset the warning filters; syncs after that point may be "
                       "counted once per line only")
-        _filters_changed()
+        filters_changed()
 
     def _restore_showwarning(self, previous: Any) -> None:
         current = warnings.showwarning
@@ -222,13 +225,13 @@ class SyncRecorder:
                  tb: TracebackType | None) -> bool:
         try:
             self.wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
-            self._close_undo()
+            if exc is not None and self.error is None:
+                self.error = self._describe_error(exc)
         finally:
             try:
-                self._close_undo()  # a no-op unless an interrupt escaped the first
+                self._close_undo()
             finally:
-                if exc is not None and self.error is None:
-                    self.error = self._describe_error(exc)
+                self._close_undo()  # a no-op unless an interrupt escaped the first
         return False
 
     # ------------------------------------------------------------------ recording
@@ -311,7 +314,8 @@ class SyncRecorder:
             try:
                 from syncfree.analyze import analyze_source
 
-                findings = analyze_source(text, first_line=1 + offset)
+                with FiltersKept():  # its catch_warnings, should an interrupt cut it short
+                    findings = analyze_source(text, first_line=1 + offset)
             except Exception as exc:  # without findings the frames and opcodes still name it
                 self.note(f"static analysis of the cell failed ({type(exc).__name__}: {exc})")
                 findings = []
@@ -468,7 +472,14 @@ class SyncRecorder:
             "notes": notes,
             "truncated_sites": self._table.truncated,
             "truncated_frames": self.frames_truncated,
+            "predict_table": _predict_table(self) if self.mode == "predict" else None,
         }
+
+
+def _predict_table(recorder: SyncRecorder) -> dict | None:
+    from . import optable  # predict mode's measured op table (imports torch lazily)
+
+    return optable.report_of(recorder)
 
 
 _getframe = sys._getframe
@@ -515,18 +526,6 @@ def _innermost_frame(tb: TracebackType | None) -> FrameType | None:
         frame = tb.tb_frame
         tb = tb.tb_next
     return frame
-
-
-def _filters_changed() -> None:
-    # warnings.filterwarnings() bumps the filters version so that the modules' "already
-    # warned" registries are invalidated (Lib/warnings.py); editing warnings.filters
-    # directly must do the same, or a sync warned before the run would be skipped.
-    mutated = getattr(warnings, "_filters_mutated", None)
-    if mutated is not None:
-        mutated()
-    else:  # Python 3.14: Lib/_py_warnings.py
-        with warnings._lock:
-            warnings._filters_mutated_lock_held()
 
 
 __all__ = ["MODES", "SYNC_MESSAGE", "SyncRecorder"]

@@ -20,10 +20,11 @@ import functools
 import linecache
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType, FrameType
+
+from .filters import parse_quietly
 
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
@@ -324,7 +325,7 @@ def shorten_path(path: str) -> str:
 # --------------------------------------------------------------------------- instruction span
 
 _positions_cache: dict[CodeType, list] = {}
-_positions_lock = threading.Lock()
+_positions_lock = threading.RLock()  # reentrant: an interrupt inside `with` can leave it held
 
 
 def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int, int, int] | None:
@@ -528,10 +529,8 @@ def _instruction_node(code: CodeType, lasti: int) -> ast.expr | None:
         text = lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
     try:
         # The user's code already compiled; parsing a piece of it again must not repeat
-        # its SyntaxWarnings to the user.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            tree = ast.parse("(" + text + "\n)", mode="eval")
+        # its SyntaxWarnings to the user (nor swap the filters list: filters.py).
+        tree = parse_quietly("(" + text + "\n)", mode="eval")
     except SyntaxError:
         return None
     return tree.body

@@ -1,0 +1,149 @@
+"""Ctrl-C never lands inside the engine: it is raised just outside it instead.
+
+A KeyboardInterrupt is raised by the SIGINT handler, which CPython runs in the main thread
+at the next "eval breaker" check after the signal arrives: a function's first
+instruction, the return of a call, a backward jump (Python/ceval.c, RESUME and
+CHECK_EVAL_BREAKER). So it can land on the first line of `SyncRecorder.__exit__`, before
+any ``try`` of ours can catch it, or between two steps of putting torch back.
+
+While a recorder runs in the main thread, SIGINT goes to `_handler`, which looks at where
+the signal landed. In the engine's own code (this package), or in library code the engine
+called a few frames down (torch, the standard library, syncfree's static pass), it
+returns at once and a short-lived thread re-arms the signal a millisecond later
+(``_thread.interrupt_main``; re-armed from the handler itself, CPython would run the
+handler again inside it): the interrupt is raised where the main thread is then, or held
+back again if that is still the engine. So it lands in the cell's code, or just after the
+recorder's exit with everything restored. Anywhere else it hands the signal to the handler it replaced, so
+Python's default handler raises KeyboardInterrupt right there, as without syncfree.
+
+`hold(owner)` installs the handler when the first owner (a recorder, a predict session)
+arrives; `release(owner)` puts the previous handler back when the last one leaves, and
+only if the handler is still ours (a cell that installed its own keeps it). Both are
+idempotent and run inside the engine, so an interrupt cannot split them. Other threads
+never get KeyboardInterrupt from a signal and cannot install handlers: there both do
+nothing. ``_thread.interrupt_main()`` (what ``bench/stress_interrupts.py`` fires, and what
+IPython's and ipykernel's interrupts amount to) runs the installed handler like a signal.
+"""
+
+from __future__ import annotations
+
+import _thread
+import os
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+_ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_DEPTH = 6  # frames looked at from where the signal landed, outward
+_REARM_DELAY_S = 0.001
+
+_holders: list[Any] = []           # owners between hold() and release(), main thread only
+_previous: Any = None              # the handler ours replaced
+_places: dict[str, bool | None] = {}  # filename -> True engine, None library, False user
+_outstanding = 0                   # interrupts held back, not yet re-armed
+
+
+def hold(owner: Any) -> None:
+    """Route SIGINT through `_handler` until `release(owner)` (main thread only)."""
+    global _previous
+    if threading.get_ident() != threading.main_thread().ident:
+        return
+    if any(h is owner for h in _holders):
+        return
+    _holders.append(owner)
+    current = signal.getsignal(signal.SIGINT)
+    # SIG_IGN / SIG_DFL: nothing raises KeyboardInterrupt to hold back; None: a handler set
+    # from C that could not be put back.
+    if current is not _handler and callable(current):
+        _previous = current
+        signal.signal(signal.SIGINT, _handler)
+
+
+def release(owner: Any) -> None:
+    """Undo `hold(owner)` (idempotent); the last owner out restores the previous handler."""
+    if threading.get_ident() != threading.main_thread().ident:
+        return
+    for i in range(len(_holders) - 1, -1, -1):
+        if _holders[i] is owner:
+            del _holders[i]
+    if not _holders and signal.getsignal(signal.SIGINT) is _handler:
+        # signal.signal runs pending handlers first, while ours is still installed: an
+        # interrupt that arrives now is re-armed and raised after the restore.
+        signal.signal(signal.SIGINT, _previous)
+
+
+def held() -> bool:
+    """Whether SIGINT is routed through the engine's handler now."""
+    return signal.getsignal(signal.SIGINT) is _handler
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    global _outstanding
+    if in_engine(frame):
+        # Re-armed from another thread, a moment later: re-arming here would run this
+        # handler again at once, inside itself (the check after the call).
+        _outstanding += 1
+        threading.Thread(target=_rearm, args=(signum,), name="syncfree-interrupt",
+                         daemon=True).start()
+        return
+    previous = _previous
+    if callable(previous) and previous is not _handler:
+        previous(signum, frame)
+    else:
+        raise KeyboardInterrupt
+
+
+def _rearm(signum: int) -> None:
+    global _outstanding
+    time.sleep(_REARM_DELAY_S)  # the handler returns first
+    try:
+        _thread.interrupt_main(signum)  # runs the handler installed then, like a signal
+    finally:
+        _outstanding -= 1
+
+
+def outstanding() -> int:
+    """Interrupts held back and not yet raised again (tests wait for 0)."""
+    return _outstanding
+
+
+def in_engine(frame: FrameType | None) -> bool:
+    """Whether ``frame`` is the engine's code, or library code that the engine called
+    (within a few frames); False at the first frame of the user's code."""
+    depth = 0
+    while frame is not None and depth < _DEPTH:
+        filename = frame.f_code.co_filename
+        place = _places.get(filename, _MISSING)
+        if place is _MISSING:
+            place = _places[filename] = _place_of(filename)
+        if place is True:
+            return True
+        if place is False:
+            return False
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
+_MISSING: Any = object()
+
+
+def _place_of(filename: str) -> bool | None:
+    if filename.startswith(_ENGINE_DIR):
+        return True
+    if filename.startswith(("<frozen", "<string>")):  # importlib, dataclass methods
+        return None
+    norm = filename.replace("\\", "/")
+    if "/site-packages/" in norm or "/dist-packages/" in norm:
+        return None
+    from .sites import _library_roots
+
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if any(path.startswith(root + os.sep) for root in _library_roots()):
+        return None
+    return False
+
+
+__all__ = ["hold", "release", "held", "in_engine", "outstanding"]
