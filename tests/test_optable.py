@@ -60,15 +60,43 @@ def test_argument_dependent_ops_follow_the_signature():
 
 
 def test_unmeasured_calls_are_counted_not_silently_zero():
+    @torch.library.custom_op("syncfree_test::fused_op", mutates_args=())
+    def fused_op(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
     recorder = CountingRecorder()
-    with PredictSession(recorder) as session:
-        x = torch.randn(3, 3).cuda()
+    with PredictSession(recorder):
+        x = torch.randn(3, 3, device="cuda")
         y = torch.linalg.inv(x)
-        torch.narrow(x, 0, torch.tensor(1).cuda(), 1)
-        torch.ops.aten.sin.default(y)  # no OpInfo name 'default': unmeasured
-    tally = optable.tally_of(session)
+        torch.narrow(x, 0, torch.tensor(1, device="cuda"), 1)
+        torch.ops.aten.sin.default(y)  # measured under its Python name
+        for _ in range(3):
+            torch.ops.syncfree_test.fused_op(y)  # no measurement
+    tally = optable.tally_of(recorder)
     assert recorder.kinds["library"] == 2
-    assert tally.unmeasured_calls >= 1, tally.unmeasured
+    assert dict(tally.unmeasured) == {"syncfree_test::fused_op": 3}
+    fields = optable.report_of(recorder)
+    assert fields["unmeasured_calls"] == 3 and fields["predicted_syncs"] == 2
+    from syncfree.report import predict_table_lines
+
+    assert predict_table_lines({"predict_table": fields})[0] == (
+        "predict mode: 3 calls to 1 op without a measurement (syncfree_test::fused_op); "
+        "they may sync")
+
+
+def test_an_optimizer_loop_has_no_unmeasured_calls():
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.LayerNorm(16), torch.nn.Linear(16, 2)).to("cuda")
+        opt = torch.optim.AdamW(model.parameters())
+        x, y = torch.randn(4, 8, device="cuda"), torch.randint(0, 2, (4,), device="cuda")
+        for _ in range(2):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+    assert optable.tally_of(recorder).unmeasured_calls == 0, optable.tally_of(recorder).unmeasured
 
 
 def _op_db():
@@ -191,3 +219,54 @@ def test_equal_of_different_shapes_answers_on_the_host():
         assert recorder.n == 0
         torch.equal(x, torch.ones(3, device="cuda"))
     assert recorder.n == 1
+
+
+def test_the_magic_reports_unmeasured_calls_and_the_table_version():
+    IPython = pytest.importorskip("IPython")  # noqa: F841
+    from IPython.testing import globalipapp
+    from IPython.utils.capture import capture_output
+
+    from syncfree.report import MIME_TYPE, validate_report
+
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "syncfree")
+    cell = '''%%syncfree --mode predict
+@torch.library.custom_op("syncfree_magic::fused_op", mutates_args=())
+def fused_op(x: torch.Tensor) -> torch.Tensor:
+    return x + 1
+x = torch.ones(4, device="cuda")
+for _ in range(5):
+    x = torch.ops.syncfree_magic.fused_op(x)
+'''
+    shell.user_ns["torch"] = torch
+    with capture_output() as captured:
+        shell.run_cell(cell, store_history=False)
+    (bundle,) = [o.data for o in captured.outputs if MIME_TYPE in o.data]
+    report = bundle[MIME_TYPE]
+    validate_report(report)
+    table = report["predict_table"]
+    assert table["unmeasured_calls"] == 5
+    assert table["unmeasured_ops"] == [{"name": "syncfree_magic::fused_op", "calls": 5}]
+    text = bundle["text/plain"]
+    assert ("note: predict mode: 5 calls to 1 op without a measurement "
+            "(syncfree_magic::fused_op); they may sync") in text
+    installed = optable._version_tuple(torch.__version__)
+    measured = optable._version_tuple(table["torch"])
+    assert (table["version_note"] is not None) == (installed != measured)
+    if table["version_note"]:
+        assert table["version_note"] in text and torch.__version__ in table["version_note"]
+        assert "installed torch is" in bundle["text/html"]
+
+
+def test_reports_without_the_field_stay_valid():
+    from syncfree.report import build_report, device_info, validate_report
+
+    old = build_report(source="x = 1", device=device_info("predict"), mode="predict")
+    assert "predict_table" not in old
+    validate_report(old)
+    validate_report(dict(old, predict_table=None))
+    bad = dict(old, predict_table={"torch": "2.11", "device": "H100", "version_note": None,
+                                   "predicted_syncs": 0, "unmeasured_calls": -1,
+                                   "unmeasured_ops": []})
+    with pytest.raises(Exception):
+        validate_report(bad)

@@ -367,6 +367,8 @@ def run_python(
                f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
+    for line in report.predict_table_lines():  # unmeasured ops; the table's torch version
+        summary += f"\n{line}"
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()
     if result.exit_code not in (0, None):

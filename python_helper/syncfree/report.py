@@ -53,12 +53,13 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
                  findings: Iterable[Mapping] = (), syncs: int | None = None,
                  wall_ms: float = 0.0, cell_id: str | None = None, error: Mapping | None = None,
                  notes: Iterable[str] = (), truncated_sites: bool = False,
-                 truncated_frames: bool = False) -> dict:
+                 truncated_frames: bool = False, predict_table: Mapping | None = None) -> dict:
     """A report dict, valid per report.schema.json.
 
     ``sites`` are `SyncSite.to_report()` dicts; ``syncs`` is the total the recorder saw
     (it also counts syncs outside the cell's lines); by default the sites' sum.
     ``rules`` is filled from the catalog for every rule code the sites and findings name.
+    ``predict_table`` (predict mode) is `syncfree.capture.optable.report_of`'s dict.
     """
     site_list = [dict(s) for s in sites]
     finding_list = [dict(f) for f in findings]
@@ -92,6 +93,8 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
             "frames": bool(truncated_frames),
         },
     }
+    if predict_table is not None:
+        report["predict_table"] = dict(predict_table)
     return report
 
 
@@ -130,6 +133,26 @@ def _rule_title(report: Mapping, code: str | None) -> str:
     return rule["title"] if rule else ""
 
 
+def predict_table_lines(report: Mapping) -> list[str]:
+    """What predict mode's op table adds for the user: calls it had no measurement for,
+    and that it was measured with another torch version (one line each)."""
+    table = report.get("predict_table")
+    if not isinstance(table, Mapping):
+        return []
+    lines = []
+    calls = table.get("unmeasured_calls") or 0
+    if calls:
+        ops = table.get("unmeasured_ops") or []
+        names = ", ".join(str(op.get("name")) for op in ops[:3])
+        more = f", and {len(ops) - 3} more" if len(ops) > 3 else ""
+        lines.append(f"predict mode: {calls} call{'s' if calls != 1 else ''} to {len(ops)} "
+                     f"op{'s' if len(ops) != 1 else ''} without a measurement "
+                     f"({names}{more}); they may sync")
+    if table.get("version_note"):
+        lines.append(str(table["version_note"]))
+    return lines
+
+
 def report_text(report: Mapping) -> str:
     """Plain-text summary (text/plain): one line per site, then findings, notes, error."""
     lines = [_summary(report)]
@@ -141,7 +164,7 @@ def report_text(report: Mapping) -> str:
         if finding["range"]["line"] not in dynamic_lines:
             lines.append(f"  line {finding['range']['line']} (static): {finding['message']}"
                          f"  [{finding['rule']}]")
-    for note in report.get("notes") or ():
+    for note in [*(report.get("notes") or ()), *predict_table_lines(report)]:
         lines.append(f"  note: {note}")
     error = report.get("error")
     if error:
@@ -188,7 +211,7 @@ def report_html(report: Mapping) -> str:
                        (("Line", _NUM), ("What", _CELL), ("Count", _NUM), ("Blocked", _NUM)))
         parts.append(f'<table style="border-collapse:collapse;margin:0">'
                      f'<thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>')
-    for note in report.get("notes") or ():
+    for note in [*(report.get("notes") or ()), *predict_table_lines(report)]:
         parts.append(f'<div style="opacity:0.75">note: {e(note)}</div>')
     error = report.get("error")
     if error:

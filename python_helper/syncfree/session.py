@@ -174,6 +174,7 @@ class WatchReport:
     wall_ms: float
     notes: list[str]
     error: dict | None = None
+    predict_table: dict | None = None  # predict mode: report.schema.json's predict_table
 
     @property
     def blocked_ms(self) -> float | None:
@@ -225,7 +226,15 @@ class WatchReport:
         if unattributed > 0:
             lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
         lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  note: {n}" for n in self.predict_table_lines()]
         return "\n".join(lines)
+
+    def predict_table_lines(self) -> list[str]:
+        """Calls predict mode had no measurement for; the table's torch version if it
+        differs from the installed one (report.predict_table_lines)."""
+        from .report import predict_table_lines
+
+        return predict_table_lines({"predict_table": self.predict_table})
 
     __str__ = text
 
@@ -248,6 +257,7 @@ class WatchReport:
                      + [site_dict(s, True) for s in self.allowed],
             "error": self.error,
             "notes": list(self.notes),
+            "predict_table": self.predict_table,
         }
 
 
@@ -374,9 +384,10 @@ def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:
 
 def _watch_report(engine: Engine, recorder) -> WatchReport:
     kept, allowed = _split_allowed(recorder.sites)
+    fields = recorder.report_fields()
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
-                       recorder.syncs, recorder.wall_ms,
-                       engine.notes + recorder.report_fields()["notes"], recorder.error)
+                       recorder.syncs, recorder.wall_ms, engine.notes + fields["notes"],
+                       recorder.error, fields.get("predict_table"))
 
 
 def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,

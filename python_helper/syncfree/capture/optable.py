@@ -18,6 +18,7 @@ Torch is imported lazily; nothing here imports IPython.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections import Counter
@@ -43,7 +44,14 @@ NO_SYNC_NAMES = frozenset({
     "apply_", "map_", "dim_order", "is_set_to", "__torch_function__", "as_subclass",
     "_make_subclass", "__format__", "__repr__", "__array__", "__dlpack__", "numpy",
     "grad_fn", "is_leaf", "get_device", "is_pinned", "pin_memory", "record_stream",
+    "_has_compatible_shallow_copy_type",
 })
+
+# Families OpInfo's op_db does not cover that were measured not to sync as a whole: the
+# `torch._foreach_*` kernels behind every optimizer step and clip_grad_norm_ (the training
+# loop patterns of shared/sync-facts.md, H200, torch 2.11: `opt.step()` and
+# `clip_grad_norm_` made no sync). The table's unmeasured count leaves them out.
+NO_SYNC_PREFIXES = ("_foreach_",)
 
 
 # --------------------------------------------------------------------------- signatures
@@ -154,6 +162,10 @@ def func_names(func: Any) -> list[str]:
     if not isinstance(name, str) or name == "<lambda>":
         return []
     names = [name]
+    if type(func).__name__ == "OpOverload" and getattr(func, "namespace", None) in ("aten", "prims"):
+        # torch.ops.aten.sin.default: measured under its Python name, `sin`
+        names.append(name.split(".", 1)[0])
+        return names
     if name.startswith("__") and name.endswith("__"):
         core = name[2:-2]
         if core.startswith("r") and core[1:] in _REFLECTED:
@@ -382,6 +394,7 @@ def load(torch_version: str | None = None) -> OpTable | None:
     if table is None:
         table = OpTable(json.loads(path.read_text()), path)
         _cache[path] = table
+    table = copy.copy(table)  # the note is this call's; the entries are shared
     if version != want:
         table.note = (f"sync table measured with torch {table.torch_version} on {table.device}; "
                       f"installed torch is {torch_version}: predictions for ops whose behaviour "
@@ -394,34 +407,82 @@ def load(torch_version: str | None = None) -> OpTable | None:
 # --------------------------------------------------------------------------- predict hook
 
 class Tally:
-    """Per predict session: the table's predictions and the calls it could not answer."""
+    """Per predict run: the table's predictions and the calls it could not answer."""
 
     def __init__(self) -> None:
         self.predicted = 0
-        self.unmeasured: Counter = Counter()
+        self.unmeasured: Counter = Counter()  # display name -> calls
 
     @property
     def unmeasured_calls(self) -> int:
         return sum(self.unmeasured.values())
 
 
-def tally_of(session: Any) -> Tally:
-    tally = getattr(session, "optable_tally", None)
+def tally_of(owner: Any) -> Tally:
+    """The :class:`Tally` kept on ``owner`` (the recorder of a predict run)."""
+    tally = getattr(owner, "optable_tally", None)
     if tally is None:
         tally = Tally()
         try:
-            session.optable_tally = tally
+            owner.optable_tally = tally
         except AttributeError:
             pass
     return tally
 
 
-def kind_for(func: Any) -> str:
-    """The report kind of a table-predicted sync (the report's vocabulary is closed)."""
-    return "library_call"
+def display_name(func: Any) -> str:
+    """How the report names an op: ``mylib::fused_op`` for a registered op, the module
+    path for a Python function, ``Tensor.name`` for a tensor method."""
+    qualified = getattr(func, "_qualified_op_name", None)  # an OpOverloadPacket
+    if isinstance(qualified, str):
+        return qualified
+    name_of = getattr(func, "name", None)
+    if callable(name_of) and type(func).__name__ == "OpOverload":
+        return str(name_of())
+    name = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or type(func).__name__
+    owner = getattr(func, "__objclass__", None)
+    if owner is not None:
+        return f"Tensor.{getattr(func, '__name__', name)}" if owner.__name__ in (
+            "TensorBase", "_TensorBase", "Tensor") else f"{owner.__name__}.{getattr(func, '__name__', name)}"
+    module = getattr(func, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else str(name)
+
+
+MAX_UNMEASURED_OPS = 20  # report.schema.json: predict_table.unmeasured_ops maxItems
+
+
+def report_of(owner: Any) -> dict | None:
+    """The report's ``predict_table``: which table answered, and what it could not.
+
+    None when no table ships with the package.
+    """
+    table = installed_table()
+    if table is None:
+        return None
+    tally = getattr(owner, "optable_tally", None) or Tally()
+    return {
+        "torch": str(table.torch_version)[:100],
+        "device": str(table.device)[:200],
+        "version_note": table.note[:500] if table.note else None,
+        "predicted_syncs": int(tally.predicted),
+        "unmeasured_calls": int(tally.unmeasured_calls),
+        "unmeasured_ops": [{"name": name[:200], "calls": int(calls)}
+                           for name, calls in tally.unmeasured.most_common(MAX_UNMEASURED_OPS)],
+    }
 
 
 _installed: Any = None  # the table for the installed torch, loaded once (False: none)
+
+
+def installed_table() -> OpTable | None:
+    """The table for the installed torch (or the nearest one), loaded once per process."""
+    global _installed
+    if _installed is None:
+        try:
+            _installed = load() or False
+        except Exception:  # a broken data file must not break the user's cell
+            _installed = False
+    return _installed or None
 
 
 def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = ()) -> int:
@@ -436,21 +497,16 @@ def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = (
     except TypeError:
         pass
     names = func_names(func)
-    if not names or names[0] in NO_SYNC_NAMES or (len(names) > 1 and names[1] in NO_SYNC_NAMES):
+    if (not names or names[0] in NO_SYNC_NAMES or names[0].startswith(NO_SYNC_PREFIXES)
+            or (len(names) > 1 and names[1] in NO_SYNC_NAMES)):
         return 0
-    global _installed
-    table = _installed
+    table = _installed or installed_table()
     if table is None:
-        try:
-            table = _installed = load() or False
-        except Exception:  # a broken data file must not break the user's cell
-            table = _installed = False
-    if not table:
         return 0
-    tally = tally_of(session)
+    tally = tally_of(session.recorder)
     n = table.predicted_syncs(func, args, kwargs)
     if n is None:
-        tally.unmeasured[names[0]] += 1
+        tally.unmeasured[display_name(func)] += 1
         return 0
     tally.predicted += n
     return n
