@@ -198,3 +198,20 @@ def test_a_watch_nested_in_another_reports_its_own_block(userpkg):
     assert [(s.line, s.count, s.file) for s in inner.report.sites] == [(5, 1, userpkg.__file__)] * 2
     assert len({s.chain for s in inner.report.sites}) == 2
     assert any("nested in another syncfree watch" in n for n in inner.report.notes)
+
+
+def test_a_watch_inside_a_syncfree_cell_reports_its_block():
+    globalipapp = pytest.importorskip("IPython.testing.globalipapp")
+    ip = globalipapp.start_ipython() or globalipapp.get_ipython()
+    ip.run_line_magic("load_ext", "syncfree")
+    ip.user_ns.update(torch=torch, syncfree=syncfree)
+    result = ip.run_cell("%%syncfree --quiet\n"
+                         "x = torch.ones(3, device='cuda')\n"
+                         "x.sum().item()\n"
+                         "with syncfree.watch() as w:\n"
+                         "    x.sum().item()\n"
+                         "    x.max().item()\n")
+    assert result.success, result.error_in_exec
+    inner = ip.user_ns["w"].report
+    assert [(s.line, s.count) for s in inner.sites] == [(5, 1), (6, 1)]
+    assert ip.user_ns["_syncfree_report"]["totals"]["syncs"] == 3  # the cell saw all three
