@@ -1,11 +1,13 @@
 """``syncfree check`` speed on large files: prints the time for a 10,000-line file of mixed PyTorch code (2,000
 consecutive ``.item()`` reads among it) and for the same file doubled, and whether doubling at most doubled it.
+Medians of 5 interleaved runs each (about 15 s in all).
 
     PYTHONPATH=python_helper .venv/bin/python bench/check_speed.py
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,6 +28,9 @@ r{i} = torch.tensor([1.0, 2.0], device="cuda")
 """
 
 
+REPEATS = 5
+
+
 def mixed_file(lines: int, reads: int) -> str:
     head = "import torch\nx = torch.randn(64, 64, device='cuda')\nw = torch.randn(64, 64, device='cuda')\nb = x[0]\n"
     item_run = "".join(f"v{i} = x[{i % 64}, 0].item()\n" for i in range(reads))
@@ -39,20 +44,31 @@ def mixed_file(lines: int, reads: int) -> str:
     return head + "".join(body[:middle]) + item_run + "".join(body[middle:])
 
 
-def timed(source: str) -> float:
-    start = time.perf_counter()
+def timed(source: str) -> tuple[float, float]:
+    """Wall and CPU seconds of one check (CPU time is what a busy machine disturbs least)."""
+    start, cpu = time.perf_counter(), time.process_time()
     analyze_source(source)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def main() -> int:
     small, large = mixed_file(10_000, 2_000), mixed_file(20_000, 4_000)
     timed(mixed_file(500, 100))  # warm: imports and the catalog
-    t_small, t_large = min(timed(small) for _ in range(2)), min(timed(large) for _ in range(2))
-    ratio = t_large / t_small
-    print(f"syncfree check: {small.count(chr(10)):,} lines {t_small:.2f} s; {large.count(chr(10)):,} lines "
-          f"{t_large:.2f} s; doubling x{ratio:.2f}")
-    ok = t_small < 2.0 and ratio <= 2.2
+    runs: dict[str, list[tuple[float, float]]] = {"small": [], "large": []}
+    for _ in range(REPEATS):  # interleaved, so that a burst of load elsewhere hits both sizes alike
+        runs["small"].append(timed(small))
+        runs["large"].append(timed(large))
+    (wall_small, cpu_small), (wall_large, cpu_large) = (
+        (statistics.median(w for w, _ in runs[size]), statistics.median(c for _, c in runs[size])) for size in runs
+    )
+    ratio, cpu_ratio = wall_large / wall_small, cpu_large / cpu_small
+    print(
+        f"syncfree check (median of {REPEATS}): {small.count(chr(10)):,} lines {wall_small:.2f} s; "
+        f"{large.count(chr(10)):,} lines {wall_large:.2f} s; doubling x{ratio:.2f} (CPU time {cpu_small:.2f} s, "
+        f"{cpu_large:.2f} s, x{cpu_ratio:.2f})"
+    )
+    # Linear is x2.0; quadratic was x6. The 10 % allowance is for a shared machine's noise, not for growth.
+    ok = wall_small < 2.0 and min(ratio, cpu_ratio) <= 2.2
     print("OK: under 2 s and linear" if ok else "SLOW: over 2 s or worse than linear")
     return 0 if ok else 1
 

@@ -30,3 +30,36 @@ def test_four_times_the_reads_take_far_less_than_sixteen_times_as_long():
     # Linear: about 4x; the quadratic path took 16x. 8x leaves room for a loaded machine.
     small, large = min(timed(1000) for _ in range(3)), min(timed(4000) for _ in range(3))
     assert large < 8.0 * small + 0.1, f"1,000 reads {small:.2f} s, 4,000 reads {large:.2f} s"
+
+
+def _branchy(count: int) -> str:
+    """``count`` if-statements in one scope, each binding names: the join after each ``if`` once copied and merged
+    every name the scope held (quadratic)."""
+    block = "y{i} = x @ x\nif y{i}.sum() > 0:\n    m{i} = y{i}[y{i} > 0]\nelse:\n    m{i} = y{i}\n"
+    return "import torch\nx = torch.randn(8, 8, device='cuda')\n" + "".join(block.format(i=i) for i in range(count))
+
+
+def test_four_times_the_branches_take_far_less_than_sixteen_times_as_long():
+    def timed(count: int) -> float:
+        source = _branchy(count)
+        start = time.process_time()
+        analyze_source(source)
+        return time.process_time() - start
+
+    timed(100)  # warm
+    small, large = min(timed(500) for _ in range(3)), min(timed(2000) for _ in range(3))
+    assert large < 8.0 * small + 0.1, f"500 ifs {small:.2f} s, 2,000 ifs {large:.2f} s"
+
+
+def test_names_bound_in_branches_are_joined_after_the_if():
+    source = (
+        "import torch\n"
+        "a = torch.zeros(3, device='cuda')\n"
+        "if flag:\n    b = torch.zeros(3, device='cuda')\nelse:\n    b = torch.zeros(3, device='cuda') + 1\n"
+        "if flag:\n    c = torch.zeros(3, device='cuda')\nelse:\n    c = [1.0]\n"
+        "if flag:\n    del a\n"
+        "b.item()\nc.item()\n"
+    )
+    by_line = {f["range"]["line"]: f["certainty"] for f in analyze_source(source) if f["rule"] == "SF101"}
+    assert by_line.get(13) == "certain"  # a CUDA tensor on both paths
+    assert by_line.get(14) == "likely"  # a tensor on one path, a list on the other

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
-from syncfree.catalog.scope import Bindings, CellScope
+from syncfree.catalog.scope import Bindings, CellScope, cycle_collection_paused
 
 __all__ = [
     "PYTHON_CELL_MAGICS",
@@ -98,20 +98,21 @@ def analyze_source(
     python_source = neutralize_ipython(source)
     if python_source is None:
         return []
-    try:
-        with warnings.catch_warnings():
-            # Invalid escape sequences and the like would otherwise print in the user's notebook.
-            warnings.simplefilter("ignore", SyntaxWarning)
-            warnings.simplefilter("ignore", DeprecationWarning)
-            tree = ast.parse(python_source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
     rules = select_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
-    analysis = _Analysis(tree, python_source, rules, first_line, earlier)
-    try:
-        findings = analysis.run()
-    except RecursionError:
-        return []  # nested deeper than the analyzer can follow (parse succeeded just below the limit)
+    with cycle_collection_paused():
+        try:
+            with warnings.catch_warnings():
+                # Invalid escape sequences and the like would otherwise print in the user's notebook.
+                warnings.simplefilter("ignore", SyntaxWarning)
+                warnings.simplefilter("ignore", DeprecationWarning)
+                tree = ast.parse(python_source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
+        analysis = _Analysis(tree, python_source, rules, first_line, earlier)
+        try:
+            findings = analysis.run()
+        except RecursionError:
+            return []  # nested deeper than the analyzer can follow (parse succeeded just below the limit)
     if earlier is not None:
         left = analysis.scope.bindings()
         earlier.names, earlier.aliases, earlier.imported = left.names, left.aliases, left.imported

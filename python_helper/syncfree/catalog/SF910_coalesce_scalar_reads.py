@@ -59,7 +59,8 @@ def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[Read]:
     """The adjacent, independent scalar reads starting at ``block[start]``."""
     run: list[Read] = []
     bound: set[str] = set()
-    for statement in block[start:]:
+    for position in range(start, len(block)):  # not block[start:]: a copy of the rest of the block per call
+        statement = block[position]
         read = _scalar_read(statement, scope)
         if read is None:
             break
