@@ -215,3 +215,17 @@ def test_a_watch_inside_a_syncfree_cell_reports_its_block():
     inner = ip.user_ns["w"].report
     assert [(s.line, s.count) for s in inner.sites] == [(5, 1), (6, 1)]
     assert ip.user_ns["_syncfree_report"]["totals"]["syncs"] == 3  # the cell saw all three
+
+
+def test_syncfree_run_mode_error_stops_at_the_first_sync_with_a_traceback_at_the_users_line(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text("import torch\n\n\ndef step(x):\n    return x.sum().item()\n\n\n"
+                      "x = torch.ones(4, device='cuda')\nstep(x)\nprint('never')\n")
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--mode", "error", str(script)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 1, done.stderr  # a finding, not a failed script
+    assert "never" not in done.stdout.splitlines() and "step.py:5:5: SF101" in done.stdout
+    frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
+    assert frames[-1].strip().startswith(f'File "{script}", line 5'), done.stderr
+    assert "syncfree" not in "".join(frames).replace(str(tmp_path), ""), done.stderr
+    assert "stopped at its first sync (--mode error)" in done.stderr

@@ -358,7 +358,11 @@ def run_python(
     diagnostics = [_site_diagnostic(site, target, report.predicted) for site in report.sites]
     counted = report.counted
     over = counted > (budget if budget is not None else 0)
-    status = EXIT_ERROR if result.exit_code not in (0, None) else EXIT_FOUND if over else EXIT_CLEAN
+    from syncfree.session import is_sync_stop
+
+    stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
+    status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
+              else EXIT_FOUND if over else EXIT_CLEAN)
     state["status"] = status
     blocked = f", blocked {report.blocked_ms:.1f} ms" if report.blocked_ms is not None else ""
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {len(report.sites)} site"
@@ -371,7 +375,9 @@ def run_python(
         summary += f"\n{line}"
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()
-    if result.exit_code not in (0, None):
+    if stopped:
+        print(f"syncfree: {target} stopped at its first sync (--mode error)", file=sys.stderr)
+    elif result.exit_code not in (0, None):
         print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
     elif budget is not None and over:
         print(f"syncfree: {counted} syncs exceed the budget of {budget}", file=sys.stderr)

@@ -29,6 +29,7 @@ from typing import Any
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles
 
 __all__ = ["Engine", "SyncError", "Watch", "WatchReport", "ScriptRun", "choose_engine",
+           "hide_engine_frames", "is_sync_stop",
            "cuda_available", "new_recorder", "cell_report", "describe_error", "run_script",
            "watch", "sync_free", "allowed_by_comment"]
 
@@ -471,13 +472,47 @@ def _exit_status(code: Any) -> int:
     return 1
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def is_sync_stop(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is error mode's stop at a sync (torch's, or predict mode's)."""
+    from .capture import SYNC_MESSAGE
+
+    try:
+        return exc is not None and str(exc).startswith(SYNC_MESSAGE)
+    except Exception:  # an exception whose __str__ raises is not ours
+        return False
+
+
+def hide_engine_frames(exc: BaseException) -> None:
+    """Cut syncfree's own frames off the end of an error-mode traceback.
+
+    The error raised at the first (predicted) sync comes from inside syncfree (predict
+    mode's torch function hook, the recorder): those frames say nothing about the user's
+    code, which ends at the line or library call that synced. Only that error is trimmed;
+    any other exception keeps its whole traceback.
+    """
+    if not is_sync_stop(exc):
+        return
+    last_outside = None
+    tb = exc.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            last_outside = tb
+        tb = tb.tb_next
+    if last_outside is not None:
+        last_outside.tb_next = None
+
+
 def _print_traceback(exc: BaseException) -> None:
     import traceback
 
-    # Drop the frames of runpy and syncfree: the traceback starts at the script.
+    # Drop the frames of runpy and syncfree: the traceback starts at the script and ends
+    # at the user's (or the library's) line that synced.
+    hide_engine_frames(exc)
     tb = exc.__traceback__
-    here = os.path.dirname(os.path.abspath(__file__))
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(here)
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
                               or "runpy" in os.path.basename(tb.tb_frame.f_code.co_filename)):
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
