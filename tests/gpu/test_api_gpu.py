@@ -162,3 +162,17 @@ def test_syncfree_run_script_on_cuda_with_argv():
     assert "examples/train.py:41:" in out and "×4" in out, out   # loss.item() every 2nd step
     assert "predict" not in out.lower().split("examples/train.py")[0], out
     print("\nsyncfree-gpu: syncfree run examples/train.py --steps 7 --log-every 2:\n" + out)
+
+
+def test_syncfree_run_mode_error_on_cuda_stops_at_the_users_line(tmp_path):
+    script = tmp_path / "step.py"
+    script.write_text("import torch\n\n\ndef step(x):\n    return x.sum().item()\n\n\n"
+                      "x = torch.ones(4, device='cuda')\nstep(x)\nprint('never')\n")
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--mode", "error", str(script)],
+                          capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "never" not in done.stdout.splitlines() and "step.py:5:5: SF101" in done.stdout
+    frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
+    assert frames[-1].strip().startswith(f'File "{script}", line 5'), done.stderr
+    assert "called a synchronizing CUDA operation" in done.stderr
+    print("\nsyncfree-gpu: syncfree run --mode error step.py:\n" + done.stdout + done.stderr)
