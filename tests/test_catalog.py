@@ -167,3 +167,63 @@ def test_rule_validation_rejects_inconsistent_entries():
         Rule(**{**fields, "kind": "sync"}).validate()
     with pytest.raises(ValueError, match="longer than 2000"):
         Rule(**{**fields, "why": "x" * 2001}).validate()
+
+
+# --------------------------------------------------------------------------- library entry points
+
+
+def test_entry_points_name_existing_rules_and_torch_functions():
+    torch = pytest.importorskip("torch")
+    from syncfree.catalog.library_entry_points import ENTRY_POINTS
+
+    root = Path(torch.__file__).resolve().parent.parent
+    for fragment, qualname, code in ENTRY_POINTS:
+        assert code in RULES, code
+        path = root / fragment
+        assert path.exists(), f"{fragment}: not in the installed torch"
+        if qualname is not None and path.is_file():
+            tree = ast.parse(path.read_text())
+            found = {f"{cls.name}.{fn.name}" for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                     for fn in cls.body if isinstance(fn, ast.FunctionDef)}
+            found |= {fn.name for fn in tree.body if isinstance(fn, ast.FunctionDef)}
+            assert qualname in found, f"{qualname} not in {fragment}"
+
+
+def _sites_by_line(report) -> dict[int, tuple[str, str, int]]:
+    return {s.line: (s.rule, s.kind, s.count) for s in report.sites}
+
+
+def test_syncs_inside_library_calls_are_named_by_what_the_line_called():
+    """Predict mode with real torch objects: the rule of the library entry point, not the
+    innermost torch call (.item() in GradScaler.step, a copy in Module._apply)."""
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    import syncfree
+
+    lines = {}
+
+    def here(tag):
+        lines[tag] = inspect.currentframe().f_back.f_lineno
+
+    with syncfree.watch(mode="predict") as w:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+        here("to"); model.to("cuda")  # noqa: E702
+        here("cuda"); torch.nn.Linear(3, 3).cuda()  # noqa: E702
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cuda")
+        scaler.scale(model(torch.randn(2, 4, device="cuda")).sum()).backward()
+        here("step"); scaler.step(opt)  # noqa: E702
+        scaler.update()
+        here("normal"); dist = torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"))  # noqa: E702,E501
+        here("sample"); dist.sample()  # noqa: E702
+        here("clip"); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # noqa: E702
+        here("item"); torch.ones((), device="cuda").item()  # noqa: E702
+    sites = _sites_by_line(w.report)
+    assert sites[lines["to"]] == ("SF303", "to_device", 4)  # 2 weights + 2 biases
+    assert sites[lines["cuda"]] == ("SF303", "to_device", 2)
+    assert sites[lines["step"]] == ("SF701", "library", 1)
+    assert sites[lines["normal"]][0] == "SF706"
+    assert sites[lines["sample"]][0] == "SF706"
+    assert sites[lines["clip"]][0] == "SF702"
+    assert sites[lines["item"]] == ("SF101", "item", 1)  # the user's own call is unchanged

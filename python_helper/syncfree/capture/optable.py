@@ -47,11 +47,17 @@ NO_SYNC_NAMES = frozenset({
     "_has_compatible_shallow_copy_type",
 })
 
-# Families OpInfo's op_db does not cover that were measured not to sync as a whole: the
-# `torch._foreach_*` kernels behind every optimizer step and clip_grad_norm_ (the training
-# loop patterns of shared/sync-facts.md, H200, torch 2.11: `opt.step()` and
-# `clip_grad_norm_` made no sync). The table's unmeasured count leaves them out.
-NO_SYNC_PREFIXES = ("_foreach_",)
+# Families OpInfo's op_db does not cover, multi-tensor kernels that never read a value on
+# the host: `torch._foreach_*` (optimizer steps, clip_grad_norm_: `_foreach_norm` and
+# `_foreach_mul_` measured 0 in the clip_grad_norm_ pattern, H200, torch 2.11) and the AMP
+# kernels `_amp_foreach_non_finite_check_and_unscale_`/`_amp_update_scale_`, which exist to
+# keep found_inf on the device (GradScaler.step with a fused optimizer measured 0). Neither
+# counted nor called unmeasured.
+NO_SYNC_PREFIXES = ("_foreach_", "_amp_")
+
+# Internal ops measured under another name: `torch._is_all_true(t)` is `t.all()` for a bool
+# tensor (torch/distributions/constraints.py checks with it).
+ALIASES = {"_is_all_true": "all", "_is_any_true": "any"}
 
 
 # --------------------------------------------------------------------------- signatures
@@ -162,6 +168,8 @@ def func_names(func: Any) -> list[str]:
     if not isinstance(name, str) or name == "<lambda>":
         return []
     names = [name]
+    if name in ALIASES:
+        names.append(ALIASES[name])
     if type(func).__name__ == "OpOverload" and getattr(func, "namespace", None) in ("aten", "prims"):
         # torch.ops.aten.sin.default: measured under its Python name, `sin`
         names.append(name.split(".", 1)[0])
@@ -444,6 +452,8 @@ def display_name(func: Any) -> str:
     if owner is not None:
         return f"Tensor.{getattr(func, '__name__', name)}" if owner.__name__ in (
             "TensorBase", "_TensorBase", "Tensor") else f"{owner.__name__}.{getattr(func, '__name__', name)}"
+    if isinstance(name, str) and name.startswith("_VariableFunctionsClass."):
+        return "torch." + name.split(".", 1)[1]  # torch's C functions (torch.xxx)
     module = getattr(func, "__module__", None)
     return f"{module}.{name}" if module and module != "builtins" else str(name)
 

@@ -275,6 +275,13 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     library = stack[:inner]  # inner -> outer
     frames, frames_truncated = _trimmed_frames(library, max_frames)
 
+    entry_rule = _rule_of_library_entry(library) if library else None
+    if entry_rule is not None:
+        # The line called a library function whose syncs a rule explains as a whole
+        # (scaler.step(opt), model.to(device)): name that, not the innermost torch call.
+        return Attribution(tuple(chain), _kind_of_rule(entry_rule) or kind or "library",
+                           entry_rule, frames, frames_truncated,
+                           tuple(files) if by_file else None)
     cell_frame = stack[inner]
     offset = cell_files[cell_frame.f_code.co_filename]
     span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
@@ -396,6 +403,12 @@ def _kind_of_rule(rule: str) -> str | None:
     from syncfree import catalog
 
     return catalog.get(rule).kind
+
+
+def _rule_of_library_entry(library: Sequence[FrameType]) -> str | None:
+    from syncfree.catalog.library_entry_points import rule_for_frames
+
+    return rule_for_frames(library)
 
 
 def _rule_for_kind(kind: str) -> str | None:

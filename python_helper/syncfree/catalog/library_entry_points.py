@@ -1,0 +1,53 @@
+"""Library functions whose syncs a catalog rule explains as a whole.
+
+A sync inside library code is found at its innermost call (``found_inf.item()`` inside
+``GradScaler.step``, ``t.cuda()`` inside ``Module._apply``, ``bool(valid.all())`` inside
+``Distribution.__init__``). What the user's line called is the function to change, and
+its rule says how: the runtime attribution (``syncfree.capture.sites.attribute``) walks the
+library frames between the user's line and the sync, outermost first, and the first frame
+listed here names the rule of the site.
+
+Each entry: a fragment of the file path (``/``-separated), the function's qualified name
+(``co_qualname``; None for any function of that file), the rule code. Frames of torch's own
+files only: a fragment is matched against the path below ``site-packages``/the install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import FrameType
+
+ENTRY_POINTS: tuple[tuple[str, str | None, str], ...] = (
+    # GradScaler.step reads found_inf with .item() (torch/amp/grad_scaler.py, _maybe_opt_step);
+    # torch.cuda.amp.GradScaler subclasses it without a step of its own.
+    ("torch/amp/grad_scaler.py", "GradScaler.step", "SF701"),
+    # Module.to/.cuda copy each parameter and buffer (Module._apply): one sync per tensor.
+    ("torch/nn/modules/module.py", "Module.to", "SF303"),
+    ("torch/nn/modules/module.py", "Module.cuda", "SF303"),
+    # clip_grad_norm_ syncs only with error_if_nonfinite=True (torch/nn/utils/clip_grad.py).
+    ("torch/nn/utils/clip_grad.py", "clip_grad_norm_", "SF702"),
+    ("torch/nn/utils/clip_grad.py", "_clip_grads_with_norm_", "SF702"),
+    # Constructors check their arguments' constraints on the CPU (validate_args); sample()
+    # of Normal-like distributions calls torch.normal with a tensor std, which checks it.
+    ("torch/distributions/", None, "SF706"),
+)
+
+
+def _matches(path: str, qualname: str) -> str | None:
+    for fragment, name, rule in ENTRY_POINTS:
+        if fragment in path and (name is None or name == qualname):
+            return rule
+    return None
+
+
+def rule_for_frames(library: Sequence[FrameType]) -> str | None:
+    """The rule of the outermost listed library frame; ``library`` is inner -> outer."""
+    for frame in reversed(library):
+        code = frame.f_code
+        path = code.co_filename.replace("\\", "/")
+        if "torch/" not in path:
+            continue
+        rule = _matches(path, getattr(code, "co_qualname", code.co_name))
+        if rule is not None:
+            return rule
+    return None
