@@ -1,63 +1,145 @@
-"""Real interrupts at random moments of a short predict-mode cell: count leaks (issue 13).
+"""Real interrupts at random moments of a short ``%%syncfree`` cell: count leaks (issue 13).
 
-    .venv/bin/python bench/stress_interrupts.py [tries] [seed]
+    .venv/bin/python bench/stress_interrupts.py [--tries 10000] [--seed 0]
 
-A timer thread calls ``_thread.interrupt_main()`` after a random delay within the
-cell's duration; after each try the state that tests/test_leaks.py snapshots (patched
-torch functions, mode stack, warning filters, showwarning, active recorder/session) must
-be as before. Prints tries, interrupts delivered, leaks.
+Runs in a real IPython shell (IPython.testing.globalipapp) on this machine's torch, so on a
+CPU-only machine the cell runs in predict mode (the stand-ins, the patched torch
+functions, the function mode). Half the tries run a ``%%syncfree`` cell, half a plain
+cell watched by ``%syncfree on``. For each try a timer thread calls
+``_thread.interrupt_main()`` after a random delay within the cell's duration (as
+ipykernel's interrupt does: SIGINT's Python handler runs in the main thread). After each
+try the state that tests/test_leaks.py snapshots (patched torch functions, torch's
+function-mode stack, warning filters and ``showwarning``, the sync debug mode, active
+recorders and predict sessions, the SIGINT handler) must be as before, and the magic must
+hold no running recorder. Prints tries, interrupts delivered, leaks and the wall time.
 """
 
 from __future__ import annotations
 
 import _thread
+import argparse
+import os
 import random
 import sys
 import threading
 import time
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "python_helper")]
 
 import test_leaks as t  # noqa: E402
+from IPython.testing import globalipapp  # noqa: E402
+
+from syncfree.capture import interrupts  # noqa: E402
+
+CELL = ("x = torch.ones(3, device='cuda')\n"
+        "s = x.sum().item()\n"
+        "torch.cuda.synchronize()\n"
+        "ok = bool(x.sum() > 0)\n")
 
 
-def main(tries: int = 10_000, seed: int = 0) -> int:
-    rng = random.Random(seed)
-    t._run_traced(t.predict_cell, None)  # warm up
-    start = time.perf_counter()
-    for _ in range(20):
-        t.predict_cell()
-    duration = (time.perf_counter() - start) / 20
+def _check_signals() -> None:
+    """A Python call: CPython runs pending signal handlers on entering it."""
+
+
+def _settle() -> None:
+    """Wait for an interrupt the engine held back to be raised again (interrupts.py)."""
+    deadline = time.monotonic() + 2.0
+    while interrupts.outstanding() and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    _check_signals()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tries", type=int, default=10_000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.tries < 1:
+        parser.error("--tries must be at least 1")
+    rng = random.Random(args.seed)
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "syncfree")
+    magics = shell.magics_manager.registry["SyncfreeMagics"]
+    shell.user_ns["torch"] = t.torch
+    cells = {"%%syncfree": "%%syncfree\n" + CELL, "%syncfree on": CELL}
+    out = sys.stdout
+    # IPython shows an interrupt that lands in an event callback (EventManager.trigger)
+    # without failing the cell: seen here.
+    shown: list[str] = []
+    showtraceback = shell.showtraceback
+
+    def recording_showtraceback(*a, **k):
+        exc = sys.exc_info()[1]
+        if isinstance(exc, KeyboardInterrupt):
+            shown.append(type(exc).__name__)
+        return showtraceback(*a, **k)
+
+    shell.showtraceback = recording_showtraceback
     delivered = leaks = 0
-    for _ in range(tries):
-        before = t.snapshot()
-        timer = threading.Timer(rng.uniform(0, duration * 1.2), _thread.interrupt_main)
-        try:
-            timer.start()
-            t.predict_cell()
-            timer.join()
-            time.sleep(0)  # an interrupt that arrives after the cell lands here
-        except KeyboardInterrupt:
-            delivered += 1
-        finally:
-            timer.cancel()
-        try:
-            timer.join()
-            after = t.snapshot()
-        except KeyboardInterrupt:
-            delivered += 1
-            after = t.snapshot()
-        changed = t.diff(before, after)
-        if changed:
-            leaks += 1
-            print("leak:", ", ".join(changed)[:300])
-            t._repair()
-    print(f"{tries} tries of a {duration * 1000:.2f} ms predict cell, {delivered} interrupts "
-          f"delivered, {leaks} leaks")
+    by_kind = dict.fromkeys(cells, 0)
+    with open(os.devnull, "w") as null, redirect_stdout(null), redirect_stderr(null):
+        durations = {}
+        for kind, cell in cells.items():
+            if kind == "%syncfree on":
+                shell.run_line_magic("syncfree", "on --quiet")
+            else:
+                shell.run_line_magic("syncfree", "off")
+            for _ in range(5):  # warm up
+                shell.run_cell(cell, store_history=False)
+            start = time.perf_counter()
+            for _ in range(20):
+                shell.run_cell(cell, store_history=False)
+            durations[kind] = (time.perf_counter() - start) / 20
+        shell.run_line_magic("syncfree", "off")
+        started = time.perf_counter()
+        for i in range(args.tries):
+            kind = "%%syncfree" if i % 2 == 0 else "%syncfree on"
+            shell.run_line_magic("syncfree", "on --quiet" if kind == "%syncfree on" else "off")
+            before = t.snapshot()
+            timer = threading.Timer(rng.uniform(0, durations[kind] * 1.2), _thread.interrupt_main)
+            got = False
+            shown.clear()
+            shell.last_execution_result = None
+            try:
+                try:
+                    timer.start()
+                    shell.run_cell(cells[kind], store_history=False)
+                    timer.join()
+                    _settle()
+                except KeyboardInterrupt:
+                    got = True
+                finally:
+                    timer.cancel()
+                timer.join()
+                _settle()
+            except KeyboardInterrupt:  # one that arrived after the cell
+                got = True
+            # IPython catches an interrupt inside the cell and shows it; either way it came.
+            result = shell.last_execution_result
+            delivered += got or bool(shown) or (
+                result is not None and isinstance(result.error_in_exec, KeyboardInterrupt))
+            changed = t.diff(before, t.snapshot())
+            if magics._watched is not None and magics._cell_info is None:
+                changed.append("the magic holds a watched recorder after the cell")
+            if changed:
+                leaks += 1
+                by_kind[kind] += 1
+                print(f"leak ({kind}, try {i}):", ", ".join(changed)[:300], file=out)
+                t._repair()
+                magics._watched = None
+        wall = time.perf_counter() - started
+        shell.run_line_magic("syncfree", "off")
+    shell.showtraceback = showtraceback
+    cells_ms = ", ".join(f"{k} {v * 1000:.2f} ms" for k, v in durations.items())
+    print(f"{args.tries} tries of a short cell in predict mode ({cells_ms}), {delivered} "
+          f"interrupts delivered, {leaks} leaks "
+          f"({', '.join(f'{k}: {v}' for k, v in by_kind.items())}); wall {wall:.1f} s",
+          file=out)
     return 1 if leaks else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*(int(a) for a in sys.argv[1:3])))
+    sys.exit(main())

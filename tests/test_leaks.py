@@ -157,14 +157,14 @@ def _run_traced(scenario, at: int | None) -> _Injector:
     return injector
 
 
-def inject_everywhere(name: str, scenario) -> tuple[int, int, list[str]]:
-    """Run ``scenario`` once per executed engine line, interrupted there; return
-    (lines executed, injections made, leaks found)."""
+def inject_everywhere(name: str, scenario, every: int = 1) -> tuple[int, int, list[str]]:
+    """Run ``scenario`` once per executed engine line (or every ``every``-th line),
+    interrupted there; return (lines executed, injections made, leaks found)."""
     _run_traced(scenario, None)  # warm up: first-use imports and caches
     lines = _run_traced(scenario, None).lines
     leaks: list[str] = []
     injected = 0
-    for at in range(1, lines + 1):
+    for at in range(1, lines + 1, every):
         before = snapshot()
         injector = _run_traced(scenario, at)
         injected += injector.fired
@@ -179,7 +179,19 @@ def inject_everywhere(name: str, scenario) -> tuple[int, int, list[str]]:
         print(f"[leaks] {leak[:400]}")
     print(f"\n[leaks] {name}: {lines} engine lines executed per run, {injected} interrupts "
           f"injected, {len(leaks)} leaks")
+    _TOTALS["injections"] += injected
+    _TOTALS["leaks"] += len(leaks)
     return lines, injected, leaks
+
+
+_TOTALS = {"injections": 0, "leaks": 0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_totals():
+    yield
+    if _TOTALS["injections"]:
+        print(f"\n[leaks] in all: {_TOTALS['injections']} injections, {_TOTALS['leaks']} leaks")
 
 
 def _repair() -> None:
@@ -258,6 +270,18 @@ def _check(name, scenario):
     lines, injected, leaks = inject_everywhere(name, scenario)
     assert lines > 50 and injected == lines
     assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+def test_interrupt_at_a_sample_of_engine_lines():
+    """The cheap subset that always runs: every 23rd executed line of a predict cell and
+    of a predict --mode error cell (the full runs: SYNCFREE_LEAKS=1)."""
+    before = snapshot()
+    for name, scenario in (("predict (sample)", predict_cell),
+                           ("predict --mode error (sample)", lambda: predict_cell(True))):
+        lines, injected, leaks = inject_everywhere(name, scenario, every=23)
+        assert lines > 500 and injected == len(range(1, lines + 1, 23))
+        assert leaks == []
     assert diff(before, snapshot()) == []
 
 
@@ -384,3 +408,159 @@ def test_error_mode_stops_the_cells_thread_only():
     assert namespace["errors"] == []  # the worker's sync was recorded, not raised there
     assert "after" not in namespace  # the cell stopped at its own first sync
     assert recorder.error["line"] == 10
+
+
+# ----------------------------------------------------------------------------- SIGINT
+
+
+def test_sigint_handler_installed_while_held_and_put_back():
+    previous = signal.getsignal(signal.SIGINT)
+    first, second = object(), object()
+    interrupts.hold(first)
+    assert interrupts.held()
+    interrupts.hold(second)
+    interrupts.release(first)  # out of order: still held for the second
+    assert interrupts.held()
+    interrupts.release(second)
+    interrupts.release(second)  # idempotent
+    assert signal.getsignal(signal.SIGINT) is previous and interrupts._holders == []
+
+    def cells_own(signum, frame):
+        raise KeyboardInterrupt
+
+    interrupts.hold(first)
+    try:
+        signal.signal(signal.SIGINT, cells_own)  # the cell installs its own: kept
+    finally:
+        interrupts.release(first)
+    try:
+        assert signal.getsignal(signal.SIGINT) is cells_own
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+    done = []
+    worker = threading.Thread(target=lambda: (interrupts.hold(first), done.append(
+        interrupts.held())))
+    worker.start()
+    worker.join()
+    assert done == [False] and interrupts._holders == []  # other threads: nothing to hold
+
+
+def test_sigint_raised_at_once_in_user_code_and_held_back_in_the_engine():
+    owner = object()
+    interrupts.hold(owner)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            interrupts._handler(signal.SIGINT, sys._getframe())  # the user's frame
+        engine_frames = []
+        undo = __import__("syncfree.capture.undo", fromlist=["Undo"]).Undo()
+        undo.push(lambda: engine_frames.append(sys._getframe(1)))
+        undo.close()
+        assert interrupts.in_engine(engine_frames[0])
+        interrupts._handler(signal.SIGINT, engine_frames[0])  # held back: returns
+        with pytest.raises(KeyboardInterrupt):  # ... and raised a moment later, here
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        interrupts.release(owner)
+    assert interrupts.outstanding() == 0
+
+
+def test_ctrl_c_stops_a_loop_that_spends_its_time_in_the_engine():
+    """Held back in the engine's hooks, the interrupt still stops the cell promptly."""
+    code, filename = _cell("x = torch.ones(2, device='cuda')\n"
+                           "while True:\n"
+                           "    x.sum().item()\n")
+    before = snapshot()
+    timer = threading.Timer(0.3, __import__("_thread").interrupt_main)
+    started = time.monotonic()
+    recorder = SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []})
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with recorder:
+                exec(code, _namespace())
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 10
+    assert recorder.error["type"] == "KeyboardInterrupt" and recorder.error["line"] in (2, 3)
+    assert recorder.syncs > 10
+    assert diff(before, snapshot()) == []
+
+
+# ----------------------------------------------------------------------------- warning filters
+
+
+def _filter_state():
+    return warnings.filters, list(warnings.filters)
+
+
+def _interrupt_catch_warnings(call) -> tuple[int, int]:
+    """Call ``call`` once per line executed in Lib/warnings.py's catch_warnings, with a
+    KeyboardInterrupt raised there; return (injections, runs that left the filters
+    changed)."""
+    catch_codes = {f.__code__ for f in (warnings.catch_warnings.__enter__,
+                                        warnings.catch_warnings.__exit__)}
+
+    def run(at):
+        count = [0]
+
+        def local(frame, event, arg):
+            if event == "line":
+                count[0] += 1
+                if count[0] == at:
+                    raise KeyboardInterrupt
+            return local
+
+        def global_trace(frame, event, arg):
+            return local if frame.f_code in catch_codes else None
+
+        sys.settrace(global_trace)
+        try:
+            call()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        return count[0]
+
+    lines = run(None)
+    leaked = 0
+    for at in range(1, lines + 1):
+        before = _filter_state()
+        run(at)
+        after = _filter_state()
+        if after[0] is not before[0] or after[1] != before[1]:
+            leaked += 1
+            warnings.filters = before[0]
+    return lines, leaked
+
+
+def test_static_pass_leaves_no_warning_filter_whatever_interrupts_it():
+    from syncfree.analyze import analyze_source
+    from syncfree.capture.filters import FiltersKept
+
+    source = "import re\npattern = re.compile('\\d+')\nx.item()\n"  # an invalid escape
+
+    def kept():
+        with FiltersKept():
+            analyze_source(source)
+
+    lines, leaked = _interrupt_catch_warnings(kept)
+    assert lines > 5 and leaked == 0
+    # The same interrupts without FiltersKept leave catch_warnings' copy behind.
+    assert _interrupt_catch_warnings(lambda: analyze_source(source))[1] > 0
+
+
+def test_parse_quietly_never_swaps_the_filters_list():
+    from syncfree.capture.filters import parse_quietly
+
+    before = _filter_state()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        inner = _filter_state()
+        tree = parse_quietly("('\\d')", mode="eval")
+        assert _filter_state()[0] is inner[0] and _filter_state()[1] == inner[1]
+    assert tree.body.value == "\\d" and seen == []
+    assert _filter_state()[0] is before[0] and _filter_state()[1] == before[1]

@@ -339,6 +339,11 @@ class SyncfreeMagics(Magics):
             print(f"syncfree: watching every cell ({self._watch.describe()})")
 
     def _pre_run_cell(self, info) -> None:
+        stale = self._watched
+        if stale is not None and self._cell_info is None:
+            # post_run_cell came but an interrupt kept it from ending the recorder.
+            self._watched = None
+            stale.recorder.__exit__(None, None, None)
         self._cell_info = info
         raw = info.raw_cell or ""
         options = self._watch
@@ -363,21 +368,25 @@ class SyncfreeMagics(Magics):
                                 findings=dict.fromkeys(names, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
-        recorder.__enter__()
         text = CellText(raw, getattr(info, "cell_id", None), 1)
+        # Kept before it is entered: an interrupt between the two would otherwise leave a
+        # running recorder that nothing ends (exiting one never entered is harmless).
         self._watched = WatchedCell(recorder, text, engine, findings, options)
+        recorder.__enter__()
 
     def _post_run_cell(self, result) -> None:
-        watched, self._watched = self._watched, None
+        watched = self._watched
         pending, self._pending = self._pending, []
         self._cell_info = None
         if watched is not None:
             error = result.error_in_exec
             recorder = watched.recorder
+            # Ended before it is forgotten (an interrupt here leaves it to the next cell).
             if error is not None:
                 recorder.__exit__(type(error), error, error.__traceback__)
             else:
                 recorder.__exit__(None, None, None)
+            self._watched = None
             if recorder.syncs or recorder.stopped_by_sync:
                 report = cell_report(source=watched.text.raw, engine=watched.engine,
                                      findings=watched.findings, recorder=recorder,
