@@ -124,6 +124,88 @@ def test_table_sample_remeasured():
     assert total and agree / total >= 0.97
 
 
+# Predictions that rest on torch's source or on another entry's samples rather than on a
+# sample of their own (capture/optable.py: SHARED_KERNEL_SAMPLES, SIZE_BRANCHES; the histc
+# handler of capture/predict.py): the GPU count must equal predict mode's on the CPU.
+def _derived_cases():
+    g = torch.Generator().manual_seed(0)
+    m = torch.randn(6, 4, generator=g)
+    small, large = torch.arange(5.0), torch.arange(40.0)
+    data = torch.randn(100, generator=g)
+    return {
+        "linalg.svd non-empty": lambda d: torch.linalg.svd(m.to(d), full_matrices=False),
+        "svd non-empty": lambda d: torch.svd(m.to(d)),
+        "svd_lowrank": lambda d: torch.svd_lowrank(m.to(d), q=2),
+        "isin sorting path": lambda d: torch.isin(small.to(d), large.to(d)),
+        "isin sorting path, assume_unique": lambda d: torch.isin(small.to(d), large.to(d),
+                                                                 assume_unique=True),
+        "isin brute force": lambda d: torch.isin(large.to(d), small.to(d)),
+        "histc min=max": lambda d: torch.histc(data.to(d), bins=8),
+        "histc range": lambda d: torch.histc(data.to(d), bins=8, min=-3, max=3),
+        "equal different shapes": lambda d: torch.equal(small.to(d), large.to(d)),
+    }
+
+
+DERIVED = ("linalg.svd non-empty", "svd non-empty", "svd_lowrank", "isin sorting path",
+           "isin sorting path, assume_unique", "isin brute force", "histc min=max", "histc range",
+           "equal different shapes")
+
+
+class _Counting:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def record_sync(self, frame, kind=None, *, predicted=False):
+        if kind != "to_device":  # the cases' own .to("cuda") copies of CPU-made inputs
+            self.n += 1
+
+
+@pytest.mark.parametrize("name", DERIVED)
+def test_derived_prediction_matches_the_gpu(name):
+    from syncfree.capture.predict import PredictSession
+
+    case = _derived_cases()[name]
+    inputs_moved = 2 if name.startswith(("isin", "equal")) else 1
+    measured, _ = syncs(lambda: case("cuda"))
+    measured_copies, _ = syncs(lambda: [t.to("cuda") for t in [torch.ones(3)] * inputs_moved])
+    recorder = _Counting()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with PredictSession(recorder):
+            case("cuda")
+    gpu = measured - measured_copies
+    print(f"{name}: gpu {gpu}, predicted {recorder.n}")
+    assert recorder.n == gpu, name
+
+
+# Library calls whose syncs the catalog names by what the line called
+# (catalog/library_entry_points.py), in warn mode on the GPU.
+def test_library_entry_points_on_the_gpu():
+    import inspect
+
+    import syncfree
+
+    lines = {}
+
+    def here(tag):
+        lines[tag] = inspect.currentframe().f_back.f_lineno
+
+    with syncfree.watch(mode="warn") as w:
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))
+        here("to"); model.to("cuda")  # noqa: E702
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)  # not fused: step reads found_inf
+        scaler = torch.amp.GradScaler("cuda")
+        scaler.scale(model(torch.randn(2, 4, device="cuda")).sum()).backward()
+        here("step"); scaler.step(opt)  # noqa: E702
+        scaler.update()
+        here("normal"); torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"))  # noqa: E702,E501
+    by_line = {s.line: s for s in w.report.sites}
+    for tag, rule in (("to", "SF303"), ("step", "SF701"), ("normal", "SF706")):
+        site = by_line.get(lines[tag])
+        print(f"{tag}: {site.rule if site else None} x{site.count if site else 0}")
+        assert site is not None and site.rule == rule, (tag, site and site.rule)
+
+
 if __name__ == "__main__":
     failures = 0
     for name in CASES:
@@ -132,6 +214,17 @@ if __name__ == "__main__":
         except Exception as exc:  # noqa: BLE001
             failures += 1
             print("FAIL", name, type(exc).__name__, exc)
+    for name in DERIVED:
+        try:
+            test_derived_prediction_matches_the_gpu(name)
+        except Exception as exc:  # noqa: BLE001
+            failures += 1
+            print("FAIL", name, type(exc).__name__, exc)
+    try:
+        test_library_entry_points_on_the_gpu()
+    except Exception as exc:  # noqa: BLE001
+        failures += 1
+        print("FAIL entry points", type(exc).__name__, exc)
     try:
         test_table_sample_remeasured()
     except Exception as exc:  # noqa: BLE001
