@@ -11,7 +11,7 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # Versions we develop and test against. torch is pinned to the CPU build that installs
 # from a local file here; an unpinned torch would pull several GB of CUDA packages.
 DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
-	hatchling hatch-jupyter-builder hatch-nodejs-version editables
+	hatchling hatch-jupyter-builder hatch-nodejs-version editables ruff==0.17.6
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
@@ -36,14 +36,23 @@ setup: $(VENV)/.deps node_modules/.installed
 build: setup
 	npm run build --silent
 
-# The Python package (editable) with the extension linked into the venv's JupyterLab.
-install: build
-	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
-	# What `jupyter labextension develop` does, without its second pip install: link the
-	# built extension into the venv's JupyterLab.
+# Both distributions, editable: jupyterlab-syncfree (pyproject.toml) and the kernel-side syncfree
+# (python_helper/pyproject.toml), with the extension linked into the venv's JupyterLab.
+install: build $(VENV)/.editable
+	@# What `jupyter labextension develop` does, without its second pip install: link the
+	@# built extension into the venv's JupyterLab.
 	mkdir -p $(VENV)/share/jupyter/labextensions
 	ln -sfn $(CURDIR)/python_helper/syncfree/labextension $(VENV)/share/jupyter/labextensions/jupyterlab-syncfree
 	$(VENV)/bin/jupyter labextension list 2>&1 | grep -q "jupyterlab-syncfree.*enabled.*OK"
+
+# Redone only when the packages' metadata changes (an editable install follows the sources by itself).
+# jupyterlab-syncfree first: in a venv made before the split it still owns the `syncfree` script, which
+# reinstalling it removes; syncfree then puts its own back.
+$(VENV)/.editable: $(VENV)/.deps pyproject.toml python_helper/pyproject.toml
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	$(PIP) install --no-build-isolation --no-deps -e python_helper > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	$(VENV)/bin/syncfree --version > /dev/null
+	touch $@
 
 demo: install
 	@# Exit 1 means "syncs found" (for CI jobs): expected in the tour.
