@@ -289,13 +289,13 @@ describe('SyncsPanel', () => {
     });
     const { widget } = panel([{ cellId: 'p', cellNumber: 1, report: predicted, previous: null }]);
     expect(widget.node.textContent).not.toContain('mask_index');
-    expect(widget.rows[0].querySelector('.jp-syncfree-sidebar-kind')!.textContent).toBe('boolean-mask indexing');
+    expect(widget.rows[0].querySelector('.jp-syncfree-sidebar-label')!.textContent).toBe('boolean-mask indexing');
     expect(widget.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('60 predicted syncs in 1 cell');
     const kindOptions = Array.from(widget.node.querySelectorAll('[data-control="kind"] option')).map(o => o.textContent);
     expect(kindOptions).toEqual(['all kinds', 'boolean-mask indexing']);
     document.body.textContent = '';
     const { widget: measured } = panel(inputs());
-    expect(measured.rows[0].querySelector('.jp-syncfree-sidebar-kind code')!.textContent).toBe('.item()');
+    expect(measured.rows[0].querySelector('.jp-syncfree-sidebar-label code')!.textContent).toBe('.item()');
     expect(measured.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('103 syncs in 3 cells · 42.9 ms blocked');
   });
 

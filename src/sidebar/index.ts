@@ -129,7 +129,13 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
 
     // The notebook's totals: a count badge on the panel's tab and a status-bar item.
     const status = new SyncsStatus(() => void commands.execute(CommandIDs.openSidebar));
-    statusBar?.registerStatusItem(`${PLUGIN_IDS.sidebar}:status`, { item: status, align: 'left', rank: 5 });
+    statusBar?.registerStatusItem(`${PLUGIN_IDS.sidebar}:status`, {
+      item: status,
+      align: 'left',
+      rank: 5,
+      isActive: () => status.active,
+      activeStateChanged: status.activeChanged
+    });
     const caption = panel.title.caption;
     const showTotals = () => {
       const notebook = tracker.currentWidget;

@@ -67,13 +67,28 @@ export function deltaText(site: IRankedSite): string {
   return parts.join(', ');
 }
 
-/** The panel's columns: sort key, header text, what a click sorts by. */
-const COLUMNS: readonly { key: SortKey; label: string; title: string }[] = [
-  { key: 'location', label: 'Line', title: 'Sort by cell and line' },
-  { key: 'what', label: 'What', title: 'Sort by what synced' },
-  { key: 'count', label: 'Count', title: 'Sort by how many times it synced' },
-  { key: 'blocked', label: 'Blocked', title: 'Sort by blocked time (costliest first)' },
-  { key: 'rule', label: 'Rule', title: 'Sort by catalog rule' }
+/** A sort button of a column header: its key, text and tooltip. */
+interface ISortButton {
+  key: SortKey;
+  label: string;
+  title: string;
+}
+
+/**
+ * The panel's columns and their sort buttons. The rule is written under what synced
+ * (a sidebar is narrow), so its sort button shares that column's header.
+ */
+const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
+  { name: 'location', sorts: [{ key: 'location', label: 'Line', title: 'Sort by cell and line' }] },
+  {
+    name: 'what',
+    sorts: [
+      { key: 'what', label: 'What', title: 'Sort by what synced' },
+      { key: 'rule', label: 'Rule', title: 'Sort by catalog rule' }
+    ]
+  },
+  { name: 'count', sorts: [{ key: 'count', label: 'Count', title: 'Sort by how many times it synced' }] },
+  { name: 'blocked', sorts: [{ key: 'blocked', label: 'Blocked', title: 'Sort by blocked time (costliest first)' }] }
 ];
 
 /**
@@ -306,18 +321,24 @@ export class SyncsPanel extends Panel {
     row.setAttribute('role', 'row');
     row.appendChild(el('span', `${S}-column-spacer`));
     for (const column of COLUMNS) {
-      const cell = el('span', `${S}-column ${S}-column-${column.key}`);
+      const cell = el('span', `${S}-column ${S}-column-${column.name}`);
       cell.setAttribute('role', 'columnheader');
-      const sorted = this._sort.key === column.key;
+      const sorted = column.sorts.some(sort => sort.key === this._sort.key);
       cell.setAttribute('aria-sort', sorted ? (this._sort.descending ? 'descending' : 'ascending') : 'none');
-      const button = el('button', `${S}-sort`, column.label);
-      button.type = 'button';
-      button.dataset.sort = column.key;
-      button.title = column.title;
-      if (sorted) {
-        button.appendChild(el('span', `${S}-sort-arrow`, this._sort.descending ? ' ▼' : ' ▲'));
-      }
-      cell.appendChild(button);
+      column.sorts.forEach((sort, i) => {
+        if (i > 0) {
+          cell.appendChild(document.createTextNode(' · '));
+        }
+        const button = el('button', `${S}-sort`, sort.label);
+        button.type = 'button';
+        button.dataset.sort = sort.key;
+        button.title = sort.title;
+        if (sort.key === this._sort.key) {
+          button.setAttribute('aria-pressed', 'true');
+          button.appendChild(el('span', `${S}-sort-arrow`, this._sort.descending ? '▾' : '▴'));
+        }
+        cell.appendChild(button);
+      });
       row.appendChild(cell);
     }
     return row;
@@ -397,16 +418,19 @@ export class SyncsPanel extends Panel {
       chip.classList.toggle(`${S}-better`, !site.delta!.isNew && site.delta!.count < 0);
       what.appendChild(chip);
     }
+    if (site.rule) {
+      const rule = el('span', `${S}-rule`, site.rule);
+      if (site.ruleTitle) {
+        rule.title = `${site.rule} ${plainText(site.ruleTitle)}`;
+      }
+      what.appendChild(rule);
+    }
     if (site.source !== 'static') {
       cell('count', formatCount(site.count));
       cell('blocked', formatMs(site.blockedMs));
     } else {
-      cell('count', 'not run');
-      cell('blocked', '—');
-    }
-    const rule = cell('rule', site.rule ?? '');
-    if (site.ruleTitle) {
-      rule.title = `${site.rule} ${plainText(site.ruleTitle)}`;
+      cell('count', '—');
+      cell('blocked', 'not run');
     }
     const whatText =
       site.source === 'static'

@@ -1,3 +1,4 @@
+import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 import { CSS_PREFIX } from '../tokens';
 import { INotebookTotals, notebookTotalsText } from '../model';
@@ -5,7 +6,8 @@ import { el } from '../dom';
 
 /**
  * The status-bar item: the current notebook's totals ("103 syncs · 42.9 ms blocked");
- * a click opens the Syncs panel. Hidden while the notebook has no report.
+ * a click opens the Syncs panel. Inactive (hidden by the status bar, which shows and
+ * hides its items itself) while the notebook has no report.
  */
 export class SyncsStatus extends Widget {
   constructor(private readonly _open: () => void) {
@@ -16,19 +18,36 @@ export class SyncsStatus extends Widget {
     this.totals = null;
   }
 
-  /** The totals shown, or null to hide the item. */
+  /** Whether there is anything to show (the status bar's `isActive`). */
+  get active(): boolean {
+    return this._active;
+  }
+
+  /** Emitted when `active` changes (the status bar's `activeStateChanged`). */
+  get activeChanged(): ISignal<this, void> {
+    return this._activeChanged;
+  }
+
+  /** The totals shown, or null for none (the item goes inactive). */
   set totals(value: INotebookTotals | null) {
     const node = this.node as HTMLButtonElement;
-    if (!value || value.cells === 0) {
+    const active = value !== null && value.cells > 0;
+    if (value && active) {
+      const text = `Syncs: ${notebookTotalsText(value)}`;
+      node.textContent = text;
+      node.title = `${text} in ${value.cells} cell${value.cells === 1 ? '' : 's'}. Click to open the Syncs panel.`;
+    } else {
       node.textContent = '';
-      this.setHidden(true);
-      return;
+      node.title = '';
     }
-    const text = `Syncs: ${notebookTotalsText(value)}`;
-    node.textContent = text;
-    node.title = `${text} in ${value.cells} cell${value.cells === 1 ? '' : 's'}. Click to open the Syncs panel.`;
-    this.setHidden(false);
+    if (active !== this._active) {
+      this._active = active;
+      this._activeChanged.emit();
+    }
   }
+
+  private _active = false;
+  private _activeChanged = new Signal<this, void>(this);
 }
 
 /** The number on the Syncs tab: syncs, or likely syncs when nothing ran; null for none. */
