@@ -333,6 +333,9 @@ class Watch(contextlib.ContextDecorator):
             recorder = new_recorder(self.engine, files=UserFiles(self.paths),
                                     measure_blocked=self.measure_blocked,
                                     max_frames=self.max_frames)
+            # The frame running the `with` (or the decorator's wrapper): every sync of the
+            # block happens below it, so the recorder's stack keys stop there.
+            recorder.boundary = sys._getframe(1)
             recorder.__enter__()
             self._recorder = recorder
         self._started = perf_counter()
@@ -349,7 +352,10 @@ class Watch(contextlib.ContextDecorator):
             self.report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
                                       list(self.engine.notes))
         else:
-            recorder.__exit__(exc_type, exc, tb)
+            try:
+                recorder.__exit__(exc_type, exc, tb)
+            finally:
+                recorder.boundary = None  # no frame kept alive past the block
             self.report = _watch_report(self.engine, recorder)
         if exc is None and self.budget is not None and self.report.counted > self.budget:
             raise SyncError(self.report, self.budget)

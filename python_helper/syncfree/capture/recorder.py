@@ -94,6 +94,11 @@ class SyncRecorder:
         self._pinned: list[tuple] = []  # code objects whose id() is in a cache key stay alive
         self._lock = threading.RLock()  # reentrant: an interrupt inside `with` can leave it held
         self._thread = threading.get_ident()
+        # A live frame that every recorded stack passes through (the frame that entered a
+        # watch() block): the frames above it are the same for every sync, so the hot
+        # path's stack key stops there instead of walking to the top (a test under pytest
+        # is ~40 frames deep). None: walk to the cell's module frame or the top.
+        self.boundary: FrameType | None = None
         self._undo: Undo | None = None
         self._clock: StallClock | None = None
         self._previous_showwarning: Any = None
@@ -256,7 +261,7 @@ class SyncRecorder:
                 blocked: float | None, detail: str | None) -> SyncTally:
         """Record one sync told by explicit.py, predict mode or error mode (the warning
         hook has its own copy of this path)."""
-        key = (kind, predicted, detail) + _stack_key(frame, self._cell_files)
+        key = (kind, predicted, detail) + _stack_key(frame, self._cell_files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
             tally = self._resolve(frame, key, kind, predicted, detail)
@@ -274,10 +279,12 @@ class SyncRecorder:
                 return tally
             files = self._cell_files
             codes = []  # the code objects whose id() is in the key
+            boundary = self.boundary
             f = frame
             while f is not None:
                 codes.append(f.f_code)
-                if f.f_code.co_name == "<module>" and f.f_code.co_filename in files:
+                if f is boundary or (f.f_code.co_name == "<module>"
+                                     and f.f_code.co_filename in files):
                     break
                 f = f.f_back
             tid = threading.get_ident()
@@ -343,7 +350,7 @@ class SyncRecorder:
             if code.co_name == "<module>" and code.co_filename in files:
                 key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
             else:
-                key = _stack_key(frame, files)
+                key = _stack_key(frame, files, self.boundary)
             tally = self._cache.get(key)
             if tally is None:
                 tally = self._resolve(frame, key, None, False, None)
@@ -486,8 +493,10 @@ _getframe = sys._getframe
 _get_ident = threading.get_ident
 
 
-def _stack_key(frame: FrameType | None, files: Mapping[str, int]) -> tuple:
-    """(thread, then code id and instruction of each frame out to the cell's module frame).
+def _stack_key(frame: FrameType | None, files: Mapping[str, int],
+               boundary: FrameType | None = None) -> tuple:
+    """(thread, then code id and instruction of each frame out to the cell's module frame,
+    or to ``boundary``, a live frame above which every recorded stack is the same).
 
     Code objects are keyed by id(): hashing a code object hashes its constants each time.
     The recorder keeps the code objects of every key alive, so no id is reused meanwhile.
@@ -498,7 +507,7 @@ def _stack_key(frame: FrameType | None, files: Mapping[str, int]) -> tuple:
         code = f.f_code
         key.append(id(code))
         key.append(f.f_lasti)
-        if code.co_name == "<module>" and code.co_filename in files:
+        if f is boundary or (code.co_name == "<module>" and code.co_filename in files):
             break
         f = f.f_back
     return tuple(key)
