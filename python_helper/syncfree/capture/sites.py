@@ -331,7 +331,7 @@ def shorten_path(path: str) -> str:
 
 # --------------------------------------------------------------------------- instruction span
 
-_positions_cache: dict[CodeType, list] = {}
+_positions_cache: dict[int, tuple[CodeType, list]] = {}
 _positions_lock = threading.RLock()  # reentrant: an interrupt inside `with` can leave it held
 
 
@@ -341,10 +341,15 @@ def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int,
     positions_of = getattr(code, "co_positions", None)
     if positions_of is None or lasti < 0:
         return None
+    # Keyed by id(): hashing a code object hashes its constants, thousands of them for
+    # a big cell. The code object is kept with its positions, so its id is not reused.
     with _positions_lock:
-        positions = _positions_cache.get(code)
-        if positions is None:
-            positions = _positions_cache[code] = list(positions_of())
+        cached = _positions_cache.get(id(code))
+        if cached is not None and cached[0] is code:
+            positions = cached[1]
+        else:
+            positions = list(positions_of())
+            _positions_cache[id(code)] = (code, positions)
             if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
                 del _positions_cache[next(iter(_positions_cache))]
     index = lasti // 2  # f_lasti is a byte offset into 2-byte code units
@@ -373,26 +378,66 @@ def _rule_at(findings: Sequence[Mapping], span: tuple[int, int, int, int]) -> st
 
     A finding that contains the span wins (the tightest one); otherwise one that lies
     inside the span (the widest one): an instruction ``x.sum().item()`` contains a finding
-    on ``.item()``.
+    on ``.item()``. Only the findings on the span's lines are looked at (`_FindingIndex`),
+    so a cell with thousands of findings costs the same per new site as a small one.
     """
     start, end = (span[0], span[1]), (span[2], span[3])
     containing, inside = [], []
-    for finding in findings:
-        r = finding.get("range") or {}
-        try:
-            f_start, f_end = (r["line"], r["col"]), (r["end_line"], r["end_col"])
-        except KeyError:
-            continue
+    for f_start, f_end, rule in _index_for(findings).near(span[0], span[2]):
         if f_start <= start and end <= f_end:
-            containing.append((_extent(f_start, f_end), finding["rule"]))
+            containing.append((_extent(f_start, f_end), rule))
         elif start <= f_start and f_end <= end:
             lines, cols = _extent(f_start, f_end)
-            inside.append(((-lines, -cols), finding["rule"]))
+            inside.append(((-lines, -cols), rule))
     if containing:
         return min(containing)[1]
     if inside:
         return min(inside)[1]
     return None
+
+
+class _FindingIndex:
+    """Static findings by cell line: each under every line it spans (those spanning more
+    than `_WIDE` lines, a loop's body say, are kept apart and always looked at)."""
+
+    _WIDE = 64
+
+    def __init__(self, findings: Sequence[Mapping]) -> None:
+        self.by_line: dict[int, list[tuple]] = {}
+        self.wide: list[tuple] = []
+        for finding in findings:
+            r = finding.get("range") or {}
+            try:
+                entry = ((r["line"], r["col"]), (r["end_line"], r["end_col"]), finding["rule"])
+            except KeyError:
+                continue
+            first, last = r["line"], r["end_line"]
+            if last - first > self._WIDE:
+                self.wide.append(entry)
+                continue
+            for line in range(first, last + 1):
+                self.by_line.setdefault(line, []).append(entry)
+
+    def near(self, first: int, last: int) -> list[tuple]:
+        found = list(self.wide)
+        for line in range(first, last + 1):
+            found.extend(self.by_line.get(line, ()))
+        return found
+
+
+# id(findings list) -> (the list, kept alive so the id is not reused; its index)
+_indexes: dict[int, tuple[Sequence[Mapping], _FindingIndex]] = {}
+
+
+def _index_for(findings: Sequence[Mapping]) -> _FindingIndex:
+    cached = _indexes.get(id(findings))
+    if cached is not None and cached[0] is findings:
+        return cached[1]
+    index = _FindingIndex(findings)
+    if len(_indexes) >= 64:  # findings of finished cells: drop the oldest
+        _indexes.pop(next(iter(_indexes)), None)
+    _indexes[id(findings)] = (findings, index)
+    return index
 
 
 def _extent(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, int]:

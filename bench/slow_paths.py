@@ -1,0 +1,109 @@
+"""Big cells under ``%%syncfree`` against the same cells run plainly (issue 13).
+
+    .venv/bin/python bench/slow_paths.py [--repeat 3] [--lines 10000] [--reads 1000]
+
+Two cells, each run in a real IPython shell (IPython.testing.globalipapp) with and without
+``%%syncfree`` on its first line; the figure is the ratio of the medians:
+
+* ``--lines`` distinct syncing lines (``v17 = x[17].item()``): one site per line, so the
+  per-site bookkeeping (attribution, the static finding that covers each line, positions)
+  is paid once per line;
+* a cell of ``--reads`` scalar reads, each a different tensor expression (``float(x[3])``,
+  ``x.sum().item()``, ``int(x.argmax())``, ...).
+
+Without CUDA (this machine: say so when quoting) the magic runs in predict mode: the
+tensors are CPU stand-ins and each sync is predicted, and the plain run computes the same
+on the CPU; with CUDA both run on the GPU and the magic counts the real syncs. The static
+pass over the cell is timed on its own too (``analyze_source``), as part of the magic's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from contextlib import redirect_stdout
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python_helper"))
+
+PRELUDE = ("device = 'cuda' if torch.cuda.is_available() else 'cpu'\n"
+           "x = torch.arange(1.0, 65.0, device=device)\n")
+
+_READS = ("v{i} = x[{j}].item()", "v{i} = float(x[{j}])", "v{i} = int(x[{j}])",
+          "v{i} = x.sum().item() + {i}", "v{i} = bool(x[{j}] > {i})", "v{i} = x[{j}].tolist()",
+          "v{i} = int(x.argmax()) + {i}", "v{i} = x[:{k}].mean().item()")
+
+
+def distinct_lines(n: int) -> str:
+    return "".join(f"v{i} = x[{i % 64}].item()\n" for i in range(n))
+
+
+def reads(n: int) -> str:
+    return "".join(_READS[i % len(_READS)].format(i=i, j=i % 64, k=1 + i % 63) + "\n"
+                   for i in range(n))
+
+
+def time_cell(shell, cell: str, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = shell.run_cell(cell, store_history=False)
+        times.append(time.perf_counter() - start)
+        if not result.success:
+            raise SystemExit(f"the cell failed: {result.error_before_exec or result.error_in_exec!r}")
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--lines", type=int, default=10_000)
+    parser.add_argument("--reads", type=int, default=1_000)
+    args = parser.parse_args(argv)
+    if min(args.repeat, args.lines, args.reads) < 1:
+        parser.error("--repeat, --lines and --reads must be at least 1")
+
+    import torch
+    from IPython.testing import globalipapp
+
+    from syncfree.analyze import analyze_source
+    from syncfree.session import choose_engine
+
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "syncfree")
+    shell.user_ns["torch"] = torch
+    mode = choose_engine(None).mode
+    where = "predict mode on the CPU" if mode == "predict" else f"{mode} mode"
+    out = sys.stdout
+    rows = []
+    with open(os.devnull, "w") as null, redirect_stdout(null):
+        shell.run_cell(PRELUDE, store_history=False)
+        for label, body in ((f"{args.lines:,} distinct syncing lines", distinct_lines(args.lines)),
+                            (f"{args.reads:,} scalar reads", reads(args.reads))):
+            cell = PRELUDE + body
+            magic = f"%%syncfree --quiet\n{cell}"
+            time_cell(shell, cell, 1)  # warm up both
+            time_cell(shell, magic, 1)
+            plain = time_cell(shell, cell, args.repeat)
+            under = time_cell(shell, magic, args.repeat)
+            start = time.perf_counter()
+            analyze_source(magic)
+            static = time.perf_counter() - start
+            report = shell.user_ns["_syncfree_report"]
+            rows.append((label, plain, under, static, report["totals"]["syncs"],
+                         len(report["sites"])))
+    print(f"syncfree slow paths ({where}, median of {args.repeat}, torch {torch.__version__}):",
+          file=out)
+    for label, plain, under, static, syncs, sites in rows:
+        print(f"  {label}: plain {plain:.3f} s, %%syncfree {under:.3f} s, ratio "
+              f"{under / plain:.2f}x (static pass {static:.3f} s; {syncs:,} syncs, "
+              f"{sites:,} sites in the report)", file=out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
