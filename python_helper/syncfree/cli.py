@@ -313,17 +313,42 @@ def read_cells(path: Path) -> list[SourceCell]:
         raise UsageProblem(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
     if path.suffix != ".ipynb":
         return [SourceCell(str(path), None, text)]
-    import nbformat  # only notebooks need it
-
     try:
-        notebook = nbformat.reads(text, as_version=4)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:  # NotJSONError is a ValueError
+        cells = notebook_code_cells(text)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise UsageProblem(f"cannot read {path} as a notebook: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
-    return [
-        SourceCell(str(path), number, cell.source, cell.get("id"))
-        for number, cell in enumerate(notebook.cells, start=1)
-        if cell.cell_type == "code"
-    ]
+    return [SourceCell(str(path), number, source, cell_id) for number, source, cell_id in cells]
+
+
+def notebook_code_cells(text: str) -> list[tuple[int, str, str | None]]:
+    """``(number among all cells, source, id)`` of each code cell of a notebook file's text.
+
+    Format 4 notebooks (every Jupyter since 2015) are read as the JSON they are: ``syncfree check`` needs no
+    nbformat, which takes longer to import than checking a file does. Older formats go through nbformat's upgrade.
+    """
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("not a notebook (the file holds no JSON object)")
+    if not isinstance(data.get("nbformat"), int) or data["nbformat"] < 4:
+        try:
+            import nbformat
+        except ImportError:
+            raise ValueError("a notebook older than format 4 needs nbformat: pip install nbformat") from None
+        data = json.loads(nbformat.writes(nbformat.reads(text, as_version=4)))
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise ValueError("not a notebook (no list of cells)")
+    found = []
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        if not isinstance(source, str):
+            raise ValueError(f"cell {number}: its source is not text")
+        cell_id = cell.get("id")
+        found.append((number, source, cell_id if isinstance(cell_id, str) else None))
+    return found
 
 
 # --------------------------------------------------------------------------------------------------- run (scripts)
@@ -429,9 +454,15 @@ def run(
         raise UsageProblem(f"cannot read {notebook_path}: no such file")
     if output:
         _check_writable(output)
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+    except ImportError as error:
+        raise UsageProblem(
+            f"running a notebook needs {error.name or 'nbclient'}, which is not installed: "
+            "pip install 'syncfree[notebook]'"
+        ) from None
     _check_kernel(kernel_name)
-    import nbformat
-    from nbclient import NotebookClient
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
     try:
