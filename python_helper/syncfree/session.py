@@ -453,14 +453,15 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     exit_code, error = 0, None
     runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames)
     try:
-        with runner:
-            try:
-                runpy.run_path(path, run_name="__main__")
-            except SystemExit as exc:
-                exit_code = _exit_status(exc.code)
-            except Exception as exc:  # KeyboardInterrupt goes on to the caller
-                exit_code, error = 1, exc
-                (on_error or _print_traceback)(exc)
+        try:
+            with runner:
+                try:
+                    runpy.run_path(path, run_name="__main__")
+                except SystemExit as exc:
+                    exit_code = _exit_status(exc.code)
+        except Exception as exc:  # through the recorder, which attributes error mode's stop
+            exit_code, error = 1, exc  # KeyboardInterrupt goes on to the caller
+            (on_error or _print_traceback)(exc)
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None:
