@@ -81,7 +81,7 @@ def test_sync_free_on_cuda_lists_every_site_with_blocked_time(userlib):
     assert len(lines) == 3, message
     assert any("userlib_gpu.py:5: .item() ×1, blocked" in line and "SF101" in line
                for line in lines), message
-    assert sum("test_api_gpu.py:" in line for line in lines) == 2, message
+    assert sum(line.lstrip().startswith("tests/gpu/test_api_gpu.py:") for line in lines) == 2, message
     print(f"\nsyncfree-gpu: SyncError message:\n{message}")
 
 
