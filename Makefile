@@ -16,7 +16,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
-.PHONY: all setup build install demo lab test test-py test-js test-ui test-gpu bench bench-ui chromium catalog-table fixtures clean
+.PHONY: all setup build install demo lab test test-py test-js lint test-ui test-gpu bench bench-ui chromium catalog-table fixtures clean
 
 all: install
 
@@ -69,8 +69,13 @@ test: install test-py test-js test-ui
 test-py: install
 	$(PY) -m pytest tests -q -rs
 
-test-js: build
+test-js: build lint
 	npx jest --silent=false
+
+# TypeScript and CSS style: prettier and eslint (the JupyterLab extension template's
+# configs); `npm run lint` fixes what they can.
+lint: node_modules/.installed
+	npm run --silent lint:check
 
 chromium:
 	@command -v chromium > /dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null; }

@@ -95,7 +95,10 @@ class DrawNearViewport {
       // Outside a notebook (another host), the window with the same margin.
       observer = root
         ? new IntersectionObserver(onIntersect, { root, rootMargin: DRAW_AHEAD })
-        : new IntersectionObserver(onIntersect, { rootMargin: DRAW_AHEAD, scrollMargin: DRAW_AHEAD } as IntersectionObserverInit);
+        : new IntersectionObserver(onIntersect, {
+            rootMargin: DRAW_AHEAD,
+            scrollMargin: DRAW_AHEAD
+          } as IntersectionObserverInit);
       if (root) {
         this._byRoot.set(root, observer);
       } else {
@@ -192,7 +195,13 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     const data = (isOutputModel(model) ? reportData(model) : undefined) ?? model.data[this._options.mimeType];
     const report = parseReport(data, 'an output');
     if (!report) {
-      this.node.appendChild(el('div', `${CSS_PREFIX}-invalid`, 'syncfree: this report is malformed and was ignored (see the browser console).'));
+      this.node.appendChild(
+        el(
+          'div',
+          `${CSS_PREFIX}-invalid`,
+          'syncfree: this report is malformed and was ignored (see the browser console).'
+        )
+      );
       return Promise.resolve();
     }
     const draw = () => this._draw(report);
@@ -259,7 +268,9 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       const list = el('ul', `${CSS_PREFIX}-findings`);
       const label = report.mode === 'static' ? '' : ' (did not run)';
       for (const finding of unmatched.slice(0, SUMMARY_ROWS)) {
-        list.appendChild(withInlineCode('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`));
+        list.appendChild(
+          withInlineCode('li', undefined, `line ${finding.range.line}: ${finding.rule} ${finding.message}${label}`)
+        );
       }
       if (unmatched.length > SUMMARY_ROWS) {
         list.appendChild(el('li', undefined, `… and ${unmatched.length - SUMMARY_ROWS} more (see the Syncs panel)`));

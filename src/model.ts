@@ -156,7 +156,9 @@ export function notebookTotals(reports: readonly { report: SyncReport }[]): INot
 /** "103 syncs · 42.9 ms blocked", "60 predicted syncs", "3 likely syncs (did not run)". */
 export function notebookTotalsText(totals: INotebookTotals): string {
   if (totals.syncs === 0) {
-    return totals.notRun > 0 ? `${totals.notRun} likely sync${totals.notRun === 1 ? '' : 's'} (did not run)` : 'no syncs';
+    return totals.notRun > 0
+      ? `${totals.notRun} likely sync${totals.notRun === 1 ? '' : 's'} (did not run)`
+      : 'no syncs';
   }
   const blocked = totals.blockedMs !== null ? ` · ${formatMs(totals.blockedMs)} blocked` : '';
   return `${syncCountText(totals.syncs, totals.predicted)}${blocked}`;

@@ -25,7 +25,7 @@ export function compileReportSchema(): ValidateFunction {
 
 function validate(data: unknown): ValidateFunction['errors'] | null {
   const check = compileReportSchema();
-  return check(data) ? null : check.errors ?? [];
+  return check(data) ? null : (check.errors ?? []);
 }
 
 /**
@@ -93,7 +93,9 @@ function parseUnchecked(data: unknown, where: string): SyncReport | null {
  * JSON texts would serialise both reports in full.
  */
 export function sameReport(a: SyncReport | null, b: SyncReport | null): boolean {
-  return a === b || (a !== null && b !== null && JSONExt.deepEqual(a as unknown as JSONValue, b as unknown as JSONValue));
+  return (
+    a === b || (a !== null && b !== null && JSONExt.deepEqual(a as unknown as JSONValue, b as unknown as JSONValue))
+  );
 }
 
 /**

@@ -19,8 +19,7 @@ export interface IRewritePreview {
 }
 
 export type RewritePlan =
-  | { ok: true; changes: ICellChange[]; preview: IRewritePreview }
-  | { ok: false; reason: string };
+  { ok: true; changes: ICellChange[]; preview: IRewritePreview } | { ok: false; reason: string };
 
 export type RewriteOutcome = { ok: true } | { ok: false; reason: string };
 

@@ -2,15 +2,7 @@ import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 import type { SyncReport } from './_report';
 
-export type {
-  SyncReport,
-  SyncSite,
-  Finding,
-  Rule,
-  Fix,
-  TextEdit,
-  Range
-} from './_report';
+export type { SyncReport, SyncSite, Finding, Rule, Fix, TextEdit, Range } from './_report';
 
 /** The MIME type of a syncfree report output (see python_helper/syncfree/report.py). */
 export const MIME_TYPE = 'application/vnd.syncfree.report.v1+json';

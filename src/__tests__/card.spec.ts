@@ -17,7 +17,12 @@ function actions(overrides: Partial<ISyncCardActions> = {}): ISyncCardActions {
   };
 }
 
-function cardFor(line: number, r = loopReport(), options: { stale?: boolean; showLibraryFrames?: boolean } = {}, act = actions()) {
+function cardFor(
+  line: number,
+  r = loopReport(),
+  options: { stale?: boolean; showLibraryFrames?: boolean } = {},
+  act = actions()
+) {
   const marker = markerLines(r, 5).find(m => m.line === line)!;
   return renderSyncCard(
     { marker, report: r, stale: options.stale ?? false, showLibraryFrames: options.showLibraryFrames ?? true },
@@ -109,8 +114,12 @@ describe('renderSyncCard', () => {
     const evil = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>';
     const base = loopReport();
     const r = loopReport({
-      sites: [site({ line: 4, chain: [4], message: evil, thread: evil, frames: [{ file: evil, line: 1, name: evil }] })],
-      rules: { SF101: { ...base.rules.SF101, title: evil, why: evil, fix: evil, example_before: evil, example_after: evil } },
+      sites: [
+        site({ line: 4, chain: [4], message: evil, thread: evil, frames: [{ file: evil, line: 1, name: evil }] })
+      ],
+      rules: {
+        SF101: { ...base.rules.SF101, title: evil, why: evil, fix: evil, example_before: evil, example_after: evil }
+      },
       findings: [{ ...base.findings[0], message: evil, fix: { ...base.findings[0].fix!, title: evil, reason: evil } }]
     });
     const card = cardFor(4, r);

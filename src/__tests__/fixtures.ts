@@ -78,7 +78,16 @@ export function loopReport(overrides: Partial<SyncReport> = {}, text = LOOP_CELL
         message: '`.item()` synced 100x, blocked 41.2 ms',
         frames: [{ file: '/usr/lib/python3/site-packages/torch/_tensor.py', line: 1042, name: 'item' }]
       }),
-      site({ line: 5, chain: [5], kind: 'print', count: 1, blocked_ms: 1.3, rule: null, message: 'printing a tensor synced 1x, blocked 1.3 ms', label: 'printing a tensor' })
+      site({
+        line: 5,
+        chain: [5],
+        kind: 'print',
+        count: 1,
+        blocked_ms: 1.3,
+        rule: null,
+        message: 'printing a tensor synced 1x, blocked 1.3 ms',
+        label: 'printing a tensor'
+      })
     ],
     findings: [
       {

@@ -1,6 +1,15 @@
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
-import { IdleScheduler, deferStaleCheck, markerAtLine, reportFreshness, setMarkerOptions, setSyncReport, syncMarkerField, syncMarkers } from '../gutter/extension';
+import {
+  IdleScheduler,
+  deferStaleCheck,
+  markerAtLine,
+  reportFreshness,
+  setMarkerOptions,
+  setSyncReport,
+  syncMarkerField,
+  syncMarkers
+} from '../gutter/extension';
 import { markerLines } from '../gutter/lines';
 import { weightOf } from '../model';
 import { CELL, report, site } from './fixtures';
@@ -21,7 +30,9 @@ function markedLines(view: EditorView): number[] {
 
 describe('markerLines', () => {
   it('puts one marker per reported line, merging sites and findings', () => {
-    const r = report({ sites: [site(), site({ kind: 'print', count: 8, blocked_ms: 20 }), site({ line: 4, chain: [4] })] });
+    const r = report({
+      sites: [site(), site({ kind: 'print', count: 8, blocked_ms: 20 }), site({ line: 4, chain: [4] })]
+    });
     const markers = markerLines(r, 4);
     expect(markers.map(m => m.line)).toEqual([3, 4]);
     expect(markers[0].count).toBe(9);
@@ -57,7 +68,9 @@ describe('SyncGutterMarker', () => {
   it('classes the gutter element of its line by source, weight, line and staleness', () => {
     const view = editor(CELL + '\n# edited');
     view.dispatch({ effects: setSyncReport.of(report()) });
-    expect(markerAtLine(view, 3)!.elementClass).toBe('jp-syncfree-marker jp-syncfree-marker-measured jp-syncfree-weight-0 jp-syncfree-at-3 jp-syncfree-stale');
+    expect(markerAtLine(view, 3)!.elementClass).toBe(
+      'jp-syncfree-marker jp-syncfree-marker-measured jp-syncfree-weight-0 jp-syncfree-at-3 jp-syncfree-stale'
+    );
     const drawn = view.dom.querySelectorAll('.jp-syncfree-gutter .cm-gutterElement.jp-syncfree-marker');
     expect(drawn).toHaveLength(1);
     expect(drawn[0].classList.contains('jp-syncfree-at-3')).toBe(true);
@@ -101,7 +114,10 @@ describe('syncMarkerField', () => {
 
   it('sets report text as text, never as HTML', () => {
     const view = editor();
-    const hostile = report({ sites: [site({ message: '<img src=x onerror="window.pwned=1">' })], findings: [{ ...report().findings[0], message: '<b>bold</b>' }] });
+    const hostile = report({
+      sites: [site({ message: '<img src=x onerror="window.pwned=1">' })],
+      findings: [{ ...report().findings[0], message: '<b>bold</b>' }]
+    });
     view.dispatch({ effects: [setMarkerOptions.of({ showStatic: true }), setSyncReport.of(hostile)] });
     expect(markerAtLine(view, 3)).not.toBeNull();
     expect(view.dom.querySelector('img, b')).toBeNull();
@@ -114,7 +130,12 @@ describe('syncMarkers with an initial report', () => {
     const view = new EditorView({
       state: EditorState.create({
         doc: CELL,
-        extensions: [syncMarkers({ report: report(), options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true } })]
+        extensions: [
+          syncMarkers({
+            report: report(),
+            options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true }
+          })
+        ]
       })
     });
     expect(markedLines(view)).toEqual([3]);
@@ -125,7 +146,12 @@ describe('syncMarkers with an initial report', () => {
     const view = new EditorView({
       state: EditorState.create({
         doc: CELL + '\n',
-        extensions: [syncMarkers({ report: report(), options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true } })]
+        extensions: [
+          syncMarkers({
+            report: report(),
+            options: { thresholdMs: 0, showStatic: true, lineHighlight: true, showLibraryFrames: true }
+          })
+        ]
       })
     });
     expect(view.state.field(syncMarkerField).stale).toBe(true);

@@ -43,7 +43,11 @@ describe('the report model', () => {
     // A report written before labels: the message starts with the label.
     const old = site({ kind: 'python_bool', message: 'truth value of a tensor synced 3x', label: undefined });
     expect(siteLabel(old)).toBe('truth value of a tensor');
-    const predicted = site({ kind: 'tensor_from_python', message: 'tensor built from Python data would sync 2x (predicted on CPU)', label: undefined });
+    const predicted = site({
+      kind: 'tensor_from_python',
+      message: 'tensor built from Python data would sync 2x (predicted on CPU)',
+      label: undefined
+    });
     expect(siteLabel(predicted)).toBe('tensor built from Python data');
     expect(siteLabel(site({ kind: 'mask_index', message: '', label: undefined }))).toBe('mask index');
     expect(plainText('`.item()` and `x[m]`')).toBe('.item() and x[m]');
@@ -82,7 +86,13 @@ describe('the report model', () => {
   });
 
   it('formats numbers one way everywhere', () => {
-    expect([0.4213, 1.891, 41.23, 312.4, 1890].map(formatMs)).toEqual(['0.42 ms', '1.89 ms', '41.2 ms', '312 ms', '1.9 s']);
+    expect([0.4213, 1.891, 41.23, 312.4, 1890].map(formatMs)).toEqual([
+      '0.42 ms',
+      '1.89 ms',
+      '41.2 ms',
+      '312 ms',
+      '1.9 s'
+    ]);
     expect(formatMs(null)).toBe('—');
     expect(formatCount(50)).toBe('×50');
     expect(syncCountText(1)).toBe('1 sync');
@@ -90,7 +100,9 @@ describe('the report model', () => {
   });
 
   it('weighs by blocked time where measured, else by count', () => {
-    expect([weightOf(1, 0.1), weightOf(1, 2), weightOf(1, 50), weightOf(500, null), weightOf(3, null)]).toEqual([0, 1, 2, 2, 0]);
+    expect([weightOf(1, 0.1), weightOf(1, 2), weightOf(1, 50), weightOf(500, null), weightOf(3, null)]).toEqual([
+      0, 1, 2, 2, 0
+    ]);
     const markers = markerLines(loopReport(), 5);
     expect(markers.map(m => m.weight)).toEqual([2, 1]);
   });

@@ -9,7 +9,9 @@ describe('sha256Hex', () => {
     expect(sha256Hex('')).toBe('e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855');
     expect(sha256Hex('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
     // multi-block, non-ASCII input (UTF-8 encoded); digest from Python's hashlib
-    expect(sha256Hex('é'.repeat(100) + '\n%%syncfree')).toBe('f6f7d6c91179981429b926793ef50f3eaf71023d4a4022851940ff2b3b6dcdb4');
+    expect(sha256Hex('é'.repeat(100) + '\n%%syncfree')).toBe(
+      'f6f7d6c91179981429b926793ef50f3eaf71023d4a4022851940ff2b3b6dcdb4'
+    );
   });
 });
 

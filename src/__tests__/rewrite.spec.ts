@@ -24,7 +24,9 @@ describe('planRewrite', () => {
       return;
     }
     const from = LOOP_CELL.indexOf('model(x)');
-    expect(plan.changes).toEqual([{ from, to: from + 'model(x).sum().item()'.length, insert: 'model(x).sum().detach()' }]);
+    expect(plan.changes).toEqual([
+      { from, to: from + 'model(x).sum().item()'.length, insert: 'model(x).sum().detach()' }
+    ]);
     expect(plan.preview).toEqual({
       firstLine: 4,
       before: ['    total += model(x).sum().item()'],

@@ -85,7 +85,13 @@ describe('rankSites', () => {
       ['a', 2],
       ['c', 0]
     ]);
-    expect(ranking.totals()).toEqual({ syncs: 103, blockedMs: expect.closeTo(42.9, 5), sites: 3, cells: 3, predicted: false });
+    expect(ranking.totals()).toEqual({
+      syncs: 103,
+      blockedMs: expect.closeTo(42.9, 5),
+      sites: 3,
+      cells: 3,
+      predicted: false
+    });
     expect(ranking.size).toBe(4);
   });
 
@@ -97,7 +103,12 @@ describe('rankSites', () => {
       previous: null,
       report: report({
         sites: Array.from({ length: 7 }, (_, i) =>
-          site({ line: i + 1, chain: [i + 1], count: 1 + ((c * 7 + i) % 5), blocked_ms: i === 6 ? null : ((c * 13 + i * 7) % 11) / 2 })
+          site({
+            line: i + 1,
+            chain: [i + 1],
+            count: 1 + ((c * 7 + i) % 5),
+            blocked_ms: i === 6 ? null : ((c * 13 + i * 7) % 11) / 2
+          })
         ),
         findings: [9, 8].map(line => ({ ...report().findings[0], range: { line, col: 0, end_line: line, end_col: 1 } }))
       })
@@ -107,7 +118,13 @@ describe('rankSites', () => {
     /** The ranking as a plain sort of every row would give it. */
     function sorted(): string[] {
       const rows = many.flatMap(input => [
-        ...input.report.sites.map(s => ({ input, line: s.line, blocked: s.blocked_ms ?? -1, count: s.count, source: 'measured' })),
+        ...input.report.sites.map(s => ({
+          input,
+          line: s.line,
+          blocked: s.blocked_ms ?? -1,
+          count: s.count,
+          source: 'measured'
+        })),
         ...input.report.findings.map(f => ({ input, line: f.range.line, blocked: -1, count: 0, source: 'static' }))
       ]);
       rows.sort(
@@ -204,7 +221,10 @@ describe('SyncsPanel', () => {
     const many: IRankInput[] = Array.from({ length: 30 }, (_, i) => ({
       cellId: `cell-${i}`,
       cellNumber: i + 1,
-      report: report({ sites: Array.from({ length: 20 }, (_, j) => site({ line: 1 + (j % 4), kind: `k${j}` })), findings: [] }),
+      report: report({
+        sites: Array.from({ length: 20 }, (_, j) => site({ line: 1 + (j % 4), kind: `k${j}` })),
+        findings: []
+      }),
       previous: null
     }));
     const { widget } = panel(many);
@@ -263,7 +283,9 @@ describe('SyncsPanel', () => {
     expect(jump).toHaveBeenLastCalledWith('b', 4);
     key('ArrowLeft'); // to the cell header
     key('ArrowLeft'); // collapse it
-    expect(widget.node.querySelector('[data-cell-id="b"].jp-syncfree-sidebar-cell')!.getAttribute('aria-expanded')).toBe('false');
+    expect(
+      widget.node.querySelector('[data-cell-id="b"].jp-syncfree-sidebar-cell')!.getAttribute('aria-expanded')
+    ).toBe('false');
     expect(widget.rows.map(r => r.dataset.cellId)).toEqual(['a', 'c']);
     expect(document.activeElement!.textContent).toContain('Cell 2'); // focus kept across the redraw
     key('ArrowRight');
@@ -291,12 +313,16 @@ describe('SyncsPanel', () => {
     expect(widget.node.textContent).not.toContain('mask_index');
     expect(widget.rows[0].querySelector('.jp-syncfree-sidebar-label')!.textContent).toBe('boolean-mask indexing');
     expect(widget.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('60 predicted syncs in 1 cell');
-    const kindOptions = Array.from(widget.node.querySelectorAll('[data-control="kind"] option')).map(o => o.textContent);
+    const kindOptions = Array.from(widget.node.querySelectorAll('[data-control="kind"] option')).map(
+      o => o.textContent
+    );
     expect(kindOptions).toEqual(['all kinds', 'boolean-mask indexing']);
     document.body.textContent = '';
     const { widget: measured } = panel(inputs());
     expect(measured.rows[0].querySelector('.jp-syncfree-sidebar-label code')!.textContent).toBe('.item()');
-    expect(measured.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe('103 syncs in 3 cells · 42.9 ms blocked');
+    expect(measured.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe(
+      '103 syncs in 3 cells · 42.9 ms blocked'
+    );
   });
 
   it('sets report strings as text', () => {

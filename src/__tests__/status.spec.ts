@@ -9,10 +9,18 @@ describe('notebook totals', () => {
     expect(measured).toEqual({ syncs: 102, blockedMs: expect.closeTo(43, 5), predicted: false, cells: 2, notRun: 0 });
     expect(notebookTotalsText(measured)).toBe('102 syncs · 43.0 ms blocked');
     const predicted = notebookTotals([
-      { report: report({ mode: 'predict', totals: { syncs: 60, sites: 1, blocked_ms: null, wall_ms: 1 }, sites: [site({ count: 60, blocked_ms: null })] }) }
+      {
+        report: report({
+          mode: 'predict',
+          totals: { syncs: 60, sites: 1, blocked_ms: null, wall_ms: 1 },
+          sites: [site({ count: 60, blocked_ms: null })]
+        })
+      }
     ]);
     expect(notebookTotalsText(predicted)).toBe('60 predicted syncs');
-    const staticOnly = notebookTotals([{ report: report({ mode: 'static', sites: [], totals: { syncs: 0, sites: 0, blocked_ms: null, wall_ms: 0 } }) }]);
+    const staticOnly = notebookTotals([
+      { report: report({ mode: 'static', sites: [], totals: { syncs: 0, sites: 0, blocked_ms: null, wall_ms: 0 } }) }
+    ]);
     expect(notebookTotalsText(staticOnly)).toBe('1 likely sync (did not run)');
     expect(badgeCount(staticOnly)).toBe(1);
   });

@@ -61,7 +61,11 @@ class FakeCells {
 }
 
 function output(data: unknown): nbformat.IDisplayData {
-  return { output_type: 'display_data', data: { [MIME_TYPE]: data, 'text/plain': 'syncfree report' } as any, metadata: {} };
+  return {
+    output_type: 'display_data',
+    data: { [MIME_TYPE]: data, 'text/plain': 'syncfree report' } as any,
+    metadata: {}
+  };
 }
 
 function notebook(cells: { source: string; outputs?: nbformat.IOutput[] }[]): INotebookModel & { cells: FakeCells } {
@@ -73,7 +77,8 @@ function notebook(cells: { source: string; outputs?: nbformat.IOutput[] }[]): IN
   return { cells: new FakeCells(items) } as unknown as INotebookModel & { cells: FakeCells };
 }
 
-const code = (model: INotebookModel, i: number) => model.cells.get(i) as unknown as ICodeCellModel & { outputs: FakeOutputs };
+const code = (model: INotebookModel, i: number) =>
+  model.cells.get(i) as unknown as ICodeCellModel & { outputs: FakeOutputs };
 
 describe('SyncReportStore', () => {
   let warn: jest.SpyInstance;
@@ -86,7 +91,10 @@ describe('SyncReportStore', () => {
     const model = notebook([
       { source: CELL, outputs: [output(report())] },
       { source: 'x = 1' },
-      { source: CELL, outputs: [{ output_type: 'stream', name: 'stdout', text: 'hi' }, output(report({ cell_id: 'two' }))] }
+      {
+        source: CELL,
+        outputs: [{ output_type: 'stream', name: 'stdout', text: 'hi' }, output(report({ cell_id: 'two' }))]
+      }
     ]);
     const store = new SyncReportStore();
     store.watch('a.ipynb', model);

@@ -1,14 +1,5 @@
-import {
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  Dialog,
-  ISessionContextDialogs,
-  Notification,
-  showDialog
-} from '@jupyterlab/apputils';
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
+import { ICommandPalette, Dialog, ISessionContextDialogs, Notification, showDialog } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -150,7 +141,12 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
     tracker.forEach(panel => kernels.follow(panel.sessionContext));
     // Buttons and menus bound to these commands redraw their enabled/toggled state.
     tracker.currentChanged.connect(() => {
-      for (const id of [CommandIDs.toggleWatch, CommandIDs.clearMarkers, CommandIDs.nextSync, CommandIDs.previousSync]) {
+      for (const id of [
+        CommandIDs.toggleWatch,
+        CommandIDs.clearMarkers,
+        CommandIDs.nextSync,
+        CommandIDs.previousSync
+      ]) {
         commands.notifyCommandChanged(id);
       }
     });

@@ -4,8 +4,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 /** The result of loading the syncfree IPython extension in a kernel. */
 export type LoadOutcome =
-  | { ok: true }
-  | { ok: false; problem: 'no-kernel' | 'not-python' | 'not-installed' | 'failed'; detail: string };
+  { ok: true } | { ok: false; problem: 'no-kernel' | 'not-python' | 'not-installed' | 'failed'; detail: string };
 
 /** What the user must do when the kernel has no `syncfree` module. */
 export const INSTALL_HINT =
@@ -52,7 +51,7 @@ export class SyncfreeKernelControl {
   /** Whether watch mode is on for the session's kernel. */
   isWatching(session: ISessionContext | null | undefined): boolean {
     const kernel = session?.session?.kernel;
-    return kernel ? this._states.get(kernel)?.watching ?? false : false;
+    return kernel ? (this._states.get(kernel)?.watching ?? false) : false;
   }
 
   /**
@@ -90,7 +89,11 @@ export class SyncfreeKernelControl {
     const info = await kernel.info;
     const language = info.language_info?.name ?? '';
     if (language && language.toLowerCase() !== 'python') {
-      return { ok: false, problem: 'not-python', detail: `syncfree needs an IPython kernel; this one runs ${language}.` };
+      return {
+        ok: false,
+        problem: 'not-python',
+        detail: `syncfree needs an IPython kernel; this one runs ${language}.`
+      };
     }
     // The user expression confirms the load: `%load_ext` only prints (and succeeds)
     // when the module it finds is not an extension (IPython/core/magics/extension.py).
@@ -98,11 +101,16 @@ export class SyncfreeKernelControl {
       loaded: LOADED_EXPRESSION
     });
     if (reply.status === 'ok') {
-      const loaded = reply.user_expressions?.loaded as { status?: string; data?: { 'text/plain'?: string } } | undefined;
+      const loaded = reply.user_expressions?.loaded as
+        { status?: string; data?: { 'text/plain'?: string } } | undefined;
       if (loaded?.status === 'ok' && loaded.data?.['text/plain'] === 'True') {
         return { ok: true };
       }
-      return { ok: false, problem: 'failed', detail: 'The kernel found a module named syncfree that is not the syncfree IPython extension.' };
+      return {
+        ok: false,
+        problem: 'failed',
+        detail: 'The kernel found a module named syncfree that is not the syncfree IPython extension.'
+      };
     }
     if (reply.status === 'error' && (reply.ename === 'ModuleNotFoundError' || reply.ename === 'ImportError')) {
       return { ok: false, problem: 'not-installed', detail: INSTALL_HINT };

@@ -24,7 +24,6 @@ export interface ISyncCardActions {
 
 const C = `${CSS_PREFIX}-card`;
 
-
 /** The heading of a card: what kind of evidence the line has. */
 export function cardTitle(marker: ILineMarker): string {
   switch (marker.source) {
@@ -68,7 +67,11 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     el(
       'span',
       `${C}-blocked`,
-      site.blocked_ms !== null ? `blocked ${formatMs(site.blocked_ms)}` : predicted ? 'no blocked time (predicted)' : 'blocked time not measured'
+      site.blocked_ms !== null
+        ? `blocked ${formatMs(site.blocked_ms)}`
+        : predicted
+          ? 'no blocked time (predicted)'
+          : 'blocked time not measured'
     )
   );
   if (predicted) {
@@ -160,7 +163,11 @@ function fixBlock(finding: Finding, fix: Fix, content: ISyncCardContent, actions
   block.appendChild(head);
   if (fix.safety === 'review') {
     block.appendChild(
-      withInlineCode('div', `${C}-review`, `Review first: ${fix.reason || 'the rewrite may change behaviour in edge cases.'}`)
+      withInlineCode(
+        'div',
+        `${C}-review`,
+        `Review first: ${fix.reason || 'the rewrite may change behaviour in edge cases.'}`
+      )
     );
   }
   const plan = content.stale ? null : actions.plan(fix);
@@ -212,7 +219,9 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   const header = el('div', `${C}-header`);
   header.appendChild(el('span', `${C}-title`, title));
   if (marker.blockedMs !== null) {
-    header.appendChild(el('span', `${C}-total`, `${formatCount(marker.count)} · blocked ${formatMs(marker.blockedMs)}`));
+    header.appendChild(
+      el('span', `${C}-total`, `${formatCount(marker.count)} · blocked ${formatMs(marker.blockedMs)}`)
+    );
   } else if (marker.count > 0) {
     header.appendChild(el('span', `${C}-total`, formatCount(marker.count)));
   }
@@ -225,7 +234,9 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   card.appendChild(header);
 
   if (content.stale) {
-    card.appendChild(el('div', `${C}-stale`, 'The cell changed since this report: counts and lines are from the last run.'));
+    card.appendChild(
+      el('div', `${C}-stale`, 'The cell changed since this report: counts and lines are from the last run.')
+    );
   }
   for (const site of costliestFirst(marker.sites)) {
     card.appendChild(siteBlock(site, content));

@@ -1,13 +1,14 @@
-import { EditorState, Extension, Facet, RangeSet, RangeSetBuilder, StateEffect, StateField, Text } from '@codemirror/state';
 import {
-  Decoration,
-  DecorationSet,
-  EditorView,
-  GutterMarker,
-  ViewPlugin,
-  ViewUpdate,
-  gutter
-} from '@codemirror/view';
+  EditorState,
+  Extension,
+  Facet,
+  RangeSet,
+  RangeSetBuilder,
+  StateEffect,
+  StateField,
+  Text
+} from '@codemirror/state';
+import { Decoration, DecorationSet, EditorView, GutterMarker, ViewPlugin, ViewUpdate, gutter } from '@codemirror/view';
 import { sourceHash, sourceHashSoon } from '../hash';
 import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
@@ -198,7 +199,10 @@ export const setMarkerOptions = StateEffect.define<Partial<ISyncMarkerState['opt
 export class SyncGutterMarker extends GutterMarker {
   readonly elementClass: string;
 
-  constructor(readonly info: ILineMarker, readonly stale: boolean) {
+  constructor(
+    readonly info: ILineMarker,
+    readonly stale: boolean
+  ) {
     super();
     this.elementClass =
       `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${info.source} ${CSS_PREFIX}-weight-${info.weight} ${CSS_PREFIX}-at-${info.line}` +
@@ -206,11 +210,7 @@ export class SyncGutterMarker extends GutterMarker {
   }
 
   eq(other: GutterMarker): boolean {
-    return (
-      other instanceof SyncGutterMarker &&
-      other.info === this.info &&
-      other.stale === this.stale
-    );
+    return other instanceof SyncGutterMarker && other.info === this.info && other.stale === this.stale;
   }
 }
 
@@ -425,7 +425,9 @@ const staleCheckRunner = ViewPlugin.fromClass(
     private _pending(): { report: SyncReport; doc: Text } | null {
       const { state } = this.view;
       const field = state.field(syncMarkerField);
-      return field.report && field.unchecked && !verified(state.doc, field.report) ? { report: field.report, doc: state.doc } : null;
+      return field.report && field.unchecked && !verified(state.doc, field.report)
+        ? { report: field.report, doc: state.doc }
+        : null;
     }
 
     private _schedule(): void {

@@ -1,13 +1,7 @@
-import {
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
+import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { CodeEditor } from '@jupyterlab/codeeditor';
-import {
-  EditorExtensionRegistry,
-  IEditorExtensionRegistry
-} from '@jupyterlab/codemirror';
+import { EditorExtensionRegistry, IEditorExtensionRegistry } from '@jupyterlab/codemirror';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { EditorView, ViewPlugin } from '@codemirror/view';
 import type { SyncfreeMarkers } from '../_settings';
@@ -129,11 +123,7 @@ export const markersPlugin: JupyterFrontEndPlugin<void> = {
   autoStart: true,
   requires: [IEditorExtensionRegistry],
   optional: [ISettingRegistry],
-  activate: (
-    app: JupyterFrontEnd,
-    registry: IEditorExtensionRegistry,
-    settingRegistry: ISettingRegistry | null
-  ) => {
+  activate: (app: JupyterFrontEnd, registry: IEditorExtensionRegistry, settingRegistry: ISettingRegistry | null) => {
     const settings = new MarkerSettings();
     registry.addExtension({
       name: 'jupyterlab-syncfree:markers',

@@ -86,7 +86,7 @@ function createCard(view: EditorView, pos: number): HTMLElement {
 /** The DOM of the open card of an editor, if any (it may live outside the editor). */
 export function cardOf(view: EditorView): HTMLElement | null {
   const value = view.state.field(syncCardField, false);
-  return value ? getTooltip(view, value.tooltip)?.dom ?? null : null;
+  return value ? (getTooltip(view, value.tooltip)?.dom ?? null) : null;
 }
 
 function lineOfPos(state: EditorState, pos: number): number {
@@ -121,7 +121,11 @@ export const syncCardField = StateField.define<ICardState | null>({
       // Typing closes the card, as an editor's hover does; the markers turn stale anyway.
       return null;
     }
-    if (tr.selection && tr.isUserEvent('select') && lineOfPos(tr.state, tr.state.selection.main.head) !== lineOfPos(tr.state, value.pos)) {
+    if (
+      tr.selection &&
+      tr.isUserEvent('select') &&
+      lineOfPos(tr.state, tr.state.selection.main.head) !== lineOfPos(tr.state, value.pos)
+    ) {
       return null;
     }
     return value;

@@ -1,8 +1,4 @@
-import {
-  ILayoutRestorer,
-  JupyterFrontEnd,
-  JupyterFrontEndPlugin
-} from '@jupyterlab/application';
+import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -120,7 +116,9 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
         }
       },
       onGroupByCellChanged: value => {
-        void settings?.set('groupByCell', value).catch(reason => console.error('syncfree: could not save a setting', reason));
+        void settings
+          ?.set('groupByCell', value)
+          .catch(reason => console.error('syncfree: could not save a setting', reason));
       }
     });
     panel.title.icon = syncfreeIcon;
@@ -151,7 +149,8 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
         dataset['syncfree-count'] = badgeText(count);
       }
       panel.title.dataset = dataset;
-      panel.title.caption = count !== null && totals ? `${caption} (${status.node.textContent?.replace(/^Syncs: /, '')})` : caption;
+      panel.title.caption =
+        count !== null && totals ? `${caption} (${status.node.textContent?.replace(/^Syncs: /, '')})` : caption;
     };
 
     // Cell moves renumber the rows without changing any report: follow the model too.

@@ -253,7 +253,9 @@ export class SyncsPanel extends Panel {
     how.appendChild(el('code', undefined, '%load_ext syncfree'));
     how.appendChild(document.createTextNode(' once, then start a cell with '));
     how.appendChild(el('code', undefined, '%%syncfree'));
-    how.appendChild(document.createTextNode(' and run it — or use the notebook toolbar button “Check syncs”, which does both.'));
+    how.appendChild(
+      document.createTextNode(' and run it — or use the notebook toolbar button “Check syncs”, which does both.')
+    );
     box.appendChild(how);
     return box;
   }
@@ -373,7 +375,11 @@ export class SyncsPanel extends Panel {
       if (group.delta.fixed > 0) {
         change.push(`${group.delta.fixed} gone`);
       }
-      const delta = el('span', `${S}-delta`, change.length ? `${change.join(', ')} vs previous run` : 'same as previous run');
+      const delta = el(
+        'span',
+        `${S}-delta`,
+        change.length ? `${change.join(', ')} vs previous run` : 'same as previous run'
+      );
       delta.classList.toggle(`${S}-better`, group.delta.syncs < 0);
       delta.classList.toggle(`${S}-worse`, group.delta.syncs > 0);
       cell.appendChild(delta);
@@ -398,7 +404,10 @@ export class SyncsPanel extends Panel {
     if (site.stale) {
       row.dataset.stale = 'true';
     }
-    const dot = el('span', `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${site.source} ${CSS_PREFIX}-weight-${site.weight}`);
+    const dot = el(
+      'span',
+      `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${site.source} ${CSS_PREFIX}-weight-${site.weight}`
+    );
     dot.setAttribute('aria-hidden', 'true');
     row.appendChild(dot);
     const cell = (className: string, text?: string) => {

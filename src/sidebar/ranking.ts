@@ -366,7 +366,10 @@ export class SiteRanking {
 
   /** Every row of a cell (its sites, then its findings). */
   private _rowsOf(entry: ICellEntry): IRankedSite[] {
-    return [...entry.sites.map(site => this._siteRow(entry, site)), ...entry.findings.map(f => this._findingRow(entry, f))];
+    return [
+      ...entry.sites.map(site => this._siteRow(entry, site)),
+      ...entry.findings.map(f => this._findingRow(entry, f))
+    ];
   }
 
   private _siteRow(entry: ICellEntry, site: SyncSite): IRankedSite {
@@ -382,7 +385,9 @@ export class SiteRanking {
         isNew: !old,
         count: site.count - (old?.count ?? 0),
         blockedMs:
-          site.blocked_ms !== null && (!old || old.blocked_ms !== null) ? site.blocked_ms - (old?.blocked_ms ?? 0) : null
+          site.blocked_ms !== null && (!old || old.blocked_ms !== null)
+            ? site.blocked_ms - (old?.blocked_ms ?? 0)
+            : null
       };
     }
     return {
