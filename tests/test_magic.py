@@ -273,14 +273,14 @@ def test_error_mode_traceback_ends_at_the_cell_line(ip):
 
 
 def test_other_errors_keep_their_whole_traceback():
-    from syncfree.magic import _hide_recorder_frames
+    from syncfree.session import hide_engine_frames
 
     from syncfree.report import device_info
 
     try:
         device_info("bogus")  # raises ValueError inside syncfree
     except ValueError as exc:
-        _hide_recorder_frames(exc)
+        hide_engine_frames(exc)
         files = []
         tb = exc.__traceback__
         while tb is not None:

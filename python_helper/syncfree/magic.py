@@ -12,7 +12,6 @@ the cell's own outputs (its value, its traceback), which is where the report is 
 from __future__ import annotations
 
 import ast
-import os
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -22,11 +21,12 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from .analyze import analyze_source
-from .capture import SYNC_MESSAGE, SyncRecorder
+from .capture import SyncRecorder
 from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
 from .report import display_report
-from .session import Engine, cell_report, choose_engine, describe_error, new_recorder
+from .session import (Engine, cell_report, choose_engine, describe_error, hide_engine_frames,
+                      new_recorder)
 
 MAGIC = "%%syncfree"
 REPORT_NAME = "_syncfree_report"  # the last report, in the user namespace
@@ -235,7 +235,7 @@ class SyncfreeMagics(Magics):
             with recorder:
                 value = self._execute(compiled)
         except BaseException as exc:
-            _hide_recorder_frames(exc)
+            hide_engine_frames(exc)
             self._report(text, engine, findings, recorder, options)
             raise
         self._report(text, engine, findings, recorder, options)
@@ -419,29 +419,6 @@ def _leading_blank_lines(text: str) -> int:
         if line and not line.isspace():
             return index
     return 0
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _hide_recorder_frames(exc: BaseException) -> None:
-    """Cut the recorder's own frames off the end of a ``--mode error`` traceback.
-
-    The error raised at the first (predicted) sync comes from inside syncfree (the predict
-    mode's torch function hook, the recorder): those frames say nothing about the user's
-    code, which ends at the cell line or library call that synced. Only the sync error is
-    trimmed; any other exception keeps its whole traceback.
-    """
-    if not str(exc).startswith(SYNC_MESSAGE):
-        return
-    last_outside = None
-    tb = exc.__traceback__
-    while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-            last_outside = tb
-        tb = tb.tb_next
-    if last_outside is not None:
-        last_outside.tb_next = None
 
 
 def _cell_line(tb, filename: str) -> int | None:
