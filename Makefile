@@ -16,7 +16,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
-.PHONY: all setup build install demo lab test test-py test-js lint test-ui test-gpu bench bench-ui chromium catalog-table fixtures clean
+.PHONY: all setup build install demo lab test test-py test-js lint test-ui test-gpu bench bench-ui screenshots chromium catalog-table fixtures clean
 
 all: install
 
@@ -102,6 +102,10 @@ bench: install
 # The JupyterLab side on a 500-cell notebook (bench/ui/README.md): prints figures.
 bench-ui: install chromium ui-tests/node_modules/.installed
 	cd ui-tests && npx playwright test --config bench/playwright.config.js
+
+# The README's screenshots (docs/*.png) from the real tour (ui-tests/tests/screenshots.spec.ts).
+screenshots: install chromium ui-tests/node_modules/.installed
+	cd ui-tests && SYNCFREE_SCREENSHOTS=1 npx playwright test tests/screenshots.spec.ts
 
 catalog-table: $(VENV)/.deps
 	PYTHONPATH=python_helper $(PY) scripts/gen_catalog_table.py
