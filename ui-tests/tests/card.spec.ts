@@ -27,9 +27,6 @@ test.describe('the sync card', () => {
     await expect(card.locator('.jp-syncfree-card-dependency')).toContainText('dependency');
     await expect(card.locator('.jp-syncfree-card-examples pre')).toHaveCount(2);
 
-    if (process.env.SYNCFREE_SCREENSHOTS) {
-      await card.screenshot({ path: '../docs/hover.png' });
-    }
 
     // The pointer leaves the line and the card: the card goes.
     await page.mouse.move(5, 5);

@@ -30,9 +30,6 @@ test.describe('%%syncfree in a real notebook and kernel', () => {
     // The first cell has no report and so no marker.
     await expect(cellMarkers(page, 0)).toHaveCount(0);
 
-    if (process.env.SYNCFREE_SCREENSHOTS) {
-      await cell.screenshot({ path: '../docs/predicted.png' });
-    }
 
     // Saved reports are outputs: reopening the notebook draws the markers again.
     await page.notebook.save();

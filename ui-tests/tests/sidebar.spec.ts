@@ -61,18 +61,6 @@ test.describe('the Syncs sidebar', () => {
     await sidebar.locator('[data-control="kind"]').selectOption('item');
     await expect(rows).toHaveCount(1);
     await expect(sidebar.locator('[data-control="kind"] option', { hasText: 'boolean-mask indexing' })).toHaveCount(1);
-
-    if (process.env.SYNCFREE_SCREENSHOTS) {
-      await sidebar.locator('[data-control="kind"]').selectOption('');
-      // Wider than the default 250 px, as people widen a problems panel.
-      const handle = page.locator('#jp-main-split-panel > .lm-SplitPanel-handle:visible').last();
-      const box = (await handle.boundingBox())!;
-      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
-      await page.mouse.down();
-      await page.mouse.move(box.x - 110, box.y + box.height / 2, { steps: 5 });
-      await page.mouse.up();
-      await sidebar.screenshot({ path: '../docs/sidebar.png' });
-    }
   });
 
   test('a click on a site goes to its cell and line', async ({ page }) => {

@@ -23,8 +23,4 @@ test('the tour executed on a GPU shows measured markers on the lines that synced
   await expect(markerOn(page, 5, 4)).toHaveClass(/jp-syncfree-marker-measured/);
   // Cell 7: the branch inside the function, line 3.
   await expect(markerOn(page, 7, 3)).toHaveCount(1);
-
-  if (process.env.SYNCFREE_SCREENSHOTS) {
-    await cellAt(page, 3).screenshot({ path: '../docs/marker.png' });
-  }
 });
