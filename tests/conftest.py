@@ -71,3 +71,30 @@ def global_state():
         }
 
     return snapshot
+
+
+USERLIB = '''\
+import torch
+
+
+def read(x):
+    return x.sum().item()
+
+
+def positives(x):
+    return x[x > 0]  # syncfree: allow[mask_index]
+'''
+
+
+@pytest.fixture
+def userlib(tmp_path, monkeypatch):
+    """A user's module in another file (``userlib.py``: ``read`` syncs on line 5,
+    ``positives`` on line 9 under an allow comment), imported from sys.path like a
+    project's package; for the API tests on CPU and on CUDA."""
+    (tmp_path / "userlib.py").write_text(USERLIB)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("userlib", None)
+    import userlib
+
+    yield userlib
+    sys.modules.pop("userlib", None)

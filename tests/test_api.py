@@ -16,52 +16,30 @@ from syncfree.session import allowed_by_comment  # noqa: E402
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="predict-mode tests (no CUDA)")
 
 
-@pytest.fixture
-def userpkg(tmp_path, monkeypatch):
-    """A user's module in another file, imported from sys.path like a project package."""
-    (tmp_path / "userlib.py").write_text(textwrap.dedent("""\
-        import torch
-
-
-        def read(x):
-            return x.sum().item()
-
-
-        def mask(x):
-            return x[x > 0]  # syncfree: allow[mask_index]
-    """))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    sys.modules.pop("userlib", None)
-    import userlib
-
-    yield userlib
-    sys.modules.pop("userlib", None)
-
-
-def test_watch_attributes_to_the_user_file_with_its_chain(userpkg):
+def test_watch_attributes_to_the_user_file_with_its_chain(userlib):
     with syncfree.watch() as w:
         x = torch.ones(8, device="cuda")
         for _ in range(3):
-            userpkg.read(x)
+            userlib.read(x)
     report = w.report
     assert report.mode == "predict" and report.syncs == 3
     [site] = report.sites
     assert (site.kind, site.count, site.rule, site.line) == ("item", 3, "SF101", 5)
-    assert site.file == userpkg.__file__
-    assert site.files[0] == __file__ and site.files[-1] == userpkg.__file__
+    assert site.file == userlib.__file__
+    assert site.files[0] == __file__ and site.files[-1] == userlib.__file__
     text = report.text()
     assert "userlib.py:5: .item() ×3, predicted, SF101" in text
     assert f"test_api.py:{site.chain[0]}" in text  # the calling line of this file
     as_dict = report.to_dict()
-    assert as_dict["sites"][0]["file"] == userpkg.__file__
+    assert as_dict["sites"][0]["file"] == userlib.__file__
     assert as_dict["totals"]["syncs"] == 3
 
 
-def test_sync_free_lists_every_site_not_only_the_first(userpkg):
+def test_sync_free_lists_every_site_not_only_the_first(userlib):
     with pytest.raises(syncfree.SyncError) as raised:
         with syncfree.sync_free():
             x = torch.arange(4.0, device="cuda")
-            userpkg.read(x)
+            userlib.read(x)
             if x.sum() > 0:
                 pass
             print(x, file=open(os.devnull, "w"))
@@ -75,22 +53,22 @@ def test_sync_free_lists_every_site_not_only_the_first(userpkg):
     assert raised.value.report.counted == 3
 
 
-def test_budget_allows_up_to_n_syncs(userpkg):
+def test_budget_allows_up_to_n_syncs(userlib):
     with syncfree.sync_free(budget=2) as w:
         x = torch.ones(2, device="cuda")
-        userpkg.read(x)
-        userpkg.read(x)
+        userlib.read(x)
+        userlib.read(x)
     assert w.report.syncs == 2
     with pytest.raises(syncfree.SyncError, match="budget 1"):
         with syncfree.sync_free(budget=1):
             x = torch.ones(2, device="cuda")
-            userpkg.read(x)
-            userpkg.read(x)
+            userlib.read(x)
+            userlib.read(x)
 
 
-def test_allow_comment_keeps_the_site_out_of_the_budget(userpkg):
+def test_allow_comment_keeps_the_site_out_of_the_budget(userlib):
     with syncfree.sync_free() as w:
-        userpkg.mask(torch.ones(4, device="cuda"))
+        userlib.positives(torch.ones(4, device="cuda"))
     assert w.report.syncs == 1 and w.report.counted == 0
     assert [s.kind for s in w.report.allowed] == ["mask_index"]
     assert "[allowed]" in w.report.text()
@@ -104,17 +82,17 @@ def test_allow_comment_forms():
     assert not allowed_by_comment("x.item()  # allow", "item", "SF101")
 
 
-def test_the_block_exception_wins_over_the_budget(userpkg):
+def test_the_block_exception_wins_over_the_budget(userlib):
     with pytest.raises(ZeroDivisionError):
         with syncfree.sync_free():
-            userpkg.read(torch.ones(2, device="cuda"))
+            userlib.read(torch.ones(2, device="cuda"))
             1 / 0
 
 
-def test_decorator_watches_each_call(userpkg):
+def test_decorator_watches_each_call(userlib):
     @syncfree.sync_free()
     def step(x):
-        return userpkg.read(x)
+        return userlib.read(x)
 
     with syncfree.watch():
         x = torch.ones(2, device="cuda")
@@ -122,7 +100,7 @@ def test_decorator_watches_each_call(userpkg):
         step(x)
 
 
-def test_state_is_restored_after_the_block(userpkg):
+def test_state_is_restored_after_the_block(userlib):
     available = torch.cuda.is_available
     with syncfree.watch():
         assert torch.cuda.is_available()
@@ -182,20 +160,20 @@ def test_importing_syncfree_imports_neither_torch_nor_ipython():
     assert out.stdout.split() == ["False", "False"]
 
 
-def test_a_watch_nested_in_another_reports_its_own_block(userpkg):
+def test_a_watch_nested_in_another_reports_its_own_block(userlib):
     with syncfree.watch() as outer:
         x = torch.ones(4, device="cuda")
-        userpkg.read(x)
+        userlib.read(x)
         with syncfree.watch() as inner:
-            userpkg.read(x)
-            userpkg.read(x)
+            userlib.read(x)
+            userlib.read(x)
         with pytest.raises(syncfree.SyncError, match="would synchronize 1 time, budget 0"):
             with syncfree.sync_free():
-                userpkg.read(x)
+                userlib.read(x)
     assert outer.report.syncs == 4
     assert inner.report.syncs == 2 and inner.report.mode == "predict"
     # Two sites: the same userlib line reached from two lines of this test.
-    assert [(s.line, s.count, s.file) for s in inner.report.sites] == [(5, 1, userpkg.__file__)] * 2
+    assert [(s.line, s.count, s.file) for s in inner.report.sites] == [(5, 1, userlib.__file__)] * 2
     assert len({s.chain for s in inner.report.sites}) == 2
     assert any("nested in another syncfree watch" in n for n in inner.report.notes)
 
