@@ -196,3 +196,64 @@ def test_run_stops_at_an_error_with_exit_2(tmp_path, capsys, kernel_env):
     status, out, err = run_cli(capsys, "run", str(source), "--timeout", "120")
     assert status == 2
     assert "did not run to the end" in err and "boom" in err
+
+
+# --------------------------------------------------------------------------------------------- run: budgets, formats
+SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+
+
+def _budgeted_notebook(path: Path, cell_budget: int):
+    return write_notebook(
+        path,
+        nbformat.v4.new_markdown_cell("# Budgets"),
+        code("import torch"),
+        code("x = torch.randn(8, device='cuda')\ns = x.sum().item()"),
+        nbformat.v4.new_code_cell("y = x.sum().item()  # syncfree: allow\nz = x.max().item()",
+                                  metadata={"syncfree": {"budget": cell_budget}}),
+    )
+
+
+def test_run_notebook_json_names_the_cell_over_the_shared_budget(tmp_path, capsys, kernel_env):
+    source = _budgeted_notebook(tmp_path / "b.ipynb", cell_budget=1)
+    status, out, err = run_cli(capsys, "run", str(source), "--format", "json", "--timeout", "120")
+    assert status == 1, err
+    entries = json.loads(out)
+    # The allowed read (cell 4, line 1) is left out; one entry per remaining site, located by cell and line.
+    assert [(e["cell"], e["line"], e["rule"], e["count"]) for e in entries] == [(3, 2, "SF101", 1), (4, 2, "SF101", 1)]
+    assert all(e["path"] == str(source) and e["certainty"] in ("predicted", "measured") for e in entries)
+    assert (f"syncfree: {source}: 1 sync in the cells without a budget of their own exceeds the budget of 0: "
+            "cell 3: 1 (line 2 item ×1)") in err
+    assert "cell's budget" not in err  # cell 4 kept its own budget
+
+
+def test_run_notebook_within_budgets_exits_0_and_writes_sarif(tmp_path, capsys, kernel_env):
+    source = _budgeted_notebook(tmp_path / "b.ipynb", cell_budget=1)
+    output = tmp_path / "annotated.ipynb"
+    status, out, err = run_cli(capsys, "run", str(source), "--format", "sarif", "--budget", "1", "-o", str(output),
+                               "--timeout", "120")
+    assert status == 0, err
+    log = json.loads(out)
+    jsonschema.validate(log, SARIF_SCHEMA)
+    results = log["runs"][0]["results"]
+    assert len(results) == 2 and {r["ruleId"] for r in results} == {"SF101"}
+    # The executed notebook keeps its reports (JupyterLab draws the markers from them) and the budget metadata.
+    executed = nbformat.read(output, as_version=4)
+    assert executed.cells[3].metadata["syncfree"] == {"budget": 1}
+    assert any("application/vnd.syncfree.report.v1+json" in o.get("data", {}) for o in executed.cells[3].outputs)
+
+
+def test_run_notebook_cell_over_its_own_budget_is_named(tmp_path, capsys, kernel_env):
+    source = _budgeted_notebook(tmp_path / "b.ipynb", cell_budget=0)
+    status, out, err = run_cli(capsys, "run", str(source), "--budget", "5", "--timeout", "120")
+    assert status == 1, err
+    assert f"syncfree: {source}:cell 4: 1 sync exceeds the cell's budget of 0 (line 2 item ×1)" in err
+    assert "budgets exceeded" in out
+
+
+@pytest.mark.parametrize("value", [-1, "2", 1.5, True, None])
+def test_run_notebook_bad_cell_budget_is_a_usage_error(tmp_path, capsys, value):
+    source = write_notebook(tmp_path / "bad.ipynb", nbformat.v4.new_code_cell("x = 1", metadata={"syncfree": {"budget": value}}))
+    status, out, err = run_cli(capsys, "run", str(source))
+    assert status == 2 and out == ""
+    assert err.startswith(f'syncfree: error: {source}:cell 1: the metadata "syncfree": {{"budget": N}} takes a whole number')
+    assert len(err.strip().splitlines()) == 1

@@ -94,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 watch_all=not args.marked_only,
                 allow_errors=args.allow_errors,
                 kernel_name=args.kernel,
+                output_format=args.format,
+                budget=args.budget if args.budget is not None else config.budget,
+                state=state,
             )
     except UsageProblem as problem:
         _error(problem)
@@ -444,9 +447,19 @@ def run(
     watch_all: bool = True,
     allow_errors: bool = False,
     kernel_name: str = "python3",
+    output_format: str = "text",
+    budget: int | None = None,
     out: TextIO | None = None,
+    state: dict[str, int] | None = None,
 ) -> int:
+    """``syncfree run NOTEBOOK.ipynb``: execute it in a fresh kernel, every cell watched; report each cell's syncs.
+
+    Budgets: a cell whose metadata holds ``"syncfree": {"budget": N}`` may sync N times; the cells without a budget
+    of their own share ``budget`` (default 0). Exit 1 only when a budget is exceeded, 2 when the notebook did not run
+    to the end. Syncs on a line with a ``# syncfree: allow`` comment are reported but not counted.
+    """
     out = out or sys.stdout
+    state = state if state is not None else {}
     path = Path(notebook_path)
     if path.suffix != ".ipynb":
         raise UsageProblem(f"{notebook_path}: syncfree run takes a .py script or an .ipynb notebook")
@@ -469,6 +482,7 @@ def run(
         notebook = nbformat.read(path, as_version=4)
     except (OSError, UnicodeDecodeError, ValueError) as error:
         raise UsageProblem(f"cannot read {path} as a notebook: {error}") from None
+    cell_budgets = _cell_budgets(notebook, str(path))
     extra = {}
     if os.name == "posix":
         # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
@@ -533,7 +547,18 @@ def run(
     if interrupted:
         print(f"syncfree: error: {path} interrupted; the kernel was stopped", file=sys.stderr)
         return EXIT_ERROR
-    reports = _print_reports(notebook, str(path), out)
+    reports = _cell_reports(notebook, str(path))
+    verdict = _judge(reports, cell_budgets, budget, str(path))
+    if output_format == "text":
+        _print_reports(reports, str(path), out)
+        if verdict.summary:
+            print(verdict.summary, file=out)
+    else:
+        # As `check` leaves out allowed findings, the sites a `# syncfree: allow` comment covers are left out here.
+        diagnostics = [_cell_site_diagnostic(str(path), found.number, found.cell, found.report, site)
+                       for found in reports for site in _counted_syncs(found.cell, found.report)[1]]
+        write_diagnostics(diagnostics, output_format, out, tool_version=__version__)
+    out.flush()
     if output:
         nbformat.write(notebook, output)
     if failure is not None:
@@ -543,8 +568,103 @@ def run(
         else:  # a timeout or a dead kernel says what happened first
             message = lines[0]
         print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
+        state["status"] = EXIT_ERROR
         return EXIT_ERROR
-    return EXIT_FOUND if any(report["totals"]["syncs"] for report in reports) else EXIT_CLEAN
+    for line in verdict.exceeded:
+        print(f"syncfree: {line}", file=sys.stderr)
+    state["status"] = EXIT_FOUND if verdict.exceeded else EXIT_CLEAN
+    return state["status"]
+
+
+def _cell_budgets(notebook: Any, path: str) -> dict[int, int]:
+    """The budgets of the cells that carry one in their metadata (``"syncfree": {"budget": N}``), by cell number."""
+    budgets = {}
+    for number, cell in enumerate(notebook.cells, start=1):
+        settings = cell.get("metadata", {}).get("syncfree")
+        if settings is None:
+            continue
+        value = settings.get("budget") if isinstance(settings, dict) else settings
+        if isinstance(settings, dict) and "budget" not in settings:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageProblem(f'{path}:cell {number}: the metadata "syncfree": {{"budget": N}} takes a whole number '
+                               f">= 0, not {json.dumps(value)[:40]}")
+        budgets[number] = value
+    return budgets
+
+
+@dataclass
+class _Verdict:
+    summary: str
+    exceeded: list[str]
+
+
+def _counted_syncs(cell: Any, report: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """A cell's syncs that count towards a budget (all but those a ``# syncfree: allow`` comment covers) and the
+    sites they come from."""
+    from syncfree.session import allowed_by_comment
+
+    lines = str(cell.get("source", "")).splitlines()
+    allowed, counted = 0, []
+    for site in report["sites"]:
+        text = lines[site["line"] - 1] if 0 < site["line"] <= len(lines) else ""
+        if allowed_by_comment(text, site["kind"], site.get("rule")):
+            allowed += site["count"]
+        else:
+            counted.append(site)
+    return max(report["totals"]["syncs"] - allowed, 0), counted
+
+
+def _judge(reports: list[CellReport], cell_budgets: dict[int, int], budget: int | None,
+           path: str) -> _Verdict:
+    """Which budgets the run exceeded, each named with the cells and lines that did it."""
+    exceeded = []
+    shared, shared_cells = 0, []
+    total = 0
+    for found in reports:
+        number = found.number
+        count, sites = _counted_syncs(found.cell, found.report)
+        total += count
+        if number in cell_budgets:
+            if count > cell_budgets[number]:
+                exceeded.append(f"{path}:cell {number}: {_syncs(count)} the cell's budget of {cell_budgets[number]} "
+                                f"({_where(sites)})")
+        elif count:
+            shared += count
+            shared_cells.append(f"cell {number}: {count} ({_where(sites)})")
+    limit = budget if budget is not None else 0
+    if shared > limit:
+        scope = "the cells without a budget of their own" if cell_budgets else "the notebook"
+        exceeded.append(f"{path}: {_syncs(shared, scope)} the budget of {limit}: " + "; ".join(shared_cells))
+    summary = ""
+    if budget is not None or cell_budgets:
+        kept = "exceeded" if exceeded else "kept"
+        summary = f"{path}: {total} counted sync{'s' if total != 1 else ''}; budgets {kept}."
+    return _Verdict(summary, exceeded)
+
+
+def _syncs(count: int, where: str = "") -> str:
+    """``1 sync exceeds`` / ``3 syncs in the notebook exceed``."""
+    return f"{count} sync{'s' if count != 1 else ''}{f' in {where}' if where else ''} exceed{'s' if count == 1 else ''}"
+
+
+def _where(sites: list[dict[str, Any]]) -> str:
+    ranked = sorted(sites, key=lambda site: -site["count"])
+    shown = ", ".join(f"line {site['line']} {site['kind']} ×{site['count']}" for site in ranked[:3])
+    return shown + (f", {len(ranked) - 3} more sites" if len(ranked) > 3 else "")
+
+
+def _cell_site_diagnostic(path: str, number: int, cell: Any, report: dict[str, Any], site: dict[str, Any]) -> Diagnostic:
+    lines = str(cell.get("source", "")).splitlines()
+    text = lines[site["line"] - 1] if 0 < site["line"] <= len(lines) else ""
+    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+    end_col = len(text) + 1 if text.strip() else 1
+    predicted = bool(site.get("predicted", report.get("mode") == "predict"))
+    message = clean_text(site.get("message") or site.get("label") or site["kind"])
+    return Diagnostic(path, site["line"], col, site["line"], end_col, site.get("rule") or site["kind"],
+                      message, cell=number, cell_id=cell.get("id"),
+                      certainty="predicted" if predicted else "measured", count=site["count"],
+                      blocked_ms=site.get("blocked_ms"))
 
 
 class _Progress:
@@ -645,8 +765,19 @@ def _valid_report(report: Any) -> dict[str, Any] | None:
     return report
 
 
-def _print_reports(notebook: Any, path: str, out: TextIO) -> list[dict[str, Any]]:
-    """Print the text of each cell's report output; return the reports."""
+@dataclass(frozen=True)
+class CellReport:
+    """A valid report output of an executed notebook: the cell's number among all cells, the cell, the report and
+    its plain-text rendering."""
+
+    number: int
+    cell: Any
+    report: dict[str, Any]
+    text: str
+
+
+def _cell_reports(notebook: Any, path: str) -> list[CellReport]:
+    """Every valid report output of the run; invalid ones are left out with a warning."""
     reports = []
     for number, cell in enumerate(notebook.cells, start=1):
         if cell.cell_type != "code":
@@ -660,13 +791,17 @@ def _print_reports(notebook: Any, path: str, out: TextIO) -> list[dict[str, Any]
                 print(f"syncfree: warning: {path}:cell {number}: a report output that does not match the schema was "
                       "left out", file=sys.stderr)
                 continue
-            reports.append(report)
             text = data.get("text/plain") or f"syncfree: {report['totals']['syncs']} syncs"
-            text = clean_text("".join(text) if isinstance(text, list) else str(text))
-            print(f"{path}:cell {number}: {text}", file=out)
+            reports.append(CellReport(number, cell, report, clean_text("".join(text) if isinstance(text, list) else str(text))))
+    return reports
+
+
+def _print_reports(reports: list[CellReport], path: str, out: TextIO) -> None:
+    """Print the text of each cell's report output."""
+    for found in reports:
+        print(f"{path}:cell {found.number}: {found.text}", file=out)
     if not reports:
         print(f"{path}: no syncfree reports (no cell synchronized)", file=out)
-    return reports
 
 
 if __name__ == "__main__":
