@@ -119,8 +119,8 @@ def test_syncfree_option_ranks_every_test(pytester):
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
         "6 syncs predicted in 2 of 3 watched tests (CPU stand-ins: no CUDA device)",
-        "  test_all.py:6: .item() ×5, predicted, SF101  *test_all.py::test_many*",
-        "  test_all.py:10: truth value of a tensor ×1, predicted, SF103  *test_all.py::test_one*",
+        "  test_all.py:6: .item() ×5, predicted, SF101  [[]test_all.py::test_many[]]",
+        "  test_all.py:10: truth value of a tensor ×1, predicted, SF103  [[]test_all.py::test_one[]]",
     ])
 
 

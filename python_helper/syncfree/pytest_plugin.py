@@ -120,10 +120,23 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     with watch:
         result = yield
     report = watch.report
-    config.stash[_STATE].reports.append((pyfuncitem.nodeid, report))
+    config.stash[_STATE].reports.append((_shown_id(pyfuncitem), report))
     if budget is not None and report.counted > budget:
         raise SyncError(report, budget)
     return result
+
+
+def _shown_id(item: pytest.Item) -> str:
+    """The test's id as pytest's short summary shows it: its file relative to the
+    working directory, then the rest of the node id."""
+    import os
+
+    _, sep, rest = item.nodeid.partition("::")
+    try:
+        path = os.path.relpath(item.path)
+    except ValueError:  # another drive (Windows)
+        return item.nodeid
+    return f"{path}{sep}{rest}" if sep else item.nodeid
 
 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
