@@ -76,6 +76,23 @@ function editedLines(view: EditorView | null, report: SyncReport): Pick<IRankInp
   return { stale, currentLine: line => moved.get(line) ?? (line <= view.state.doc.lines ? line : null) };
 }
 
+/**
+ * What the panel shows of an edited cell: whether its report is out of date and where
+ * its marked lines are now; null when the cell has no report. Typing that changes
+ * neither (most keys) needs no redraw.
+ */
+function editSignature(view: EditorView | null): string | null {
+  const field = view?.state.field(syncMarkerField, false);
+  if (!view || !field || !field.report) {
+    return null;
+  }
+  const parts: string[] = [reportFreshness(view.state)];
+  for (const iter = field.markers.iter(); iter.value; iter.next()) {
+    parts.push(`${iter.value.info.line}>${view.state.doc.lineAt(iter.from).number}`);
+  }
+  return parts.join(' ');
+}
+
 /** How long after an edit the panel redraws (ms). */
 const EDIT_REDRAW_MS = 150;
 
@@ -135,6 +152,16 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
       activeStateChanged: status.activeChanged
     });
     const caption = panel.title.caption;
+    // At most once a frame: a notebook's reports can change many times while it loads.
+    let totalsFrame = 0;
+    const showTotalsSoon = () => {
+      if (!totalsFrame) {
+        totalsFrame = requestAnimationFrame(() => {
+          totalsFrame = 0;
+          showTotals();
+        });
+      }
+    };
     const showTotals = () => {
       const notebook = tracker.currentWidget;
       const found = notebook ? reports.reportsOf(notebook.context.path) : [];
@@ -170,9 +197,22 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
           const onCells = () => panel.update();
           // Edits move rows' lines and make them stale: redraw a moment after typing.
           let timer = 0;
+          // The signature of the cell being edited when the panel last drew.
+          let drawn = new Map<string, string>();
           const onContent = () => {
             window.clearTimeout(timer);
-            timer = window.setTimeout(() => panel.update(), EDIT_REDRAW_MS);
+            timer = window.setTimeout(() => {
+              // Edits are typed in the active cell; one without a report, or an edit that
+              // neither moves a marked line nor changes the report's freshness, changes
+              // nothing in the panel.
+              const cell = notebook.content.activeCell;
+              const signature = editSignature(editorViewOfCell(cell));
+              if (!cell || signature === null || drawn.get(cell.model.id) === signature) {
+                return;
+              }
+              drawn = new Map([[cell.model.id, signature]]);
+              panel.update();
+            }, EDIT_REDRAW_MS);
           };
           cells.changed.connect(onCells);
           model.contentChanged.connect(onContent);
@@ -190,13 +230,13 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
       }
     };
     tracker.currentChanged.connect(follow);
-    tracker.currentChanged.connect(showTotals);
+    tracker.currentChanged.connect(showTotalsSoon);
     follow();
-    showTotals();
+    showTotalsSoon();
     reports.changed.connect((_, path) => {
       if (tracker.currentWidget?.context.path === path) {
         panel.update();
-        showTotals();
+        showTotalsSoon();
       }
     });
 

@@ -205,7 +205,9 @@ export class SyncsPanel extends Panel {
     this._controls.hidden = false;
     this._updateControls(inputs);
     const ranking = new SiteRanking(inputs, this._filter);
-    this._head.appendChild(this._totals(new SiteRanking(inputs).totals()));
+    // The totals are the notebook's, whatever the filters show.
+    const filtered = Boolean(this._filter.kind || this._filter.rule || this._filter.text);
+    this._head.appendChild(this._totals((filtered ? new SiteRanking(inputs) : ranking).totals()));
     if (ranking.size === 0) {
       this._content.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;

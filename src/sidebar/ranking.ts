@@ -145,8 +145,15 @@ export class SiteRanking {
     const kind = filter.kind || null;
     const rule = filter.rule || null;
     const text = filter.text?.trim().toLowerCase() || null;
-    const matchesText = (report: SyncReport, parts: (string | null | undefined)[]) =>
-      !text || parts.some(part => part && part.toLowerCase().includes(text)) || ruleMatches(report, parts[1], text);
+    // The parts are made only when there is text to look for (10,000 sites are ranked
+    // on every redraw of a large notebook's panel).
+    const matchesText = (report: SyncReport, parts: () => (string | null | undefined)[]) => {
+      if (!text) {
+        return true;
+      }
+      const words = parts();
+      return words.some(part => part && part.toLowerCase().includes(text)) || ruleMatches(report, words[1], text);
+    };
     for (const input of inputs) {
       const { report } = input;
       const inRange = (line: number) => {
@@ -169,7 +176,7 @@ export class SiteRanking {
         if (
           (!kind || site.kind === kind) &&
           (!rule || site.rule === rule) &&
-          matchesText(report, [plainText(siteLabel(site)), site.rule, site.kind, site.message])
+          matchesText(report, () => [plainText(siteLabel(site)), site.rule, site.kind, site.message])
         ) {
           sites.push(site);
         }
@@ -180,7 +187,7 @@ export class SiteRanking {
           if (
             inRange(finding.range.line) &&
             (!rule || finding.rule === rule) &&
-            matchesText(report, ['not run', finding.rule, STATIC_KIND, finding.message])
+            matchesText(report, () => ['not run', finding.rule, STATIC_KIND, finding.message])
           ) {
             findings.push(finding);
           }
