@@ -350,6 +350,10 @@ class OpTable:
         entry = self.lookup(func)
         if entry is None:
             return None
+        return self.predict_entry(entry, args, kwargs)
+
+    def predict_entry(self, entry: OpEntry, args: tuple, kwargs: dict | None) -> int:
+        """Syncs a GPU would make for a call of ``entry``'s op with these arguments."""
         branch = SIZE_BRANCHES.get(entry.name)
         if branch is not None:
             takes = branch(args, kwargs or {})
@@ -495,28 +499,55 @@ def installed_table() -> OpTable | None:
     return _installed or None
 
 
-def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = ()) -> int:
-    """Predict mode's hook for a call with a virtual CUDA input that no handler took.
+_SKIP = object()  # a decision: the call never syncs (or a handler counts it)
+# Per callable: _SKIP, an OpEntry whose answer depends on the arguments, or the display
+# name of an op without a measurement. Predict mode asks for every torch call with a
+# virtual input (about 160 per step of a small training loop): the names, the table
+# lookup and the "never syncs" answer are worked out once per callable.
+_decisions: dict[Any, Any] = {}
 
-    Returns how many syncs the table predicts (0 when none or unmeasured); counts the
-    unmeasured calls on the session's :class:`Tally`.
-    """
+
+def _decide(func: Any, handled: Any) -> Any:
     try:
         if func in handled:  # a function-level handler counts it (or calls us back for it)
-            return 0
+            return _SKIP
     except TypeError:
         pass
     names = func_names(func)
     if (not names or names[0] in NO_SYNC_NAMES or names[0].startswith(NO_SYNC_PREFIXES)
             or (len(names) > 1 and names[1] in NO_SYNC_NAMES)):
-        return 0
-    table = _installed or installed_table()
+        return _SKIP
+    table = installed_table()
     if table is None:
+        return _SKIP
+    entry = table.lookup(func)
+    if entry is None:
+        return display_name(func)
+    if entry.always == 0 and entry.name not in SIZE_BRANCHES:
+        return _SKIP
+    return entry
+
+
+def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = ()) -> int:
+    """Predict mode's hook for a call with a virtual CUDA input that no handler took.
+
+    Returns how many syncs the table predicts (0 when none or unmeasured); counts the
+    unmeasured calls on the recorder's :class:`Tally`.
+    """
+    try:
+        decision = _decisions.get(func)
+        if decision is None:
+            if len(_decisions) >= 4096:  # user callables that dispatch torch functions
+                _decisions.clear()
+            decision = _decisions[func] = _decide(func, handled)
+    except TypeError:  # an unhashable callable
+        decision = _decide(func, handled)
+    if decision is _SKIP:
         return 0
     tally = tally_of(session.recorder)
-    n = table.predicted_syncs(func, args, kwargs)
-    if n is None:
-        tally.unmeasured[display_name(func)] += 1
+    if isinstance(decision, str):
+        tally.unmeasured[decision] += 1
         return 0
+    n = installed_table().predict_entry(decision, args, kwargs)
     tally.predicted += n
     return n

@@ -194,6 +194,52 @@ class VirtualCudaRegistry:
         if self._cuda_storages.add(storage):
             self.marked += 1
 
+    def split_inputs(self, inputs: list[Any]) -> tuple[bool, set[int]]:
+        """Whether any input is virtual, and the ids of the host inputs' storages.
+
+        `is_cuda` for each input, unrolled: predict mode asks this for every torch call.
+        """
+        virtual = False
+        kept: set[int] = set()
+        refs = self._cuda_storages._refs
+        for tensor in inputs:
+            try:
+                storage = tensor.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):
+                virtual = virtual or tensor in self._cuda_tensors
+                continue
+            key = id(storage)
+            ref = refs.get(key)
+            if ref is not None and ref() is storage:
+                virtual = True
+            else:
+                kept.add(key)
+        return virtual, kept
+
+    def mark_results(self, results: list[Any], kept: set[int]) -> None:
+        """Mark fresh results virtual; results on a host input's storage (in-place,
+        ``out=``) stay where they are."""
+        storages = self._cuda_storages
+        refs = storages._refs
+        for out in results:
+            try:
+                storage = out.untyped_storage()
+            except (RuntimeError, NotImplementedError, TypeError):
+                if self._cuda_tensors.add(out):
+                    self.marked += 1
+                continue
+            key = id(storage)
+            if key in kept:
+                continue
+            ref = refs.get(key)
+            if ref is not None and ref() is storage:
+                continue  # a view or in-place result of a virtual tensor
+            if len(refs) + 1 >= storages._sweep_at:
+                storages.add(storage)  # the set's own path, which sweeps dead entries
+            else:
+                refs[key] = weakref.ref(storage)
+            self.marked += 1
+
     def is_pinned(self, tensor: Any) -> bool:
         storage = self.storage_of(tensor)
         return storage is not None and storage in self._pinned_storages
@@ -221,10 +267,40 @@ def _tensors_in(obj: Any) -> list[Any]:
     return found
 
 
-def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
-    import torch
+_Tensor: Any = None  # torch.Tensor, bound on first use (torch is imported lazily)
 
-    if isinstance(obj, torch.Tensor):
+
+def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
+    """The tensors among a call's arguments: `_collect_tensors` of args and kwargs, with
+    the usual flat case (tensors and plain values) handled without recursion."""
+    global _Tensor
+    if _Tensor is None:
+        import torch
+
+        _Tensor = torch.Tensor
+    tensor_type = _Tensor
+    found: list[Any] = []
+    for value in args:
+        if isinstance(value, tensor_type):
+            found.append(value)
+        elif isinstance(value, (list, tuple, dict)):
+            _collect_tensors(value, found, 1)
+    if kwargs:
+        for value in kwargs.values():
+            if isinstance(value, tensor_type):
+                found.append(value)
+            elif isinstance(value, (list, tuple, dict)):
+                _collect_tensors(value, found, 1)
+    return found
+
+
+def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
+    global _Tensor
+    if _Tensor is None:
+        import torch
+
+        _Tensor = torch.Tensor
+    if isinstance(obj, _Tensor):
         found.append(obj)
     elif depth < 4 and isinstance(obj, (list, tuple)):
         # A sequence that starts with a plain number (or a torch.Size) holds numbers: not
@@ -547,8 +623,16 @@ class PredictSession:
 
             first = tensorlistlist[0] if tensorlistlist else []
             registry = session.registry
-            if (registry is None or any(t is None for t in first)
-                    or not any(registry.is_cuda(t) for t in first)):
+            if registry is None or any(t is None for t in first):
+                return original(tensorlistlist, with_indices)
+            # Called by torch code under our mode: the registry's untyped_storage() and
+            # the .device/.dtype reads below would each go through the mode again.
+            with torch._C.DisableTorchFunction():
+                return self_grouping(torch, registry, first, tensorlistlist, with_indices)
+
+        def self_grouping(torch: Any, registry: VirtualCudaRegistry, first: Any,
+                          tensorlistlist: Any, with_indices: bool) -> Any:
+            if not registry.split_inputs(list(first))[0]:
                 return original(tensorlistlist, with_indices)
             # Same grouping as the C++ (by the first list's device and dtype; empty lists
             # stay empty, None entries are kept), with virtual tensors under cuda:0 as
@@ -836,7 +920,11 @@ def _legacy_cuda_type(session: PredictSession, name: str) -> type:
 
 
 def _make_mode_class() -> type:
+    global _Tensor
+    import torch
     from torch.overrides import TorchFunctionMode
+
+    _Tensor = torch.Tensor
 
     class PredictMode(TorchFunctionMode):
         """Routes torch calls to the stand-in handlers of one PredictSession."""
@@ -855,10 +943,21 @@ def _make_mode_class() -> type:
                 handler = self.handlers.get(func)
             except TypeError:  # an unhashable callable
                 handler = None
-            if handler is None and getattr(func, "__name__", None) in ("__get__", "__set__"):
-                handler = self.getters.get((getattr(func, "__self__", None), func.__name__))
             if handler is not None:
                 return handler(self, func, args, kwargs)
+            name = getattr(func, "__name__", None)
+            if name == "__get__" or name == "__set__":
+                handler = self.getters.get((getattr(func, "__self__", None), name))
+                if handler is not None:
+                    return handler(self, func, args, kwargs)
+                # Attribute reads and writes never sync, and a read that gives no tensor
+                # (dtype, shape, requires_grad: most of them) has nothing to mark.
+                result = func(*args, **kwargs)
+                if name == "__set__" or not isinstance(result, _Tensor):
+                    return result
+                if args and isinstance(args[0], _Tensor) and self.registry.is_cuda(args[0]):
+                    self.registry.mark_results((result,), set())  # .grad, .data, .T, ...
+                return result
             return _call_generic(self, func, args, kwargs)
 
     return PredictMode
@@ -889,7 +988,7 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """
     registry = mode.registry
     target: Any = None
-    device = kwargs.get("device")
+    device = kwargs.get("device") if kwargs else None
     if device is None and _default_device_is_cuda() and func in _device_constructors():
         device = "cuda"  # the DeviceContext below us would fill in the CUDA default
     if device is not None:
@@ -899,44 +998,54 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         else:
             target = device
     pin = False
-    if kwargs.get("pin_memory"):
+    if kwargs and kwargs.get("pin_memory"):
         kwargs = dict(kwargs, pin_memory=False)
         pin = True
-    inputs = _tensors_in(args)
-    if kwargs:
-        _collect_tensors(kwargs, inputs, 0)
-    virtual_input = False
-    kept: set[int] = set()  # storages of host inputs: in-place and out= results stay there
-    for tensor in inputs:
-        if registry.is_cuda(tensor):
-            virtual_input = True
-        else:
-            storage = registry.storage_of(tensor)
-            if storage is not None:
-                kept.add(id(storage))
+    inputs = _call_tensors(args, kwargs)
+    # kept: storages of host inputs, where in-place and out= results stay
+    virtual_input, kept = registry.split_inputs(inputs)
     if virtual_input:  # an op no handler covers: the measured table (capture/optable.py)
-        from syncfree.capture import optable
-        syncs = optable.on_call(mode.session, func, args, kwargs, mode.handlers)
+        syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
         if syncs:
             _record(mode, "library", syncs)
     result = func(*args, **kwargs)
     if target is _CUDA or (target is None and virtual_input):
-        for out in _tensors_in(result):
-            storage = registry.storage_of(out)
-            if storage is None or id(storage) not in kept:
-                registry.mark_cuda(out)
+        if isinstance(result, _Tensor):
+            registry.mark_results((result,), kept)
+        else:
+            results: list[Any] = []
+            _collect_tensors(result, results, 0)
+            registry.mark_results(results, kept)
     if pin:
         for out in _tensors_in(result):
             registry.mark_pinned(out)
     return result
 
 
+_optable_module: Any = None
+
+
+def _optable() -> Any:
+    global _optable_module
+    if _optable_module is None:
+        from . import optable
+
+        _optable_module = optable
+    return _optable_module
+
+
+_device_module: Any = None
+
+
 def _default_device_is_cuda() -> bool:
     # torch/utils/_device.py: DeviceContext (set_default_device, `with torch.device(..)`)
     # keeps the default device in CURRENT_DEVICE and injects it into factory calls.
-    import torch.utils._device as device_module
+    global _device_module
+    if _device_module is None:
+        import torch.utils._device as device_module
 
-    current = getattr(device_module, "CURRENT_DEVICE", None)
+        _device_module = device_module
+    current = getattr(_device_module, "CURRENT_DEVICE", None)
     return current is not None and _is_cuda_device(current)
 
 
