@@ -264,7 +264,7 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     for i in reversed(cell_at):  # outermost cell frame first
         fr = stack[i]
         filename = fr.f_code.co_filename
-        line = max((fr.f_lineno or 1) + cell_files[filename], 1)
+        line = max((frame_line(fr) or 1) + cell_files[filename], 1)
         # A comprehension on the same line adds no step.
         if not chain or chain[-1] != line or (by_file and files[-1] != filename):
             chain.append(line)
@@ -335,23 +335,42 @@ _positions_cache: dict[int, tuple[CodeType, list]] = {}
 _positions_lock = threading.RLock()  # reentrant: an interrupt inside `with` can leave it held
 
 
-def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int, int, int] | None:
-    """(line, col, end_line, end_col) of the instruction at ``lasti``, in cell lines and
-    character columns (``co_positions`` gives UTF-8 byte columns, Python 3.11+)."""
+def frame_line(frame: FrameType) -> int | None:
+    """``frame.f_lineno``, from the cached positions: CPython 3.11 works ``f_lineno`` out
+    by scanning the code's line table from its start (PyCode_Addr2Line), which made each
+    new site of a 10,000-line cell cost as much as the cell is long."""
+    positions = _positions(frame.f_code)
+    index = frame.f_lasti // 2
+    if positions is not None and 0 <= index < len(positions):
+        line = positions[index][0]
+        if line is not None:
+            return line
+    return frame.f_lineno
+
+
+def _positions(code: CodeType) -> list | None:
     positions_of = getattr(code, "co_positions", None)
-    if positions_of is None or lasti < 0:
+    if positions_of is None:
         return None
     # Keyed by id(): hashing a code object hashes its constants, thousands of them for
     # a big cell. The code object is kept with its positions, so its id is not reused.
     with _positions_lock:
         cached = _positions_cache.get(id(code))
         if cached is not None and cached[0] is code:
-            positions = cached[1]
-        else:
-            positions = list(positions_of())
-            _positions_cache[id(code)] = (code, positions)
-            if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
-                del _positions_cache[next(iter(_positions_cache))]
+            return cached[1]
+        positions = list(positions_of())
+        _positions_cache[id(code)] = (code, positions)
+        if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
+            del _positions_cache[next(iter(_positions_cache))]
+        return positions
+
+
+def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int, int, int] | None:
+    """(line, col, end_line, end_col) of the instruction at ``lasti``, in cell lines and
+    character columns (``co_positions`` gives UTF-8 byte columns, Python 3.11+)."""
+    positions = _positions(code) if lasti >= 0 else None
+    if positions is None:
+        return None
     index = lasti // 2  # f_lasti is a byte offset into 2-byte code units
     if index >= len(positions):
         return None
