@@ -49,13 +49,25 @@ def test_a_clean_marked_test_passes_and_fixtures_make_cuda_tensors(pytester):
         def w():
             t = torch.randn(4, 4, device="cuda")
             assert t.is_cuda
-            return t
+            assert t.sum().item() != 1e9  # a fixture's sync is not the test's
+            yield t
+            print(t)  # nor is a tear-down's
 
         @pytest.mark.sync_free
         def test_matmul(w):
             assert (w @ w).is_cuda
+
+        @pytest.mark.sync_free(mode="error")
+        def test_matmul_error_mode(w):
+            assert (w @ w).is_cuda
+
+        def test_fixture_watch(syncfree, w):
+            with syncfree.watch() as block:
+                w.max().item()
+            assert block.report.syncs == 1, block.report.text()
+            assert not any("nested" in note for note in block.report.notes), block.report.notes
     """)
-    run(pytester).assert_outcomes(passed=1)
+    run(pytester, "--syncfree").assert_outcomes(passed=3)
 
 
 def test_budget_and_mode(pytester):

@@ -72,16 +72,39 @@ def _watched(item: pytest.Item) -> bool:
     return _marker_options(item) is not None or item.config.getoption("syncfree")
 
 
-def _standins_needed(item: pytest.Item) -> bool:
-    """A watched test (or one that uses the ``syncfree`` fixture) runs its fixtures on CPU
-    stand-ins when predict mode is what its body will run under."""
+def _standins_needed(item: pytest.Item) -> str | None:
+    """How a watched test (or one that uses the ``syncfree`` fixture) runs its fixtures
+    on CPU stand-ins, when predict mode is what its body will run under: ``"session"``,
+    one predict session around set-up, call and tear-down (the call's watch nests in it
+    and reports the call alone); ``"phases"``, one per phase (predict mode standing in
+    for ``mode="error"``, whose call must stop at the first sync); None: no stand-ins."""
     if not (_watched(item) or "syncfree" in getattr(item, "fixturenames", ())):
-        return False
+        return None
     from syncfree.session import choose_engine
 
     options = _marker_options(item) or {}
-    mode = options.get("mode") or item.config.getoption("syncfree_mode")
-    return choose_engine(mode).mode == "predict"
+    engine = choose_engine(options.get("mode") or item.config.getoption("syncfree_mode"))
+    if engine.mode != "predict":
+        return None
+    return "phases" if engine.stop_at_first else "session"
+
+
+_STANDINS = pytest.StashKey[str | None]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem):
+    how = item.stash[_STANDINS] = _standins_needed(item)
+    if how != "session":
+        return (yield)
+    from syncfree.session import Watch
+
+    host = Watch("predict")
+    with host:
+        # Only a host for the watches of the call and of the `syncfree` fixture, which
+        # report their blocks; its own report is not shown.
+        host._recorder.host_only = True
+        return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -97,7 +120,7 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 def _under_standins(item: pytest.Item):
     """Fixture set-up and tear-down of a watched test, on CPU stand-ins without CUDA; their
     syncs are not the test's (a fixture is not the code under test) and are dropped."""
-    if not _standins_needed(item):
+    if item.stash.get(_STANDINS, None) != "phases":
         return (yield)
     from syncfree.session import Watch
 

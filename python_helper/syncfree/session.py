@@ -376,8 +376,8 @@ def _running_recorder():
 def _nested_report(engine: Engine, outer, checkpoint, wall_ms: float) -> WatchReport:
     kept, allowed = _split_allowed(outer.sites_since(checkpoint))
     syncs = sum(s.count for s in kept + allowed)
-    notes = ["nested in another syncfree watch: its recorder's view of this block "
-             f"({outer.mode} mode)"]
+    notes = [] if getattr(outer, "host_only", False) else [
+        f"nested in another syncfree watch: its recorder's view of this block ({outer.mode} mode)"]
     return WatchReport(outer.mode, engine.device, _rank(kept), _rank(allowed), syncs, wall_ms, notes)
 
 
