@@ -253,11 +253,13 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     this.node.appendChild(head);
 
     for (const note of report.notes ?? []) {
-      this.node.appendChild(el('div', `${CSS_PREFIX}-note`, note));
+      this.node.appendChild(withInlineCode('div', `${CSS_PREFIX}-note`, note));
     }
     if (report.error) {
       const where = report.error.line ? ` (line ${report.error.line})` : '';
-      this.node.appendChild(el('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`));
+      this.node.appendChild(
+        withInlineCode('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`)
+      );
     }
     if (report.sites.length > 0) {
       // Sorted only now: most summaries of a large notebook are never drawn.

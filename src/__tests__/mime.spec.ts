@@ -115,6 +115,31 @@ describe('SyncReportRenderer', () => {
   });
 });
 
+describe('code spans', () => {
+  it('become <code> elements in notes, errors, findings and rule titles: no raw backticks', () => {
+    const node = render(
+      loopReport({
+        notes: ['`--mode error` stops at the first sync'],
+        error: { type: 'RuntimeError', message: 'line 4: `.item()` synchronized', line: 4 },
+        findings: [
+          {
+            rule: 'SF101',
+            range: { line: 2, col: 0, end_line: 2, end_col: 4 },
+            message: '`x.item()` waits for the GPU',
+            certainty: 'certain',
+            fix: null
+          }
+        ]
+      })
+    ).node;
+    expect(node.textContent).not.toContain('`');
+    expect(Array.from(node.querySelectorAll('code')).map(c => c.textContent)).toEqual(
+      expect.arrayContaining(['--mode error', '.item()', 'x.item()'])
+    );
+    document.body.textContent = '';
+  });
+});
+
 describe('a long report', () => {
   it('shows the most costly sites first and the rest on request', () => {
     const kind = (i: number) => `kind ${'abcdefghijklmnopqrst'[i]}`;
