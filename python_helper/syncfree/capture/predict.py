@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import sys
 import threading
@@ -155,17 +156,24 @@ class _WeakIdentitySet:
         return True
 
 
+_registry_serial = itertools.count()
+
+
 class VirtualCudaRegistry:
     """Which tensors are virtually on CUDA, and which are virtually pinned.
 
-    Keyed weakly by the tensor's storage object: torch keeps one Python object per
-    storage alive as long as the storage lives (PyObject preservation, torch/csrc/Storage.cpp),
-    so every view and alias of a virtual tensor is found by its storage. Tensors without
-    an accessible storage (sparse, wrapper subclasses) are keyed by themselves.
+    Kept on the tensor's storage object, as an attribute named for this registry: torch
+    keeps one Python object per storage alive as long as the storage lives (PyObject
+    preservation, torch/csrc/Storage.cpp), so every view and alias of a virtual tensor
+    finds it, and it goes with the storage: no table to sweep, no weak reference per
+    result (predict mode marks the results of every op with a virtual input). Tensors
+    without an accessible storage (sparse, wrapper subclasses), and storages that take no
+    attribute, are kept in weak identity sets.
     """
 
     def __init__(self) -> None:
-        self._cuda_storages = _WeakIdentitySet()
+        self._flag = f"_syncfree_virtual_cuda_{next(_registry_serial)}"
+        self._cuda_storages = _WeakIdentitySet()  # storages that refused the attribute
         self._cuda_tensors = _WeakIdentitySet()
         self._pinned_storages = _WeakIdentitySet()
         self.marked = 0
@@ -178,10 +186,12 @@ class VirtualCudaRegistry:
             return None
 
     def is_cuda(self, tensor: Any) -> bool:
-        storage = self.storage_of(tensor)
-        if storage is not None:
-            return storage in self._cuda_storages
-        return tensor in self._cuda_tensors
+        try:
+            storage = tensor.untyped_storage()
+        except (RuntimeError, NotImplementedError, TypeError):
+            return tensor in self._cuda_tensors
+        return getattr(storage, self._flag, False) or (
+            bool(self._cuda_storages._refs) and storage in self._cuda_storages)
 
     def mark_cuda(self, tensor: Any) -> None:
         storage = self.storage_of(tensor)
@@ -191,36 +201,41 @@ class VirtualCudaRegistry:
             self.marked += 1
 
     def mark_storage(self, storage: Any) -> None:
-        if self._cuda_storages.add(storage):
-            self.marked += 1
+        flag = self._flag
+        if getattr(storage, flag, False):
+            return
+        try:
+            setattr(storage, flag, True)
+        except (AttributeError, TypeError):
+            if not self._cuda_storages.add(storage):
+                return
+        self.marked += 1
 
-    def split_inputs(self, inputs: list[Any]) -> tuple[bool, set[int]]:
+    def split_inputs(self, inputs: Any) -> tuple[bool, set[int]]:
         """Whether any input is virtual, and the ids of the host inputs' storages.
 
         `is_cuda` for each input, unrolled: predict mode asks this for every torch call.
         """
         virtual = False
         kept: set[int] = set()
-        refs = self._cuda_storages._refs
+        flag = self._flag
+        refused = self._cuda_storages if self._cuda_storages._refs else ()
         for tensor in inputs:
             try:
                 storage = tensor.untyped_storage()
             except (RuntimeError, NotImplementedError, TypeError):
                 virtual = virtual or tensor in self._cuda_tensors
                 continue
-            key = id(storage)
-            ref = refs.get(key)
-            if ref is not None and ref() is storage:
+            if getattr(storage, flag, False) or storage in refused:
                 virtual = True
             else:
-                kept.add(key)
+                kept.add(id(storage))
         return virtual, kept
 
-    def mark_results(self, results: list[Any], kept: set[int]) -> None:
+    def mark_results(self, results: Any, kept: set[int]) -> None:
         """Mark fresh results virtual; results on a host input's storage (in-place,
         ``out=``) stay where they are."""
-        storages = self._cuda_storages
-        refs = storages._refs
+        flag = self._flag
         for out in results:
             try:
                 storage = out.untyped_storage()
@@ -228,16 +243,13 @@ class VirtualCudaRegistry:
                 if self._cuda_tensors.add(out):
                     self.marked += 1
                 continue
-            key = id(storage)
-            if key in kept:
-                continue
-            ref = refs.get(key)
-            if ref is not None and ref() is storage:
-                continue  # a view or in-place result of a virtual tensor
-            if len(refs) + 1 >= storages._sweep_at:
-                storages.add(storage)  # the set's own path, which sweeps dead entries
-            else:
-                refs[key] = weakref.ref(storage)
+            if id(storage) in kept or getattr(storage, flag, False):
+                continue  # stays on the host input's storage, or a view of a virtual one
+            try:
+                setattr(storage, flag, True)
+            except (AttributeError, TypeError):
+                if not self._cuda_storages.add(storage):
+                    continue
             self.marked += 1
 
     def is_pinned(self, tensor: Any) -> bool:
@@ -268,6 +280,7 @@ def _tensors_in(obj: Any) -> list[Any]:
 
 
 _Tensor: Any = None  # torch.Tensor, bound on first use (torch is imported lazily)
+_MethodWrapper = type(object().__str__)  # what Tensor.device.__get__ is
 
 
 def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
@@ -935,17 +948,20 @@ def _make_mode_class() -> type:
             self.registry = session.registry
             self.handlers = _handlers()
             self.getters = _getters()
+            self._handler_for = self.handlers.get
 
         def __torch_function__(self, func: Any, types: Any, args: tuple = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             try:
-                handler = self.handlers.get(func)
+                handler = self._handler_for(func)
             except TypeError:  # an unhashable callable
                 handler = None
             if handler is not None:
                 return handler(self, func, args, kwargs)
-            name = getattr(func, "__name__", None)
+            if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
+                return _call_generic(self, func, args, kwargs)
+            name = func.__name__
             if name == "__get__" or name == "__set__":
                 handler = self.getters.get((getattr(func, "__self__", None), name))
                 if handler is not None:
@@ -1002,6 +1018,8 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         kwargs = dict(kwargs, pin_memory=False)
         pin = True
     inputs = _call_tensors(args, kwargs)
+    if not inputs and target is None and not pin:
+        return func(*args, **kwargs)  # no tensor in, no device named: nothing to mark
     # kept: storages of host inputs, where in-place and out= results stay
     virtual_input, kept = registry.split_inputs(inputs)
     if virtual_input:  # an op no handler covers: the measured table (capture/optable.py)
