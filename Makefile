@@ -91,9 +91,11 @@ test-ui: install chromium ui-tests/node_modules/.installed
 
 # On a machine with a CUDA GPU (see README: "GPU checks"). Prints a summary.
 test-gpu:
-	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests -m gpu -rA -q -s -p no:cacheprovider 2>&1 | tee /tmp/syncfree-gpu.log | grep -E "^(FAILED|ERROR)|syncfree-gpu|^PASSED|passed|failed" || true
-	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) bench/overhead.py
-	@! grep -qE "^(FAILED|ERROR)" /tmp/syncfree-gpu.log
+	@# pytest's own exit status decides; its log keeps every test's printed figures.
+	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) -m pytest tests -m gpu -rA -q -s -p no:cacheprovider > /tmp/syncfree-gpu.log 2>&1 && status=0 || status=$$?; \
+	grep -E "^(FAILED|ERROR)|syncfree-gpu|passed|failed" /tmp/syncfree-gpu.log || true; \
+	PYTHONPATH=python_helper$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON) bench/overhead.py; \
+	exit $$status
 
 # Every benchmark that runs here prints its figures; the GPU ones say so and measure
 # nothing without CUDA (run them on a GPU machine: README, "GPU checks").

@@ -123,8 +123,8 @@ def test_pytest_plugin_on_cuda(tmp_path):
     assert "synchronized 3 times, budget 0" in out, out
     assert "test_cuda_suite.py:19: .item() ×3, blocked" in out, out
     assert "syncs seen in" in out and "CPU stand-ins" not in out, out
-    print("\nsyncfree-gpu: pytest plugin on CUDA:\n" + "\n".join(
-        line for line in out.splitlines() if "syncfree" in line or "test_cuda_suite" in line
+    print("\nsyncfree-gpu: pytest plugin on CUDA:\n" + "\n".join(  # indented: not the log's FAILED
+        "    " + line for line in out.splitlines() if "syncfree" in line or "test_cuda_suite" in line
         or "passed" in line))
 
 
