@@ -7,9 +7,9 @@ its rule says how: the runtime attribution (``syncfree.capture.sites.attribute``
 library frames between the user's line and the sync, outermost first, and the first frame
 listed here names the rule of the site.
 
-Each entry: a fragment of the file path (``/``-separated), the function's qualified name
-(``co_qualname``; None for any function of that file), the rule code. Frames of torch's own
-files only: a fragment is matched against the path below ``site-packages``/the install.
+Each entry: a fragment of the file path (``/``-separated, from the ``torch/`` folder on), the
+function's qualified name (``co_qualname``; None for any function of that file or folder),
+the rule code. Only torch's own files match (a ``/torch/`` folder in the path).
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ ENTRY_POINTS: tuple[tuple[str, str | None, str], ...] = (
 
 def _matches(path: str, qualname: str) -> str | None:
     for fragment, name, rule in ENTRY_POINTS:
-        if fragment in path and (name is None or name == qualname):
+        # "/torch/...": torch's own files, not lightning/pytorch/... that merely end in "torch"
+        if "/" + fragment in path and (name is None or name == qualname):
             return rule
     return None
 
@@ -45,7 +46,7 @@ def rule_for_frames(library: Sequence[FrameType]) -> str | None:
     for frame in reversed(library):
         code = frame.f_code
         path = code.co_filename.replace("\\", "/")
-        if "torch/" not in path:
+        if "/torch/" not in path:
             continue
         rule = _matches(path, getattr(code, "co_qualname", code.co_name))
         if rule is not None:
