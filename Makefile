@@ -18,7 +18,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
-.PHONY: all setup build install demo lab test test-py test-js lint test-ui test-gpu bench bench-ui screenshots chromium catalog-table fixtures clean
+.PHONY: all setup build install demo lab test test-py test-js lint lint-py test-ui test-gpu bench bench-ui screenshots chromium catalog-table fixtures clean
 
 all: install
 
@@ -66,13 +66,18 @@ demo: install
 lab: install
 	$(VENV)/bin/jupyter lab examples/tour.ipynb $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-test: install test-py test-js test-ui
+test: install lint-py test-py test-js test-ui
 
 test-py: install
 	$(PY) -m pytest tests -q -rs
 
 test-js: build lint
 	npx jest --silent=false
+
+# Python: ruff's rules as configured in pyproject.toml ([tool.ruff]); `ruff check --fix .` fixes
+# what it can (import order, unused imports).
+lint-py: $(VENV)/.deps
+	$(VENV)/bin/ruff check --quiet .
 
 # TypeScript and CSS style: prettier and eslint (the JupyterLab extension template's
 # configs); `npm run lint` fixes what they can.

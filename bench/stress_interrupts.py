@@ -29,9 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "python_helper")]
 
-import test_leaks as t  # noqa: E402
 from IPython.testing import globalipapp  # noqa: E402
 
+import test_leaks as t  # noqa: E402
 from syncfree.capture import interrupts  # noqa: E402
 
 CELL = ("x = torch.ones(3, device='cuda')\n"

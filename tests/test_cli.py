@@ -11,7 +11,6 @@ jsonschema = pytest.importorskip("jsonschema")
 nbformat = pytest.importorskip("nbformat")  # the GPU machine lacks it
 
 from syncfree.cli import main  # noqa: E402
-from syncfree.report import source_hash  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "python_helper" / "syncfree" / "report.schema.json").read_text())

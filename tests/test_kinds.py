@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import syncfree
-from syncfree import catalog, capture, kinds
+from syncfree import capture, catalog, kinds
 from syncfree.capture.sites import SiteTable
 from syncfree.report import build_report, device_info, validate_report
 

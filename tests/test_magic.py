@@ -273,9 +273,8 @@ def test_error_mode_traceback_ends_at_the_cell_line(ip):
 
 
 def test_other_errors_keep_their_whole_traceback():
-    from syncfree.session import hide_engine_frames
-
     from syncfree.report import device_info
+    from syncfree.session import hide_engine_frames
 
     try:
         device_info("bogus")  # raises ValueError inside syncfree

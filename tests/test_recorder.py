@@ -15,8 +15,7 @@ from standins import ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder  # noqa: E402
-from syncfree.capture import explicit  # noqa: E402
+from syncfree.capture import SyncRecorder, explicit  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fake_cuda")
 

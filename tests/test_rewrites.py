@@ -11,8 +11,6 @@ from regen import regen
 from syncfree.analyze import analyze_source, apply_edits, apply_fixes
 from syncfree.catalog import RULES
 
-
-
 CASES = regen.rewrite_cases()
 
 

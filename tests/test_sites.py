@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from standins import compile_cell
-
 from syncfree.capture.sites import (
     MAX_FRAMES,
     SiteTable,

@@ -204,7 +204,7 @@ def report_html(report: Mapping) -> str:
             f'<td style="{_CELL}">{e(finding["message"])} '
             f'<span style="opacity:0.7">{e(finding["rule"])} (static)</span></td>'
             f'<td style="{_NUM}"></td><td style="{_NUM}"></td></tr>')
-    parts = [f'<div class="jp-syncfree-report" style="font-size:0.9em;line-height:1.4">',
+    parts = ['<div class="jp-syncfree-report" style="font-size:0.9em;line-height:1.4">',
              f'<div style="font-weight:600;margin-bottom:2px">{e(_summary(report))}</div>']
     if rows:
         head = "".join(f'<th style="{style}">{label}</th>' for label, style in

@@ -67,8 +67,8 @@ class Cell:
 
     def recorder(self, mode: str = "warn", **options):
         """The recorder as every surface makes it (`syncfree.session.new_recorder`)."""
-        from syncfree.session import Engine, new_recorder
         from syncfree.report import device_info
+        from syncfree.session import Engine, new_recorder
 
         stop_at_first = options.pop("stop_at_first", False)
         engine = Engine(mode, device_info("cuda" if mode != "predict" else "predict"),

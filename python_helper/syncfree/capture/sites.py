@@ -24,10 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import CodeType, FrameType
 
-from .filters import parse_quietly
-
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
+from .filters import parse_quietly
 
 MAX_SITES = 1000          # report.schema.json: sites maxItems
 MAX_CHAIN = 32            # report.schema.json: SyncSite.chain maxItems

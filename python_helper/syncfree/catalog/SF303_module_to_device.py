@@ -27,8 +27,8 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import Match, Rule
-from syncfree.catalog.SF302_to_device_blocking import copy_to_cuda
 from syncfree.catalog.scope import CellScope
+from syncfree.catalog.SF302_to_device_blocking import copy_to_cuda
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
