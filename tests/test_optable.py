@@ -270,3 +270,11 @@ def test_reports_without_the_field_stay_valid():
                                    "unmeasured_ops": []})
     with pytest.raises(Exception):
         validate_report(bad)
+
+
+def test_fingerprint_tells_a_changed_sample_from_the_same_one():
+    x = torch.randn(())
+    same = optable.fingerprint((torch.randn(()),), {"min": 0, "max": 0})
+    assert optable.fingerprint((x,), {"min": 0, "max": 0}) == same  # values of tensors do not count
+    assert optable.fingerprint((x,), {"min": 0, "max": 10}) != same  # torch 2.13's histc sample
+    assert optable.fingerprint((torch.randn(3),), {"min": 0, "max": 0}) != same
