@@ -310,3 +310,99 @@ def test_unload_removes_the_magics_and_callbacks(ip):
     finally:
         ip.run_line_magic("load_ext", "syncfree")
     assert "syncfree" in ip.magics_manager.magics["cell"]
+
+
+# ----------------------------------------------------------------------------- as IPython shows a cell (issue 13)
+
+
+@pytest.mark.parametrize("interactivity, shown", [
+    ("all", ["2", "4"]),
+    ("last", ["4"]),
+    ("last_expr", ["4"]),
+    ("none", []),
+])
+def test_ast_node_interactivity_decides_which_values_show(ip, interactivity, shown):
+    saved = ip.ast_node_interactivity
+    ip.ast_node_interactivity = interactivity
+    try:
+        for cell in ("1 + 1\nx = 3\n2 + 2\n", "%%syncfree --quiet\n1 + 1\nx = 3\n2 + 2\n"):
+            _, stdout, _ = run(ip, cell)
+            values = [line.split(": ", 1)[1] for line in stdout.splitlines() if line.startswith("Out[")]
+            assert values == shown, (cell, stdout)
+    finally:
+        ip.ast_node_interactivity = saved
+
+
+def test_last_assignment_shows_with_last_expr_or_assign(ip):
+    saved = ip.ast_node_interactivity
+    ip.ast_node_interactivity = "last_expr_or_assign"
+    try:
+        result, _, _ = run(ip, "%%syncfree --quiet\ny = 1\nz = y + 41\n")
+        assert result.result == 42
+    finally:
+        ip.ast_node_interactivity = saved
+
+
+def test_exception_whose_str_raises_is_the_users_exception(ip):
+    cell = ("class Unprintable(Exception):\n"
+            "    def __str__(self):\n"
+            "        raise RuntimeError('no str')\n"
+            "raise Unprintable()\n")
+    # store_history=False: IPython's own history formatting calls str() on the error.
+    for source in (cell, "%%syncfree --quiet\n" + cell):
+        with capture_output():
+            result = ip.run_cell(source, store_history=False)
+        assert type(result.error_in_exec).__name__ == "Unprintable", source
+    report = ip.user_ns["_syncfree_report"]
+    assert report["error"]["type"] == "Unprintable"
+    assert report["error"]["message"] == "Unprintable" and report["error"]["line"] == 5
+
+
+def test_syntax_error_without_the_compilers_frames(ip):
+    _, stdout, bundles = run(ip, "%%syncfree\nx = 1\nx = (\n")
+    assert "SyntaxError" in stdout and "line 3" in stdout
+    assert "compilerop.py" not in stdout and "in _compile" not in stdout
+    # What IPython lists for a SyntaxError raised in any cell magic (%%time shows 6).
+    frames = [ln for ln in stdout.splitlines() if ln.lstrip().startswith(("File ", "Cell In"))]
+    assert len(frames) <= 6, stdout
+    assert the_report(bundles)["error"]["type"] == "SyntaxError"
+
+
+def test_watch_mode_report_comes_after_a_capture_cell_not_inside_it(ip):
+    run(ip, "%syncfree on --no-blocked")
+    try:
+        cell = "%%capture out\nimport torch\nx = torch.ones(2, device='cuda')\nx.sum().item()\nprint('hi')\n"
+        _, stdout, bundles = run(ip, cell)
+        captured = ip.user_ns["out"]
+        assert captured.stdout == "hi\n" and stdout == ""
+        assert [o for o in captured.outputs if MIME_TYPE in o.data] == []
+        assert the_report(bundles)["totals"]["syncs"] >= 1  # below the cell, as IPython
+        # shows what is displayed after %%capture's body has run
+
+        # %%syncfree inside %%capture: its report also comes after the cell (with the
+        # watched cell's own: in predict mode the outer session sees the syncs).
+        _, _, bundles = run(ip, "%%capture out2\n%%syncfree\nx.sum().item()\n")
+        reports = [b[MIME_TYPE] for b in bundles]
+        assert len(reports) == 2
+        assert ["item"] in [[s["kind"] for s in r["sites"]] for r in reports]
+        assert [o for o in ip.user_ns["out2"].outputs if MIME_TYPE in o.data] == []
+
+        # The next cell is watched as usual (the nested run did not end the watch).
+        _, _, bundles = run(ip, "x.sum().item()\n")
+        assert the_report(bundles)["totals"]["syncs"] == 1
+    finally:
+        run(ip, "%syncfree off")
+    magics = ip.magics_manager.registry["SyncfreeMagics"]
+    assert magics._watched is None and magics._outer == [] and magics._cell_info is None
+
+
+@pytest.mark.filterwarnings("ignore:invalid escape sequence")
+def test_no_warning_filter_outlives_a_cell(ip):
+    import warnings
+
+    before = warnings.filters, list(warnings.filters)
+    # An invalid escape: the static pass parses it without showing its SyntaxWarning.
+    result, _, bundles = run(ip, "%%syncfree\nimport re\npattern = re.compile('\\d+')\n")
+    assert result.success
+    the_report(bundles)
+    assert warnings.filters is before[0] and warnings.filters == before[1]

@@ -70,6 +70,7 @@ class SyncfreeMagics(Magics):
     def __init__(self, shell):
         super().__init__(shell)
         self._cell_info = None          # ExecutionInfo of the cell running now
+        self._outer: list = []          # _cell_info of the cells around it (nested runs)
         self._pending: list[tuple[dict, bool]] = []  # (report, quiet) for post_run_cell
         self._watch: RunOptions | None = None
         self._watched: WatchedCell | None = None
@@ -87,6 +88,7 @@ class SyncfreeMagics(Magics):
         self.shell.events.unregister("pre_run_cell", self._pre_run_cell)
         self.shell.events.unregister("post_run_cell", self._post_run_cell)
         self._watch = None
+        self._outer.clear()
         watched, self._watched = self._watched, None
         if watched is not None:
             watched.recorder.__exit__(None, None, None)
@@ -183,6 +185,10 @@ class SyncfreeMagics(Magics):
         keep their own options. ``%syncfree off`` stops watching and ``%syncfree status``
         says whether it is on.
 
+        The report comes after the cell's own outputs, so a ``%%capture`` cell captures
+        what it displays but not the report, which is shown below the cell (``--quiet``
+        hides it; it is always stored as ``_syncfree_report``).
+
         Without torch in the kernel the cell runs as usual and the report holds only the
         static findings. IPython syntax inside the body (``%time``, ``!ls``) works;
         top-level ``await`` does not. Explicit ``torch.cuda.synchronize()`` is seen when
@@ -223,6 +229,10 @@ class SyncfreeMagics(Magics):
             error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
             self._publish(cell_report(source=text.raw, engine=engine, findings=findings,
                                       cell_id=text.cell_id, error=error), options.quiet)
+            if isinstance(exc, SyntaxError):
+                # Without the compiler's frames below this one: IPython lists every frame
+                # of a SyntaxError raised by running code (showsyntaxerror), as for %%time.
+                raise exc.with_traceback(None) from None
             raise
         if engine.mode == "static":
             return self._run_static(text, compiled, filename, findings, engine, options)
@@ -257,24 +267,49 @@ class SyncfreeMagics(Magics):
             self._publish(report, options.quiet)
 
     def _compile(self, code_text: str, filename: str) -> tuple:
-        """(statements, last expression) compiled like IPython compiles a cell, with its
-        AST transformers and __future__ flags; the last expression is None when the cell
-        does not end with one (or ends with ``;``, which hides the value)."""
+        """(chunks, last expression) compiled like IPython compiles a cell, with its AST
+        transformers and __future__ flags. ``chunks`` run in turn; the value of ``last``
+        (None when nothing is shown) is the magic's, shown as Out[n]. Which values are
+        shown follows ``InteractiveShell.ast_node_interactivity`` as IPython's
+        run_ast_nodes does: ``all`` and ``last`` run those statements in "single" mode,
+        whose expression values go to the displayhook one by one."""
         shell = self.shell
         tree = shell.transform_ast(shell.compile.ast_parse(code_text, filename=filename))
+        body = tree.body
+        interactivity = shell.ast_node_interactivity
+        if body and interactivity == "last_expr_or_assign":
+            name = _assigned_name(body[-1])
+            if name is not None:  # `x = 5` as the last line shows 5
+                shown = ast.copy_location(ast.Expr(ast.Name(name, ast.Load())), body[-1])
+                body.append(ast.fix_missing_locations(shown))
+            interactivity = "last_expr"
+        if interactivity == "last_expr":
+            interactivity = "last" if body and isinstance(body[-1], ast.Expr) else "none"
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr) \
-                and not DisplayHook.semicolon_at_end_of_expression(code_text):
-            last = shell.compile(ast.Expression(tree.body.pop().value), filename, "eval")
-        return shell.compile(ast.Module(tree.body, []), filename, "exec"), last
+        if interactivity == "last" and isinstance(body[-1], ast.Expr):
+            if not DisplayHook.semicolon_at_end_of_expression(code_text):  # `;` hides it
+                last = shell.compile(ast.Expression(body.pop().value), filename, "eval")
+            interactive = []
+        elif interactivity == "last":
+            interactive = body[-1:]
+            body = body[:-1]
+        elif interactivity == "all":
+            interactive, body = body, []
+        else:
+            interactive = []
+        chunks = [shell.compile(ast.Module(body, []), filename, "exec")] if body else []
+        chunks += [shell.compile(ast.Interactive([node]), filename, "single")
+                   for node in interactive]
+        return chunks, last
 
     def _execute(self, compiled: tuple):
         """Run the body in the user namespace and return its last expression's value
         (shown as Out[n] by the displayhook, as for %%time)."""
         __tracebackhide__ = True
         shell = self.shell
-        statements, last = compiled
-        exec(statements, shell.user_global_ns, shell.user_ns)
+        chunks, last = compiled
+        for code in chunks:
+            exec(code, shell.user_global_ns, shell.user_ns)
         if last is not None:
             return eval(last, shell.user_global_ns, shell.user_ns)
         return None
@@ -338,16 +373,21 @@ class SyncfreeMagics(Magics):
             print(f"syncfree: watching every cell ({self._watch.describe()})")
 
     def _pre_run_cell(self, info) -> None:
+        outer = self._cell_info
+        self._outer.append(outer)
+        self._cell_info = info
+        if outer is not None:
+            # A cell run from inside a cell (%%capture runs its body so): the outer cell
+            # keeps its recorder, and its reports come after it, not inside the capture.
+            return
         stale = self._watched
-        if stale is not None and self._cell_info is None:
+        if stale is not None:
             # post_run_cell came but an interrupt kept it from ending the recorder.
             self._watched = None
             stale.recorder.__exit__(None, None, None)
-        self._cell_info = info
         raw = info.raw_cell or ""
         options = self._watch
-        if options is None or self._watched is not None or not raw.strip() \
-                or _magic_line_index(raw) is not None:
+        if options is None or not raw.strip() or _magic_line_index(raw) is not None:
             return
         shell = self.shell
         transformed = getattr(info, "transformed_cell", None) or shell.transform_cell(raw)
@@ -374,9 +414,11 @@ class SyncfreeMagics(Magics):
         recorder.__enter__()
 
     def _post_run_cell(self, result) -> None:
+        self._cell_info = self._outer.pop() if self._outer else None
+        if self._cell_info is not None:  # the end of a cell run inside a cell
+            return
         watched = self._watched
         pending, self._pending = self._pending, []
-        self._cell_info = None
         if watched is not None:
             error = result.error_in_exec
             recorder = watched.recorder
@@ -409,6 +451,17 @@ def _magic_line_index(raw: str) -> int | None:
         word = line.split(None, 1)[0]
         return index if word == MAGIC else None
     return None
+
+
+def _assigned_name(node: ast.stmt) -> str | None:
+    """The name a last ``x = ...`` / ``x: T = ...`` / ``x += ...`` binds, as IPython's
+    ``last_expr_or_assign`` shows it (InteractiveShell.run_ast_nodes)."""
+    target = None
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        target = node.targets[0]
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", 1):
+        target = node.target
+    return target.id if isinstance(target, ast.Name) else None
 
 
 def _leading_blank_lines(text: str) -> int:

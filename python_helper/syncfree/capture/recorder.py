@@ -385,8 +385,12 @@ class SyncRecorder:
     # ------------------------------------------------------------------ errors
 
     def _describe_error(self, exc: BaseException) -> dict:
+        try:
+            text = str(exc)
+        except Exception:  # an exception whose __str__ raises is still the user's to see
+            text = ""
         sync_error = ((self.mode == "error" or self.stop_at_first) and isinstance(exc, RuntimeError)
-                      and str(exc).startswith(SYNC_MESSAGE))
+                      and text.startswith(SYNC_MESSAGE))
         if sync_error and self._error_site is None:
             innermost = _innermost_frame(exc.__traceback__)
             if innermost is not None:
@@ -405,7 +409,7 @@ class SyncRecorder:
         elif isinstance(exc, KeyboardInterrupt):
             message = "interrupted"
         else:
-            message = str(exc) or type(exc).__name__
+            message = text or type(exc).__name__
         return {"type": type(exc).__qualname__[:200], "message": message[:1000], "line": line}
 
     def _cell_line_of(self, tb: TracebackType | None) -> int | None:
