@@ -1,0 +1,148 @@
+"""Interrupts during a warn/error-mode cell on a real GPU leave nothing behind (issue 13).
+
+The CPU suite injects interrupts into predict mode and into a stand-in debug mode
+(tests/test_leaks.py); here the sync debug mode, the explicit-sync wrappers and the
+blocked-time profiler are torch's and CUDA's own. SIGINT is delivered as CPython does:
+the installed Python handler is called with the frame of the engine line reached
+(capture/interrupts.py may hold it back and raise it a moment later, outside the engine).
+"""
+
+from __future__ import annotations
+
+import _thread
+import signal
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+CELL = ("y = x @ x\n"
+        "s = y.sum().item()\n"
+        "torch.cuda.synchronize()\n"
+        "m = x[x > 0]\n")
+
+
+def _state():
+    import torch
+
+    from syncfree.capture import explicit, interrupts
+    from syncfree.capture import recorder as recorder_module
+
+    return {
+        "filters": (id(warnings.filters), [id(f) for f in warnings.filters]),
+        "showwarning": warnings.showwarning,
+        "synchronize": torch.cuda.synchronize,
+        "event_synchronize": vars(torch.cuda.Event).get("synchronize"),
+        "debug_mode": torch.cuda.get_sync_debug_mode(),
+        "profile": sys.getprofile(),
+        "sigint": signal.getsignal(signal.SIGINT),
+        "active": list(recorder_module._active),
+        "explicit": (list(explicit._receivers), list(explicit._installed)),
+        "holders": list(interrupts._holders),
+    }
+
+
+def _inject_everywhere(run, every: int) -> tuple[int, int, list[str]]:
+    from syncfree import capture
+
+    capture_dir = str(Path(capture.__file__).resolve().parent)
+    from syncfree.capture import interrupts
+
+    def traced(at):
+        count = [0]
+        fired = [False]
+        delivered = [False]
+
+        def local(frame, event, arg):
+            if event == "line":
+                count[0] += 1
+                if count[0] == at:
+                    fired[0] = True
+                    handler = signal.getsignal(signal.SIGINT)
+                    if callable(handler):
+                        handler(signal.SIGINT, frame)
+                    else:
+                        raise KeyboardInterrupt
+            return local
+
+        def global_trace(frame, event, arg):
+            return local if frame.f_code.co_filename.startswith(capture_dir) else None
+
+        try:
+            sys.settrace(global_trace)
+            try:
+                run()
+            except KeyboardInterrupt:
+                delivered[0] = True
+            except BaseException:  # noqa: B036 (what the cell raises in error mode)
+                pass
+            finally:
+                sys.settrace(None)
+            deadline = time.monotonic() + 2.0
+            while interrupts.outstanding() and time.monotonic() < deadline:
+                time.sleep(0.0005)
+            (lambda: None)()  # pending handlers run on entering a Python call
+        except KeyboardInterrupt:
+            delivered[0] = True
+        return count[0], fired[0], delivered[0]
+
+    traced(None)
+    lines = traced(None)[0]
+    leaks, injected = [], 0
+    for at in range(1, lines + 1, every):
+        before = _state()
+        _, fired, delivered = traced(at)
+        injected += fired
+        after = _state()
+        changed = [k for k in before if before[k] != after[k]]
+        if fired and not delivered:
+            changed.append("the interrupt was swallowed")
+        if changed:
+            leaks.append(f"line {at}: {', '.join(changed)}")
+    return lines, injected, leaks
+
+
+@pytest.mark.parametrize("mode", ["warn", "error"])
+def test_interrupt_at_engine_lines_of_a_cuda_cell(cell, cuda_namespace, mode):
+    import torch
+
+    namespace = dict(cuda_namespace, torch=torch)
+    c = cell(CELL)
+
+    def run():
+        with c.recorder(mode):
+            exec(c.code, namespace)
+
+    before = _state()
+    lines, injected, leaks = _inject_everywhere(run, every=3)
+    print(f"\n[leaks] {mode} on CUDA: {lines} engine lines, {injected} interrupts injected, "
+          f"{len(leaks)} leaks")
+    assert lines > 50 and injected > 15
+    assert leaks == []
+    assert _state() == before
+
+
+def test_ctrl_c_stops_a_loop_of_real_syncs(cell, cuda_namespace):
+    import torch
+
+    namespace = dict(cuda_namespace, torch=torch)
+    c = cell("while True:\n    s = x.sum().item()\n")
+    before = _state()
+    recorder = c.recorder("warn")
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    started = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with recorder:
+                exec(c.code, namespace)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 10
+    assert recorder.syncs > 10 and recorder.error["type"] == "KeyboardInterrupt"
+    assert _state() == before
