@@ -65,7 +65,11 @@ not predicted; device-mismatch errors that a GPU would raise (a CPU and a CUDA o
 are not reproduced; ``torch.cuda.mem_get_info`` and other device queries not listed
 above still answer as the CPU build does (most raise "Torch not compiled with CUDA");
 a ``torch.set_default_device('cuda')`` made by the cell outlives the session, as it
-would on a GPU, and then fails in code run outside predict mode.
+would on a GPU, and then fails in code run outside predict mode. Likewise a module
+first imported inside a predicted cell runs its top level there, so a module-level
+``DEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'`` stays ``'cuda'`` afterwards
+(Python runs a module's top level once; nothing in torch can re-run it): import such
+modules before the cell, or ``importlib.reload`` them after.
 """
 
 from __future__ import annotations
