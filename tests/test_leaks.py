@@ -564,3 +564,23 @@ def test_parse_quietly_never_swaps_the_filters_list():
         assert _filter_state()[0] is inner[0] and _filter_state()[1] == inner[1]
     assert tree.body.value == "\\d" and seen == []
     assert _filter_state()[0] is before[0] and _filter_state()[1] == before[1]
+
+
+# ----------------------------------------------------------------------------- documented limit
+
+
+def test_module_first_imported_in_a_predict_cell_keeps_its_device(tmp_path, monkeypatch):
+    """predict.py's known limit: a module's top level runs once, inside the session.
+    A reload after the cell gives the real answer (the workaround the docs name)."""
+    import importlib
+
+    (tmp_path / "sf_device_module.py").write_text(
+        "import torch\nDEVICE = 'cuda' if torch.cuda.is_available() else 'cpu'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "sf_device_module", raising=False)
+    code, filename = _cell("import sf_device_module\n")
+    with SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []}):
+        exec(code, _namespace())
+    module = sys.modules["sf_device_module"]
+    assert module.DEVICE == "cuda"  # chosen inside the session
+    assert importlib.reload(module).DEVICE == ("cuda" if torch.cuda.is_available() else "cpu")
