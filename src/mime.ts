@@ -26,7 +26,8 @@ export function headline(report: SyncReport): string {
     return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by static analysis (not run under the recorder)`;
   }
   if (allPredicted(report)) {
-    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites} · no GPU: predicted on CPU stand-ins`;
+    // The report's note says why (no CUDA device in the kernel).
+    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites}`;
   }
   const blocked = totals.blocked_ms !== null ? `, blocked ${formatMs(totals.blocked_ms)}` : '';
   const device = report.device.kind === 'cuda' ? report.device.name : 'no GPU';

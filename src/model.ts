@@ -53,6 +53,15 @@ export function siteLabel(site: SyncSite): string {
   return site.kind.replace(/_/g, ' ');
 }
 
+/**
+ * The site's message says more than its label and numbers (which the UI writes itself,
+ * formatted one way): false for the recorder's own "<label> synced 64x, blocked 1.9 ms"
+ * and "<label> would sync 2x (predicted on CPU)", true for any other wording.
+ */
+export function messageAddsToLabel(site: SyncSite): boolean {
+  return site.message !== '' && !/^.+? (?:synced|would sync) \d+x\b/.test(site.message);
+}
+
 /** A label without its backticks, for places that cannot show code (an <option>). */
 export function plainText(text: string): string {
   return text.replace(/`([^`\n]+)`/g, '$1');

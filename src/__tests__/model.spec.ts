@@ -6,6 +6,7 @@ import {
   formatCount,
   formatMs,
   isPredicted,
+  messageAddsToLabel,
   plainText,
   ruleOf,
   ruleTitle,
@@ -51,6 +52,15 @@ describe('the report model', () => {
     expect(siteLabel(predicted)).toBe('tensor built from Python data');
     expect(siteLabel(site({ kind: 'mask_index', message: '', label: undefined }))).toBe('mask index');
     expect(plainText('`.item()` and `x[m]`')).toBe('.item() and x[m]');
+  });
+
+  it('knows when a message only repeats the label and numbers', () => {
+    expect(messageAddsToLabel(site({ message: '`.item()` synced 50x, blocked 1.9 ms' }))).toBe(false);
+    expect(messageAddsToLabel(site({ message: 'truth value of a tensor would sync 2x (predicted on CPU)' }))).toBe(
+      false
+    );
+    expect(messageAddsToLabel(site({ message: 'x[mask] synced: its size depends on the mask' }))).toBe(true);
+    expect(messageAddsToLabel(site({ message: '' }))).toBe(false);
   });
 
   it('keeps findings only on lines where nothing synced', () => {

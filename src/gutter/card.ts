@@ -2,7 +2,7 @@ import type { Finding, Fix, Frame, Rule, SyncReport, SyncSite } from '../_report
 import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { ILineMarker } from './lines';
-import { costliestFirst, formatCount, formatMs, isPredicted, ruleOf, siteLabel } from '../model';
+import { costliestFirst, formatCount, formatMs, isPredicted, messageAddsToLabel, ruleOf, siteLabel } from '../model';
 import { el, withInlineCode } from '../dom';
 
 /** What a sync card shows. */
@@ -78,9 +78,9 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     head.appendChild(el('span', `${C}-badge`, 'predicted'));
   }
   block.appendChild(head);
-  // The message repeats the label and numbers (rounded its own way): shown only for
-  // reports without a label, whose message is the only user wording.
-  if (site.message && !site.label) {
+  // The recorder's message repeats the label and numbers (rounded its own way): shown
+  // only when it says something else.
+  if (messageAddsToLabel(site)) {
     block.appendChild(withInlineCode('div', `${C}-message`, site.message));
   }
   if (site.thread) {
