@@ -38,8 +38,8 @@ setup: $(VENV)/.deps node_modules/.installed
 build: setup
 	npm run build --silent
 
-# Both distributions, editable: jupyterlab-syncfree (pyproject.toml) and the kernel-side syncfree
-# (python_helper/pyproject.toml), with the extension linked into the venv's JupyterLab.
+# Both distributions, editable: the kernel-side syncfree (pyproject.toml) and jupyterlab-syncfree
+# (jupyterlab-syncfree/pyproject.toml), with the extension linked into the venv's JupyterLab.
 install: build $(VENV)/.editable
 	@# What `jupyter labextension develop` does, without its second pip install: link the
 	@# built extension into the venv's JupyterLab.
@@ -50,9 +50,9 @@ install: build $(VENV)/.editable
 # Redone only when the packages' metadata changes (an editable install follows the sources by itself).
 # jupyterlab-syncfree first: in a venv made before the split it still owns the `syncfree` script, which
 # reinstalling it removes; syncfree then puts its own back.
-$(VENV)/.editable: $(VENV)/.deps pyproject.toml python_helper/pyproject.toml
-	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
-	$(PIP) install --no-build-isolation --no-deps -e python_helper > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+$(VENV)/.editable: $(VENV)/.deps pyproject.toml jupyterlab-syncfree/pyproject.toml
+	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e ./jupyterlab-syncfree > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	$(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(VENV)/bin/syncfree --version > /dev/null
 	touch $@
 

@@ -1,6 +1,7 @@
-"""The two distributions: the kernel-side ``syncfree`` wheel installs into a fresh virtual environment without
-JupyterLab and works there (command line, ``python -m syncfree``, the pytest plugin); ``jupyterlab-syncfree``
-carries the prebuilt extension and pins ``syncfree`` to its own version.
+"""The two distributions: the kernel-side ``syncfree`` (the repository root, what ``pip install .`` and the pre-commit
+hook install) goes into a fresh virtual environment without JupyterLab and works there (command line,
+``python -m syncfree``, the pytest plugin); ``jupyterlab-syncfree`` (jupyterlab-syncfree/) carries the prebuilt
+extension and pins ``syncfree`` to its own version.
 
 The fresh environment installs the wheel's dependencies (IPython and what it needs) with pip from the package index;
 torch is never installed (``syncfree check`` does not need it). About a minute on a 2-core machine.
@@ -20,7 +21,8 @@ import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
-KERNEL_PROJECT = ROOT / "python_helper"
+KERNEL_PROJECT = ROOT  # the syncfree distribution
+EXTENSION_PROJECT = ROOT / "jupyterlab-syncfree"
 # What the kernel side must never pull in: JupyterLab and the server stack it brought before the split.
 FORBIDDEN = ("jupyterlab", "jupyter-server", "jupyter-lsp", "notebook", "nbclient", "nbconvert", "torch")
 
@@ -142,22 +144,25 @@ def test_pytest_plugin_is_registered(kernel_venv, tmp_path):
 def test_versions_agree_and_the_extension_pins_syncfree():
     version = _version()
     assert re.search(rf'^__version__ = "{re.escape(version)}"$',
-                     (KERNEL_PROJECT / "syncfree" / "_version.py").read_text(), re.M)
-    root = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert f"syncfree[notebook]=={version}" in root["project"]["dependencies"]
+                     (ROOT / "python_helper" / "syncfree" / "_version.py").read_text(), re.M)
+    extension = tomllib.loads((EXTENSION_PROJECT / "pyproject.toml").read_text())
+    assert f"syncfree[notebook]=={version}" in extension["project"]["dependencies"]
     # The build environment's JupyterLab is the floor the extension declares (its core packages set the bundle's
-    # shared-module ranges).
-    floor = next(d for d in root["project"]["dependencies"] if d.startswith("jupyterlab"))
-    pinned = next(r for r in root["build-system"]["requires"] if r.startswith("jupyterlab"))
-    assert pinned == "jupyterlab==" + re.search(r">=([\d.]+)", floor).group(1)
-    assert (KERNEL_PROJECT / "LICENSE").read_text() == (ROOT / "LICENSE").read_text()
+    # shared-module ranges), and package.json's JupyterLab packages are at that floor too.
+    floor = re.search(r">=([\d.]+)", next(d for d in extension["project"]["dependencies"]
+                                          if d.startswith("jupyterlab"))).group(1)
+    assert f"jupyterlab=={floor}" in extension["build-system"]["requires"]
+    package = json.loads((ROOT / "package.json").read_text())
+    assert package["dependencies"]["@jupyterlab/application"] == f"^{floor}"
+    # The kernel side builds with hatchling alone: no Node.js, no JupyterLab (pip install ., pre-commit).
+    assert tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"] == ["hatchling>=1.5.0"]
 
 
 def test_pypi_descriptions_show_no_images_pypi_cannot_load():
     # PyPI hosts no images and the project has no public address yet: a relative image would show broken.
     kernel = tomllib.loads((KERNEL_PROJECT / "pyproject.toml").read_text())["project"]["readme"]
-    extension = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["readme"]
-    for readme in (KERNEL_PROJECT / kernel, ROOT / extension):
+    extension = tomllib.loads((EXTENSION_PROJECT / "pyproject.toml").read_text())["project"]["readme"]
+    for readme in (KERNEL_PROJECT / kernel, EXTENSION_PROJECT / extension):
         text = readme.read_text()
         assert "syncfree" in text
         assert not re.search(r"!\[[^\]]*\]\((?!https://)", text) and "<img" not in text, readme
@@ -166,13 +171,14 @@ def test_pypi_descriptions_show_no_images_pypi_cannot_load():
 @pytest.mark.skipif(not (ROOT / "python_helper/syncfree/labextension/package.json").is_file(),
                     reason="the labextension is not built (make build)")
 def test_extension_wheel_carries_the_prebuilt_extension(tmp_path):
-    wheel = _build_wheel(ROOT, tmp_path)
+    wheel = _build_wheel(EXTENSION_PROJECT, tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     share = "share/jupyter/labextensions/jupyterlab-syncfree/"
     assert any(name.endswith(share + "package.json") for name in names)
     assert any(share + "static/remoteEntry." in name for name in names)
     assert any(name.endswith(share + "install.json") for name in names)
     assert not [name for name in names if name.startswith("syncfree/")]  # the module is the other distribution's
+    assert any(name.endswith("dist-info/licenses/LICENSE") for name in names)
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("dist-info/METADATA"))).decode()
     assert f"Requires-Dist: syncfree[notebook]=={_version()}" in metadata
     built = json.loads((ROOT / "python_helper/syncfree/labextension/package.json").read_text())
