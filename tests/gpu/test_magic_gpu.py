@@ -76,6 +76,16 @@ def test_error_mode_raises_at_the_cell_line(ip):
     assert 4 in lines
 
 
+@pytest.mark.parametrize("line", ["n = z.sum().item()"])
+def test_error_mode_traceback_shows_no_syncfree_frames(ip, line):
+    cell = f"%%syncfree --mode error\nz = torch.ones(3, device='cuda')\n{line}\n"
+    result, stdout, report = run(ip, cell)
+    assert isinstance(result.error_in_exec, RuntimeError)
+    assert f"----> 3 {line}" in stdout
+    assert "syncfree/capture" not in stdout and "syncfree/magic.py" not in stdout, stdout
+    print(f"syncfree-gpu magic: --mode error traceback for {line!r} ends at the cell line")
+
+
 def test_sync_free_cell_reports_nothing_and_state_is_restored(ip):
     import warnings
 
