@@ -183,3 +183,27 @@ def test_extension_wheel_carries_the_prebuilt_extension(tmp_path):
     assert f"Requires-Dist: syncfree[notebook]=={_version()}" in metadata
     built = json.loads((ROOT / "python_helper/syncfree/labextension/package.json").read_text())
     assert built["version"] == _version()
+
+
+def test_pre_commit_hook_installs_the_light_package_and_reports(kernel_venv, tmp_path):
+    """`.pre-commit-hooks.yaml` as a project uses it: pre-commit pip-installs this repository (the root, i.e.
+    syncfree) into the hook's own environment and runs `syncfree check` on the staged files."""
+    venv, _ = kernel_venv
+    installed = _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                      "pre-commit"], timeout=900)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text("import torch\nx = torch.randn(3, device='cuda')\nv = x.sum().item()\n")
+    (project / "clean.py").write_text("import torch\nx = torch.randn(3)\n")
+    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@example.com", "PRE_COMMIT_HOME": str(tmp_path / "cache")}
+    env = {**os.environ, **identity}
+    for command in (["git", "init", "-q"], ["git", "add", "train.py", "clean.py"]):
+        assert _run(command, cwd=project, env=env).returncode == 0
+    hook = [str(venv / "bin" / "pre-commit"), "try-repo", str(ROOT), "syncfree-check"]
+    found = _run([*hook, "--files", "train.py"], cwd=project, env=env, timeout=900)
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert "train.py:3:5: SF101" in found.stdout
+    clean = _run([*hook, "--files", "clean.py"], cwd=project, env=env, timeout=900)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
