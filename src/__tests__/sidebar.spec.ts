@@ -66,6 +66,15 @@ describe('rankSites', () => {
     expect(ranked[1].delta).toMatchObject({ isNew: true });
     expect(deltaText(ranked[0])).toBe('−8.80 ms');
     expect(deltaText(ranked[1])).toBe('new');
+    const more = rankSites([
+      {
+        cellId: 'b',
+        cellNumber: 1,
+        report: loopReport({ sites: [site({ line: 4, chain: [4], count: 102, blocked_ms: 41.2 })] }),
+        previous: loopReport()
+      }
+    ]);
+    expect(deltaText(more[0])).toBe('+2 syncs');
     const [group] = new SiteRanking([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]).groups();
     expect(group.delta).toEqual({ syncs: 1, blockedMs: expect.closeTo(-7.5, 5), fixed: 0 });
   });

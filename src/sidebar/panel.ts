@@ -59,7 +59,7 @@ export function deltaText(site: IRankedSite): string {
   }
   const parts: string[] = [];
   if (site.delta.count !== 0) {
-    parts.push(`${signed(site.delta.count)}×`);
+    parts.push(`${signed(site.delta.count)} sync${Math.abs(site.delta.count) === 1 ? '' : 's'}`);
   }
   if (site.delta.blockedMs !== null && Math.abs(site.delta.blockedMs) >= 0.01) {
     parts.push(signedMs(site.delta.blockedMs));
