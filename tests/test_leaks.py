@@ -79,6 +79,7 @@ def snapshot() -> dict:
     state["active_recorders"] = list(recorder_module._active)
     state["sigint"] = signal.getsignal(signal.SIGINT)
     state["interrupt_holders"] = list(interrupts._holders)
+    state["unraisablehook"] = sys.unraisablehook
     state["active_session"] = (predict_module._active_session, list(predict_module._claims))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["cuda_available_here"] = torch.cuda.is_available()
@@ -129,6 +130,11 @@ class _Injector:
                 else:
                     raise KeyboardInterrupt(f"injected at line {self.at}")
         return self.local_trace
+
+
+# The injector's functions run on top of the traced engine frame: a held-back interrupt
+# that the handler meets there belongs to the engine frame below (interrupts.in_engine).
+interrupts.transparent.update({_Injector.local_trace.__code__, _Injector.global_trace.__code__})
 
 
 def _check_signals() -> None:
@@ -199,6 +205,8 @@ def _repair() -> None:
     interrupts._holders.clear()
     if interrupts.held():
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    if sys.unraisablehook is interrupts._unraisable:
+        sys.unraisablehook = sys.__unraisablehook__
     while recorder_module._active:
         recorder_module._active.pop()
     predict_module._active_session = None
@@ -465,6 +473,37 @@ def test_sigint_raised_at_once_in_user_code_and_held_back_in_the_engine():
     finally:
         interrupts.release(owner)
     assert interrupts.outstanding() == 0
+
+
+def test_an_interrupt_dropped_by_a_finalizer_is_raised_again(monkeypatch):
+    import gc
+    import weakref
+
+    seen = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_type))
+    owner = object()
+    interrupts.hold(owner)
+    try:
+        class Box:
+            pass
+
+        box = Box()
+        # CPython drops an exception raised in a weakref callback ("Exception ignored").
+        ref = weakref.ref(box, lambda r: interrupts._handler(signal.SIGINT, sys._getframe()))
+        with pytest.raises(KeyboardInterrupt):  # ... but this one is raised again, here
+            del box
+            gc.collect()
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+        assert ref() is None and seen == []
+        warnings_hook_error = ValueError("not an interrupt")
+        sys.unraisablehook(type("U", (), {"exc_type": ValueError,
+                                          "exc_value": warnings_hook_error})())
+        assert seen == [ValueError]  # anything else goes to the hook it replaced
+    finally:
+        interrupts.release(owner)
+    assert sys.unraisablehook is not interrupts._unraisable
 
 
 def test_ctrl_c_stops_a_loop_that_spends_its_time_in_the_engine():

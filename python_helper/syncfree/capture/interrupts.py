@@ -16,8 +16,12 @@ back again if that is still the engine. So it lands in the cell's code, or just 
 recorder's exit with everything restored. Anywhere else it hands the signal to the handler it replaced, so
 Python's default handler raises KeyboardInterrupt right there, as without syncfree.
 
-`hold(owner)` installs the handler when the first owner (a recorder, a predict session)
-arrives; `release(owner)` puts the previous handler back when the last one leaves, and
+A KeyboardInterrupt that lands in a finalizer (weakref callback, generator closed by the
+garbage collector, ``__del__``) is dropped by CPython; while SIGINT is held, the engine's
+``sys.unraisablehook`` raises it again instead.
+
+`hold(owner)` installs the handler (and the hook) when the first owner (a recorder, a
+predict session) arrives; `release(owner)` puts the previous handler back when the last one leaves, and
 only if the handler is still ours (a cell that installed its own keeps it). Both are
 idempotent and run inside the engine, so an interrupt cannot split them. Other threads
 never get KeyboardInterrupt from a signal and cannot install handlers: there both do
@@ -30,6 +34,7 @@ from __future__ import annotations
 import _thread
 import os
 import signal
+import sys
 import threading
 import time
 from types import FrameType
@@ -43,6 +48,12 @@ _holders: list[Any] = []           # owners between hold() and release(), main t
 _previous: Any = None              # the handler ours replaced
 _places: dict[str, bool | None] = {}  # filename -> True engine, None library, False user
 _outstanding = 0                   # interrupts held back, not yet re-armed
+_previous_unraisable: list[Any] = []  # the sys.unraisablehook ours replaced
+
+#: Code objects looked through, to the frame they run for: a ``sys.settrace`` function
+#: (tests/test_leaks.py registers its injector's) runs in a frame of its own on top of the
+#: traced engine frame.
+transparent: set[Any] = set()
 
 
 def hold(owner: Any) -> None:
@@ -59,6 +70,9 @@ def hold(owner: Any) -> None:
     if current is not _handler and callable(current):
         _previous = current
         signal.signal(signal.SIGINT, _handler)
+    if sys.unraisablehook is not _unraisable:
+        _previous_unraisable[:] = [sys.unraisablehook]
+        sys.unraisablehook = _unraisable
 
 
 def release(owner: Any) -> None:
@@ -68,7 +82,11 @@ def release(owner: Any) -> None:
     for i in range(len(_holders) - 1, -1, -1):
         if _holders[i] is owner:
             del _holders[i]
-    if not _holders and signal.getsignal(signal.SIGINT) is _handler:
+    if _holders:
+        return
+    if sys.unraisablehook is _unraisable and _previous_unraisable:
+        sys.unraisablehook = _previous_unraisable[0]
+    if signal.getsignal(signal.SIGINT) is _handler:
         # signal.signal runs pending handlers first, while ours is still installed: an
         # interrupt that arrives now is re-armed and raised after the restore.
         signal.signal(signal.SIGINT, _previous)
@@ -95,6 +113,20 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
 
+def _unraisable(unraisable: Any) -> None:
+    """A KeyboardInterrupt that landed in a finalizer (a weakref callback, a generator
+    closed by the garbage collector, ``__del__``) is dropped by CPython ("Exception ignored
+    in"); while the engine holds SIGINT it is raised again instead, a moment later."""
+    global _outstanding
+    if issubclass(unraisable.exc_type, KeyboardInterrupt) and held():
+        _outstanding += 1
+        threading.Thread(target=_rearm, args=(signal.SIGINT,), name="syncfree-interrupt",
+                         daemon=True).start()
+        return
+    hook = _previous_unraisable[0] if _previous_unraisable else sys.__unraisablehook__
+    hook(unraisable)
+
+
 def _rearm(signum: int) -> None:
     global _outstanding
     time.sleep(_REARM_DELAY_S)  # the handler returns first
@@ -114,6 +146,9 @@ def in_engine(frame: FrameType | None) -> bool:
     (within a few frames); False at the first frame of the user's code."""
     depth = 0
     while frame is not None and depth < _DEPTH:
+        if frame.f_code in transparent:  # a tracer running on the traced frame's behalf
+            frame = frame.f_back
+            continue
         filename = frame.f_code.co_filename
         place = _places.get(filename, _MISSING)
         if place is _MISSING:
