@@ -399,7 +399,9 @@ def run_python(
                f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
-    for line in report.predict_table_lines():  # unmeasured ops; the table's torch version
+    # How it ran (e.g. "No CUDA device: --mode warn needs one"), then predict mode's table:
+    # unmeasured ops and the table's torch version.
+    for line in [*(f"note: {n}" for n in report.notes), *report.predict_table_lines()]:
         summary += f"\n{line}"
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()

@@ -86,7 +86,9 @@ def choose_engine(requested: str | None) -> Engine:
         notes.append("No CUDA device: syncs predicted on CPU stand-ins; --mode error stops "
                      "at the first predicted sync")
         return Engine("predict", device_info("predict"), notes, stop_at_first=True)
-    if requested != "predict":
+    if requested == "warn":
+        notes[-1] += "; syncs predicted on CPU stand-ins instead"
+    elif requested != "predict":
         notes.append("No CUDA device: syncs predicted on CPU stand-ins")
     return Engine("predict", device_info("predict"), notes)
 
