@@ -422,12 +422,16 @@ class SyncfreeMagics(Magics):
         if watched is not None:
             error = result.error_in_exec
             recorder = watched.recorder
-            # Ended before it is forgotten (an interrupt here leaves it to the next cell).
-            if error is not None:
-                recorder.__exit__(type(error), error, error.__traceback__)
-            else:
-                recorder.__exit__(None, None, None)
-            self._watched = None
+            # Ended before it is forgotten (an interrupt before this leaves it to the next
+            # cell); forgotten however its exit ends (a Ctrl-C held back during the exit is
+            # raised as soon as it is done).
+            try:
+                if error is not None:
+                    recorder.__exit__(type(error), error, error.__traceback__)
+                else:
+                    recorder.__exit__(None, None, None)
+            finally:
+                self._watched = None
             if recorder.syncs or recorder.stopped_by_sync:
                 report = cell_report(source=watched.text.raw, engine=watched.engine,
                                      findings=watched.findings, recorder=recorder,
