@@ -1,5 +1,7 @@
 """Code under test for the example suite (examples/pytest_suite)."""
 
+import torch
+
 
 def normalize(x):
     """Sync-free: everything stays on the device."""
