@@ -6,11 +6,12 @@
     train.ipynb:cell 3:line 4:col 9: SF101 `loss.item()` copies the value to the CPU and waits ... [fix: none]
 
 ``syncfree run NOTEBOOK.ipynb`` executes the notebook in a fresh kernel with the syncfree IPython extension loaded
-and every cell watched (``%syncfree on``), and prints each cell's report; it exits 1 when a sync was seen (or
-predicted, without CUDA).
+and every cell watched (``%syncfree on``), and prints each cell's report (or, with ``--format json|sarif|github``,
+one diagnostic per sync site); it exits 1 when a budget is exceeded: a cell's own (``"syncfree": {"budget": N}`` in
+its metadata) or ``--budget`` (default 0) for the cells without one. ``syncfree run script.py`` runs a script.
 
-Exit codes: 0 nothing found, 1 findings (check) or syncs (run), 2 usage errors, unreadable files or a notebook that
-failed to run.
+Exit codes: 0 nothing found (or within the budgets), 1 findings (check) or syncs (run) over a budget, 2 usage errors,
+unreadable files or a notebook that failed to run.
 """
 
 from __future__ import annotations
@@ -168,7 +169,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="text", help="text (default), json (one entry per diagnostic), sarif (2.1.0) or github (workflow annotations)")
-    parser.add_argument("--budget", type=_budget, metavar="N", help="exit 1 only when more than N syncs are found")
+    parser.add_argument("--budget", type=_budget, metavar="N", help="exit 1 only when more than N syncs are found "
+                        "(notebooks: in the cells without a budget of their own in their metadata, \"syncfree\": "
+                        "{\"budget\": N})")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when syncs are found or a file does not parse")
 
 
