@@ -206,6 +206,12 @@ test.describe('the Syncs sidebar', () => {
   test('a count badge on the tab and the totals in the status bar, which opens the panel', async ({ page }) => {
     const tab = page.locator('.lm-TabBar-tab[data-id="jp-syncfree-sidebar"]');
     await expect(tab).toHaveAttribute('data-syncfree-count', '77');
+    // Drawn on the tab, readable (not covered by JupyterLab's current-tab marker).
+    const badge = await tab.evaluate(node => {
+      const style = getComputedStyle(node, '::before');
+      return { content: style.content, fontSize: parseFloat(style.fontSize), display: style.display };
+    });
+    expect(badge).toEqual({ content: '"77"', fontSize: 10, display: 'block' });
     const status = page.locator('.jp-syncfree-status');
     await expect(status).toHaveText('Syncs: 77 syncs · 44.9 ms blocked');
     // Another notebook without reports: no badge, no status item.
