@@ -215,7 +215,8 @@ def test_syncs_inside_library_calls_are_named_by_what_the_line_called():
         scaler.scale(model(torch.randn(2, 4, device="cuda")).sum()).backward()
         here("step"); scaler.step(opt)  # noqa: E702
         scaler.update()
-        here("normal"); dist = torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"))  # noqa: E702,E501
+        # validate_args explicit: torch._dynamo turns the default off for the whole process once used
+        here("normal"); dist = torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"), validate_args=True)  # noqa: E702,E501
         here("sample"); dist.sample()  # noqa: E702
         here("clip"); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)  # noqa: E702
         here("item"); torch.ones((), device="cuda").item()  # noqa: E702

@@ -64,7 +64,7 @@ def _cases():
         "SF705 narrow": (lambda: x.narrow(0, start, 4), lambda: x.narrow(0, 3, 4)),
         "SF102 linspace": (lambda: torch.linspace(lo, hi, 5, device="cuda"),
                            lambda: lo + (hi - lo) * torch.linspace(0, 1, 5, device="cuda")),
-        "SF706 Normal.log_prob": (lambda: D.Normal(mu, sigma).log_prob(v),
+        "SF706 Normal.log_prob": (lambda: D.Normal(mu, sigma, validate_args=True).log_prob(v),
                                   lambda: D.Normal(mu, sigma, validate_args=False).log_prob(v)),
     }
 
@@ -198,7 +198,8 @@ def test_library_entry_points_on_the_gpu():
         scaler.scale(model(torch.randn(2, 4, device="cuda")).sum()).backward()
         here("step"); scaler.step(opt)  # noqa: E702
         scaler.update()
-        here("normal"); torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"))  # noqa: E702,E501
+        # validate_args explicit: torch._dynamo turns the default off for the whole process once used
+        here("normal"); torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"), validate_args=True)  # noqa: E702,E501
     by_line = {s.line: s for s in w.report.sites}
     for tag, rule in (("to", "SF303"), ("step", "SF701"), ("normal", "SF706")):
         site = by_line.get(lines[tag])

@@ -975,8 +975,12 @@ def _make_mode_class() -> type:
                 result = func(*args, **kwargs)
                 if name == "__set__" or not isinstance(result, _Tensor):
                     return result
-                if args and isinstance(args[0], _Tensor) and self.registry.is_cuda(args[0]):
-                    self.registry.mark_results((result,), set())  # .grad, .data, .T, ...
+                registry = self.registry
+                # .grad, .data, .T, ...: mostly virtual already (an optimizer reads each
+                # parameter's .grad several times a step); else virtual if the tensor is.
+                if not registry.is_cuda(result) and args and isinstance(args[0], _Tensor) \
+                        and registry.is_cuda(args[0]):
+                    registry.mark_results((result,), set())
                 return result
             return _call_generic(self, func, args, kwargs)
 
@@ -1078,9 +1082,7 @@ def _device_constructors() -> Any:
 
 
 def _virtual(mode: Any, value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.Tensor) and mode.registry.is_cuda(value)
+    return isinstance(value, _Tensor) and mode.registry.is_cuda(value)  # bound by the mode
 
 
 def _record(mode: Any, kind: str, count: int = 1) -> None:
