@@ -50,7 +50,10 @@ install: build $(VENV)/.editable
 # Redone only when the packages' metadata changes (an editable install follows the sources by itself).
 # jupyterlab-syncfree first: in a venv made before the split it still owns the `syncfree` script, which
 # reinstalling it removes; syncfree then puts its own back.
-$(VENV)/.editable: $(VENV)/.deps pyproject.toml jupyterlab-syncfree/pyproject.toml
+# The link to the build goes first: an older install listed data files under it, and pip would delete
+# them through the link (jupyterlab-syncfree/hatch_build.py keeps them out of editable installs now).
+$(VENV)/.editable: $(VENV)/.deps pyproject.toml jupyterlab-syncfree/pyproject.toml jupyterlab-syncfree/hatch_build.py
+	rm -f $(VENV)/share/jupyter/labextensions/jupyterlab-syncfree
 	SKIP_JUPYTER_BUILDER=1 $(PIP) install --no-build-isolation --no-deps -e ./jupyterlab-syncfree > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(PIP) install --no-build-isolation --no-deps -e . > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(VENV)/bin/syncfree --version > /dev/null
