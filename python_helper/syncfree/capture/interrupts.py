@@ -47,7 +47,8 @@ _REARM_DELAY_S = 0.001
 _holders: list[Any] = []           # owners between hold() and release(), main thread only
 _previous: Any = None              # the handler ours replaced
 _places: dict[str, bool | None] = {}  # filename -> True engine, None library, False user
-_outstanding = 0                   # interrupts held back, not yet re-armed
+_outstanding: list[int] = []       # one entry per interrupt held back, not yet re-armed
+                                   # (append/pop: atomic from any thread)
 _previous_unraisable: list[Any] = []  # the sys.unraisablehook ours replaced
 
 #: Code objects looked through, to the frame they run for: a ``sys.settrace`` function
@@ -98,11 +99,10 @@ def held() -> bool:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _outstanding
     if in_engine(frame):
         # Re-armed from another thread, a moment later: re-arming here would run this
         # handler again at once, inside itself (the check after the call).
-        _outstanding += 1
+        _outstanding.append(signum)
         threading.Thread(target=_rearm, args=(signum,), name="syncfree-interrupt",
                          daemon=True).start()
         return
@@ -117,9 +117,8 @@ def _unraisable(unraisable: Any) -> None:
     """A KeyboardInterrupt that landed in a finalizer (a weakref callback, a generator
     closed by the garbage collector, ``__del__``) is dropped by CPython ("Exception ignored
     in"); while the engine holds SIGINT it is raised again instead, a moment later."""
-    global _outstanding
     if issubclass(unraisable.exc_type, KeyboardInterrupt) and held():
-        _outstanding += 1
+        _outstanding.append(signal.SIGINT)
         threading.Thread(target=_rearm, args=(signal.SIGINT,), name="syncfree-interrupt",
                          daemon=True).start()
         return
@@ -128,17 +127,16 @@ def _unraisable(unraisable: Any) -> None:
 
 
 def _rearm(signum: int) -> None:
-    global _outstanding
     time.sleep(_REARM_DELAY_S)  # the handler returns first
     try:
         _thread.interrupt_main(signum)  # runs the handler installed then, like a signal
     finally:
-        _outstanding -= 1
+        _outstanding.pop()
 
 
 def outstanding() -> int:
     """Interrupts held back and not yet raised again (tests wait for 0)."""
-    return _outstanding
+    return len(_outstanding)
 
 
 def in_engine(frame: FrameType | None) -> bool:
