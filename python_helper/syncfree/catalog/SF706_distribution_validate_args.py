@@ -7,7 +7,9 @@ With argument validation on (the default, `torch.distributions.Distribution.set_
 a distribution checks its parameters (`scale > 0`, probabilities in range) and every `log_prob` input against its
 support, with a Python `if` on the result: each check copies a bool to the CPU and waits for the GPU.
 `torch.normal` with a tensor `std` checks `std >= 0` the same way (measured: 2 syncs per call on an H100, torch
-2.11). Once the code is known to be correct, these checks are false dependencies.
+2.11). Once the code is known to be correct, these checks are false dependencies. (The default is on unless
+Python runs with `-O`; once `torch.compile` has been used in the process, torch turns it off,
+torch/_dynamo/eval_frame.py.)
 
 ## Example
 ```python
