@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT / "python_helper"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")]
 
 MESSAGE = "called a synchronizing CUDA operation"
 
