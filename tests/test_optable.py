@@ -278,3 +278,10 @@ def test_fingerprint_tells_a_changed_sample_from_the_same_one():
     assert optable.fingerprint((x,), {"min": 0, "max": 0}) == same  # values of tensors do not count
     assert optable.fingerprint((x,), {"min": 0, "max": 10}) != same  # torch 2.13's histc sample
     assert optable.fingerprint((torch.randn(3),), {"min": 0, "max": 0}) != same
+
+
+def test_combinations_syncs_once_per_column():
+    table = optable.load("2.11.0")
+    x = torch.arange(4.0)
+    assert [table.predicted_syncs(torch.combinations, (x,), {"r": r}) for r in (0, 1, 2, 3)] == [0, 1, 2, 3]
+    assert table.predicted_syncs(torch.combinations, (x,), {}) == 2  # r defaults to 2

@@ -144,12 +144,13 @@ def _derived_cases():
         "histc min=max": lambda d: torch.histc(data.to(d), bins=8),
         "histc range": lambda d: torch.histc(data.to(d), bins=8, min=-3, max=3),
         "equal different shapes": lambda d: torch.equal(small.to(d), large.to(d)),
+        "combinations r=3": lambda d: torch.combinations(small.to(d), r=3),
     }
 
 
 DERIVED = ("linalg.svd non-empty", "svd non-empty", "svd_lowrank", "isin sorting path",
            "isin sorting path, assume_unique", "isin brute force", "histc min=max", "histc range",
-           "equal different shapes")
+           "equal different shapes", "combinations r=3")
 
 
 class _Counting:

@@ -287,11 +287,20 @@ def _isin_sorts(args: tuple, kwargs: dict) -> bool | None:
     return test.numel() >= int(10.0 * float(n_elements) ** 0.145)
 
 
+def _combinations_reads(args: tuple, kwargs: dict) -> int | None:
+    """``torch.combinations(x, r)``: one ``masked_select`` per output column, each sizing
+    its result on the host (aten/src/ATen/native/Itertools.cpp): r syncs, 0 for r=0.
+    Measured 1 for r=1 and 2 for r=2 (OpInfo samples, H100, torch 2.11)."""
+    r = args[1] if len(args) > 1 else kwargs.get("r", 2)
+    return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
+
+
 # Ops whose sync depends on argument sizes or values that a signature does not record:
-# the function says whether the call takes the syncing branch; the count is the one the
-# table measured for that branch (the entry's largest).
+# a bool says whether the call takes the syncing branch (the count is the one the table
+# measured for that branch, the entry's largest); an int is the count; None: ask the table.
 SIZE_BRANCHES: dict[str, Any] = {
     "isin": _isin_sorts,
+    "combinations": _combinations_reads,
 }
 
 
@@ -357,8 +366,10 @@ class OpTable:
         branch = SIZE_BRANCHES.get(entry.name)
         if branch is not None:
             takes = branch(args, kwargs or {})
-            if takes is not None:
+            if isinstance(takes, bool):
                 return max(entry.counts) if takes else 0
+            if takes is not None:
+                return takes
         always = entry.always
         if always is not None:
             return always
