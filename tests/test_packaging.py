@@ -207,3 +207,12 @@ def test_pre_commit_hook_installs_the_light_package_and_reports(kernel_venv, tmp
     assert "train.py:3:5: SF101" in found.stdout
     clean = _run([*hook, "--files", "clean.py"], cwd=project, env=env, timeout=900)
     assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_extension_accepts_any_jupyterlab_of_its_minor_series():
+    # JupyterLab marks an extension incompatible (`jupyter labextension list`: X) when a dependency on one of its own
+    # packages is an exact version other than the host's: "4.6.4" failed on JupyterLab 4.6.6. Ranges only.
+    dependencies = json.loads((ROOT / "package.json").read_text())["dependencies"]
+    exact = {name: spec for name, spec in dependencies.items()
+             if name.startswith(("@jupyterlab/", "@lumino/", "@codemirror/")) and not spec.startswith(("^", "~", ">"))}
+    assert not exact, exact
