@@ -256,3 +256,16 @@ def test_run_notebook_bad_cell_budget_is_a_usage_error(tmp_path, capsys, value):
     assert status == 2 and out == ""
     assert err.startswith(f'syncfree: error: {source}:cell 1: the metadata "syncfree": {{"budget": N}} takes a whole number')
     assert len(err.strip().splitlines()) == 1
+
+
+def test_report_outputs_are_checked_against_the_schema():
+    from syncfree.cli import _valid_report
+    from syncfree.report import build_report, device_info
+
+    report = build_report(source="x = 1", device=device_info("none"), mode="static")
+    assert _valid_report(report) is report
+    assert _valid_report(json.dumps(report)) == report  # JSON MIME data saved as text
+    broken = {**report, "totals": {**report["totals"], "syncs": "many"}}
+    assert _valid_report(broken) is None
+    assert _valid_report({**report, "extra": 1}) is None
+    assert _valid_report("not json") is None and _valid_report(None) is None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import fnmatch
+import functools
 import json
 import os
 import shutil
@@ -756,18 +757,24 @@ def _valid_report(report: Any) -> dict[str, Any] | None:
             return None
     if not isinstance(report, dict):
         return None
-    try:
-        import jsonschema
-    except ImportError:
+    validator = _report_validator()
+    if validator is None:
         totals = report.get("totals")
         ok = isinstance(totals, dict) and isinstance(totals.get("syncs"), int) and isinstance(report.get("sites"), list)
         return report if ok else None
-    schema = json.loads((Path(__file__).with_name("report.schema.json")).read_text(encoding="utf-8"))
+    return report if validator.is_valid(report) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _report_validator() -> Any:
+    """report.schema.json's validator, made once per run (a notebook has a report per cell); None without
+    jsonschema."""
     try:
-        jsonschema.validate(report, schema)
-    except jsonschema.ValidationError:
+        import jsonschema
+    except ImportError:
         return None
-    return report
+    schema = json.loads((Path(__file__).with_name("report.schema.json")).read_text(encoding="utf-8"))
+    return jsonschema.validators.validator_for(schema)(schema)
 
 
 @dataclass(frozen=True)
