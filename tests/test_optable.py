@@ -229,6 +229,7 @@ def test_the_magic_reports_unmeasured_calls_and_the_table_version():
     from syncfree.report import MIME_TYPE, validate_report
 
     shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+    loaded_before = "syncfree" in shell.extension_manager.loaded
     shell.run_line_magic("load_ext", "syncfree")
     cell = '''%%syncfree --mode predict
 @torch.library.custom_op("syncfree_magic::fused_op", mutates_args=())
@@ -239,8 +240,12 @@ for _ in range(5):
     x = torch.ops.syncfree_magic.fused_op(x)
 '''
     shell.user_ns["torch"] = torch
-    with capture_output() as captured:
-        shell.run_cell(cell, store_history=False)
+    try:
+        with capture_output() as captured:
+            shell.run_cell(cell, store_history=False)
+    finally:
+        if not loaded_before:
+            shell.run_line_magic("unload_ext", "syncfree")
     (bundle,) = [o.data for o in captured.outputs if MIME_TYPE in o.data]
     report = bundle[MIME_TYPE]
     validate_report(report)
