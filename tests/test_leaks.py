@@ -480,6 +480,34 @@ def test_sigint_raised_at_once_in_user_code_and_held_back_in_the_engine():
     assert interrupts.outstanding() == 0
 
 
+def test_an_interrupt_is_held_back_for_a_bounded_time(monkeypatch):
+    """Engine code that loops or blocks is still stopped (interrupts.MAX_HOLD_S)."""
+    monkeypatch.setattr(interrupts, "MAX_HOLD_S", 0.2)
+    monkeypatch.setattr(interrupts, "_REARM_DELAY_S", 0.5)  # re-armed after the checks below
+    engine_frames = []
+    undo = __import__("syncfree.capture.undo", fromlist=["Undo"]).Undo()
+    undo.push(lambda: engine_frames.append(sys._getframe(1)))
+    undo.close()
+    owner = object()
+    interrupts.hold(owner)
+    try:
+        interrupts._handler(signal.SIGINT, engine_frames[0])  # held back
+        interrupts._held_since[0] -= 1.0  # as if it came a second ago
+        with pytest.raises(KeyboardInterrupt):  # still in the engine, but held too long
+            interrupts._handler(signal.SIGINT, engine_frames[0])
+        deadline = time.monotonic() + 5  # the re-armed one from the first call
+        with pytest.raises(KeyboardInterrupt):
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+        interrupts._handler(signal.SIGINT, engine_frames[0])  # a new one: held back again
+        with pytest.raises(KeyboardInterrupt):
+            while time.monotonic() < deadline:
+                time.sleep(0.001)
+    finally:
+        interrupts.release(owner)
+    assert interrupts._held_since == []
+
+
 def test_an_interrupt_dropped_by_a_finalizer_is_raised_again(monkeypatch):
     import gc
     import weakref

@@ -13,7 +13,8 @@ returns at once and a short-lived thread re-arms the signal a millisecond later
 (``_thread.interrupt_main``; re-armed from the handler itself, CPython would run the
 handler again inside it): the interrupt is raised where the main thread is then, or held
 back again if that is still the engine. So it lands in the cell's code, or just after the
-recorder's exit with everything restored. Anywhere else it hands the signal to the handler it replaced, so
+recorder's exit with everything restored. Never for longer than `MAX_HOLD_S`: engine code
+that loops or blocks is still stopped. Anywhere else it hands the signal to the handler it replaced, so
 Python's default handler raises KeyboardInterrupt right there, as without syncfree.
 
 A KeyboardInterrupt that lands in a finalizer (weakref callback, generator closed by the
@@ -43,6 +44,10 @@ from typing import Any
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _DEPTH = 6  # frames looked at from where the signal landed, outward
 _REARM_DELAY_S = 0.001
+#: Held back no longer than this: should the engine itself loop or block, Ctrl-C still
+#: stops it (possibly leaving state behind, which beats a kernel that cannot be stopped).
+MAX_HOLD_S = 2.0
+_held_since: list[float] = []  # when the interrupt being held back first arrived
 
 _holders: list[Any] = []           # owners between hold() and release(), main thread only
 _previous: Any = None              # the handler ours replaced
@@ -70,6 +75,7 @@ def hold(owner: Any) -> None:
     # from C that could not be put back.
     if current is not _handler and callable(current):
         _previous = current
+        _held_since.clear()
         signal.signal(signal.SIGINT, _handler)
     if sys.unraisablehook is not _unraisable:
         _previous_unraisable[:] = [sys.unraisablehook]
@@ -85,6 +91,7 @@ def release(owner: Any) -> None:
             del _holders[i]
     if _holders:
         return
+    _held_since.clear()
     if sys.unraisablehook is _unraisable and _previous_unraisable:
         sys.unraisablehook = _previous_unraisable[0]
     if signal.getsignal(signal.SIGINT) is _handler:
@@ -99,13 +106,17 @@ def held() -> bool:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    if in_engine(frame):
+    now = time.monotonic()
+    if in_engine(frame) and (not _held_since or now - _held_since[0] < MAX_HOLD_S):
         # Re-armed from another thread, a moment later: re-arming here would run this
         # handler again at once, inside itself (the check after the call).
+        if not _held_since:
+            _held_since.append(now)
         _outstanding.append(signum)
         threading.Thread(target=_rearm, args=(signum,), name="syncfree-interrupt",
                          daemon=True).start()
         return
+    _held_since.clear()  # raised now: where it landed, or, held too long, in the engine
     previous = _previous
     if callable(previous) and previous is not _handler:
         previous(signum, frame)
