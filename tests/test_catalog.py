@@ -228,3 +228,31 @@ def test_syncs_inside_library_calls_are_named_by_what_the_line_called():
     assert sites[lines["sample"]][0] == "SF706"
     assert sites[lines["clip"]][0] == "SF702"
     assert sites[lines["item"]] == ("SF101", "item", 1)  # the user's own call is unchanged
+
+
+def test_table_predicted_syncs_take_the_rule_of_the_called_function():
+    """narrow with a tensor start, linalg.inv: predicted from the op table (kind library);
+    the static pass cannot tell the start is a tensor, the callee's name names the rule."""
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    import syncfree
+
+    lines = {}
+
+    def here(tag):
+        lines[tag] = inspect.currentframe().f_back.f_lineno
+
+    def start_of(x):
+        return (x > 0).sum() * 0 + 1  # a 0-d CUDA tensor
+
+    with syncfree.watch(mode="predict") as w:
+        a = torch.randn(4, 4, device="cuda") + 4 * torch.eye(4, device="cuda")
+        s = start_of(a)
+        here("narrow"); a.narrow(0, s, 0)  # noqa: E702
+        here("inv"); torch.linalg.inv(a)  # noqa: E702
+        here("combinations"); torch.combinations(a[0], r=2)  # noqa: E702
+    sites = _sites_by_line(w.report)
+    assert sites[lines["narrow"]][0] == "SF705"
+    assert sites[lines["inv"]][0] == "SF704"
+    assert sites[lines["combinations"]] == ("SF700", "library", 2)  # no rule of its own

@@ -405,7 +405,7 @@ def run_python(
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), then predict mode's table:
     # unmeasured ops and the table's torch version.
-    for line in [*(f"note: {n}" for n in report.notes), *report.predict_table_lines()]:
+    for line in (f"note: {n}" for n in [*report.notes, *report.predict_table_lines()]):
         summary += f"\n{line}"
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()

@@ -291,6 +291,11 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
                 or ("library" if library else "other"))
     elif rule_kind != kind:  # the caller knows what synced; a finding of another kind is not it
         rule = None
+    if rule is None and kind == "library" and not library:
+        # A table-predicted op called from the line (torch.linalg.inv(a), a.narrow(0, t, 2)).
+        rule = _rule_of_callee(cell_frame)
+        if rule is not None:
+            kind = _kind_of_rule(rule) or kind
     if rule is None:
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
@@ -466,6 +471,13 @@ def _kind_of_rule(rule: str) -> str | None:
     from syncfree import catalog
 
     return catalog.get(rule).kind
+
+
+def _rule_of_callee(frame: FrameType) -> str | None:
+    from syncfree.catalog.library_entry_points import rule_for_callee
+
+    node = _instruction_node(frame.f_code, frame.f_lasti)
+    return rule_for_callee(_callee_name(node.func)) if isinstance(node, ast.Call) else None
 
 
 def _rule_of_library_entry(library: Sequence[FrameType]) -> str | None:

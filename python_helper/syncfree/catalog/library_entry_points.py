@@ -52,3 +52,21 @@ def rule_for_frames(library: Sequence[FrameType]) -> str | None:
         if rule is not None:
             return rule
     return None
+
+
+# Torch functions whose syncs the op table predicts (kind "library") and that a rule explains,
+# by the name the line calls them with (`torch.linalg.inv(a)`, `a.narrow(0, start, n)`): used
+# when the static pass found nothing at the line (the argument's type is not known there).
+CALLEE_RULES: dict[str, str] = {
+    **{name: "SF704" for name in (
+        "inv", "solve", "cholesky", "eig", "eigvals", "eigh", "eigvalsh", "lstsq", "lu_factor",
+        "ldl_factor", "pinv", "pinverse", "matrix_rank", "svdvals", "cond", "matrix_power",
+        "tensorinv", "tensorsolve", "cholesky_inverse", "cholesky_solve")},
+    "narrow": "SF705", "linspace": "SF705", "logspace": "SF705",
+    "normal": "SF706",
+}
+
+
+def rule_for_callee(name: str | None) -> str | None:
+    """The rule of a table-predicted sync made by a call of ``name`` from the user's line."""
+    return CALLEE_RULES.get(name) if name else None
