@@ -202,8 +202,14 @@ def test_library_entry_points_on_the_gpu():
         scaler.update()
         # validate_args explicit: torch._dynamo turns the default off for the whole process once used
         here("normal"); torch.distributions.Normal(torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"), validate_args=True)  # noqa: E702,E501
-    by_line = {s.line: s for s in w.report.sites}
-    for tag, rule in (("to", "SF303"), ("step", "SF701"), ("normal", "SF706")):
+    with syncfree.watch(mode="warn") as w2:
+        a = torch.randn(4, 4, device="cuda") + 4 * torch.eye(4, device="cuda")
+        start = torch.tensor(1, device="cuda")
+        here("narrow"); a.narrow(0, start, 2)  # noqa: E702
+        here("inv"); torch.linalg.inv(a)  # noqa: E702
+    by_line = {s.line: s for s in w.report.sites + w2.report.sites}
+    for tag, rule in (("to", "SF303"), ("step", "SF701"), ("normal", "SF706"), ("narrow", "SF705"),
+                      ("inv", "SF704")):
         site = by_line.get(lines[tag])
         print(f"{tag}: {site.rule if site else None} x{site.count if site else 0}")
         assert site is not None and site.rule == rule, (tag, site and site.rule)

@@ -291,8 +291,9 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
                 or ("library" if library else "other"))
     elif rule_kind != kind:  # the caller knows what synced; a finding of another kind is not it
         rule = None
-    if rule is None and kind == "library" and not library:
-        # A table-predicted op called from the line (torch.linalg.inv(a), a.narrow(0, t, 2)).
+    if rule is None and kind in ("library", "other") and not library:
+        # An op called from the line that syncs inside (torch.linalg.inv(a), a.narrow(0, t, 2)):
+        # predicted from the op table, or seen on a GPU with nothing else to name it.
         rule = _rule_of_callee(cell_frame)
         if rule is not None:
             kind = _kind_of_rule(rule) or kind
