@@ -8,7 +8,9 @@ Medians of 5 interleaved runs each (about 15 s in all).
 from __future__ import annotations
 
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,6 +53,26 @@ def timed(source: str) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+COMMAND_REPEATS = 3
+
+
+def _command_times(*sources: str) -> list[float]:
+    """Median wall time of the `syncfree` command on each source written to a file (exit 1: it finds syncs)."""
+    medians = []
+    with tempfile.TemporaryDirectory(prefix="syncfree-check-speed-") as folder:
+        for number, source in enumerate(sources):
+            path = Path(folder) / f"mixed{number}.py"
+            path.write_text(source)
+            times = []
+            for _ in range(COMMAND_REPEATS):
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "syncfree", "check", str(path)], stdout=subprocess.DEVNULL,
+                               check=False)
+                times.append(time.perf_counter() - start)
+            medians.append(statistics.median(times))
+    return medians
+
+
 def main() -> int:
     small, large = mixed_file(10_000, 2_000), mixed_file(20_000, 4_000)
     timed(mixed_file(500, 100))  # warm: imports and the catalog
@@ -67,6 +89,9 @@ def main() -> int:
         f"{large.count(chr(10)):,} lines {wall_large:.2f} s; doubling x{ratio:.2f} (CPU time {cpu_small:.2f} s, "
         f"{cpu_large:.2f} s, x{cpu_ratio:.2f})"
     )
+    command = _command_times(small, large)
+    print(f"as a command, `syncfree check FILE` (median of {COMMAND_REPEATS}, start-up included): "
+          f"{command[0]:.2f} s; {command[1]:.2f} s; doubling x{command[1] / command[0]:.2f}")
     # Linear is x2.0; quadratic was x6. The 10 % allowance is for a shared machine's noise, not for growth.
     ok = wall_small < 2.0 and min(ratio, cpu_ratio) <= 2.2
     print("OK: under 2 s and linear" if ok else "SLOW: over 2 s or worse than linear")
