@@ -227,14 +227,16 @@ def check(
     earlier: dict[str, Bindings] = {}  # per file: a notebook's cells see what the cells above them bound
     syntax_errors = 0
     for cell in cells:
-        problem = _syntax_error(cell)
+        bindings = earlier.setdefault(cell.path, Bindings())
+        findings = analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings)
+        # Findings mean the source parsed; only a cell without any can be one that does not (a second parse of a
+        # large file costs as much as a fifth of its check).
+        problem = _syntax_error(cell) if not findings else None
         if problem is not None:
             diagnostics.append(problem)
             syntax_errors += 1
             continue
-        bindings = earlier.setdefault(cell.path, Bindings())
-        for finding in analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings):
-            diagnostics.append(_diagnostic(cell, finding))
+        diagnostics.extend(_diagnostic(cell, finding) for finding in findings)
     syncs = len(diagnostics) - syntax_errors
     over = syncs > (budget if budget is not None else 0)
     status = EXIT_ERROR if unreadable or syntax_errors else EXIT_FOUND if over else EXIT_CLEAN
