@@ -186,6 +186,8 @@ def func_names(func: Any) -> list[str]:
     return names
 
 
+MASKED = "masked."  # OpInfo entries of torch.masked.*, whose functions share core ops' names
+
 _REFLECTED = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
               "or", "xor", "lshift", "rshift", "div"}
 
@@ -316,6 +318,10 @@ class OpTable:
         ops = data.get("ops", {})
         for key, op in ops.items():
             names = set(op.get("names", [])) | {op.get("name", key)}
+            if key.startswith(MASKED):
+                # torch.masked.sum is named `sum`: under that name its samples (which sync
+                # on the mask) would speak for torch.sum, which never syncs.
+                names = {key.split(".", 2)[0] + "." + key.split(".", 2)[1]}
             for sample in op.get("samples", []):
                 if sample.get("error") is not None or sample.get("syncs") is None:
                     continue
@@ -336,6 +342,9 @@ class OpTable:
         self.note: str | None = None
 
     def lookup(self, func: Any) -> OpEntry | None:
+        module = getattr(func, "__module__", None) or ""
+        if module.startswith("torch.masked"):
+            return self.entries.get(MASKED + str(getattr(func, "__name__", "")))
         for name in func_names(func):
             entry = self.entries.get(name)
             if entry is not None:
