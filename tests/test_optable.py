@@ -175,8 +175,9 @@ def test_opinfo_samples_replayed_in_predict_mode(capsys):
         for line in sample_misses[:60]:
             print("  ", line)
     # Target (issue 10): 0.97 each. With the torch 2.11 table and torch 2.13 installed:
-    # recall 0.987 (74/75), precision 1.000, exact 0.999 (3876/3881; matrix_exp#1 is value-dependent). The one miss, histc, is a changed
-    # sample, not a wrong prediction: 2.11's OpInfo made its first samples with min=max=0
+    # recall 0.987 (74/75), precision 1.000, exact 0.999 (3876/3881; matrix_exp's count
+    # depends on the values). The one op missed, histc, is a changed sample, not a wrong
+    # prediction: 2.11's OpInfo made its first samples with min=max=0
     # (the range is read from the data: 2 syncs), 2.13's with min=0, max=10 (no sync, as
     # predicted; tests/gpu/test_rewrites_gpu.py checks both on a GPU). A table measured with
     # fingerprints ("fp") skips such samples instead.
