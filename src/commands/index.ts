@@ -28,7 +28,7 @@ function reportLoadProblem(outcome: LoadOutcome): void {
       actions: [
         {
           label: 'Copy pip command',
-          callback: () => void navigator.clipboard?.writeText('pip install jupyterlab-syncfree')
+          callback: () => void navigator.clipboard?.writeText('pip install syncfree')
         }
       ]
     });

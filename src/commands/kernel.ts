@@ -8,7 +8,7 @@ export type LoadOutcome =
 
 /** What the user must do when the kernel has no `syncfree` module. */
 export const INSTALL_HINT =
-  'The kernel cannot import syncfree. Install it in the kernel’s environment — pip install jupyterlab-syncfree — then restart the kernel.';
+  'The kernel cannot import syncfree. Install it in the kernel’s environment — pip install syncfree — then restart the kernel.';
 
 interface IKernelState {
   /** The pending or finished `%load_ext syncfree`. */

@@ -42,7 +42,7 @@ test.describe('syncfree commands with a kernel', () => {
     await page.notebook.runCell(0, true);
     await page.notebook.addCell('code', 'y = 1');
     await runCommand(page, 'syncfree:check-cell');
-    const message = page.locator('.Toastify__toast').filter({ hasText: 'pip install jupyterlab-syncfree' });
+    const message = page.locator('.Toastify__toast').filter({ hasText: 'pip install syncfree' });
     await expect(message).toHaveCount(1);
     expect(await cellSource(page, 1)).toBe('y = 1');
   });
