@@ -394,8 +394,11 @@ def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:
 def _watch_report(engine: Engine, recorder) -> WatchReport:
     kept, allowed = _split_allowed(recorder.sites)
     fields = recorder.report_fields()
+    # The recorder's note on syncs outside the cell's code is the report's own
+    # "outside your code" line here, in the words of files rather than cells.
+    notes = [n for n in fields["notes"] if "ran outside the cell's code" not in n]
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
-                       recorder.syncs, recorder.wall_ms, engine.notes + fields["notes"],
+                       recorder.syncs, recorder.wall_ms, engine.notes + notes,
                        recorder.error, fields.get("predict_table"))
 
 
