@@ -221,7 +221,7 @@ def test_run_notebook_json_names_the_cell_over_the_shared_budget(tmp_path, capsy
     assert [(e["cell"], e["line"], e["rule"], e["count"]) for e in entries] == [(3, 2, "SF101", 1), (4, 2, "SF101", 1)]
     assert all(e["path"] == str(source) and e["certainty"] in ("predicted", "measured") for e in entries)
     assert (f"syncfree: {source}: 1 sync in the cells without a budget of their own exceeds the budget of 0: "
-            "cell 3: 1 (line 2 item ×1)") in err
+            "cell 3: 1 (line 2 .item() ×1)") in err
     assert "cell's budget" not in err  # cell 4 kept its own budget
 
 
@@ -245,7 +245,7 @@ def test_run_notebook_cell_over_its_own_budget_is_named(tmp_path, capsys, kernel
     source = _budgeted_notebook(tmp_path / "b.ipynb", cell_budget=0)
     status, out, err = run_cli(capsys, "run", str(source), "--budget", "5", "--timeout", "120")
     assert status == 1, err
-    assert f"syncfree: {source}:cell 4: 1 sync exceeds the cell's budget of 0 (line 2 item ×1)" in err
+    assert f"syncfree: {source}:cell 4: 1 sync exceeds the cell's budget of 0 (line 2 .item() ×1)" in err
     assert "budgets exceeded" in out
 
 

@@ -660,7 +660,13 @@ def _syncs(count: int, where: str = "") -> str:
 
 def _where(sites: list[dict[str, Any]]) -> str:
     ranked = sorted(sites, key=lambda site: -site["count"])
-    shown = ", ".join(f"line {site['line']} {site['kind']} ×{site['count']}" for site in ranked[:3])
+    from syncfree.kinds import kind_label
+
+    def label(site: dict[str, Any]) -> str:  # what synced, in words (not the kind's id)
+        text = site.get("label") if isinstance(site.get("label"), str) else kind_label(str(site.get("kind")))
+        return text.replace("`", "")
+
+    shown = ", ".join(f"line {site['line']} {label(site)} ×{site['count']}" for site in ranked[:3])
     return shown + (f", {len(ranked) - 3} more sites" if len(ranked) > 3 else "")
 
 
@@ -813,9 +819,19 @@ def _cell_reports(notebook: Any, path: str) -> list[CellReport]:
 
 
 def _print_reports(reports: list[CellReport], path: str, out: TextIO) -> None:
-    """Print the text of each cell's report output."""
+    """Print the text of each cell's report output; a note that every cell repeats (no CUDA
+    device, the op table's torch version) is printed with the first cell that has it."""
+    shown_notes: set[str] = set()
     for found in reports:
-        print(f"{path}:cell {found.number}: {found.text}", file=out)
+        lines = []
+        for line in found.text.splitlines():
+            if line.lstrip().startswith("note: "):
+                if line.strip() in shown_notes:
+                    continue
+                shown_notes.add(line.strip())
+            lines.append(line)
+        text = "\n".join(lines)
+        print(f"{path}:cell {found.number}: {text}", file=out)
     if not reports:
         print(f"{path}: no syncfree reports (no cell synchronized)", file=out)
 
