@@ -50,7 +50,7 @@ test('a notebook annotated by `syncfree run --output` shows its markers when ope
     });
     // Exit 1: cell 2 syncs with no budget of its own; cell 3 stays within its budget of 5.
     expect(run.status, run.stderr).toBe(1);
-    expect(run.stderr).toContain('cell 2: 1 (line 3 item');
+    expect(run.stderr).toContain('cell 2: 1 (line 3 .item() ×1)');
     expect(fs.existsSync(annotated)).toBe(true);
 
     await page.contents.uploadFile(annotated, `${tmpPath}/annotated.ipynb`);
