@@ -273,6 +273,38 @@ def test_error_mode_traceback_ends_at_the_cell_line(ip):
     assert "File " not in tail and "RuntimeError: called a synchronizing CUDA operation" in tail
 
 
+def test_watch_mode_error_traceback_ends_at_the_cell_line_and_the_hook_is_removed(ip):
+    ip.run_line_magic("syncfree", "on --mode error --quiet")
+    try:
+        assert ip.custom_exceptions == (RuntimeError,)
+        result, stdout, _ = run(ip, "import torch\nx = torch.ones(3, device='cuda')\nv = x.sum().item()\n")
+        if "predicted without a CUDA device" not in str(result.error_in_exec):
+            pytest.skip("predict mode is unavailable in this kernel")
+        assert "----> 3 v = x.sum().item()" in stdout
+        assert "syncfree/capture" not in stdout and "syncfree/magic.py" not in stdout
+        # Any other RuntimeError keeps its traceback and is still shown.
+        result, stdout, _ = run(ip, "def f():\n    raise RuntimeError('mine')\nf()\n")
+        assert str(result.error_in_exec) == "mine" and "----> 2     raise RuntimeError('mine')" in stdout
+    finally:
+        ip.run_line_magic("syncfree", "off")
+    assert ip.custom_exceptions == ()
+
+
+def test_watch_mode_keeps_a_custom_exception_handler_of_the_users(ip):
+    def handler(shell, etype, value, tb, tb_offset=None):
+        print("handled by the user")
+
+    ip.set_custom_exc((ValueError,), handler)
+    try:
+        ip.run_line_magic("syncfree", "on --quiet")
+        ip.run_line_magic("syncfree", "off")
+        assert ip.custom_exceptions == (ValueError,)
+        _, stdout, _ = run(ip, "raise ValueError('x')\n")
+        assert "handled by the user" in stdout
+    finally:
+        ip.set_custom_exc((), None)
+
+
 def test_other_errors_keep_their_whole_traceback():
     from syncfree.report import device_info
     from syncfree.session import hide_engine_frames

@@ -12,6 +12,7 @@ the cell's own outputs (its value, its traceback), which is where the report is 
 from __future__ import annotations
 
 import ast
+import types
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -88,6 +89,7 @@ class SyncfreeMagics(Magics):
         self.shell.events.unregister("pre_run_cell", self._pre_run_cell)
         self.shell.events.unregister("post_run_cell", self._post_run_cell)
         self._watch = None
+        self._trim_sync_tracebacks(False)
         self._outer.clear()
         watched, self._watched = self._watched, None
         if watched is not None:
@@ -358,6 +360,7 @@ class SyncfreeMagics(Magics):
     def _watch_command(self, action: str, options: RunOptions) -> None:
         if action == "on":
             self._watch = options
+            self._trim_sync_tracebacks(True)
             print(f"syncfree: watching every cell ({options.describe()})")
             engine = choose_engine(options.mode)
             for note in engine.notes:
@@ -366,11 +369,25 @@ class SyncfreeMagics(Magics):
                 print("syncfree: cells run unwatched; %%syncfree still gives static findings")
         elif action == "off":
             self._watch = None
+            self._trim_sync_tracebacks(False)
             print("syncfree: off")
         elif self._watch is None:
             print("syncfree: off (use %%syncfree on a cell, or %syncfree on)")
         else:
             print(f"syncfree: watching every cell ({self._watch.describe()})")
+
+    def _trim_sync_tracebacks(self, on: bool) -> None:
+        """In watch mode the error mode's stop is raised in a cell without the magic, so
+        IPython shows it: through its custom-exception hook, syncfree's own frames are cut
+        off its traceback first (as ``%%syncfree`` does). Only while no other custom
+        exception handler is set, and only this one is removed again."""
+        shell = self.shell
+        ours = getattr(shell.CustomTB, "__func__", None) is _show_trimmed_traceback
+        if on and not shell.custom_exceptions:
+            shell.CustomTB = types.MethodType(_show_trimmed_traceback, shell)
+            shell.custom_exceptions = (RuntimeError,)
+        elif not on and ours:
+            shell.set_custom_exc((), None)
 
     def _pre_run_cell(self, info) -> None:
         outer = self._cell_info
@@ -441,6 +458,14 @@ class SyncfreeMagics(Magics):
         for report, quiet in pending:
             if not quiet:
                 display_report(report)
+
+
+def _show_trimmed_traceback(shell, etype, value, tb, tb_offset=None):
+    """IPython's CustomTB while watch mode is on: the traceback without syncfree's frames
+    when ``value`` is the error mode's stop at a sync; any other RuntimeError as usual."""
+    hide_engine_frames(value)
+    shell.showtraceback((etype, value, value.__traceback__), tb_offset=tb_offset,
+                        running_compiled_code=True)
 
 
 # --------------------------------------------------------------------------- cell text
