@@ -19,16 +19,21 @@ def test_four_thousand_consecutive_item_reads_finish_fast():
     assert elapsed < 10, f"{elapsed:.1f} s for 4,000 reads"
 
 
-def test_four_times_the_reads_take_far_less_than_sixteen_times_as_long():
+def _analysis_times(make_source, small: int, large: int) -> tuple[float, float]:
+    """Best of three CPU times of analysing ``make_source(small)`` and ``make_source(large)``."""
     def timed(count: int) -> float:
-        source = _reads(count)
-        start = time.perf_counter()
+        source = make_source(count)
+        start = time.process_time()
         analyze_source(source)
-        return time.perf_counter() - start
+        return time.process_time() - start
 
-    timed(200)  # warm
+    timed(small // 5)  # warm
+    return min(timed(small) for _ in range(3)), min(timed(large) for _ in range(3))
+
+
+def test_four_times_the_reads_take_far_less_than_sixteen_times_as_long():
     # Linear: about 4x; the quadratic path took 16x. 8x leaves room for a loaded machine.
-    small, large = min(timed(1000) for _ in range(3)), min(timed(4000) for _ in range(3))
+    small, large = _analysis_times(_reads, 1000, 4000)
     assert large < 8.0 * small + 0.1, f"1,000 reads {small:.2f} s, 4,000 reads {large:.2f} s"
 
 
@@ -40,14 +45,7 @@ def _branchy(count: int) -> str:
 
 
 def test_four_times_the_branches_take_far_less_than_sixteen_times_as_long():
-    def timed(count: int) -> float:
-        source = _branchy(count)
-        start = time.process_time()
-        analyze_source(source)
-        return time.process_time() - start
-
-    timed(100)  # warm
-    small, large = min(timed(500) for _ in range(3)), min(timed(2000) for _ in range(3))
+    small, large = _analysis_times(_branchy, 500, 2000)
     assert large < 8.0 * small + 0.1, f"500 ifs {small:.2f} s, 2,000 ifs {large:.2f} s"
 
 

@@ -24,21 +24,18 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 
+import injection
+from injection import diff
 from standins import FakeTensor, compile_cell, sync_now
 
 torch = pytest.importorskip("torch")
 
-import syncfree.capture as capture_package  # noqa: E402
 from syncfree.capture import SyncRecorder, explicit, interrupts  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
 from syncfree.capture import recorder as recorder_module  # noqa: E402
-
-CAPTURE_DIR = str(Path(capture_package.__file__).resolve().parent)
-
 
 # ----------------------------------------------------------------------------- state
 
@@ -91,101 +88,19 @@ def snapshot() -> dict:
     return state
 
 
-def diff(before: dict, after: dict) -> list[str]:
-    keys = set(before) | set(after)
-    return sorted(str(k) for k in keys if before.get(k, "<absent>") != after.get(k, "<absent>"))
-
-
 _FAKE_DEBUG: list = []  # set while the fake CUDA debug mode is in place
 
 
 # ----------------------------------------------------------------------------- injection
 
 
-class _Injector:
-    """A trace function that counts the lines executed in capture/ and, at the ``at``-th,
-    delivers SIGINT there as CPython does: it calls the installed Python handler with the
-    frame (Python's default raises KeyboardInterrupt; the engine's own handler may re-arm
-    the signal so that it is raised at the next check outside the engine, interrupts.py).
-    A KeyboardInterrupt raised by the trace function leaves the frame at that line and
-    CPython removes the trace function."""
-
-    def __init__(self, at: int | None) -> None:
-        self.at = at
-        self.lines = 0
-        self.fired = False
-        self.delivered = False
-        self.where = ""
-
-    def global_trace(self, frame, event, arg):
-        if frame.f_code.co_filename.startswith(CAPTURE_DIR):
-            return self.local_trace
-        return None
-
-    def local_trace(self, frame, event, arg):
-        if event == "line":
-            self.lines += 1
-            if self.lines == self.at:
-                self.fired = True
-                code = frame.f_code
-                self.where = f"{Path(code.co_filename).name}:{frame.f_lineno} ({code.co_name})"
-                handler = signal.getsignal(signal.SIGINT)
-                if callable(handler):
-                    handler(signal.SIGINT, frame)
-                else:
-                    raise KeyboardInterrupt(f"injected at line {self.at}")
-        return self.local_trace
-
-
-# The injector's functions run on top of the traced engine frame: a held-back interrupt
-# that the handler meets there belongs to the engine frame below (interrupts.in_engine).
-interrupts.transparent.update({_Injector.local_trace.__code__, _Injector.global_trace.__code__})
-
-
-def _check_signals() -> None:
-    """A Python call: CPython runs pending signal handlers on entering it."""
-
-
-def _run_traced(scenario, at: int | None) -> _Injector:
-    injector = _Injector(at)
-    sys.settrace(injector.global_trace)
-    try:
-        try:
-            scenario()
-        except KeyboardInterrupt:
-            injector.delivered = True
-        except BaseException:  # noqa: B036 (what the cell raises)
-            pass
-        finally:
-            sys.settrace(None)
-        # An interrupt the engine held back is raised again a moment later (interrupts.py).
-        deadline = time.monotonic() + 2.0
-        while interrupts.outstanding() and time.monotonic() < deadline:
-            time.sleep(0.0005)
-        _check_signals()  # ... here, when the run ended first
-    except KeyboardInterrupt:
-        injector.delivered = True
-    return injector
-
-
 def inject_everywhere(name: str, scenario, every: int = 1) -> tuple[int, int, list[str]]:
     """Run ``scenario`` once per executed engine line (or every ``every``-th line),
-    interrupted there; return (lines executed, injections made, leaks found)."""
-    _run_traced(scenario, None)  # warm up: first-use imports and caches
-    lines = _run_traced(scenario, None).lines
-    leaks: list[str] = []
-    injected = 0
-    for at in range(1, lines + 1, every):
-        before = snapshot()
-        injector = _run_traced(scenario, at)
-        injected += injector.fired
-        changed = diff(before, snapshot())
-        if injector.fired and not injector.delivered:
-            changed.append("the interrupt was swallowed")
-        if changed:
-            leaks.append(f"{name}: interrupt at engine line {at}, {injector.where}: "
-                         f"{', '.join(changed)}")
-            _repair()
+    interrupted there (tests/injection.py); return (lines executed, injections made, leaks
+    found), and print them."""
+    lines, injected, leaks = injection.inject_everywhere(scenario, snapshot, every=every,
+                                                         repair=_repair)
+    leaks = [f"{name}: {leak}" for leak in leaks]
     for leak in leaks:
         print(f"[leaks] {leak[:400]}")
     print(f"\n[leaks] {name}: {lines} engine lines executed per run, {injected} interrupts "

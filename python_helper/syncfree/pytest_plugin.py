@@ -180,16 +180,13 @@ class SyncfreeFixture:
 
     def __init__(self, mode: str | None) -> None:
         self.mode = mode
-        self.reports: list[Any] = []
 
     def watch(self, **kwargs: Any):
         """``with syncfree.watch() as w:`` (see `syncfree.watch`)."""
         from syncfree.session import Watch
 
         kwargs.setdefault("mode", self.mode)
-        watch = Watch(**kwargs)
-        self.reports.append(watch)
-        return watch
+        return Watch(**kwargs)
 
     def sync_free(self, budget: int = 0, **kwargs: Any):
         """``with syncfree.sync_free(budget=0):`` (see `syncfree.sync_free`)."""

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python_helper"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: injection.py
 
 # The names the measured patterns use (sync-facts.md), all on CUDA unless the name says
 # otherwise. Sizes keep every pattern valid: repeat_interleave(v, r) needs len(v) ==

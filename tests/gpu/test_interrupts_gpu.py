@@ -15,9 +15,10 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
 
 import pytest
+
+import injection  # tests/injection.py: the same SIGINT injection as the CPU leak tests
 
 pytestmark = pytest.mark.gpu
 
@@ -47,66 +48,6 @@ def _state():
     }
 
 
-def _inject_everywhere(run, every: int) -> tuple[int, int, list[str]]:
-    from syncfree import capture
-
-    capture_dir = str(Path(capture.__file__).resolve().parent)
-    from syncfree.capture import interrupts
-
-    def traced(at):
-        count = [0]
-        fired = [False]
-        delivered = [False]
-
-        def local(frame, event, arg):
-            if event == "line":
-                count[0] += 1
-                if count[0] == at:
-                    fired[0] = True
-                    handler = signal.getsignal(signal.SIGINT)
-                    if callable(handler):
-                        handler(signal.SIGINT, frame)
-                    else:
-                        raise KeyboardInterrupt
-            return local
-
-        def global_trace(frame, event, arg):
-            return local if frame.f_code.co_filename.startswith(capture_dir) else None
-
-        try:
-            sys.settrace(global_trace)
-            try:
-                run()
-            except KeyboardInterrupt:
-                delivered[0] = True
-            except BaseException:  # noqa: B036 (what the cell raises in error mode)
-                pass
-            finally:
-                sys.settrace(None)
-            deadline = time.monotonic() + 2.0
-            while interrupts.outstanding() and time.monotonic() < deadline:
-                time.sleep(0.0005)
-            (lambda: None)()  # pending handlers run on entering a Python call
-        except KeyboardInterrupt:
-            delivered[0] = True
-        return count[0], fired[0], delivered[0]
-
-    traced(None)
-    lines = traced(None)[0]
-    leaks, injected = [], 0
-    for at in range(1, lines + 1, every):
-        before = _state()
-        _, fired, delivered = traced(at)
-        injected += fired
-        after = _state()
-        changed = [k for k in before if before[k] != after[k]]
-        if fired and not delivered:
-            changed.append("the interrupt was swallowed")
-        if changed:
-            leaks.append(f"line {at}: {', '.join(changed)}")
-    return lines, injected, leaks
-
-
 @pytest.mark.parametrize("mode", ["warn", "error"])
 def test_interrupt_at_engine_lines_of_a_cuda_cell(cell, cuda_namespace, mode):
     import torch
@@ -119,7 +60,7 @@ def test_interrupt_at_engine_lines_of_a_cuda_cell(cell, cuda_namespace, mode):
             exec(c.code, namespace)
 
     before = _state()
-    lines, injected, leaks = _inject_everywhere(run, every=3)
+    lines, injected, leaks = injection.inject_everywhere(run, _state, every=3)
     print(f"\n[leaks] {mode} on CUDA: {lines} engine lines, {injected} interrupts injected, "
           f"{len(leaks)} leaks")
     assert lines > 50 and injected > 15

@@ -288,7 +288,7 @@ def _isin_sorts(args: tuple, kwargs: dict) -> bool | None:
     if n_elements == 0:
         return False
     sorts = test.numel() >= int(10.0 * float(n_elements) ** 0.145)
-    assume_unique = bound_flag(args, kwargs, 2, "assume_unique")
+    assume_unique = _bound_flag(args, kwargs, 2, "assume_unique")
     if sorts and assume_unique:
         # No unique() of either input: the sort path's one remaining host read (measured
         # 1 sync on an H100 with torch 2.11, tests/gpu/test_optable_gpu.py).
@@ -296,7 +296,7 @@ def _isin_sorts(args: tuple, kwargs: dict) -> bool | None:
     return sorts
 
 
-def bound_flag(args: tuple, kwargs: dict, position: int, name: str) -> bool:
+def _bound_flag(args: tuple, kwargs: dict, position: int, name: str) -> bool:
     """A boolean argument given by position or by keyword (False when absent)."""
     value = args[position] if len(args) > position else kwargs.get(name, False)
     return bool(value) if isinstance(value, bool) else False
