@@ -85,6 +85,7 @@ def analyze_source(
     ignore: Iterable[str] | None = None,
     earlier: Bindings | None = None,
     honour_allow: bool = True,
+    tree: ast.Module | None = None,
 ) -> list[dict[str, Any]]:
     """Findings (report.schema.json ``definitions/Finding``) for one cell body, sorted by position.
 
@@ -94,20 +95,25 @@ def analyze_source(
     :class:`~syncfree.catalog.scope.Bindings`); it is updated in place with this cell's bindings. A finding whose
     first or last line carries a matching ``# syncfree: allow`` comment is left out unless ``honour_allow`` is
     False.
+
+    ``tree`` is the source's AST when the caller has parsed it already (the magic parses a cell once for this pass
+    and for running it): every line that holds code must be the source's own line, IPython-only lines blank. The
+    analysis reads it and leaves it as it was.
     """
-    python_source = neutralize_ipython(source)
+    python_source = source if tree is not None else neutralize_ipython(source)
     if python_source is None:
         return []
     rules = select_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
     with cycle_collection_paused():
-        try:
-            with warnings.catch_warnings():
-                # Invalid escape sequences and the like would otherwise print in the user's notebook.
-                warnings.simplefilter("ignore", SyntaxWarning)
-                warnings.simplefilter("ignore", DeprecationWarning)
-                tree = ast.parse(python_source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
+        if tree is None:
+            try:
+                with warnings.catch_warnings():
+                    # Invalid escape sequences and the like would otherwise print in the user's notebook.
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    tree = ast.parse(python_source)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
         analysis = _Analysis(tree, python_source, rules, first_line, earlier)
         try:
             findings = analysis.run()
@@ -135,14 +141,29 @@ def _finding_allowed(allows: dict[int, frozenset[str] | None], finding: dict[str
 
 class _Analysis:
     def __init__(
-        self, tree: ast.Module, source: str, rules: tuple[Rule, ...], first_line: int, earlier: Bindings | None
+        self,
+        tree: ast.Module,
+        source: str,
+        rules: tuple[Rule, ...],
+        first_line: int,
+        earlier: Bindings | None,
+        *,
+        by_callee: bool = True,
     ) -> None:
         self.scope = CellScope(tree, source, earlier)
         self.line_offset = first_line - 1
+        # Most rules look at calls, and each only at calls of a few names (Rule.calls): a call is shown to the
+        # rules for its callee's name, not to all thirty of them (by_callee=False shows every call to every
+        # rule: the tests compare the two).
         self.by_type: dict[type[ast.AST], list[Rule]] = {}
+        self.by_callee: dict[str, list[Rule]] = {}
         for rule in rules:
             for node_type in rule.node_types:
-                self.by_type.setdefault(node_type, []).append(rule)
+                if node_type is ast.Call and rule.calls is not None and by_callee:
+                    for name in rule.calls:
+                        self.by_callee.setdefault(name, []).append(rule)
+                else:
+                    self.by_type.setdefault(node_type, []).append(rule)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def run(self) -> list[dict[str, Any]]:
@@ -150,11 +171,21 @@ class _Analysis:
         return sorted(self.findings.values(), key=_position_key)
 
     def _visit(self, node: ast.AST) -> None:
-        for rule in self.by_type.get(type(node), ()):
-            for found in rule.matcher(node, self.scope):
-                finding = self._finding(rule, found)
-                key = (finding["rule"], *finding["range"].values())
-                self.findings.setdefault(key, finding)
+        rules = self.by_type.get(type(node))
+        if rules:
+            for rule in rules:
+                self._match(rule, node)
+        if self.by_callee and type(node) is ast.Call:
+            rules = self.by_callee.get(self.scope.callee_name(node))  # type: ignore[arg-type]
+            if rules:
+                for rule in rules:
+                    self._match(rule, node)
+
+    def _match(self, rule: Rule, node: ast.AST) -> None:
+        for found in rule.matcher(node, self.scope):
+            finding = self._finding(rule, found)
+            key = (finding["rule"], *finding["range"].values())
+            self.findings.setdefault(key, finding)
 
     def _finding(self, rule: Rule, found: Match) -> dict[str, Any]:
         end = found.end_node or found.node

@@ -19,12 +19,15 @@ from time import perf_counter
 from IPython.core import magic_arguments
 from IPython.core.displayhook import DisplayHook
 from IPython.core.error import UsageError
+from IPython.core.inputtransformer2 import TransformerManager
+from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
 from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
+from .catalog.scope import cycle_collection_paused
 from .report import display_report
 from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
 
@@ -216,17 +219,29 @@ class SyncfreeMagics(Magics):
         shell = self.shell
         text = self._cell_text(line, cell)
         blank = _leading_blank_lines(cell)
-        transformed = shell.transform_cell(cell)
         first_line = text.body_line + blank  # transform_cell drops the blank lines
+        transformed = _python_body(shell, cell, blank)
         # Padding puts line n of the code on cell line n, so the traceback shows the cell's
         # own line numbers under "Cell In[n]" (CachingCompiler.cache registers the name).
-        code_text = "\n" * (first_line - 1) + transformed
+        code_text = "\n" * (first_line - 1) + (transformed or shell.transform_cell(cell))
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
+        tree = None
+        if transformed is not None:
+            # One parse serves the static pass and the compile (a body with IPython syntax
+            # fails here and takes IPython's transforms below, as before).
+            try:
+                with cycle_collection_paused():
+                    tree = shell.compile.ast_parse(code_text, filename=filename)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                code_text = "\n" * (first_line - 1) + shell.transform_cell(cell)
+                filename = shell.compile.cache(code_text, self._execution_count(),
+                                               raw_code=code_text)
         engine = choose_engine(options.mode)
         with FiltersKept():  # the static pass's catch_warnings, should an interrupt cut it short
-            findings = analyze_source(text.raw)  # in cell lines; IPython syntax lines skipped
+            # In cell lines; IPython syntax lines skipped.
+            findings = analyze_source(text.raw, tree=tree)
         try:
-            compiled = self._compile(code_text, filename)
+            compiled = self._compile(code_text, filename, tree)
         except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
             error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
             self._publish(cell_report(source=text.raw, engine=engine, findings=findings,
@@ -268,7 +283,7 @@ class SyncfreeMagics(Magics):
                                  wall_ms=(perf_counter() - started) * 1000.0)
             self._publish(report, options.quiet)
 
-    def _compile(self, code_text: str, filename: str) -> tuple:
+    def _compile(self, code_text: str, filename: str, tree: ast.Module | None = None) -> tuple:
         """(chunks, last expression) compiled like IPython compiles a cell, with its AST
         transformers and __future__ flags. ``chunks`` run in turn; the value of ``last``
         (None when nothing is shown) is the magic's, shown as Out[n]. Which values are
@@ -276,7 +291,9 @@ class SyncfreeMagics(Magics):
         run_ast_nodes does: ``all`` and ``last`` run those statements in "single" mode,
         whose expression values go to the displayhook one by one."""
         shell = self.shell
-        tree = shell.transform_ast(shell.compile.ast_parse(code_text, filename=filename))
+        if tree is None:
+            tree = shell.compile.ast_parse(code_text, filename=filename)
+        tree = shell.transform_ast(tree)
         body = tree.body
         interactivity = shell.ast_node_interactivity
         if body and interactivity == "last_expr_or_assign":
@@ -491,6 +508,51 @@ def _assigned_name(node: ast.stmt) -> str | None:
     elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and getattr(node, "value", 1):
         target = node.target
     return target.id if isinstance(target, ast.Name) else None
+
+
+def _python_body(shell, cell: str, blank: int) -> str | None:
+    """What ``shell.transform_cell(cell)`` returns, without tokenizing the cell, when the
+    body may be plain Python; None when IPython's transforms must run.
+
+    IPython's token transforms (``%magic``, ``!cmd``, ``obj?``, ``x = %m``) tokenize the
+    whole body, which for a big cell took as long as running it, and change only lines that
+    are not Python: a body that parses (the caller checks) with IPython's default
+    transforms comes out of them as it went in. The cheap cleanup transforms (leading blank
+    lines, indentation, prompts) and the cell-magic one still run here, and the body must
+    come out of them unchanged but for its leading blank lines and whitespace-only lines,
+    so that its lines and columns are the cell's. A one-line body takes IPython's way (its prefilter applies).
+    """
+    manager = shell.input_transformer_manager
+    default = _default_transforms()
+    if (type(shell).transform_cell is not InteractiveShell.transform_cell
+            or type(manager).transform_cell is not TransformerManager.transform_cell
+            or manager.cleanup_transforms != default.cleanup_transforms
+            or manager.line_transforms != default.line_transforms
+            or manager.token_transformers != default.token_transformers
+            or shell.input_transformers_post):
+        return None
+    if not cell.endswith("\n"):
+        cell += "\n"
+    lines = cell.splitlines(keepends=True)
+    body = lines[blank:]
+    if len(body) < 2:
+        return None
+    cleaned = lines
+    for transform in manager.cleanup_transforms + manager.line_transforms:
+        cleaned = transform(cleaned)
+    # leading_indent (textwrap.dedent) empties whitespace-only lines; nothing else may change.
+    if len(cleaned) != len(body) or any(new != old for new, old in zip(cleaned, body) if old.strip()):
+        return None
+    return "".join(cleaned)
+
+
+_DEFAULT_TRANSFORMS: list[TransformerManager] = []
+
+
+def _default_transforms() -> TransformerManager:
+    if not _DEFAULT_TRANSFORMS:
+        _DEFAULT_TRANSFORMS.append(TransformerManager())
+    return _DEFAULT_TRANSFORMS[0]
 
 
 def _leading_blank_lines(text: str) -> int:

@@ -27,9 +27,10 @@ No automatic fix: the Python number is needed by the code that follows.
 """
 
 import ast
+import math
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import Match, Rule, callee_names
 from syncfree.catalog.scope import FACTORIES, CellScope
 
 _CONVERSIONS = frozenset({"builtins.float", "builtins.int", "builtins.complex", "builtins.range", "operator.index"})
@@ -74,4 +75,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_CONVERSIONS | _SIZE_FACTORIES) | {name for name in dir(math) if not name.startswith("_")},
 )

@@ -137,5 +137,6 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.If, ast.While, ast.IfExp, ast.Assert, ast.comprehension, ast.BoolOp, ast.UnaryOp, ast.Call),
     matcher=match,
+    calls=("bool",),
     rewrite=rewrite,
 )

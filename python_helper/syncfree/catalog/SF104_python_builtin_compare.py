@@ -29,7 +29,7 @@ propagates NaN (Python's `max(a, nan)` returns `a`) and broadcasts and promotes 
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import Edit, Fix, Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope
 
 _BUILTINS = {"builtins.max", "builtins.min", "builtins.sorted", "builtins.any", "builtins.all"}
@@ -81,5 +81,6 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_BUILTINS),
     rewrite=rewrite,
 )

@@ -52,4 +52,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("is_nonzero",),
 )

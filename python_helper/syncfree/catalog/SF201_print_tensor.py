@@ -30,7 +30,7 @@ No automatic fix: what to print and how often is the author's choice.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope
 
 _PRINTERS = frozenset({"builtins.print", "IPython.display.display", "pprint.pprint", "pprint.pp"})
@@ -67,4 +67,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_PRINTERS) | {"display"},
 )

@@ -79,4 +79,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.JoinedStr, ast.Call, ast.BinOp),
     matcher=match,
+    calls=("str", "repr", "format"),
 )

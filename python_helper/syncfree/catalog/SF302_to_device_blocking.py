@@ -101,5 +101,6 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("cuda", "to"),
     rewrite=rewrite,
 )

@@ -54,5 +54,6 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("cuda", "to"),
     enabled_by_default=False,
 )

@@ -75,5 +75,6 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("type",),
     rewrite=rewrite,
 )

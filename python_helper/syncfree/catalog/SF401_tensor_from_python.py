@@ -32,7 +32,7 @@ Safe. A literal number becomes `torch.zeros`/`torch.ones`/`torch.full` with the 
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import Edit, Fix, Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope, keyword, number_literal
 
 _CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.asarray"})
@@ -120,5 +120,6 @@ RULE = Rule.from_docstring(
     fix_safety="safe",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_CONSTRUCTORS),
     rewrite=rewrite,
 )

@@ -28,7 +28,7 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import Edit, Fix, Match, Rule
-from syncfree.catalog.scope import CellScope, number_literal
+from syncfree.catalog.scope import LEGACY_TENSOR_DTYPES, CellScope, number_literal
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
@@ -67,5 +67,6 @@ RULE = Rule.from_docstring(
     fix_safety="safe",
     node_types=(ast.Call,),
     matcher=match,
+    calls=LEGACY_TENSOR_DTYPES,
     rewrite=rewrite,
 )

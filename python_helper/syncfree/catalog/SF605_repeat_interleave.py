@@ -90,5 +90,6 @@ RULE = Rule.from_docstring(
     fix_safety="safe",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("repeat_interleave",),
     rewrite=rewrite,
 )

@@ -72,4 +72,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls={"assert_close", "log", *_LOGGER_METHODS},
 )

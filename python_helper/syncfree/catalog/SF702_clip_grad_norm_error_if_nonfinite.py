@@ -26,7 +26,7 @@ continues with NaN/inf gradients unless something else checks.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import Edit, Fix, Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope, is_constant, keyword
 
 _CLIPPERS = frozenset({"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_norm", "torch.nn.utils.clip_grad.clip_grad_norm_"})
@@ -80,5 +80,6 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_CLIPPERS),
     rewrite=rewrite,
 )

@@ -34,7 +34,7 @@ No automatic fix: the error the check raised becomes a value (`info`) that the c
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope
 
 CHECKED = {
@@ -75,4 +75,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(CHECKED),
 )

@@ -74,4 +74,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("narrow",),
 )

@@ -34,7 +34,7 @@ No automatic fix: whether the wait is needed (timing, interop with other librari
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope
 
 _SYNCHRONIZE = frozenset({"torch.cuda.synchronize", "torch.accelerator.synchronize"})
@@ -56,4 +56,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_SYNCHRONIZE),
 )

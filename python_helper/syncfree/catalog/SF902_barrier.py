@@ -50,4 +50,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=("barrier", "monitored_barrier"),
 )

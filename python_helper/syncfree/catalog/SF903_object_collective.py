@@ -28,7 +28,7 @@ No automatic fix.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import Match, Rule, callee_names
 from syncfree.catalog.scope import CellScope
 
 _OBJECT_COLLECTIVES = frozenset(
@@ -53,4 +53,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    calls=callee_names(_OBJECT_COLLECTIVES),
 )

@@ -28,7 +28,7 @@ import importlib
 import inspect
 import pkgutil
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
@@ -126,6 +126,12 @@ Matcher = Callable[[ast.AST, "CellScope"], Iterator[Match]]
 Rewrite = Callable[[Match, "CellScope"], "Fix | None"]
 
 
+def callee_names(qualified: Iterable[str]) -> frozenset[str]:
+    """The last names of qualified callee names (``torch.cuda.synchronize`` -> ``synchronize``), for
+    :attr:`Rule.calls`."""
+    return frozenset(name.rpartition(".")[2] for name in qualified)
+
+
 @dataclass(frozen=True)
 class Rule:
     """A catalog entry: the texts the frontend shows, plus the static matcher and the optional rewrite."""
@@ -148,6 +154,11 @@ class Rule:
     matcher: Matcher = field(repr=False)
     rewrite: Rewrite | None = field(default=None, repr=False)
     enabled_by_default: bool = True
+    #: For a rule on ``ast.Call``: the names a callee it can match ends with, once import aliases are resolved
+    #: (``item`` for ``t.item()``; ``one_hot`` for ``F.one_hot(...)`` and for ``oh(...)`` after ``from
+    #: torch.nn.functional import one_hot as oh``). The static pass calls the matcher only for those calls; None:
+    #: for every call. tests/test_catalog.py checks each set against the matcher over the golden fixtures.
+    calls: frozenset[str] | None = field(default=None, repr=False)
 
     @classmethod
     def from_docstring(
@@ -165,6 +176,7 @@ class Rule:
         matcher: Matcher,
         rewrite: Rewrite | None = None,
         enabled_by_default: bool = True,
+        calls: Iterable[str] | None = None,
     ) -> Rule:
         """Build a rule whose texts come from its module docstring (the ruff-style sections)."""
         sections = parse_rule_doc(doc or "", code)
@@ -189,6 +201,7 @@ class Rule:
             matcher=matcher,
             rewrite=rewrite,
             enabled_by_default=enabled_by_default,
+            calls=frozenset(calls) if calls is not None else None,
         )
         rule.validate()
         return rule
@@ -206,6 +219,8 @@ class Rule:
             problems.append("dependency must be 'false' or 'true'")
         if self.fix_safety not in ("safe", "review", "none"):
             problems.append("fix_safety must be safe, review or none")
+        if self.calls is not None and (ast.Call not in self.node_types or not self.calls):
+            problems.append("calls (callee names) is for a rule on ast.Call and names at least one")
         if (self.rewrite is None) != (self.fix_safety == "none"):
             problems.append("a rule has a rewrite exactly when its fix_safety is not 'none'")
         limits = {"title": 200, "why": 2000, "fix": 2000, "example_before": 2000, "example_after": 2000}

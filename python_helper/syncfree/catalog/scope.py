@@ -341,6 +341,20 @@ class CellScope:
     def call_name(self, call: ast.Call) -> str | None:
         return self.qualified_name(call.func)
 
+    def callee_name(self, call: ast.Call) -> str | None:
+        """The last name of what ``call`` calls, import aliases resolved: ``one_hot`` for ``F.one_hot(x)`` and for
+        ``oh(x)`` after ``from torch.nn.functional import one_hot as oh``; ``item`` for ``t.item()``; ``f`` for a
+        function ``f`` of the cell. What :attr:`Rule.calls <syncfree.catalog.Rule.calls>` lists."""
+        func = call.func
+        qualified = self.qualified_name(func)
+        if qualified is not None:
+            return qualified.rpartition(".")[2]
+        if isinstance(func, ast.Attribute):
+            return func.attr
+        if isinstance(func, ast.Name):
+            return func.id
+        return None
+
     def method_call(self, call: ast.AST) -> tuple[ast.expr, str] | None:
         """``(receiver, method)`` for ``receiver.method(...)`` where the receiver is a value, not a module path."""
         if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute):
