@@ -333,3 +333,71 @@ def test_deeply_nested_expressions():
     findings = analyze_source(CUDA + f"y = {chain}\ns = y.item()\nz = {calls}.item()\n")
     assert [(f["rule"], f["certainty"]) for f in findings] == [("SF910", "certain"), ("SF101", "certain"), ("SF101", "certain")]
     assert analyze_source("y = " + " + ".join(["x"] * 5000) + "\n") == []  # beyond the parser's own limit
+
+
+# --------------------------------------------------------------------------------------------- dispatch by callee
+ALIASED = """\
+import math
+from builtins import float as as_float
+from math import floor as fl
+from pprint import pprint as pp
+
+import torch
+import torch.nn.functional as F
+from torch import cuda as c
+from torch import linalg as la
+from torch.distributed import barrier as bar
+from torch.linalg import inv as invert
+from torch.nn.functional import one_hot as oh
+from torch.nn.utils import clip_grad_norm_ as clip
+
+x = torch.randn(8, device="cuda")
+oh(x.long())
+F.one_hot(x.long())
+c.synchronize()
+invert(x.reshape(2, 4)[:, :2])
+la.inv(x)
+bar()
+as_float(x)
+fl(x)
+math.ceil(x)
+pp(x)
+clip(params, 1.0, error_if_nonfinite=True)
+display(x)
+"""
+
+
+def _corpus() -> list[str]:
+    from syncfree.catalog import RULES
+
+    sources = [case.read_text() for case in regen.checker_cases()]
+    sources += [path.read_text() for path in sorted((TESTS / "fixtures" / "rewrites").rglob("*.py"))]
+    for notebook in [*sorted((ROOT / "examples").glob("*.ipynb")), *sorted((ROOT / "ui-tests").rglob("*.ipynb"))]:
+        for cell in json.loads(notebook.read_text())["cells"]:
+            if cell["cell_type"] == "code":
+                sources.append("".join(cell["source"]))
+    return [*sources, *(rule.example_before for rule in RULES.values()), ALIASED]
+
+
+def test_rules_see_every_call_they_match():
+    # Each rule on calls is shown only the calls of the names in its Rule.calls; over every fixture, notebook and
+    # example (and calls spelled through import aliases) that finds what showing it every call finds.
+    import ast
+
+    from syncfree.analyze import _Analysis
+    from syncfree.catalog import RULES, select_rules
+
+    rules = select_rules(["ALL"])
+    found: set[str] = set()
+    for source in _corpus():
+        python = neutralize_ipython(source)
+        if python is None:
+            continue
+        every_call = _Analysis(ast.parse(python), python, rules, 1, None, by_callee=False).run()
+        by_callee = _Analysis(ast.parse(python), python, rules, 1, None).run()
+        assert by_callee == every_call, source
+        found.update(finding["rule"] for finding in every_call)
+    assert {code for code, rule in RULES.items() if rule.calls is not None} <= found
+    aliased = rules_at(ALIASED)
+    assert {rule for rule, _, _ in aliased} >= {"SF102", "SF201", "SF608", "SF702", "SF704", "SF801", "SF902"}
+    assert [line for rule, line, _ in aliased if rule == "SF102"] == [22, 23, 24]

@@ -91,6 +91,62 @@ def test_ipython_syntax_inside_the_body(cuda_ip):
     the_report(bundles)
 
 
+@pytest.fixture
+def body_transforms(ip, monkeypatch):
+    """The texts the shell's transform_cell was asked to transform (the magic's own
+    cell, with its %%syncfree line, comes first: IPython transforms that itself)."""
+    asked = []
+    transform = ip.transform_cell
+
+    def recording(raw_cell):
+        asked.append(raw_cell)
+        return transform(raw_cell)
+
+    monkeypatch.setattr(ip, "transform_cell", recording)
+    return asked
+
+
+def test_a_plain_python_body_is_tokenized_once(cuda_ip, body_transforms):
+    # IPython's token transforms tokenized a big body a second time, for the magic.
+    cell = "%%syncfree\n\nt = FakeTensor()\n    \nv = t.item()\nn = 41\nn + 1\n"
+    result, _, bundles = run(cuda_ip, cell)
+    assert result.success and result.result == 42
+    assert [text for text in body_transforms if not text.startswith("%%syncfree")] == []
+    report = the_report(bundles)
+    assert [(s["line"], s["kind"]) for s in report["sites"]] == [(5, "item")]
+    assert [(f["rule"], f["range"]["line"], f["range"]["col"]) for f in report["findings"]] == [("SF101", 5, 4)]
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("y = 2\nz = %pwd\nisinstance(z, str)\n", True),  # IPython syntax after plain lines
+    ("    a = 1\n    a + 1\n", 2),               # indented: IPython dedents it
+    ("a = 5\na?\n", None),                       # help: IPython's pager, nothing raised
+    ("x = 1\nx = = 2\n", SyntaxError),           # not Python at all
+])
+def test_bodies_that_need_ipythons_transforms_still_get_them(cuda_ip, body_transforms, body, expected):
+    result, _, bundles = run(cuda_ip, "%%syncfree\n" + body)
+    if expected is SyntaxError:
+        assert isinstance(result.error_in_exec, SyntaxError)
+    else:
+        assert result.success and result.result == expected
+    assert body in body_transforms  # the fast path declined and IPython's way ran
+    the_report(bundles)
+
+
+def test_input_transformers_of_the_users_apply_to_the_body(cuda_ip, body_transforms):
+    def replace_one(lines):  # the body's lines only: the magic's own cell is one get_ipython() line
+        return [line.replace("ONE", "1") if line.startswith("a") else line for line in lines]
+
+    cuda_ip.input_transformers_post.append(replace_one)
+    try:
+        result, _, bundles = run(cuda_ip, "%%syncfree\na = ONE\na + ONE\n")
+    finally:
+        cuda_ip.input_transformers_post.remove(replace_one)
+    assert result.success and result.result == 2
+    assert "a = ONE\na + ONE\n" in body_transforms
+    the_report(bundles)
+
+
 def test_syntax_error_points_at_the_cell_line(cuda_ip):
     result, stdout, bundles = run(cuda_ip, "%%syncfree\nx = 1\nx = = 2\n")
     assert isinstance(result.error_in_exec, SyntaxError)
