@@ -151,6 +151,25 @@ def test_kind_comes_from_the_finding_that_covers_the_instruction():
     assert (site.rule, site.kind) == (print_rule, "print")
 
 
+def test_an_ended_recorder_leaves_nothing_of_its_cell_in_the_caches():
+    # A 10,000-line cell's finding index and instruction positions stayed alive after it,
+    # and every full collection of the cells that followed walked them.
+    from syncfree.analyze import analyze_source
+    from syncfree.capture import sites as site_caches
+
+    source = "t = FakeTensor()\ns = t.sum().item()\n"
+    code, filename = compile_cell(source)
+    findings = analyze_source(source)
+    seen = {}
+    with SyncRecorder("warn", cell_files={filename: 0}, findings={filename: findings}):
+        exec(code, {"FakeTensor": FakeTensor})
+        seen["index"] = id(findings) in site_caches._indexes
+        seen["positions"] = any(c.co_filename == filename for c, _ in site_caches._positions_cache.values())
+    assert seen == {"index": True, "positions": True}
+    assert id(findings) not in site_caches._indexes
+    assert not any(c.co_filename == filename for c, _ in site_caches._positions_cache.values())
+
+
 def test_record_sync_with_a_known_kind_and_prediction():
     code, filename = compile_cell("import sys\nframe = sys._getframe()\n")
     ns: dict = {}

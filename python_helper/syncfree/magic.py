@@ -241,7 +241,10 @@ class SyncfreeMagics(Magics):
             # In cell lines; IPython syntax lines skipped.
             findings = analyze_source(text.raw, tree=tree)
         try:
+            # The tree goes with the compile: its nodes kept alive while the cell runs
+            # would make each of Python's full collections there walk them all.
             compiled = self._compile(code_text, filename, tree)
+            del tree
         except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
             error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
             self._publish(cell_report(source=text.raw, engine=engine, findings=findings,

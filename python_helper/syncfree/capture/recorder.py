@@ -31,7 +31,7 @@ from time import perf_counter
 from types import FrameType, TracebackType
 from typing import Any
 
-from . import explicit, interrupts
+from . import explicit, interrupts, sites
 from .filters import FiltersKept, filters_changed, remove_entries
 from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
@@ -127,6 +127,7 @@ class SyncRecorder:
             # is put back last.
             undo.push(interrupts.release, self)
             interrupts.hold(self)
+            undo.push(self._forget_cached)
             self._thread = threading.get_ident()
             undo.push(_discard, _active, self)
             if _active:
@@ -149,6 +150,9 @@ class SyncRecorder:
             finally:
                 self._close_undo()  # again, should a second interrupt cut the first short
             raise
+
+    def _forget_cached(self) -> None:
+        sites.forget(list(self._findings.values()), self._cell_files)
 
     def _close_undo(self) -> None:
         undo = self._undo

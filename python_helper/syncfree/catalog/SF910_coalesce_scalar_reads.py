@@ -24,35 +24,37 @@ integer count stacked with float losses comes back as a float (`3.0`, not `3`).
 """
 
 import ast
-import weakref
 from collections.abc import Iterator
 
 from syncfree.catalog import Edit, Fix, Match, Rule
 from syncfree.catalog.scope import CellScope
 
 
+def _looks_like_read(statement: ast.AST) -> bool:
+    """``name = <expression>.item()``, by its shape alone (most statements stop here)."""
+    if type(statement) is not ast.Assign or len(statement.targets) != 1 or type(statement.targets[0]) is not ast.Name:
+        return False
+    call = statement.value
+    return (
+        type(call) is ast.Call
+        and type(call.func) is ast.Attribute
+        and call.func.attr == "item"
+        and not call.args
+        and not call.keywords
+    )
+
+
 def _scalar_read(statement: ast.stmt, scope: CellScope) -> tuple[str, ast.expr] | None:
     """``(name, tensor)`` for ``name = tensor.item()``."""
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+    if not _looks_like_read(statement):
         return None
-    method = scope.method_call(statement.value)
-    if method is None or method[1] != "item" or statement.value.args or statement.value.keywords:  # type: ignore[attr-defined]
+    method = scope.method_call(statement.value)  # None for a module path: torch.item()
+    if method is None or scope.tensor_certainty(method[0], unknown=True) is None:
         return None
-    if scope.tensor_certainty(method[0], unknown=True) is None:
-        return None
-    return statement.targets[0].id, method[0]
-
-
-def _uses(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+    return statement.targets[0].id, method[0]  # type: ignore[attr-defined]
 
 
 Read = tuple[ast.stmt, str, ast.expr]
-
-#: Per analysed cell: the ids of the statements already taken into a run. A run is computed once, when the walk
-#: reaches its first statement (what the scope knows then is what the reads are judged by), so a file of
-#: thousands of consecutive reads stays linear: every later read of the run is a set lookup.
-_TAKEN: "weakref.WeakKeyDictionary[CellScope, set[int]]" = weakref.WeakKeyDictionary()
 
 
 def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[Read]:
@@ -66,7 +68,11 @@ def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[Read]:
             break
         if run:
             previous = run[-1][0]
-            if statement.lineno != previous.end_lineno + 1 or read[0] in bound or _uses(read[1], bound):  # type: ignore[operator]
+            if (
+                statement.lineno != previous.end_lineno + 1  # type: ignore[operator]
+                or read[0] in bound
+                or not bound.isdisjoint(scope.names_in(read[1]))
+            ):
                 break
         run.append((statement, *read))
         bound.add(read[0])
@@ -86,24 +92,24 @@ def _block_of(node: ast.stmt, scope: CellScope) -> tuple[list[ast.stmt], int]:
 
 
 def _index(block: list[ast.stmt], node: ast.stmt, scope: CellScope) -> int | None:
-    positions = _POSITIONS.setdefault(scope, {})
+    # Each statement list's positions by statement id (``list.index`` per statement is quadratic).
+    positions = scope.memo.setdefault("SF910 positions", {})
     where = positions.get(id(block))
     if where is None:
         where = positions[id(block)] = {id(statement): index for index, statement in enumerate(block)}
     return where.get(id(node))
 
 
-#: Per analysed cell: each statement list's positions by statement id (``list.index`` per statement is quadratic).
-_POSITIONS: "weakref.WeakKeyDictionary[CellScope, dict[int, dict[int, int]]]" = weakref.WeakKeyDictionary()
-
-
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if not isinstance(node, ast.Assign):
+    if not _looks_like_read(node):
         return
-    taken = _TAKEN.setdefault(scope, set())
+    # The statements already taken into a run. A run is computed once, when the walk reaches its first statement
+    # (what the scope knows then is what the reads are judged by), so a file of thousands of consecutive reads
+    # stays linear: every later read of the run is a set lookup.
+    taken = scope.memo.setdefault("SF910 taken", set())
     if id(node) in taken:
         return  # a later read of a run already reported
-    block, index = _block_of(node, scope)
+    block, index = _block_of(node, scope)  # type: ignore[arg-type]
     run = _run(block, index, scope)
     taken.update(id(statement) for statement, _, _ in run)
     if len(run) < 2:

@@ -20,7 +20,7 @@ import gc
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from syncfree.catalog import Certainty, Edit, Position
 
@@ -244,6 +244,7 @@ class CellScope:
         self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
+        self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         self._collect_imports(imports)
 
     def bindings(self) -> Bindings:
@@ -295,6 +296,20 @@ class CellScope:
 
     def parent(self, node: ast.AST) -> ast.AST | None:
         return self.parents.get(node)
+
+    def names_in(self, node: ast.AST) -> list[str]:
+        """The names an expression reads or binds (``ast.walk`` over its ``Name`` nodes, without the generators)."""
+        found = []
+        stack = [node]
+        children_of = self._children
+        while stack:
+            item = stack.pop()
+            if type(item) is ast.Name:
+                found.append(item.id)  # type: ignore[attr-defined]
+                continue
+            children = children_of.get(id(item))
+            stack.extend(children if children is not None else child_nodes(item))
+        return found
 
     # ----------------------------------------------------------------------------------------------- names
     def _collect_imports(self, imports: Iterable[ast.Import | ast.ImportFrom]) -> None:
@@ -1052,28 +1067,32 @@ class CellScope:
         An explicit stack rather than recursion: generated code nests expressions deeper than Python's recursion
         limit allows.
         """
-        stack: list[ast.AST | Callable[[], None]] = [node]
+        stack: list[ast.AST | object] = [node]
+        visit, children_of, record_call = self._visit, self._children, self._record_call
         while stack:
             item = stack.pop()
-            if not isinstance(item, ast.AST):
-                item()  # leave a lambda's scope
+            kind = type(item)  # parsed trees hold the node classes themselves, no subclasses
+            if item is _LEAVE_SCOPE:
+                self._leave_scope()
                 continue
-            self._visit(item)
-            if isinstance(item, ast.Call):
-                self._record_call(item)
-            if isinstance(item, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
-                self._comprehension(item)
-            elif isinstance(item, ast.Lambda):
-                self._env = self._env.new_child({a.arg: UNKNOWN for a in ast.walk(item.args) if isinstance(a, ast.arg)})
+            visit(item)  # type: ignore[arg-type]
+            if kind is ast.Call:
+                record_call(item)  # type: ignore[arg-type]
+            elif kind in _COMPREHENSIONS:
+                self._comprehension(item)  # type: ignore[arg-type]
+                continue
+            elif kind is ast.Lambda:
+                arguments = {a.arg: UNKNOWN for a in ast.walk(item.args) if isinstance(a, ast.arg)}  # type: ignore[attr-defined]
+                self._env = self._env.new_child(arguments)
                 self._changed()
-                stack.append(self._leave_scope)
-                stack.append(item.body)
-            else:
-                children = self._children.get(id(item))
-                if children is None:
-                    children = child_nodes(item)
-                    children.reverse()
-                stack.extend(children)
+                stack.append(_LEAVE_SCOPE)
+                stack.append(item.body)  # type: ignore[attr-defined]
+                continue
+            children = children_of.get(id(item))
+            if children is None:
+                children = child_nodes(item)  # type: ignore[arg-type]
+                children.reverse()
+            stack.extend(children)
 
     def _leave_scope(self) -> None:
         self._env = self._env.parents
@@ -1098,7 +1117,9 @@ class CellScope:
         self._changed()
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {ast.Name: (), ast.Constant: ()}  # leaves: a str, a constant
+_COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
+_LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
 
 
 @contextlib.contextmanager
@@ -1120,12 +1141,13 @@ def cycle_collection_paused() -> Iterator[None]:
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """``list(ast.iter_child_nodes(node))``, several times faster (no generator, field names looked up once per
-    node type): the static pass visits every node of a file more than once."""
+    """``list(ast.iter_child_nodes(node))`` without the ``ctx`` markers, several times faster (no generator, field
+    names looked up once per node type): the static pass visits every node of a file more than once."""
     kind = type(node)
     fields = _FIELDS.get(kind)
     if fields is None:
-        fields = _FIELDS[kind] = kind._fields
+        # ``ctx`` (Load, Store, Del) is left out: one shared object per kind that no rule looks at.
+        fields = _FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
     children: list[ast.AST] = []
     for name in fields:
         value = getattr(node, name, None)
