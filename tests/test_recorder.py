@@ -468,6 +468,24 @@ def test_sites_are_capped_and_the_totals_stay_true():
     assert any("3 sync(s) at sites beyond the first 1000" in n for n in fields["notes"])
 
 
+def test_a_full_site_table_still_counts_a_known_site_reached_another_way():
+    # Past the cap the attribution stops at the chain unless a site on it is held: the
+    # else branch of line 2 comes after 1000 sites and still counts on its site.
+    reads = "".join("    t.item()\n" for _ in range(999))
+    source = ("t = FakeTensor()\n"
+              "def read(second): return t.item() if second else t.item()\n"
+              "def order():\n"
+              "    yield False\n"
+              f"{reads}"
+              "    yield True\n"
+              "for second in order(): read(second)\n")
+    last = source.count("\n")
+    fields = run(source).report_fields()
+    assert len(fields["sites"]) == 1000 and fields["syncs"] == 1001
+    (read,) = [site for site in fields["sites"] if site["chain"] == [last, 2]]
+    assert read["count"] == 2 and fields["truncated_sites"] is False
+
+
 def test_recorder_rejects_bad_arguments():
     with pytest.raises(ValueError, match="mode"):
         SyncRecorder("loud", cell_files={})

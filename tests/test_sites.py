@@ -208,6 +208,7 @@ def test_site_table_aggregates_by_chain_and_kind_and_caps():
     assert table.site_for((3,), "item", "SF101", (), None, False) is a
     b = table.site_for((5, 3), "item", "SF101", (), None, False)
     assert b is not a
+    assert not table.takes((9,), None) and table.takes((5, 3), None)  # full: known chains only
     overflow = table.site_for((9,), "nonzero", None, (), None, False)
     assert overflow is table.overflow and table.truncated
     a.count, b.count = 2, 1

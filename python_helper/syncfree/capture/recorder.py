@@ -33,7 +33,7 @@ from typing import Any
 
 from . import explicit, interrupts, sites
 from .filters import FiltersKept, filters_changed, remove_entries
-from .sites import MAX_FRAMES, SiteTable, SyncSite, SyncTally, UserFiles, attribute
+from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo
 
@@ -297,12 +297,15 @@ class SyncRecorder:
             if frame is not None:
                 try:
                     attribution = attribute(frame, self._cell_files, self._findings_for,
-                                            self.max_frames, kind)
+                                            self.max_frames, kind, table=self._table)
                 except Exception as exc:  # a fault here must not break the user's cell
                     self.note(f"syncfree could not attribute a sync ({type(exc).__name__}: "
                               f"{exc}); it is counted outside the cell's lines")
             if attribution is None:
                 tally = self._outside.setdefault(thread or "", SyncTally())
+            elif attribution is TABLE_FULL:
+                self._table.truncated = True
+                tally = self._table.overflow
             else:
                 self.frames_truncated |= attribution.frames_truncated
                 tally = self._table.site_for(attribution.chain, attribution.kind,

@@ -132,9 +132,17 @@ class SiteTable:
 
     def __init__(self, limit: int = MAX_SITES) -> None:
         self._sites: dict[tuple, SyncSite] = {}
+        self._chains: set[tuple] = set()  # (chain, files) of the sites held
         self._limit = limit
         self.overflow = SyncTally()
         self.truncated = False
+
+    def takes(self, chain: tuple[int, ...], files: tuple[str, ...] | None) -> bool:
+        """Whether a sync on ``chain`` may get a site: below the cap, or a site on that
+        chain is held already (another kind on the line, say). Asked before the rest of
+        the attribution is worked out, which a cell of thousands of syncing lines would
+        otherwise pay for every line past the cap."""
+        return len(self._sites) < self._limit or (chain, files) in self._chains
 
     def site_for(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
@@ -148,6 +156,7 @@ class SiteTable:
             return self.overflow
         site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail,
                                             files)
+        self._chains.add((chain, files))
         return site
 
     def sites(self) -> list[SyncSite]:
@@ -246,9 +255,15 @@ class Attribution:
 FindingsLookup = Callable[[str], Sequence[Mapping]]
 
 
+#: What `attribute` returns when the ``table`` it was given has no room for the sync's site.
+TABLE_FULL = Attribution((), "other", None, (), False)
+
+
 def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: FindingsLookup,
-              max_frames: int, kind: str | None = None) -> Attribution | None:
-    """Attribute a sync whose innermost Python frame is ``frame``; None without a cell frame."""
+              max_frames: int, kind: str | None = None, *,
+              table: SiteTable | None = None) -> Attribution | None:
+    """Attribute a sync whose innermost Python frame is ``frame``; None without a cell
+    frame, `TABLE_FULL` when ``table`` (if given) would not take a site on its lines."""
     stack: list[FrameType] = []
     f: FrameType | None = frame
     while f is not None:
@@ -272,6 +287,8 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     if len(chain) > MAX_CHAIN:
         chain = chain[:1] + chain[-(MAX_CHAIN - 1):]
         files = files[:1] + files[-(MAX_CHAIN - 1):]
+    if table is not None and not table.takes(tuple(chain), tuple(files) if by_file else None):
+        return TABLE_FULL
     library = stack[:inner]  # inner -> outer
     frames, frames_truncated = _trimmed_frames(library, max_frames)
 
