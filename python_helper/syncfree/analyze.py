@@ -171,21 +171,19 @@ class _Analysis:
         return sorted(self.findings.values(), key=_position_key)
 
     def _visit(self, node: ast.AST) -> None:
-        rules = self.by_type.get(type(node))
+        kind = type(node)
+        rules = self.by_type.get(kind)
+        if kind is ast.Call and self.by_callee:
+            chosen = self.by_callee.get(self.scope.callee_name(node))  # type: ignore[arg-type]
+            if chosen:
+                rules = [*rules, *chosen] if rules else chosen
         if rules:
+            scope = self.scope
             for rule in rules:
-                self._match(rule, node)
-        if self.by_callee and type(node) is ast.Call:
-            rules = self.by_callee.get(self.scope.callee_name(node))  # type: ignore[arg-type]
-            if rules:
-                for rule in rules:
-                    self._match(rule, node)
-
-    def _match(self, rule: Rule, node: ast.AST) -> None:
-        for found in rule.matcher(node, self.scope):
-            finding = self._finding(rule, found)
-            key = (finding["rule"], *finding["range"].values())
-            self.findings.setdefault(key, finding)
+                for found in rule.matcher(node, scope):
+                    finding = self._finding(rule, found)
+                    key = (finding["rule"], *finding["range"].values())
+                    self.findings.setdefault(key, finding)
 
     def _finding(self, rule: Rule, found: Match) -> dict[str, Any]:
         end = found.end_node or found.node
@@ -222,7 +220,10 @@ class _Analysis:
     def _characters(self, position: tuple[int, int]) -> int:
         """A UTF-8 byte column (what ast gives) as a character column (what editors and the report use)."""
         line, byte_column = position
-        return len(self.scope.lines[line - 1].encode()[:byte_column].decode("utf-8", errors="replace"))
+        text = self.scope.lines[line - 1]
+        if text.isascii():
+            return byte_column
+        return len(text.encode()[:byte_column].decode("utf-8", errors="replace"))
 
 
 def _position_key(finding: dict[str, Any]) -> tuple[Any, ...]:

@@ -259,7 +259,8 @@ class CellScope:
     def text_between(self, start: Position, end: Position) -> str:
         (line, col), (end_line, end_col) = start, end
         if line == end_line:
-            return self.lines[line - 1].encode()[col:end_col].decode()
+            text = self.lines[line - 1]
+            return text[col:end_col] if text.isascii() else text.encode()[col:end_col].decode()
         first = self.lines[line - 1].encode()[col:].decode()
         middle = "".join(self.lines[line : end_line - 1])
         last = self.lines[end_line - 1].encode()[:end_col].decode()
@@ -341,7 +342,7 @@ class CellScope:
 
     def _qualified_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
-            if node.id in self._env and node.id not in self.imported:
+            if self._bound(node.id) is not None and node.id not in self.imported:
                 return None
             if node.id in self.aliases:
                 return self.aliases[node.id]
@@ -413,18 +414,20 @@ class CellScope:
     # ----------------------------------------------------------------------------------------------- queries
     def value(self, node: ast.AST) -> Value:
         """The abstract value of an expression in the environment of the statement being visited."""
-        key = id(node)
-        if key not in self._cache:
-            # Evaluate a long left-leaning chain (x + x + ..., t.a().b().c()) from its innermost operand out, so
-            # that each step finds its operand cached and the recursion stays shallow.
-            chain = []
-            inner: ast.AST | None = node
-            while inner is not None and id(inner) not in self._cache:
-                chain.append(inner)
-                inner = _leftmost_operand(inner)
-            for link in reversed(chain):
-                self._cache[id(link)] = self._evaluate(link)
-        return self._cache[key]
+        cache = self._cache
+        found = cache.get(id(node))
+        if found is not None:
+            return found
+        # Evaluate a long left-leaning chain (x + x + ..., t.a().b().c()) from its innermost operand out, so that
+        # each step finds its operand cached and the recursion stays shallow.
+        chain = []
+        inner: ast.AST | None = node
+        while inner is not None and id(inner) not in cache:
+            chain.append(inner)
+            inner = _leftmost_operand(inner)
+        for link in reversed(chain):
+            cache[id(link)] = self._evaluate(link)
+        return cache[id(node)]
 
     def tensor_certainty(self, node: ast.AST, *, unknown: bool = False) -> Certainty | None:
         """How sure a sync is when ``node`` is the operand that must be on CUDA.
@@ -474,7 +477,23 @@ class CellScope:
         return None
 
     # ----------------------------------------------------------------------------------------------- evaluation
+    def _bound(self, name: str) -> Value | None:
+        """What ``name`` holds, None when unbound (``ChainMap`` lookups, without its generator per lookup)."""
+        for names in self._env.maps:
+            value = names.get(name)
+            if value is not None:
+                return value
+        return None
+
     def _evaluate(self, node: ast.AST) -> Value:
+        kind = type(node)  # parsed trees hold the node classes themselves, no subclasses
+        if kind is ast.Name:
+            bound = self._bound(node.id)  # type: ignore[attr-defined]
+            return UNKNOWN if bound is None else bound
+        if kind is ast.Call:
+            return self._call(node)  # type: ignore[arg-type]
+        if kind is ast.Attribute:
+            return self._attribute(node)  # type: ignore[arg-type]
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str) and device_of_literal(node.value):
                 return Value("device", device_of_literal(node.value), const=node.value)
@@ -1032,6 +1051,8 @@ class CellScope:
 
     def _record_call(self, call: ast.Call) -> None:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
+        if type(call.func) is not ast.Name and type(call.func) is not ast.NamedExpr:
+            return  # t.item(), x[0](...): only a name holds a function of the cell (Value "function")
         function = self.value(call.func).const
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return
@@ -1160,16 +1181,15 @@ def child_nodes(node: ast.AST) -> list[ast.AST]:
 
 def _leftmost_operand(node: ast.AST) -> ast.AST | None:
     """The operand evaluated first, for the expressions that chain."""
-    if isinstance(node, ast.BinOp):
-        return node.left
-    if isinstance(node, ast.Compare):
-        return node.left
-    if isinstance(node, (ast.Attribute, ast.Subscript)):
-        return node.value
-    if isinstance(node, ast.Call):
-        return node.func.value if isinstance(node.func, ast.Attribute) else None
-    if isinstance(node, ast.UnaryOp):
-        return node.operand
+    kind = type(node)
+    if kind is ast.Attribute or kind is ast.Subscript:
+        return node.value  # type: ignore[attr-defined]
+    if kind is ast.Call:
+        return node.func.value if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
+    if kind is ast.BinOp or kind is ast.Compare:
+        return node.left  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp:
+        return node.operand  # type: ignore[attr-defined]
     return None
 
 
