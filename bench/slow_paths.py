@@ -15,7 +15,8 @@ Without CUDA (this machine: say so when quoting) the magic runs in predict mode:
 tensors are CPU stand-ins and each sync is predicted, and the plain run computes the same
 on the CPU; with CUDA both run on the GPU and the magic counts the real syncs. The static
 pass over the cell is timed on its own too (``analyze_source`` over the parsed cell, as the
-magic runs it: the one parse serves the pass and the compile), as part of the magic's cost.
+magic runs it: the one parse serves the pass and the compile, and the pass stops once it has
+the 1,000 findings a report holds), as part of the magic's cost.
 Ratios are of CPU time (the main thread), which a loaded machine disturbs far less than wall
 time; the wall times are printed too. Each run starts from a collected heap (``gc.collect()``
 before it), so that a full collection that the previous run's garbage made due does not land
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     from IPython.testing import globalipapp
 
     from syncfree.analyze import analyze_source
+    from syncfree.report import MAX_FINDINGS
     from syncfree.session import choose_engine
 
     shell = globalipapp.start_ipython() or globalipapp.get_ipython()
@@ -103,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             tree = ast.parse("\n" + cell)  # the magic's padded code text: line n is cell line n
             gc.collect()
             start = time.thread_time()
-            analyze_source(magic, tree=tree)
+            analyze_source(magic, tree=tree, limit=MAX_FINDINGS)
             static = time.thread_time() - start
             report = shell.user_ns["_syncfree_report"]
             rows.append((label, plain, under, static, report["totals"]["syncs"],

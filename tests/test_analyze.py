@@ -401,3 +401,18 @@ def test_rules_see_every_call_they_match():
     aliased = rules_at(ALIASED)
     assert {rule for rule, _, _ in aliased} >= {"SF102", "SF201", "SF608", "SF702", "SF704", "SF801", "SF902"}
     assert [line for rule, line, _ in aliased if rule == "SF102"] == [22, 23, 24]
+
+
+def test_a_limit_keeps_the_first_findings_and_stops_the_walk():
+    # %%syncfree reports at most 1,000 findings: its static pass stops once it has them, and what it keeps is
+    # what the whole walk would have put first (a function defined at the top is still walked).
+    cell = ("import torch\n"
+            "x = torch.randn(64, device='cuda')\n"
+            "def helper(t):\n"
+            "    return t.tolist()\n"
+            + "".join(f"v{i} = x[{i % 64}].item() + helper(x)[0]\n" for i in range(2000)))
+    everything = analyze_source(cell)
+    limited = analyze_source(cell, limit=1000)
+    assert len(everything) == 2001 and 1000 < len(limited) < 1010
+    assert limited[:1000] == everything[:1000]
+    assert any(f["rule"] == "SF204" and f["range"]["line"] == 4 for f in limited)

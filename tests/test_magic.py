@@ -147,6 +147,18 @@ def test_input_transformers_of_the_users_apply_to_the_body(cuda_ip, body_transfo
     the_report(bundles)
 
 
+def test_a_cell_with_more_findings_than_a_report_holds(cuda_ip):
+    cell = "%%syncfree --quiet\nt = FakeTensor()\n" + "v = t.item()\n" * 1200
+    result, _, _ = run(cuda_ip, cell)
+    assert result.success
+    report = cuda_ip.user_ns["_syncfree_report"]
+    validate_report(report)
+    assert len(report["findings"]) == 1000 and report["truncated"]["findings"] is True
+    assert report["totals"]["syncs"] == 1200 and len(report["sites"]) == 1000
+    assert "static findings: the first 1,000, up to line 1002; syncs after it are still counted and named" in (
+        report["notes"])
+
+
 def test_syntax_error_points_at_the_cell_line(cuda_ip):
     result, stdout, bundles = run(cuda_ip, "%%syncfree\nx = 1\nx = = 2\n")
     assert isinstance(result.error_in_exec, SyntaxError)

@@ -71,7 +71,10 @@ def test_lists_are_capped_with_flags():
     validate_report(report)
     assert len(report["findings"]) == 1000
     assert report["truncated"] == {"sites": True, "findings": True, "frames": False}
-    assert len(report["notes"]) == 20 and report["notes"][-1] == "... and 6 more notes"
+    assert len(report["notes"]) == 20 and report["notes"][-1] == "... and 7 more notes"
+    few = build_report(source="x", device=DEVICE, mode="warn", findings=[finding] * 1001)
+    assert few["notes"] == ["static findings: the first 1,000, up to line 1; syncs after it are still "
+                            "counted and named"]
 
 
 def test_validation_rejects_what_the_schema_forbids():

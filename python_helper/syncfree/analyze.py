@@ -86,6 +86,7 @@ def analyze_source(
     earlier: Bindings | None = None,
     honour_allow: bool = True,
     tree: ast.Module | None = None,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Findings (report.schema.json ``definitions/Finding``) for one cell body, sorted by position.
 
@@ -99,6 +100,10 @@ def analyze_source(
     ``tree`` is the source's AST when the caller has parsed it already (the magic parses a cell once for this pass
     and for running it): every line that holds code must be the source's own line, IPython-only lines blank. The
     analysis reads it and leaves it as it was.
+
+    ``limit``: stop once more than this many findings are found (a report holds 1,000: ``MAX_FINDINGS``), at a
+    top-level statement. The findings returned are then every finding before that statement, so the first
+    ``limit`` by position are the same as without a limit; a 10,000-line cell costs what its first lines do.
     """
     python_source = source if tree is not None else neutralize_ipython(source)
     if python_source is None:
@@ -114,7 +119,7 @@ def analyze_source(
                     tree = ast.parse(python_source)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
-        analysis = _Analysis(tree, python_source, rules, first_line, earlier)
+        analysis = _Analysis(tree, python_source, rules, first_line, earlier, limit=limit)
         try:
             findings = analysis.run()
         except RecursionError:
@@ -149,8 +154,10 @@ class _Analysis:
         earlier: Bindings | None,
         *,
         by_callee: bool = True,
+        limit: int | None = None,
     ) -> None:
         self.scope = CellScope(tree, source, earlier)
+        self.limit = limit
         self.line_offset = first_line - 1
         # Most rules look at calls, and each only at calls of a few names (Rule.calls): a call is shown to the
         # rules for its callee's name, not to all thirty of them (by_callee=False shows every call to every
@@ -167,7 +174,8 @@ class _Analysis:
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
 
     def run(self) -> list[dict[str, Any]]:
-        self.scope.walk(self._visit)
+        limit = self.limit
+        self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit)
         return sorted(self.findings.values(), key=_position_key)
 
     def _visit(self, node: ast.AST) -> None:

@@ -28,7 +28,7 @@ from .capture import SyncRecorder
 from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
 from .catalog.scope import cycle_collection_paused
-from .report import display_report
+from .report import MAX_FINDINGS, display_report
 from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
 
 MAGIC = "%%syncfree"
@@ -242,7 +242,7 @@ class SyncfreeMagics(Magics):
                                                    raw_code=code_text)
             with FiltersKept():  # the static pass's catch_warnings, should an interrupt cut it short
                 # In cell lines; IPython syntax lines skipped.
-                findings = analyze_source(text.raw, tree=tree)
+                findings = analyze_source(text.raw, tree=tree, limit=MAX_FINDINGS)
             try:
                 compiled = self._compile(code_text, filename, tree)
                 del tree  # not kept alive while the cell runs
@@ -441,7 +441,7 @@ class SyncfreeMagics(Magics):
         if engine.mode == "static":
             return
         with FiltersKept():
-            findings = analyze_source(raw)
+            findings = analyze_source(raw, limit=MAX_FINDINGS)
         recorder = new_recorder(engine, files=dict.fromkeys(names, blank),
                                 findings=dict.fromkeys(names, findings),
                                 measure_blocked=options.measure_blocked,

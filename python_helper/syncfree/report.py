@@ -67,6 +67,10 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     finding_list = finding_list[:MAX_FINDINGS]
     measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
     note_list = [str(n)[:500] for n in notes]
+    if truncated_findings:
+        last = finding_list[-1]["range"]["line"] if finding_list else 0
+        note_list.append(f"static findings: the first {MAX_FINDINGS:,}, up to line {last}; syncs after it "
+                         "are still counted and named")
     if len(note_list) > MAX_NOTES:
         note_list = note_list[:MAX_NOTES - 1] + [f"... and {len(note_list) - MAX_NOTES + 1} more notes"]
     codes = {s["rule"] for s in site_list if s.get("rule")} | {f["rule"] for f in finding_list}

@@ -867,16 +867,24 @@ class CellScope:
         return False
 
     # ----------------------------------------------------------------------------------------------- the walk
-    def walk(self, visit: Callable[[ast.AST], None]) -> None:
+    def walk(self, visit: Callable[[ast.AST], None], *, stop: Callable[[], bool] | None = None) -> None:
         """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
 
         Function bodies are visited after the cell's top level, with each parameter bound to what the cell passes
         for it (joined over the calls the walk saw), so a sync inside a helper called with a CUDA tensor is found.
+        ``stop`` (asked before each top-level statement) ends the top level early; the bodies of the functions
+        defined above that point are still visited, so every node before it is.
         """
         self._visit = visit
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, list[dict[str, Value]]] = {}
-        self._block(self.tree.body)
+        if stop is None:
+            self._block(self.tree.body)
+        else:
+            for statement in self.tree.body:
+                if stop():
+                    break
+                self._statement(statement)
         top = self._env
         index = 0
         while index < len(self._deferred):  # bodies may define (and defer) functions of their own
