@@ -297,7 +297,8 @@ class SyncRecorder:
             if frame is not None:
                 try:
                     attribution = attribute(frame, self._cell_files, self._findings_for,
-                                            self.max_frames, kind, table=self._table)
+                                            self.max_frames, kind, table=self._table,
+                                            boundary=boundary)
                 except Exception as exc:  # a fault here must not break the user's cell
                     self.note(f"syncfree could not attribute a sync ({type(exc).__name__}: "
                               f"{exc}); it is counted outside the cell's lines")

@@ -261,19 +261,29 @@ TABLE_FULL = Attribution((), "other", None, (), False)
 
 def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: FindingsLookup,
               max_frames: int, kind: str | None = None, *,
-              table: SiteTable | None = None) -> Attribution | None:
+              table: SiteTable | None = None,
+              boundary: FrameType | None = None) -> Attribution | None:
     """Attribute a sync whose innermost Python frame is ``frame``; None without a cell
-    frame, `TABLE_FULL` when ``table`` (if given) would not take a site on its lines."""
+    frame, `TABLE_FULL` when ``table`` (if given) would not take a site on its lines.
+
+    The frames are walked up to ``boundary`` (the frame that entered a watch) or, for
+    notebook cells, to the cell's module frame: what is above is the same for every sync
+    (a kernel's ~30 frames of IPython, tornado and asyncio)."""
+    by_file = isinstance(cell_files, UserFiles)
     stack: list[FrameType] = []
     f: FrameType | None = frame
     while f is not None:
         stack.append(f)
+        if f is boundary:
+            break
+        code = f.f_code
+        if not by_file and code.co_name == "<module>" and code.co_filename in cell_files:
+            break
         f = f.f_back
     cell_at = [i for i, fr in enumerate(stack) if fr.f_code.co_filename in cell_files]
     if not cell_at:
         return None
     inner = cell_at[0]
-    by_file = isinstance(cell_files, UserFiles)
     chain: list[int] = []
     files: list[str] = []
     for i in reversed(cell_at):  # outermost cell frame first
