@@ -416,3 +416,19 @@ def test_a_limit_keeps_the_first_findings_and_stops_the_walk():
     assert len(everything) == 2001 and 1000 < len(limited) < 1010
     assert limited[:1000] == everything[:1000]
     assert any(f["rule"] == "SF204" and f["range"]["line"] == 4 for f in limited)
+
+
+def test_values_keep_their_dataclass_fields_and_stay_frozen():
+    import dataclasses
+    import inspect
+
+    from syncfree.catalog.scope import Value
+
+    parameters = inspect.signature(Value.__init__).parameters
+    assert [(f.name, f.default) for f in dataclasses.fields(Value)] == [
+        (name, p.default) for name, p in parameters.items() if name != "self"
+    ]
+    value = Value("tensor", "cuda", ndim=2)
+    assert dataclasses.replace(value, device=None) == Value("tensor", None, ndim=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.kind = "numpy"  # type: ignore[misc]

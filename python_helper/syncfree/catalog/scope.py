@@ -47,6 +47,22 @@ class Value:
     const: object = None
     ndim: int | None = None
 
+    def __init__(
+        self,
+        kind: str = "unknown",
+        device: Device | None = None,
+        dtype: Literal["bool", "int", "float"] | None = None,
+        pinned: bool = False,
+        int_data: tuple[int, ...] | None = None,
+        const: object = None,
+        ndim: int | None = None,
+    ) -> None:
+        # The fields above, set in one step: the frozen dataclass's own __init__ sets each through
+        # object.__setattr__, and the static pass makes several values per line of a cell.
+        self.__dict__.update(
+            kind=kind, device=device, dtype=dtype, pinned=pinned, int_data=int_data, const=const, ndim=ndim
+        )
+
     @property
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
