@@ -175,7 +175,8 @@ class _Analysis:
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
-        self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit)
+        types = {*self.by_type, *((ast.Call,) if self.by_callee else ())}  # the nodes some rule looks at
+        self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=types)
         return sorted(self.findings.values(), key=_position_key)
 
     def _visit(self, node: ast.AST) -> None:

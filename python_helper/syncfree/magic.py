@@ -544,6 +544,8 @@ def _python_body(shell, cell: str, blank: int) -> str | None:
         return None
     cleaned = lines
     for transform in manager.cleanup_transforms + manager.line_transforms:
+        if getattr(transform, "doctest", False) and ">>>" not in cell:
+            continue  # a doctest PromptStripper changes nothing without a ">>>" line; it scans every line
         cleaned = transform(cleaned)
     # leading_indent (textwrap.dedent) empties whitespace-only lines; nothing else may change.
     if len(cleaned) != len(body) or any(new != old for new, old in zip(cleaned, body) if old.strip()):

@@ -18,7 +18,7 @@ import builtins
 import contextlib
 import gc
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -260,6 +260,7 @@ class CellScope:
         self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
+        self._types: Container[type] | None = None  # set by walk()
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         self._collect_imports(imports)
 
@@ -883,15 +884,23 @@ class CellScope:
         return False
 
     # ----------------------------------------------------------------------------------------------- the walk
-    def walk(self, visit: Callable[[ast.AST], None], *, stop: Callable[[], bool] | None = None) -> None:
+    def walk(
+        self,
+        visit: Callable[[ast.AST], None],
+        *,
+        stop: Callable[[], bool] | None = None,
+        types: Container[type] | None = None,
+    ) -> None:
         """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
 
         Function bodies are visited after the cell's top level, with each parameter bound to what the cell passes
         for it (joined over the calls the walk saw), so a sync inside a helper called with a CUDA tensor is found.
         ``stop`` (asked before each top-level statement) ends the top level early; the bodies of the functions
-        defined above that point are still visited, so every node before it is.
+        defined above that point are still visited, so every node before it is. ``types``: visit only nodes of
+        these classes (the walk still goes through the others).
         """
         self._visit = visit
+        self._types = types
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, list[dict[str, Value]]] = {}
         if stop is None:
@@ -1113,14 +1122,15 @@ class CellScope:
         limit allows.
         """
         stack: list[ast.AST | object] = [node]
-        visit, children_of, record_call = self._visit, self._children, self._record_call
+        visit, children_of, record_call, types = self._visit, self._children, self._record_call, self._types
         while stack:
             item = stack.pop()
             kind = type(item)  # parsed trees hold the node classes themselves, no subclasses
             if item is _LEAVE_SCOPE:
                 self._leave_scope()
                 continue
-            visit(item)  # type: ignore[arg-type]
+            if types is None or kind in types:
+                visit(item)  # type: ignore[arg-type]
             if kind is ast.Call:
                 record_call(item)  # type: ignore[arg-type]
             elif kind in _COMPREHENSIONS:
