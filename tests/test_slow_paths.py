@@ -78,3 +78,17 @@ def test_instruction_positions_cost_the_same_in_a_big_cell():
 
     small, large = _interleaved(spans(10), spans(20_000))
     assert large / small < 4, (small, large)  # hashing the code object: 240x
+
+
+def test_the_cells_static_pass_costs_what_its_first_thousand_findings_do():
+    # %%syncfree's static pass stops at the 1,000 findings a report holds: 4x the lines costs
+    # about the same, where the whole walk costs 4x.
+    from syncfree.analyze import analyze_source
+    from syncfree.report import MAX_FINDINGS
+
+    def cell(n):
+        source = "x = torch.ones(4, device='cuda')\n" + "".join(f"v{i} = x[{i % 4}].item()\n" for i in range(n))
+        return lambda: analyze_source(source, limit=MAX_FINDINGS)
+
+    small, large = _interleaved(cell(2000), cell(8000))
+    assert large / small < 2.5, (small, large)  # the whole walk: 4x

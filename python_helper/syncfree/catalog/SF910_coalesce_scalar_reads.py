@@ -1,5 +1,6 @@
 """## What it does
-Checks for several `.item()` reads on adjacent lines, such as logging a few metrics at the end of a step.
+Checks for several `.item()` reads on adjacent lines, such as logging a few metrics at the end of a step (a row of
+more than 32 is reported in parts of 32).
 
 ## Why is this bad?
 Each `.item()` is a separate sync: the CPU waits for the GPU, copies one number, then queues the next tiny copy and
@@ -57,11 +58,17 @@ def _scalar_read(statement: ast.stmt, scope: CellScope) -> tuple[str, ast.expr] 
 Read = tuple[ast.stmt, str, ast.expr]
 
 
+#: Reads per run at most: a longer row is reported (and rewritten) in parts of this many, and the walk never looks
+#: further ahead than this from a statement.
+MAX_RUN = 32
+
+
 def _run(block: list[ast.stmt], start: int, scope: CellScope) -> list[Read]:
-    """The adjacent, independent scalar reads starting at ``block[start]``."""
+    """The adjacent, independent scalar reads starting at ``block[start]`` (at most `MAX_RUN`)."""
     run: list[Read] = []
     bound: set[str] = set()
-    for position in range(start, len(block)):  # not block[start:]: a copy of the rest of the block per call
+    # Not block[start:]: a copy of the rest of the block per call.
+    for position in range(start, min(len(block), start + MAX_RUN)):
         statement = block[position]
         read = _scalar_read(statement, scope)
         if read is None:

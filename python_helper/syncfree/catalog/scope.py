@@ -242,27 +242,29 @@ class CellScope:
         self.imported: set[str] = set(earlier.imported)
         self.default_device: Device | None = earlier.default_device
         self.parents: dict[ast.AST, ast.AST] = {}
-        # One pass in ast.walk's order (breadth first, so a later import of a name wins as before).
-        nodes: list[ast.AST] = [tree]
-        imports: list[ast.Import | ast.ImportFrom] = []
-        parents = self.parents
         # Each node's children, reversed, as the walk's stack wants them (kept: the walk visits every node again).
+        # Both are filled one top-level statement at a time, as the walk reaches it (_index): a walk stopped early
+        # costs what it walked.
         self._children: dict[int, list[ast.AST]] = {}
-        for parent in nodes:
-            if isinstance(parent, (ast.Import, ast.ImportFrom)):
-                imports.append(parent)
-            children = child_nodes(parent)
-            for child in children:
-                parents[child] = parent
-            nodes.extend(children)
-            children.reverse()
-            self._children[id(parent)] = children
         self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
-        self._collect_imports(imports)
+        self._collect_imports(_imports(tree))
+
+    def _index(self, top: ast.stmt) -> None:
+        """Parents and children of every node under a top-level statement, before the walk enters it."""
+        parents, children_of = self.parents, self._children
+        parents[top] = self.tree
+        nodes: list[ast.AST] = [top]
+        for parent in nodes:
+            children = child_nodes(parent)
+            for child in children:
+                parents[child] = parent
+            nodes.extend(children)
+            children.reverse()
+            children_of[id(parent)] = children
 
     def bindings(self) -> Bindings:
         """What this cell leaves for the next one (call after :meth:`walk`)."""
@@ -903,13 +905,11 @@ class CellScope:
         self._types = types
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, list[dict[str, Value]]] = {}
-        if stop is None:
-            self._block(self.tree.body)
-        else:
-            for statement in self.tree.body:
-                if stop():
-                    break
-                self._statement(statement)
+        for statement in self.tree.body:
+            if stop is not None and stop():
+                break
+            self._index(statement)
+            self._statement(statement)
         top = self._env
         index = 0
         while index < len(self._deferred):  # bodies may define (and defer) functions of their own
@@ -1193,6 +1193,25 @@ def cycle_collection_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+_BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The cell's imports in ``ast.walk``'s order (breadth first, so a later import of a name wins), found through
+    the statements alone: imports are statements, and statements hold no expressions that hold statements."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    nodes: list[ast.AST] = [tree]
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+            continue
+        for name in type(node)._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                nodes.extend(item for item in value if isinstance(item, _BLOCK_ITEMS))
+    return found
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
