@@ -7,6 +7,7 @@ cost). The figures against a plain run are printed by bench/slow_paths.py.
 
 from __future__ import annotations
 
+import ast
 import time
 
 import pytest
@@ -88,7 +89,8 @@ def test_the_cells_static_pass_costs_what_its_first_thousand_findings_do():
 
     def cell(n):
         source = "x = torch.ones(4, device='cuda')\n" + "".join(f"v{i} = x[{i % 4}].item()\n" for i in range(n))
-        return lambda: analyze_source(source, limit=MAX_FINDINGS)
+        tree = ast.parse(source)  # the magic's one parse, which its compile uses too
+        return lambda: analyze_source(source, tree=tree, limit=MAX_FINDINGS)
 
     small, large = _interleaved(cell(2000), cell(8000))
-    assert large / small < 2.5, (small, large)  # the whole walk: 4x
+    assert large / small < 2, (small, large)  # the whole walk: 4x
