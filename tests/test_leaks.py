@@ -19,6 +19,7 @@ The figures (lines executed, injections, leaks per scenario) are printed (``-s``
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import threading
@@ -85,6 +86,7 @@ def snapshot() -> dict:
     state["active_session"] = (predict_module._active_session, list(predict_module._claims))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["cuda_available_here"] = torch.cuda.is_available()
+    state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
     return state
 
 
@@ -131,6 +133,7 @@ def _repair() -> None:
         recorder_module._active.pop()
     predict_module._active_session = None
     predict_module._claims.clear()
+    gc.enable()
 
 
 # ----------------------------------------------------------------------------- scenarios
@@ -538,6 +541,49 @@ def test_static_pass_leaves_no_warning_filter_whatever_interrupts_it():
     assert lines > 5 and leaked == 0
     # The same interrupts without FiltersKept leave catch_warnings' copy behind.
     assert _interrupt_catch_warnings(lambda: analyze_source(source))[1] > 0
+
+
+def test_the_cycle_collector_comes_back_whatever_interrupts_a_pause():
+    # The magic holds the collector off from a cell's parse to its compile, before any
+    # recorder holds Ctrl-C back: an interrupt at any line of the pause (its generator and
+    # contextlib's) may leave it off, and the next cell's resume_interrupted() ends that.
+    import contextlib
+
+    from syncfree import collector
+
+    codes = {collector.paused.__wrapped__.__code__, collector._end.__code__,
+             contextlib._GeneratorContextManager.__enter__.__code__,
+             contextlib._GeneratorContextManager.__exit__.__code__}
+
+    def run(at):
+        count = [0]
+
+        def local(frame, event, arg):
+            if event == "line":
+                count[0] += 1
+                if count[0] == at:
+                    raise KeyboardInterrupt
+            return local
+
+        sys.settrace(lambda frame, event, arg: local if frame.f_code in codes else None)
+        try:
+            with collector.paused():
+                assert not gc.isenabled()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+        return count[0]
+
+    assert gc.isenabled()
+    lines = run(None)
+    left_off = 0
+    for at in range(1, lines + 1):
+        run(at)
+        left_off += not gc.isenabled()
+        collector.resume_interrupted()
+        assert gc.isenabled() and collector._pauses == [], at
+    assert lines > 5 and left_off > 0  # some interrupts do leave it off until then
 
 
 def test_parse_quietly_never_swaps_the_filters_list():

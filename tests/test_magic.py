@@ -159,6 +159,20 @@ def test_a_cell_with_more_findings_than_a_report_holds(cuda_ip):
         report["notes"])
 
 
+def test_a_cell_turns_the_cycle_collector_back_on_after_an_interrupted_pause(ip):
+    import gc
+
+    from syncfree import collector
+
+    pause = collector.paused()
+    pause.__enter__()  # and no __exit__: what an interrupt at the end of a pause can leave
+    assert not gc.isenabled()
+    result, _, _ = run(ip, "x = 1\n")
+    assert result.success and gc.isenabled() and collector._pauses == []
+    del pause  # its generator's finally finds no pause left to end
+    assert gc.isenabled()
+
+
 def test_syntax_error_points_at_the_cell_line(cuda_ip):
     result, stdout, bundles = run(cuda_ip, "%%syncfree\nx = 1\nx = = 2\n")
     assert isinstance(result.error_in_exec, SyntaxError)

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
-from syncfree.catalog.scope import Bindings, CellScope, cycle_collection_paused
+from syncfree.catalog.scope import Bindings, CellScope
+from syncfree.collector import paused as cycle_collection_paused
 
 __all__ = [
     "PYTHON_CELL_MAGICS",

@@ -35,7 +35,7 @@ from typing import Any, TextIO
 from syncfree import __version__
 from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
 from syncfree.catalog import select_rules
-from syncfree.catalog.scope import cycle_collection_paused
+from syncfree.collector import paused as cycle_collection_paused
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, SYNTAX_ERROR, Diagnostic, clean_text, write_diagnostics
 
@@ -255,7 +255,7 @@ def _syntax_error(cell: SourceCell) -> Diagnostic | None:
     if python_source is None:
         return None
     try:
-        with cycle_collection_paused():  # a large file's tree is no garbage (see syncfree.catalog.scope)
+        with cycle_collection_paused():  # a large file's tree is no garbage (syncfree.collector)
             compile(python_source, cell.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as error:
         line = error.lineno or 1

@@ -23,11 +23,11 @@ from IPython.core.inputtransformer2 import TransformerManager
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 
+from . import collector
 from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
-from .catalog.scope import cycle_collection_paused
 from .report import MAX_FINDINGS, display_report
 from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
 
@@ -229,7 +229,7 @@ class SyncfreeMagics(Magics):
         # From the parse to the compiled code Python's cycle collector is held off: a big
         # cell's tree (some 110,000 nodes for 10,000 lines) is no garbage, and each young
         # collection in between walked all of it. The tree is gone before it runs again.
-        with cycle_collection_paused():
+        with collector.paused():
             tree = None
             if transformed is not None:
                 # One parse serves the static pass and the compile (a body with IPython
@@ -419,6 +419,7 @@ class SyncfreeMagics(Magics):
             # A cell run from inside a cell (%%capture runs its body so): the outer cell
             # keeps its recorder, and its reports come after it, not inside the capture.
             return
+        collector.resume_interrupted()  # a pause of the cycle collector an interrupt cut short
         stale = self._watched
         if stale is not None:
             # post_run_cell came but an interrupt kept it from ending the recorder.

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ast
 import dis
 import functools
-import gc
 import linecache
 import sys
 import threading
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from types import CodeType, FrameType
 
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
+from .. import collector
 from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
 from .filters import parse_quietly
 
@@ -394,13 +394,8 @@ def _positions(code: CodeType) -> list | None:
         # A 10,000-line cell has some 270,000 instructions: without the cycle collector
         # running between their tuples (none of them garbage) the list takes a third of
         # the time.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with collector.paused():
             positions = list(positions_of())
-        finally:
-            if collecting:
-                gc.enable()
         _positions_cache[id(code)] = (code, positions)
         if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
             del _positions_cache[next(iter(_positions_cache))]

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
-import gc
 from collections import ChainMap
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -1175,24 +1173,6 @@ class CellScope:
 _FIELDS: dict[type, tuple[str, ...]] = {ast.Name: (), ast.Constant: ()}  # leaves: a str, a constant
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
-
-
-@contextlib.contextmanager
-def cycle_collection_paused() -> Iterator[None]:
-    """Hold Python's cycle collector off while a large tree is parsed and walked.
-
-    A 10,000-line file makes hundreds of thousands of AST nodes and values, none of them garbage while the walk
-    runs; each full collection in between traverses all of them (and the rest of the process), which made checking
-    a file twice as long take three times as long. Reference counting still frees everything; the collector runs
-    again as before afterwards. Nested and concurrent uses leave it as they found it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 _BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
