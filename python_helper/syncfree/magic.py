@@ -457,6 +457,7 @@ class SyncfreeMagics(Magics):
         self._cell_info = self._outer.pop() if self._outer else None
         if self._cell_info is not None:  # the end of a cell run inside a cell
             return
+        collector.resume_interrupted()  # a pause the cell's interrupt cut short: over now
         watched = self._watched
         pending, self._pending = self._pending, []
         if watched is not None:
