@@ -486,40 +486,39 @@ def _filter_state():
     return warnings.filters, list(warnings.filters)
 
 
+def _interrupt_in(codes: set, call, at: int | None) -> int:
+    """Run ``call`` with a KeyboardInterrupt raised at the ``at``-th line executed in the code
+    objects ``codes`` (None: nowhere); return how many lines ran there."""
+    count = [0]
+
+    def local(frame, event, arg):
+        if event == "line":
+            count[0] += 1
+            if count[0] == at:
+                raise KeyboardInterrupt
+        return local
+
+    sys.settrace(lambda frame, event, arg: local if frame.f_code in codes else None)
+    try:
+        call()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+    return count[0]
+
+
 def _interrupt_catch_warnings(call) -> tuple[int, int]:
     """Call ``call`` once per line executed in Lib/warnings.py's catch_warnings, with a
     KeyboardInterrupt raised there; return (injections, runs that left the filters
     changed)."""
     catch_codes = {f.__code__ for f in (warnings.catch_warnings.__enter__,
                                         warnings.catch_warnings.__exit__)}
-
-    def run(at):
-        count = [0]
-
-        def local(frame, event, arg):
-            if event == "line":
-                count[0] += 1
-                if count[0] == at:
-                    raise KeyboardInterrupt
-            return local
-
-        def global_trace(frame, event, arg):
-            return local if frame.f_code in catch_codes else None
-
-        sys.settrace(global_trace)
-        try:
-            call()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
-        return count[0]
-
-    lines = run(None)
+    lines = _interrupt_in(catch_codes, call, None)
     leaked = 0
     for at in range(1, lines + 1):
         before = _filter_state()
-        run(at)
+        _interrupt_in(catch_codes, call, at)
         after = _filter_state()
         if after[0] is not before[0] or after[1] != before[1]:
             leaked += 1
@@ -555,31 +554,15 @@ def test_the_cycle_collector_comes_back_whatever_interrupts_a_pause():
              contextlib._GeneratorContextManager.__enter__.__code__,
              contextlib._GeneratorContextManager.__exit__.__code__}
 
-    def run(at):
-        count = [0]
-
-        def local(frame, event, arg):
-            if event == "line":
-                count[0] += 1
-                if count[0] == at:
-                    raise KeyboardInterrupt
-            return local
-
-        sys.settrace(lambda frame, event, arg: local if frame.f_code in codes else None)
-        try:
-            with collector.paused():
-                assert not gc.isenabled()
-        except KeyboardInterrupt:
-            pass
-        finally:
-            sys.settrace(None)
-        return count[0]
+    def pause():
+        with collector.paused():
+            assert not gc.isenabled()
 
     assert gc.isenabled()
-    lines = run(None)
+    lines = _interrupt_in(codes, pause, None)
     left_off = 0
     for at in range(1, lines + 1):
-        run(at)
+        _interrupt_in(codes, pause, at)
         left_off += not gc.isenabled()
         collector.resume_interrupted()
         assert gc.isenabled() and collector._pauses == [], at
