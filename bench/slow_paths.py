@@ -20,7 +20,8 @@ the 1,000 findings a report holds), as part of the magic's cost.
 Ratios are of CPU time (the main thread), which a loaded machine disturbs far less than wall
 time; the wall times are printed too. Each run starts from a collected heap (``gc.collect()``
 before it), so that a full collection that the previous run's garbage made due does not land
-in whichever run comes next.
+in whichever run comes next, and plain and ``%%syncfree`` runs alternate, so that both see
+the same load on the machine.
 """
 
 from __future__ import annotations
@@ -55,18 +56,27 @@ def reads(n: int) -> str:
                    for i in range(n))
 
 
-def time_cell(shell, cell: str, repeat: int) -> tuple[float, float]:
-    """(median wall time, median CPU time of this process) of ``repeat`` runs."""
-    walls, cpus = [], []
+def run_once(shell, cell: str) -> tuple[float, float]:
+    """(wall time, CPU time of this thread) of one run, from a collected heap."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.thread_time()
+    result = shell.run_cell(cell, store_history=False)
+    wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+    if not result.success:
+        raise SystemExit(f"the cell failed: {result.error_before_exec or result.error_in_exec!r}")
+    return wall, cpu
+
+
+def time_pair(shell, plain: str, magic: str, repeat: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Medians (wall, CPU) of ``repeat`` runs of each cell, alternated so that both see the
+    same load on the machine."""
+    runs: dict[str, list[tuple[float, float]]] = {"plain": [], "magic": []}
     for _ in range(repeat):
-        gc.collect()
-        wall, cpu = time.perf_counter(), time.thread_time()
-        result = shell.run_cell(cell, store_history=False)
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.thread_time() - cpu)
-        if not result.success:
-            raise SystemExit(f"the cell failed: {result.error_before_exec or result.error_in_exec!r}")
-    return statistics.median(walls), statistics.median(cpus)
+        runs["plain"].append(run_once(shell, plain))
+        runs["magic"].append(run_once(shell, magic))
+    return tuple(  # type: ignore[return-value]
+        (statistics.median(w for w, _ in pairs), statistics.median(c for _, c in pairs))
+        for pairs in (runs["plain"], runs["magic"]))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                             (f"{args.reads:,} scalar reads", reads(args.reads))):
             cell = PRELUDE + body
             magic = f"%%syncfree --quiet\n{cell}"
-            time_cell(shell, cell, 1)  # warm up both
-            time_cell(shell, magic, 1)
-            plain = time_cell(shell, cell, args.repeat)
-            under = time_cell(shell, magic, args.repeat)
+            time_pair(shell, cell, magic, 1)  # warm up both
+            plain, under = time_pair(shell, cell, magic, args.repeat)
             tree = ast.parse("\n" + cell)  # the magic's padded code text: line n is cell line n
             gc.collect()
             start = time.thread_time()

@@ -527,7 +527,8 @@ def _python_body(shell, cell: str, blank: int) -> str | None:
     transforms comes out of them as it went in. The cheap cleanup transforms (leading blank
     lines, indentation, prompts) and the cell-magic one still run here, and the body must
     come out of them unchanged but for its leading blank lines and whitespace-only lines,
-    so that its lines and columns are the cell's. A one-line body takes IPython's way (its prefilter applies).
+    so that its lines and columns are the cell's. A one-line body takes IPython's way (its
+    prefilter applies).
     """
     manager = shell.input_transformer_manager
     default = _default_transforms()

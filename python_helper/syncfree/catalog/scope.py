@@ -257,6 +257,8 @@ class CellScope:
         parents[top] = self.tree
         nodes: list[ast.AST] = [top]
         for parent in nodes:
+            if type(parent) in _LEAVES:
+                continue
             children = child_nodes(parent)
             for child in children:
                 parents[child] = parent
@@ -322,8 +324,9 @@ class CellScope:
         children_of = self._children
         while stack:
             item = stack.pop()
-            if type(item) is ast.Name:
-                found.append(item.id)  # type: ignore[attr-defined]
+            if type(item) in _LEAVES:
+                if type(item) is ast.Name:
+                    found.append(item.id)  # type: ignore[attr-defined]
                 continue
             children = children_of.get(id(item))
             stack.extend(children if children is not None else child_nodes(item))
@@ -1129,6 +1132,8 @@ class CellScope:
                 continue
             if types is None or kind in types:
                 visit(item)  # type: ignore[arg-type]
+            if kind in _LEAVES:
+                continue
             if kind is ast.Call:
                 record_call(item)  # type: ignore[arg-type]
             elif kind in _COMPREHENSIONS:
@@ -1170,7 +1175,8 @@ class CellScope:
         self._changed()
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {ast.Name: (), ast.Constant: ()}  # leaves: a str, a constant
+_LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
+_FIELDS: dict[type, tuple[str, ...]] = dict.fromkeys(_LEAVES, ())
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
 
