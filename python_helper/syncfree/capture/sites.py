@@ -21,8 +21,8 @@ import linecache
 import sys
 import threading
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import CodeType, FrameType
+from typing import NamedTuple
 
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from .. import collector
@@ -238,9 +238,9 @@ class UserFiles(dict):
 # --------------------------------------------------------------------------- attribution
 
 
-@dataclass(frozen=True, slots=True)
-class Attribution:
-    """Where one sync belongs: the cell lines (outer -> inner) and what synced."""
+class Attribution(NamedTuple):
+    """Where one sync belongs: the cell lines (outer -> inner) and what synced. (A named
+    tuple: one is made per new site, thousands in a big cell.)"""
 
     chain: tuple[int, ...]
     kind: str
@@ -516,10 +516,16 @@ def _extent(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, int]:
     return (end[0] - start[0], end[1] - start[1])
 
 
-def _kind_of_rule(rule: str) -> str | None:
-    from syncfree import catalog
+_rule_kinds: dict[str, str | None] = {}
 
-    return catalog.get(rule).kind
+
+def _kind_of_rule(rule: str) -> str | None:
+    kind = _rule_kinds.get(rule)
+    if kind is None:
+        from syncfree import catalog
+
+        kind = _rule_kinds[rule] = catalog.get(rule).kind
+    return kind
 
 
 def _rule_of_callee(frame: FrameType) -> str | None:
