@@ -74,7 +74,7 @@ def main() -> int:
 
 def _timed_phases(shell, cell: str) -> dict[str, float]:
     """CPU time of the magic's parts during one run of ``cell`` (wrappers, not a profiler)."""
-    from syncfree import analyze, magic, session
+    from syncfree import magic
     from syncfree.capture import recorder, sites
 
     spent: dict[str, float] = {}
@@ -121,7 +121,6 @@ def _timed_phases(shell, cell: str) -> dict[str, float]:
             setattr(owner, name, original)
     spent["cycle collections (wall)"] = collections["seconds"]
     spent["full collections"] = collections["full"]
-    del analyze, session
     return spent
 
 

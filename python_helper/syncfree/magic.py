@@ -12,6 +12,7 @@ the cell's own outputs (its value, its traceback), which is where the report is 
 from __future__ import annotations
 
 import ast
+import functools
 import types
 from dataclasses import dataclass
 from time import perf_counter
@@ -556,13 +557,9 @@ def _python_body(shell, cell: str, blank: int) -> str | None:
     return "".join(cleaned)
 
 
-_DEFAULT_TRANSFORMS: list[TransformerManager] = []
-
-
+@functools.cache
 def _default_transforms() -> TransformerManager:
-    if not _DEFAULT_TRANSFORMS:
-        _DEFAULT_TRANSFORMS.append(TransformerManager())
-    return _DEFAULT_TRANSFORMS[0]
+    return TransformerManager()
 
 
 def _leading_blank_lines(text: str) -> int:

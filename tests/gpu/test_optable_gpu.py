@@ -217,27 +217,14 @@ def test_library_entry_points_on_the_gpu():
 
 if __name__ == "__main__":
     failures = 0
-    for name in CASES:
+    runs = [*((test_rule_alternative_removes_the_sync, (name,)) for name in CASES),
+            *((test_derived_prediction_matches_the_gpu, (name,)) for name in DERIVED),
+            (test_library_entry_points_on_the_gpu, ()), (test_table_sample_remeasured, ())]
+    for test, arguments in runs:
         try:
-            test_rule_alternative_removes_the_sync(name)
+            test(*arguments)
         except Exception as exc:  # noqa: BLE001
             failures += 1
-            print("FAIL", name, type(exc).__name__, exc)
-    for name in DERIVED:
-        try:
-            test_derived_prediction_matches_the_gpu(name)
-        except Exception as exc:  # noqa: BLE001
-            failures += 1
-            print("FAIL", name, type(exc).__name__, exc)
-    try:
-        test_library_entry_points_on_the_gpu()
-    except Exception as exc:  # noqa: BLE001
-        failures += 1
-        print("FAIL entry points", type(exc).__name__, exc)
-    try:
-        test_table_sample_remeasured()
-    except Exception as exc:  # noqa: BLE001
-        failures += 1
-        print("FAIL table", type(exc).__name__, exc)
+            print("FAIL", test.__name__, *arguments, type(exc).__name__, exc)
     print("failures:", failures)
     sys.exit(1 if failures else 0)

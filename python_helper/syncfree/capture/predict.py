@@ -239,7 +239,6 @@ class VirtualCudaRegistry:
     def mark_results(self, results: Any, kept: set[int]) -> None:
         """Mark fresh results virtual; results on a host input's storage (in-place,
         ``out=``) stay where they are."""
-        flag = self._flag
         for out in results:
             try:
                 storage = out.untyped_storage()
@@ -247,14 +246,8 @@ class VirtualCudaRegistry:
                 if self._cuda_tensors.add(out):
                     self.marked += 1
                 continue
-            if id(storage) in kept or getattr(storage, flag, False):
-                continue  # stays on the host input's storage, or a view of a virtual one
-            try:
-                setattr(storage, flag, True)
-            except (AttributeError, TypeError):
-                if not self._cuda_storages.add(storage):
-                    continue
-            self.marked += 1
+            if id(storage) not in kept:  # else it stays on the host input's storage
+                self.mark_storage(storage)
 
     def is_pinned(self, tensor: Any) -> bool:
         storage = self.storage_of(tensor)

@@ -152,7 +152,10 @@ class SyncRecorder:
             raise
 
     def _forget_cached(self) -> None:
-        sites.forget(list(self._findings.values()), self._cell_files)
+        # A cell's code is gone with the cell; a user file's functions run again in the
+        # next watch or test, so their instruction positions stay cached.
+        files = () if isinstance(self._cell_files, UserFiles) else self._cell_files
+        sites.forget(list(self._findings.values()), files)
 
     def _close_undo(self) -> None:
         undo = self._undo

@@ -157,7 +157,7 @@ class Rule:
     #: For a rule on ``ast.Call``: the names a callee it can match ends with, once import aliases are resolved
     #: (``item`` for ``t.item()``; ``one_hot`` for ``F.one_hot(...)`` and for ``oh(...)`` after ``from
     #: torch.nn.functional import one_hot as oh``). The static pass calls the matcher only for those calls; None:
-    #: for every call. tests/test_catalog.py checks each set against the matcher over the golden fixtures.
+    #: for every call. tests/test_analyze.py checks the sets against showing every call to every rule.
     calls: frozenset[str] | None = field(default=None, repr=False)
 
     @classmethod
