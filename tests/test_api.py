@@ -35,6 +35,16 @@ def test_watch_attributes_to_the_user_file_with_its_chain(userlib):
     assert as_dict["totals"]["syncs"] == 3
 
 
+def test_a_user_files_positions_stay_cached_after_the_watch(userlib):
+    # A notebook cell's code goes with its cell, so the recorder drops its positions; a
+    # user file's functions run again in the next watch or test, so theirs stay.
+    from syncfree.capture import sites
+
+    with syncfree.watch():
+        userlib.read(torch.ones(8, device="cuda"))
+    assert any(code is userlib.read.__code__ for code, _ in sites._positions_cache.values())
+
+
 def test_sync_free_lists_every_site_not_only_the_first(userlib):
     with pytest.raises(syncfree.SyncError) as raised:
         with syncfree.sync_free():
