@@ -259,7 +259,7 @@ def test_run_notebook_bad_cell_budget_is_a_usage_error(tmp_path, capsys, value):
 
 
 def test_report_outputs_are_checked_against_the_schema():
-    from syncfree.cli import _valid_report
+    from syncfree.cli.run_notebook import _valid_report
     from syncfree.report import build_report, device_info
 
     report = build_report(source="x = 1", device=device_info("none"), mode="static")

@@ -66,7 +66,7 @@ def kernel_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def test_kernel_wheel_holds_the_module_and_no_labextension(kernel_venv):
     _, wheel = kernel_venv
     names = zipfile.ZipFile(wheel).namelist()
-    assert "syncfree/cli.py" in names and "syncfree/report.schema.json" in names
+    assert "syncfree/cli/__init__.py" in names and "syncfree/report.schema.json" in names
     assert any(name.startswith("syncfree/catalog/SF101") for name in names)
     assert any(name.startswith("syncfree/data/") and name.endswith(".json") for name in names)
     assert not [name for name in names if "labextension" in name]

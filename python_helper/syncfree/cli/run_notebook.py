@@ -1,0 +1,416 @@
+"""``syncfree run NOTEBOOK.ipynb``: execute the notebook in a fresh kernel with the syncfree IPython extension loaded
+and every cell watched (``%syncfree on``); print each cell's report (or, with ``--format json|sarif|github``, one
+diagnostic per sync site). It exits 1 when a budget is exceeded: a cell's own (``"syncfree": {"budget": N}`` in its
+metadata) or ``--budget`` (default 0) for the cells without one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from syncfree import __version__
+from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
+from syncfree.output import Diagnostic, clean_text, write_diagnostics
+
+__all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
+
+REPORT_MIME_TYPE = "application/vnd.syncfree.report.v1+json"
+
+
+def run(
+    notebook_path: str,
+    *,
+    timeout: float = 600,
+    output: str | None = None,
+    watch_all: bool = True,
+    allow_errors: bool = False,
+    kernel_name: str = "python3",
+    output_format: str = "text",
+    budget: int | None = None,
+    out: TextIO | None = None,
+    state: dict[str, int] | None = None,
+) -> int:
+    """``syncfree run NOTEBOOK.ipynb``: execute it in a fresh kernel, every cell watched; report each cell's syncs.
+
+    Budgets: a cell whose metadata holds ``"syncfree": {"budget": N}`` may sync N times; the cells without a budget
+    of their own share ``budget`` (default 0). Exit 1 only when a budget is exceeded, 2 when the notebook did not run
+    to the end. Syncs on a line with a ``# syncfree: allow`` comment are reported but not counted.
+    """
+    out = out or sys.stdout
+    state = state if state is not None else {}
+    path = Path(notebook_path)
+    if path.suffix != ".ipynb":
+        raise UsageProblem(f"{notebook_path}: syncfree run takes a .py script or an .ipynb notebook")
+    if not path.is_file():
+        raise UsageProblem(f"cannot read {notebook_path}: no such file")
+    if output:
+        _check_writable(output)
+    try:
+        import nbformat
+        from nbclient import NotebookClient
+    except ImportError as error:
+        raise UsageProblem(
+            f"running a notebook needs {error.name or 'nbclient'}, which is not installed: "
+            "pip install 'syncfree[notebook]'"
+        ) from None
+    _check_kernel(kernel_name)
+    from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
+
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise UsageProblem(f"cannot read {path} as a notebook: {error}") from None
+    cell_budgets = _cell_budgets(notebook, str(path))
+    extra = {}
+    if os.name == "posix":
+        # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
+        # does not warn about unencrypted TCP).
+        # The async manager: nbclient's event loop keeps polling (cell timeouts, a dead kernel) while a cell
+        # runs; a blocking KernelManager would stall it (nbclient/client.py, async_wait_for_reply).
+        from jupyter_client.manager import AsyncKernelManager
+
+        # An absolute socket path: the kernel runs in the notebook's folder, not ours.
+        sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
+        extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
+                                    ip=os.path.join(sockets, "kernel"))
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name=kernel_name,
+        **extra,
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(path.resolve().parent)}},
+        on_cell_executed=_Progress(notebook, sys.stderr),
+    )
+    # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
+    # setup_kernel): ours too.
+    client.owns_km = True
+    # Loaded directly rather than with %load_ext, so that the notebook's own
+    # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
+    setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
+             "del _syncfree" + ("\n%syncfree on" if watch_all else ""))
+    for cell in notebook.cells:
+        # Only this run's outputs are read: nbclient skips empty cells and the cells after a failing one, which
+        # would otherwise keep the outputs saved in the file.
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    failure = None
+    interrupted = []
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        # A KeyboardInterrupt raised inside nbclient's event loop is not seen until the running cell ends (never,
+        # for an infinite loop): kill the kernel instead, which nbclient reports at once as a dead kernel.
+        interrupted.append(signum)
+        provisioner = getattr(client.km, "provisioner", None)
+        pid = getattr(provisioner, "pid", None)
+        if pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        else:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_interrupt) if threading.current_thread() is threading.main_thread() else None
+    try:
+        _execute(client, notebook, setup)
+    except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
+        failure = error
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        if "km" in extra:
+            shutil.rmtree(os.path.dirname(extra["km"].ip), ignore_errors=True)
+    if interrupted:
+        print(f"syncfree: error: {path} interrupted; the kernel was stopped", file=sys.stderr)
+        return EXIT_ERROR
+    reports = _cell_reports(notebook, str(path))
+    verdict = _judge(reports, cell_budgets, budget, str(path))
+    if output_format == "text":
+        _print_reports(reports, str(path), out)
+        if verdict.summary:
+            print(verdict.summary, file=out)
+    else:
+        # As `check` leaves out allowed findings, the sites a `# syncfree: allow` comment covers are left out here.
+        diagnostics = [_cell_site_diagnostic(str(path), found.number, found.cell, found.report, site)
+                       for found in reports for site in _counted_syncs(found.cell, found.report)[1]]
+        write_diagnostics(diagnostics, output_format, out, tool_version=__version__)
+    out.flush()
+    if output:
+        nbformat.write(notebook, output)
+    if failure is not None:
+        lines = [line for line in clean_text(str(failure)).strip().splitlines() if line.strip("-= ")]
+        if isinstance(failure, CellExecutionError) or not lines:
+            message = lines[-1] if lines else type(failure).__name__
+        else:  # a timeout or a dead kernel says what happened first
+            message = lines[0]
+        print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
+        state["status"] = EXIT_ERROR
+        return EXIT_ERROR
+    for line in verdict.exceeded:
+        print(f"syncfree: {line}", file=sys.stderr)
+    state["status"] = EXIT_FOUND if verdict.exceeded else EXIT_CLEAN
+    return state["status"]
+
+
+def _cell_budgets(notebook: Any, path: str) -> dict[int, int]:
+    """The budgets of the cells that carry one in their metadata (``"syncfree": {"budget": N}``), by cell number."""
+    budgets = {}
+    for number, cell in enumerate(notebook.cells, start=1):
+        settings = cell.get("metadata", {}).get("syncfree")
+        if settings is None:
+            continue
+        value = settings.get("budget") if isinstance(settings, dict) else settings
+        if isinstance(settings, dict) and "budget" not in settings:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UsageProblem(f'{path}:cell {number}: the metadata "syncfree": {{"budget": N}} takes a whole number '
+                               f">= 0, not {json.dumps(value)[:40]}")
+        budgets[number] = value
+    return budgets
+
+
+@dataclass
+class _Verdict:
+    summary: str
+    exceeded: list[str]
+
+
+def _counted_syncs(cell: Any, report: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    """A cell's syncs that count towards a budget (all but those a ``# syncfree: allow`` comment covers) and the
+    sites they come from."""
+    from syncfree.session import allowed_by_comment
+
+    lines = str(cell.get("source", "")).splitlines()
+    allowed, counted = 0, []
+    for site in report["sites"]:
+        text = lines[site["line"] - 1] if 0 < site["line"] <= len(lines) else ""
+        if allowed_by_comment(text, site["kind"], site.get("rule")):
+            allowed += site["count"]
+        else:
+            counted.append(site)
+    return max(report["totals"]["syncs"] - allowed, 0), counted
+
+
+def _judge(reports: list[CellReport], cell_budgets: dict[int, int], budget: int | None,
+           path: str) -> _Verdict:
+    """Which budgets the run exceeded, each named with the cells and lines that did it."""
+    exceeded = []
+    shared, shared_cells = 0, []
+    total = 0
+    for found in reports:
+        number = found.number
+        count, sites = _counted_syncs(found.cell, found.report)
+        total += count
+        if number in cell_budgets:
+            if count > cell_budgets[number]:
+                exceeded.append(f"{path}:cell {number}: {_syncs(count)} the cell's budget of {cell_budgets[number]} "
+                                f"({_where(sites)})")
+        elif count:
+            shared += count
+            shared_cells.append(f"cell {number}: {count} ({_where(sites)})")
+    limit = budget if budget is not None else 0
+    if shared > limit:
+        scope = "the cells without a budget of their own" if cell_budgets else "the notebook"
+        exceeded.append(f"{path}: {_syncs(shared, scope)} the budget of {limit}: " + "; ".join(shared_cells))
+    summary = ""
+    if budget is not None or cell_budgets:
+        kept = "exceeded" if exceeded else "kept"
+        summary = f"{path}: {total} counted sync{'s' if total != 1 else ''}; budgets {kept}."
+    return _Verdict(summary, exceeded)
+
+
+def _syncs(count: int, where: str = "") -> str:
+    """``1 sync exceeds`` / ``3 syncs in the notebook exceed``."""
+    return f"{count} sync{'s' if count != 1 else ''}{f' in {where}' if where else ''} exceed{'s' if count == 1 else ''}"
+
+
+def _where(sites: list[dict[str, Any]]) -> str:
+    ranked = sorted(sites, key=lambda site: -site["count"])
+    from syncfree.kinds import kind_label
+
+    def label(site: dict[str, Any]) -> str:  # what synced, in words (not the kind's id)
+        text = site.get("label") if isinstance(site.get("label"), str) else kind_label(str(site.get("kind")))
+        return text.replace("`", "")
+
+    shown = ", ".join(f"line {site['line']} {label(site)} ×{site['count']}" for site in ranked[:3])
+    return shown + (f", {len(ranked) - 3} more sites" if len(ranked) > 3 else "")
+
+
+def _cell_site_diagnostic(path: str, number: int, cell: Any, report: dict[str, Any], site: dict[str, Any]) -> Diagnostic:
+    lines = str(cell.get("source", "")).splitlines()
+    text = lines[site["line"] - 1] if 0 < site["line"] <= len(lines) else ""
+    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1
+    end_col = len(text) + 1 if text.strip() else 1
+    predicted = bool(site.get("predicted", report.get("mode") == "predict"))
+    message = clean_text(site.get("message") or site.get("label") or site["kind"])
+    return Diagnostic(path, site["line"], col, site["line"], end_col, site.get("rule") or site["kind"],
+                      message, cell=number, cell_id=cell.get("id"),
+                      certainty="predicted" if predicted else "measured", count=site["count"],
+                      blocked_ms=site.get("blocked_ms"))
+
+
+class _Progress:
+    """nbclient's ``on_cell_executed`` hook: ``cell 3/50 done, 4 syncs so far`` as one updating line on a terminal,
+    plain lines otherwise."""
+
+    def __init__(self, notebook: Any, stream: TextIO) -> None:
+        self.total = sum(1 for cell in notebook.cells if cell.cell_type == "code")
+        self.done = 0
+        self.syncs = 0
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
+
+    def __call__(self, cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        self.done += 1
+        for output in cell.get("outputs", []):
+            report = output.get("data", {}).get(REPORT_MIME_TYPE) if isinstance(output.get("data"), dict) else None
+            totals = report.get("totals") if isinstance(report, dict) else None
+            if isinstance(totals, dict) and isinstance(totals.get("syncs"), int):
+                self.syncs += totals["syncs"]
+        line = f"syncfree: cell {cell_index + 1} done ({self.done}/{self.total} code cells), {self.syncs} syncs so far"
+        try:
+            if self.tty:
+                self.stream.write("\r\x1b[K" + line + ("\n" if self.done >= self.total else ""))
+            else:
+                self.stream.write(line + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _check_writable(output: str) -> None:
+    folder = Path(output).resolve().parent
+    if not folder.is_dir():
+        raise UsageProblem(f"cannot write {output}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (Path(output).exists() and not os.access(output, os.W_OK)):
+        raise UsageProblem(f"cannot write {output}: permission denied")
+
+
+def _check_kernel(kernel_name: str) -> None:
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(kernel_name)
+    except NoSuchKernel:
+        known = ", ".join(sorted(KernelSpecManager().find_kernel_specs())) or "none"
+        raise UsageProblem(f"no kernel named {kernel_name!r} (installed: {known})") from None
+
+
+class ExtensionNotLoaded(RuntimeError):
+    """The kernel could not load the syncfree extension (not installed in the kernel's environment)."""
+
+
+def _execute(client: Any, notebook: Any, setup: str) -> None:
+    """What ``NotebookClient.execute`` does, with ``setup`` run in the kernel before the first cell.
+
+    The setup goes through the kernel client, not into the notebook as a cell, so the executed notebook holds only
+    the user's cells; nbclient collects a cell's outputs by parent message id (nbclient/client.py,
+    _async_poll_output_msg), so the setup's own output never lands in a cell. ``setup_kernel`` shuts the kernel
+    down on every exit path.
+    """
+    client.reset_execution_trackers()
+    with client.setup_kernel():
+        info = client.wait_for_reply(client.kc.kernel_info())
+        if info is not None and "language_info" in info["content"]:
+            notebook.metadata["language_info"] = info["content"]["language_info"]
+        reply = client.wait_for_reply(client.kc.execute(setup, store_history=False))
+        content = (reply or {}).get("content", {})
+        if content.get("status") != "ok":
+            raise ExtensionNotLoaded(
+                f"the kernel could not load syncfree ({content.get('ename', 'no reply')}: "
+                f"{content.get('evalue', '')}); install syncfree in the kernel's environment"
+            )
+        for index, cell in enumerate(notebook.cells):
+            client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
+
+
+def _valid_report(report: Any) -> dict[str, Any] | None:
+    """The report if it matches report.schema.json (checked with jsonschema when installed, by shape otherwise)."""
+    if isinstance(report, str):  # some writers store JSON MIME data as text
+        try:
+            report = json.loads(report)
+        except ValueError:
+            return None
+    if not isinstance(report, dict):
+        return None
+    validator = _report_validator()
+    if validator is None:
+        totals = report.get("totals")
+        ok = isinstance(totals, dict) and isinstance(totals.get("syncs"), int) and isinstance(report.get("sites"), list)
+        return report if ok else None
+    return report if validator.is_valid(report) else None
+
+
+@functools.lru_cache(maxsize=1)
+def _report_validator() -> Any:
+    """report.schema.json's validator, made once per run (a notebook has a report per cell); None without
+    jsonschema."""
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    schema = json.loads((Path(__file__).parent.parent / "report.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.validators.validator_for(schema)(schema)
+
+
+@dataclass(frozen=True)
+class CellReport:
+    """A valid report output of an executed notebook: the cell's number among all cells, the cell, the report and
+    its plain-text rendering."""
+
+    number: int
+    cell: Any
+    report: dict[str, Any]
+    text: str
+
+
+def _cell_reports(notebook: Any, path: str) -> list[CellReport]:
+    """Every valid report output of the run; invalid ones are left out with a warning."""
+    reports = []
+    for number, cell in enumerate(notebook.cells, start=1):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.get("outputs", []):
+            data = output.get("data", {}) if output.get("output_type") in ("display_data", "execute_result") else {}
+            if REPORT_MIME_TYPE not in data:
+                continue
+            report = _valid_report(data[REPORT_MIME_TYPE])
+            if report is None:
+                print(f"syncfree: warning: {path}:cell {number}: a report output that does not match the schema was "
+                      "left out", file=sys.stderr)
+                continue
+            text = data.get("text/plain") or f"syncfree: {report['totals']['syncs']} syncs"
+            reports.append(CellReport(number, cell, report, clean_text("".join(text) if isinstance(text, list) else str(text))))
+    return reports
+
+
+def _print_reports(reports: list[CellReport], path: str, out: TextIO) -> None:
+    """Print the text of each cell's report output; a note that every cell repeats (no CUDA
+    device, the op table's torch version) is printed with the first cell that has it."""
+    shown_notes: set[str] = set()
+    for found in reports:
+        lines = []
+        for line in found.text.splitlines():
+            if line.lstrip().startswith("note: "):
+                if line.strip() in shown_notes:
+                    continue
+                shown_notes.add(line.strip())
+            lines.append(line)
+        text = "\n".join(lines)
+        print(f"{path}:cell {found.number}: {text}", file=out)
+    if not reports:
+        print(f"{path}: no syncfree reports (no cell synchronized)", file=out)
+
+
