@@ -11,8 +11,9 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # Versions we develop and test against. torch is pinned to the CPU build that installs
 # from a local file here; an unpinned torch would pull several GB of CUDA packages.
 # expecttest: torch.testing._internal imports it (tests/test_optable.py replays OpInfo samples).
+# pytest-xdist: the pytest plugin's reports travel from -n workers (tests/test_pytest_plugin.py).
 DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
-	expecttest==0.3.0 \
+	expecttest==0.3.0 pytest-xdist==3.8.0 \
 	hatchling hatch-jupyter-builder hatch-nodejs-version editables ruff==0.17.6
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
