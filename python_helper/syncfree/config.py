@@ -62,20 +62,43 @@ def _config(path: Path, table: dict[str, Any]) -> Config:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [tool.syncfree]: {', '.join(sorted(unknown))}")
 
-    def codes(key: str) -> list[str] | None:
+    def strings(key: str, what: str, example: str) -> list[str] | None:
+        # A list, as ruff takes its own: `select = "SF1,SF2"` is one string, not two codes (ruff refuses it too).
         value = table.get(key)
         if value is None:
             return None
-        if isinstance(value, str):
-            value = [value]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{path}: [tool.syncfree] {key} must be a list of codes")
+            raise ConfigError(f"{path}: [tool.syncfree] {key} must be a list of {what}, e.g. {key} = {example}, "
+                              f"not {_shown(value)}")
+        return value
+
+    def codes(key: str) -> list[str] | None:
+        value = strings(key, "codes", '["SF1", "SF601"]')
+        if value is not None:
+            from syncfree.catalog import select_rules
+
+            try:  # a typo must not silently select nothing (catalog.select_rules)
+                select_rules(value if key == "select" else [], value if key == "ignore" else None)
+            except ValueError as error:
+                raise ConfigError(f"{path}: [tool.syncfree] {key}: {error}") from None
         return value
 
     budget = table.get("budget")
     if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
-        raise ConfigError(f"{path}: [tool.syncfree] budget must be a whole number >= 0")
+        raise ConfigError(f"{path}: [tool.syncfree] budget must be a whole number >= 0, not {_shown(budget)}")
     mode = table.get("mode")
     if mode is not None and mode not in ("warn", "error", "predict"):
-        raise ConfigError(f"{path}: [tool.syncfree] mode must be warn, error or predict")
-    return Config(path, codes("select"), codes("ignore"), budget, mode, codes("exclude") or [])
+        raise ConfigError(f"{path}: [tool.syncfree] mode must be warn, error or predict, not {_shown(mode)}")
+    return Config(path, codes("select"), codes("ignore"), budget, mode,
+                  strings("exclude", "glob patterns", '["data/**"]') or [])
+
+
+def _shown(value: Any) -> str:
+    """A value as the TOML file spells it (near enough), cut short."""
+    import json
+
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
