@@ -277,6 +277,53 @@ def test_device_inference(source, expected):
     assert sorted(rules_at("import torch\n" + source, select=["ALL"])) == sorted(expected)
 
 
+# ------------------------------------------------------------------------ shapes from large libraries (issue 23)
+# Each was a false finding (or a miss) on the sources of transformers; the labelled sample in tests/data holds them
+# in context (test_check_precision.py).
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # SF302: a device-agnostic move of a tensor from nowhere in sight is no copy from the host
+        ("def f(labels, logits):\n    return labels.to(logits.device)\n", []),
+        ("def f(inv_freq, x):\n    return inv_freq.to(device=x.device, dtype=torch.float32)\n", []),
+        ("def f(mask, device):\n    return mask.to(device)\n", []),
+        # ... but a tensor the code makes on the CPU is copied, and a CUDA target is a copy from wherever it is
+        ("def f(n, x):\n    return torch.arange(n).to(x.device)\n", [("SF302", 3, "likely")]),
+        ("def f(a, device):\n    return torch.from_numpy(a).to(device)\n", [("SF302", 3, "likely")]),
+        ("def f(batch):\n    return batch.to('cuda')\n", [("SF302", 3, "likely")]),
+        # SF607: a range written out does not sync, whatever the expressions; min == max does
+        ("def f(x, n):\n    return torch.histc(x, bins=n, min=0, max=n - 1)\n", []),
+        ("def f(x):\n    return torch.histc(x.float(), 10, 0, 10)\n", []),
+        ("def f(x):\n    return x.histc(bins=10, min=1, max=1)\n", [("SF607", 3, "likely")]),
+        # SF103: a CPU-made tensor (layer drop) and identity tests ask no GPU
+        ("def f(self, x):\n    p = torch.rand([])\n    if p < self.layerdrop:\n        return x\n", []),
+        ("def f(x: torch.Tensor):\n    if x is not None and x in cache:\n        return x\n", []),
+        ("def f(lengths):\n    if (torch.arange(8) < lengths).all():\n        pass\n", []),
+        ("x = torch.ones(3, device='cuda')\nif torch.rand([]) < x.mean():\n    pass\n", [("SF103", 3, "certain")]),
+        # SF605: an int count (a name, arithmetic, a size) does not sync; a tensor of counts does
+        ("def f(x: torch.Tensor, n, k):\n    return x.repeat_interleave(n // k, dim=0), x.repeat_interleave(x.shape[0])\n", []),
+        ("def f(x, grid):\n    return torch.repeat_interleave(x, grid[:, 0], dim=0)\n", [("SF605", 3, "likely")]),
+        # SF502: an int from enumerate is a basic index; a mask takes masked_fill_
+        ("x = torch.zeros(4, 8, device='cuda')\nfor k, row in enumerate(rows):\n    x[k, 3:] = 0.0\n", []),
+        ("def f(scores: torch.Tensor, beam_mask):\n    scores[beam_mask] = 0\n", []),
+        # SF701: a fused optimizer takes the overflow flag on the GPU; an optimizer out of sight may be fused
+        ("s = torch.amp.GradScaler()\nopt = torch.optim.AdamW(params, fused=True)\ns.step(opt)\n", []),
+        ("s = torch.amp.GradScaler()\nopt = torch.optim.AdamW(params)\ns.step(opt)\n", [("SF701", 4, "certain")]),
+        ("s = torch.amp.GradScaler()\ndef f(opt):\n    s.step(opt)\n", [("SF701", 4, "likely")]),
+        ("s = torch.amp.GradScaler(enabled=False)\nopt = torch.optim.SGD(params)\ns.step(opt)\n", []),
+        ("s = torch.amp.GradScaler('cpu')\nopt = torch.optim.SGD(params)\ns.step(opt)\n", []),
+        # the miss: a module-level loss module has no device of its own; its output follows its inputs
+        ("import torch.nn as nn\ncriterion = nn.CrossEntropyLoss()\nmodel = nn.Linear(8, 4).cuda()\n"
+         "def step(x, y):\n    return criterion(model(x), y).item()\n", [("SF101", 6, "certain"), ("SF303", 4, "certain")]),
+        ("import torch.nn as nn\ncriterion = nn.CrossEntropyLoss()\n"
+         "def step(out, y):\n    loss = criterion(out, y)\n    return loss.item()\n", [("SF101", 6, "likely")]),
+        ("m = torch.nn.Linear(8, 4)\nprint(m(torch.ones(8)))\n", []),  # a CPU model on CPU data stays quiet
+    ],
+)
+def test_precision_on_library_shapes(source, expected):
+    assert sorted(rules_at("import torch\n" + source, select=["ALL"])) == sorted(expected)
+
+
 def test_bindings_carry_what_earlier_cells_bound():
     earlier = Bindings()
     assert analyze_source("import torch as th\nx = th.randn(3, device='cuda')\n", earlier=earlier) == []

@@ -93,7 +93,7 @@ def test_rewrites_of_where_and_max_compute_the_same_on_cpu():
 
 
 def test_repeat_interleave_fix_only_with_static_repeats():
-    source = "import torch\nv = torch.ones(3, device='cuda')\ny = torch.repeat_interleave(v, counts_from_elsewhere)\n"
+    source = "import torch\nv = torch.ones(3, device='cuda')\ny = torch.repeat_interleave(v, lengths_from_elsewhere.sum(dim=1))\n"
     [finding] = analyze_source(source)
     assert finding["rule"] == "SF605" and finding["fix"] is None
     single = "import torch\nv = torch.ones(3, device='cuda')\nr = torch.tensor([2]).cuda(non_blocking=True)\ny = v.repeat_interleave(r)\n"

@@ -37,7 +37,14 @@ from syncfree.catalog.scope import CellScope, is_constant, keyword, keyword_valu
 
 
 def copy_to_cuda(node: ast.AST, scope: CellScope) -> tuple[ast.expr, str] | None:
-    """``(receiver, certainty)`` when ``node`` is a blocking ``.cuda()``/``.to(cuda)`` that copies from the CPU."""
+    """``(receiver, certainty)`` when ``node`` is a blocking ``.cuda()``/``.to(cuda)`` that copies from the CPU.
+
+    The code must show one end of the copy: a source the text makes on the CPU (``torch.from_numpy(a).to(device)``,
+    ``torch.arange(n).to(x.device)``), or a target it puts on CUDA (``.cuda()``, ``.to("cuda")``, a ``device`` set to
+    CUDA). A device-agnostic move (``labels.to(logits.device)``, ``t.to(device)`` for a parameter ``device``) of a
+    tensor from nowhere in sight is no finding: on a GPU both are mostly there already, and the move is a no-op (or
+    a copy between GPUs, which does not wait for the CPU).
+    """
     method = scope.method_call(node)
     if method is None or method[1] not in ("cuda", "to"):
         return None
@@ -56,7 +63,10 @@ def copy_to_cuda(node: ast.AST, scope: CellScope) -> tuple[ast.expr, str] | None
     source = scope.value(receiver)
     if source.device == "cuda" or source.kind not in ("tensor", "unknown", "module"):
         return None  # already on the GPU (a no-op), or NumPy/Python data that has no .cuda()
-    certainty = "certain" if target_certain and source.kind == "tensor" and source.device == "cpu" else "likely"
+    source_on_host = source.kind in ("tensor", "module") and source.device == "cpu"
+    if not source_on_host and not target_certain:
+        return None  # neither end in sight: a device-agnostic move
+    certainty = "certain" if target_certain and source_on_host else "likely"
     return receiver, certainty
 
 

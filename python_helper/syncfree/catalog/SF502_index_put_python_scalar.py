@@ -55,7 +55,15 @@ def _index_kind(part: ast.expr, scope: CellScope) -> str | None:
         return None
     if value.kind == "tensor":
         return {"int": "tensor", "bool": None}.get(value.dtype or "", "unknown")
+    if value.kind == "unknown" and _named_mask(part):
+        return None  # `scores[done_mask] = 0`: named a mask, it takes masked_fill_ (no sync)
     return "unknown" if value.kind == "unknown" else None
+
+
+def _named_mask(part: ast.expr) -> bool:
+    """A name or attribute called a mask (``mask``, ``self.pad_mask``, ``beam_indices_mask``)."""
+    name = part.id if isinstance(part, ast.Name) else part.attr if isinstance(part, ast.Attribute) else ""
+    return name.lower().endswith("mask")
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:

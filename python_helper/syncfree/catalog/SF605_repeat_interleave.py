@@ -8,14 +8,14 @@ can allocate the result (two syncs measured per call). With a Python int as the 
 
 ## Example
 ```python
-expanded = torch.repeat_interleave(values, counts)
+expanded = torch.repeat_interleave(values, mask.sum(dim=1), dim=0)
 ```
 
 ## Use instead
 Pass `output_size=` when the total is known on the CPU (a fixed batch layout, a sum computed where the counts were
 built).
 ```python
-expanded = torch.repeat_interleave(values, counts, output_size=total)
+expanded = torch.repeat_interleave(values, mask.sum(dim=1), dim=0, output_size=total)
 ```
 
 ## Fix safety
@@ -42,6 +42,13 @@ def _repeats(call: ast.Call, operand: ast.expr, scope: CellScope) -> ast.expr | 
     return operand if is_function and len(call.args) == 1 else None
 
 
+def _tensor_shaped(repeats: ast.expr) -> bool:
+    """Repeats written the way a tensor of counts is: ``lengths[:, 0]``, ``mask.sum(dim=1)``, ``counts.long()``."""
+    return isinstance(repeats, ast.Subscript) or (
+        isinstance(repeats, ast.Call) and isinstance(repeats.func, ast.Attribute)
+    )
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     found = scope.tensor_operation(node, ("repeat_interleave",))
     if found is None or keyword(node, "output_size") is not None:
@@ -52,7 +59,9 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if kind not in ("tensor", "unknown"):
         return  # an int repeat count (repeat_interleave.self_int) does not sync
     if kind == "unknown":
-        certainty = "likely"  # the text does not say whether the repeats are an int or a tensor
+        if not _tensor_shaped(repeats):
+            return  # a name or arithmetic the text does not tell: mostly an int count (repeat_interleave.self_int)
+        certainty = "likely"  # an index or a method's result: a tensor of counts, on a device the text does not say
     elif scope.value(repeats).device == "cuda":
         certainty = "certain"
     yield Match(

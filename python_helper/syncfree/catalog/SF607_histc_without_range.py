@@ -1,5 +1,6 @@
 """## What it does
-Checks for `torch.histc` and `Tensor.histc` on CUDA tensors without a range (`min` and `max` left at 0).
+Checks for `torch.histc` and `Tensor.histc` on CUDA tensors without a range (`min` and `max` left at 0, or
+equal).
 
 ## Why is this bad?
 Without a range, `histc` takes the input's minimum and maximum as the range and reads both back to the CPU to set up
@@ -41,15 +42,16 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         return
     call, _, _, certainty = found
     low, high = _range(call, scope.call_name(call) is not None)
-    low_value, high_value = number_literal(low), number_literal(high)
-    if low is not None and high is not None:
-        if low_value is not None and high_value is not None and low_value != high_value:
-            return  # an explicit range: nothing is read back
-        if low_value is None or high_value is None:
-            certainty = "likely"  # a range the text does not spell out: it syncs only if min == max
+    # Both default to 0. torch reads the input's extremes back only when min == max (SummaryOps.cu); a range the
+    # author wrote out (min=0, max=n - 1) is taken as a range: it does not sync (measured, sync-facts.md).
+    low_value = 0 if low is None else number_literal(low)
+    high_value = 0 if high is None else number_literal(high)
+    if low_value is None or high_value is None or low_value != high_value:
+        return
+    what = "has no range" if low is None and high is None else f"has min == max ({low_value}): no range"
     yield Match(
         call,
-        f"`{scope.snippet(call)}` has no range: it reads the input's minimum and maximum back to the CPU, waiting for the GPU",
+        f"`{scope.snippet(call)}` {what}: it reads the input's minimum and maximum back to the CPU, waiting for the GPU",
         certainty,
     )
 

@@ -157,6 +157,18 @@ _MODULE_WRAPPERS = frozenset(
     }
 )
 _BUILTINS = frozenset(dir(builtins))
+_PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
+# torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
+# module was built (losses, activations, dropout, pooling, reshaping).
+_STATELESS_MODULE_SUFFIXES = ("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
+_STATELESS_MODULES = frozenset(
+    "ReLU ReLU6 GELU SiLU Mish ELU SELU CELU LeakyReLU Sigmoid Tanh Softmax LogSoftmax Softmin Softplus "
+    "Softsign Hardtanh Hardswish Hardsigmoid Hardshrink Softshrink Tanhshrink Threshold LogSigmoid GLU Identity "
+    "Flatten Unflatten Upsample UpsamplingNearest2d UpsamplingBilinear2d PixelShuffle PixelUnshuffle "
+    "ChannelShuffle AlphaDropout FeatureAlphaDropout ZeroPad2d ConstantPad1d ConstantPad2d ConstantPad3d "
+    "ReflectionPad1d ReflectionPad2d ReplicationPad1d ReplicationPad2d CosineSimilarity PairwiseDistance Fold "
+    "Unfold".split()
+)
 
 
 def device_of_literal(text: object) -> Device | None:
@@ -532,6 +544,8 @@ class CellScope:
                 return Value("tensor" if base.kind == "tensors" else "module", base.device)
             if base.kind == "numpy":
                 return base
+            if base.kind == "python" and base.const is None:
+                return PYTHON  # an element of a shape, of a list of numbers
             return UNKNOWN
         if isinstance(node, ast.BinOp):
             return self._operator([node.left, node.right], boolean=isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)))
@@ -543,6 +557,8 @@ class CellScope:
                 return Value("python", const=-operand.const)
             return replace(operand, const=None, int_data=None)
         if isinstance(node, ast.Compare):
+            if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):
+                return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
             return self._operator([node.left, *node.comparators], comparison=True)
         if isinstance(node, ast.IfExp):
             body, orelse = self.value(node.body), self.value(node.orelse)
@@ -581,6 +597,8 @@ class CellScope:
             return Value("module", base.device)  # a submodule or a parameter: on the module's device
         if base.kind == "numpy":
             return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
+        if base.kind == "unknown" and node.attr in ("shape", "ndim"):
+            return PYTHON  # a tensor's or an array's sizes: Python ints either way
         return UNKNOWN
 
     def _operator(self, operands: list[ast.expr], *, comparison: bool = False, boolean: bool = False) -> Value:
@@ -590,7 +608,10 @@ class CellScope:
             dtype = "bool" if comparison or (boolean and dtypes == {"bool"}) else None
             ndims = [v.ndim for v in values if v.kind != "python"]
             ndim = max(ndims) if ndims and None not in ndims else None  # broadcasting
-            return Value("tensor", combine_devices(values), dtype, ndim=ndim)
+            device = combine_devices(values)
+            if device is None and _host_result(values, comparison=comparison):
+                device = "cpu"
+            return Value("tensor", device, dtype, ndim=ndim)
         if any(v.kind == "numpy" for v in values):
             return Value("numpy")
         if all(v.kind == "python" for v in values):
@@ -621,7 +642,10 @@ class CellScope:
         callee = self.value(call.func)
         if callee.kind == "module":
             operands = [v for v in self._tensor_operands(call) if v.kind in ("tensor", "unknown")]
-            device = callee.device or combine_devices(operands, strict=False)
+            inputs = combine_devices(operands, strict=False)
+            # A module's device is its parameters' (None for a module without any: a loss, an activation); a CUDA
+            # input means the output is on CUDA either way (a CPU module with parameters would have raised).
+            device = "cuda" if inputs == "cuda" else callee.device or inputs
             return Value("tensor", device)
         if callee.kind == "module_class":
             return Value("module", "cpu")
@@ -639,12 +663,18 @@ class CellScope:
         if name in ("torch.cuda.Stream", "torch.cuda.current_stream", "torch.cuda.default_stream", "torch.Stream"):
             return Value("stream")
         if name in GRAD_SCALERS:
-            return Value("grad_scaler")
+            return self._grad_scaler(name, call)
+        if name.startswith("torch.optim.") and short[:1].isupper() and name.count(".") == 2:
+            # fused=True: the optimizer takes GradScaler's overflow flag on the GPU (_step_supports_amp_scaling)
+            fused = is_constant(keyword_value(call, "fused"), True)
+            return Value("optimizer", const="fused" if fused else None)
         if name in _MODULE_WRAPPERS and call.args:
             return self.value(call.args[0])
         if name.startswith("torch.distributed."):
             return Value("work") if is_constant(keyword_value(call, "async_op"), True) else PYTHON
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") and short[:1].isupper():
+            if short in _STATELESS_MODULES or short.endswith(_STATELESS_MODULE_SUFFIXES):
+                return Value("module")  # no parameters: it computes wherever its inputs are
             is_device, device = self.device_argument(keyword_value(call, "device"))
             return Value("module", device if is_device else self.default_device)
         if name.startswith(("torch.cuda.", "torch.backends.", "torch.testing.")) or short in _PYTHON_RESULTS:
@@ -662,6 +692,15 @@ class CellScope:
         if name.startswith("math."):
             return PYTHON
         return UNKNOWN
+
+    def _grad_scaler(self, name: str, call: ast.Call) -> Value:
+        """A GradScaler; ``const`` "off" when the text shows it does nothing on a GPU (``enabled=False``, or a
+        ``torch.amp.GradScaler("cpu")`` whose flags live on the CPU)."""
+        enabled = keyword_value(call, "enabled")
+        device = call.args[0] if call.args and name == "torch.amp.GradScaler" else keyword_value(call, "device")
+        if is_constant(enabled, False) or (device is not None and self.device_argument(device) == (True, "cpu")):
+            return Value("grad_scaler", const="off")
+        return Value("grad_scaler")
 
     def _builtin_call(self, short: str, call: ast.Call) -> Value:
         if short in ("len", "int", "float", "bool", "str", "repr", "isinstance", "hasattr", "format", "round", "id"):
@@ -971,7 +1010,7 @@ class CellScope:
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             visit(node)
             self._expression(node.iter)
-            self._bind_target(node.target, element_of(self.value(node.iter)))
+            self._bind_iteration(node.target, node.iter)
             self._expression(node.target)
             self._branches(node.body + node.orelse, [])
         elif isinstance(node, (ast.With, ast.AsyncWith)):
@@ -1028,6 +1067,23 @@ class CellScope:
                     if target.id in self._env:  # inside a branch the name lives on in the scope behind the overlay
                         self._env[target.id] = UNKNOWN
                     self._changed()
+
+    def _bind_iteration(self, target: ast.expr, iterable: ast.expr) -> None:
+        """Bind what a ``for`` takes from ``iterable``: ``for i, row in enumerate(rows)`` binds a Python int to
+        ``i`` (an index that is not a tensor) and an element of ``rows`` to ``row``."""
+        if (
+            isinstance(target, (ast.Tuple, ast.List))
+            and len(target.elts) == 2
+            and not any(isinstance(element, ast.Starred) for element in target.elts)
+            and isinstance(iterable, ast.Call)
+            and self.call_name(iterable) == "builtins.enumerate"
+            and len(iterable.args) == 1
+            and not isinstance(iterable.args[0], ast.Starred)
+        ):
+            self._bind_target(target.elts[0], PYTHON)
+            self._bind_target(target.elts[1], element_of(self.value(iterable.args[0])))
+            return
+        self._bind_target(target, element_of(self.value(iterable)))
 
     def _in_place_effect(self, call: ast.Call) -> None:
         """Statements that change what a name holds without assigning it: ``model.cuda()``, set_default_device."""
@@ -1163,7 +1219,7 @@ class CellScope:
         self._changed()
         for generator in node.generators:
             self._generic(generator.iter)
-            self._bind_target(generator.target, element_of(self.value(generator.iter)))
+            self._bind_iteration(generator.target, generator.iter)
             self._generic(generator.target)
             self._visit(generator)
             for condition in generator.ifs:
@@ -1243,6 +1299,20 @@ def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device |
     if tensors and all(v.device == "cpu" for v in tensors) and (only_host_operands or not strict):
         return "cpu"
     return None
+
+
+def _host_result(values: list[Value], *, comparison: bool) -> bool:
+    """Whether an operator over a CPU tensor and operands of unknown device gives a CPU tensor.
+
+    PyTorch mixes devices only for a 0-dim CPU tensor beside CUDA ones (c10's "CPU scalar" exception in
+    TensorIterator): a CPU tensor of one or more dimensions makes the result a CPU tensor (or an error). A 0-dim
+    CPU tensor compared with something (``torch.rand([]) < p``, layer drop) is a host-side draw against a threshold;
+    in arithmetic (``scale * x``) it may scale a CUDA tensor, so that stays unknown.
+    """
+    if any(v.device == "cuda" for v in values):
+        return False
+    cpu = [v for v in values if v.kind == "tensor" and v.device == "cpu"]
+    return bool(cpu) and (comparison or any(v.ndim is not None and v.ndim > 0 for v in cpu))
 
 
 def join(first: Value, second: Value) -> Value:
