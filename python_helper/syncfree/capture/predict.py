@@ -557,6 +557,10 @@ class PredictSession:
         # The DataLoader's pinning thread (torch/utils/data/_utils/pin_memory.py) looks
         # the function up in its module at each batch; it runs without our mode.
         patch(pin_memory_module, "pin_memory", self._pinning_wrapper(pin_memory_module.pin_memory))
+        # torch.distributed written for NCCL runs on gloo (predict_distributed.py).
+        from . import predict_distributed
+
+        predict_distributed.install(self, patch)
 
     def _disable_dynamo(self) -> None:
         # Dynamo's "force_eager" stance, not `config.disable`: under `disable` dynamo's

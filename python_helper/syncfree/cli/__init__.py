@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from syncfree import __version__
 from syncfree.catalog import select_rules
 from syncfree.cli.check import check
+from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
+from syncfree.cli.merge import merge
 from syncfree.cli.run_notebook import run
 from syncfree.cli.run_script import run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
@@ -45,10 +47,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 exclude=config.exclude,
                 state=state,
             )
+        elif args.command == "merge":
+            status = merge(args.directory, output_format=args.format,
+                           budget=args.budget if args.budget is not None else config.budget, state=state)
+        elif (args.target.endswith(".py") or args.target == "-") and _distributed(args):
+            status = _run_distributed(args, config, state)
         elif args.target.endswith(".py") or args.target == "-":
             status = run_python(args.target, args.args, mode=args.mode or config.mode, output_format=args.format,
                                 budget=args.budget if args.budget is not None else config.budget, state=state)
         else:
+            if torchrun_arguments(args) or args.rank_report_dir:
+                raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")
             status = run(
                 args.target,
                 timeout=args.timeout,
@@ -113,6 +122,16 @@ def _parser() -> argparse.ArgumentParser:
     run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")
     run_parser.add_argument("--allow-errors", action="store_true", help="notebooks: keep running after a cell raises")
     run_parser.add_argument("--kernel", default="python3", metavar="NAME", help="notebooks: kernel name (default python3)")
+    add_torchrun_options(run_parser)
+    merge_parser = commands.add_parser(
+        "merge",
+        help="merge the rank reports of a distributed job into one report",
+        description="Merge the rank reports that the ranks of `torchrun ... -m syncfree run train.py` wrote "
+        "(./syncfree-ranks unless --rank-report-dir named another folder) into one ranked report. --budget is "
+        "per rank.",
+    )
+    merge_parser.add_argument("directory", metavar="DIR", help="the folder of rank-NNNNN.json reports")
+    _common(merge_parser)
     return parser
 
 
@@ -122,6 +141,37 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "(notebooks: in the cells without a budget of their own in their metadata, \"syncfree\": "
                         "{\"budget\": N})")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when syncs are found or a file does not parse")
+
+
+def _distributed(args: argparse.Namespace) -> bool:
+    """Whether ``syncfree run script.py`` starts a job (torchrun options) or is one of its ranks."""
+    from syncfree.distributed.ranks import RankEnvironmentError, RankInfo
+
+    if torchrun_arguments(args):
+        return True
+    try:
+        return RankInfo.from_environ() is not None
+    except RankEnvironmentError as problem:
+        raise UsageProblem(str(problem)) from None
+
+
+def _run_distributed(args: argparse.Namespace, config, state: dict[str, int]) -> int:
+    from syncfree.distributed.ranks import RankInfo
+
+    if args.target == "-":
+        raise UsageProblem("a distributed run reads its script from a file, not stdin")
+    budget = args.budget if args.budget is not None else config.budget
+    mode = args.mode or config.mode
+    torchrun = torchrun_arguments(args)
+    if torchrun:
+        if args.torchrun_nproc_per_node is None:
+            raise UsageProblem("the torchrun options need --nproc-per-node N")
+        return launch(args.target, args.args, torchrun=torchrun, mode=mode, output_format=args.format,
+                      budget=budget, rank_report_dir=args.rank_report_dir, state=state)
+    from syncfree.cli.run_rank import run_rank
+
+    return run_rank(args.target, args.args, rank=RankInfo.from_environ(), directory=args.rank_report_dir,
+                    mode=mode, output_format=args.format, budget=budget, state=state)
 
 
 def _budget(text: str) -> int:

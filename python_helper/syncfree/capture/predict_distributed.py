@@ -1,0 +1,205 @@
+"""Predict mode for ``torch.distributed``: code written for NCCL and CUDA runs on gloo and
+the CPU, and the syncs it would make on GPUs are predicted.
+
+A training script for GPUs calls ``init_process_group("nccl")`` (or ``backend=None`` with a
+CUDA ``device_id``), ``torch.cuda.set_device(local_rank)`` and ``DDP(model.cuda(),
+device_ids=[local_rank])``. Inside a predict session (`predict.PredictSession`, which calls
+`install` as it installs its own stand-ins):
+
+* process groups asked for NCCL are made with gloo, which runs the same collectives on the
+  CPU tensors that stand in for CUDA ones; ``is_nccl_available()`` answers True and
+  ``torch.cuda.device_count()`` answers the ranks of this node (``LOCAL_WORLD_SIZE``), so
+  ``set_device(local_rank)`` and ``device_ids=[local_rank]`` are valid;
+* object collectives (``all_gather_object``, ``broadcast_object_list``, ...) of such a
+  group exchange their pickles through stand-in CUDA tensors, as NCCL's do through real
+  ones (torch/distributed/distributed_c10d.py, ``_get_object_coll_device``): the size reads,
+  copies and ``.item()`` inside them are predicted op by op, as on a GPU;
+* ``barrier()`` is one predicted sync (ProcessGroupNCCL's barrier makes the CPU wait for the
+  device: its work's ``wait`` synchronizes the stream), at the call or, with
+  ``async_op=True``, at ``Work.wait()``;
+* with ``TORCH_NCCL_BLOCKING_WAIT=1`` (read when the group is made, as NCCL does) every
+  collective called without ``async_op=True``, and every ``Work.wait()``, is a predicted
+  sync: blocking wait makes the CPU wait for each collective to finish;
+* a collective's result read on the host (``all_reduce(t)`` then ``t.item()``) is predicted
+  as every read of a CUDA tensor is: the result is still a stand-in CUDA tensor.
+
+Without blocking wait, NCCL collectives and ``Work.wait()`` order work on the GPU and do not
+block the CPU: nothing is predicted for them (sync-facts.md; re-measure on GPUs, see
+``tests/gpu/test_distributed_gpu.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["BLOCKING_WAIT_VARIABLES", "install"]
+
+#: NCCL's blocking wait switch (the old name is still read by torch 2.x).
+BLOCKING_WAIT_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+_COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "broadcast", "reduce", "all_to_all", "all_to_all_single", "gather", "scatter", "send", "recv",
+)
+
+
+def _blocking_wait() -> bool:
+    return any(os.environ.get(name, "0").strip() not in ("", "0") for name in BLOCKING_WAIT_VARIABLES)
+
+
+def _routed_backend(backend: Any) -> tuple[Any, bool]:
+    """(the backend to make the group with, whether NCCL was asked for).
+
+    ``"nccl"`` becomes ``"gloo"``; ``"cuda:nccl,cpu:gloo"`` keeps its CPU part and takes gloo
+    for CUDA; None (torch's default for both devices) becomes the same pair with gloo."""
+    if backend is None:
+        return "cpu:gloo,cuda:gloo", False
+    text = str(backend).lower()
+    if "nccl" not in text:
+        return backend, False
+    if ":" not in text:
+        return "gloo", True
+    pairs = dict(part.split(":", 1) for part in text.split(",") if ":" in part)
+    only_nccl = "cpu" not in pairs
+    pairs = {device: ("gloo" if name == "nccl" else name) for device, name in pairs.items()}
+    pairs.setdefault("cpu", "gloo")
+    return ",".join(f"{device}:{name}" for device, name in pairs.items()), only_nccl
+
+
+def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
+    """Route NCCL to gloo and predict the syncs of ``torch.distributed`` for ``session``;
+    ``patch(owner, name, value)`` is the session's undoable attribute replacement."""
+    import torch
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available():
+        return
+    c10d = dist.distributed_c10d
+    cuda = torch.cuda
+    # Groups made from an NCCL request, by id (ProcessGroup objects live as long as the
+    # job's registry holds them): their object collectives use the CUDA device.
+    nccl_groups: dict[int, Any] = {}
+    state = {"blocking": False}
+    barrier_works: dict[int, Any] = {}
+
+    def record(frame: Any) -> None:
+        session.record("distributed", frame)
+
+    real_init = c10d.init_process_group
+
+    @functools.wraps(real_init)
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> None:
+        routed, nccl = _routed_backend(backend)
+        if _is_cuda(kwargs.get("device_id")):
+            kwargs["device_id"] = None  # gloo on the CPU binds to no CUDA device
+        result = real_init(routed, *args, **kwargs)
+        state["blocking"] = nccl and _blocking_wait()
+        if nccl:
+            group = c10d._get_default_group()
+            nccl_groups[id(group)] = group
+        return result
+
+    real_new_group = c10d.new_group
+    new_group_signature = inspect.signature(real_new_group)
+
+    @functools.wraps(real_new_group)
+    def new_group(*args: Any, **kwargs: Any) -> Any:
+        bound = new_group_signature.bind(*args, **kwargs)
+        backend = bound.arguments.get("backend")
+        if backend is None:  # the default group's backend
+            nccl = c10d.is_initialized() and id(c10d._get_default_group()) in nccl_groups
+        else:
+            bound.arguments["backend"], nccl = _routed_backend(backend)
+        if _is_cuda(bound.arguments.get("device_id")):
+            bound.arguments["device_id"] = None
+        group = real_new_group(*bound.args, **bound.kwargs)
+        if nccl and group is not None:
+            nccl_groups[id(group)] = group
+        return group
+
+    real_object_device = c10d._get_object_coll_device
+
+    @functools.wraps(real_object_device)
+    def _get_object_coll_device(group: Any = None) -> str:
+        chosen = group or c10d._get_default_group()
+        if id(chosen) in nccl_groups:
+            return "cuda"  # NCCL's object collectives go through CUDA tensors
+        return real_object_device(group)
+
+    real_barrier = c10d.barrier
+    barrier_signature = inspect.signature(real_barrier)
+
+    @functools.wraps(real_barrier)
+    def barrier(*args: Any, **kwargs: Any) -> Any:
+        group = barrier_signature.bind(*args, **kwargs).arguments.get("group")
+        work = real_barrier(*args, **kwargs)
+        if _in_nccl_group(c10d, nccl_groups, group):
+            if work is None:
+                record(sys._getframe(1))
+            else:
+                barrier_works[id(work)] = work  # the CPU waits at work.wait()
+        return work
+
+    work_type = c10d.Work
+    real_wait = work_type.wait
+
+    @functools.wraps(real_wait)
+    def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
+        result = real_wait(self, *args, **kwargs)
+        if barrier_works.pop(id(self), None) is not None or state["blocking"]:
+            record(sys._getframe(1))
+        return result
+
+    patch(c10d, "init_process_group", init_process_group)
+    patch(dist, "init_process_group", init_process_group)
+    patch(c10d, "new_group", new_group)
+    patch(dist, "new_group", new_group)
+    patch(c10d, "_get_object_coll_device", _get_object_coll_device)
+    patch(c10d, "barrier", barrier)
+    patch(dist, "barrier", barrier)
+    patch(work_type, "wait", wait)
+    patch(c10d, "is_nccl_available", lambda: True)
+    patch(dist, "is_nccl_available", lambda: True)
+    if _blocking_wait():
+        for name in _COLLECTIVES:
+            original = getattr(c10d, name, None)
+            if original is not None:
+                wrapper = _blocking_collective(original, state, record)
+                patch(c10d, name, wrapper)
+                if getattr(dist, name, None) is original:
+                    patch(dist, name, wrapper)
+    local_world = os.environ.get("LOCAL_WORLD_SIZE", "")
+    if local_world.isdigit() and int(local_world) > 1:
+        # device_ids=[local_rank] and set_device(local_rank) name a device of this node.
+        real_count = session.real(cuda, "device_count")
+        patch(cuda, "device_count", session._per_thread(lambda: int(local_world), real_count))
+
+
+def _blocking_collective(original: Callable[..., Any], state: dict, record: Callable[[Any], None]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def collective(*args: Any, **kwargs: Any) -> Any:
+        work = original(*args, **kwargs)
+        if state["blocking"] and not kwargs.get("async_op"):
+            record(sys._getframe(1))  # blocking wait: the CPU waits for the collective
+        return work
+
+    return collective
+
+
+def _in_nccl_group(c10d: Any, nccl_groups: dict[int, Any], group: Any) -> bool:
+    if group is None or group is getattr(c10d.GroupMember, "WORLD", None):
+        group = c10d._get_default_group() if c10d.is_initialized() else None
+    return group is not None and id(group) in nccl_groups
+
+
+def _is_cuda(device: Any) -> bool:
+    if device is None:
+        return False
+    if isinstance(device, int):
+        return True  # an index names a CUDA device
+    return str(device).startswith("cuda")

@@ -1,0 +1,54 @@
+"""``syncfree merge DIR``: the rank reports a distributed job left in DIR, merged into one report.
+
+For jobs started with a plain ``torchrun ... -m syncfree run`` (whose last rank already
+printed the merge) and multi-node jobs whose ranks wrote to a shared folder. Exit codes: 0
+within the budget (default 0 syncs per rank, as ``syncfree run``), 1 a rank over it, 2 no
+rank reports, a rank without a report or a rank that failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+from syncfree import __version__
+from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
+
+__all__ = ["merge"]
+
+
+def merge(directory: str, *, output_format: str = "text", budget: int | None = None,
+          out: TextIO | None = None, state: dict[str, int] | None = None) -> int:
+    from syncfree.distributed.emit import write_merged
+    from syncfree.distributed.merge import MergedReport
+    from syncfree.distributed.rankfiles import read_rank_reports
+
+    out = out or sys.stdout
+    state = state if state is not None else {}
+    try:
+        folder = read_rank_reports(directory)
+    except FileNotFoundError:
+        raise UsageProblem(f"cannot read {directory}: no such folder") from None
+    except NotADirectoryError:
+        raise UsageProblem(f"{directory} is not a folder of rank reports") from None
+    except OSError as problem:
+        raise UsageProblem(f"cannot read {directory}: {problem.strerror or problem}") from None
+    if not folder.reports:
+        detail = f" ({folder.problems[0]})" if folder.problems else ""
+        raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json){detail}")
+    merged = MergedReport.from_folder(folder)
+    write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
+    out.flush()
+    failed = [t.rank for t in merged.totals if t.exit_code != 0]
+    if merged.missing_ranks or folder.problems or failed:
+        for line in merged.problems_text():
+            if "earlier run" not in line:
+                print(f"syncfree: error: {line}", file=sys.stderr)
+        state["status"] = EXIT_ERROR
+        return EXIT_ERROR
+    over = merged.most_counted > (budget if budget is not None else 0)
+    if budget is not None and over:
+        print(f"syncfree: a rank made {merged.most_counted} syncs, over the budget of {budget} per rank",
+              file=sys.stderr)
+    state["status"] = EXIT_FOUND if over else EXIT_CLEAN
+    return state["status"]

@@ -1,0 +1,112 @@
+"""``syncfree run train.py`` as one rank of a distributed job (torchrun's environment names it).
+
+Each rank runs the script under the engine as ``syncfree run`` does, prints nothing of its
+own report and writes it to the job's folder (``--rank-report-dir``, else
+``$SYNCFREE_RANK_REPORT_DIR``, else ``./syncfree-ranks``). Under a plain ``torchrun ... -m
+syncfree run``, no process sees every rank end, so the last rank to write its file merges
+the folder and prints the merged report (the job's one report; `rankfiles.claim_merge`
+picks one rank should two finish together). Under ``syncfree run --nproc-per-node`` the
+launcher merges instead. A rank exits with its script's status: torchrun's verdict stays
+about the training, and the merged report says whether the budget was kept (``syncfree
+merge DIR --budget N`` exits 1 over it; so does ``syncfree run --nproc-per-node``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from syncfree import __version__
+from syncfree.cli.usage import EXIT_ERROR, UsageProblem
+from syncfree.distributed.ranks import RankInfo
+
+__all__ = ["MERGE_VARIABLE", "run_rank"]
+
+#: ``launcher``: the process that started torchrun merges; the ranks only write.
+MERGE_VARIABLE = "SYNCFREE_RANK_MERGE"
+
+
+def run_rank(
+    target: str,
+    argv: Sequence[str],
+    *,
+    rank: RankInfo,
+    directory: str | None = None,
+    mode: str | None = None,
+    output_format: str = "text",
+    budget: int | None = None,
+    out: TextIO | None = None,
+    state: dict[str, int] | None = None,
+) -> int:
+    """Run ``target`` as ``rank``; write its report; merge the job's if it is the last rank."""
+    from syncfree.distributed.emit import write_merged
+    from syncfree.distributed.merge import MergedReport
+    from syncfree.distributed.rankfiles import (
+        DEFAULT_DIRECTORY,
+        DIRECTORY_VARIABLE,
+        RankReport,
+        claim_merge,
+        complete_run,
+        write_rank_report,
+    )
+    from syncfree.session import run_script
+
+    out = out or sys.stdout
+    state = state if state is not None else {}
+    # Absolute before the script runs: it may change the working directory.
+    folder = os.path.abspath(directory or os.environ.get(DIRECTORY_VARIABLE) or DEFAULT_DIRECTORY)
+    first = rank.rank == 0  # what every rank would say alike is said once, by rank 0
+    if not Path(target).is_file():
+        return _problem(f"cannot read {target}: no such file", first, state)
+    cwd = os.getcwd()
+    started = time.time()
+    try:
+        result = run_script(target, list(argv), mode=mode)
+    except SyntaxError as error:
+        return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
+    except OSError as error:
+        return _problem(f"cannot read {target}: {error.strerror or error}", first, state)
+    report = RankReport(rank, result.report.to_dict(), os.path.abspath(target), list(argv), cwd,
+                        result.exit_code, started, time.time())
+    try:
+        write_rank_report(folder, report)
+    except OSError as error:
+        print(f"syncfree: error: rank {rank.rank}: cannot write its report to {folder}: "
+              f"{error.strerror or error}", file=sys.stderr)
+        state["status"] = EXIT_ERROR
+        return result.exit_code or EXIT_ERROR
+    state["status"] = result.exit_code
+    if os.environ.get(MERGE_VARIABLE) == "launcher":
+        return result.exit_code
+    run = complete_run(folder, report)
+    if run is None or not claim_merge(folder, run):
+        return result.exit_code
+    merged = MergedReport(run, directory=_shown(folder))
+    try:
+        write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
+        out.flush()
+    except BrokenPipeError:
+        pass
+    print(f"syncfree: the rank reports are in {_shown(folder)} (syncfree merge {_shown(folder)} "
+          "prints this again)", file=sys.stderr)
+    return result.exit_code
+
+
+def _problem(message: str, first: bool, state: dict[str, int]) -> int:
+    # Every rank meets the same problem: one line, from rank 0.
+    if first:
+        raise UsageProblem(message)
+    state["status"] = EXIT_ERROR
+    return EXIT_ERROR
+
+
+def _shown(folder: str) -> str:
+    try:
+        relative = os.path.relpath(folder)
+    except ValueError:
+        return folder
+    return folder if relative.startswith("..") else relative

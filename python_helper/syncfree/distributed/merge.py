@@ -1,0 +1,376 @@
+"""One report for a distributed job: the rank reports merged into one ranked list of sites.
+
+A site is the same line (and call chain) and the same kind of sync on every rank. For each
+merged site: its count and blocked time on each rank (min/median/max past `SPREAD_AFTER`
+ranks), and whether it is *divergent* (made on some ranks only: the rank-0-only logging,
+the branch one rank takes). Per rank: its totals and exit status; the rank that blocked
+most and least. Notes every rank repeats (no CUDA device, the op table's version) are kept
+once.
+
+    folder = read_rank_reports("syncfree-ranks")
+    merged = MergedReport.from_folder(folder)
+    print(merged.text())
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from syncfree.kinds import kind_label
+
+from .rankfiles import RankReport, RankReportFolder
+
+__all__ = ["MergedReport", "MergedSite", "RankTotals", "SPREAD_AFTER"]
+
+#: With more ranks than this, a site shows min/median/max instead of every rank.
+SPREAD_AFTER = 4
+
+
+def _display_path(path: str | None, cwd: str) -> str | None:
+    """A rank's file as the user reads it: relative to the rank's working directory when
+    inside it (ranks on other nodes may have the code elsewhere), absolute otherwise."""
+    if not path:
+        return path
+    if cwd:
+        try:
+            relative = os.path.relpath(path, cwd)
+        except ValueError:  # another drive (Windows)
+            return path
+        if not relative.startswith(".."):
+            return relative
+    return path
+
+
+@dataclass
+class MergedSite:
+    """A sync site of the job: one line and kind, with what each rank did there."""
+
+    file: str | None            # as displayed (see _display_path)
+    line: int
+    chain: tuple[tuple[str | None, int], ...]  # (file, line) outer -> inner
+    kind: str
+    rule: str | None
+    label: str
+    predicted: bool
+    allowed: bool
+    path: str | None            # the file as the first rank that made it saw it (to read its line)
+    counts: dict[int, int] = field(default_factory=dict)
+    blocked: dict[int, float] = field(default_factory=dict)  # ranks whose blocked time was measured
+
+    @property
+    def count(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def blocked_ms(self) -> float | None:
+        return round(sum(self.blocked.values()), 3) if self.blocked else None
+
+    @property
+    def ranks(self) -> list[int]:
+        return sorted(self.counts)
+
+    def divergent(self, ranks: Sequence[int]) -> bool:
+        """Made on some of ``ranks`` only."""
+        return not set(ranks) <= set(self.counts)
+
+    def per_rank(self, ranks: Sequence[int]) -> list[dict[str, Any]]:
+        """Count and blocked time on each of ``ranks`` (0 where the rank never made it)."""
+        return [{"rank": rank, "count": self.counts.get(rank, 0),
+                 "blocked_ms": round(self.blocked[rank], 3) if rank in self.blocked else None}
+                for rank in ranks]
+
+    def spread(self, ranks: Sequence[int]) -> str:
+        """``rank 0 ×20, rank 1 ×20`` or, past `SPREAD_AFTER` ranks, ``min ×2 (rank 3),
+        median ×20, max ×21 (rank 0)``; blocked times where measured."""
+        rows = self.per_rank(ranks)
+        if len(rows) <= SPREAD_AFTER:
+            return ", ".join(f"rank {row['rank']} ×{row['count']}" + _blocked(row["blocked_ms"]) for row in rows)
+        low = min(rows, key=lambda row: (row["count"], row["rank"]))
+        high = max(rows, key=lambda row: (row["count"], -row["rank"]))
+        median = statistics.median(row["count"] for row in rows)
+        text = (f"min ×{low['count']} (rank {low['rank']}), median ×{median:g}, "
+                f"max ×{high['count']} (rank {high['rank']})")
+        measured = [row for row in rows if row["blocked_ms"] is not None]
+        if measured:
+            least = min(measured, key=lambda row: row["blocked_ms"])
+            most = max(measured, key=lambda row: row["blocked_ms"])
+            text += (f"; blocked {least['blocked_ms']:.1f} ms (rank {least['rank']}) to "
+                     f"{most['blocked_ms']:.1f} ms (rank {most['rank']})")
+        return text
+
+
+def _blocked(ms: float | None) -> str:
+    return f" ({ms:.1f} ms)" if ms is not None else ""
+
+
+@dataclass
+class RankTotals:
+    """One rank's part of the job."""
+
+    rank: int
+    syncs: int
+    counted: int                # all but the syncs a `# syncfree: allow` comment covers
+    blocked_ms: float | None
+    unattributed: int           # syncs outside the user's code (library, other threads)
+    exit_code: int
+    hostname: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class MergedReport:
+    """The rank reports of one job merged (see the module's docstring)."""
+
+    def __init__(self, reports: Sequence[RankReport], *, world_size: int | None = None,
+                 problems: Sequence[str] = (), earlier: int = 0, directory: str | None = None) -> None:
+        self.reports = sorted(reports, key=lambda r: r.rank.rank)
+        self.world_size = world_size if world_size is not None else \
+            max((r.rank.world_size for r in self.reports), default=0)
+        self.problems = list(problems)
+        self.earlier = earlier
+        self.directory = directory
+        self.sites = self._merge_sites()
+        self.totals = [self._rank_totals(r) for r in self.reports]
+
+    @classmethod
+    def from_folder(cls, folder: RankReportFolder) -> MergedReport:
+        return cls(folder.reports, world_size=folder.world_size, problems=folder.problems,
+                   earlier=folder.earlier, directory=str(folder.directory))
+
+    # ------------------------------------------------------------------ merging
+
+    @property
+    def ranks(self) -> list[int]:
+        return [r.rank.rank for r in self.reports]
+
+    @property
+    def missing_ranks(self) -> list[int]:
+        present = set(self.ranks)
+        return [rank for rank in range(self.world_size) if rank not in present]
+
+    def _merge_sites(self) -> list[MergedSite]:
+        merged: dict[tuple, MergedSite] = {}
+        for report in self.reports:
+            rank, cwd = report.rank.rank, report.cwd
+            for site in report.report["sites"]:
+                files = site.get("chain_files") or [site.get("file")] * len(site.get("chain") or [site["line"]])
+                lines = site.get("chain") or [site["line"]]
+                chain = tuple((_display_path(f, cwd), n) for f, n in zip(files, lines))
+                label = site.get("label") or kind_label(site["kind"])
+                key = (chain, site["kind"], site.get("rule"), label, bool(site.get("allowed")))
+                entry = merged.get(key)
+                if entry is None:
+                    entry = merged[key] = MergedSite(
+                        file=_display_path(site.get("file"), cwd), line=site["line"], chain=chain,
+                        kind=site["kind"], rule=site.get("rule"), label=label,
+                        predicted=bool(site.get("predicted")), allowed=bool(site.get("allowed")),
+                        path=site.get("file"))
+                # Sites of one rank that differ only by thread add up on that line.
+                entry.counts[rank] = entry.counts.get(rank, 0) + site["count"]
+                if isinstance(site.get("blocked_ms"), (int, float)):
+                    entry.blocked[rank] = entry.blocked.get(rank, 0.0) + float(site["blocked_ms"])
+        return sorted(merged.values(), key=lambda s: (-(s.blocked_ms or 0.0), -s.count,
+                                                      s.file or "", s.line, s.kind))
+
+    @staticmethod
+    def _rank_totals(report: RankReport) -> RankTotals:
+        totals = report.report["totals"]
+        syncs = totals["syncs"]
+        sites = report.report["sites"]
+        allowed = sum(s["count"] for s in sites if s.get("allowed"))
+        blocked = totals.get("blocked_ms")
+        return RankTotals(
+            rank=report.rank.rank, syncs=syncs,
+            counted=totals["counted"] if isinstance(totals.get("counted"), int) else syncs - allowed,
+            blocked_ms=float(blocked) if isinstance(blocked, (int, float)) else None,
+            unattributed=max(syncs - sum(s["count"] for s in sites), 0),
+            exit_code=report.exit_code, hostname=report.rank.hostname)
+
+    # ------------------------------------------------------------------ what it says
+
+    @property
+    def syncs(self) -> int:
+        return sum(t.syncs for t in self.totals)
+
+    @property
+    def counted(self) -> int:
+        return sum(t.counted for t in self.totals)
+
+    @property
+    def most_counted(self) -> int:
+        """The counted syncs of the rank that made most: what a per-rank budget checks."""
+        return max((t.counted for t in self.totals), default=0)
+
+    @property
+    def blocked_ms(self) -> float | None:
+        measured = [t.blocked_ms for t in self.totals if t.blocked_ms is not None]
+        return round(sum(measured), 3) if measured else None
+
+    @property
+    def predicted(self) -> bool:
+        return bool(self.reports) and all(r.report.get("mode") == "predict" for r in self.reports)
+
+    @property
+    def mode(self) -> str:
+        modes = sorted({str(r.report.get("mode")) for r in self.reports})
+        return modes[0] if len(modes) == 1 else "/".join(modes) if modes else "none"
+
+    @property
+    def device(self) -> str:
+        names = sorted({str((r.report.get("device") or {}).get("name")) for r in self.reports})
+        return names[0] if len(names) == 1 else ", ".join(names)
+
+    @property
+    def divergent_sites(self) -> list[MergedSite]:
+        return [s for s in self.sites if s.divergent(self.ranks)]
+
+    def extremes(self) -> tuple[RankTotals, RankTotals] | None:
+        """(least, most): by blocked time when every rank measured it, else by counted
+        syncs; None with fewer than two ranks."""
+        if len(self.totals) < 2:
+            return None
+        if all(t.blocked_ms is not None for t in self.totals):
+            key = lambda t: (t.blocked_ms, t.counted)  # noqa: E731
+        else:
+            key = lambda t: (t.counted, 0.0)  # noqa: E731
+        ordered = sorted(self.totals, key=lambda t: (*key(t), t.rank))
+        return ordered[0], ordered[-1]
+
+    def notes(self) -> list[str]:
+        """Each rank's notes once; a note only some ranks have names them."""
+        from syncfree.report import predict_table_lines
+
+        seen: dict[str, list[int]] = {}
+        for report in self.reports:
+            lines = [str(n) for n in report.report.get("notes") or []]
+            lines += predict_table_lines(report.report)
+            for line in dict.fromkeys(lines):
+                seen.setdefault(line, []).append(report.rank.rank)
+        everyone = self.ranks
+        return [note if ranks == everyone else f"{note} ({_rank_list(ranks)})" for note, ranks in seen.items()]
+
+    def problems_text(self) -> list[str]:
+        """What is missing from the merge: ranks without a report, unreadable files,
+        failed ranks, other runs left out."""
+        lines = []
+        missing = self.missing_ranks
+        if missing:
+            where = f" in {self.directory}" if self.directory else ""
+            lines.append(f"{_rank_list(missing)} of {self.world_size} left no report{where}: "
+                         "their syncs are not in this report")
+        lines += [f"unreadable rank report {p}" for p in self.problems]
+        for totals in self.totals:
+            if totals.exit_code != 0:
+                lines.append(f"rank {totals.rank} exited with status {totals.exit_code}")
+        if self.earlier:
+            lines.append(f"{self.earlier} rank report{'s' if self.earlier != 1 else ''} of an earlier run "
+                         "left out")
+        return lines
+
+    def summary(self) -> str:
+        """``41 syncs on 2 ranks at 3 sites (predicted), ranked by count; 1 divergent site``."""
+        n_sites = len(self.sites)
+        text = (f"{self.counted} sync{'s' if self.counted != 1 else ''} on {len(self.reports)} of "
+                f"{self.world_size} rank{'s' if self.world_size != 1 else ''} at {n_sites} site"
+                f"{'s' if n_sites != 1 else ''}{' (predicted)' if self.predicted else ''}")
+        if self.blocked_ms is not None:
+            text += f", blocked {self.blocked_ms:.1f} ms"
+        if self.syncs != self.counted:
+            text += f"; {self.syncs - self.counted} allowed"
+        text += f", ranked by {'count' if self.blocked_ms is None else 'blocked time'}"
+        divergent = len(self.divergent_sites)
+        if divergent:
+            text += f"; {divergent} divergent site{'s' if divergent != 1 else ''} (made on some ranks only)"
+        return text + "."
+
+    def rank_lines(self) -> list[str]:
+        """Per-rank totals (one line up to `SPREAD_AFTER` ranks, min/median/max past it) and
+        the ranks that blocked most and least."""
+        def one(t: RankTotals) -> str:
+            text = f"rank {t.rank} {t.counted} sync{'s' if t.counted != 1 else ''}"
+            if t.blocked_ms is not None:
+                text += f", blocked {t.blocked_ms:.1f} ms"
+            return text
+
+        if not self.totals:
+            return []
+        if len(self.totals) <= SPREAD_AFTER:
+            lines = ["per rank: " + "; ".join(one(t) for t in self.totals)]
+        else:
+            median = statistics.median(t.counted for t in self.totals)
+            lines = [f"per rank: median {median:g} syncs"]
+        extremes = self.extremes()
+        if extremes is not None:
+            least, most = extremes
+            lines.append(f"most: {one(most)}; least: {one(least)}")
+        for t in self.totals:
+            if t.unattributed:
+                lines.append(f"rank {t.rank}: {t.unattributed} sync(s) outside your code "
+                             "(library or other threads)")
+        return lines
+
+    def site_message(self, site: MergedSite) -> str:
+        """What a diagnostic says about a site: what synced, on which ranks, how often."""
+        from syncfree.catalog import RULES
+
+        what = site.label.replace("`", "") if site.label != kind_label(site.kind) else \
+            (RULES[site.rule].title if site.rule in RULES else site.label.replace("`", ""))
+        ranks = self.ranks
+        predicted = " (predicted)" if site.predicted else ""
+        if site.divergent(ranks):
+            made = site.ranks
+            where = (f"divergent: only on {_rank_list(made)} of {len(ranks)}: "
+                     + ", ".join(f"rank {r} ×{site.counts[r]}" + _blocked(site.blocked.get(r)) for r in made))
+        else:
+            where = f"on every rank: {site.spread(ranks)}"
+        return f"{what}{predicted}; {where}"
+
+    def text(self) -> str:
+        """The merged report as lines (what ``syncfree merge`` prints, without columns)."""
+        lines = [f"syncfree ({self.mode}, {self.device}): {self.summary()}"]
+        for site in self.sites:
+            where = f"{site.file}:{site.line}" if site.file else f"line {site.line}"
+            lines.append(f"  {where}: {self.site_message(site)}{' [allowed]' if site.allowed else ''}"
+                         + (f", {site.rule}" if site.rule else ""))
+        lines += [f"  {line}" for line in self.rank_lines()]
+        lines += [f"  note: {n}" for n in self.notes()]
+        lines += [f"  warning: {p}" for p in self.problems_text()]
+        return "\n".join(lines)
+
+    __str__ = text
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the whole merge."""
+        ranks = self.ranks
+        return {
+            "mode": self.mode,
+            "device": self.device,
+            "world_size": self.world_size,
+            "ranks": [t.to_dict() for t in self.totals],
+            "missing_ranks": self.missing_ranks,
+            "totals": {"syncs": self.syncs, "counted": self.counted, "sites": len(self.sites),
+                       "blocked_ms": self.blocked_ms,
+                       "divergent_sites": len(self.divergent_sites)},
+            "sites": [{"file": s.file, "line": s.line, "chain": [list(c) for c in s.chain],
+                       "kind": s.kind, "rule": s.rule, "label": s.label, "predicted": s.predicted,
+                       "allowed": s.allowed, "count": s.count, "blocked_ms": s.blocked_ms,
+                       "divergent": s.divergent(ranks), "per_rank": s.per_rank(ranks)}
+                      for s in self.sites],
+            "notes": self.notes(),
+            "problems": self.problems_text(),
+        }
+
+
+def _rank_list(ranks: Sequence[int]) -> str:
+    """``rank 0``, ``ranks 0, 2`` or ``ranks 0-7``."""
+    ranks = sorted(ranks)
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if len(ranks) > 2 and ranks == list(range(ranks[0], ranks[-1] + 1)):
+        return f"ranks {ranks[0]}-{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
