@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 torch = pytest.importorskip("torch")
+
+import measure_optable as sweep  # noqa: E402  (scripts/: the sweep's Python-scalar forms)
 
 from syncfree.capture import optable  # noqa: E402
 from syncfree.capture.predict import PredictSession  # noqa: E402
@@ -136,26 +139,32 @@ def test_opinfo_samples_replayed_in_predict_mode(capsys):
                 if rec["i"] >= len(samples):
                     continue
                 sample = samples[rec["i"]]
-                if rec.get("fp") and rec["fp"] != optable.fingerprint((sample.input, *sample.args),
-                                                                      sample.kwargs):
-                    changed.append(f"{key}[{rec['dtype']}#{rec['i']}]")
+                args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+                name = f"{key}[{rec['dtype']}#{rec['i']}{' ' + rec['form'] if rec.get('form') else ''}]"
+                if rec.get("form"):  # the sample with a Python scalar kind at a value place
+                    variant = sweep.form_variant(args, kwargs, rec["form"])
+                    if variant is None:
+                        changed.append(name)
+                        continue
+                    args, kwargs = variant
+                if rec.get("fp") and rec["fp"] != optable.fingerprint(args, kwargs):
+                    changed.append(name)
                     continue  # this torch's OpInfo yields another sample at that index
                 recorder = CountingRecorder()
                 try:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         with PredictSession(recorder) as session:
-                            args = (sample.input, *sample.args)
-                            for t in optable_tensors((args, sample.kwargs)):
+                            for t in optable_tensors((args, kwargs)):
                                 session.registry.mark_cuda(t)
-                            op.op(*args, **sample.kwargs)
+                            op.op(*args, **kwargs)
                 except Exception:  # noqa: BLE001 - ops the CPU cannot run (jiterator, ...)
                     continue
                 total += 1
                 if recorder.n == rec["syncs"]:
                     exact += 1
                 else:
-                    sample_misses.append(f"{key}[{rec['dtype']}#{rec['i']}] gpu {rec['syncs']} predicted {recorder.n}")
+                    sample_misses.append(f"{name} gpu {rec['syncs']} predicted {recorder.n}")
                 measured_ops[key] = measured_ops.get(key, False) or rec["syncs"] > 0
                 predicted_ops[key] = predicted_ops.get(key, False) or recorder.n > 0
     gpu = {k for k, v in measured_ops.items() if v}
@@ -302,3 +311,128 @@ def test_masked_ops_do_not_speak_for_the_core_ops_of_the_same_name():
     for name in ("sum", "cumsum", "mean", "softmax", "amax", "std"):
         assert table.entries[name].syncs_sometimes() is False, name
     assert table.lookup(torch.masked.sum).name == "masked.sum"
+
+
+# ---------------------------------------------------------------------------- overloads
+
+
+def test_a_python_scalar_value_takes_the_scalar_overload():
+    # masked_fill(mask, float) is aten::masked_fill.Scalar: no sync on CUDA (issue 22, H100);
+    # a 0-d tensor value is masked_fill.Tensor, which reads the value with item().
+    table = optable.load("2.11.0")
+    x = torch.randn(4, 4)
+    mask = x > 0
+    fill = torch.Tensor.masked_fill
+    assert table.predicted_syncs(fill, (x, mask, float("-inf")), {}) == 0
+    assert table.predicted_syncs(fill, (x, mask), {"value": float("-inf")}) == 0
+    assert table.predicted_syncs(torch.Tensor.masked_fill_, (x, mask, -1e9), {}) == 0
+    assert table.predicted_syncs(fill, (x, mask, 0), {}) == 0
+    assert table.predicted_syncs(fill, (x, mask, torch.tensor(0.0)), {}) == 1
+    assert table.predicted_syncs(fill, (x, mask), {"value": torch.tensor(0.0)}) == 1
+
+
+def _table_with_samples(name: str, samples: list[tuple[str, int]]) -> optable.OpTable:
+    return optable.OpTable({"torch": "2.11.0", "device": "test", "ops": {name: {
+        "name": name, "names": [name],
+        "samples": [{"dtype": "float32", "i": i, "sig": sig, "syncs": n}
+                    for i, (sig, n) in enumerate(samples)]}}})
+
+
+def test_an_unmeasured_python_scalar_form_is_unmeasured_not_a_sync():
+    # Samples with an int and a 0-d tensor value only (the torch 2.11 table's masked_fill
+    # before its Python-scalar forms were measured): the int decides nothing about a bool
+    # or complex, and the tensor's sync must not be guessed for them.
+    table = _table_with_samples("masked_fill", [("Tnf|Tnb|int;", 0), ("Tnf|Tnb|T0f;", 1),
+                                                ("Tnf|T1b|int;", 0), ("T0f|T0b|int;", 0),
+                                                ("Tni|Tnb|T0i;", 1)])
+    x = torch.randn(4, 4)
+    mask = x > 0
+    fill = torch.Tensor.masked_fill
+    entry = table.lookup(fill)
+    assert table.predicted_syncs(fill, (x, mask, True), {}) is None
+    assert table.predicted_syncs(fill, (x, mask), {"value": 1j}) is None
+    assert table.unmeasured_form(entry, (x, mask), {"value": 1j}) == "a Python complex value"
+    assert table.predicted_syncs(fill, (x, mask, 2), {}) == 0
+    assert table.predicted_syncs(fill, (x, mask, torch.tensor(1.0)), {}) == 1
+    # FORM_FACTS: measured outside the sweep, used where the table has no sample of its own
+    assert table.predicted_syncs(fill, (x, mask, float("-inf")), {}) == 0
+    # a table that measured the form answers from its samples
+    measured = _table_with_samples("masked_fill", [("Tnf|Tnb|int;", 0), ("Tnf|Tnb|T0f;", 1),
+                                                   ("Tnf|Tnb|True;", 0), ("Tnf|Tnb|complex;", 0)])
+    assert measured.predicted_syncs(fill, (x, mask, False), {}) == 0
+    assert measured.predicted_syncs(fill, (x, mask, 1j), {}) == 0
+
+
+def test_the_report_names_an_unmeasured_form(monkeypatch):
+    table = _table_with_samples("masked_fill", [("Tnf|Tnb|int;", 0), ("Tnf|Tnb|T0f;", 1),
+                                                ("Tni|Tnb|T0i;", 1)])
+    monkeypatch.setattr(optable, "_installed", table)
+    monkeypatch.setattr(optable, "_decisions", {})
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        x = torch.randn(4, 4, device="cuda")
+        for _ in range(3):
+            x.masked_fill(x > 0, True)
+        x.masked_fill(x > 0, torch.zeros((), device="cuda"))
+    assert recorder.kinds == {"library": 1}
+    unmeasured = optable.tally_of(recorder).unmeasured  # (this table has no `gt` either)
+    assert {k: n for k, n in unmeasured.items() if "masked_fill" in k} == {
+        "Tensor.masked_fill with a Python bool value": 3}
+
+
+CAUSAL_ATTENTION = '''
+import math
+import torch
+import torch.nn.functional as F
+
+class CausalSelfAttention(torch.nn.Module):
+    """nanoGPT's attention without flash: the causal mask is filled with -inf."""
+
+    def __init__(self, n_embd=32, n_head=4, block_size=16):
+        super().__init__()
+        self.c_attn = torch.nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = torch.nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size))
+                             .view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+
+model = CausalSelfAttention().to("cuda")
+x = torch.randn(2, 16, 32, device="cuda")
+for _ in range(3):
+    y = model(x)
+    scores = torch.randn(2, 16, device="cuda")
+    scores = scores.masked_fill(scores < 0, torch.finfo(scores.dtype).min)  # transformers' idiom
+    scores.masked_fill_(scores > 1, -1e4)
+'''
+
+
+def test_causal_attention_masks_predict_no_sync():
+    """The GPT training idiom was 59% of a public script's predicted syncs (issue 22)."""
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        exec(compile(CAUSAL_ATTENTION, "<gpt-attention>", "exec"), {})
+    assert recorder.kinds == {"to_device": 5}, recorder.kinds  # model.to: 4 params + bias
+    assert optable.tally_of(recorder).unmeasured_calls == 0
+
+
+def test_the_sweep_measures_every_python_scalar_form_of_a_value_argument():
+    x, mask = torch.randn(3, 3), torch.ones(3, 3, dtype=torch.bool)
+    samples = [((x, mask, 0), {}), ((x, mask, torch.tensor(1.5)), {})]
+    places = sweep.value_places(samples)
+    assert places == [2]  # the mask is never 0-d here; the value is, in the second sample
+    forms = {form: args[2] for form, args, _ in sweep.scalar_forms(*samples[1], places)}
+    assert forms == {"p2=float": 1.5, "p2=int": 1, "p2=bool": True, "p2=complex": 1.5 + 0j}
+    assert [form for form, _, _ in sweep.scalar_forms(*samples[0], places)] == [
+        "p2=float", "p2=bool", "p2=complex"]
+    args, kwargs = sweep.form_variant((x,), {"value": torch.tensor(2)}, "k:value=float")
+    assert kwargs == {"value": 2.0} and isinstance(kwargs["value"], float)
+    assert sweep.form_variant((x, mask, None), {}, "p2=float") is None

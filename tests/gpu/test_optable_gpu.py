@@ -108,7 +108,13 @@ def test_table_sample_remeasured():
                                                              requires_grad=False), 4))
             for rec in (s for s in recs if s["dtype"] == dtype_name and s["i"] < len(samples)):
                 sample = samples[rec["i"]]
-                args, kwargs = sweep.to_cuda(((sample.input, *sample.args), dict(sample.kwargs)))
+                args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
+                if rec.get("form"):  # a Python-scalar form of the sample (measure_optable.py)
+                    variant = sweep.form_variant(args, kwargs, rec["form"])
+                    if variant is None:
+                        continue
+                    args, kwargs = variant
+                args, kwargs = sweep.to_cuda((args, kwargs))
                 n, err = sweep.count_syncs(op.op, args, kwargs)
                 if err is not None:
                     continue
@@ -145,12 +151,17 @@ def _derived_cases():
         "histc range": lambda d: torch.histc(data.to(d), bins=8, min=-3, max=3),
         "equal different shapes": lambda d: torch.equal(small.to(d), large.to(d)),
         "combinations r=3": lambda d: torch.combinations(small.to(d), r=3),
+        # the Scalar and Tensor overloads of a value argument (optable.FORM_FACTS, issue 22)
+        "masked_fill python float": lambda d: m.to(d).masked_fill(m.to(d) > 0, float("-inf")),
+        "masked_fill python bool": lambda d: m.to(d).masked_fill(m.to(d) > 0, True),
+        "masked_fill 0-d tensor": lambda d: m.to(d).masked_fill(m.to(d) > 0, torch.tensor(0.0).to(d)),
     }
 
 
 DERIVED = ("linalg.svd non-empty", "svd non-empty", "svd_lowrank", "isin sorting path",
            "isin sorting path, assume_unique", "isin brute force", "histc min=max", "histc range",
-           "equal different shapes", "combinations r=3")
+           "equal different shapes", "combinations r=3", "masked_fill python float",
+           "masked_fill python bool", "masked_fill 0-d tensor")
 
 
 class _Counting:
@@ -167,7 +178,8 @@ def test_derived_prediction_matches_the_gpu(name):
     from syncfree.capture.predict import PredictSession
 
     case = _derived_cases()[name]
-    inputs_moved = 2 if name.startswith(("isin", "equal")) else 1
+    inputs_moved = (2 if name.startswith(("isin", "equal", "masked_fill")) else 1) + (
+        name == "masked_fill 0-d tensor")
     measured, _ = syncs(lambda: case("cuda"))
     measured_copies, _ = syncs(lambda: [t.to("cuda") for t in [torch.ones(3)] * inputs_moved])
     recorder = _Counting()

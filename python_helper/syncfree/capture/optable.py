@@ -19,6 +19,7 @@ Torch is imported lazily; nothing here imports IPython.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections import Counter
@@ -162,6 +163,45 @@ def features(sig: str) -> set[str]:
     return out
 
 
+# The Python scalar kinds of `describe` (a bool is described by its value, an int by its
+# sign). torch binds all four to an op's `Scalar` overload, a 0-d tensor to its `Tensor`
+# overload: `masked_fill(mask, float('-inf'))` is aten::masked_fill.Scalar (no sync on
+# CUDA), `masked_fill(mask, t0_cuda)` is masked_fill.Tensor, which reads t0 with item().
+PYTHON_SCALAR_KINDS = {"float": "float", "int": "int", "int-": "int", "True": "bool",
+                       "False": "bool", "complex": "complex"}
+
+
+@functools.cache
+def argument_positions(name: str) -> dict[str, int]:
+    """Positions of an aten op's positional arguments by name, over all its overloads
+    (``value`` -> 2 for ``masked_fill``): a value passed by keyword is the same form as the
+    same value passed by position. Empty for names that are no aten op."""
+    import torch
+
+    try:
+        schemas = torch._C._jit_get_schemas_for_operator("aten::" + name.replace(".", "_"))
+    except Exception:  # noqa: BLE001 - a name torch's registry does not parse
+        return {}
+    positions: dict[str, int] = {}
+    for schema in schemas:
+        for i, argument in enumerate(schema.arguments):
+            if not argument.kwarg_only:
+                positions.setdefault(argument.name, i)
+    return positions
+
+
+def places(sig: str, positions: dict[str, int]) -> list[tuple[str, str]]:
+    """(place, description) of each argument of a signature; keyword arguments that are
+    positional in the op's schema take their position's place (``p2``), others ``k:name``."""
+    pos, _, kw = sig.partition(";")
+    out = [(f"p{i}", d) for i, d in enumerate(pos.split("|")) if pos]
+    for part in kw.split(",") if kw else ():
+        name, _, d = part.partition("=")
+        where = positions.get(name)
+        out.append((f"p{where}" if where is not None else f"k:{name}", d))
+    return out
+
+
 def func_names(func: Any) -> list[str]:
     """Names under which a callable may be found in the table (most specific first)."""
     name = getattr(func, "__name__", None)
@@ -197,19 +237,33 @@ _REFLECTED = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
 class OpEntry:
     """What the table says about one callable name: its samples, pooled over variants."""
 
-    __slots__ = ("name", "by_sig", "counts", "rule")
+    __slots__ = ("name", "by_sig", "counts", "rule", "value_places", "scalar_forms")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.by_sig: dict[str, Counter] = {}
         self.counts: Counter = Counter()
         self.rule: tuple[str, int, int] | None = None  # (feature, count with, count without)
+        # Places where a sample passed a 0-d tensor (a value argument: the op has a Tensor
+        # and a Scalar form there), and the Python scalar kinds measured at each of them.
+        self.value_places: set[str] = set()
+        self.scalar_forms: set[tuple[str, str]] = set()
 
     def add(self, sig: str, syncs: int) -> None:
         self.by_sig.setdefault(sig, Counter())[syncs] += 1
         self.counts[syncs] += 1
 
     def finish(self) -> None:
+        positions = argument_positions(self.name)
+        for sig in self.by_sig:
+            for place, d in places(sig, positions):
+                if d.startswith("T0"):
+                    self.value_places.add(place)
+        for sig in self.by_sig:
+            for place, d in places(sig, positions):
+                kind = PYTHON_SCALAR_KINDS.get(d)
+                if kind is not None and place in self.value_places:
+                    self.scalar_forms.add((place, kind))
         if len(self.counts) < 2:
             return
         # One feature that separates the samples' counts exactly (tensor vs scalar, ...).
@@ -253,6 +307,20 @@ class OpEntry:
 
     def syncs_sometimes(self) -> bool:
         return any(n > 0 for n in self.counts)
+
+    def unmeasured_form(self, sig: str) -> tuple[str, str] | None:
+        """The first (place, Python scalar kind) of a call at one of this op's value
+        places that no sample measured (``("p2", "float")`` for ``masked_fill(mask,
+        float('-inf'))`` when only int and 0-d tensor values were sampled); None when the
+        call's form was measured."""
+        if not self.value_places or sig in self.by_sig:
+            return None
+        for place, d in places(sig, argument_positions(self.name)):
+            kind = PYTHON_SCALAR_KINDS.get(d)
+            if kind is not None and place in self.value_places \
+                    and (place, kind) not in self.scalar_forms:
+                return place, kind
+        return None
 
 
 # Entries whose own samples miss a case that another entry measured on the same kernel.
@@ -308,6 +376,18 @@ def _combinations_reads(args: tuple, kwargs: dict) -> int | None:
     Measured 1 for r=1 and 2 for r=2 (OpInfo samples, H100, torch 2.11)."""
     r = args[1] if len(args) > 1 else kwargs.get("r", 2)
     return r if isinstance(r, int) and not isinstance(r, bool) and r >= 0 else None
+
+
+# Forms measured outside the OpInfo sweep, for tables whose samples lack them (the sweep
+# samples every Python scalar kind at an op's value places since its forms pass; older
+# tables have only the kinds OpInfo's samples happened to use). A table's own samples of
+# a form take precedence. (op name, place, Python scalar kind) -> syncs.
+FORM_FACTS: dict[tuple[str, str, str], int] = {
+    # masked_fill(mask, float('-inf')), causal attention's mask: the Scalar overload, no
+    # sync (issue 22, measured on an H100 with torch 2.11; the sweep's int samples, the
+    # same overload, measured 0 too). The 0-d CUDA tensor value syncs once.
+    ("masked_fill", "p2", "float"): 0,
+}
 
 
 # Ops whose sync depends on argument sizes or values that a signature does not record:
@@ -377,14 +457,19 @@ class OpTable:
         return None
 
     def predicted_syncs(self, func: Any, args: tuple, kwargs: dict | None) -> int | None:
-        """Syncs a GPU would make for this call, or None when the table has no entry."""
+        """Syncs a GPU would make for this call, or None when the table has no entry or
+        did not measure the call's form (see :meth:`predict_entry`)."""
         entry = self.lookup(func)
         if entry is None:
             return None
         return self.predict_entry(entry, args, kwargs)
 
-    def predict_entry(self, entry: OpEntry, args: tuple, kwargs: dict | None) -> int:
-        """Syncs a GPU would make for a call of ``entry``'s op with these arguments."""
+    def predict_entry(self, entry: OpEntry, args: tuple, kwargs: dict | None) -> int | None:
+        """Syncs a GPU would make for a call of ``entry``'s op with these arguments; None
+        instead of a sync when the call passes a Python scalar kind at a value place that
+        no sample (nor :data:`FORM_FACTS`) measured: which overload the call takes decides
+        the sync, and a sync guessed from the other overload's samples is one the GPU may
+        well not make."""
         branch = SIZE_BRANCHES.get(entry.name)
         if branch is not None:
             takes = branch(args, kwargs or {})
@@ -393,9 +478,28 @@ class OpTable:
             if takes is not None:
                 return takes
         always = entry.always
-        if always is not None:
-            return always
-        return entry.predict(signature(args, kwargs))
+        if always == 0:
+            return 0
+        sig = signature(args, kwargs)
+        n = always if always is not None else entry.predict(sig)
+        if n:
+            form = entry.unmeasured_form(sig)
+            if form is not None:
+                return FORM_FACTS.get((entry.name, *form))
+        return n
+
+    def unmeasured_form(self, entry: OpEntry, args: tuple, kwargs: dict | None) -> str:
+        """How the report names the form of a call :meth:`predict_entry` had no
+        measurement for: ``"a Python float value"``."""
+        form = entry.unmeasured_form(signature(args, kwargs))
+        if form is None:
+            return ""
+        place, kind = form
+        if place.startswith("k:"):
+            return f"a Python {kind} {place[2:]}"
+        index = int(place[1:])
+        names = [n for n, i in argument_positions(entry.name).items() if i == index]
+        return f"a Python {kind} {names[0] if names else f'argument {index + 1}'}"
 
     def syncing_names(self) -> list[str]:
         return sorted(n for n, e in self.entries.items() if e.syncs_sometimes())
@@ -581,6 +685,11 @@ def on_call(session: Any, func: Any, args: tuple, kwargs: dict, handled: Any = (
     if isinstance(decision, str):
         tally.unmeasured[decision] += 1
         return 0
-    n = installed_table().predict_entry(decision, args, kwargs)
+    table = installed_table()
+    n = table.predict_entry(decision, args, kwargs)
+    if n is None:  # a form of the op the table did not measure: said, not guessed
+        form = table.unmeasured_form(decision, args, kwargs)
+        tally.unmeasured[f"{display_name(func)} with {form}"] += 1
+        return 0
     tally.predicted += n
     return n
