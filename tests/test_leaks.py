@@ -34,9 +34,8 @@ from standins import FakeTensor, compile_cell, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder, explicit, interrupts  # noqa: E402
+from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
-from syncfree.capture import recorder as recorder_module  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
 
@@ -77,9 +76,15 @@ def snapshot() -> dict:
     state["filters_list"] = id(warnings.filters)
     state["filters"] = [id(f) for f in warnings.filters]
     state["showwarning"] = id(warnings.showwarning)
+    state["showwarnmsg"] = id(warnings._showwarnmsg)
+    state["filters_mutated"] = id(warnings._filters_mutated)
     state["debug_mode"] = torch.cuda.get_sync_debug_mode() if _FAKE_DEBUG else None
     state["profile"] = sys.getprofile()
-    state["active_recorders"] = list(recorder_module._active)
+    state["running_recorders"] = (list(dispatch._running), list(dispatch._process),
+                                  list(dispatch._debug_users))
+    state["dispatch_installed"] = (list(dispatch._installed), list(dispatch._entries),
+                                   list(dispatch._filter_lists), list(dispatch._mode_before))
+    state["routed_here"] = dispatch._owner.get()
     state["sigint"] = signal.getsignal(signal.SIGINT)
     state["interrupt_holders"] = list(interrupts._holders)
     state["unraisablehook"] = sys.unraisablehook
@@ -129,8 +134,11 @@ def _repair() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if sys.unraisablehook is interrupts._unraisable:
         sys.unraisablehook = sys.__unraisablehook__
-    while recorder_module._active:
-        recorder_module._active.pop()
+    for recorder in list(dispatch._running):
+        dispatch.leave(recorder)
+    for recorder in list(dispatch._debug_users):
+        dispatch.detach_debug(recorder)
+    dispatch._owner.set(None)
     predict_module._active_session = None
     predict_module._claims.clear()
     gc.enable()

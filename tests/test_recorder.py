@@ -15,7 +15,7 @@ from standins import ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder, explicit  # noqa: E402
+from syncfree.capture import SyncRecorder, dispatch, explicit  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fake_cuda")
 
@@ -245,6 +245,24 @@ def test_syncs_outside_the_cell_code_are_counted_in_notes_not_lost():
 # ----------------------------------------------------------------------------- restoration
 
 
+def _engine_state():
+    """What the debug-mode engine replaces besides conftest's global_state."""
+    return (warnings._showwarnmsg, warnings._filters_mutated, torch.cuda.set_sync_debug_mode,
+            torch.cuda.get_sync_debug_mode)
+
+
+_ENGINE_BEFORE = {}
+
+
+@pytest.fixture(autouse=True)
+def _engine_removed():
+    """After every test: the dispatcher's hooks are gone, the functions are the originals."""
+    before = _engine_state()
+    yield
+    assert not dispatch.installed() and not dispatch._running and not dispatch._debug_users
+    assert _engine_state() == before
+
+
 def _assert_restored(before, after):
     assert after["filters_list"] is before["filters_list"]
     assert after["filters"] == before["filters"]
@@ -264,7 +282,7 @@ def test_everything_is_restored_after_the_cell_raises(global_state, fake_cuda, r
     with pytest.raises(type(raised)):
         with recorder:
             assert torch.cuda.get_sync_debug_mode() == 1
-            assert warnings.showwarning == recorder._showwarning
+            assert warnings._showwarnmsg is dispatch._showwarnmsg
             assert torch.cuda.synchronize is not before["synchronize"]
             exec(code, {"FakeTensor": FakeTensor, "err": raised})
     _assert_restored(before, global_state())
@@ -287,16 +305,17 @@ def test_everything_is_restored_after_nested_use(global_state):
         wrapped = torch.cuda.synchronize
         with pytest.raises(RuntimeError, match="synchronizing"):
             with inner:
-                assert torch.cuda.get_sync_debug_mode() == 2
+                # Error mode is warn mode plus an error from the hook (dispatch.py).
+                assert torch.cuda.get_sync_debug_mode() == 1
                 assert torch.cuda.synchronize is wrapped  # wrappers are not stacked
                 exec(inner_code, ns)
         assert torch.cuda.get_sync_debug_mode() == 1
-        assert warnings.showwarning == outer._showwarning
+        assert warnings._showwarnmsg is dispatch._showwarnmsg
         assert torch.cuda.synchronize is wrapped
         exec(outer_code, ns)
     _assert_restored(before, global_state())
-    assert sites(inner) == [(1, "item", 1), (2, "item", 1), (3, "explicit", 1)]
-    assert inner.error["line"] == 3
+    assert sites(inner) == [(1, "item", 1)]  # error mode stops at the first sync
+    assert inner.error["line"] == 1
     assert sites(outer) == [(2, "item", 2)]  # its own two, none of the inner run's
     assert any("nested" in note for note in outer.notes)
 
@@ -356,13 +375,16 @@ def test_prototype_warning_is_dropped(fake_cuda, monkeypatch):
 
 # ----------------------------------------------------------------------------- error mode
 
-def test_error_mode_names_the_cell_line_and_the_operation(fake_cuda):
-    code, filename = compile_cell("t = ErrorTensor()\nx = 1\nv = t.item()\nprint('never')\n")
+@pytest.mark.parametrize("tensor", [FakeTensor, ErrorTensor], ids=["warning", "torch-error"])
+def test_error_mode_names_the_cell_line_and_the_operation(fake_cuda, tensor):
+    # The engine raises from its hook at the sync warning (dispatch.py); an error torch
+    # raised itself (its own error mode, set by code syncfree did not see) is named too.
+    code, filename = compile_cell("t = Tensor()\nx = 1\nv = t.item()\nprint('never')\n")
     recorder = SyncRecorder("error", cell_files={filename: 0}, findings={filename: []})
     with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
         with recorder:
-            assert torch.cuda.get_sync_debug_mode() == 2
-            exec(code, {"ErrorTensor": ErrorTensor})
+            assert torch.cuda.get_sync_debug_mode() == 1
+            exec(code, {"Tensor": tensor})
     assert fake_cuda.mode == 0
     assert sites(recorder) == [(3, "item", 1)]
     assert recorder.stopped_by_sync

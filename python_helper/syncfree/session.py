@@ -365,14 +365,9 @@ class Watch(contextlib.ContextDecorator):
 
 
 def _running_recorder():
-    """The recorder already running in this thread, if any."""
-    module = sys.modules.get("syncfree.capture.recorder")
-    if module is None or not module._active:
-        return None
-    import threading
-
-    recorder = module._active[-1]
-    return recorder if recorder._thread == threading.get_ident() else None
+    """The recorder already recording this thread or task, if any."""
+    dispatch = sys.modules.get("syncfree.capture.dispatch")
+    return None if dispatch is None else dispatch.owner_here()
 
 
 def _nested_report(engine: Engine, outer, checkpoint, wall_ms: float) -> WatchReport:

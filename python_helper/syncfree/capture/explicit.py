@@ -3,8 +3,8 @@
 `torch.cuda.synchronize()` (cudaDeviceSynchronize) and `torch.cuda.Event.synchronize()`
 (cudaEventSynchronize) block the CPU but raise no debug-mode warning (sync-facts.md), so
 while a recorder runs their Python entry points are replaced by wrappers that report to the
-innermost active recorder. `Event.wait()` and `Event.query()` do not block the CPU and are
-left alone.
+recorder that owns the calling thread or task (dispatch.owner). `Event.wait()` and
+`Event.query()` do not block the CPU and are left alone.
 
 The wrappers are installed when the first receiver attaches and removed when the last one
 detaches, so nested recorders never stack wrappers (and never count a sync twice).
@@ -16,6 +16,8 @@ import functools
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol
+
+from . import dispatch
 
 
 class ExplicitSyncReceiver(Protocol):
@@ -96,6 +98,13 @@ def _wrap(original: Callable[..., Any], what: str) -> Callable[..., Any]:
         __tracebackhide__ = True  # IPython hides this frame in tracebacks
         if not _receivers:
             return original(*args, **kwargs)
-        return _receivers[-1].explicit_sync(sys._getframe(1), what, original, args, kwargs)
+        receiver = dispatch.owner()
+        if receiver is None or not any(r is receiver for r in _receivers):
+            # Nobody's thread (counted apart), or a recorder that sees it otherwise (a
+            # predict session's stand-in under this wrapper records it itself).
+            if receiver is None:
+                dispatch.unowned()
+            return original(*args, **kwargs)
+        return receiver.explicit_sync(sys._getframe(1), what, original, args, kwargs)
 
     return synchronize

@@ -4,13 +4,15 @@
         exec(code, namespace)          # code compiled under `filename`
     recorder.sites                     # [SyncSite(line=3, kind="item", count=64, ...)]
 
-On enter (warn and error modes): warning filters that count every sync warning (Python's
-default filter shows one per code location) and drop torch's one-time "prototype feature"
-warning; a `warnings.showwarning` hook; wrappers for the explicit synchronize calls the
-debug mode does not see (explicit.py); `torch.cuda.set_sync_debug_mode`; and, for blocked
-time, a timing callback (stall.py). On exit, by any path, each of those is undone: the
-filters list is the same list object without our two entries, `showwarning`, the wrapped
-torch functions and the debug mode are the very objects and value they were before.
+On enter the recorder registers with the process-wide dispatcher (dispatch.py), which
+decides which recorder each sync belongs to (``scope``: the whole process, or the thread /
+asyncio task that routes to it) and, for warn and error modes, installs the debug-mode
+engine once for all running recorders: the warning hook, the filters kept first, torch's
+debug mode. The recorder adds wrappers for the explicit synchronize calls the debug mode
+does not see (explicit.py) and, for blocked time, a timing callback (stall.py). On exit,
+by any path, each of those is undone; the last recorder out puts the filters list,
+``warnings._showwarnmsg``, the wrapped torch functions and the debug mode back to the
+very objects and value they were before.
 
 Predict mode (no CUDA) enters `predict.PredictSession(recorder)` instead, which reports
 predicted syncs through `record_sync`.
@@ -22,34 +24,23 @@ key is seen `sites.attribute()` works out the cell lines and the kind.
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from time import perf_counter
 from types import FrameType, TracebackType
-from typing import Any
 
-from . import explicit, interrupts, sites
-from .filters import FiltersKept, filters_changed, remove_entries
+from . import dispatch, explicit, interrupts, sites
+from .dispatch import SYNC_MESSAGE
+from .filters import FiltersKept
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo
 
-#: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
-#: the RuntimeError it raises in error mode.
-SYNC_MESSAGE = "called a synchronizing CUDA operation"
-_PROTOTYPE_MESSAGE = "Synchronization debug mode is a prototype feature"
-
 MODES = ("warn", "error", "predict")
-_DEBUG_MODE = {"warn": 1, "error": 2}
+SCOPES = ("process", "context")
 _CACHE_LIMIT = 65536  # distinct stacks remembered; past it the cache starts over
 _MAX_NOTES = 20
-
-# Recorders between enter and exit, innermost last (nested %%syncfree inside watch mode).
-_active: list[SyncRecorder] = []
-
 
 class SyncRecorder:
     """Records the syncs of code compiled under the filenames in ``cell_files``.
@@ -69,14 +60,23 @@ class SyncRecorder:
     findings:
         Optional static findings (schema Finding dicts, cell lines) per filename; without
         them the recorder analyses the code text in `linecache` the first time it needs to.
+    scope:
+        ``process`` (a cell, ``syncfree run``): the syncs of every thread are this
+        recorder's, unless a thread routes to a recorder of its own; ``context``
+        (``syncfree.watch()``): only those of the thread or task that routes to it
+        (`dispatch.route`), which the caller does.
     """
 
     def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, max_frames: int = 4,
                  cell_files: Mapping[str, int],
                  findings: Mapping[str, Sequence[Mapping]] | None = None,
-                 stop_at_first: bool = False) -> None:
+                 stop_at_first: bool = False, scope: str = "process") -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if scope not in SCOPES:
+            raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
+        self.scope = scope
+        self.running = False  # between enter and exit: the dispatcher routes syncs here
         if not 0 <= max_frames <= MAX_FRAMES:
             raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
         self.mode = mode
@@ -101,7 +101,7 @@ class SyncRecorder:
         self.boundary: FrameType | None = None
         self._undo: Undo | None = None
         self._clock: StallClock | None = None
-        self._previous_showwarning: Any = None
+        self._unowned_before: dict[str, int] = {}
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
         self._started = 0.0
         self.wall_ms = 0.0
@@ -129,11 +129,8 @@ class SyncRecorder:
             interrupts.hold(self)
             undo.push(self._forget_cached)
             self._thread = threading.get_ident()
-            undo.push(_discard, _active, self)
-            if _active:
-                _active[-1].note("a nested syncfree recorder took over part of this run; "
-                                 "its syncs are in its own report")
-            _active.append(self)
+            undo.push(dispatch.leave, self)
+            dispatch.enter(self)
             if self.mode == "predict":
                 from .predict import PredictSession
 
@@ -164,61 +161,25 @@ class SyncRecorder:
             self._undo = None
 
     def _install_hooks(self, torch, undo: Undo) -> None:
-        self._install_filters(undo)
-
-        previous = self._previous_showwarning = warnings.showwarning
-        undo.push(self._restore_showwarning, previous)
-        warnings.showwarning = self._showwarning
+        # Never the patched answer: under an outer predict session is_available() says
+        # True on a CPU build, and get_sync_debug_mode() would then fail.
+        self.cuda = _cuda_available(torch)
+        undo.push(dispatch.detach_debug, self)
+        dispatch.attach_debug(self, torch, self.cuda)
+        if not self.cuda:
+            self.note("No CUDA device: torch's sync debug mode is off, only explicit "
+                      "synchronize calls are seen")
 
         undo.push(self._detach_explicit)
         explicit.attach(self, torch)
 
-        # Never the patched answer: under an outer predict session is_available() says
-        # True on a CPU build, and get_sync_debug_mode() would then fail.
-        self.cuda = _cuda_available(torch)
-        if self.cuda:
-            previous_mode = torch.cuda.get_sync_debug_mode()
-            undo.push(torch.cuda.set_sync_debug_mode, previous_mode)
-            torch.cuda.set_sync_debug_mode(_DEBUG_MODE[self.mode])
-        else:
-            self.note("No CUDA device: torch's sync debug mode is off, only explicit "
-                      "synchronize calls are seen")
-
         if self.measure_blocked and self.cuda and self.mode == "warn":
-            clock = self._clock = StallClock(self._cell_files, hook_globals=globals())
+            clock = self._clock = StallClock(self._cell_files,
+                                             hook_globals=(globals(), vars(dispatch)))
             undo.push(self._stop_clock)
             if not clock.start():
                 self._clock = None
                 self.note("blocked time not measured: another profiler is active")
-
-    def _install_filters(self, undo: Undo) -> None:
-        # Inserted into the current list (not a copy, unlike catch_warnings) so that filters
-        # the cell itself adds stay after the run; removed again by identity.
-        # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
-        count_every_sync = ("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0)
-        drop_prototype = ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)
-        filters = warnings.filters
-        undo.push(self._remove_filters, filters, (count_every_sync, drop_prototype))
-        filters.insert(0, drop_prototype)
-        filters.insert(0, count_every_sync)
-        filters_changed()
-
-    def _remove_filters(self, filters: list, entries: tuple) -> None:
-        # Idempotent: an entry already gone (or never inserted: interrupted on enter) is
-        # skipped; the note is for a cell that replaced warnings.filters.
-        remove_entries(filters, entries)
-        if warnings.filters is not filters:
-            self.note("the cell reset the warning filters; syncs after that point may be "
-                      "counted once per line only")
-        filters_changed()
-
-    def _restore_showwarning(self, previous: Any) -> None:
-        current = warnings.showwarning
-        if current == self._showwarning:
-            warnings.showwarning = previous
-        elif current is not previous:
-            self.note("the cell replaced warnings.showwarning; syncs after that point were "
-                      "not seen, and the replacement was left in place")
 
     def _detach_explicit(self) -> None:
         for note in explicit.detach(self):
@@ -340,20 +301,17 @@ class SyncRecorder:
             self._findings[filename] = findings
         return findings
 
-    def _showwarning(self, message, category, filename, lineno, file=None, line=None):
+    def sync_warning(self, frame: FrameType) -> None:
+        """A debug-mode sync warning whose innermost Python frame is ``frame`` (the
+        dispatcher's warning hook calls this for the syncs this recorder owns)."""
         # The hot path: on a GPU loop it runs once per sync, so it does one frame walk and
         # one dict lookup, with the walk inlined for the common case of a sync on a
         # top-level line of the cell (bench/overhead.py measures it).
-        if not str(message).startswith(SYNC_MESSAGE):
-            self._previous_showwarning(message, category, filename, lineno, file, line)
-            return
+        __tracebackhide__ = True
         clock = self._clock
         blocked = clock.pause() if clock is not None else None
         try:
-            # Depth 2 skips warnings._showwarnmsg, our caller, without creating a frame
-            # object for it (Python 3.11+ creates them lazily); the loop covers a wrapper
-            # that another tool put around this hook.
-            frame = _getframe(2)
+            # A wrapper another tool put around the hook runs in the warnings module.
             while frame.f_globals is WARNINGS_GLOBALS:
                 frame = frame.f_back
             code = frame.f_code
@@ -372,6 +330,12 @@ class SyncRecorder:
         finally:
             if clock is not None:
                 clock.resume()
+        if self.mode == "error" and _get_ident() == self._thread:
+            # Error mode is warn mode plus this error, raised in the recorder's own thread
+            # only (torch's error mode would stop every thread of the process); torch
+            # raises it from the syncing call, as filterwarnings("error") would.
+            self._error_site = tally
+            raise RuntimeError(SYNC_MESSAGE)
 
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict):
         """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co."""
@@ -528,13 +492,6 @@ def _stack_key(frame: FrameType | None, files: Mapping[str, int],
     return tuple(key)
 
 
-def _discard(items: list, item: Any) -> None:
-    for i in range(len(items) - 1, -1, -1):
-        if items[i] is item:
-            del items[i]
-            return
-
-
 def _cuda_available(torch) -> bool:
     """Whether CUDA is really there, asked of the function a predict session replaced
     when one is active (predict.real_cuda_available), never of its stand-in."""
@@ -552,4 +509,4 @@ def _innermost_frame(tb: TracebackType | None) -> FrameType | None:
     return frame
 
 
-__all__ = ["MODES", "SYNC_MESSAGE", "SyncRecorder"]
+__all__ = ["MODES", "SCOPES", "SYNC_MESSAGE", "SyncRecorder"]

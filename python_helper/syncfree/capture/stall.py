@@ -22,7 +22,8 @@ GPU work nearly all of it is the wait. A sync without a call of its own (``x[mas
   toggling sets one thread flag, while on 3.12 it would re-instrument code.
 
 Events from the warnings module (which runs between the sync and the hook), from this
-module and from the recorder's hook do not move the timestamp.
+module and from the hook's modules (the dispatcher's and the recorder's) do not move the
+timestamp.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class StallClock:
     the run) and `resume()` last, so the hook's own work is never counted.
     """
 
-    def __init__(self, cell_files: Mapping[str, int], hook_globals: dict) -> None:
+    def __init__(self, cell_files: Mapping[str, int], hook_globals: tuple[dict, dict]) -> None:
         self._stamp = [0.0]
         self._thread = threading.get_ident()
         self._cell_files = cell_files
@@ -139,7 +140,7 @@ class StallClock:
         if sys.getprofile() is not None:
             return False
         callback = _profile_callback(self._stamp, WARNINGS_GLOBALS, globals(),
-                                     self._hook_globals)
+                                     *self._hook_globals)
         self._callback = callback  # before it is installed: stop() removes it
         sys.setprofile(callback)
         return True
@@ -159,14 +160,15 @@ def _monitoring_callback(stamp: list, cell_files: Mapping[str, int], owner: int,
     return on_cell_call
 
 
-def _profile_callback(stamp: list, skip_a: dict, skip_b: dict, skip_c: dict):
+def _profile_callback(stamp: list, skip_a: dict, skip_b: dict, skip_c: dict, skip_d: dict):
     # A closure over locals: this runs on every call and return in the cell's thread, so it
-    # does the least possible work (three identity tests and one perf_counter()).
+    # does the least possible work (four identity tests and one perf_counter()).
     clock = perf_counter
 
     def on_profile_event(frame, event, arg):
         globals_ = frame.f_globals
-        if globals_ is not skip_a and globals_ is not skip_b and globals_ is not skip_c:
+        if (globals_ is not skip_a and globals_ is not skip_b and globals_ is not skip_c
+                and globals_ is not skip_d):
             stamp[0] = clock()
 
     return on_profile_event

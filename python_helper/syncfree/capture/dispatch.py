@@ -1,0 +1,384 @@
+"""Where a sync goes: one process-wide dispatcher in front of every running recorder.
+
+Who owns a sync
+---------------
+* A recorder of scope ``"process"`` (a ``%%syncfree`` cell, ``syncfree run``,
+  ``syncfree.watch(all_threads=True)``) owns every thread of the process: the syncs of
+  threads its code starts are its own, reported "in thread X". Several nest; the innermost
+  (the last entered) gets the syncs, as the last installed warning hook did before.
+* A recorder of scope ``"context"`` (``syncfree.watch()``) owns the thread, or the asyncio
+  task, that routes to it (`routing`): a `contextvars.ContextVar`, as vLLM scopes its
+  ``gpu_sync_debug`` guard. Tasks created inside the block copy the context and so belong
+  to it; threads start with an empty context and do not.
+
+`owner()` is the recorder of the current context, else the innermost process recorder,
+else None: an *unowned* sync (a thread with no watch of its own while another thread's
+watch runs). Unowned syncs are counted per thread, and every recorder that ran meanwhile
+says how many in its notes: never counted into a watch that does not own them, never lost
+without a word.
+
+The debug-mode engine (warn and error modes)
+--------------------------------------------
+torch reports a sync in debug mode through Python's ``warnings``, which the program
+shares. The machinery is installed by the first recorder that needs it and removed by the
+last one, whatever the order they end in (threads), each step pushed on the recorder's
+`Undo` before it is made:
+
+* ``warnings._showwarnmsg`` is replaced. The C warning path (``call_show_warning`` in
+  Python/_warnings.c, 3.10-3.13) looks it up on the warnings module for every warning it
+  shows; ``catch_warnings`` saves and replaces ``showwarning`` and ``_showwarnmsg_impl``
+  but never ``_showwarnmsg`` (Lib/warnings.py), so a ``catch_warnings(record=True)`` block
+  (``pytest.warns``, "no warnings" assertions) neither receives syncfree's warning nor
+  hides it from syncfree. Warnings that are not torch's sync warning go on to the
+  function replaced, which calls the program's ``showwarning`` as before.
+* Two filters go first in the current ``warnings.filters``: ``always`` for the sync
+  warning (Python's default shows one per code location) and ``ignore`` for torch's
+  one-time "prototype feature" warning. ``warnings._filters_mutated`` is wrapped:
+  ``simplefilter``, ``filterwarnings``, ``resetwarnings`` and ``catch_warnings`` (enter
+  and exit) call it after changing the filters, and the wrapper puts syncfree's two back
+  in front of whatever list is current. So a program's ``simplefilter("ignore")`` or
+  ``filterwarnings("error")`` neither hides a sync from syncfree nor turns syncfree's
+  warning into the program's exception.
+* ``torch.cuda.set_sync_debug_mode`` and ``get_sync_debug_mode`` are wrapped: a change the
+  program makes is noted in the report with its file and line, and the engine keeps
+  counting: torch stays in warn mode, the program's getter answers what it set, and a
+  program that asked for ``"error"`` gets torch's error at each sync (after it is
+  counted), one that asked for ``"warn"`` gets the warning, as without syncfree.
+* Error mode is warn mode plus an error raised from the hook, only for a sync owned by an
+  error-mode recorder in that recorder's thread: torch's own error mode is process-wide
+  and would stop every thread.
+
+On the way out each replaced function is put back only if it is still syncfree's (what
+the program installed over it stays, and the report says so); a change that bypassed the
+wrappers (``torch._C._cuda_set_sync_debug_mode``, or a ``_showwarnmsg`` replaced under
+syncfree) is noted too.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import sys
+import threading
+import warnings
+from typing import Any
+
+from .filters import filters_changed, remove_entries
+
+#: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
+#: the RuntimeError it raises in error mode.
+SYNC_MESSAGE = "called a synchronizing CUDA operation"
+_PROTOTYPE_MESSAGE = "Synchronization debug mode is a prototype feature"
+_LEVELS = {"default": 0, "warn": 1, "error": 2}
+_LEVEL_NAMES = {0: "default", 1: "warn", 2: "error"}
+
+_owner: contextvars.ContextVar[Any] = contextvars.ContextVar("syncfree_recorder", default=None)
+_owner_get = _owner.get
+_get_ident = threading.get_ident
+_getframe = sys._getframe
+
+_lock = threading.RLock()
+_process: list[Any] = []      # recorders of scope "process" between enter and exit, innermost last
+_running: list[Any] = []      # every recorder between enter and exit, any scope
+_debug_users: list[Any] = []  # recorders using the debug-mode engine
+_installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
+_filter_lists: list[list] = []  # the filters lists syncfree's entries were put in
+_entries: list[tuple] = []      # syncfree's two filter entries while installed
+_mode_before: list[int] = []    # torch's debug mode before the first install
+_real: dict[str, Any] = {}      # the functions replaced: "showwarnmsg", "set", "get", "mutated"
+_program_mode: list[int] = []   # the debug mode the program set while the engine ran
+_unowned: dict[str, int] = {}   # thread name -> syncs no recorder owned
+
+
+# ----------------------------------------------------------------------------- routing
+
+
+def owner() -> Any:
+    """The recorder a sync made here belongs to (None: nobody's)."""
+    recorder = _owner_get()
+    if recorder is not None and recorder.running:
+        return recorder
+    return _process[-1] if _process else None
+
+
+def owner_here() -> Any:
+    """The recorder already recording this thread or task (for a nested watch): the
+    context's own, else the innermost process recorder entered in this thread."""
+    recorder = _owner_get()
+    if recorder is not None and recorder.running:
+        return recorder
+    ident = _get_ident()
+    for recorder in reversed(_process):
+        if recorder._thread == ident:
+            return recorder
+    return None
+
+
+def route(recorder: Any) -> contextvars.Token:
+    """Make ``recorder`` the owner of the current context; `unroute` with the token."""
+    return _owner.set(recorder)
+
+
+def unroute(token: contextvars.Token | None, recorder: Any) -> None:
+    """Undo `route` (idempotent; in another context, or out of order, the value is put
+    back by hand)."""
+    if token is None:
+        return
+    try:
+        _owner.reset(token)
+    except ValueError:  # created in another context (a generator resumed elsewhere)
+        if _owner_get() is recorder:
+            _owner.set(token.old_value if token.old_value is not contextvars.Token.MISSING
+                       else None)
+    except RuntimeError:  # used already: reset once
+        pass
+
+
+def enter(recorder: Any) -> None:
+    """``recorder`` starts running (the caller pushed `leave` on its Undo first)."""
+    with _lock:
+        if any(r is recorder for r in _running):
+            return
+        recorder._unowned_before = dict(_unowned)
+        if recorder.scope == "process":
+            if _process:
+                _process[-1].note("a nested syncfree recorder took over part of this run; "
+                                  "its syncs are in its own report")
+            _process.append(recorder)
+        _running.append(recorder)
+        recorder.running = True
+
+
+def leave(recorder: Any) -> None:
+    """``recorder`` stops running (idempotent): its notes on syncs it did not own."""
+    with _lock:
+        recorder.running = False
+        was_running = _discard(_running, recorder)
+        _discard(_process, recorder)
+        if not was_running:
+            return
+        before = getattr(recorder, "_unowned_before", {})
+        for thread, count in _unowned.items():
+            new = count - before.get(thread, 0)
+            if new > 0:
+                recorder.note(f"{new} sync(s) in thread {thread!r}, which no syncfree watch "
+                              "owned, ran during this one and are not counted in it")
+        if recorder.scope == "context" and recorder.syncs:
+            name = threading.current_thread().name
+            for outer in _process:
+                if outer._thread != recorder._thread:
+                    outer.note(f"{recorder.syncs} sync(s) in thread {name!r} went to a "
+                               "syncfree.watch() of that thread and are not counted here")
+        if not _running:
+            _unowned.clear()  # nobody left to tell
+
+
+def unowned(count: int = 1) -> None:
+    """Count syncs that no recorder owns (see the module docstring)."""
+    if not _running:
+        return
+    name = threading.current_thread().name
+    _unowned[name] = _unowned.get(name, 0) + count
+
+
+# ----------------------------------------------------------------------------- the hook
+
+
+def _showwarnmsg(msg: Any) -> None:
+    # The hot path: on a GPU loop it runs once per sync (bench/overhead.py measures it):
+    # a prefix test, one ContextVar read, then the owner's frame walk and dict lookup.
+    if not str(msg.message).startswith(SYNC_MESSAGE):
+        return _real["showwarnmsg"](msg)
+    recorder = _owner_get()
+    if recorder is None or not recorder.running:
+        recorder = _process[-1] if _process else None
+    if recorder is not None:
+        # Depth 1 is the frame that called the syncing torch function (warn is a C call);
+        # the recorder skips frames of the warnings module (a wrapper another tool put
+        # around this hook).
+        recorder.sync_warning(_getframe(1))
+    else:
+        unowned()
+    if _program_mode:
+        _as_the_program_asked(msg)
+
+
+def _as_the_program_asked(msg: Any) -> None:
+    """The program set torch's debug mode itself inside the block: what it would get."""
+    level = _program_mode[-1]
+    if level == 2:
+        raise RuntimeError(str(msg.message))
+    if level == 1:
+        _real["showwarnmsg"](msg)
+
+
+def _filters_mutated() -> None:
+    """Lib/warnings.py calls this after every change of the filters (simplefilter,
+    filterwarnings, resetwarnings, catch_warnings enter and exit)."""
+    _put_entries_first()
+    _real["mutated"]()
+
+
+def _put_entries_first() -> None:
+    entries = _entries
+    if not entries:
+        return
+    filters = warnings.filters
+    if not isinstance(filters, list):
+        return
+    if len(filters) >= 2 and filters[0] is entries[0] and filters[1] is entries[1]:
+        return
+    if not any(f is filters for f in _filter_lists):
+        _filter_lists.append(filters)  # before the insert: leaving finds it
+    remove_entries(filters, tuple(entries))
+    filters.insert(0, entries[1])
+    filters.insert(0, entries[0])
+
+
+def _set_sync_debug_mode(debug_mode: Any) -> None:
+    level = _LEVELS.get(debug_mode, debug_mode) if isinstance(debug_mode, str) else debug_mode
+    if level not in (0, 1, 2) or isinstance(level, bool):
+        return _real["set"](debug_mode)  # torch's own error for a bad value
+    frame = _getframe(1)
+    where = f"{_short(frame.f_code.co_filename)}:{frame.f_lineno}" if frame is not None else "?"
+    _program_mode[:] = [level]
+    text = (f"the program set torch's sync debug mode to {_LEVEL_NAMES[level]!r} at {where}; "
+            "syncfree kept counting (the mode from before the block is back after it)")
+    recorder = owner()
+    for target in ([recorder] if recorder is not None else list(_debug_users)):
+        target.note(text)
+
+
+def _get_sync_debug_mode() -> int:
+    if _program_mode:
+        return _program_mode[-1]
+    return _real["get"]()
+
+
+def _short(path: str) -> str:
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if relative.startswith("..") else relative
+
+
+# ----------------------------------------------------------------------------- install
+
+
+def attach_debug(recorder: Any, torch: Any, cuda: bool) -> None:
+    """Install the debug-mode engine for ``recorder`` (the first user installs it). The
+    caller pushed `detach_debug` on its Undo first; every step here is recorded before it
+    is made, so a detach after a partial attach removes exactly what is there."""
+    with _lock:
+        if not any(r is recorder for r in _debug_users) and not _debug_users:
+            _install(torch, cuda)
+        if not any(r is recorder for r in _debug_users):
+            _debug_users.append(recorder)
+
+
+def _install(torch: Any, cuda: bool) -> None:
+    # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
+    if not _entries:
+        _entries[:] = [("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0),
+                       ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)]
+    _put_entries_first()
+    _replace(warnings, "_showwarnmsg", _showwarnmsg, "showwarnmsg")
+    if hasattr(warnings, "_filters_mutated"):  # Python 3.14 moved it (Lib/_py_warnings.py)
+        _replace(warnings, "_filters_mutated", _filters_mutated, "mutated")
+    filters_changed()  # registries that saw a sync warning before forget it
+    if cuda:
+        _real["set"] = torch.cuda.set_sync_debug_mode
+        _real["get"] = torch.cuda.get_sync_debug_mode
+        if not _mode_before:
+            _mode_before.append(_real["get"]())
+        _replace(torch.cuda, "set_sync_debug_mode", _set_sync_debug_mode, "set")
+        _replace(torch.cuda, "get_sync_debug_mode", _get_sync_debug_mode, "get")
+        _real["set"](1)
+
+
+def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
+    original = getattr(owner, name)
+    _real[key] = original
+    _installed.append((owner, name, original, replacement))
+    setattr(owner, name, replacement)
+
+
+def detach_debug(recorder: Any) -> None:
+    """Stop ``recorder``'s use of the engine (idempotent); the last user out removes it.
+    Notes for the report go to ``recorder``."""
+    with _lock:
+        _discard(_debug_users, recorder)
+        if _debug_users:
+            _check_still_ours(recorder)
+            return
+        _check_still_ours(recorder)
+        if _mode_before:
+            setter = _real.get("set")
+            for owner_, name, original, replacement in _installed:
+                if name == "set_sync_debug_mode":
+                    setter = original
+            if setter is not None:
+                setter(_mode_before[0])
+            _mode_before.clear()
+        _program_mode.clear()
+        while _installed:
+            owner_, name, original, replacement = _installed[-1]
+            current = getattr(owner_, name, None)
+            if current is replacement:
+                setattr(owner_, name, original)
+            elif current is not original:
+                recorder.note(f"{getattr(owner_, '__name__', owner_)}.{name} was replaced during "
+                              "the run; syncfree left the replacement in place")
+            _installed.pop()
+        entries = tuple(_entries)
+        current = warnings.filters
+        if entries and isinstance(current, list) and not any(f is current for f in _filter_lists):
+            _filter_lists.append(current)
+        while _filter_lists:
+            remove_entries(_filter_lists[-1], entries)
+            _filter_lists.pop()
+        _entries.clear()
+        filters_changed()
+
+
+def _check_still_ours(recorder: Any) -> None:
+    """Notes on what took the engine away from under the wrappers during ``recorder``'s run."""
+    for owner_, name, original, replacement in _installed:
+        if name == "_showwarnmsg" and getattr(owner_, name, None) is not replacement:
+            recorder.note("warnings._showwarnmsg was replaced during the run (another tool "
+                          "took the warning hook); syncs after that point were not counted")
+    if _mode_before and "get" in _real:
+        try:
+            level = _real["get"]()
+        except Exception:  # noqa: BLE001 (a broken getter is not the report's business)
+            level = 1
+        if level != 1:
+            recorder.note(f"torch's sync debug mode was set to {level} during the run by code "
+                          "syncfree could not see (torch._C._cuda_set_sync_debug_mode, or a "
+                          "reference to set_sync_debug_mode taken before the block): syncs "
+                          "after that point were not counted")
+    entries = _entries
+    current = warnings.filters
+    if entries and isinstance(current, list) and not any(f is entries[0] for f in current):
+        recorder.note("the program replaced warnings.filters without the warnings module's "
+                      "functions; syncs after that point may not have been counted")
+
+
+def installed() -> bool:
+    """Whether the debug-mode engine is installed now (tests)."""
+    return bool(_installed or _entries or _filter_lists or _mode_before)
+
+
+def _discard(items: list, item: Any) -> bool:
+    for i in range(len(items) - 1, -1, -1):
+        if items[i] is item:
+            del items[i]
+            return True
+    return False
+
+
+__all__ = ["SYNC_MESSAGE", "attach_debug", "detach_debug", "enter", "installed", "leave",
+           "owner", "owner_here", "route", "unowned", "unroute"]
