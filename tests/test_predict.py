@@ -161,6 +161,7 @@ def session_state():
             for name in ("is_available", "current_accelerator", "synchronize"):
                 state[f"accelerator.{name}"] = vars(torch.accelerator).get(name)
         state["load"] = torch.load
+        state["save"] = (torch.serialization._save, torch.serialization.location_tag)
         state["compile"] = torch.compile
         state["group"] = torch._C._group_tensors_by_device_and_dtype
         state["pin_memory"] = pin_memory_module.pin_memory
@@ -350,6 +351,53 @@ def test_torch_load_to_cuda_is_one_copy_per_storage():
         buffer.seek(0)
         assert not torch.load(buffer, map_location="cpu")["w"].is_cuda
     assert recorder.kinds == ["to_device"] * 8
+
+
+def test_torch_save_syncs_once_per_storage_and_tags_cuda():
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4)).cuda()
+        recorder.clear()
+        checkpoint = io.BytesIO()
+        torch.save({"model": model.state_dict(), "step": 3}, checkpoint)
+        # 2 + 5 tensors (BatchNorm's running stats and its step counter), each its own storage
+        assert recorder.kinds == ["to_host"] * 7
+        recorder.clear()
+        w = model[0].weight
+        torch.save({"a": w, "b": w, "t": w.T, "nested": {"row": [w[0]], "host": torch.ones(2)}},
+                   io.BytesIO())
+        assert recorder.kinds == ["to_host"]  # one storage, however many tensors view it
+        recorder.clear()
+        torch.save([torch.ones(2), w.cpu()], io.BytesIO())  # host tensors: nothing to copy
+        assert recorder.kinds == ["to_host"]  # the .cpu() itself
+        recorder.clear()
+        torch.save(model, io.BytesIO(), _use_new_zipfile_serialization=False)
+        assert recorder.kinds == ["to_host"] * 7
+    assert [Path(file).name for _, file, _, _ in recorder.calls] == ["serialization.py"] * 7
+
+
+def test_torch_load_restores_where_the_tensors_were_saved(tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        model = torch.nn.Linear(3, 2).to("cuda")
+        torch.save({"model": model.state_dict(), "host": torch.arange(3)}, path)
+        recorder.clear()
+        state = torch.load(path)  # as on a GPU: saved from CUDA, restored to CUDA
+        assert state["model"]["weight"].is_cuda and state["model"]["bias"].is_cuda
+        assert not state["host"].is_cuda
+        assert recorder.kinds == ["to_device"] * 2
+        recorder.clear()
+        for map_location in ("cpu", {"cuda:0": "cpu"}, torch.device("cpu")):
+            state = torch.load(path, map_location=map_location)
+            assert not state["model"]["weight"].is_cuda, map_location
+        assert recorder.kinds == []
+        model.load_state_dict(torch.load(path, map_location="cuda")["model"])
+        assert recorder.kinds == ["to_device"] * 3  # "host" is mapped to CUDA too
+    # Outside predict mode the file is what a GPU run writes: CUDA storages.
+    with pytest.raises(RuntimeError, match="map_location=torch.device\\('cpu'\\)"):
+        torch.load(path)
+    assert torch.load(path, map_location="cpu")["model"]["weight"].shape == (2, 3)
 
 
 def test_dataloader_pinning_thread_runs_on_the_cpu():

@@ -5,8 +5,9 @@ When the kernel has no CUDA device, ``%%syncfree`` runs the cell inside a
 
 * ``device='cuda'`` arguments, ``.cuda()``, ``.to('cuda')``, ``module.cuda()``,
   ``torch.tensor(..., device='cuda')``, the legacy ``torch.cuda.FloatTensor`` types and
-  ``torch.load(..., map_location='cuda')`` create ordinary CPU tensors that the session
-  remembers as *virtually on CUDA*. ``torch.cuda.is_available()`` (and
+  ``torch.load`` of storages saved on CUDA (or mapped there by ``map_location``) create
+  ordinary CPU tensors that the session remembers as *virtually on CUDA*; ``torch.save``
+  writes virtual CUDA storages as CUDA ones (one predicted sync per storage). ``torch.cuda.is_available()`` (and
   ``torch.accelerator.is_available()``) answer True, so ``'cuda' if
   torch.cuda.is_available() else 'cpu'`` takes the CUDA path, and virtual tensors answer
   ``device == cuda:0`` and ``is_cuda == True``.
@@ -60,8 +61,7 @@ syncs are predicted op by op.
 
 Known limits: torch function modes are per thread, so code in threads the cell starts
 runs without the stand-ins (the DataLoader's pinning thread is handled); syncs in
-``torch.distributed``, custom CUDA extensions and ``torch.save`` of a CUDA tensor are
-not predicted; device-mismatch errors that a GPU would raise (a CPU and a CUDA operand)
+``torch.distributed`` and custom CUDA extensions are not predicted; device-mismatch errors that a GPU would raise (a CPU and a CUDA operand)
 are not reproduced; ``torch.cuda.mem_get_info`` and other device queries not listed
 above still answer as the CPU build does (most raise "Torch not compiled with CUDA");
 a ``torch.set_default_device('cuda')`` made by the cell outlives the session, as it
@@ -85,7 +85,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import interrupts
+from . import interrupts, predict_cuda_api
 from .undo import Undo
 
 # One PredictSession at a time in the process: the patches it installs are global.
@@ -114,6 +114,9 @@ UNMEASURED_RULES = (
     "torch.tensor([cuda scalars...]): 1 per element (each is read with item())",
     "x.numpy(force=True), t_cpu.copy_(x), x.copy_(t_cpu): 1 each",
     "torch.load(map_location='cuda'): 1 per storage (a pageable host-to-device copy)",
+    "torch.save: 1 per storage, not per tensor (_save copies each storage to the host once, "
+    "torch/serialization.py; measured: 1 per tensor of a state dict, whose tensors each "
+    "have their own storage)",
 )
 
 _LEGACY_TYPE_NAMES = (
@@ -248,6 +251,11 @@ class VirtualCudaRegistry:
                 continue
             if id(storage) not in kept:  # else it stays on the host input's storage
                 self.mark_storage(storage)
+
+    def is_cuda_storage(self, storage: Any) -> bool:
+        """Whether an (untyped) storage object is virtually on CUDA."""
+        return getattr(storage, self._flag, False) or (
+            bool(self._cuda_storages._refs) and storage in self._cuda_storages)
 
     def is_pinned(self, tensor: Any) -> bool:
         storage = self.storage_of(tensor)
@@ -399,6 +407,7 @@ class PredictSession:
         self._mode: Any = None
         self._default_stream: _Stream | None = None
         self._dynamo_disabled = False
+        self.sync_debug_mode = 0  # torch.cuda.set_sync_debug_mode's stand-in (predict_cuda_api.py)
         self._marked_before = 0
         self._thread = threading.get_ident()
 
@@ -472,6 +481,8 @@ class PredictSession:
     def record(self, kind: str, frame: Any, count: int = 1) -> None:
         for _ in range(count):
             self.recorder.record_sync(frame, kind, predicted=True)
+        if self.sync_debug_mode:  # as torch's debug mode, set by the code, does on a GPU
+            predict_cuda_api.react_to_sync(self, kind, frame)
 
     # -- patches for what a TorchFunctionMode cannot see -------------------------------
 
@@ -524,6 +535,8 @@ class PredictSession:
         for name in _LEGACY_TYPE_NAMES:
             if hasattr(cuda, name):
                 patch(cuda, name, _legacy_cuda_type(self, name))
+        # The debug mode, autocast, memory statistics, seeding, NVTX (predict_cuda_api.py).
+        predict_cuda_api.install(self, patch)
 
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
@@ -546,6 +559,17 @@ class PredictSession:
                 patch(accelerator, "current_stream", current_stream)
 
         patch(torch, "load", self._load_wrapper(torch.load))
+        # torch.save of virtual CUDA tensors: tagged "cuda:0" in the file (so torch.load
+        # restores them to CUDA, as a file saved on a GPU) and one device-to-host copy per
+        # storage. torch/serialization.py: `save` looks `_save`/`_legacy_save` up in its
+        # module at each call, and their persistent_id calls `location_tag` per storage.
+        saving = _Saving(self)
+        patch(torch.serialization, "location_tag", saving.location_tag_wrapper(
+            torch.serialization.location_tag))
+        for name in ("_save", "_legacy_save"):
+            if hasattr(torch.serialization, name):
+                patch(torch.serialization, name,
+                      saving.save_wrapper(getattr(torch.serialization, name)))
         # torch.compile'd code runs eagerly: inductor would build CUDA kernels for a
         # device that is not there. torch/_dynamo/config.py `disable` is read per call.
         self._disable_dynamo()
@@ -679,6 +703,54 @@ class PredictSession:
                 return original(data, device)
 
         return pin_memory
+
+
+class _Saving:
+    """``torch.save`` of virtual CUDA tensors, as on a GPU.
+
+    On a GPU, ``_save`` copies each CUDA storage to the host (``storage.cpu()``): one sync
+    per storage, however many tensors view it (measured: 60 tensors of a state dict, 60
+    syncs per checkpoint; H100, torch 2.11), and the file records ``cuda:0`` as the
+    storage's location, which ``torch.load`` without ``map_location`` restores to CUDA.
+    """
+
+    def __init__(self, session: PredictSession) -> None:
+        self.session = session
+        self.local = threading.local()  # per thread: the storages of the saves under way
+
+    def location_tag_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        saving = self
+
+        @functools.wraps(original)
+        def location_tag(storage: Any) -> Any:
+            registry = saving.session.registry
+            untyped = getattr(storage, "_untyped_storage", storage)  # a TypedStorage's
+            if registry is None or not registry.is_cuda_storage(untyped):
+                return original(storage)
+            saves = getattr(saving.local, "saves", None)
+            if saves:
+                saves[-1].setdefault(untyped._cdata, True)  # torch's id_map key
+            return "cuda:0"
+
+        return location_tag
+
+    def save_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        saving = self
+
+        @functools.wraps(original)
+        def save(*args: Any, **kwargs: Any) -> Any:
+            saves = saving.local.__dict__.setdefault("saves", [])
+            saves.append({})
+            frame = _user_frame()
+            try:
+                result = original(*args, **kwargs)
+            finally:
+                storages = saves.pop()
+            if storages and saving.session.active:
+                saving.session.record("to_host", frame, len(storages))
+            return result
+
+        return save
 
 
 def _release_active(session: PredictSession) -> None:
