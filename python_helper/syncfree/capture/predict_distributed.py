@@ -30,6 +30,7 @@ block the CPU: nothing is predicted for them (sync-facts.md; re-measure on GPUs,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -165,26 +166,63 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
     patch(work_type, "wait", wait)
     patch(c10d, "is_nccl_available", lambda: True)
     patch(dist, "is_nccl_available", lambda: True)
-    if _blocking_wait():
-        for name in _COLLECTIVES:
-            original = getattr(c10d, name, None)
-            if original is not None:
-                wrapper = _blocking_collective(original, state, record)
-                patch(c10d, name, wrapper)
-                if getattr(dist, name, None) is original:
-                    patch(dist, name, wrapper)
+    for name in _COLLECTIVES:
+        original = getattr(c10d, name, None)
+        if original is not None:
+            wrapper = _collective(torch, original, state, record)
+            patch(c10d, name, wrapper)
+            if getattr(dist, name, None) is original:
+                patch(dist, name, wrapper)
+    # DDP copies its inputs to device_ids[0] on a side stream (torch/distributed/utils.py,
+    # _recursive_to -> torch/nn/parallel/_functions.py, _get_stream), made with torch.Stream,
+    # which needs a real device: a stand-in stream instead.
+    import torch.nn.parallel._functions as parallel_functions
+
+    real_get_stream = parallel_functions._get_stream
+
+    @functools.wraps(real_get_stream)
+    def _get_stream(device: Any) -> Any:
+        if getattr(device, "type", None) == "cuda":
+            return session.stream_type(device)
+        return real_get_stream(device)
+
+    patch(parallel_functions, "_get_stream", _get_stream)
+    real_record_stream = torch.Tensor.record_stream
+
+    @functools.wraps(real_record_stream)
+    def record_stream(self: Any, stream: Any) -> None:
+        # ... and records the copy on the current stream: a stand-in stream, which torch's
+        # argument parser rejects before any torch function mode could see the call.
+        if isinstance(stream, session.stream_type):
+            return None
+        return real_record_stream(self, stream)
+
+    patch(torch.Tensor, "record_stream", record_stream)
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None and hasattr(accelerator, "device_index"):
+        # ... and switches to that device around the copy (one stand-in device).
+        patch(accelerator, "device_index", _DeviceIndex)
     local_world = os.environ.get("LOCAL_WORLD_SIZE", "")
     if local_world.isdigit() and int(local_world) > 1:
         # device_ids=[local_rank] and set_device(local_rank) name a device of this node.
-        real_count = session.real(cuda, "device_count")
-        patch(cuda, "device_count", session._per_thread(lambda: int(local_world), real_count))
+        for owner in (cuda, getattr(torch, "accelerator", None)):
+            if owner is not None and hasattr(owner, "device_count"):
+                real_count = session.real(owner, "device_count")
+                patch(owner, "device_count", session._per_thread(lambda: int(local_world), real_count))
 
 
-def _blocking_collective(original: Callable[..., Any], state: dict, record: Callable[[Any], None]) -> Callable[..., Any]:
+def _collective(torch: Any, original: Callable[..., Any], state: dict,
+                record: Callable[[Any], None]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
-        work = original(*args, **kwargs)
-        if state["blocking"] and not kwargs.get("async_op"):
+        # What a collective does is C++ (NCCL's kernels on the GPU's stream, gloo's here):
+        # nothing for the op table, which would call it unmeasured, and no tensor
+        # operation inside that the mode should see.
+        with torch._C.DisableTorchFunction():
+            work = original(*args, **kwargs)
+        if state["blocking"] and not signature.bind(*args, **kwargs).arguments.get("async_op"):
             record(sys._getframe(1))  # blocking wait: the CPU waits for the collective
         return work
 
@@ -195,6 +233,16 @@ def _in_nccl_group(c10d: Any, nccl_groups: dict[int, Any], group: Any) -> bool:
     if group is None or group is getattr(c10d.GroupMember, "WORLD", None):
         group = c10d._get_default_group() if c10d.is_initialized() else None
     return group is not None and id(group) in nccl_groups
+
+
+class _DeviceIndex(contextlib.AbstractContextManager):
+    """``torch.accelerator.device_index(i)``: there is one stand-in device."""
+
+    def __init__(self, device: Any = None) -> None:
+        self.device = device
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
 
 
 def _is_cuda(device: Any) -> bool:

@@ -323,12 +323,10 @@ class MergedReport:
         ranks = self.ranks
         predicted = " (predicted)" if site.predicted else ""
         if site.divergent(ranks):
-            made = site.ranks
-            where = (f"divergent: only on {_rank_list(made)} of {len(ranks)}: "
-                     + ", ".join(f"rank {r} ×{site.counts[r]}" + _blocked(site.blocked.get(r)) for r in made))
+            where = f"divergent, {site.spread(ranks)}"
         else:
-            where = f"on every rank: {site.spread(ranks)}"
-        return f"{what}{predicted}; {where}"
+            where = site.spread(ranks)
+        return f"{what}{predicted} [{where}]"
 
     def text(self) -> str:
         """The merged report as lines (what ``syncfree merge`` prints, without columns)."""
