@@ -1,5 +1,6 @@
-"""What watching a sync-heavy loop costs: plain loop vs the recorder (as %%syncfree runs it)
-vs ``syncfree.watch()`` over a script's function vs torch.profiler.
+"""What watching a sync-heavy loop costs: plain loop vs debug mode's floor vs the recorder
+(as %%syncfree runs it) vs the CUPTI engine vs ``syncfree.watch()`` over a script's function
+vs torch.profiler, and a training-shaped loop.
 
     PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 11] [--strict]
 
@@ -10,8 +11,14 @@ the variants run round-robin and the median of each is reported with its ratio t
 plain loop and the added time per sync. The recorder is made as every surface makes it
 (``syncfree.session.new_recorder``); the ``syncfree.watch()`` variant runs the same loop
 defined in a real ``.py`` file (attribution to user files, as for scripts and tests).
-Targets: recorder (warn mode, attribution and aggregation) and ``watch()`` <= 1.10x,
-recorder with blocked time <= 1.15x. Without CUDA it
+"debug mode floor" is what any engine built on torch's debug-mode warnings pays: warn mode,
+the ``always`` filter and a minimal ``showwarning`` that walks to the cell frame and bumps a
+dict entry. "CUPTI engine" is the recorder with ``engine="cupti"`` (capture/cupti_engine.py;
+skipped, with the reason, without cupti-python). The MLP loop: a small MLP trained with
+AdamW on one batch, one ``.item()`` of the loss per step (``--steps``).
+Targets: recorder (warn mode, attribution and aggregation) <= the floor + 0.03 and
+``watch()`` <= 1.10x, recorder with blocked time <= 1.15x, CUPTI engine <= 1.5x, on the MLP
+loop <= 1.05x. Without CUDA it
 says so and exits 0. ``--strict`` exits 1 when a target is missed.
 """
 
@@ -23,6 +30,7 @@ import platform
 import statistics
 import sys
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
@@ -42,13 +50,24 @@ def loop(x, w, iterations):
         s += y.sum().item()
     return s
 """
-TARGETS = {"recorder": 1.10, "recorder + blocked": 1.15, "syncfree.watch() (.py file)": 1.10}
+MLP = """\
+for _ in range(steps):
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.cross_entropy(model(data), target)
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+"""
+MLP_FILENAME = "<syncfree-bench-mlp>"
+TARGETS = {"recorder": 1.10, "recorder + blocked": 1.15, "syncfree.watch() (.py file)": 1.10,
+           "CUPTI engine": 1.5, "MLP: CUPTI engine": 1.05}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=5000)
     parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--steps", type=int, default=1000, help="steps of the MLP loop")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
 
@@ -62,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     import syncfree
+    from syncfree.capture.engines import cupti_problem
     from syncfree.session import choose_engine, new_recorder
 
     linecache.cache[FILENAME] = (len(CELL), None, CELL.splitlines(keepends=True), FILENAME)
@@ -72,14 +92,67 @@ def main(argv: list[str] | None = None) -> int:
     def plain():
         exec(code, {"x": x, "w": w, "iterations": args.iterations})
 
-    def recorded(measure_blocked: bool):
+    def recorded(measure_blocked: bool, engine: str = "debug"):
         def run():
-            recorder = new_recorder(choose_engine("warn"), measure_blocked=measure_blocked,
+            recorder = new_recorder(choose_engine("warn", engine), measure_blocked=measure_blocked,
                                     files={FILENAME: 0}, findings={FILENAME: []})
             with recorder:
                 plain()
             (site,) = recorder.sites  # the loop's one .item() site, every sync counted
             assert (site.line, site.count) == (4, args.iterations), site.to_report()
+            assert getattr(recorder, "engine", "debug") == engine, recorder.notes
+        return run
+
+    def floor():
+        # Debug mode's floor: what any warnings-based engine pays per sync.
+        counts: dict = {}
+        filters = warnings.filters[:]
+        showwarning = warnings.showwarning
+        getframe = sys._getframe
+
+        def minimal(message, category, filename, lineno, file=None, line=None):
+            if not str(message).startswith("called a synchronizing CUDA operation"):
+                return  # torch's one-time "prototype feature" warning
+            frame = getframe(1)
+            while frame is not None and frame.f_code.co_filename != FILENAME:
+                frame = frame.f_back
+            if frame is None:
+                return
+            key = (id(frame.f_code), frame.f_lasti)
+            counts[key] = counts.get(key, 0) + 1
+
+        warnings.filterwarnings("always", "called a synchronizing CUDA operation")
+        warnings.showwarning = minimal
+        mode = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode(1)
+        try:
+            plain()
+        finally:
+            torch.cuda.set_sync_debug_mode(mode)
+            warnings.showwarning = showwarning
+            warnings.filters[:] = filters
+            warnings._filters_mutated()
+        assert sum(counts.values()) == args.iterations, counts
+
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.randn(256, 256, device="cuda")
+    target = torch.randint(0, 10, (256,), device="cuda")
+    linecache.cache[MLP_FILENAME] = (len(MLP), None, MLP.splitlines(keepends=True), MLP_FILENAME)
+    mlp_code = compile(MLP, MLP_FILENAME, "exec")
+
+    def mlp():
+        exec(mlp_code, {"torch": torch, "model": model, "opt": opt, "data": data,
+                        "target": target, "losses": [], "steps": args.steps})
+
+    def mlp_recorded(engine: str):
+        def run():
+            recorder = new_recorder(choose_engine("warn", engine), measure_blocked=True,
+                                    files={MLP_FILENAME: 0}, findings={MLP_FILENAME: []})
+            with recorder:
+                mlp()
+            assert recorder.syncs == args.steps, (recorder.syncs, recorder.notes)
         return run
 
     folder = tempfile.mkdtemp(prefix="syncfree-bench-")
@@ -112,11 +185,18 @@ def main(argv: list[str] | None = None) -> int:
 
     variants = {
         "plain loop": plain,
+        "debug mode floor": floor,
         "recorder": recorded(False),
         "recorder + blocked": recorded(True),
         "plain loop (.py file)": plain_script,
         "syncfree.watch() (.py file)": watched,
+        "MLP: plain loop": mlp,
+        "MLP: recorder + blocked": mlp_recorded("debug"),
     }
+    problem = cupti_problem()
+    if problem is None:
+        variants["CUPTI engine"] = recorded(True, "cupti")
+        variants["MLP: CUPTI engine"] = mlp_recorded("cupti")
     for run in variants.values():
         run()  # warm-up: cuBLAS handles, code caches
     torch.cuda.synchronize()
@@ -132,18 +212,23 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"syncfree bench: {args.iterations} x (y = x @ w; s += y.sum().item()), 256x256, "
           f"median of {args.repeats} | {torch.cuda.get_device_name()} | torch {torch.__version__} "
-          f"| Python {platform.python_version()}")
+          f"| Python {platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 -> 10, "
+          "AdamW, one .item() a step")
+    if problem is not None:
+        print(f"  CUPTI engine: not measured ({problem})")
     missed = []
+    targets = dict(TARGETS, recorder=round(seconds["debug mode floor"] / seconds["plain loop"] + 0.03, 2))
     for name, value in seconds.items():
-        base = seconds["plain loop (.py file)" if ".py file" in name else "plain loop"]
+        base = seconds["plain loop (.py file)" if ".py file" in name else
+                       "MLP: plain loop" if name.startswith("MLP") else "plain loop"]
         ratio = value / base
-        target = TARGETS.get(name)
+        target = targets.get(name)
         verdict = ""
         if target is not None:
             verdict = f"target <= {target:.2f}x: {'ok' if ratio <= target else 'MISSED'}"
             if ratio > target:
                 missed.append(name)
-        per_sync = (value - base) / args.iterations * 1e6
+        per_sync = (value - base) / (args.steps if name.startswith("MLP") else args.iterations) * 1e6
         print(f"  {name:28s} {value:8.3f} s  {ratio:5.2f}x  {per_sync:+6.2f} us/sync  {verdict}")
     return 1 if args.strict and missed else 0
 

@@ -16,7 +16,8 @@ only when code is run.
 
 from __future__ import annotations
 
-import contextlib
+import functools
+import inspect
 import linecache
 import os
 import re
@@ -45,6 +46,7 @@ class Engine:
     device: dict
     notes: list[str] = field(default_factory=list)
     stop_at_first: bool = False  # predict mode standing in for --mode error
+    engine: str = "debug"        # what sees the syncs in warn/error mode: debug | cupti (capture/engines.py)
 
 
 def cuda_available() -> bool:
@@ -59,8 +61,21 @@ def cuda_available() -> bool:
     return predict.real_cuda_available()
 
 
-def choose_engine(requested: str | None) -> Engine:
-    """The recorder mode this process supports for the requested one (None: automatic)."""
+def choose_engine(requested: str | None, engine: str | None = None, *,
+                  sources: Sequence[str] = ()) -> Engine:
+    """The recorder mode this process supports for the requested one (None: automatic),
+    and the engine that sees its syncs (``engine``: debug, cupti or auto, None: auto;
+    ``sources``: code about to run, whose imports ``auto`` looks at)."""
+    from .capture import engines
+
+    chosen = _choose_mode(requested)
+    choice = engines.choose(engine, chosen.mode, sources=sources)
+    chosen.engine = choice.engine
+    chosen.notes.extend(choice.notes)
+    return chosen
+
+
+def _choose_mode(requested: str | None) -> Engine:
     from .report import device_info
 
     if requested not in (None, "warn", "error", "predict"):
@@ -94,12 +109,19 @@ def choose_engine(requested: str | None) -> Engine:
 
 
 def new_recorder(engine: Engine, *, files: Mapping[str, int], findings: Mapping | None = None,
-                 measure_blocked: bool = True, max_frames: int = 4):
-    """A `SyncRecorder` for ``engine`` (not for the static engine, which records nothing)."""
+                 measure_blocked: bool = True, max_frames: int = 4, scope: str = "process"):
+    """A `SyncRecorder` for ``engine`` (not for the static engine, which records nothing);
+    ``scope``: ``process`` (a cell, a script) or ``context`` (a watch: its thread or task)."""
     from .capture import SyncRecorder
 
+    if engine.engine == "cupti":
+        from .capture.cupti_engine import CuptiRecorder
+
+        return CuptiRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
+                             cell_files=files, findings=findings, scope=scope)
     return SyncRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
-                        cell_files=files, findings=findings, stop_at_first=engine.stop_at_first)
+                        cell_files=files, findings=findings, stop_at_first=engine.stop_at_first,
+                        scope=scope)
 
 
 def cell_report(*, source: str, engine: Engine, findings: Sequence, recorder=None,
@@ -289,79 +311,346 @@ class SyncError(AssertionError):
 # --------------------------------------------------------------------------- watch
 
 
-class Watch(contextlib.ContextDecorator):
-    """Run a block (or, as a decorator, each call of a function) under the engine.
+class Watch:
+    """Run a block, or each call of a decorated function, under the engine.
 
     ``mode``: None (warn with CUDA, predict without), ``"warn"``, ``"error"`` (raise at
     the first sync) or ``"predict"``. ``budget``: raise `SyncError` at the end of the
     block when more syncs than this were counted (None: never). ``paths``: restrict
     attribution to files under these folders (default: every file that is not the
-    standard library, an installed package, torch or syncfree). After the block
-    ``report`` holds a `WatchReport`.
+    standard library, an installed package, torch or syncfree).
+
+    **Scope.** A watch counts the syncs of the thread that runs it, or of the asyncio
+    task (and the tasks that task creates inside the block, which copy its context):
+    syncs of other threads are not counted into it, and each thread's watch gets its own
+    (a note says how many syncs threads without a watch made meanwhile).
+    ``all_threads=True`` counts every thread of the process instead, as ``syncfree run``
+    and ``%%syncfree`` do. A watch inside another one of the same thread (or inside a
+    ``%%syncfree`` cell, a watched test) reports the part of the outer recorder's view
+    that its block made.
+
+    **Reports.** After the block ``report`` holds a `WatchReport`; ``on_report``, if
+    given, is called with it. As a decorator (``@syncfree.watch()``,
+    ``@syncfree.sync_free()``) each call runs under a watch of its own, and its report is
+    the decorated function's ``syncfree_report`` and this watch's ``report`` (the last
+    call's) and goes to ``on_report`` (each call's), before any `SyncError`.
+
+    **Decorated generators and async code.** An ``async def`` function is watched from
+    its first line to its return, across its awaits (other tasks that run meanwhile are
+    not counted). A generator (or async generator) is watched while its body runs, from
+    the first ``next()`` to its end: across its yields, but not the consumer's code
+    between them; its report comes when it is exhausted or closed (the budget is checked
+    only when it is exhausted). In predict mode the consumer's code between two yields
+    still runs on the CPU stand-ins.
+
+    A watch that never ends (the program exits inside it) says so on stderr at exit.
     """
 
     def __init__(self, mode: str | None = None, *, budget: int | None = None,
                  measure_blocked: bool = True, max_frames: int = 4,
-                 paths: Sequence[str] = ()) -> None:
+                 paths: Sequence[str] = (), engine: str | None = None,
+                 all_threads: bool = False,
+                 on_report: Callable[[WatchReport], Any] | None = None) -> None:
         if budget is not None and (not isinstance(budget, int) or budget < 0):
             raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
         if not 0 <= max_frames <= MAX_FRAMES:
             raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
-        self.engine = choose_engine(mode)
+        if on_report is not None and not callable(on_report):
+            raise TypeError(f"on_report must be callable, not {on_report!r}")
+        self.engine = choose_engine(mode, engine)
+        self._engine_requested = engine
         self.budget = budget
         self.measure_blocked = measure_blocked
         self.max_frames = max_frames
         self.paths = tuple(str(p) for p in paths)
+        self.all_threads = bool(all_threads)
+        self.on_report = on_report
         self.report: WatchReport | None = None
         self._recorder = None
-        self._outer: tuple | None = None
+        self._outer = None                      # the recorder of an enclosing watch or cell
+        self._nested: dict[tuple, SyncSite] = {}  # what the outer saw of this block so far
+        self._checkpoint: dict | None = None
+        self._token = None                      # the dispatcher's routing of this context
+        self._running = False
         self._started = 0.0
+        self._where = ""
+        self._delivered_to: Callable[..., Any] | None = None  # the decorated function
+        self._parent: Watch | None = None  # the decorator's watch, for a call's watch
 
-    def _recreate_cm(self) -> Watch:  # ContextDecorator: a fresh watch per decorated call
-        return Watch(self.engine.mode if self.engine.mode != "static" else None,
-                     budget=self.budget, measure_blocked=self.measure_blocked,
-                     max_frames=self.max_frames, paths=self.paths)
+    # ------------------------------------------------------------------ with
 
     def __enter__(self) -> Watch:
-        if self._recorder is not None or self._outer is not None:
-            raise RuntimeError("this watch is already running; make a new one")
-        self.report = None
-        outer = _running_recorder()
-        if outer is not None:
-            # Inside another watch, a %%syncfree cell or a watched test: one recorder runs
-            # (two would fight over torch's hooks); this block reports what it saw meanwhile.
-            self._outer = (outer, outer.checkpoint())
-        elif self.engine.mode != "static":
-            recorder = new_recorder(self.engine, files=UserFiles(self.paths),
-                                    measure_blocked=self.measure_blocked,
-                                    max_frames=self.max_frames)
-            # The frame running the `with` (or the decorator's wrapper): every sync of the
-            # block happens below it, so the recorder's stack keys stop there.
-            recorder.boundary = sys._getframe(1)
-            recorder.__enter__()
-            self._recorder = recorder
-        self._started = perf_counter()
+        # The frame running the `with` (or the decorator's wrapper): every sync of the
+        # block happens below it, so the recorder's stack keys stop there.
+        self._begin(sys._getframe(1))
+        try:
+            self._resume()
+        except BaseException:
+            self._end(None, check_budget=False)
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         __tracebackhide__ = True
+        try:
+            self._suspend()
+        finally:
+            self._end(exc)
+        return False
+
+    # ------------------------------------------------------------------ decorator
+
+    def __call__(self, func: Callable[..., Any]) -> Callable[..., Any]:
+        """``@watch(...)``: each call of ``func`` under a watch of its own (see the class)."""
+        wrapper: Callable[..., Any]
+        if inspect.isasyncgenfunction(func):
+            wrapper = _async_generator_wrapper(self, func)
+        elif inspect.iscoroutinefunction(func):
+            @functools.wraps(func)
+            async def watched_coroutine(*args, **kwargs):
+                __tracebackhide__ = True
+                with self._for_call(watched_coroutine):
+                    return await func(*args, **kwargs)
+            wrapper = watched_coroutine
+        elif inspect.isgeneratorfunction(func):
+            @functools.wraps(func)
+            def watched_generator(*args, **kwargs):
+                __tracebackhide__ = True
+                call = self._for_call(watched_generator)
+                return (yield from _watched_generator(call, func(*args, **kwargs)))
+            wrapper = watched_generator
+        else:
+            @functools.wraps(func)
+            def watched(*args, **kwargs):
+                __tracebackhide__ = True
+                with self._for_call(watched):
+                    return func(*args, **kwargs)
+            wrapper = watched
+        wrapper.syncfree_report = None  # type: ignore[attr-defined]
+        return wrapper
+
+    def _for_call(self, wrapper: Callable[..., Any]) -> Watch:
+        """A fresh watch for one call (calls may overlap: threads, recursion, tasks)."""
+        call = Watch(self.engine.mode if self.engine.mode != "static" else None,
+                     budget=self.budget, measure_blocked=self.measure_blocked,
+                     max_frames=self.max_frames, paths=self.paths,
+                     engine=self._engine_requested, all_threads=self.all_threads,
+                     on_report=self.on_report)
+        call._delivered_to = wrapper
+        call._parent = self
+        return call
+
+    # ------------------------------------------------------------------ steps
+
+    def _begin(self, boundary) -> None:
+        if self._running:
+            raise RuntimeError("this watch is already running; make a new one")
+        self.report = None
+        self._nested = {}
+        self._where = f"{_display_path(boundary.f_code.co_filename)}:{boundary.f_lineno}" \
+            if self._delivered_to is None else f"{self._delivered_to.__qualname__}()"
+        outer = _running_recorder()
+        if outer is not None:
+            # Inside another watch of this thread or task, a %%syncfree cell or a watched
+            # test: one recorder runs (two would fight over torch's hooks); this block
+            # reports what that one saw meanwhile.
+            self._outer = outer
+        elif self.engine.mode != "static":
+            recorder = new_recorder(self.engine, files=UserFiles(self.paths),
+                                    measure_blocked=self.measure_blocked,
+                                    max_frames=self.max_frames,
+                                    scope="process" if self.all_threads else "context")
+            recorder.boundary = boundary
+            self._recorder = recorder
+            try:
+                recorder.__enter__()
+            except BaseException:
+                self._recorder = None
+                recorder.boundary = None
+                raise
+        self._running = True
+        _unended.watch_began(self)
+        self._started = perf_counter()
+
+    def _resume(self) -> None:
+        """The block's code runs from here (again) in this thread or task."""
+        recorder = self._recorder
+        if recorder is not None and recorder.scope == "context":
+            from .capture import dispatch
+
+            self._token = dispatch.route(recorder)
+        elif self._outer is not None:
+            self._checkpoint = self._outer.checkpoint()
+
+    def _suspend(self) -> None:
+        """The block's code stops running here (a yield, the end)."""
+        token, self._token = self._token, None
+        if token is not None:
+            from .capture import dispatch
+
+            dispatch.unroute(token, self._recorder)
+        checkpoint, self._checkpoint = self._checkpoint, None
+        if checkpoint is not None and self._outer is not None:
+            for site in self._outer.sites_since(checkpoint):
+                key = (site.chain, site.kind, site.rule, site.thread, site.predicted,
+                       site.detail, site.files)
+                kept = self._nested.get(key)
+                if kept is None:
+                    self._nested[key] = site
+                else:
+                    kept.count += site.count
+                    kept.blocked_s += site.blocked_s
+                    kept.measured += site.measured
+
+    def _end(self, exc: BaseException | None, *, check_budget: bool = True) -> None:
+        __tracebackhide__ = True
+        if not self._running:
+            return
         recorder, self._recorder = self._recorder, None
         outer, self._outer = self._outer, None
+        self._running = False
+        _unended.watch_ended(self)
         wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
         if outer is not None:
-            self.report = _nested_report(self.engine, *outer, wall_ms)
+            report = _nested_report(self.engine, outer, list(self._nested.values()), wall_ms)
+            self._nested = {}
         elif recorder is None:
-            self.report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
-                                      list(self.engine.notes))
+            report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
+                                 list(self.engine.notes))
         else:
             try:
-                recorder.__exit__(exc_type, exc, tb)
+                recorder.__exit__(type(exc) if exc is not None else None, exc,
+                                  exc.__traceback__ if exc is not None else None)
             finally:
                 recorder.boundary = None  # no frame kept alive past the block
-            self.report = _watch_report(self.engine, recorder)
-        if exc is None and self.budget is not None and self.report.counted > self.budget:
-            raise SyncError(self.report, self.budget)
-        return False
+            report = _watch_report(self.engine, recorder)
+        self.report = report
+        if self._parent is not None:
+            self._parent.report = report
+        if self._delivered_to is not None:
+            self._delivered_to.syncfree_report = report  # type: ignore[attr-defined]
+        if self.on_report is not None:
+            self.on_report(report)
+        if check_budget and exc is None and self.budget is not None \
+                and report.counted > self.budget:
+            raise SyncError(report, self.budget)
+
+    def _syncs_so_far(self) -> int:
+        recorder = self._recorder
+        if recorder is not None:
+            return recorder.syncs
+        return sum(s.count for s in self._nested.values())
+
+
+def _watched_generator(call: Watch, gen):
+    """Drive ``gen`` with ``call`` watching its body only: routed to the watch while the
+    body runs, not while the consumer's code runs between two items."""
+    __tracebackhide__ = True
+    call._begin(sys._getframe())
+    try:
+        to_send, to_throw = None, None
+        while True:
+            call._resume()
+            try:
+                item = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
+            except StopIteration as stop:
+                result = stop.value
+                break
+            finally:
+                call._suspend()
+            to_send, to_throw = None, None
+            try:
+                to_send = yield item
+            except GeneratorExit:
+                call._resume()
+                try:
+                    gen.close()
+                finally:
+                    call._suspend()
+                raise
+            except BaseException as exc:  # noqa: B036 (thrown in by the consumer: to the body)
+                to_throw = exc
+    except GeneratorExit:
+        call._end(None, check_budget=False)
+        raise
+    except BaseException as exc:  # noqa: B036
+        call._end(exc)
+        raise
+    call._end(None)
+    return result
+
+
+def _async_generator_wrapper(watch: Watch, func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    async def watched_async_generator(*args, **kwargs):
+        __tracebackhide__ = True
+        call = watch._for_call(watched_async_generator)
+        agen = func(*args, **kwargs)
+        call._begin(sys._getframe())
+        try:
+            to_send, to_throw = None, None
+            while True:
+                call._resume()
+                try:
+                    if to_throw is None:
+                        item = await agen.asend(to_send)
+                    else:
+                        item = await agen.athrow(to_throw)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    call._suspend()
+                to_send, to_throw = None, None
+                try:
+                    to_send = yield item
+                except GeneratorExit:
+                    call._resume()
+                    try:
+                        await agen.aclose()
+                    finally:
+                        call._suspend()
+                    raise
+                except BaseException as exc:  # noqa: B036
+                    to_throw = exc
+        except GeneratorExit:
+            call._end(None, check_budget=False)
+            raise
+        except BaseException as exc:  # noqa: B036
+            call._end(exc)
+            raise
+        call._end(None)
+
+    return watched_async_generator
+
+
+class _Unended:
+    """Watches that began and have not ended; at exit each says so on stderr."""
+
+    def __init__(self) -> None:
+        self._watches: dict[int, Watch] = {}
+        self._registered = False
+
+    def watch_began(self, watch: Watch) -> None:
+        self._watches[id(watch)] = watch
+        if not self._registered:
+            import atexit
+
+            self._registered = True
+            atexit.register(self.at_exit)
+
+    def watch_ended(self, watch: Watch) -> None:
+        self._watches.pop(id(watch), None)
+
+    def at_exit(self) -> None:
+        for watch in list(self._watches.values()):
+            syncs = watch._syncs_so_far()
+            print(f"syncfree: the watch of {watch._where} never ended (the program exited "
+                  f"inside it); {syncs} sync{'s' if syncs != 1 else ''} seen in it were not "
+                  "reported", file=sys.stderr)
+        self._watches.clear()
+
+
+_unended = _Unended()
 
 
 def _running_recorder():
@@ -370,8 +659,8 @@ def _running_recorder():
     return None if dispatch is None else dispatch.owner_here()
 
 
-def _nested_report(engine: Engine, outer, checkpoint, wall_ms: float) -> WatchReport:
-    kept, allowed = _split_allowed(outer.sites_since(checkpoint))
+def _nested_report(engine: Engine, outer, sites: list[SyncSite], wall_ms: float) -> WatchReport:
+    kept, allowed = _split_allowed(sites)
     syncs = sum(s.count for s in kept + allowed)
     notes = [] if getattr(outer, "host_only", False) else [
         f"nested in another syncfree watch: its recorder's view of this block ({outer.mode} mode)"]
@@ -398,20 +687,28 @@ def _watch_report(engine: Engine, recorder) -> WatchReport:
 
 
 def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,
-          max_frames: int = 4, paths: Sequence[str] = ()) -> Watch:
+          max_frames: int = 4, paths: Sequence[str] = (), engine: str | None = None,
+          all_threads: bool = False,
+          on_report: Callable[[WatchReport], Any] | None = None) -> Watch:
     """``with syncfree.watch() as w:`` (or ``@syncfree.watch()``): record every sync of the
-    block; ``w.report`` afterwards. Without CUDA the block runs in predict mode."""
+    block in this thread or task (``all_threads=True``: every thread); ``w.report``
+    afterwards, also ``on_report(report)``. As a decorator each call's report is the
+    function's ``syncfree_report`` (see `Watch`). Without CUDA the block runs in predict
+    mode."""
     return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
-                 paths=paths)
+                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report)
 
 
 def sync_free(budget: int = 0, *, mode: str | None = None, measure_blocked: bool = True,
-              max_frames: int = 4, paths: Sequence[str] = ()) -> Watch:
+              max_frames: int = 4, paths: Sequence[str] = (), engine: str | None = None,
+              all_threads: bool = False,
+              on_report: Callable[[WatchReport], Any] | None = None) -> Watch:
     """``with syncfree.sync_free():`` raise `SyncError` at the end of the block when it
-    synchronized more than ``budget`` times, listing every site. Without CUDA the block
-    runs in predict mode, so a CPU-only CI checks GPU code."""
+    synchronized more than ``budget`` times, listing every site. Also a decorator
+    (functions, generators, async functions; see `Watch`). Without CUDA the block runs in
+    predict mode, so a CPU-only CI checks GPU code."""
     return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
-                 paths=paths)
+                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report)
 
 
 # --------------------------------------------------------------------------- scripts
@@ -451,7 +748,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     else:
         sys.path.insert(0, os.path.dirname(path))
     exit_code, error = 0, None
-    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames)
+    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True)
     try:
         try:
             with runner:

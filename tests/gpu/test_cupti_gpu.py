@@ -1,0 +1,154 @@
+"""The CUPTI engine on a GPU: every blocking CUDA call, whichever library makes it (issue 24).
+
+Coverage: for a CuPy + torch script, a Triton kernel timed with ``do_bench``, a Numba
+kernel with host copies and a custom CUDA extension, syncfree's CUPTI engine counts, line
+by line, the blocking calls that CUPTI's activity API records (cupti_truth.py, each in its
+own process). Needs cupti-python (``pip install 'syncfree[cupti]'``); each script also
+needs its library (nvcc for the extension).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+REPO = HERE.parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _needs_cupti():
+    from syncfree.capture.engines import cupti_problem
+
+    problem = cupti_problem()
+    if problem is not None:
+        pytest.skip(f"CUPTI engine unavailable: {problem}")
+
+
+def _run(*args: str, tmp_path: Path) -> dict:
+    out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}.json"
+    path = os.pathsep.join(p for p in (str(REPO / "python_helper"), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, str(HERE / "cupti_truth.py"), *args, str(out)],
+                          capture_output=True, text=True, timeout=400,
+                          env={**os.environ, "PYTHONPATH": path,
+                               "TORCH_EXTENSIONS_DIR": str(tmp_path.parent / "torch-extensions")})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+SCRIPTS = {
+    "cupti_cupy_torch.py": "cupy",
+    "cupti_triton.py": "triton",
+    "cupti_numba.py": "numba",
+    "cupti_extension.py": None,
+}
+
+
+@pytest.mark.parametrize("script", list(SCRIPTS))
+def test_counts_every_blocking_call_line_by_line(script, tmp_path):
+    library = SCRIPTS[script]
+    if library is not None and importlib.util.find_spec(library) is None:
+        pytest.skip(f"{library} is not installed")
+    if script == "cupti_extension.py" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH (the extension is built with it)")
+    path = str(DATA / script)
+    truth = _run(path, tmp_path=tmp_path)
+    seen = _run("--syncfree", path, tmp_path=tmp_path)
+    print(f"\nsyncfree-gpu: cupti {script}: syncfree {seen['total']} syncs "
+          f"{dict(sorted(seen['lines'].items(), key=lambda kv: int(kv[0])))}; CUPTI activity "
+          f"{truth['total']} blocking calls {dict(sorted(truth['lines'].items(), key=lambda kv: int(kv[0])))} "
+          f"{truth['names']}; kinds {seen['kinds']}")
+    assert not [n for n in seen["notes"] if "CUPTI engine unavailable" in n], seen["notes"]
+    assert truth["total"] > 0
+    assert seen["lines"] == truth["lines"]
+    assert seen["total"] == truth["total"]
+
+
+def _item_loop(x, n):
+    total = 0.0
+    for _ in range(n):
+        total += (x @ x).sum().item()  # the line every test below expects
+    return total
+
+
+ITEM_LINE = _item_loop.__code__.co_firstlineno + 3
+
+
+def test_one_count_per_sync_whatever_layers_fire():
+    import torch
+
+    import syncfree
+
+    x = torch.randn(256, 256, device="cuda")
+    _item_loop(x, 1)
+    with syncfree.watch(engine="cupti") as watch:
+        _item_loop(x, 7)
+    report = watch.report
+    (site,) = [s for s in report.sites if s.line == ITEM_LINE]
+    assert site.count == 7 and site.kind == "item", report.text()
+    assert site.blocked_ms is not None and site.blocked_ms > 0
+    assert report.syncs == 7, report.text()
+    print(f"\nsyncfree-gpu: cupti engine .item() x7: {report.text()}")
+
+
+def test_warnings_handling_cannot_blind_it():
+    import torch
+
+    import syncfree
+
+    x = torch.randn(64, 64, device="cuda")
+    with syncfree.watch(engine="cupti") as watch:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _item_loop(x, 3)
+        torch.cuda.synchronize()
+    kinds = {(s.line, s.kind): s.count for s in watch.report.sites}
+    assert kinds.get((ITEM_LINE, "item")) == 3, watch.report.text()
+    assert any(kind == "explicit" for _, kind in kinds), watch.report.text()
+
+
+def test_falls_back_to_debug_mode_when_the_profiler_holds_cupti(tmp_path):
+    # In a child: once torch.profiler has run, kineto may keep CUPTI for the process.
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'python_helper')!r})
+import torch, syncfree
+x = torch.randn(64, 64, device="cuda")
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+    with syncfree.watch(engine="cupti") as watch:
+        x.sum().item()
+print(watch.report.text())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    print(f"\nsyncfree-gpu: --engine cupti under torch.profiler:\n{done.stdout}")
+    assert "CUPTI engine unavailable" in done.stdout and "debug mode used instead" in done.stdout
+    assert "1 sync seen" in done.stdout
+
+
+def test_auto_chooses_cupti_once_cupy_is_imported(tmp_path):
+    if importlib.util.find_spec("cupy") is None:
+        pytest.skip("cupy is not installed")
+    code = f"""
+import sys
+sys.path.insert(0, {str(REPO / 'python_helper')!r})
+import syncfree
+from syncfree.session import choose_engine
+print("before", choose_engine("warn").engine)
+import cupy
+print("after", choose_engine("warn").engine, choose_engine("warn").notes)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "before debug" in done.stdout and "after cupti" in done.stdout, done.stdout

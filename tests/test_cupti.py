@@ -1,0 +1,340 @@
+"""The CUPTI engine without a GPU: engine choice, fallbacks, and the callback's counting
+driven by callback data shaped as cupti-python passes it (tests/gpu/test_cupti_gpu.py runs
+the real thing on a GPU)."""
+
+from __future__ import annotations
+
+import enum
+import sys
+import threading
+import time
+import types
+from types import SimpleNamespace
+
+import pytest
+
+from syncfree.capture import cupti_engine, engines
+from syncfree.capture.cupti_engine import (
+    BLOCKING_DRIVER,
+    CuptiBusy,
+    CuptiRecorder,
+    CuptiSession,
+    blocking_callback,
+)
+from syncfree.capture.sites import UserFiles
+
+ENTER, EXIT = SimpleNamespace(callback_site=0), SimpleNamespace(callback_site=1)
+RUNTIME, DRIVER = 2, 1
+
+
+class FakeCupti:
+    """The part of cupti-python's ``cupti`` module the engine uses, for a CPU machine where
+    CUPTI cannot load: subscribing records the callback, which tests then call as CUPTI
+    would, on the thread of the CUDA call."""
+
+    class ApiCallbackSite(enum.IntEnum):
+        API_ENTER = 0
+        API_EXIT = 1
+
+    class CallbackDomain(enum.IntEnum):
+        DRIVER_API = 1
+        RUNTIME_API = 2
+
+    driver_api_trace_cbid = enum.IntEnum("driver_api_trace_cbid", {
+        "cuCtxSynchronize": 17, "cuStreamSynchronize": 126, "cuMemcpyDtoH_v2": 279,
+        "cuMemcpyDtoD_v2": 281, "cuLaunchKernel": 307})
+    runtime_api_trace_cbid = enum.IntEnum("runtime_api_trace_cbid", {
+        "cudaStreamSynchronize_v3020": 131, "cudaMemcpyAsync_v3020": 41})
+
+    class Result(enum.IntEnum):
+        ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED = 39
+        ERROR_UNKNOWN = 999
+
+    class cuptiError(Exception):
+        def __init__(self, status):
+            super().__init__(status)
+            self.status = status
+
+    SUBSCRIBER_PARAMS_SIZE = 32
+
+    def __init__(self, holder: str | None = None) -> None:
+        self.holder = holder
+        self.callback = None
+        self.enabled: list[tuple[int, int]] = []
+        self.subscriptions = 0
+
+    def SubscriberParams(self):  # noqa: N802 (cupti-python's name)
+        self.params = SimpleNamespace(struct_size=0, subscriber_name="", old_subscriber_name="", ptr=1)
+        return self.params
+
+    def subscribe_v2(self, callback, userdata, ptr):
+        if self.holder is not None:  # CUPTI names the subscriber in place
+            self.params.old_subscriber_name = self.holder
+            raise self.cuptiError(self.Result.ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+        self.callback = callback
+        self.subscriptions += 1
+        return 7
+
+    def enable_callback(self, enable, handle, domain, cbid):
+        self.enabled.append((int(domain), int(cbid)))
+
+    def unsubscribe(self, handle):
+        self.callback = None
+
+
+def _recorded():
+    calls = []
+    return calls, blocking_callback(lambda frame, blocked: calls.append((frame, blocked)))
+
+
+# ---------------------------------------------------------------------------- the callback
+
+
+def test_a_runtime_call_and_the_driver_call_inside_it_count_once():
+    calls, callback = _recorded()
+    callback(None, RUNTIME, 131, ENTER)
+    callback(None, DRIVER, 126, ENTER)
+    callback(None, DRIVER, 126, EXIT)
+    callback(None, RUNTIME, 131, EXIT)
+    callback(None, DRIVER, 17, ENTER)  # a driver call alone (Numba)
+    callback(None, DRIVER, 17, EXIT)
+    assert len(calls) == 2
+
+
+def test_the_frame_is_the_calling_threads_python_frame_and_blocked_time_spans_the_call():
+    calls, callback = _recorded()
+
+    def user_code():
+        callback(None, DRIVER, 126, ENTER)
+        time.sleep(0.02)
+        callback(None, DRIVER, 126, EXIT)
+        return sys._getframe()
+
+    frame = user_code()
+    ((seen, blocked),) = calls
+    assert seen is frame
+    assert 0.02 <= blocked < 1.0
+
+
+def test_an_exit_whose_enter_came_before_the_subscription_is_not_counted():
+    calls, callback = _recorded()
+    callback(None, DRIVER, 126, EXIT)
+    assert calls == []
+
+
+def test_threads_are_counted_apart():
+    calls, callback = _recorded()
+    inside = threading.Event()
+    done = threading.Event()
+
+    def worker():
+        callback(None, DRIVER, 126, ENTER)
+        inside.set()
+        done.wait(5)
+        callback(None, DRIVER, 126, EXIT)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    inside.wait(5)
+    callback(None, DRIVER, 17, ENTER)  # the main thread's call, while the worker waits
+    callback(None, DRIVER, 17, EXIT)
+    done.set()
+    thread.join(5)
+    assert len(calls) == 2
+    assert {frame.f_code.co_name for frame, _ in calls} == {"worker", "test_threads_are_counted_apart"}
+
+
+def test_a_cuda_call_made_while_recording_is_not_counted_again():
+    calls = []
+
+    def record(frame, blocked):
+        calls.append(frame)
+        callback(None, DRIVER, 126, ENTER)  # e.g. a first-sync classification touching CUDA
+        callback(None, DRIVER, 126, EXIT)
+
+    callback = blocking_callback(record)
+    callback(None, DRIVER, 126, ENTER)
+    callback(None, DRIVER, 126, EXIT)
+    assert len(calls) == 1
+    callback(None, DRIVER, 126, ENTER)
+    callback(None, DRIVER, 126, EXIT)
+    assert len(calls) == 2
+
+
+def test_a_failure_while_recording_is_reported_not_raised_into_cuda():
+    errors = []
+
+    def record(frame, blocked):
+        raise LookupError("boom")
+
+    callback = blocking_callback(record, on_error=errors.append)
+    callback(None, DRIVER, 126, ENTER)
+    callback(None, DRIVER, 126, EXIT)  # returns normally
+    assert [type(e) for e in errors] == [LookupError]
+
+
+def test_ctrl_c_inside_the_callback_reaches_the_main_thread():
+    def record(frame, blocked):
+        raise KeyboardInterrupt
+
+    callback = blocking_callback(record)
+    callback(None, DRIVER, 126, ENTER)
+    with pytest.raises(KeyboardInterrupt):
+        callback(None, DRIVER, 126, EXIT)  # swallowed there, raised again here
+        for _ in range(1000):
+            time.sleep(0.001)
+
+
+# ---------------------------------------------------------------------------- the session
+
+
+def test_the_session_enables_the_blocking_driver_calls_only():
+    api = FakeCupti()
+    session = CuptiSession(lambda frame, blocked: None, api=api)
+    session.start()
+    assert session.running
+    names = {FakeCupti.driver_api_trace_cbid(cbid).name for _, cbid in api.enabled}
+    assert names == {"cuCtxSynchronize", "cuStreamSynchronize", "cuMemcpyDtoH_v2"}
+    assert names <= set(BLOCKING_DRIVER)
+    assert {domain for domain, _ in api.enabled} == {DRIVER}
+    session.stop()
+    session.stop()  # idempotent
+    assert api.callback is None and not session.running
+
+
+def test_a_busy_cupti_names_its_holder():
+    with pytest.raises(CuptiBusy, match="another tool holds CUPTI"):
+        CuptiSession(lambda frame, blocked: None, api=FakeCupti(holder="kineto")).start()
+
+
+# ---------------------------------------------------------------------------- the recorder
+
+
+def _sync_here(api):
+    # A blocking call as CUPTI reports it: enter and exit callbacks on the calling thread,
+    # from C (so the innermost Python frame is this line, the one every test expects).
+    api.callback(None, DRIVER, 126, ENTER), time.sleep(0.005), api.callback(None, DRIVER, 126, EXIT)
+
+
+SYNC_LINE = _sync_here.__code__.co_firstlineno + 3
+
+
+def test_the_cupti_recorder_attributes_times_and_aggregates():
+    api = FakeCupti()
+    recorder = CuptiRecorder("warn", cell_files=UserFiles(), cupti_api=api)
+    with recorder:
+        for _ in range(3):
+            _sync_here(api)
+    assert recorder.engine == "cupti"
+    (site,) = recorder.sites
+    assert (site.file, site.line, site.count) == (__file__, SYNC_LINE, 3)
+    assert site.blocked_ms >= 15
+    assert api.callback is None  # unsubscribed at exit
+
+
+def test_nested_cupti_recorders_share_one_subscription():
+    api = FakeCupti()
+    outer = CuptiRecorder("warn", cell_files=UserFiles(), cupti_api=api)
+    inner = CuptiRecorder("warn", cell_files=UserFiles(), cupti_api=api)
+    with outer:
+        with inner:
+            _sync_here(api)
+        assert api.callback is not None  # the outer one still records
+        _sync_here(api)
+    assert api.subscriptions == 1 and api.callback is None
+    assert inner.syncs + outer.syncs == 2
+
+
+def test_a_busy_cupti_falls_back_to_debug_mode_and_says_so():
+    recorder = CuptiRecorder("warn", cell_files=UserFiles(), cupti_api=FakeCupti(holder="kineto"))
+    with recorder:
+        pass
+    assert recorder.engine == "debug"
+    assert any("CUPTI engine unavailable: another tool holds CUPTI (kineto)" in n
+               and "debug mode used instead" in n for n in recorder.notes), recorder.notes
+
+
+def test_the_cupti_recorder_is_warn_mode_only():
+    with pytest.raises(ValueError, match="warn mode only"):
+        CuptiRecorder("error", cell_files=UserFiles())
+
+
+# ---------------------------------------------------------------------------- engine choice
+
+
+@pytest.fixture
+def cupti_installed(monkeypatch):
+    monkeypatch.setattr(engines, "cupti_problem", lambda: None)
+
+
+@pytest.fixture
+def no_bypassing_library(monkeypatch):
+    for name in engines.BYPASSING_MODULES:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
+def test_auto_keeps_debug_mode_for_torch_only_code(cupti_installed, no_bypassing_library):
+    assert engines.choose(None, "warn") == ("debug", [])
+    assert engines.choose("auto", "warn") == ("debug", [])
+
+
+def test_auto_takes_cupti_once_a_library_that_bypasses_torch_is_imported(
+        cupti_installed, no_bypassing_library, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))
+    choice = engines.choose("auto", "warn")
+    assert choice.engine == "cupti"
+    assert choice.notes == ["CUPTI engine: cupy calls CUDA without torch"]
+
+
+def test_auto_reads_the_imports_of_the_code_about_to_run(cupti_installed, no_bypassing_library):
+    source = "import torch\nfrom numba import cuda\n"
+    assert engines.choose("auto", "warn", sources=[source]).engine == "cupti"
+    assert engines.choose("auto", "warn", sources=["x = 'import cupy'"]).engine == "debug"
+
+
+def test_auto_without_cupti_python_says_what_debug_mode_misses(no_bypassing_library, monkeypatch):
+    monkeypatch.setattr(engines, "cupti_problem", lambda: "cupti-python is not installed "
+                        "(pip install 'syncfree[cupti]')")
+    choice = engines.choose("auto", "warn", sources=["import cupy"])
+    assert choice.engine == "debug"
+    assert choice.notes == ["cupy calls CUDA without torch, and debug mode does not see those "
+                            "syncs; the CUPTI engine would (cupti-python is not installed "
+                            "(pip install 'syncfree[cupti]'))"]
+
+
+def test_asking_for_cupti_without_cupti_python_falls_back_with_the_install_hint():
+    if engines.cupti_problem() is None:
+        pytest.skip("cupti-python is installed and loads here")
+    choice = engines.choose("cupti", "warn")
+    assert choice.engine == "debug"
+    (note,) = choice.notes
+    assert note.startswith("--engine cupti: cupti-python is not installed (pip install 'syncfree[cupti]')")
+    assert note.endswith("debug mode used instead (torch's syncs only)")
+
+
+def test_error_and_predict_modes_keep_their_engines(cupti_installed):
+    choice = engines.choose("cupti", "error")
+    assert choice.engine == "debug" and "cannot stop one before it happens" in choice.notes[0]
+    assert engines.choose("cupti", "predict") == ("debug", [])
+
+
+def test_an_unknown_engine_is_one_clear_error():
+    with pytest.raises(ValueError, match=r"engine must be one of debug, cupti, auto, not 'fast'"):
+        engines.choose("fast", "warn")
+    import syncfree
+
+    with pytest.raises(ValueError, match="engine must be one of"):
+        syncfree.watch(engine="fast")
+
+
+def test_watch_takes_an_engine_and_runs_without_cuda():
+    import syncfree
+
+    with syncfree.watch(engine="cupti") as watch:
+        pass
+    assert watch.report is not None
+    assert watch.engine.engine in ("debug", "cupti")
+
+
+def test_the_engine_module_names_its_install_hint():
+    assert cupti_engine.INSTALL_HINT == "pip install 'syncfree[cupti]'"
