@@ -521,3 +521,78 @@ def test_no_warning_filter_outlives_a_cell(ip):
     assert result.success
     the_report(bundles)
     assert warnings.filters is before[0] and warnings.filters == before[1]
+
+
+# ----------------------------------------------------------------------------- the right line everywhere (issue 26)
+
+
+def test_a_time_cell_reports_its_syncs_on_their_own_lines(cuda_ip):
+    # "Check cell" puts %%syncfree above a %%time cell: the sync is on line 4, where
+    # .item() is, not on the %%time line that runs the body; no line that ran lacks a site.
+    cell = "%%syncfree\n%%time\n\nt = FakeTensor()\nv = t.item()\nn = 1\n"
+    result, stdout, bundles = run(cuda_ip, cell)
+    assert result.success and "Wall time" in stdout
+    report = the_report(bundles)
+    assert [(s["line"], s["kind"], s["chain"]) for s in report["sites"]] == [(5, "item", [5])]
+    assert [(f["rule"], f["range"]["line"]) for f in report["findings"]] == [("SF101", 5)]
+
+
+def test_a_time_cell_in_watch_mode_reports_its_syncs_on_their_own_lines(cuda_ip):
+    cuda_ip.run_line_magic("syncfree", "on --quiet")
+    try:
+        run(cuda_ip, "%%time\nt = FakeTensor()\nv = t.item()\n")
+    finally:
+        cuda_ip.run_line_magic("syncfree", "off")
+    report = cuda_ip.user_ns["_syncfree_report"]
+    assert [(s["line"], s["kind"]) for s in report["sites"]] == [(3, "item")]
+
+
+def test_the_last_expression_is_shown_under_the_recorder_as_a_sync_on_its_line(cuda_ip):
+    # Showing a tensor (its repr copies the values) syncs: counted on line 3 in %%syncfree
+    # as in watch mode, the value still shown once as Out[n] and still the cell's result.
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\nt = FakeTensor()\nt\n")
+    assert result.success and isinstance(result.result, FakeTensor)
+    assert stdout.count("FakeTensor()") == 1 and f"Out[{result.execution_count}]: FakeTensor()" in stdout
+    assert cuda_ip.user_ns["_"] is result.result
+    report = the_report(bundles)
+    assert [(s["line"], s["count"]) for s in report["sites"]] == [(3, 1)]
+    assert report["totals"]["syncs"] == 1
+
+
+def test_the_last_expression_in_predict_mode_is_a_predicted_sync(ip):
+    cell = "%%syncfree --mode predict\nimport torch\nx = torch.ones(3, device='cuda')\nx\n"
+    result, stdout, bundles = run(ip, cell)
+    report = the_report(bundles)
+    if report["mode"] != "predict":
+        pytest.skip("predict mode is unavailable in this kernel")
+    assert result.success and "tensor([1., 1., 1.])" in stdout
+    assert [(s["line"], s["rule"]) for s in report["sites"]] == [(4, "SF203")]
+    assert [f["range"]["line"] for f in report["findings"]] == [4]
+
+
+def test_the_magic_called_from_code_still_returns_the_value(cuda_ip):
+    result, stdout, _ = run(cuda_ip, "v = get_ipython().run_cell_magic('syncfree', '--quiet', '40 + 2')\nv\n")
+    assert result.success and result.result == 42
+
+
+def _frames_shown(stdout: str) -> list[str]:
+    import re
+
+    return re.findall(r"^(Cell In\[\d+\], line \d+.*|File .*)$", re.sub(r"\x1b\[[0-9;]*m", "", stdout),
+                      flags=re.M)
+
+
+def test_a_traceback_starts_at_the_cell_line_not_at_the_magic_call(cuda_ip):
+    result, stdout, _ = run(cuda_ip, "%%syncfree\na = 1\ndef f():\n    raise ValueError('boom')\nf()\n")
+    assert isinstance(result.error_in_exec, ValueError)
+    assert "run_cell_magic" not in stdout and "skipping hidden" not in stdout
+    count = result.execution_count
+    assert _frames_shown(stdout) == [f"Cell In[{count}], line 5", f"Cell In[{count}], line 4, in f()"]
+
+
+def test_an_interrupted_cell_ends_at_the_user_line_not_in_syncfree(cuda_ip):
+    cell = "%%syncfree\nimport os, signal\nos.kill(os.getpid(), signal.SIGINT)\nafter = 1\n"
+    result, stdout, _ = run(cuda_ip, cell)
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert "interrupts.py" not in stdout and "_handler" not in stdout and "run_cell_magic" not in stdout
+    assert _frames_shown(stdout) == [f"Cell In[{result.execution_count}], line 3"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import types
 from dataclasses import dataclass
 from time import perf_counter
@@ -55,6 +56,7 @@ class CellText:
     raw: str                 # the whole cell text, magic line included (source_hash)
     cell_id: str | None      # from the execute request
     body_line: int           # cell line of the body's first line
+    own_cell: bool = False   # the magic is the cell's own (run_cell runs it, with its displayhook)
 
 
 @dataclass
@@ -245,7 +247,9 @@ class SyncfreeMagics(Magics):
                 # In cell lines; IPython syntax lines skipped.
                 findings = analyze_source(text.raw, tree=tree, limit=MAX_FINDINGS)
             try:
-                compiled = self._compile(code_text, filename, tree)
+                # The cell's own value is shown from inside the run (under the recorder,
+                # at its line): showing it is a sync (repr copies a CUDA tensor's values).
+                compiled = self._compile(code_text, filename, tree, display_last=text.own_cell)
                 del tree  # not kept alive while the cell runs
             except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
                 error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
@@ -260,7 +264,8 @@ class SyncfreeMagics(Magics):
         if engine.mode == "static":
             return self._run_static(text, compiled, filename, findings, engine, options)
 
-        recorder = new_recorder(engine, files={filename: 0}, findings={filename: findings},
+        files = {filename: 0, **_timed_files(cell, text.body_line)}
+        recorder = new_recorder(engine, files=files, findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
         try:
@@ -268,6 +273,8 @@ class SyncfreeMagics(Magics):
                 value = self._execute(compiled)
         except BaseException as exc:
             hide_engine_frames(exc)
+            if text.own_cell:
+                _start_traceback_at_cell(self.shell, exc, filename)
             self._report(text, engine, findings, recorder, options)
             raise
         self._report(text, engine, findings, recorder, options)
@@ -282,6 +289,8 @@ class SyncfreeMagics(Magics):
             return self._execute(compiled)
         except BaseException as exc:
             error = describe_error(exc, _cell_line(exc.__traceback__, filename))
+            if text.own_cell:
+                _start_traceback_at_cell(self.shell, exc, filename)
             raise
         finally:
             report = cell_report(source=text.raw, engine=engine, findings=findings,
@@ -289,13 +298,20 @@ class SyncfreeMagics(Magics):
                                  wall_ms=(perf_counter() - started) * 1000.0)
             self._publish(report, options.quiet)
 
-    def _compile(self, code_text: str, filename: str, tree: ast.Module | None = None) -> tuple:
+    def _compile(self, code_text: str, filename: str, tree: ast.Module | None = None,
+                 display_last: bool = False) -> tuple:
         """(chunks, last expression) compiled like IPython compiles a cell, with its AST
         transformers and __future__ flags. ``chunks`` run in turn; the value of ``last``
         (None when nothing is shown) is the magic's, shown as Out[n]. Which values are
         shown follows ``InteractiveShell.ast_node_interactivity`` as IPython's
         run_ast_nodes does: ``all`` and ``last`` run those statements in "single" mode,
-        whose expression values go to the displayhook one by one."""
+        whose expression values go to the displayhook one by one.
+
+        With ``display_last`` (the magic is the cell's own, run by ``run_cell``, whose
+        display trap makes the shell's displayhook ``sys.displayhook``) the last expression
+        runs in "single" mode too, as IPython runs a cell's: it is shown, as Out[n], from
+        the cell's line while the recorder runs, so the sync of showing it (a CUDA tensor's
+        repr copies its values) is on that line in every mode, as in watch mode."""
         shell = self.shell
         if tree is None:
             tree = shell.compile.ast_parse(code_text, filename=filename)
@@ -312,9 +328,13 @@ class SyncfreeMagics(Magics):
             interactivity = "last" if body and isinstance(body[-1], ast.Expr) else "none"
         last = None
         if interactivity == "last" and isinstance(body[-1], ast.Expr):
-            if not DisplayHook.semicolon_at_end_of_expression(code_text):  # `;` hides it
-                last = shell.compile(ast.Expression(body.pop().value), filename, "eval")
             interactive = []
+            if DisplayHook.semicolon_at_end_of_expression(code_text):  # `;` hides it
+                pass
+            elif display_last:
+                interactive = [body.pop()]
+            else:
+                last = shell.compile(ast.Expression(body.pop().value), filename, "eval")
         elif interactivity == "last":
             interactive = body[-1:]
             body = body[:-1]
@@ -366,7 +386,7 @@ class SyncfreeMagics(Magics):
             if index is not None:
                 body = "".join(raw.splitlines(keepends=True)[index + 1:])
                 if body.rstrip() == cell.rstrip():
-                    return CellText(raw, getattr(info, "cell_id", None), index + 2)
+                    return CellText(raw, getattr(info, "cell_id", None), index + 2, own_cell=True)
         raw = (f"{MAGIC} {line}".rstrip() + "\n" + cell)
         return CellText(raw, None, 2)
 
@@ -444,8 +464,9 @@ class SyncfreeMagics(Magics):
             return
         with FiltersKept():
             findings = analyze_source(raw, limit=MAX_FINDINGS)
-        recorder = new_recorder(engine, files=dict.fromkeys(names, blank),
-                                findings=dict.fromkeys(names, findings),
+        files = {**dict.fromkeys(names, blank), **_timed_files(raw, 1)}
+        recorder = new_recorder(engine, files=files,
+                                findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
         text = CellText(raw, getattr(info, "cell_id", None), 1)
@@ -569,6 +590,72 @@ def _leading_blank_lines(text: str) -> int:
         if line and not line.isspace():
             return index
     return 0
+
+
+#: The code names IPython's %%time compiles its body under (IPython/core/magics/execution.py
+#: `time`): the body's lines, from 1, with its leading blank lines dropped by transform_cell.
+TIMED_CODE_NAMES = ("<timed exec>", "<timed eval>")
+
+
+def _timed_files(text: str, first_line: int) -> dict[str, int]:
+    """When ``text`` (whose first line is cell line ``first_line``) is a ``%%time`` cell, its
+    body's code names with their line offset (line n of that code is cell line n + offset),
+    so that a sync in a ``%%time`` body is on its own line, not on the ``%%time`` line that
+    runs it; else nothing."""
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if not line.strip():
+            continue
+        if line.split(None, 1)[0] != "%%time":
+            return {}
+        body = lines[index + 1:]
+        blank = next((i for i, rest in enumerate(body) if rest.strip()), len(body))
+        return dict.fromkeys(TIMED_CODE_NAMES, first_line + index + blank)
+    return {}
+
+
+def _start_traceback_at_cell(shell, exc: BaseException, filename: str) -> None:
+    """Show ``exc``'s traceback from the first frame of the cell's own code and, for an
+    interrupt, up to the last frame outside syncfree. Without this it starts at the
+    ``get_ipython().run_cell_magic('syncfree', '', '<the whole cell, escaped>')`` line that
+    IPython runs for the cell, and a Ctrl-C held back while syncfree's engine ran ends in
+    syncfree's signal handler (capture/interrupts.py).
+
+    Only for the cell's own magic, whose exception goes straight to IPython: IPython shows
+    an exception that has a ``_render_traceback_`` through it (InteractiveShell
+    .showtraceback). The one set here formats the traceback the exception has then, once,
+    with the shell's own formatter, and removes itself. An exception that takes no
+    attribute, or whose class renders itself, is shown as before."""
+
+    def render():
+        try:
+            del exc._render_traceback_
+        except AttributeError:
+            pass
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != filename:
+            tb = tb.tb_next
+        if isinstance(exc, KeyboardInterrupt) and tb is not None:
+            last = inner = tb
+            while inner is not None:
+                if not inner.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+                    last = inner
+                inner = inner.tb_next
+            last.tb_next = None
+        elif tb is None and not isinstance(exc, KeyboardInterrupt):
+            tb = exc.__traceback__  # raised before the cell's code ran: all of it
+        return shell.InteractiveTB.structured_traceback(type(exc), exc, tb, tb_offset=0)
+
+    if getattr(type(exc), "_render_traceback_", None) is not None:
+        return  # the exception's class shows itself (ipyparallel's remote errors)
+    try:
+        exc._render_traceback_ = render
+    except (AttributeError, TypeError):
+        pass
+
+
+#: syncfree's own files (a frame there is never the user's).
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _cell_line(tb, filename: str) -> int | None:
