@@ -318,6 +318,23 @@ def test_device_inference(source, expected):
         ("import torch.nn as nn\ncriterion = nn.CrossEntropyLoss()\n"
          "def step(out, y):\n    loss = criterion(out, y)\n    return loss.item()\n", [("SF101", 6, "likely")]),
         ("m = torch.nn.Linear(8, 4)\nprint(m(torch.ones(8)))\n", []),  # a CPU model on CPU data stays quiet
+        # isinstance narrows: no tensor is formatted under `if not isinstance(x, Tensor): raise ...`
+        ("def f(x: torch.Tensor):\n    if not isinstance(x, torch.Tensor):\n        raise TypeError(f'got {x}')\n", []),
+        ("z = torch.ones(3, device='cuda')\nif isinstance(z, torch.Tensor):\n    pass\nz.item()\n",
+         [("SF101", 5, "certain")]),  # narrowing is not rebinding: z stays what it was
+        # torch's is_/are_/get_ functions answer in Python; a legacy CPU class makes a CPU tensor
+        ("if torch.get_float32_matmul_precision() == 'highest' or torch.are_deterministic_algorithms_enabled():\n"
+         "    pass\n", []),
+        ("t, _ = torch.sort(torch.IntTensor([1, 10, 100]))\nk = t.tolist()\n", []),
+        # a tensor converted where it is: no copy from the host
+        ("def f(labels: torch.Tensor):\n    return torch.as_tensor(labels, dtype=torch.float32, device=labels.device)\n", []),
+        # x[mask] = a setting or a name the text does not tell: as often a number (masked_fill_) as a tensor
+        ("def f(self, ids: torch.Tensor, m: torch.Tensor):\n    ids[m > 0] = self.config.pad_token_id\n"
+         "    ids[m > 0] = self.fill\n    ids[m > 0] = self.embed.to(ids.dtype)\n", [("SF601", 5, "likely")]),
+        # a CPU tensor of one or more dimensions keeps a torch function's result on the CPU
+        ("def f(self):\n    cx = torch.randint(0, 5, (1,))\n    return torch.clamp(cx - 2, 0, self.w).item()\n", []),
+        # a type's subscript is no index
+        ("from typing import Callable, Iterable\nOptimizerCallable = Callable[[Iterable], int]\n", []),
     ],
 )
 def test_precision_on_library_shapes(source, expected):

@@ -51,6 +51,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     data = scope.value(node.args[0])
     if data.kind == "tensor" and data.device == "cuda":
         return  # a GPU tensor: no copy from the host
+    if isinstance(device.value, ast.Attribute) and device.value.attr == "device" and scope.text(device.value.value) == scope.text(node.args[0]):
+        return  # torch.as_tensor(labels, dtype=..., device=labels.device): a tensor converted where it is
     certainty = "certain" if where == "cuda" else "likely"
     yield Match(
         node,

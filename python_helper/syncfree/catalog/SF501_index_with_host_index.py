@@ -50,6 +50,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     hosts = [part for part in index_parts(node) if host_index(part, scope)]
     if not hosts:
         return
+    if scope.qualified_name(node.value) is not None:
+        return  # an imported name or a module's attribute: a type (Callable[[Iterable], T], dict[str, int]), no tensor
     receiver = scope.value(node.value)
     if receiver.kind == "tensor":
         certainty = "certain" if receiver.device == "cuda" else "likely" if receiver.device is None else None

@@ -38,6 +38,11 @@ def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
     return [part for part in index_parts(node) if scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool"]
 
 
+def _tensor_shaped(value: ast.expr) -> bool:
+    """A value written the way tensors are made: arithmetic, a method's result (``embed.to(x.dtype)``), an index."""
+    return isinstance(value, (ast.BinOp, ast.Subscript)) or (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute))
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Subscript):
         return
@@ -58,6 +63,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         value = assigned_value(node, scope)
         if value is None or number_literal(value) is not None or scope.value(value).kind == "python":
             return  # x[mask] = scalar is a masked_fill_: no sync
+        if scope.value(value).kind != "tensor" and not _tensor_shaped(value):
+            return  # x[mask] = self.fill_value: a name the text does not tell, as often a number (no sync) as not
         message = f"`{scope.snippet(node)} = ...` assigns through a boolean mask: torch counts the mask on the CPU"
         certainty = "likely"
     else:

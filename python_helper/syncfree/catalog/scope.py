@@ -599,6 +599,8 @@ class CellScope:
             return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
         if base.kind == "unknown" and node.attr in ("shape", "ndim"):
             return PYTHON  # a tensor's or an array's sizes: Python ints either way
+        if base.kind == "unknown" and _names_a_config(node.value):
+            return PYTHON  # self.config.pad_token_id, config.hidden_size: settings, not tensors
         return UNKNOWN
 
     def _operator(self, operands: list[ast.expr], *, comparison: bool = False, boolean: bool = False) -> Value:
@@ -677,14 +679,22 @@ class CellScope:
                 return Value("module")  # no parameters: it computes wherever its inputs are
             is_device, device = self.device_argument(keyword_value(call, "device"))
             return Value("module", device if is_device else self.default_device)
+        legacy = self.legacy_tensor_class(call.func)
+        if legacy is not None:
+            return Value("tensor", legacy[0], _DTYPES.get(legacy[1]))  # type: ignore[arg-type]
         if name.startswith(("torch.cuda.", "torch.backends.", "torch.testing.")) or short in _PYTHON_RESULTS:
             return PYTHON
+        if name.startswith("torch.") and name.count(".") == 1 and short.startswith(("is_", "are_", "get_")):
+            return PYTHON  # torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), torch.get_...
         if name.rsplit(".", 1)[0] in _TENSOR_NAMESPACES:
             operands = self._tensor_operands(call)
             if name == "torch.where" and len(call.args) == 1 and not call.keywords:
                 return Value("tensors", combine_devices(operands))
             dtype = "bool" if short in _BOOL_RESULTS else "int" if short in _INT_RESULTS else None
-            return Value("tensor", combine_devices(operands), dtype)
+            device = combine_devices(operands)
+            if device is None and _host_result(operands, comparison=False):
+                device = "cpu"  # torch.clamp(cpu_tensor, 0, w): a CPU tensor of 1+ dims keeps it on the CPU
+            return Value("tensor", device, dtype)
         if name.startswith("numpy."):
             return Value("numpy")
         if name.startswith("builtins."):
@@ -971,7 +981,7 @@ class CellScope:
         for statement in statements:
             self._statement(statement)
 
-    def _branches(self, *blocks: list[ast.stmt]) -> None:
+    def _branches(self, *blocks: list[ast.stmt], narrowed: list[dict[str, Value]] | None = None) -> None:
         """Run each block from the same environment, then join what they bound (an if/else, a try's handlers).
 
         Each block binds into an overlay of its own in front of the scope's names, so the cost is the names the
@@ -979,8 +989,8 @@ class CellScope:
         """
         scope = self._env.maps[0]
         outcomes: list[dict[str, Value]] = []
-        for block in blocks:
-            overlay: dict[str, Value] = {}
+        for index, block in enumerate(blocks):
+            overlay: dict[str, Value] = dict(narrowed[index]) if narrowed else {}
             self._env.maps.insert(0, overlay)
             self._changed()
             self._block(block)
@@ -988,6 +998,9 @@ class CellScope:
             # chain may be another object now; its front map is this block's overlay either way.
             assert self._env.maps[0] is overlay and self._env.maps[1] is scope
             del self._env.maps[0]
+            for name, value in (narrowed[index] if narrowed else {}).items():
+                if overlay.get(name) is value:
+                    del overlay[name]  # narrowed, not rebound: after the if the name holds what it held before
             outcomes.append(overlay)
         for name in set().union(*outcomes):
             result = None
@@ -1002,7 +1015,7 @@ class CellScope:
         if isinstance(node, ast.If):
             visit(node)
             self._expression(node.test)
-            self._branches(node.body, node.orelse)
+            self._branches(node.body, node.orelse, narrowed=self._narrowing(node.test))
         elif isinstance(node, ast.While):
             visit(node)
             self._expression(node.test)
@@ -1067,6 +1080,28 @@ class CellScope:
                     if target.id in self._env:  # inside a branch the name lives on in the scope behind the overlay
                         self._env[target.id] = UNKNOWN
                     self._changed()
+
+    def _narrowing(self, test: ast.expr) -> list[dict[str, Value]] | None:
+        """What ``if isinstance(x, torch.Tensor):`` tells each branch about ``x``: a tensor in one, no tensor in the
+        other (``raise TypeError(f"... {x}")`` under ``if not isinstance(x, Tensor)`` formats no tensor)."""
+        positive = True
+        while isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            test, positive = test.operand, not positive
+        if not (
+            isinstance(test, ast.Call)
+            and self.call_name(test) == "builtins.isinstance"
+            and len(test.args) == 2
+            and isinstance(test.args[0], ast.Name)
+            and self.qualified_name(test.args[1]) == "torch.Tensor"
+        ):
+            return None
+        name = test.args[0].id
+        current = self.value(test.args[0])
+        if current.kind not in ("unknown", "tensor"):
+            return None
+        tensor = current if current.kind == "tensor" else Value("tensor", current.device)
+        other = Value("python")  # whatever it is, not a tensor
+        return [{name: tensor}, {name: other}] if positive else [{name: other}, {name: tensor}]
 
     def _bind_iteration(self, target: ast.expr, iterable: ast.expr) -> None:
         """Bind what a ``for`` takes from ``iterable``: ``for i, row in enumerate(rows)`` binds a Python int to
@@ -1299,6 +1334,12 @@ def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device |
     if tensors and all(v.device == "cpu" for v in tensors) and (only_host_operands or not strict):
         return "cpu"
     return None
+
+
+def _names_a_config(node: ast.AST) -> bool:
+    """``config``, ``self.config``, ``model.generation_config``: an object of settings (transformers, Lightning)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "config" or name.endswith("_config")
 
 
 def _host_result(values: list[Value], *, comparison: bool) -> bool:
