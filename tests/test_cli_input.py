@@ -3,6 +3,7 @@ read as Python reads them (a BOM, a PEP 263 coding line)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -43,3 +44,78 @@ def test_bad_rule_selection_in_the_config_is_one_line(tmp_path, line, words):
     (tmp_path / "a.py").write_text(SYNCING)
     one_line_error(syncfree("check", "a.py", cwd=tmp_path), "pyproject.toml", *words)
     one_line_error(syncfree("run", "a.py", cwd=tmp_path), "pyproject.toml", *words)
+
+
+# --------------------------------------------------------------------------------------------- not a notebook
+NOT_NOTEBOOKS = {
+    "hello": {"hello": 1},
+    "cell without metadata": {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                              "cells": [{"cell_type": "code", "source": "x = 1", "outputs": [],
+                                         "execution_count": None}]},
+    "a list": [1, 2],
+    "cells not a list": {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": {"a": 1}},
+    "old format, broken": {"nbformat": 3, "nbformat_minor": 0, "metadata": {}, "worksheets": [{"cells": 5}]},
+}
+
+
+@pytest.mark.parametrize("name", NOT_NOTEBOOKS)
+@pytest.mark.parametrize("command", ["check", "run"])
+def test_json_that_is_not_a_notebook_is_one_line(tmp_path, name, command):
+    pytest.importorskip("nbformat")
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps(NOT_NOTEBOOKS[name]))
+    done = syncfree(command, str(path))
+    if command == "check":  # check goes on with the other files: the summary closes its output
+        assert done.stdout == "No syncs found in 0 files.\n"
+    one_line_error(done, f"cannot read {path} as a notebook")
+
+
+# --------------------------------------------------------------------------------------------- directories
+def test_a_directory_that_cannot_be_read_is_an_error_not_zero_files(tmp_path):
+    (tmp_path / "tree" / "locked").mkdir(parents=True)
+    (tmp_path / "tree" / "locked" / "a.py").write_text(SYNCING)
+    (tmp_path / "tree" / "b.py").write_text(SYNCING)
+    if os.geteuid() != 0:
+        (tmp_path / "tree" / "locked").chmod(0)
+        try:
+            done = syncfree("check", "tree", cwd=tmp_path)
+        finally:
+            (tmp_path / "tree" / "locked").chmod(0o755)
+    else:  # root reads every folder: the listing fails as it does for a user without the permission
+        program = ("import os, sys\nreal = os.scandir\n"
+                   "def scandir(path='.'):\n"
+                   "    if os.path.basename(os.fspath(path)) == 'locked':\n"
+                   "        raise PermissionError(13, 'Permission denied', os.fspath(path))\n"
+                   "    return real(path)\n"
+                   "os.scandir = scandir\n"
+                   "from syncfree.cli import main\nsys.exit(main(['check', 'tree']))\n")
+        environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+        done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, cwd=tmp_path,
+                              env=environment, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == f"syncfree: error: cannot read {Path('tree', 'locked')}: Permission denied"
+    assert "b.py:3:5: SF101" in done.stdout and "in 1 file" in done.stdout  # the rest is checked
+
+
+# --------------------------------------------------------------------------------------------- encodings
+BOM = b"\xef\xbb\xbf" + SYNCING.encode()
+LATIN = (b"# -*- coding: latin-1 -*-\nimport torch\nname = 'caf\xe9'\nx = torch.randn(4, device='cuda')\n"
+         b"print(name, x.sum().item())\n")
+
+
+@pytest.mark.parametrize("data, line", [(BOM, 3), (LATIN, 5)], ids=["bom", "latin-1"])
+def test_source_encodings_are_read_as_python_reads_them(tmp_path, data, line):
+    path = tmp_path / "enc.py"
+    path.write_bytes(data)
+    assert subprocess.run([sys.executable, str(path)], capture_output=True).returncode in (0, 1)  # Python reads it
+    done = syncfree("check", "enc.py", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr == "", done.stdout + done.stderr
+    assert done.stdout.startswith(f"enc.py:{line}:") and " SF101 " in done.stdout and "syntax-error" not in done.stdout
+    done = subprocess.run([sys.executable, "-m", "syncfree", "check", "-"], input=data, capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}, timeout=120)
+    assert done.returncode == 1 and done.stdout.startswith(f"-:{line}:".encode()), done.stdout + done.stderr
+    pytest.importorskip("torch")
+    done = syncfree("run", "enc.py", cwd=tmp_path)
+    assert done.returncode == 1 and f"enc.py:{line}:" in done.stdout, done.stdout + done.stderr
+    if data == LATIN:
+        assert "café" in done.stdout  # the script's own output, decoded as Python decodes it

@@ -8,40 +8,18 @@ Directories are searched for both; the findings are printed ruff style and the c
 from __future__ import annotations
 
 import ast
-import fnmatch
-import json
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
+from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.output import SYNTAX_ERROR, Diagnostic, write_diagnostics
 
-__all__ = ["SourceCell", "check", "notebook_code_cells", "read_cells"]
-
-_SKIPPED_DIRECTORIES = {".ipynb_checkpoints", "__pycache__", "node_modules", ".git", ".venv", "venv"}
-
-
-@dataclass(frozen=True)
-class SourceCell:
-    """A piece of source to analyse: a whole ``.py`` file (``number`` None) or one notebook code cell."""
-
-    path: str
-    number: int | None  # 1-based position among all the notebook's cells, as a reader counts them
-    source: str
-    cell_id: str | None = None
-
-    def location(self, line: int, column: int) -> str:
-        """``path:cell 3:line 4:col 9`` (notebooks) or ``path:4:9`` (files); ``column`` is 0-based."""
-        if self.number is None:
-            return f"{self.path}:{line}:{column + 1}"
-        return f"{self.path}:cell {self.number}:line {line}:col {column + 1}"
-
+__all__ = ["check"]
 
 
 def check(
@@ -60,10 +38,18 @@ def check(
     cells: list[SourceCell] = []
     unreadable = False
     files = 0
-    for path in _expand(paths, exclude):
+
+    def cannot_list(problem: UsageProblem) -> None:
+        nonlocal unreadable
+        error(problem)
+        unreadable = True
+
+    for path in expand_paths(paths, exclude, on_error=cannot_list):
         try:
             if str(path) == "-":
-                cells.append(SourceCell("-", None, sys.stdin.read()))
+                stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
+                text = decode_python(stdin.read(), "-") if stdin is not None else sys.stdin.read()
+                cells.append(SourceCell("-", None, text))
             else:
                 cells.extend(read_cells(path))
             files += 1
@@ -142,70 +128,3 @@ def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budg
     if budget is not None:
         text += f" Budget {budget}: {'exceeded' if total > budget else 'kept'}."
     return text
-
-
-def _expand(paths: Sequence[str], exclude: Sequence[str] = ()) -> Iterator[Path]:
-    for name in paths:
-        path = Path(name)
-        if name == "-":
-            yield path
-        elif path.is_dir():
-            found = sorted(
-                p
-                for p in path.rglob("*")
-                if p.suffix in (".py", ".ipynb") and p.is_file() and not _SKIPPED_DIRECTORIES & set(p.parts)
-                and not any(p.match(pattern) or fnmatch.fnmatch(str(p), pattern) for pattern in exclude)
-            )
-            yield from found
-        else:
-            yield path  # a missing or wrong file is reported by read_cells
-
-
-def read_cells(path: Path) -> list[SourceCell]:
-    """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook."""
-    if path.suffix not in (".py", ".ipynb"):
-        raise UsageProblem(f"{path}: not a .py file or an .ipynb notebook")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UsageProblem(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
-    if path.suffix != ".ipynb":
-        return [SourceCell(str(path), None, text)]
-    try:
-        cells = notebook_code_cells(text)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise UsageProblem(f"cannot read {path} as a notebook: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
-    return [SourceCell(str(path), number, source, cell_id) for number, source, cell_id in cells]
-
-
-def notebook_code_cells(text: str) -> list[tuple[int, str, str | None]]:
-    """``(number among all cells, source, id)`` of each code cell of a notebook file's text.
-
-    Format 4 notebooks (every Jupyter since 2015) are read as the JSON they are: ``syncfree check`` needs no
-    nbformat, which takes longer to import than checking a file does. Older formats go through nbformat's upgrade.
-    """
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError("not a notebook (the file holds no JSON object)")
-    if not isinstance(data.get("nbformat"), int) or data["nbformat"] < 4:
-        try:
-            import nbformat
-        except ImportError:
-            raise ValueError("a notebook older than format 4 needs nbformat: pip install nbformat") from None
-        data = json.loads(nbformat.writes(nbformat.reads(text, as_version=4)))
-    cells = data.get("cells")
-    if not isinstance(cells, list):
-        raise ValueError("not a notebook (no list of cells)")
-    found = []
-    for number, cell in enumerate(cells, start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
-            continue
-        source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
-        if not isinstance(source, str):
-            raise ValueError(f"cell {number}: its source is not text")
-        cell_id = cell.get("id")
-        found.append((number, source, cell_id if isinstance(cell_id, str) else None))
-    return found
-
-

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
+from syncfree.cli.sources import read_notebook_json
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
 from syncfree.output import Diagnostic, clean_text, write_diagnostics
 
@@ -67,9 +68,16 @@ def run(
     from nbclient.exceptions import CellControlSignal, CellExecutionError, DeadKernelError
 
     try:
-        notebook = nbformat.read(path, as_version=4)
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise UsageProblem(f"cannot read {path} as a notebook: {error}") from None
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageProblem(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    # Checked first: nbformat answers JSON that is no notebook with a traceback of jsonschema's.
+    read_notebook_json(text, str(path))
+    try:
+        notebook = nbformat.reads(text, as_version=4)
+    except Exception as error:  # nbformat.ValidationError and what its validator raises: never a traceback
+        lines = str(error).strip().splitlines()
+        raise UsageProblem(f"cannot read {path} as a notebook: {lines[0] if lines else type(error).__name__}") from None
     cell_budgets = _cell_budgets(notebook, str(path))
     extra = {}
     if os.name == "posix":

@@ -1,0 +1,171 @@
+"""The code the commands read: ``.py`` files decoded as Python decodes them, notebooks checked to be notebooks, and
+the files of a directory (an unreadable one is said, not skipped).
+
+Python reads a source file as bytes and decodes it by its BOM or PEP 263 coding line (``tokenize.detect_encoding``;
+``python`` and ``compile`` do the same), so a file Python runs is a file ``check`` and ``run`` can read.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import io
+import json
+import os
+import tokenize
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from syncfree.cli.usage import UsageProblem
+
+__all__ = ["SourceCell", "decode_python", "expand_paths", "notebook_code_cells", "read_cells", "read_notebook_json",
+           "read_python"]
+
+_SKIPPED_DIRECTORIES = {".ipynb_checkpoints", "__pycache__", "node_modules", ".git", ".venv", "venv"}
+
+
+@dataclass(frozen=True)
+class SourceCell:
+    """A piece of source to analyse: a whole ``.py`` file (``number`` None) or one notebook code cell."""
+
+    path: str
+    number: int | None  # 1-based position among all the notebook's cells, as a reader counts them
+    source: str
+    cell_id: str | None = None
+
+    def location(self, line: int, column: int) -> str:
+        """``path:cell 3:line 4:col 9`` (notebooks) or ``path:4:9`` (files); ``column`` is 0-based."""
+        if self.number is None:
+            return f"{self.path}:{line}:{column + 1}"
+        return f"{self.path}:cell {self.number}:line {line}:col {column + 1}"
+
+
+def decode_python(data: bytes, name: str) -> str:
+    """Python source bytes as text, decoded as Python decodes them (a UTF-8 BOM, a PEP 263 coding line, else UTF-8),
+    with the BOM dropped. UsageProblem when Python could not decode them either."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except SyntaxError as error:  # detect_encoding: an unknown encoding, or a BOM with another coding line
+        raise UsageProblem(f"cannot read {name}: {error.msg if hasattr(error, 'msg') else error}") from None
+    except (UnicodeDecodeError, LookupError) as error:
+        raise UsageProblem(f"cannot read {name}: {error}") from None
+
+
+def read_python(path: Path | str) -> str:
+    """A ``.py`` file's text as Python reads it (``decode_python``); UsageProblem when it cannot be read."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise UsageProblem(f"cannot read {path}: {error.strerror or error}") from None
+    return decode_python(data, str(path))
+
+
+def expand_paths(paths: Sequence[str], exclude: Sequence[str] = (),
+                 on_error: Callable[[UsageProblem], None] | None = None) -> Iterator[Path]:
+    """The files to check: each path given, and the ``.py`` and ``.ipynb`` files under each directory given (sorted;
+    checkpoints, caches and virtual environments skipped). A directory that cannot be listed goes to ``on_error``
+    (``os.walk`` and ``Path.rglob`` would skip it without a word)."""
+    for name in paths:
+        path = Path(name)
+        if name == "-":
+            yield path
+        elif path.is_dir():
+            found = []
+
+            def unreadable(error: OSError) -> None:
+                if on_error is not None:
+                    on_error(UsageProblem(f"cannot read {error.filename}: {error.strerror or error}"))
+
+            for folder, folders, files in os.walk(path, onerror=unreadable):
+                folders[:] = sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES)
+                for file in files:
+                    p = Path(folder, file)
+                    if p.suffix in (".py", ".ipynb") and p.is_file() and not any(
+                            p.match(pattern) or fnmatch.fnmatch(str(p), pattern) for pattern in exclude):
+                        found.append(p)
+            yield from sorted(found)
+        else:
+            yield path  # a missing or wrong file is reported by read_cells
+
+
+def read_cells(path: Path) -> list[SourceCell]:
+    """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook."""
+    if path.suffix not in (".py", ".ipynb"):
+        raise UsageProblem(f"{path}: not a .py file or an .ipynb notebook")
+    if path.suffix != ".ipynb":
+        return [SourceCell(str(path), None, read_python(path))]
+    try:
+        text = path.read_text(encoding="utf-8")  # JSON: UTF-8 by RFC 8259 (and nbformat)
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageProblem(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
+    cells = notebook_code_cells(read_notebook_json(text, str(path)))
+    return [SourceCell(str(path), number, source, cell_id) for number, source, cell_id in cells]
+
+
+def read_notebook_json(text: str, path: str) -> dict[str, Any]:
+    """A notebook file's JSON, upgraded to format 4, after checking that it is a notebook: UsageProblem (one line
+    naming what is missing) for any other JSON, which nbformat would answer with a traceback.
+
+    Format 4 notebooks (every Jupyter since 2015) are read as the JSON they are: ``syncfree check`` needs no
+    nbformat, which takes longer to import than checking a file does. Older formats go through nbformat's upgrade.
+    """
+    def bad(why: str) -> UsageProblem:
+        return UsageProblem(f"cannot read {path} as a notebook: {why}")
+
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise bad(f"not JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise bad("the file holds no JSON object")
+    if "cells" not in data and "worksheets" not in data:
+        raise bad("no cells (not a notebook)")
+    version = data.get("nbformat")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise bad("no nbformat version (not a notebook)")
+    if version < 4:
+        try:
+            import nbformat
+        except ImportError:
+            raise bad("a notebook older than format 4 needs nbformat: pip install nbformat") from None
+        try:
+            data = json.loads(nbformat.writes(nbformat.reads(text, as_version=4)))
+        except Exception as error:  # nbformat's upgrade raises jsonschema's errors, KeyError, ...: never a traceback
+            raise bad(_first_line(error)) from None
+    if not isinstance(data.get("metadata"), dict):
+        raise bad("no metadata")
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise bad("no list of cells")
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict):
+            raise bad(f"cell {number} is not a JSON object")
+        for key in ("cell_type", "metadata", "source"):
+            if key not in cell:
+                raise bad(f"cell {number} has no {key}")
+        source = cell["source"]
+        if not (isinstance(source, str) or isinstance(source, list) and all(isinstance(s, str) for s in source)):
+            raise bad(f"cell {number}: its source is not text")
+        if not isinstance(cell["metadata"], dict):
+            raise bad(f"cell {number}: its metadata is not a JSON object")
+    return data
+
+
+def notebook_code_cells(data: dict[str, Any]) -> list[tuple[int, str, str | None]]:
+    """``(number among all cells, source, id)`` of each code cell of a notebook read by `read_notebook_json`."""
+    found = []
+    for number, cell in enumerate(data["cells"], start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        source = cell["source"]
+        source = "".join(source) if isinstance(source, list) else source
+        cell_id = cell.get("id")
+        found.append((number, source, cell_id if isinstance(cell_id, str) else None))
+    return found
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
