@@ -18,8 +18,9 @@ device_ids=[local_rank])``. Inside a predict session (`predict.PredictSession`, 
   device: its work's ``wait`` synchronizes the stream), at the call or, with
   ``async_op=True``, at ``Work.wait()``;
 * with ``TORCH_NCCL_BLOCKING_WAIT=1`` (read when the group is made, as NCCL does) every
-  collective called without ``async_op=True``, and every ``Work.wait()``, is a predicted
-  sync: blocking wait makes the CPU wait for each collective to finish;
+  ``Work.wait()`` is a predicted sync, and with it every collective called without
+  ``async_op=True`` (c10d waits on its work): blocking wait makes the CPU wait for each
+  collective to finish;
 * a collective's result read on the host (``all_reduce(t)`` then ``t.item()``) is predicted
   as every read of a CUDA tensor is: the result is still a stand-in CUDA tensor.
 
@@ -139,7 +140,8 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
     def barrier(*args: Any, **kwargs: Any) -> Any:
         group = barrier_signature.bind(*args, **kwargs).arguments.get("group")
         work = real_barrier(*args, **kwargs)
-        if _in_nccl_group(c10d, nccl_groups, group):
+        if _in_nccl_group(c10d, nccl_groups, group) and not state["blocking"]:
+            # (With blocking wait, the wait inside barrier() is recorded by the wait stand-in.)
             if work is None:
                 record(sys._getframe(1))
             else:
@@ -169,7 +171,7 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
     for name in _COLLECTIVES:
         original = getattr(c10d, name, None)
         if original is not None:
-            wrapper = _collective(torch, original, state, record)
+            wrapper = _collective(torch, original)
             patch(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 patch(dist, name, wrapper)
@@ -211,20 +213,16 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
                 patch(owner, "device_count", session._per_thread(lambda: int(local_world), real_count))
 
 
-def _collective(torch: Any, original: Callable[..., Any], state: dict,
-                record: Callable[[Any], None]) -> Callable[..., Any]:
-    signature = inspect.signature(original)
-
+def _collective(torch: Any, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
         # What a collective does is C++ (NCCL's kernels on the GPU's stream, gloo's here):
         # nothing for the op table, which would call it unmeasured, and no tensor
         # operation inside that the mode should see.
+        # With blocking wait, the sync is the Work.wait() that c10d calls for a collective
+        # without async_op (distributed_c10d.py, e.g. all_reduce): the wait stand-in records it.
         with torch._C.DisableTorchFunction():
-            work = original(*args, **kwargs)
-        if state["blocking"] and not signature.bind(*args, **kwargs).arguments.get("async_op"):
-            record(sys._getframe(1))  # blocking wait: the CPU waits for the collective
-        return work
+            return original(*args, **kwargs)
 
     return collective
 

@@ -1,0 +1,434 @@
+"""Distributed training: ranks from torchrun's environment, a report file per rank, the merged
+report in every format, predict mode's NCCL->gloo routing, and real torchrun jobs (gloo on CPU)
+through ``syncfree run --nproc-per-node`` and ``torchrun ... -m syncfree run``."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from syncfree.cli import main
+from syncfree.distributed import MergedReport, RankInfo, RankReport, read_rank_reports, write_merged, write_rank_report
+from syncfree.distributed.merge import SPREAD_AFTER
+from syncfree.distributed.rankfiles import claim_merge, complete_run
+from syncfree.distributed.ranks import RankEnvironmentError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "ddp_train.py"
+ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+            "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT",
+            "SYNCFREE_RUN_ID", "SYNCFREE_RANK_MERGE", "SYNCFREE_RANK_REPORT_DIR")
+
+
+@pytest.fixture(autouse=True)
+def no_rank_environment(monkeypatch):
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+
+
+# --------------------------------------------------------------------------- ranks
+
+
+def torchrun_env(rank: int, world: int = 2, **extra: str) -> dict[str, str]:
+    env = {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(world),
+           "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "none",
+           "TORCHELASTIC_RESTART_COUNT": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    env.update(extra)
+    return env
+
+
+def test_a_plain_process_is_no_rank():
+    assert RankInfo.from_environ({}) is None
+    assert RankInfo.from_environ({"RANK": "0"}) is None  # no world
+
+
+def test_rank_from_torchruns_environment():
+    info = RankInfo.from_environ(torchrun_env(1, LOCAL_RANK="1"))
+    assert (info.rank, info.world_size, info.local_rank, info.local_world_size) == (1, 2, 1, 2)
+    assert (info.node_rank, info.nnodes, info.master_port, info.restart_count) == (0, 1, 29500, 0)
+    assert info.agent_pid == os.getppid()  # torchrun's agent started it
+    # The static rendezvous has no run id: one node's agent tells two launches apart.
+    assert f":{os.getppid()}" in info.run_key
+    named = RankInfo.from_environ(torchrun_env(0, TORCHELASTIC_RUN_ID="job-7", TORCHELASTIC_RESTART_COUNT="2"))
+    assert named.run_key == "job-7 attempt 2"
+    ours = RankInfo.from_environ(torchrun_env(0, SYNCFREE_RUN_ID="abc"))
+    assert ours.run_key == "abc attempt 0"
+    assert RankInfo.from_dict(json.loads(json.dumps(info.to_dict()))) == info
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"RANK": "x", "WORLD_SIZE": "2"}, "RANK='x' in the environment is not a whole number"),
+    ({"RANK": "2", "WORLD_SIZE": "2"}, "RANK=2 in the environment is not below WORLD_SIZE=2"),
+    ({"RANK": "0", "WORLD_SIZE": "0"}, "at least one rank"),
+    ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "-1"}, "negative"),
+])
+def test_a_malformed_rank_environment_is_one_clear_error(env, message):
+    with pytest.raises(RankEnvironmentError, match=message.replace("(", r"\(")):
+        RankInfo.from_environ(env)
+
+
+def test_the_cli_says_a_malformed_environment_in_one_line(monkeypatch, tmp_path, capsys):
+    script = tmp_path / "train.py"
+    script.write_text("print('ran')\n")
+    monkeypatch.setenv("RANK", "one")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["run", str(script)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip() == "syncfree: error: RANK='one' in the environment is not a whole number"
+    assert "ran" not in captured.out
+
+
+# --------------------------------------------------------------------------- rank reports
+
+
+def site(file: str, line: int, count: int, *, kind: str = "item", rule: str | None = "SF101",
+         blocked: float | None = None, predicted: bool = True, allowed: bool = False) -> dict:
+    return {"file": file, "line": line, "kind": kind, "count": count, "blocked_ms": blocked, "chain": [line],
+            "chain_files": [file], "frames": [], "rule": rule, "label": "`.item()`" if kind == "item" else kind,
+            "message": "", "predicted": predicted, "allowed": allowed}
+
+
+def rank_report(rank: int, sites: list[dict], *, world: int = 2, cwd: str = "/job", key: str = "run-1",
+                notes: tuple[str, ...] = ("No CUDA device: syncs predicted on CPU stand-ins",), exit_code: int = 0,
+                extra_syncs: int = 0, started: float | None = None, mode: str = "predict") -> RankReport:
+    info = RankInfo.from_environ(torchrun_env(rank, world, TORCHELASTIC_RUN_ID=key))
+    syncs = sum(s["count"] for s in sites) + extra_syncs
+    blocked = [s["blocked_ms"] for s in sites if s["blocked_ms"] is not None]
+    report = {"mode": mode, "device": {"name": "CPU stand-in"}, "sites": sites, "error": None, "notes": list(notes),
+              "totals": {"syncs": syncs, "counted": syncs - sum(s["count"] for s in sites if s["allowed"]),
+                         "sites": len(sites), "blocked_ms": sum(blocked) if blocked else None, "wall_ms": 1.0},
+              "predict_table": None}
+    now = time.time() if started is None else started
+    return RankReport(info, report, f"{cwd}/train.py", [], cwd, exit_code, now, now + 1)
+
+
+def test_rank_reports_round_trip_and_the_newest_run_is_read(tmp_path):
+    for rank in range(2):
+        write_rank_report(tmp_path, rank_report(rank, [site("/job/train.py", 10, 5)]))
+    # An earlier, larger job left a third rank's file in the same folder.
+    write_rank_report(tmp_path, rank_report(2, [site("/job/train.py", 10, 9)], world=3, key="old",
+                                            started=time.time() - 3600))
+    (tmp_path / "rank-00007.json").write_text("{not json")
+    (tmp_path / "notes.txt").write_text("not a rank report")
+    folder = read_rank_reports(tmp_path)
+    assert [r.rank.rank for r in folder.reports] == [0, 1]
+    assert folder.world_size == 2 and folder.missing_ranks == [] and folder.earlier == 1
+    assert len(folder.problems) == 1 and folder.problems[0].startswith("rank-00007.json: ")
+    assert folder.reports[0].report["sites"][0]["count"] == 5
+    assert not list(tmp_path.glob(".*.tmp"))  # written under a temporary name, renamed into place
+
+
+def test_the_last_rank_finds_the_run_complete_and_one_rank_claims_the_merge(tmp_path):
+    first, second = rank_report(0, []), rank_report(1, [])
+    write_rank_report(tmp_path, first)
+    assert complete_run(tmp_path, first) is None  # rank 1 has not written yet
+    write_rank_report(tmp_path, second)
+    run_a, run_b = complete_run(tmp_path, first), complete_run(tmp_path, second)
+    assert [r.rank.rank for r in run_a] == [0, 1] == [r.rank.rank for r in run_b]
+    # Both ranks found it complete (they finished together): exactly one merges.
+    assert [claim_merge(tmp_path, run_a), claim_merge(tmp_path, run_b)] == [True, False]
+    # A later job of the same key into the same folder claims its own merge.
+    later = [rank_report(0, [], started=time.time() + 5), rank_report(1, [], started=time.time() + 5)]
+    assert claim_merge(tmp_path, later) is True
+
+
+def test_a_stale_file_of_an_earlier_run_does_not_complete_the_run(tmp_path):
+    write_rank_report(tmp_path, rank_report(1, [], started=time.time() - 7200))  # same key, two hours old
+    mine = rank_report(0, [])
+    write_rank_report(tmp_path, mine)
+    assert complete_run(tmp_path, mine) is None
+
+
+# --------------------------------------------------------------------------- the merge
+
+
+def test_merge_per_rank_counts_divergent_sites_and_totals():
+    merged = MergedReport([
+        rank_report(0, [site("/job/train.py", 10, 5), site("/job/train.py", 20, 2, kind="format", rule="SF202")]),
+        rank_report(1, [site("/job/train.py", 10, 5)], extra_syncs=3),
+    ])
+    loss, log = merged.sites
+    assert (loss.file, loss.line, loss.count, loss.counts) == ("train.py", 10, 10, {0: 5, 1: 5})
+    assert not loss.divergent(merged.ranks)
+    assert (log.line, log.counts, log.divergent(merged.ranks)) == (20, {0: 2}, True)
+    assert [s.line for s in merged.divergent_sites] == [20]
+    assert [(t.rank, t.syncs, t.unattributed) for t in merged.totals] == [(0, 7, 0), (1, 8, 3)]
+    least, most = merged.extremes()
+    assert (least.rank, most.rank) == (0, 1)
+    assert merged.most_counted == 8
+    assert merged.site_message(log).endswith("[divergent, rank 0 ×2, rank 1 ×0]")
+    text = merged.text()
+    assert "15 syncs on 2 of 2 ranks at 2 sites (predicted)" in text
+    assert "1 divergent site" in text
+    # The note every rank has is said once.
+    assert text.count("No CUDA device") == 1
+    assert "rank 1: 3 sync(s) outside your code" in text
+
+
+def test_a_note_only_some_ranks_have_names_them():
+    merged = MergedReport([rank_report(0, [], notes=("a", "b")), rank_report(1, [], notes=("a",))])
+    assert merged.notes() == ["a", "b (rank 0)"]
+
+
+def test_blocked_time_ranks_the_sites_and_the_ranks():
+    merged = MergedReport([
+        rank_report(0, [site("/job/t.py", 1, 1, blocked=1.0, predicted=False),
+                        site("/job/t.py", 2, 9, blocked=0.5, predicted=False)], mode="warn"),
+        rank_report(1, [site("/job/t.py", 1, 1, blocked=40.0, predicted=False),
+                        site("/job/t.py", 2, 9, blocked=0.5, predicted=False)], mode="warn"),
+    ])
+    assert [s.line for s in merged.sites] == [1, 2]  # 41 ms before 1 ms, whatever the counts
+    least, most = merged.extremes()
+    assert (least.rank, most.rank) == (0, 1)
+    assert "rank 0 ×1 (1.0 ms), rank 1 ×1 (40.0 ms)" in merged.site_message(merged.sites[0])
+    assert "blocked 42.0 ms" in merged.summary() and "ranked by blocked time" in merged.summary()
+
+
+def test_many_ranks_show_min_median_max():
+    reports = [rank_report(r, [site("/job/t.py", 3, 10 + (r == 5) * 7)], world=8) for r in range(8)]
+    merged = MergedReport(reports)
+    assert len(merged.ranks) > SPREAD_AFTER
+    assert merged.site_message(merged.sites[0]).endswith("[min ×10 (rank 0), median ×10, max ×17 (rank 5)]")
+    assert "per rank: median 10 syncs" in merged.text()
+
+
+def test_ranks_with_the_code_in_different_folders_merge_by_relative_path():
+    merged = MergedReport([rank_report(0, [site("/node0/repo/train.py", 7, 1)], cwd="/node0/repo"),
+                           rank_report(1, [site("/node1/repo/train.py", 7, 1)], cwd="/node1/repo")])
+    assert len(merged.sites) == 1 and merged.sites[0].file == "train.py"
+
+
+def test_missing_and_failed_ranks_are_said():
+    merged = MergedReport([rank_report(0, [], world=3), rank_report(2, [], world=3, exit_code=1)], directory="runs")
+    problems = merged.problems_text()
+    assert "rank 1 of 3 left no report in runs: their syncs are not in this report" in problems
+    assert "rank 2 exited with status 1" in problems
+
+
+def merged_pair() -> MergedReport:
+    return MergedReport([
+        rank_report(0, [site(str(EXAMPLE), 53, 10), site(str(EXAMPLE), 55, 2, kind="format", rule="SF202")],
+                    cwd=str(ROOT)),
+        rank_report(1, [site(str(EXAMPLE), 53, 10)], cwd=str(ROOT)),
+    ])
+
+
+def test_json_entries_carry_each_rank_and_the_divergence():
+    out = io.StringIO()
+    write_merged(merged_pair(), "json", out)
+    entries = json.loads(out.getvalue())
+    assert [(e["path"], e["line"], e["count"], e["divergent"]) for e in entries] == [
+        ("examples/ddp_train.py", 53, 20, False), ("examples/ddp_train.py", 55, 2, True)]
+    assert entries[1]["ranks"] == [{"rank": 0, "count": 2, "blocked_ms": None},
+                                   {"rank": 1, "count": 0, "blocked_ms": None}]
+    assert entries[0]["col"] == 9  # the statement's start on that line of the example
+
+
+def test_sarif_results_carry_each_rank():
+    out = io.StringIO()
+    write_merged(merged_pair(), "sarif", out)
+    run = json.loads(out.getvalue())["runs"][0]
+    assert [r["properties"]["divergent"] for r in run["results"]] == [False, True]
+    assert run["results"][0]["properties"]["ranks"][1] == {"rank": 1, "count": 10, "blocked_ms": None}
+    assert run["properties"]["worldSize"] == 2
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} == {"SF101", "SF202"}
+
+
+def test_github_annotations_and_text():
+    out = io.StringIO()
+    write_merged(merged_pair(), "github", out)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and lines[1].startswith("::warning file=examples/ddp_train.py,line=55,")
+    assert "divergent%2C" not in lines[1] and "[divergent, rank 0 ×2, rank 1 ×0]" in lines[1]
+    out = io.StringIO()
+    write_merged(merged_pair(), "text", out, budget=5)
+    text = out.getvalue()
+    assert "examples/ddp_train.py:55:13: SF202" in text
+    assert "Budget 5 per rank: exceeded." in text
+
+
+# --------------------------------------------------------------------------- syncfree merge
+
+
+def test_merge_command_exit_codes(tmp_path, capsys):
+    assert main(["merge", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.strip() == f"syncfree: error: cannot read {tmp_path / 'nowhere'}: no such folder"
+    assert main(["merge", str(tmp_path)]) == 2
+    assert "no syncfree rank reports" in capsys.readouterr().err
+    for rank in range(2):
+        write_rank_report(tmp_path, rank_report(rank, [site("/job/train.py", 10, 3)]))
+    assert main(["merge", str(tmp_path)]) == 1  # the default budget, 0 per rank, as syncfree run
+    assert main(["merge", str(tmp_path), "--budget", "3"]) == 0
+    assert main(["merge", str(tmp_path), "--budget", "2"]) == 1
+    assert main(["merge", str(tmp_path), "--exit-zero"]) == 0
+    captured = capsys.readouterr()
+    assert "6 syncs on 2 of 2 ranks at 1 site (predicted)" in captured.out
+    (tmp_path / "rank-00001.json").unlink()
+    assert main(["merge", str(tmp_path), "--budget", "9"]) == 2
+    assert "syncfree: error: rank 1 of 2 left no report" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- predict mode: NCCL on gloo
+
+
+NCCL_SCRIPT = """\
+import os
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("nccl", init_method="file://{store}", rank=0, world_size=1)
+assert dist.is_nccl_available() and torch.cuda.is_available()
+torch.cuda.set_device(0)
+loss = torch.ones(1, device="cuda")
+dist.all_reduce(loss)
+value = loss.item()
+stacked = torch.stack([loss, loss * 2])
+dist.all_reduce(stacked)
+dist.barrier()
+gathered = [None]
+dist.all_gather_object(gathered, {{"loss": 1.0}})
+work = dist.all_reduce(loss, async_op=True)
+work.wait()
+dist.destroy_process_group()
+print("finished", value, gathered)
+"""
+
+
+def run_predicted(tmp_path, monkeypatch, env: dict[str, str] | None = None):
+    from syncfree.session import run_script
+
+    script = tmp_path / "nccl_job.py"
+    script.write_text(NCCL_SCRIPT.format(store=tmp_path / "store"))
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    return run_script(str(script), mode="predict")
+
+
+def lines_of(result) -> dict[int, tuple[str, int]]:
+    return {s.line: (s.kind, s.count) for s in result.report.sites}
+
+
+def test_a_script_written_for_nccl_runs_on_gloo_and_its_syncs_are_predicted(tmp_path, monkeypatch, capfd):
+    import torch.distributed as dist
+
+    result = run_predicted(tmp_path, monkeypatch)
+    assert result.exit_code == 0, result.error
+    assert "finished 1.0 [{'loss': 1.0}]" in capfd.readouterr().out
+    sites = lines_of(result)
+    assert sites[10] == ("item", 1)          # the all-reduced value read on the host
+    assert sites[13] == ("distributed", 1)   # barrier: NCCL's waits for the device
+    assert 15 in sites                       # the object collective's size reads and copies
+    assert 9 not in sites and 12 not in sites and 17 not in sites  # NCCL collectives, wait(): no CPU wait
+    assert not result.report.predict_table or not result.report.predict_table.get("unmeasured_calls")
+    # Everything is put back.
+    assert dist.init_process_group.__module__ == "torch.distributed.distributed_c10d"
+    assert dist.barrier is dist.distributed_c10d.barrier and dist.barrier.__name__ == "barrier"
+    assert not dist.is_initialized()
+    assert not hasattr(dist.Work.wait, "__wrapped__")
+
+
+def test_blocking_wait_makes_every_collective_a_predicted_sync(tmp_path, monkeypatch):
+    result = run_predicted(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"})
+    assert result.exit_code == 0, result.error
+    sites = lines_of(result)
+    assert sites[9] == ("distributed", 1) and sites[12] == ("distributed", 1)
+    assert sites[17] == ("distributed", 1)  # work.wait()
+    assert 16 not in sites                   # async_op=True: the call itself does not wait
+
+
+# --------------------------------------------------------------------------- real torchrun (gloo on CPU)
+
+
+def job_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python_helper"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["OMP_NUM_THREADS"] = "1"
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def check_merged_example(text: str, steps: int) -> None:
+    every_step = f"examples/ddp_train.py:53:9: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×{steps}, rank 1 ×{steps}] ×{2 * steps}"
+    assert every_step in text, text
+    assert "examples/ddp_train.py:55:13: SF202 Formatting a CUDA tensor into a string waits for the GPU " \
+           "(predicted) [divergent, rank 0 ×2, rank 1 ×0] ×2" in text, text
+    assert "1 divergent site (made on some ranks only)" in text
+    assert f"per rank: rank 0 {steps + 4 + 2} syncs; rank 1 {steps + 4} syncs" in text
+    assert text.count("note: No CUDA device") == 1  # once, not once per rank
+
+
+def test_syncfree_run_nproc_per_node_launches_torchrun_and_merges(tmp_path):
+    steps = 6
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2", str(EXAMPLE),
+         "--steps", str(steps), "--log-every", "3"],
+        cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=110)
+    check_merged_example(result.stdout, steps)
+    assert result.stdout.count("syncs on 2 of 2 ranks") == 1
+    assert result.returncode == 1, result.stderr  # over the default budget of 0 syncs per rank
+    assert "syncfree: error" not in result.stderr
+
+
+def test_plain_torchrun_ranks_merge_once_and_syncfree_merge_reads_the_folder(tmp_path):
+    torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
+    launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]
+    folder = tmp_path / "ranks"
+    steps = 4
+    result = subprocess.run(
+        [*launcher, "--standalone", "--nproc-per-node", "2", "-m", "syncfree", "run", "--rank-report-dir",
+         str(folder), str(EXAMPLE), "--steps", str(steps), "--log-every", "3"],
+        cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr  # each rank exits as its script: torchrun's verdict
+    check_merged_example(result.stdout, steps)
+    assert result.stdout.count("syncs on 2 of 2 ranks") == 1  # the last rank merged, once
+    assert sorted(p.name for p in folder.glob("rank-*.json")) == ["rank-00000.json", "rank-00001.json"]
+    merged = subprocess.run([sys.executable, "-m", "syncfree", "merge", str(folder), "--format", "json"],
+                            cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=60)
+    assert merged.returncode == 1
+    entries = {e["line"]: e for e in json.loads(merged.stdout)}
+    assert entries[53]["ranks"] == [{"rank": 0, "count": steps, "blocked_ms": None},
+                                    {"rank": 1, "count": steps, "blocked_ms": None}]
+    assert entries[55]["divergent"] is True
+
+
+def test_nproc_per_node_takes_a_number(capsys, tmp_path):
+    script = tmp_path / "t.py"
+    script.write_text("")
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--nproc-per-node", "zero", str(script)])
+    assert stop.value.code == 2
+    assert "--nproc-per-node takes a number >= 1" in capsys.readouterr().err
+
+
+def test_torchrun_options_need_a_script(capsys, tmp_path):
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text("{}")
+    assert main(["run", "--nproc-per-node", "2", str(notebook)]) == 2
+    assert capsys.readouterr().err.strip() == "syncfree: error: --nproc-per-node and the other torchrun options run a .py script"
+
+
+def test_rank_mode_under_a_plain_launch_script(tmp_path, monkeypatch, capsys):
+    """One process standing for the last rank of a job of one: it writes its file and merges."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import torch
+        x = torch.ones(2, device="cuda")
+        print(x.sum().item())
+    """))
+    for key, value in torchrun_env(0, 1).items():
+        monkeypatch.setenv(key, value)
+    folder = tmp_path / "ranks"
+    assert main(["run", "--rank-report-dir", str(folder), str(script)]) == 0  # the script's status
+    captured = capsys.readouterr()
+    assert "1 sync on 1 of 1 rank at 1 site (predicted)" in captured.out
+    assert f"syncfree merge {folder}" in captured.err
+    assert (folder / "rank-00000.json").is_file()
