@@ -1,52 +1,66 @@
-"""The pytest plugin (entry point ``pytest11``; loaded automatically once syncfree is
-installed, ``-p no:syncfree`` turns it off).
+"""The pytest plugin (entry point ``pytest11`` ``syncfree``; loaded automatically once
+syncfree is installed, ``-p no:syncfree`` turns watching off while the marker and the
+options stay known: `syncfree.pytest_marker`).
 
 * ``@pytest.mark.sync_free`` fails a test whose body synchronizes, with every site in the
   failure message; ``@pytest.mark.sync_free(budget=2)`` allows two syncs,
-  ``mode="error"`` stops at the first. Without CUDA the test and its fixtures run on CPU
-  stand-ins (predict mode), so ``device="cuda"`` in a fixture works on a CPU-only CI.
+  ``mode="error"`` stops at the first. On a ``unittest.TestCase`` the marker goes on the
+  class (or ``pytestmark``) or the method, and the body is the test method. Without CUDA
+  the test and its fixtures, of every scope, run on CPU stand-ins (predict mode), so
+  ``device="cuda"`` in a fixture works on a CPU-only CI (`syncfree.pytest_worlds`).
 * The ``syncfree`` fixture gives a `SyncfreeFixture`: ``syncfree.watch()`` and
   ``syncfree.sync_free()`` blocks for finer assertions.
-* ``--syncfree`` watches every test and ranks their syncs in the terminal summary.
+* ``--syncfree`` watches every test and ranks their syncs in the terminal summary, failed
+  tests included; under pytest-xdist each test's sites travel with its report to the
+  controller.
 
 The logic is `syncfree.session`'s; this module only places it in pytest's run.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import sys
 from typing import Any
 
 import pytest
 
-MARKER = "sync_free"
+from .pytest_marker import MARKER, add_marker, add_options
+from .pytest_worlds import PLAIN, STANDINS, FixtureWorlds, Host, is_unittest_item, on_standins
 
 _SUMMARY_SITES = 20
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("syncfree", "host-device synchronizations (syncfree)")
-    group.addoption("--syncfree", action="store_true", default=False,
-                    help="watch every test for host-device syncs and rank them in the summary "
-                         "(predicted on CPU stand-ins without CUDA)")
-    group.addoption("--syncfree-mode", choices=("warn", "error", "predict"), default=None,
-                    help="engine mode for marked and watched tests (default: warn with CUDA, "
-                         "predict without)")
+    add_options(parser)  # once: pytest_marker.py adds them when its entry point loaded first
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        f"{MARKER}(budget=0, mode=None): fail the test when its body synchronizes the host "
-        "with the GPU more than `budget` times (syncfree; predicted on CPU without CUDA)")
-    config.stash[_STATE] = _State()
+    add_marker(config)
+    state = config.stash[_STATE] = _State(config)
+    config.pluginmanager.register(state, "syncfree-state")
 
 
 class _State:
-    def __init__(self) -> None:
-        self.reports: list[tuple[str, Any]] = []  # (test id, WatchReport) of watched tests
+    """The run's fixture worlds, and the watched tests' entries for the summary, taken
+    from their reports (under pytest-xdist the controller's come from the workers)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.entries: list[tuple[str, dict]] = []  # (test id, summary entry)
+        self.worlds = FixtureWorlds()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = getattr(report, "syncfree", None)
+        if report.when == "call" and isinstance(entry, dict):
+            self.entries.append((_shown_id(self.config, report.nodeid), entry))
 
 
 _STATE = pytest.StashKey[_State]()
+_STANDINS = pytest.StashKey[str | None]()  # how the test's stand-ins are placed, if any
+_HOST = pytest.StashKey[Host | None]()  # the stand-ins open around a phase of the test
+_WATCH = pytest.StashKey[Any]()  # the Watch of the test's body (its report once ended)
 
 
 def _marker_options(item: pytest.Item) -> dict | None:
@@ -64,8 +78,11 @@ def _marker_options(item: pytest.Item) -> dict | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    worlds = config.stash[_STATE].worlds
     for item in items:  # a misspelled marker argument stops the run before any test
         _marker_options(item)
+        how = item.stash[_STANDINS] = _standins_needed(item)
+        worlds.enabled = worlds.enabled or how is not None
 
 
 def _watched(item: pytest.Item) -> bool:
@@ -80,7 +97,7 @@ def _standins_needed(item: pytest.Item) -> str | None:
     for ``mode="error"``, whose call must stop at the first sync); None: no stand-ins."""
     if not (_watched(item) or "syncfree" in getattr(item, "fixturenames", ())):
         return None
-    from syncfree.session import choose_engine
+    from .session import choose_engine
 
     options = _marker_options(item) or {}
     engine = choose_engine(options.get("mode") or item.config.getoption("syncfree_mode"))
@@ -89,90 +106,204 @@ def _standins_needed(item: pytest.Item) -> str | None:
     return "phases" if engine.stop_at_first else "session"
 
 
-_STANDINS = pytest.StashKey[str | None]()
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem):
-    how = item.stash[_STANDINS] = _standins_needed(item)
+    how = item.stash.get(_STANDINS, None)
+    worlds = item.config.stash[_STATE].worlds
+    worlds.current = STANDINS if how else PLAIN
     if how != "session":
         return (yield)
-    from syncfree.session import Watch
-
-    host = Watch("predict")
-    with host:
-        # Only a host for the watches of the call and of the `syncfree` fixture, which
-        # report their blocks; its own report is not shown.
-        host._recorder.host_only = True
-        return (yield)
+    # The frame that runs this hook's implementations (pluggy's _multicall) is above
+    # every frame of the test's set-up, call and tear-down: chains stop below it.
+    with on_standins(worlds, sys._getframe(1)) as host:
+        item.stash[_HOST] = host
+        try:
+            return (yield)
+        finally:
+            item.stash[_HOST] = None
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
-    return (yield from _under_standins(item))
+    return (yield from _under_standins(item, sys._getframe(1)))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem):
-    return (yield from _under_standins(item))
+    return (yield from _under_standins(item, sys._getframe(1)))
 
 
-def _under_standins(item: pytest.Item):
-    """Fixture set-up and tear-down of a watched test, on CPU stand-ins without CUDA; their
-    syncs are not the test's (a fixture is not the code under test) and are dropped."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    __tracebackhide__ = True
+    if not is_unittest_item(item):
+        return (yield)
+    # A TestCase's call phase runs setUp, the test method and tearDown (unittest's
+    # TestCase.run): setUp and tearDown are its fixtures, on the stand-ins like them;
+    # the method is its body, watched.
+    boundary = sys._getframe(1)
+    original = item.obj
+    instance = item.instance
+    if _watched(item):
+        # TestCaseFunction.runtest puts item.obj on the instance for a plain method; an
+        # async one unittest looks up itself (_pytest/unittest.py), so it goes there too.
+        item.obj = _watched_method(item, original)
+        setattr(instance, item.name, item.obj)
+    try:
+        return (yield from _under_standins(item, boundary))
+    finally:
+        item.obj = original
+        if item.name in vars(instance):
+            delattr(instance, item.name)
+
+
+def _under_standins(item: pytest.Item, boundary):
+    """A phase of a watched test on the CPU stand-ins without CUDA, when the call's watch
+    is not a host for it (``"phases"``: predict mode standing in for ``mode="error"``)."""
     if item.stash.get(_STANDINS, None) != "phases":
         return (yield)
-    from syncfree.session import Watch
+    with on_standins(item.config.stash[_STATE].worlds, boundary) as host:
+        item.stash[_HOST] = host
+        try:
+            return (yield)
+        finally:
+            item.stash[_HOST] = None
 
-    with Watch("predict"):
-        return (yield)
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    request.config.stash[_STATE].worlds.key(fixturedef)
+    return (yield)
+
+
+def _new_watch(item: pytest.Item):
+    from .session import Watch
+
+    options = _marker_options(item)
+    return Watch((options or {}).get("mode") or item.config.getoption("syncfree_mode"))
+
+
+def _budget(item: pytest.Item) -> int | None:
+    options = _marker_options(item)
+    return None if options is None else int(options.get("budget", 0))
+
+
+def _host_suspended(item: pytest.Item):
+    """In ``"phases"``, the call's error-mode watch is the recorder: the stand-ins a
+    TestCase's setUp ran on are closed meanwhile."""
+    host = item.stash.get(_HOST, None)
+    if host is not None and item.stash.get(_STANDINS, None) == "phases":
+        return host.suspended()
+    import contextlib
+
+    return contextlib.nullcontext()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     __tracebackhide__ = True
-    config = pyfuncitem.config
-    options = _marker_options(pyfuncitem)
     if not _watched(pyfuncitem):
         return (yield)
-    from syncfree.session import SyncError, Watch
+    from .session import SyncError
 
-    mode = (options or {}).get("mode") or config.getoption("syncfree_mode")
-    budget = None if options is None else int(options.get("budget", 0))
-    watch = Watch(mode)
+    watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
     with watch:
+        _set_boundary(watch, sys._getframe(1))
         result = yield
     report = watch.report
-    config.stash[_STATE].reports.append((_shown_id(pyfuncitem), report))
+    budget = _budget(pyfuncitem)
     if budget is not None and report.counted > budget:
         raise SyncError(report, budget)
     return result
 
 
-def _shown_id(item: pytest.Item) -> str:
+def _set_boundary(watch, frame) -> None:
+    """Chains stop at ``frame`` (pluggy's caller of the test function, above the test
+    and below the program that called pytest) rather than at the `with` in this module,
+    which is a suspended generator's and so on no sync's stack."""
+    recorder = getattr(watch, "_recorder", None)
+    if recorder is not None:
+        recorder.boundary = frame
+
+
+def _watched_method(item: pytest.Item, method):
+    """The TestCase's test method, run in a watch (the report kept on the item)."""
+    from .session import SyncError
+
+    def finish(watch) -> None:
+        report = watch.report
+        budget = _budget(item)
+        if budget is not None and report.counted > budget:
+            raise SyncError(report, budget)
+
+    if inspect.iscoroutinefunction(method):  # IsolatedAsyncioTestCase awaits it
+        @functools.wraps(method)
+        async def watched_async(*args, **kwargs):
+            __tracebackhide__ = True
+            with _host_suspended(item):
+                watch = item.stash[_WATCH] = _new_watch(item)
+                with watch:
+                    result = await method(*args, **kwargs)
+                finish(watch)
+            return result
+
+        return watched_async
+
+    @functools.wraps(method)
+    def watched(*args, **kwargs):
+        __tracebackhide__ = True
+        with _host_suspended(item):
+            watch = item.stash[_WATCH] = _new_watch(item)
+            with watch:
+                result = method(*args, **kwargs)
+            finish(watch)
+        return result
+
+    return watched
+
+
+def _summary_entry(report) -> dict:
+    """What the summary needs of a test's `WatchReport`, as plain data that pytest-xdist
+    carries from a worker to the controller with the test's report."""
+    sites = [{"text": report.site_line(site), "count": site.count,
+              "blocked_ms": site.blocked_ms} for site in report.sites + report.allowed]
+    return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
+            "sites": sites}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.when != "call":
+        return report
+    watch = item.stash.get(_WATCH, None)
+    item.stash[_WATCH] = None
+    watch_report = getattr(watch, "report", None)  # also of a body that failed
+    if watch_report is not None:
+        # An attribute of the report: pytest-xdist serializes a report's attributes
+        # (_pytest/reports.py, _report_to_json) and the controller's logreport gets it.
+        report.syncfree = _summary_entry(watch_report)
+    # A SyncError is the test's finding, not a crash in the plugin: show its message
+    # alone, as pytest shows an assertion, rather than a traceback into syncfree.
+    if call.excinfo is not None:
+        from .session import SyncError
+
+        if isinstance(call.excinfo.value, SyncError):
+            report.longrepr = f"syncfree: {call.excinfo.value}"
+    return report
+
+
+def _shown_id(config: pytest.Config, nodeid: str) -> str:
     """The test's id as pytest's short summary shows it: its file relative to the
     working directory, then the rest of the node id."""
     import os
 
-    _, sep, rest = item.nodeid.partition("::")
+    path, sep, rest = nodeid.partition("::")
     try:
-        path = os.path.relpath(item.path)
+        shown = os.path.relpath(os.path.join(str(config.rootpath), path))
     except ValueError:  # another drive (Windows)
-        return item.nodeid
-    return f"{path}{sep}{rest}" if sep else item.nodeid
-
-
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    # A SyncError is the test's finding, not a crash in the plugin: show its message
-    # alone, as pytest shows an assertion, rather than a traceback into syncfree.
-    if call.when == "call" and call.excinfo is not None:
-        from syncfree.session import SyncError
-
-        if isinstance(call.excinfo.value, SyncError):
-            report = pytest.TestReport.from_item_and_call(item, call)
-            report.longrepr = f"syncfree: {call.excinfo.value}"
-            return report
-    return None
+        return nodeid
+    return f"{shown}{sep}{rest}" if sep else nodeid
 
 
 class SyncfreeFixture:
@@ -183,7 +314,7 @@ class SyncfreeFixture:
 
     def watch(self, **kwargs: Any):
         """``with syncfree.watch() as w:`` (see `syncfree.watch`)."""
-        from syncfree.session import Watch
+        from .session import Watch
 
         kwargs.setdefault("mode", self.mode)
         return Watch(**kwargs)
@@ -209,19 +340,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     state = config.stash.get(_STATE, None)
     if state is None or not config.getoption("syncfree"):
         return
-    reports = state.reports
+    entries = state.entries
     write = terminalreporter.write_line
     terminalreporter.section("syncfree")
-    syncing = [(nodeid, r) for nodeid, r in reports if r.syncs]
-    total = sum(r.syncs for _, r in reports)
-    predicted = any(r.predicted for _, r in reports)
+    syncing = [(nodeid, e) for nodeid, e in entries if e["syncs"]]
+    total = sum(e["syncs"] for _, e in entries)
+    predicted = any(e["predicted"] for _, e in entries)
     verb = "predicted" if predicted else "seen"
     write(f"{total} sync{'s' if total != 1 else ''} {verb} in {len(syncing)} of "
-          f"{len(reports)} watched test{'s' if len(reports) != 1 else ''}"
+          f"{len(entries)} watched test{'s' if len(entries) != 1 else ''}"
           + (" (CPU stand-ins: no CUDA device)" if predicted else ""))
-    rows = [(site, nodeid, r) for nodeid, r in syncing for site in r.sites + r.allowed]
-    rows.sort(key=lambda row: (-(row[0].blocked_ms or 0.0), -row[0].count))
-    for site, nodeid, report in rows[:_SUMMARY_SITES]:
-        write(f"  {report.site_line(site)}  [{nodeid}]")
+    rows = [(site, nodeid) for nodeid, e in syncing for site in e["sites"]]
+    # Ties in the order of the tests' ids, so a run under xdist (reports arrive in any
+    # order) prints what a run without it does.
+    rows.sort(key=lambda row: (-(row[0]["blocked_ms"] or 0.0), -row[0]["count"], row[1],
+                               row[0]["text"]))
+    for site, nodeid in rows[:_SUMMARY_SITES]:
+        write(f"  {site['text']}  [{nodeid}]")
     if len(rows) > _SUMMARY_SITES:
         write(f"  ... and {len(rows) - _SUMMARY_SITES} more sites")

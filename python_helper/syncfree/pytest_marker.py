@@ -1,0 +1,44 @@
+"""The names syncfree adds to pytest: the ``sync_free`` marker and the ``--syncfree``
+options (entry point ``pytest11`` ``syncfree-marker``).
+
+A plugin of its own, apart from the one that watches tests (`syncfree.pytest_plugin`,
+entry point ``syncfree``): ``-p no:syncfree`` turns watching off, and a suite that
+marks tests, runs with ``--strict-markers`` or keeps ``--syncfree`` in its ``addopts``
+still collects and runs, its marked tests as plain tests. Both plugins call the two
+functions below, which add each name once, so either loads alone as well.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+MARKER = "sync_free"
+
+MARKER_LINE = (f"{MARKER}(budget=0, mode=None): fail the test when its body synchronizes the "
+               "host with the GPU more than `budget` times (syncfree; predicted on CPU without "
+               "CUDA)")
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("syncfree", "host-device synchronizations (syncfree)")
+    if any("--syncfree" in option.names() for option in group.options):
+        return
+    group.addoption("--syncfree", action="store_true", default=False,
+                    help="watch every test for host-device syncs and rank them in the summary "
+                         "(predicted on CPU stand-ins without CUDA)")
+    group.addoption("--syncfree-mode", choices=("warn", "error", "predict"), default=None,
+                    help="engine mode for marked and watched tests (default: warn with CUDA, "
+                         "predict without)")
+
+
+def add_marker(config: pytest.Config) -> None:
+    if MARKER_LINE not in config.getini("markers"):
+        config.addinivalue_line("markers", MARKER_LINE)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    add_marker(config)

@@ -1,0 +1,153 @@
+"""Fixtures of watched tests on the CPU stand-ins, whatever ran before them.
+
+Without CUDA a watched test (marked, under ``--syncfree``, or using the ``syncfree``
+fixture) runs on the stand-ins of predict mode, and so do its fixtures: there
+``torch.cuda.is_available()`` is True and ``device="cuda"`` makes tensors that predict
+mode follows. A fixture wider than a function is shared with the tests around it, and
+an unwatched test sees the plain CPU build; a tensor a fixture made for one is not what
+the other would see on a GPU. So each such fixture is cached per *world* (stand-ins or
+plain), the way pytest caches a parametrized fixture per parameter: a test that needs
+the other world than the cached instance's gets the fixture torn down and set up again
+in its own, and every tear-down runs in the world its set-up ran in. With ``--syncfree``
+(every test watched) there is one world and nothing is set up twice.
+
+Fixtures keyed so: those defined in the user's files (not by installed plugins:
+``tmp_path_factory`` or a database fixture is the same in both worlds) and pytest's
+own xunit fixtures that call the user's ``setup_module``/``setUpClass``/``setup_class``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import sys
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+STANDINS, PLAIN = "stand-ins", "plain"
+
+# pytest's fixtures that run the user's xunit-style set-up (_pytest/python.py,
+# _pytest/unittest.py): named after the module or class they set up.
+_XUNIT_PREFIXES = ("_xunit_setup_", "_unittest_setUpClass_fixture_", "_unittest_setup_method_fixture_")
+
+
+class WorldKey(NamedTuple):
+    """A keyed fixture's cache key: pytest's own (the parameter), and the world."""
+
+    param: Any
+    world: str
+
+
+class Host:
+    """A predict-mode watch that only hosts the stand-ins (its syncs are not reported:
+    a fixture is not the code under test). ``boundary`` is a live frame above every
+    frame the block runs in, so chains stop at the test rather than run into the
+    program that called pytest."""
+
+    def __init__(self, worlds: FixtureWorlds, boundary: Any = None) -> None:
+        self.worlds = worlds
+        self.boundary = boundary
+        self.watch: Any = None
+
+    def open(self) -> None:
+        from .session import Watch
+
+        watch = Watch("predict")
+        watch.__enter__()
+        self.watch = watch
+        self.worlds.standins_open += 1
+        recorder = getattr(watch, "_recorder", None)
+        if recorder is not None:
+            recorder.host_only = True  # the watches nested in it report their blocks
+            if self.boundary is not None:
+                recorder.boundary = self.boundary
+
+    def close(self, exc: BaseException | None = None) -> None:
+        watch, self.watch = self.watch, None
+        if watch is not None:
+            self.worlds.standins_open -= 1
+            watch.__exit__(type(exc) if exc is not None else None, exc,
+                           exc.__traceback__ if exc is not None else None)
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The stand-ins closed for a block that opens its own (an error-mode watch
+        must be the recorder, not nested in this one); virtual-CUDA tensors stay so
+        (predict mode keeps one registry for the process)."""
+        if self.watch is None:
+            yield
+            return
+        self.close()
+        try:
+            yield
+        finally:
+            self.open()
+
+
+@contextlib.contextmanager
+def on_standins(worlds: FixtureWorlds, boundary: Any = None) -> Iterator[Host]:
+    host = Host(worlds, boundary)
+    host.open()
+    try:
+        yield host
+    except BaseException as exc:
+        host.close(exc)
+        raise
+    host.close()
+
+
+class FixtureWorlds:
+    """Which world the running test is in, and the fixtures keyed by it."""
+
+    def __init__(self) -> None:
+        self.enabled = False  # some test of the run is on the stand-ins
+        self.current = PLAIN
+        self.standins_open = 0
+        self._user_files: Any = None
+
+    def keyed(self, fixturedef: Any) -> bool:
+        if fixturedef.scope == "function" or "cache_key" in vars(fixturedef):
+            return False
+        if fixturedef.argname.startswith(_XUNIT_PREFIXES):
+            return True
+        func = inspect.unwrap(getattr(fixturedef, "func", None))
+        code = getattr(getattr(func, "__func__", func), "__code__", None)
+        if code is None:
+            return False
+        if self._user_files is None:
+            from .capture.sites import UserFiles
+
+            self._user_files = UserFiles()
+        return code.co_filename in self._user_files
+
+    def key(self, fixturedef: Any) -> None:
+        """Cache ``fixturedef`` per world from now on (called before its set-up)."""
+        if not self.enabled or not self.keyed(fixturedef):
+            return
+        own_key = fixturedef.cache_key
+        own_finish = fixturedef.finish
+        worlds = self
+
+        def cache_key(request: Any) -> WorldKey:
+            return WorldKey(own_key(request), worlds.current)
+
+        @functools.wraps(own_finish)
+        def finish(request: Any) -> None:
+            cached = fixturedef.cached_result
+            made_on_standins = (cached is not None and isinstance(cached[1], WorldKey)
+                                and cached[1].world == STANDINS)
+            if not made_on_standins or worlds.standins_open:
+                return own_finish(request)
+            with on_standins(worlds):
+                return own_finish(request)
+
+        # Instance attributes: FixtureDef.execute looks both up on the instance
+        # (_pytest/fixtures.py: `self.cache_key(request)`, `partial(self.finish, ...)`).
+        fixturedef.cache_key = cache_key
+        fixturedef.finish = finish
+
+
+def is_unittest_item(item: Any) -> bool:
+    unittest_module = sys.modules.get("_pytest.unittest")
+    return unittest_module is not None and isinstance(item, unittest_module.TestCaseFunction)
