@@ -407,7 +407,6 @@ class PredictSession:
         self._mode: Any = None
         self._default_stream: _Stream | None = None
         self._dynamo_disabled = False
-        self.sync_debug_mode = 0  # torch.cuda.set_sync_debug_mode's stand-in (predict_cuda_api.py)
         self._marked_before = 0
         self._thread = threading.get_ident()
 
@@ -481,8 +480,8 @@ class PredictSession:
     def record(self, kind: str, frame: Any, count: int = 1) -> None:
         for _ in range(count):
             self.recorder.record_sync(frame, kind, predicted=True)
-        if self.sync_debug_mode:  # as torch's debug mode, set by the code, does on a GPU
-            predict_cuda_api.react_to_sync(self, kind, frame)
+        if predict_cuda_api.DEBUG.mode:  # as torch's debug mode, set by the code, does on a GPU
+            predict_cuda_api.react_to_sync(kind, frame)
 
     # -- patches for what a TorchFunctionMode cannot see -------------------------------
 

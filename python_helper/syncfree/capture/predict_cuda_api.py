@@ -39,6 +39,16 @@ _NOT_SEEN_BY_DEBUG_MODE = frozenset({"explicit"})
 _DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
 
 
+class _DebugMode:
+    """The debug mode the code set on the stand-ins: process-wide, as torch's is."""
+
+    mode = 0
+
+
+#: Read by predict.py at every predicted sync; reset when the session's patches go.
+DEBUG = _DebugMode()
+
+
 def install(session: Any, patch: Any) -> None:
     """Patch ``torch.cuda``'s remaining API for ``session`` through ``patch(owner, name,
     value)`` (predict.py's `_Patches.replace`: undone when the session ends)."""
@@ -54,10 +64,11 @@ def install(session: Any, patch: Any) -> None:
                 raise RuntimeError("invalid value of debug_mode, expected one of "
                                    "`default`, `warn`, `error`")
             debug_mode = _DEBUG_MODES[debug_mode]
-        session.sync_debug_mode = int(debug_mode)
+        DEBUG.mode = int(debug_mode)
 
+    patch(DEBUG, "mode", 0)  # what the code sets is undone with the patches
     patch(cuda, "set_sync_debug_mode", set_sync_debug_mode)
-    patch(cuda, "get_sync_debug_mode", lambda: session.sync_debug_mode)
+    patch(cuda, "get_sync_debug_mode", lambda: DEBUG.mode)
 
     from .predict import _host_memory_bytes
 
@@ -130,9 +141,9 @@ def install(session: Any, patch: Any) -> None:
     patch(autocast, "__exit__", exit_)
 
 
-def react_to_sync(session: Any, kind: str, frame: Any) -> None:
+def react_to_sync(kind: str, frame: Any) -> None:
     """What torch's debug mode, as the code set it, does at a sync on a GPU."""
-    mode = session.sync_debug_mode
+    mode = DEBUG.mode
     if not mode or kind in _NOT_SEEN_BY_DEBUG_MODE:
         return
     if mode >= 2:
