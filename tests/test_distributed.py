@@ -432,3 +432,56 @@ def test_rank_mode_under_a_plain_launch_script(tmp_path, monkeypatch, capsys):
     assert "1 sync on 1 of 1 rank at 1 site (predicted)" in captured.out
     assert f"syncfree merge {folder}" in captured.err
     assert (folder / "rank-00000.json").is_file()
+
+
+# --------------------------------------------------------------------------- warn mode: the waits debug mode misses
+
+
+WARN_SCRIPT = """\
+import torch
+import torch.distributed as dist
+
+def job(store):
+    dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    dist.barrier()
+    work = dist.barrier(async_op=True)
+    work.wait()
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    dist.destroy_process_group()
+"""
+
+
+def run_watched(tmp_path, monkeypatch, env: dict[str, str] | None = None):
+    import importlib.util
+
+    import syncfree
+
+    path = tmp_path / "warn_job.py"
+    path.write_text(WARN_SCRIPT)
+    spec = importlib.util.spec_from_file_location("warn_job", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for key, value in (env or {}).items():
+        monkeypatch.setenv(key, value)
+    with syncfree.watch(mode="warn", measure_blocked=False) as watched:
+        module.job(str(tmp_path / "store"))
+    return {(s.line, s.kind): (s.count, s.label) for s in watched.report.sites}
+
+
+def test_warn_mode_sees_barriers_through_explicit_wrappers(fake_cuda, tmp_path, monkeypatch):
+    import torch.distributed as dist
+
+    before = (dist.barrier, dist.distributed_c10d.barrier, dist.all_reduce, vars(dist.Work)["wait"])
+    sites = run_watched(tmp_path, monkeypatch)
+    assert sites == {(8, "distributed"): (1, "`dist.barrier()`"), (10, "distributed"): (1, "`dist.barrier()`")}
+    # gloo on CPU tensors and a plain wait: no host-device sync.
+    assert (dist.barrier, dist.distributed_c10d.barrier, dist.all_reduce, vars(dist.Work)["wait"]) == before
+
+
+def test_warn_mode_with_blocking_wait_sees_every_wait(fake_cuda, tmp_path, monkeypatch):
+    sites = run_watched(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"})
+    assert sites[(7, "distributed")] == (1, "`Work.wait() with TORCH_NCCL_BLOCKING_WAIT`")
+    assert sites[(12, "distributed")][0] == 1 and sites[(8, "distributed")][0] == 1

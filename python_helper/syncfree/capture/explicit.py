@@ -39,7 +39,11 @@ def _targets(torch) -> list[tuple[object, str, str]]:
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "synchronize"):
         targets.append((accelerator, "synchronize", "torch.accelerator.synchronize()"))
-    return targets
+    # torch.distributed's host waits (barrier, gloo on CUDA, blocking wait), each with the
+    # wrapper that decides when a call waits (explicit_distributed.py).
+    from .explicit_distributed import targets as distributed_targets
+
+    return targets + distributed_targets(torch, _wrap)
 
 
 def attach(receiver: ExplicitSyncReceiver, torch) -> None:
@@ -49,13 +53,13 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
     when an interrupt lands in between (detach after a partial attach is harmless).
     """
     if not _receivers and not _installed:
-        for owner, attribute, what in _targets(torch):
+        for owner, attribute, what, *make in _targets(torch):
             # The class's own dict entry (a plain function for Event.synchronize), so that
             # restoring puts back the very same object.
             original = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
                 else getattr(owner, attribute)
             current = getattr(owner, attribute)
-            wrapper = _wrap(current, what)
+            wrapper = make[0](current, what) if make else _wrap(current, what)
             _installed.append((owner, attribute, original, wrapper))
             setattr(owner, attribute, wrapper)
     _receivers.append(receiver)
@@ -92,11 +96,17 @@ def detach(receiver: ExplicitSyncReceiver) -> list[str]:
     return notes
 
 
-def _wrap(original: Callable[..., Any], what: str) -> Callable[..., Any]:
+def _wrap(original: Callable[..., Any], what: str, kind: str = "explicit",
+          blocks: Callable[[tuple, dict], str | None] | None = None) -> Callable[..., Any]:
+    """A wrapper that records each call as a sync of ``kind``; with ``blocks``, only the
+    calls it names (its answer is the ``what``), the others run as they are."""
     @functools.wraps(original)
     def synchronize(*args, **kwargs):
         __tracebackhide__ = True  # IPython hides this frame in tracebacks
         if not _receivers:
+            return original(*args, **kwargs)
+        label = what if blocks is None else blocks(args, kwargs)
+        if label is None:
             return original(*args, **kwargs)
         receiver = dispatch.owner()
         if receiver is None or not any(r is receiver for r in _receivers):
@@ -105,6 +115,8 @@ def _wrap(original: Callable[..., Any], what: str) -> Callable[..., Any]:
             if receiver is None:
                 dispatch.unowned()
             return original(*args, **kwargs)
-        return receiver.explicit_sync(sys._getframe(1), what, original, args, kwargs)
+        if kind != "explicit":
+            return receiver.explicit_sync(sys._getframe(1), label, original, args, kwargs, kind=kind)
+        return receiver.explicit_sync(sys._getframe(1), label, original, args, kwargs)
 
     return synchronize

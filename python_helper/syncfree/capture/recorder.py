@@ -337,11 +337,13 @@ class SyncRecorder:
             self._error_site = tally
             raise RuntimeError(SYNC_MESSAGE)
 
-    def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict):
-        """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co."""
+    def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict,
+                      kind: str = "explicit"):
+        """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co. (``kind``
+        ``distributed`` for torch.distributed's host waits)."""
         __tracebackhide__ = True
         if self.mode == "error" and threading.get_ident() == self._thread:
-            self._error_site = self._record(frame, "explicit", False, None, what)
+            self._error_site = self._record(frame, kind, False, None, what)
             raise RuntimeError(f"{SYNC_MESSAGE}: {what} (syncfree --mode error stops at "
                                "explicit synchronization too)")
         clock = self._clock
@@ -349,12 +351,12 @@ class SyncRecorder:
             try:
                 return call(*args, **kwargs)
             finally:
-                self._record(frame, "explicit", False, None, what)
+                self._record(frame, kind, False, None, what)
         start = perf_counter()
         try:
             return call(*args, **kwargs)
         finally:
-            self._record(frame, "explicit", False, perf_counter() - start, what)
+            self._record(frame, kind, False, perf_counter() - start, what)
             clock.resume()  # the next interval starts after this sync
 
     # ------------------------------------------------------------------ errors

@@ -1,0 +1,118 @@
+"""The host waits in ``torch.distributed`` that torch's sync debug mode does not report.
+
+Debug mode warns where torch's CUDA code synchronizes a stream from Python's thread; the
+waits of ``torch.distributed`` happen in ProcessGroupNCCL's and ProcessGroupGloo's C++ (or
+in gloo's worker threads) and raise no warning (PyTorch's docs: the debug mode does not
+cover the ``torch.distributed`` namespace). While a recorder runs, explicit.py installs these
+wrappers beside its own (same install, same restore) and they report to the recorder as
+syncs of kind ``distributed``:
+
+* ``barrier()``: ProcessGroupNCCL's barrier work synchronizes the device in ``wait()``
+  (gloo's waits for every rank): one sync at the call, or at ``Work.wait()`` with
+  ``async_op=True``;
+* a collective on a gloo group with CUDA tensors: gloo copies through the host and the
+  caller waits for it: one sync at the call, or at ``Work.wait()``;
+* with ``TORCH_NCCL_BLOCKING_WAIT=1``: every ``Work.wait()``, which c10d also calls for each
+  collective made without ``async_op=True``.
+
+NCCL's collectives and ``Work.wait()`` without blocking wait only order work on the GPU:
+not reported. What object collectives sync (size reads, copies, ``.item()``) is tensor code
+that debug mode sees. The counts rest on ProcessGroupNCCL.cpp/ProcessGroupGloo.cpp and
+distributed_c10d.py (torch 2.13); ``tests/gpu/test_distributed_gpu.py`` checks them on a GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["targets"]
+
+_COLLECTIVES = (
+    "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+    "broadcast", "reduce", "all_to_all", "all_to_all_single", "gather", "scatter", "send", "recv",
+)
+_BLOCKING_WAIT_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+class _State(threading.local):
+    reason: str | None = None  # set while a barrier or a gloo-on-CUDA collective runs
+
+
+def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[object, str, str, Callable]]:
+    """explicit.py's targets for ``torch.distributed``: (owner, attribute, what, make
+    wrapper). ``wrap(original, what, kind=..., blocks=...)`` is explicit.py's recording
+    wrapper; ``blocks(args, kwargs)`` names the sync or says None (no host wait)."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available():
+        return []
+    c10d = dist.distributed_c10d
+    state = _State()
+    blocking_wait = any(os.environ.get(n, "0").strip() not in ("", "0") for n in _BLOCKING_WAIT_VARIABLES)
+    tagged: dict[int, tuple[Any, str]] = {}  # async works whose wait blocks the host: id -> (work, what)
+
+    def wait_blocks(args: tuple, kwargs: dict) -> str | None:
+        work = args[0] if args else None
+        entry = tagged.pop(id(work), None)
+        if entry is not None and entry[0] is work:
+            return entry[1]
+        if state.reason is not None:  # c10d's own wait inside barrier() or a gloo collective
+            return state.reason
+        return "Work.wait() with TORCH_NCCL_BLOCKING_WAIT" if blocking_wait else None
+
+    def marking(original: Callable[..., Any], what: str, applies: Callable[..., bool]) -> Callable[..., Any]:
+        signature = inspect.signature(original)
+
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            try:
+                arguments = signature.bind(*args, **kwargs).arguments
+            except TypeError:  # let the function raise its own error
+                return original(*args, **kwargs)
+            if not applies(arguments):
+                return original(*args, **kwargs)
+            outer, state.reason = state.reason, what
+            try:
+                work = original(*args, **kwargs)
+            finally:
+                state.reason = outer
+            if work is not None and arguments.get("async_op"):
+                tagged[id(work)] = (work, what)  # the host waits at its wait()
+            return work
+
+        return call
+
+    def gloo_on_cuda(arguments: dict) -> bool:
+        group = arguments.get("group")
+        try:
+            if c10d.get_backend(group) != "gloo":
+                return False
+        except (RuntimeError, ValueError):  # no process group yet: the call raises itself
+            return False
+        return any(_is_cuda(value) for value in arguments.values())
+
+    found: list[tuple[object, str, str, Callable]] = [
+        (c10d.Work, "wait", "Work.wait()",
+         lambda current, what: wrap(current, what, kind="distributed", blocks=wait_blocks)),
+    ]
+    for module in (c10d, dist):
+        found.append((module, "barrier", "dist.barrier()",
+                      lambda current, what: marking(current, what, lambda arguments: True)))
+        for name in _COLLECTIVES:
+            if module is dist and getattr(dist, name, None) is not getattr(c10d, name, None):
+                continue  # not c10d's (torch.distributed re-exports it)
+            if hasattr(module, name):
+                found.append((module, name, f"dist.{name}() on gloo with CUDA tensors",
+                              lambda current, what: marking(current, what, gloo_on_cuda)))
+    return found
+
+
+def _is_cuda(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return any(_is_cuda(item) for item in value[:64])
+    return bool(getattr(value, "is_cuda", False))
