@@ -162,6 +162,7 @@ def session_state():
                 state[f"accelerator.{name}"] = vars(torch.accelerator).get(name)
         state["load"] = torch.load
         state["save"] = (torch.serialization._save, torch.serialization.location_tag)
+        state["cudnn"] = torch.backends.cudnn.is_acceptable
         state["compile"] = torch.compile
         state["group"] = torch._C._group_tensors_by_device_and_dtype
         state["pin_memory"] = pin_memory_module.pin_memory
@@ -398,6 +399,96 @@ def test_torch_load_restores_where_the_tensors_were_saved(tmp_path):
     with pytest.raises(RuntimeError, match="map_location=torch.device\\('cpu'\\)"):
         torch.load(path)
     assert torch.load(path, map_location="cpu")["model"]["weight"].shape == (2, 3)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("predict mode called a user dunder")
+
+
+class StrictTuple(tuple):
+    """A library's tuple subclass (e3nn's Irreps) whose item protocol must not be used."""
+
+    __len__ = __getitem__ = __iter__ = __contains__ = _refuse
+
+    def __deepcopy__(self, memo):
+        return StrictTuple.__new__(StrictTuple, tuple.__iter__(self))
+
+
+class StrictList(list):
+    __len__ = __getitem__ = __iter__ = _refuse
+
+    def __deepcopy__(self, memo):
+        return StrictList.__new__(StrictList)
+
+
+class StrictDict(dict):
+    __len__ = __getitem__ = __iter__ = values = items = keys = _refuse
+
+    def __deepcopy__(self, memo):
+        return StrictDict.__new__(StrictDict)
+
+
+class StrictObject:
+    __len__ = __getitem__ = __iter__ = _refuse
+
+    @property
+    def __class__(self):  # a proxy's __class__: isinstance() would ask it
+        raise AssertionError("predict mode asked a user object for its __class__")
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+def test_user_objects_are_only_looked_at_as_standard_containers():
+    def scaled(x, meta):
+        """A library op that dispatches like torch's own (e3nn, kornia): any torch function
+        mode then sees its arguments, whatever they are."""
+        if torch.overrides.has_torch_function((x,)):
+            return torch.overrides.handle_torch_function(scaled, (x,), x, meta)
+        return x * 2
+
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        x = torch.ones(3, device="cuda")
+        for meta in (StrictTuple((x, 1)), StrictList([x]), StrictDict(a=x), StrictObject(),
+                     [StrictObject(), {"k": StrictTuple((x,))}]):
+            assert scaled(torch.ones(3), meta).is_cuda is not isinstance(meta, StrictObject)
+        state = {"irreps": StrictTuple((1, 2)), "other": StrictObject(), "w": x,
+                 "nested": [StrictList([1]), StrictDict(b=2), x * 3]}
+        copied = copy.deepcopy(state)  # Tensor.__deepcopy__ gets the memo, user objects in it
+        assert copied["w"].is_cuda and copied["nested"][2].is_cuda
+        assert copied["w"] is not x and copied["w"].tolist() == [1.0, 1.0, 1.0]
+        # torch.return_types (a tuple subclass) are read as containers: both results virtual
+        values, indices = torch.max(torch.ones(2, 3, device="cuda"), dim=1)
+        assert values.is_cuda and indices.is_cuda
+    assert recorder.kinds == ["tolist"]
+
+
+def test_rnn_modules_run_without_cudnn_warnings_and_pack_on_the_host():
+    import warnings
+
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    recorder = CollectingRecorder()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with PredictSession(recorder):
+            lstm = torch.nn.LSTM(4, 8, batch_first=True).cuda()
+            gru = torch.nn.GRU(4, 8).to("cuda")
+            x = torch.randn(3, 5, 4, device="cuda")
+            out, _ = lstm(x)
+            assert out.is_cuda and gru(x.transpose(0, 1))[0].is_cuda
+            lengths = torch.tensor([5, 2, 4])  # on the host, as pack_padded_sequence wants
+            packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+            assert packed.data.is_cuda and not packed.batch_sizes.is_cuda
+            assert packed.sorted_indices.is_cuda
+            recorder.clear()
+            padded, out_lengths = pad_packed_sequence(lstm(packed)[0], batch_first=True)
+            assert padded.is_cuda and padded.shape == (3, 5, 8) and not out_lengths.is_cuda
+            # `lengths[unsorted_indices.cpu()]` in torch/nn/utils/rnn.py
+            assert recorder.kinds == ["to_host"]
+            assert Path(recorder.calls[0][1]).name == "rnn.py"
+    assert [str(w.message) for w in caught if "cuDNN" in str(w.message)] == []
 
 
 def test_dataloader_pinning_thread_runs_on_the_cpu():

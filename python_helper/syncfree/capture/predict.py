@@ -88,9 +88,18 @@ from typing import Any
 from . import interrupts, predict_cuda_api
 from .undo import Undo
 
-# One PredictSession at a time in the process: the patches it installs are global.
-_claims: list[PredictSession] = []  # sessions entered, in order; the first one is active
-_active_session: PredictSession | None = None
+# The patches are process-wide: the first session in installs them (it is
+# `_active_session` until the last one is out, which restores them). Function modes are per
+# thread: each thread with a session runs one mode, that of its first session
+# (`_thread_modes`); a second PredictMode stacked in one thread would see the first one's
+# calls again. No lock is held across lines an interrupt could cut (interrupts.py holds
+# Ctrl-C back in the engine); one guards the bookkeeping against other threads.
+_claims: list[PredictSession] = []  # sessions entered, in order, any thread
+_active_session: PredictSession | None = None  # the one whose patches are installed
+_patch_holders: list[PredictSession] = []  # sessions relying on the patches
+_thread_modes: dict[int, PredictSession] = {}  # thread ident -> the session whose mode runs there
+_lock = threading.RLock()
+_get_ident = threading.get_ident
 
 #: The sync kinds this module reports (a subset of the report's kind vocabulary).
 PREDICTED_KINDS = frozenset({
@@ -287,6 +296,29 @@ def _tensors_in(obj: Any) -> list[Any]:
 _Tensor: Any = None  # torch.Tensor, bound on first use (torch is imported lazily)
 _MethodWrapper = type(object().__str__)  # what Tensor.device.__get__ is
 
+# How the engine reads the standard containers: through the base classes' own slots,
+# never through a subclass's overrides. The arguments of a torch call can be anything
+# (`copy.deepcopy`'s memo reaches Tensor.__deepcopy__, holding every object copied so
+# far): user code (`__len__`, `__getitem__`, `__iter__`, `values`, a `__class__`
+# property) must never run because predict mode looked at an argument.
+_ITEMS: dict[type, Callable[[Any], Any]] = {
+    list: list.__iter__, tuple: tuple.__iter__, dict: dict.values,
+    set: set.__iter__, frozenset: frozenset.__iter__,
+}
+_NUMBERS = (int, float, complex)
+
+
+def _items_of(cls: type) -> Callable[[Any], Any] | None:
+    """The base-class iterator for an instance of ``cls``: exact standard containers and
+    their subclasses (namedtuples, torch.return_types, OrderedDict, a library's tuple
+    subclass), found by the type alone."""
+    items = _ITEMS.get(cls)
+    if items is None:
+        for base in (tuple, list, dict, set, frozenset):
+            if issubclass(cls, base):
+                return _ITEMS[base]
+    return items
+
 
 def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
     """The tensors among a call's arguments: `_collect_tensors` of args and kwargs, with
@@ -299,37 +331,47 @@ def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
     tensor_type = _Tensor
     found: list[Any] = []
     for value in args:
-        if isinstance(value, tensor_type):
+        cls = type(value)
+        if issubclass(cls, tensor_type):
             found.append(value)
-        elif isinstance(value, (list, tuple, dict)):
+        elif cls in _ITEMS or (cls not in _NUMBERS and _items_of(cls) is not None):
             _collect_tensors(value, found, 1)
     if kwargs:
         for value in kwargs.values():
-            if isinstance(value, tensor_type):
+            cls = type(value)
+            if issubclass(cls, tensor_type):
                 found.append(value)
-            elif isinstance(value, (list, tuple, dict)):
+            elif cls in _ITEMS or (cls not in _NUMBERS and _items_of(cls) is not None):
                 _collect_tensors(value, found, 1)
     return found
 
 
 def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
+    """Append the tensors in ``obj`` to ``found``: a real tensor (by its type, not by
+    ``isinstance``, which asks a proxy's ``__class__``), or the items of a standard
+    container, read through the base class (see :data:`_ITEMS`), a few levels deep."""
     global _Tensor
     if _Tensor is None:
         import torch
 
         _Tensor = torch.Tensor
-    if isinstance(obj, _Tensor):
+    cls = type(obj)
+    if issubclass(cls, _Tensor):
         found.append(obj)
-    elif depth < 4 and isinstance(obj, (list, tuple)):
+        return
+    if depth >= 4 or cls in _NUMBERS:
+        return
+    items = _items_of(cls)
+    if items is None:
+        return
+    if issubclass(cls, (list, tuple)):
         # A sequence that starts with a plain number (or a torch.Size) holds numbers: not
         # scanned element by element, so torch.tensor(big_list) stays cheap.
-        if obj and isinstance(obj[0], (int, float, complex)):
+        first = next(items(obj), None)
+        if first is not None and issubclass(type(first), _NUMBERS):
             return
-        for item in obj:
-            _collect_tensors(item, found, depth + 1)
-    elif depth < 4 and isinstance(obj, dict):
-        for item in obj.values():
-            _collect_tensors(item, found, depth + 1)
+    for item in items(obj):
+        _collect_tensors(item, found, depth + 1)
 
 
 def _is_cuda_device(device: Any) -> bool:
@@ -392,8 +434,11 @@ class PredictSession:
     """Run a block of code with CPU tensors standing in for CUDA ones.
 
     ``recorder.record_sync(frame, kind, predicted=True)`` is called once per predicted
-    sync event. A session entered while another is active (in any thread) is inert:
-    the outer session keeps seeing everything and the inner recorder gets nothing.
+    sync event, on the recorder that owns the calling thread or task (dispatch.py; without
+    one, the recorder of this thread's first session). Sessions in different threads run
+    side by side, each with its own mode over the one set of patches; a session entered in
+    a thread that already runs one is inert (that thread's mode sees its calls; should
+    the outer one end first, the mode passes to it).
     """
 
     def __init__(self, recorder: Any) -> None:
@@ -427,24 +472,19 @@ class PredictSession:
             # whose first entry is the active session; list.append is atomic.
             undo.push(interrupts.release, self)  # a Ctrl-C is raised outside (interrupts.py)
             interrupts.hold(self)
-            undo.push(_release_active, self)
+            undo.push(_release_claim, self)
             _claims.append(self)
-            if _claims[0] is not self:
-                return self  # inert: the outer session sees everything
-            _active_session = self
-            self._thread = threading.get_ident()
+            self._thread = _get_ident()
             # One registry for the kernel's life: a tensor put on the stand-in device by
             # an earlier predicted cell is still "on CUDA" in the next one, as it would be
             # on a GPU. It holds weak references only.
             self.registry = _kernel_registry()
             self._marked_before = self.registry.marked
-            # Stand-in classes bound to this session (what torch.cuda.Event/Stream become).
-            bound = {"_session": self, "__module__": "torch.cuda"}
-            self.event_type = type("Event", (_Event,), bound)
-            self.stream_type = type("Stream", (_Stream,), bound)
-            self._default_stream = self.stream_type()
-            undo.push(self._patches.restore)
-            self._install_patches()
+            undo.push(_release_patches, self)
+            _hold_patches(self)
+            undo.push(_release_thread_mode, self)
+            if not _claim_thread_mode(self):
+                return self  # inert: this thread's mode sees its calls
             mode = self._mode = _new_predict_mode(self)
             undo.push(_ModeRemoval(mode))
             mode.__enter__()
@@ -478,8 +518,17 @@ class PredictSession:
     # -- reporting ---------------------------------------------------------------------
 
     def record(self, kind: str, frame: Any, count: int = 1) -> None:
+        recorder = _owner()
+        if recorder is None:
+            # No recorder owns this thread (a session used without one, as tests do): the
+            # first session of this thread; a thread without one: nobody's, counted apart.
+            session = _first_session_here()
+            if session is None:
+                _unowned(count)
+                return
+            recorder = session.recorder
         for _ in range(count):
-            self.recorder.record_sync(frame, kind, predicted=True)
+            recorder.record_sync(frame, kind, predicted=True)
         if predict_cuda_api.DEBUG.mode:  # as torch's debug mode, set by the code, does on a GPU
             predict_cuda_api.react_to_sync(kind, frame)
 
@@ -558,6 +607,12 @@ class PredictSession:
                 patch(accelerator, "current_stream", current_stream)
 
         patch(torch, "load", self._load_wrapper(torch.load))
+        # nn.RNN/LSTM/GRU's flatten_parameters asks cuDNN about each weight; for a virtual
+        # CUDA weight the CPU build warns "PyTorch was compiled without cuDNN" (and answers
+        # False). torch/backends/cudnn/__init__.py, is_acceptable; rnn.py looks it up per call.
+        import torch.backends.cudnn as cudnn
+
+        patch(cudnn, "is_acceptable", self._cudnn_wrapper(cudnn.is_acceptable))
         # torch.save of virtual CUDA tensors: tagged "cuda:0" in the file (so torch.load
         # restores them to CUDA, as a file saved on a GPU) and one device-to-host copy per
         # storage. torch/serialization.py: `save` looks `_save`/`_legacy_save` up in its
@@ -595,21 +650,20 @@ class PredictSession:
         # while the session lasts.
         eval_frame = sys.modules.get("torch._dynamo.eval_frame")
         stance_type = getattr(eval_frame, "DynamoStance", None)
-        if self._dynamo_disabled or stance_type is None or self._undo is None:
+        if self._dynamo_disabled or stance_type is None or _active_session is not self:
             return
         self._dynamo_disabled = True
         self._patches.replace(eval_frame, "_stance", stance_type(stance="force_eager"))
 
     def _per_thread(self, stand_in: Callable[..., Any],
                     real: Callable[..., Any]) -> Callable[..., Any]:
-        """``stand_in`` in the session's thread (and the DataLoader pinning thread, which
-        runs under the session's mode), ``real`` elsewhere."""
-        owner = self._thread
-        mode_active = _function_mode_active
+        """``stand_in`` in a thread that runs a session (and the DataLoader pinning thread,
+        which runs under a session's mode), ``real`` elsewhere."""
+        modes = _thread_modes
 
         @functools.wraps(real)
         def query(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() == owner or (self.active and mode_active(self._mode)):
+            if _get_ident() in modes or _predict_mode_here():
                 return stand_in(*args, **kwargs)
             return real(*args, **kwargs)
 
@@ -621,10 +675,30 @@ class PredictSession:
         @functools.wraps(original_compile)
         def compile(*args: Any, **kwargs: Any) -> Any:
             compiled = original_compile(*args, **kwargs)  # imports torch._dynamo
-            session._disable_dynamo()
+            owner = _active_session  # this one, or, once it ended, none (patches gone)
+            (owner or session)._disable_dynamo()
             return compiled
 
         return compile
+
+    def _cudnn_wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        session = self
+
+        @functools.wraps(original)
+        def is_acceptable(tensor: Any) -> bool:
+            import torch
+
+            registry = session.registry
+            if registry is not None and issubclass(type(tensor), torch.Tensor):
+                with torch._C.DisableTorchFunction():  # called by torch code under our mode
+                    virtual = registry.is_cuda(tensor)
+                if virtual:
+                    # The CPU kernels run the module: no cuDNN, and nothing to warn about.
+                    # (On a GPU, flatten_parameters' cuDNN weight copy makes no sync.)
+                    return False
+            return original(tensor)
+
+        return is_acceptable
 
     def _load_wrapper(self, original_load: Callable[..., Any]) -> Callable[..., Any]:
         session = self
@@ -694,7 +768,7 @@ class PredictSession:
 
         @functools.wraps(original)
         def pin_memory(data: Any, device: Any = None) -> Any:
-            if not session.active or _function_mode_active(session._mode):
+            if _active_session is None or _get_ident() in _thread_modes or _predict_mode_here():
                 return original(data, device)
             # In the DataLoader's pinning thread, which has no mode of its own (modes are
             # per thread): Tensor.pin_memory, its only torch call, needs our stand-in.
@@ -752,13 +826,116 @@ class _Saving:
         return save
 
 
-def _release_active(session: PredictSession) -> None:
+def _release_claim(session: PredictSession) -> None:
+    with _lock:
+        for i in range(len(_claims) - 1, -1, -1):
+            if _claims[i] is session:
+                del _claims[i]
+
+
+def _hold_patches(session: PredictSession) -> None:
+    """The first session in installs the patches; later ones share them (their Event and
+    Stream stand-ins, default stream and patch record are the first one's)."""
     global _active_session
-    if _active_session is session:
+    with _lock:
+        owner = _active_session
+        if owner is None:
+            _active_session = session  # before anything is patched: the release restores it
+            # Stand-in classes (what torch.cuda.Event/Stream become).
+            bound = {"_session": session, "__module__": "torch.cuda"}
+            session.event_type = type("Event", (_Event,), bound)
+            session.stream_type = type("Stream", (_Stream,), bound)
+            session._default_stream = session.stream_type()
+            _patch_holders.append(session)
+            session._install_patches()
+            return
+        session._patches = owner._patches
+        session.event_type, session.stream_type = owner.event_type, owner.stream_type
+        session._default_stream = owner._default_stream
+        if not any(s is session for s in _patch_holders):
+            _patch_holders.append(session)
+
+
+def _release_patches(session: PredictSession) -> None:
+    """Idempotent: the last session out restores the patches (whoever installed them)."""
+    global _active_session
+    with _lock:
+        for i in range(len(_patch_holders) - 1, -1, -1):
+            if _patch_holders[i] is session:
+                del _patch_holders[i]
+        if _patch_holders:
+            return
+        owner = _active_session
+        if owner is not None:
+            owner._patches.restore()
         _active_session = None
-    for i in range(len(_claims) - 1, -1, -1):
-        if _claims[i] is session:
-            del _claims[i]
+
+
+def _claim_thread_mode(session: PredictSession) -> bool:
+    """Whether ``session`` runs this thread's mode (False: the thread runs one already)."""
+    with _lock:
+        current = _thread_modes.get(session._thread)
+        if current is not None and current is not session:
+            return False
+        _thread_modes[session._thread] = session
+        return True
+
+
+def _release_thread_mode(session: PredictSession) -> None:
+    """Idempotent. Run after the session's mode is off the stack: when an inert session of
+    this thread is still running (asyncio tasks that end out of order), its mode takes over."""
+    with _lock:
+        if _thread_modes.get(session._thread) is not session:
+            return
+        del _thread_modes[session._thread]
+        heir = next((s for s in _claims if s._thread == session._thread and s is not session
+                     and s._undo is not None and s._mode is None), None)
+        if heir is None or session._thread != _get_ident():
+            return
+        _thread_modes[heir._thread] = heir
+        mode = heir._mode = _new_predict_mode(heir)
+        heir._undo.push(_ModeRemoval(mode))
+        mode.__enter__()
+        heir.active = True
+
+
+def _first_session_here() -> PredictSession | None:
+    ident = _get_ident()
+    for session in _claims:
+        if session._thread == ident:
+            return session
+    return None
+
+
+def _owner() -> Any:
+    dispatch = _dispatch_module()
+    return dispatch.owner() if dispatch is not None else None
+
+
+def _unowned(count: int) -> None:
+    dispatch = _dispatch_module()
+    if dispatch is not None:
+        dispatch.unowned(count)
+
+
+_dispatch: list[Any] = []
+
+
+def _dispatch_module() -> Any:
+    if not _dispatch:
+        from . import dispatch
+
+        _dispatch.append(dispatch)
+    return _dispatch[0]
+
+
+def _predict_mode_here() -> bool:
+    """Whether a predict session's mode is on this thread's function-mode stack."""
+    if _predict_mode_class is None:
+        return False
+    from torch.overrides import _get_current_function_mode_stack
+
+    return any(type(m) is _predict_mode_class for m in _get_current_function_mode_stack())
 
 
 def _mapped_location(map_location: Any, location: str) -> str:
@@ -1316,6 +1493,31 @@ def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+def _handle_deepcopy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``Tensor.__deepcopy__(self, memo)``: the copy is where ``self`` is. Only ``self`` is
+    looked at: the memo holds every object copied so far (user objects among them)."""
+    tensor = args[0]
+    result = func(*args, **kwargs)
+    if _virtual(mode, tensor) and issubclass(type(result), _Tensor):
+        mode.registry.mark_cuda(result)
+        grad = result.grad  # copied inside torch's __deepcopy__, where our mode is popped
+        if grad is not None and _virtual(mode, tensor.grad):
+            mode.registry.mark_cuda(grad)
+    return result
+
+
+def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch._pack_padded_sequence``/``_pad_packed_sequence``: the data (padded output)
+    is on the input's device, ``batch_sizes`` (``lengths``) stay on the host, as on a GPU
+    (aten/src/ATen/native/PackedSequence.cpp; torch/nn/utils/rnn.py rejects a PackedSequence
+    whose batch_sizes are not on the CPU). Neither reads the device: no sync."""
+    result = func(*args, **kwargs)
+    data = args[0] if args else next(iter(kwargs.values()), None)
+    if _virtual(mode, data):
+        mode.registry.mark_cuda(result[0])
+    return result
+
+
 def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     import torch
 
@@ -1465,12 +1667,13 @@ def _index_components(index: Any) -> tuple:
     torch/csrc/autograd/python_variable_indexing.cpp)."""
     import torch
 
-    if isinstance(index, tuple):
-        return index
-    if isinstance(index, list) and len(index) < 32 and any(
+    if issubclass(type(index), tuple):
+        return tuple(tuple.__iter__(index))
+    # A list is read through list's own slots (as _collect_tensors reads containers).
+    if issubclass(type(index), list) and list.__len__(index) < 32 and any(
             isinstance(item, (torch.Tensor, slice)) or item is None or item is Ellipsis
-            or _is_index_sequence(item) for item in index):
-        return tuple(index)
+            or _is_index_sequence(item) for item in list.__iter__(index)):
+        return tuple(list.__iter__(index))
     return (index,)
 
 
@@ -1627,6 +1830,9 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.is_pinned: _handle_is_pinned,
         T.record_stream: _handle_record_stream,
         T.get_device: _handle_get_device,
+        T.__deepcopy__: _handle_deepcopy,
+        torch._pack_padded_sequence: _handle_packed_sequence,
+        torch._pad_packed_sequence: _handle_packed_sequence,
         T.__getitem__: _handle_getitem,
         T.__setitem__: _handle_setitem,
         torch.tensor: _handle_tensor_from_data,
