@@ -50,7 +50,7 @@ def truth(script: str) -> dict:
     clock = cupti.get_timestamp
 
     def stamp(line):
-        stamps.setdefault(threading.get_ident(), []).append((clock(), line))
+        stamps.setdefault(threading.get_native_id(), []).append((clock(), line))
 
     def local(frame, event, arg):
         if event == "line":
@@ -65,6 +65,8 @@ def truth(script: str) -> dict:
     def tracer(frame, event, arg):
         return local if frame.f_code.co_filename == script else None
 
+    # Records name threads by the system's id (gettid), as threading.get_native_id() does.
+    cupti.set_thread_id_type(cupti.ActivityThreadIdType.SYSTEM)
     cupti.activity_register_callbacks(requested, completed)
     cupti.activity_enable(cupti.ActivityKind.RUNTIME)
     cupti.activity_enable(cupti.ActivityKind.DRIVER)

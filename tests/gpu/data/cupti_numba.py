@@ -1,6 +1,9 @@
 """A Numba CUDA kernel with copies to and from the host (the driver API, no torch)."""
 import numpy as np
-from numba import cuda
+
+if not hasattr(np, "row_stack"):  # removed in numpy 2.5; numba-cuda's kernel compiler still names it
+    np.row_stack = np.vstack
+from numba import cuda  # noqa: E402
 
 
 @cuda.jit
