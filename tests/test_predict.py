@@ -100,6 +100,10 @@ class CollectingRecorder:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str | None, str, int | None, bool]] = []
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
     def record_sync(self, frame, kind=None, *, predicted=False):
         """Keeps the kind, the innermost frame's file and the first test-cell line outward."""
@@ -531,19 +535,57 @@ def test_streams_and_events_stand_in():
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch._dynamo import-time notices
-def test_compiled_code_runs_eagerly():
+def test_compiled_code_runs_eagerly_and_the_report_says_so():
     recorder = CollectingRecorder()
 
     def scale_and_sum(t):
         return (t * 2).sum()
 
+    class Net(torch.nn.Module):
+        def forward(self, t):
+            return t + 1
+
+    code, filename = compile_cell(
+        "x = torch.ones(4, device='cuda')\n"
+        "for _ in range(3):\n"
+        "    total = compiled(x)\n"
+        "net(x)\n")
     with PredictSession(recorder):
         compiled = torch.compile(scale_and_sum)
-        x = torch.ones(4, device="cuda")
-        total = compiled(x)
-        assert total.is_cuda and total.item() == 8.0
+        net = Net()
+        net.compile()  # Module.compile: torch.compile of its _call_impl
+        namespace = {"torch": torch, "compiled": compiled, "net": net}
+        exec(code, namespace)
+        assert namespace["total"].is_cuda and namespace["total"].item() == 8.0
     assert sys.modules["torch._dynamo"].config.disable is False  # imported by torch.compile
     assert recorder.kinds == ["item"]
+    (note,) = recorder.notes
+    assert note.startswith("torch.compile ran eagerly in predict mode: "
+                           "`test_compiled_code_runs_eagerly_and_the_report_says_so.<locals>"
+                           ".scale_and_sum` called at line 3 ×3, `Net` called at line 4 ×1.")
+    assert "predicted op by op" in note
+    # nothing compiled, nothing said
+    quiet = CollectingRecorder()
+    with PredictSession(quiet):
+        torch.compile(scale_and_sum)
+        scale_and_sum(torch.ones(2, device="cuda"))
+    assert quiet.notes == []
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_a_compile_made_before_the_watch_is_noted_in_its_report():
+    import syncfree
+    from syncfree.capture.predict import COMPILE_NOTE_PREFIX
+
+    @torch.compile(fullgraph=True)
+    def step(t):  # compiled at import time, as a library's "does it compile" test does
+        return t.relu().sum()
+
+    with syncfree.watch(mode="predict") as watched:
+        step(torch.ones(3, device="cuda"))
+    compile_notes = [n for n in watched.report.notes if n.startswith(COMPILE_NOTE_PREFIX)]
+    assert len(compile_notes) == 1 and "step` called at" in compile_notes[0]
+    assert "note: torch.compile ran eagerly" in watched.report.text()
 
 
 def test_numpy_of_a_cuda_tensor_fails_as_on_a_gpu():

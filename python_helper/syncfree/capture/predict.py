@@ -56,8 +56,9 @@ Counting conventions (ground truth: ``shared/sync-facts.md`` and the 73 patterns
 Predictions that rest on torch's source rather than on a measurement (listed in
 :data:`UNMEASURED_RULES`; re-measure on a GPU before relying on them) are kept few.
 
-``torch.compile``'d code runs eagerly in a session (dynamo's ``disable`` switch), so its
-syncs are predicted op by op.
+``torch.compile``'d code runs eagerly in a session (dynamo's ``force_eager`` stance), so
+its syncs are predicted op by op, and the report's notes name each compiled function that
+ran so and where it was called (:data:`COMPILE_NOTE_PREFIX`).
 
 Known limits: torch function modes are per thread, so code in threads the cell starts
 runs without the stand-ins (the DataLoader's pinning thread is handled); syncs in
@@ -452,6 +453,7 @@ class PredictSession:
         self._mode: Any = None
         self._default_stream: _Stream | None = None
         self._dynamo_disabled = False
+        self._eager_compiles = _EagerCompiles(self)
         self._marked_before = 0
         self._thread = threading.get_ident()
 
@@ -624,8 +626,13 @@ class PredictSession:
             if hasattr(torch.serialization, name):
                 patch(torch.serialization, name,
                       saving.save_wrapper(getattr(torch.serialization, name)))
-        # torch.compile'd code runs eagerly: inductor would build CUDA kernels for a
-        # device that is not there. torch/_dynamo/config.py `disable` is read per call.
+        # torch.compile'd code runs eagerly, and the report says so (_EagerCompiles).
+        # Compiling for real on the stand-ins does not give a GPU's syncs: dynamo fails on
+        # the patched torch.cuda (its eager backend re-registers torch.cuda.current_stream),
+        # inductor asks the device properties of a CUDA device to generate Triton code for,
+        # and the compiled graph's CPU kernels would be invisible to the mode (no syncs, no
+        # virtual results), while a GPU also syncs while compiling (autotuning).
+        self._undo.push(self._eager_compiles.note)
         self._disable_dynamo()
         patch(torch, "compile", self._compile_wrapper(torch.compile))
         # torch/utils/_foreach_utils.py looks this up on torch._C at each call and then
@@ -654,6 +661,13 @@ class PredictSession:
             return
         self._dynamo_disabled = True
         self._patches.replace(eval_frame, "_stance", stance_type(stance="force_eager"))
+        # Each call of compiled code asks _callback_from_stance for its frame callback
+        # (eval_frame.py, _TorchDynamoContext.__call__'s compile_wrapper): where the
+        # report learns which compiled function ran eagerly, and from where.
+        original = getattr(eval_frame, "_callback_from_stance", None)
+        if original is not None:
+            self._patches.replace(eval_frame, "_callback_from_stance",
+                                  self._eager_compiles.wrapper(original))
 
     def _per_thread(self, stand_in: Callable[..., Any],
                     real: Callable[..., Any]) -> Callable[..., Any]:
@@ -776,6 +790,82 @@ class PredictSession:
                 return original(data, device)
 
         return pin_memory
+
+
+#: How the report's note about compiled code run eagerly starts (pytest's summary looks
+#: for it among a report's notes).
+COMPILE_NOTE_PREFIX = "torch.compile ran eagerly"
+
+
+class _EagerCompiles:
+    """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
+
+    Counted per (compiled function, calling line); one note at the end of the session
+    names them, so that no "does it compile" test or training script passes through
+    predict mode believing it compiled.
+    """
+
+    MAX_NAMED = 3
+
+    def __init__(self, session: PredictSession) -> None:
+        self.session = session
+        self.calls: dict[tuple[str, str], int] = {}
+        self.noted = False
+
+    def wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        eager = self
+
+        @functools.wraps(original)
+        def callback_from_stance(callback: Any) -> Any:
+            if callback is not None and callback is not False and eager.session.active:
+                eager.seen(sys._getframe(1))
+            return original(callback)
+
+        return callback_from_stance
+
+    def seen(self, frame: Any) -> None:
+        """A compiled function is being called; ``frame`` is dynamo's wrapper's."""
+        import torch
+
+        fn = frame.f_locals.get("fn") if frame.f_code.co_name == "compile_wrapper" else None
+        owner = getattr(fn, "__self__", None)
+        if owner is not None and issubclass(type(owner), torch.nn.Module):
+            name = type(owner).__name__  # a compiled module (OptimizedModule, Module.compile)
+        else:
+            name = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+                       or "a torch._dynamo.optimize block")
+        torch_dir = os.path.dirname(torch.__file__) + os.sep
+        caller = frame.f_back
+        while caller is not None and (caller.f_code.co_filename.startswith(torch_dir)
+                                      or caller.f_code.co_filename == __file__):
+            caller = caller.f_back
+        where = "?"
+        if caller is not None:
+            filename = caller.f_code.co_filename
+            if filename.startswith("<"):  # a notebook cell
+                where = f"line {caller.f_lineno}"
+            else:
+                try:
+                    relative = os.path.relpath(filename)
+                except ValueError:  # another drive (Windows)
+                    relative = filename
+                where = f"{filename if relative.startswith('..') else relative}:{caller.f_lineno}"
+        key = (name, where)
+        self.calls[key] = self.calls.get(key, 0) + 1
+
+    def note(self) -> None:
+        """Tell the recorder (once, at the end of the session)."""
+        note = getattr(self.session.recorder, "note", None)
+        if self.noted or not self.calls or note is None:
+            return
+        self.noted = True
+        named = sorted(self.calls.items(), key=lambda item: -item[1])
+        parts = [f"`{name}` called at {where} ×{n}" for (name, where), n in named[:self.MAX_NAMED]]
+        more = f" and {len(named) - self.MAX_NAMED} more" if len(named) > self.MAX_NAMED else ""
+        note(f"{COMPILE_NOTE_PREFIX} in predict mode: {', '.join(parts)}{more}. Without a GPU "
+             "it cannot compile for one: the syncs of the compiled code are predicted op by "
+             "op as eager code; on a GPU compiling also syncs (once per graph) and a graph "
+             "break can move a sync")
 
 
 class _Saving:
