@@ -338,3 +338,15 @@ def test_watch_takes_an_engine_and_runs_without_cuda():
 
 def test_the_engine_module_names_its_install_hint():
     assert cupti_engine.INSTALL_HINT == "pip install 'syncfree[cupti]'"
+
+
+def test_the_magic_takes_an_engine_and_rejects_an_unknown_one():
+    from IPython.core.error import UsageError
+    from IPython.testing.globalipapp import get_ipython
+
+    ip = get_ipython()
+    ip.run_line_magic("load_ext", "syncfree")
+    ip.run_cell_magic("syncfree", "--engine debug --quiet", "x = 1\n")
+    assert ip.user_ns["_syncfree_report"]["mode"] in ("warn", "predict", "static")
+    with pytest.raises(UsageError):
+        ip.run_cell_magic("syncfree", "--engine fast", "x = 1\n")

@@ -43,6 +43,7 @@ class RunOptions:
     measure_blocked: bool
     max_frames: int
     quiet: bool
+    engine: str | None = None  # debug | cupti | auto (capture/engines.py); None: auto
 
     def describe(self) -> str:
         blocked = "blocked time on" if self.measure_blocked else "blocked time off"
@@ -113,6 +114,11 @@ class SyncfreeMagics(Magics):
         help="warn: count every sync (default with CUDA); error: raise at the first sync; "
              "predict: CPU stand-ins, the default without CUDA.")
     @magic_arguments.argument(
+        "--engine", choices=("debug", "cupti", "auto"),
+        help="What sees the syncs: torch's debug mode, CUPTI (every blocking CUDA call, "
+             "any library; pip install 'syncfree[cupti]'), or auto (default: CUPTI when "
+             "CuPy, Numba or Triton is imported).")
+    @magic_arguments.argument(
         "--no-blocked", dest="measure_blocked", action="store_false",
         help="Do not time how long each sync blocked the CPU.")
     @magic_arguments.argument(
@@ -134,7 +140,7 @@ class SyncfreeMagics(Magics):
 
         Usage, in a cell::
 
-          %%syncfree [--mode warn|error|predict] [--no-blocked] [--frames N] [--quiet]
+          %%syncfree [--mode warn|error|predict] [--engine debug|cupti|auto] [--no-blocked] [--frames N] [--quiet]
           code...
 
         Usage, for every cell from now on::
@@ -166,6 +172,16 @@ class SyncfreeMagics(Magics):
 
             %%syncfree --mode predict
             y = x[mask]
+
+        --engine debug|cupti|auto
+          What sees the syncs: ``debug`` is torch's sync debug mode (torch's syncs
+          only, the cheapest); ``cupti`` counts every blocking CUDA call whichever
+          library makes it (CuPy, Numba, a custom extension; needs
+          ``pip install 'syncfree[cupti]'``); ``auto``, the default, takes CUPTI when a
+          library that calls CUDA without torch is imported or imported by the cell::
+
+            %%syncfree --engine cupti
+            total = float(cupy_array.sum())
 
         --no-blocked
           Skip timing each sync. Blocked time is measured with a profile callback
@@ -206,7 +222,7 @@ class SyncfreeMagics(Magics):
         args = magic_arguments.parse_argstring(self.syncfree, line)
         if not 0 <= args.frames <= MAX_FRAMES:
             raise UsageError(f"--frames must be between 0 and {MAX_FRAMES}, not {args.frames}")
-        options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet)
+        options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet, args.engine)
         if cell is None:
             if args.action is None:
                 raise UsageError("%syncfree needs on, off or status (e.g. `%syncfree on`); "
@@ -228,7 +244,7 @@ class SyncfreeMagics(Magics):
         # own line numbers under "Cell In[n]" (CachingCompiler.cache registers the name).
         code_text = "\n" * (first_line - 1) + (transformed or shell.transform_cell(cell))
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
-        engine = choose_engine(options.mode)
+        engine = choose_engine(options.mode, options.engine, sources=[cell])
         # From the parse to the compiled code Python's cycle collector is held off: a big
         # cell's tree (some 110,000 nodes for 10,000 lines) is no garbage, and each young
         # collection in between walked all of it. The tree is gone before it runs again.
@@ -405,7 +421,7 @@ class SyncfreeMagics(Magics):
             self._watch = options
             self._trim_sync_tracebacks(True)
             print(f"syncfree: watching every cell ({options.describe()})")
-            engine = choose_engine(options.mode)
+            engine = choose_engine(options.mode, options.engine)
             for note in engine.notes:
                 print(f"syncfree: {note}")
             if engine.mode == "static":
@@ -459,7 +475,7 @@ class SyncfreeMagics(Magics):
         # ipykernel's compiler ignores it, so both candidates are watched.
         count = shell.execution_count
         names = {shell.compile.get_code_name(raw, transformed, n) for n in (count, count - 1)}
-        engine = choose_engine(options.mode)
+        engine = choose_engine(options.mode, options.engine, sources=[raw])
         if engine.mode == "static":
             return
         with FiltersKept():
