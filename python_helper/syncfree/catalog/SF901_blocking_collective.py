@@ -6,8 +6,11 @@ runtime sync inside `torch.distributed`.
 
 ## Why is this bad?
 Whether a collective blocks the CPU depends on the backend: with NCCL, the call and `wait()` only make the current
-stream wait for the communication (no CPU wait) unless `TORCH_NCCL_BLOCKING_WAIT=1`; with Gloo on CUDA tensors, or
-with blocking wait enabled, the CPU waits for the whole collective. `set_sync_debug_mode` reports none of these.
+stream wait for the communication (no CPU wait) unless `TORCH_NCCL_BLOCKING_WAIT=1` (SF905); with Gloo on CUDA
+tensors, or with blocking wait enabled, the CPU waits for the whole collective. `set_sync_debug_mode` reports none of
+these: at run time syncfree wraps `Work.wait()`, `barrier()` and the collectives and reports the calls that wait as
+`distributed` syncs; on a CPU-only machine predict mode runs NCCL code on gloo and predicts them. What the CPU most
+often waits for is the collective's result read on the host (SF904).
 
 ## Example
 ```python

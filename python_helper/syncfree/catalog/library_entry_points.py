@@ -30,6 +30,13 @@ ENTRY_POINTS: tuple[tuple[str, str | None, str], ...] = (
     # Constructors check their arguments' constraints on the CPU (validate_args); sample()
     # of Normal-like distributions calls torch.normal with a tensor std, which checks it.
     ("torch/distributions/", None, "SF706"),
+    # Object collectives pickle into byte tensors and read sizes and bytes back on the host
+    # (torch/distributed/distributed_c10d.py, _object_to_tensor/_tensor_to_object); barrier's
+    # wait synchronizes the device.
+    *(("torch/distributed/distributed_c10d.py", name, "SF903") for name in (
+        "all_gather_object", "broadcast_object_list", "gather_object", "scatter_object_list",
+        "send_object_list", "recv_object_list")),
+    ("torch/distributed/distributed_c10d.py", "barrier", "SF902"),
 )
 
 

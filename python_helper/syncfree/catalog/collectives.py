@@ -1,0 +1,108 @@
+"""What the distributed rules (SF904, SF907) share: which call is a collective and which
+name it writes, host reads of a name, and looking back in a block for the collective that
+last wrote a name."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from syncfree.catalog.scope import CellScope, is_constant, keyword_value
+
+#: Collectives that write their result into a tensor the caller passes: (keyword, position).
+OUTPUT_ARGUMENT = {
+    "torch.distributed." + name: argument
+    for name, argument in {
+        "all_reduce": ("tensor", 0), "reduce": ("tensor", 0), "broadcast": ("tensor", 0),
+        "all_gather_into_tensor": ("output_tensor", 0), "reduce_scatter_tensor": ("output", 0),
+        "all_gather": ("tensor_list", 0),
+    }.items()
+}
+#: Host reads of a tensor: methods, and builtins that take it as their one argument.
+READ_METHODS = frozenset({"item", "tolist"})
+READ_BUILTINS = frozenset({"builtins.float", "builtins.int", "builtins.bool"})
+#: How far back in a block a read looks for the collective that wrote its tensor.
+LOOK_BACK = 16
+
+
+def collective_output(call: ast.AST, scope: CellScope, *, asynchronous: bool = False) -> tuple[str, str] | None:
+    """``(collective, name)`` for a synchronous ``dist.all_reduce(name)`` and the like; with
+    ``asynchronous``, also for ``async_op=True`` (whose result a read waits for after
+    ``wait()``)."""
+    if type(call) is not ast.Call:
+        return None
+    collective = scope.call_name(call)
+    argument = OUTPUT_ARGUMENT.get(collective or "")
+    if argument is None or (not asynchronous and is_constant(keyword_value(call, "async_op"), True)):
+        return None
+    keyword, position = argument
+    target = keyword_value(call, keyword)
+    if target is None and len(call.args) > position:
+        target = call.args[position]
+    if type(target) is not ast.Name:
+        return None
+    return collective.rpartition(".")[2], target.id  # type: ignore[union-attr]
+
+
+def host_read(call: ast.AST, scope: CellScope) -> ast.expr | None:
+    """The tensor expression ``call`` reads on the host: ``x`` of ``x.item()``,
+    ``x.tolist()``, ``float(x)``, ``int(x)``, ``bool(x)``."""
+    if type(call) is not ast.Call:
+        return None
+    method = scope.method_call(call)
+    if method is not None:
+        return method[0] if method[1] in READ_METHODS and not call.args else None
+    if scope.call_name(call) in READ_BUILTINS and len(call.args) == 1 and not call.keywords:
+        return call.args[0]
+    return None
+
+
+def statement_of(node: ast.AST, scope: CellScope) -> ast.stmt | None:
+    while node is not None and not isinstance(node, ast.stmt):
+        node = scope.parent(node)
+    return node
+
+
+def _writes(statement: ast.stmt, name: str) -> bool:
+    targets: list[ast.expr] = []
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, (ast.AugAssign, ast.AnnAssign)):
+        targets = [statement.target]
+    elif isinstance(statement, (ast.For, ast.AsyncFor)):
+        targets = [statement.target]
+    return any(type(n) is ast.Name and n.id == name for t in targets for n in ast.walk(t))
+
+
+def reduced_before(node: ast.AST, name: str, scope: CellScope) -> ast.Call | None:
+    """The collective that last wrote ``name`` before the statement holding
+    ``node``, in its block or an enclosing one (``if rank == 0: print(t.item())`` after
+    ``dist.all_reduce(t)``); None when ``name`` was bound otherwise in between."""
+    statement = statement_of(node, scope)
+    while statement is not None:
+        block, index = scope.siblings(statement)
+        for earlier in reversed(block[max(0, index - LOOK_BACK):index]):
+            call = earlier.value if isinstance(earlier, (ast.Expr, ast.Assign)) else None
+            found = collective_output(call, scope, asynchronous=True) if call is not None else None
+            if found is not None and found[1] == name:
+                return call  # type: ignore[return-value]
+            if _writes(earlier, name):
+                return None
+        parent = scope.parent(statement)
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) or parent is None:
+            return None
+        statement = statement_of(parent, scope)
+    return None
+
+
+def reads_of(names: set[str], statements: list[ast.stmt], scope: CellScope) -> Iterator[tuple[str, ast.Call]]:
+    """Host reads (`host_read`) of ``names`` in ``statements``, nested ones included."""
+    for statement in statements:
+        for node in ast.walk(statement):
+            read = host_read(node, scope) if type(node) is ast.Call else None
+            if read is None:
+                continue
+            for name in scope.names_in(read):
+                if name in names:
+                    yield name, node  # type: ignore[misc]
+                    break
