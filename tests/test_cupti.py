@@ -350,3 +350,13 @@ def test_the_magic_takes_an_engine_and_rejects_an_unknown_one():
     assert ip.user_ns["_syncfree_report"]["mode"] in ("warn", "predict", "static")
     with pytest.raises(UsageError):
         ip.run_cell_magic("syncfree", "--engine fast", "x = 1\n")
+
+
+def test_pyproject_names_the_engine(tmp_path):
+    from syncfree.config import ConfigError, find_config
+
+    (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nengine = "cupti"\n')
+    assert find_config(tmp_path).engine == "cupti"
+    (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nengine = "fast"\n')
+    with pytest.raises(ConfigError, match="engine must be debug, cupti or auto"):
+        find_config(tmp_path)

@@ -1,7 +1,7 @@
 """``[tool.syncfree]`` in ``pyproject.toml``, found from the working directory upward (as ruff finds its own).
 
 Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), ``mode`` (warn|error|predict),
-``exclude`` (glob patterns of paths to leave out). Command-line options win over the file.
+``engine`` (debug|cupti|auto), ``exclude`` (glob patterns of paths to leave out). Command-line options win over the file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["Config", "ConfigError", "find_config"]
 
-_KEYS = {"select", "ignore", "budget", "mode", "exclude"}
+_KEYS = {"select", "ignore", "budget", "mode", "engine", "exclude"}
 
 
 class ConfigError(ValueError):
@@ -27,6 +27,7 @@ class Config:
     budget: int | None = None
     mode: str | None = None
     exclude: list[str] = field(default_factory=list)
+    engine: str | None = None  # debug | cupti | auto: what sees the syncs (capture/engines.py)
 
 
 def find_config(start: Path | None = None) -> Config:
@@ -89,8 +90,11 @@ def _config(path: Path, table: dict[str, Any]) -> Config:
     mode = table.get("mode")
     if mode is not None and mode not in ("warn", "error", "predict"):
         raise ConfigError(f"{path}: [tool.syncfree] mode must be warn, error or predict, not {_shown(mode)}")
+    engine = table.get("engine")
+    if engine is not None and engine not in ("debug", "cupti", "auto"):
+        raise ConfigError(f"{path}: [tool.syncfree] engine must be debug, cupti or auto")
     return Config(path, codes("select"), codes("ignore"), budget, mode,
-                  strings("exclude", "glob patterns", '["data/**"]') or [])
+                  strings("exclude", "glob patterns", '["data/**"]') or [], engine)
 
 
 def _shown(value: Any) -> str:
