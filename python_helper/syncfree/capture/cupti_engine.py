@@ -353,6 +353,5 @@ def _release(recorder: CuptiRecorder) -> None:
         _session.pop().stop()
 
 
-
 __all__ = ["BLOCKING_DRIVER", "BLOCKING_RUNTIME", "LAYERS", "CuptiBusy", "CuptiRecorder",
            "CuptiSession", "CuptiUnavailable", "blocking_callback", "callback_ids", "load_cupti"]
