@@ -11,6 +11,7 @@ import {
   isPredicted,
   plural,
   ruleOf,
+  siteColumn,
   siteLabel,
   syncCountText
 } from './model';
@@ -33,6 +34,19 @@ export function headline(report: SyncReport): string {
   const device = report.device.kind === 'cuda' ? report.device.name : 'no GPU';
   const mode = report.mode === 'error' ? ' · stopped at the first sync' : '';
   return `syncfree: ${syncCountText(totals.syncs)} at ${sites}${blocked}${mode} · ${device}`;
+}
+
+/**
+ * "RuntimeError (line 5): …", the line said once: the error mode's own message starts
+ * with "line 5: " already.
+ */
+export function errorText(error: NonNullable<SyncReport['error']>): string {
+  const line = error.line ?? null;
+  let message = error.message;
+  if (line !== null && message.startsWith(`line ${line}: `)) {
+    message = message.slice(`line ${line}: `.length);
+  }
+  return `${error.type}${line !== null ? ` (line ${line})` : ''}: ${message}`;
 }
 
 /** Sites shown at first; a long report (a loop over many lines) shows the rest on request. */
@@ -257,10 +271,7 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       this.node.appendChild(withInlineCode('div', `${CSS_PREFIX}-note`, note));
     }
     if (report.error) {
-      const where = report.error.line ? ` (line ${report.error.line})` : '';
-      this.node.appendChild(
-        withInlineCode('div', `${CSS_PREFIX}-error`, `${report.error.type}${where}: ${report.error.message}`)
-      );
+      this.node.appendChild(withInlineCode('div', `${CSS_PREFIX}-error`, errorText(report.error)));
     }
     if (report.sites.length > 0) {
       // Sorted only now: most summaries of a large notebook are never drawn.
@@ -292,9 +303,15 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     }
     const body = table.createTBody();
     const jump = this._actions.jumpToLine !== undefined;
+    // The headline says when every sync was predicted; a row says it only among measured ones.
+    const mixed = !allPredicted(report);
     for (const site of all ? rows : rows.slice(0, SUMMARY_ROWS)) {
       const row = newRow();
       row.dataset.line = String(site.line);
+      const column = siteColumn(report, site);
+      if (column !== null) {
+        row.dataset.column = String(column);
+      }
       if (jump) {
         row.tabIndex = 0;
         row.title = `Go to line ${site.line}`;
@@ -303,7 +320,10 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       const cells = row.cells;
       const chain = site.chain.length > 1 ? ` (via ${site.chain.slice(0, -1).join(' → ')})` : '';
       cells[0].textContent = `${site.line}${chain}`;
-      appendWithInlineCode(cells[1], isPredicted(report, site) ? `${siteLabel(site)} (predicted)` : siteLabel(site));
+      appendWithInlineCode(
+        cells[1],
+        mixed && isPredicted(report, site) ? `${siteLabel(site)} (predicted)` : siteLabel(site)
+      );
       cells[2].textContent = formatCount(site.count);
       cells[3].textContent = formatMs(site.blocked_ms);
       const rule = ruleOf(report, site.rule);
@@ -329,7 +349,8 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     const row = (event.target as HTMLElement).closest<HTMLElement>('tr[data-line]');
     if (row && this._actions.jumpToLine) {
       event.preventDefault();
-      this._actions.jumpToLine(this.node, Number(row.dataset.line));
+      const column = row.dataset.column;
+      this._actions.jumpToLine(this.node, Number(row.dataset.line), column === undefined ? null : Number(column));
     }
   };
 }
@@ -341,8 +362,8 @@ function isOutputModel(model: IRenderMime.IMimeModel): model is IRenderMime.IMim
 /** What the summary's link and rows do; both optional (other hosts have no sidebar). */
 export interface IRendererActions {
   openSidebar?: () => void;
-  /** Go to a 1-based line of the cell whose output holds `from`. */
-  jumpToLine?: (from: HTMLElement, line: number) => void;
+  /** Go to a 1-based line (at a 0-based column, if known) of the cell whose output holds `from`. */
+  jumpToLine?: (from: HTMLElement, line: number, column: number | null) => void;
 }
 
 export function rendererFactory(actions: IRendererActions = {}): IRenderMime.IRendererFactory {

@@ -67,13 +67,66 @@ export function plainText(text: string): string {
   return text.replace(/`([^`\n]+)`/g, '$1');
 }
 
-/** The findings of a report on lines where nothing synced (they did not run). */
+/**
+ * The line a finding is shown on: the line of a site of its rule within the finding's
+ * range, when the finding spans lines (a chained call split over two lines syncs on the
+ * line of its `.item()`, the statement starts a line above: one call, one marker);
+ * otherwise its own first line.
+ */
+export function findingLine(report: SyncReport, finding: Finding, siteLines?: ReadonlySet<number>): number {
+  const { line, end_line: endLine } = finding.range;
+  if (endLine <= line || (siteLines ?? new Set(report.sites.map(s => s.line))).has(line)) {
+    return line;
+  }
+  let found: number | null = null;
+  for (const site of report.sites) {
+    if (
+      site.rule === finding.rule &&
+      site.line > line &&
+      site.line <= endLine &&
+      (found === null || site.line < found)
+    ) {
+      found = site.line;
+    }
+  }
+  return found ?? line;
+}
+
+/**
+ * The 0-based column of the call that synced on a site's line: where a finding of the
+ * site's rule (or, failing that, any finding) starts on that line; null when no finding
+ * starts there (then the line's first character that is not blank is the place to go).
+ */
+export function siteColumn(report: SyncReport, site: SyncSite): number | null {
+  let any: number | null = null;
+  for (const finding of report.findings) {
+    if (finding.range.line !== site.line) {
+      continue;
+    }
+    if (finding.rule === site.rule) {
+      return finding.range.col;
+    }
+    any = any ?? finding.range.col;
+  }
+  return any;
+}
+
+/** The lines where the report's sites synced. */
+export function siteLinesOf(report: SyncReport): Set<number> {
+  return new Set(report.sites.map(s => s.line));
+}
+
+/**
+ * The findings of a report on lines where nothing synced (they did not run). A line
+ * that ran never counts as "did not run", nor does a finding whose call synced on a
+ * later line of its own range (see `findingLine`).
+ */
 export function findingsWithoutSites(report: SyncReport): Finding[] {
   if (report.findings.length === 0) {
     return report.findings;
   }
-  const siteLines = new Set(report.sites.map(s => s.line));
-  return report.findings.filter(f => !siteLines.has(f.range.line));
+  const siteLines = siteLinesOf(report);
+  return report.findings.filter(f => !siteLines.has(findingLine(report, f, siteLines)));
 }
 
 /**

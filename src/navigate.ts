@@ -3,8 +3,10 @@ import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import { CodeMirrorEditor } from '@jupyterlab/codemirror';
 import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import { syncMarkerField } from './gutter/extension';
-import { markerLines } from './gutter/lines';
-import type { ISyncPosition } from './positions';
+import { ILineMarker, markerLines } from './gutter/lines';
+import { siteColumn } from './model';
+import type { SyncReport } from './tokens';
+import { ISyncPosition, landingColumn } from './positions';
 import type { ISyncReports } from './tokens';
 
 /** The CodeMirror view of a cell, when the cell has been rendered. */
@@ -18,11 +20,17 @@ function lineCountOf(model: ICodeCellModel): number {
 }
 
 /**
- * Activate a cell, put the cursor at the start of a 1-based line and scroll that line
- * into view (the Syncs sidebar's and the summary table's "jump"). Works with windowed
- * notebooks, where the cell may not be rendered yet. False when the cell is gone.
+ * Activate a cell, put the cursor on a 1-based line, at the call (`column`, 0-based) or
+ * where the line's code starts, and scroll that line into view (the Syncs sidebar's and
+ * the summary table's "jump"). Works with windowed notebooks, where the cell may not be
+ * rendered yet. False when the cell is gone.
  */
-export async function revealCellLine(notebook: Notebook, cellId: string, line: number): Promise<boolean> {
+export async function revealCellLine(
+  notebook: Notebook,
+  cellId: string,
+  line: number,
+  column: number | null = null
+): Promise<boolean> {
   const index = notebook.widgets.findIndex(cell => cell.model.id === cellId);
   if (index < 0) {
     return false;
@@ -38,15 +46,16 @@ export async function revealCellLine(notebook: Notebook, cellId: string, line: n
     return false;
   }
   const target = Math.max(0, Math.min(line - 1, editor.lineCount - 1));
+  const at = landingColumn(editor.getLine(target) ?? '', column);
   notebook.mode = 'edit';
-  editor.setCursorPosition({ line: target, column: 0 });
+  editor.setCursorPosition({ line: target, column: at });
   editor.focus();
   const view = editorViewOfCell(cell);
   if (view) {
     // Scrolls the notebook too: CodeMirror scrolls every scrollable ancestor.
-    view.dispatch({ effects: EditorView.scrollIntoView(view.state.doc.line(target + 1).from, { y: 'center' }) });
+    view.dispatch({ effects: EditorView.scrollIntoView(view.state.doc.line(target + 1).from + at, { y: 'center' }) });
   } else {
-    editor.revealPosition({ line: target, column: 0 });
+    editor.revealPosition({ line: target, column: at });
   }
   return true;
 }
@@ -69,18 +78,31 @@ export function syncPositions(panel: NotebookPanel, reports: ISyncReports): ISyn
     const field = view?.state.field(syncMarkerField, false);
     if (view && field) {
       for (const iter = field.markers.iter(); iter.value; iter.next()) {
-        marks.push({ cell: index, line: view.state.doc.lineAt(iter.from).number });
+        const column = markerColumn(report, iter.value.info);
+        marks.push({ cell: index, line: view.state.doc.lineAt(iter.from).number, column });
       }
       return;
     }
     if (cell.model.type === 'code') {
       const lineCount = lineCountOf(cell.model as ICodeCellModel);
       for (const marker of markerLines(report, lineCount)) {
-        marks.push({ cell: index, line: marker.line });
+        marks.push({ cell: index, line: marker.line, column: markerColumn(report, marker) });
       }
     }
   });
   return marks;
+}
+
+/** The column of the call on a marked line: its costliest site's, else its first finding's. */
+function markerColumn(report: SyncReport, marker: ILineMarker): number | null {
+  for (const site of marker.sites) {
+    const column = siteColumn(report, site);
+    if (column !== null) {
+      return column;
+    }
+  }
+  const finding = marker.findings.find(f => f.range.line === marker.line);
+  return finding ? finding.range.col : null;
 }
 
 /** Where the cursor is, for next/previous sync: before line 1 in command mode. */

@@ -2,6 +2,8 @@
 export interface ISyncPosition {
   cell: number;
   line: number;
+  /** The 0-based column of the call on that line, where known. */
+  column?: number | null;
 }
 
 /**
@@ -26,4 +28,16 @@ export function stepToSync(
     }
   }
   return marks[marks.length - 1];
+}
+
+/**
+ * The column to put the cursor at on a line: `column` (0-based) where it is given and
+ * inside the line, else the first character that is not blank (where the code starts).
+ */
+export function landingColumn(text: string, column: number | null | undefined): number {
+  if (column !== null && column !== undefined && column >= 0 && column <= text.length) {
+    return column;
+  }
+  const blank = /^\s*/.exec(text)![0].length;
+  return blank < text.length ? blank : 0;
 }

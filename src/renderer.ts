@@ -23,11 +23,11 @@ export const rendererPlugin: JupyterFrontEndPlugin<void> = {
       }
     };
     // The summary is an output: the cell it belongs to is the one whose node holds it.
-    const jumpToLine = (from: HTMLElement, line: number) => {
+    const jumpToLine = (from: HTMLElement, line: number, column: number | null) => {
       const panel = tracker?.find(candidate => candidate.node.contains(from));
       const cell = panel?.content.widgets.find(candidate => candidate.node.contains(from));
       if (panel && cell) {
-        void revealCellLine(panel.content, cell.model.id, line);
+        void revealCellLine(panel.content, cell.model.id, line, column);
       }
     };
     rendermime.addFactory(rendererFactory({ openSidebar, jumpToLine: tracker ? jumpToLine : undefined }), 0);

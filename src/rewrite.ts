@@ -1,6 +1,8 @@
-import { ChangeSpec, Facet } from '@codemirror/state';
+import { ChangeSpec, EditorState, Facet } from '@codemirror/state';
 import type { EditorView } from '@codemirror/view';
 import { sourceHash } from './hash';
+import { syncMarkerField } from './gutter/extension';
+import { findingLine, siteLinesOf } from './model';
 import type { Finding, Fix, SyncReport, TextEdit } from './tokens';
 
 /** One text change in editor offsets (UTF-16 code units from the start of the cell). */
@@ -27,6 +29,10 @@ export type RewriteOutcome = { ok: true } | { ok: false; reason: string };
 export const STALE_REASON =
   'The cell changed since this report was made, so the rewrite could land on the wrong code. Run the cell again, then apply.';
 
+/** Why a rewrite is refused when its own lines changed since the report (shown to the user). */
+export const LINE_CHANGED_REASON =
+  'The lines of this rewrite changed since this report was made. Run the cell again, then apply.';
+
 /**
  * Something to call around an applied rewrite so that it forms one undo step of its
  * own. JupyterLab's cell editors undo through the shared model's Y.UndoManager
@@ -35,9 +41,13 @@ export const STALE_REASON =
  */
 export const rewriteUndoBoundary = Facet.define<() => void>();
 
-/** The findings of a report on a 1-based line that carry a mechanical rewrite. */
+/**
+ * The findings of a report shown on a 1-based line (model.ts `findingLine`) that carry a
+ * mechanical rewrite.
+ */
 export function rewritableFindings(report: SyncReport, line: number): Finding[] {
-  return report.findings.filter(f => f.range.line === line && isApplicable(f.fix));
+  const siteLines = siteLinesOf(report);
+  return report.findings.filter(f => isApplicable(f.fix) && findingLine(report, f, siteLines) === line);
 }
 
 /** A fix that can be applied: it has edits and is not marked as "no mechanical rewrite". */
@@ -138,11 +148,47 @@ function previewOf(
 }
 
 /**
+ * Plan a fix in an editor showing `report`: on the report's own text, or, once the cell
+ * was edited, on the text now when the edits since the report (the marker field's
+ * `sinceReport`) left the fix's lines alone: an edit on another line does not move the
+ * code the fix replaces, only where it is. Refused when those lines changed, or when the
+ * report's text is not known (a notebook opened with the cell already edited).
+ */
+export function planRewriteIn(state: EditorState, report: SyncReport, fix: Fix): RewritePlan {
+  const field = state.field(syncMarkerField, false);
+  const text = state.doc.toString();
+  if (!field || field.report !== report || !field.stale) {
+    return planRewrite(text, report, fix);
+  }
+  const original = field.freshDoc;
+  const since = field.sinceReport;
+  if (!original || !since || since.newLength !== state.doc.length) {
+    return { ok: false, reason: STALE_REASON };
+  }
+  const plan = planRewrite(original.toString(), report, fix);
+  if (!plan.ok) {
+    return plan;
+  }
+  const first = original.line(plan.preview.firstLine);
+  const last = original.line(plan.preview.firstLine + plan.preview.before.length - 1);
+  if (since.touchesRange(first.from, last.to)) {
+    return { ok: false, reason: LINE_CHANGED_REASON };
+  }
+  const changes = plan.changes.map(change => ({
+    from: since.mapPos(change.from, 1),
+    to: since.mapPos(change.to, -1),
+    insert: change.insert
+  }));
+  const firstLine = state.doc.lineAt(since.mapPos(first.from, 1)).number;
+  return { ok: true, changes, preview: { ...plan.preview, firstLine } };
+}
+
+/**
  * Apply a fix to the editor as ONE transaction (one undo step), or refuse with a
- * reason when the editor text no longer matches the report.
+ * reason when the code it rewrites no longer matches the report (`planRewriteIn`).
  */
 export function applyRewrite(view: EditorView, report: SyncReport, fix: Fix): RewriteOutcome {
-  const plan = planRewrite(view.state.doc.toString(), report, fix);
+  const plan = planRewriteIn(view.state, report, fix);
   if (!plan.ok) {
     return plan;
   }

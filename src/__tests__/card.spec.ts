@@ -87,10 +87,37 @@ describe('renderSyncCard', () => {
     expect(cardFor(5).querySelector('.jp-syncfree-card-apply')).toBeNull();
   });
 
-  it('marks a stale card and shows no preview', () => {
-    const card = cardFor(4, loopReport(), { stale: true });
+  it('marks a stale card; a rewrite that cannot apply is disabled before the click, with the reason', () => {
+    const reason = 'The lines of this rewrite changed since this report was made.';
+    const act = actions({ plan: () => ({ ok: false as const, reason }) });
+    const card = cardFor(4, loopReport(), { stale: true }, act);
     expect(card.querySelector('.jp-syncfree-card-stale')).not.toBeNull();
     expect(card.querySelector('.jp-syncfree-card-diff')).toBeNull();
+    const button = card.querySelector<HTMLButtonElement>('.jp-syncfree-card-apply')!;
+    expect(button.disabled).toBe(true);
+    const status = card.querySelector('.jp-syncfree-card-status')!;
+    expect(status.textContent).toBe(reason);
+    expect(button.getAttribute('aria-describedby')).toBe(status.id);
+    button.click();
+    expect(act.apply).not.toHaveBeenCalled();
+  });
+
+  it('on a stale card, a rewrite whose lines are unchanged keeps its preview and applies', () => {
+    const act = actions();
+    const card = cardFor(4, loopReport(), { stale: true }, act);
+    expect(text(card, '.jp-syncfree-card-add')).toEqual(['    +     total += model(x).sum().detach()']);
+    const button = card.querySelector<HTMLButtonElement>('.jp-syncfree-card-apply')!;
+    expect(button.disabled).toBe(false);
+    button.click();
+    expect(act.apply).toHaveBeenCalled();
+  });
+
+  it('says the totals of a line in the header only when it has several sites', () => {
+    expect(cardFor(4).querySelector('.jp-syncfree-card-total')).toBeNull();
+    const r = loopReport({
+      sites: [site({ line: 4, chain: [4], count: 3 }), site({ line: 4, chain: [4], kind: 'print', count: 2 })]
+    });
+    expect(text(cardFor(4, r), '.jp-syncfree-card-total')).toEqual(['×5 · blocked 1.00 ms']);
   });
 
   it('describes static findings that did not run', () => {

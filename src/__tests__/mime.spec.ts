@@ -93,7 +93,10 @@ describe('SyncReportRenderer', () => {
     node.querySelector<HTMLButtonElement>('.jp-syncfree-open-sidebar')!.click();
     expect(openSidebar).toHaveBeenCalled();
     node.querySelectorAll<HTMLElement>('tbody tr')[1].click();
-    expect(jumpToLine).toHaveBeenCalledWith(node, 5);
+    expect(jumpToLine).toHaveBeenCalledWith(node, 5, null);
+    // A row with a finding of its rule on its line goes to the call's column.
+    node.querySelectorAll<HTMLElement>('tbody tr')[0].click();
+    expect(jumpToLine).toHaveBeenLastCalledWith(node, 4, 13);
   });
 
   it('shows a malformed report as one line, with a console warning', () => {

@@ -1,17 +1,19 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { ICommandPalette, Dialog, ISessionContextDialogs, Notification, showDialog } from '@jupyterlab/apputils';
 import type { ICodeCellModel } from '@jupyterlab/cells';
+import type * as nbformat from '@jupyterlab/nbformat';
+import { JSONExt, JSONValue } from '@lumino/coreutils';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import type { SyncfreeCommands } from '../_settings';
 import { markerAtLine, syncMarkerField } from '../gutter/extension';
-import { showSyncCardAtCursor } from '../gutter/tooltip';
+import { openSyncCard, showSyncCardAtCursor, syncCardField } from '../gutter/tooltip';
 import { syncfreeIcon } from '../icons';
 import { cursorPosition, editorViewOfCell, revealCellLine, syncPositions } from '../navigate';
 import { stepToSync } from '../positions';
-import { applyRewrite, rewritableFindings, STALE_REASON } from '../rewrite';
-import { reportData, reportOfCell } from '../reports';
-import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
+import { applyRewrite, rewritableFindings } from '../rewrite';
+import { reportOfCell } from '../reports';
+import { CommandIDs, ISyncReports, MIME_TYPE, PLUGIN_IDS } from '../tokens';
 import { LoadOutcome, SyncfreeKernelControl } from './kernel';
 import { DEFAULT_MAGIC_OPTIONS, IMagicOptions, magicPrefix, watchLine } from './magic';
 
@@ -37,16 +39,58 @@ function reportLoadProblem(outcome: LoadOutcome): void {
   }
 }
 
-/** Remove the syncfree report outputs of a cell; true if it had one. */
-export function removeReportOutputs(model: ICodeCellModel): boolean {
-  let removed = false;
-  for (let i = model.outputs.length - 1; i >= 0; i--) {
-    if (reportData(model.outputs.get(i)) !== undefined) {
-      model.outputs.remove(i);
-      removed = true;
-    }
+/** The report outputs taken out of one cell: enough to put them back. */
+export interface IRemovedReports {
+  cell: ICodeCellModel;
+  /** The cell's outputs before, in order. */
+  outputs: nbformat.IOutput[];
+  count: number;
+}
+
+/**
+ * Remove the syncfree report outputs of a cell, as an edit of the notebook: through the
+ * cell's shared model, which is what is saved and what marks the notebook dirty, as
+ * JupyterLab's own Clear Outputs does (NotebookActions.clearOutputs). Removing them
+ * from the cell's output area model is not enough: its 'remove' change reaches the
+ * shared model with the count as the end index (@jupyterlab/cells model.ts
+ * `onOutputsChange`), so nothing is deleted there and the reports came back on reopening.
+ * Null when the cell had no report.
+ */
+export function removeReportOutputs(model: ICodeCellModel): IRemovedReports | null {
+  const before = model.sharedModel.getOutputs();
+  const kept = before.filter(output => (output.data as Record<string, unknown> | undefined)?.[MIME_TYPE] === undefined);
+  if (kept.length === before.length) {
+    return null;
   }
-  return removed;
+  model.sharedModel.transact(() => {
+    for (let i = before.length - 1; i >= 0; i--) {
+      if ((before[i].data as Record<string, unknown> | undefined)?.[MIME_TYPE] !== undefined) {
+        model.sharedModel.updateOutputs(i, i + 1, []);
+      }
+    }
+  }, false);
+  return { cell: model, outputs: before, count: before.length - kept.length };
+}
+
+/**
+ * Put removed reports back (the Undo of a clear): each cell gets the outputs it had, if
+ * it is still there and its outputs did not change since (a cell run again has new ones).
+ */
+export function restoreReportOutputs(removed: readonly IRemovedReports[]): number {
+  let restored = 0;
+  for (const { cell, outputs, count } of removed) {
+    if (cell.isDisposed) {
+      continue;
+    }
+    const now = cell.sharedModel.getOutputs();
+    const expected = outputs.filter(o => (o.data as Record<string, unknown> | undefined)?.[MIME_TYPE] === undefined);
+    if (!JSONExt.deepEqual(now as unknown as JSONValue, expected as unknown as JSONValue)) {
+      continue;
+    }
+    cell.sharedModel.updateOutputs(0, now.length, outputs);
+    restored += count > 0 ? 1 : 0;
+  }
+  return restored;
 }
 
 /**
@@ -183,15 +227,12 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
           });
           return;
         }
-        if (state.stale) {
-          Notification.warning(STALE_REASON, { autoClose: 6000 });
-          return;
-        }
         const column = view.state.selection.main.head - line.from;
         const under = findings.filter(f => f.range.col <= column && column <= f.range.end_col);
         const choice = findings.length === 1 ? findings[0] : under.length === 1 ? under[0] : null;
-        if (!choice) {
-          // Several rewrites on this line: let the user pick one in the card.
+        if (!choice || choice.fix!.safety !== 'safe') {
+          // Several rewrites on this line (pick one), or one to review first: the card
+          // shows the preview and the warning, its Apply button does the rest.
           showSyncCardAtCursor(view);
           return;
         }
@@ -224,18 +265,43 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
           }
           const answer = await showDialog({
             title: 'Clear syncfree reports?',
-            body: `This removes the syncfree reports of all ${count} cell${count === 1 ? '' : 's'} in this notebook. It cannot be undone: run the cells again to get them back.`,
+            body: `This removes the syncfree reports of all ${count} cell${count === 1 ? '' : 's'} in this notebook, as an edit of the notebook (saved with it). Undo it from the notice that follows, or run the cells again to get them back.`,
             buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Clear all' })]
           });
           if (!answer.button.accept || panel.isDisposed) {
             return;
           }
         }
+        const removed: IRemovedReports[] = [];
         for (const cell of notebook.widgets) {
           if (cell.model.type === 'code' && (args.all || notebook.isSelectedOrActive(cell))) {
-            removeReportOutputs(cell.model as ICodeCellModel);
+            const taken = removeReportOutputs(cell.model as ICodeCellModel);
+            if (taken) {
+              removed.push(taken);
+            }
           }
         }
+        if (removed.length === 0) {
+          return;
+        }
+        // Output edits are not on a cell's undo stack (JupyterLab's own Clear Outputs is
+        // not undoable): the notice offers the undo.
+        const cleared = Notification.info(
+          `Cleared the syncfree reports of ${removed.length} cell${removed.length === 1 ? '' : 's'}.`,
+          {
+            autoClose: 10000,
+            actions: [
+              {
+                label: 'Undo',
+                caption: 'Put the reports back',
+                callback: () => {
+                  Notification.dismiss(cleared);
+                  restoreReportOutputs(removed);
+                }
+              }
+            ]
+          }
+        );
       }
     });
 
@@ -249,7 +315,19 @@ export const commandsPlugin: JupyterFrontEndPlugin<void> = {
         Notification.info('No syncs are marked in this notebook.', { autoClose: 3000 });
         return;
       }
-      await revealCellLine(panel.content, panel.content.widgets[target.cell].model.id, target.line);
+      // The card of the line stepped from goes; the one of the line stepped to opens,
+      // as VS Code's F8 shows the problem it goes to (the focus stays in the editor).
+      const from = activeView();
+      if (from?.state.field(syncCardField, false)) {
+        from.dispatch({ effects: openSyncCard.of(null) });
+      }
+      const cell = panel.content.widgets[target.cell];
+      if (await revealCellLine(panel.content, cell.model.id, target.line, target.column)) {
+        const view = editorViewOfCell(cell);
+        if (view && markerAtLine(view, target.line)) {
+          view.dispatch({ effects: openSyncCard.of({ line: target.line, pinned: true }) });
+        }
+      }
     };
     commands.addCommand(CommandIDs.nextSync, {
       label: 'Go to Next Sync',

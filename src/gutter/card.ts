@@ -24,6 +24,9 @@ export interface ISyncCardActions {
 
 const C = `${CSS_PREFIX}-card`;
 
+/** Ids for the reason a rewrite cannot apply (the button's description). */
+let reasonIds = 0;
+
 /** The heading of a card: what kind of evidence the line has. */
 export function cardTitle(marker: ILineMarker): string {
   switch (marker.source) {
@@ -170,8 +173,9 @@ function fixBlock(finding: Finding, fix: Fix, content: ISyncCardContent, actions
       )
     );
   }
-  const plan = content.stale ? null : actions.plan(fix);
-  if (plan?.ok) {
+  // On a stale report too: a rewrite whose lines were not edited still applies.
+  const plan = actions.plan(fix);
+  if (plan.ok) {
     block.appendChild(previewBlock(plan));
   }
   const status = el('div', `${C}-status`);
@@ -180,10 +184,13 @@ function fixBlock(finding: Finding, fix: Fix, content: ISyncCardContent, actions
   const button = el('button', `${C}-apply jp-mod-styled jp-mod-accept`, 'Apply rewrite');
   button.type = 'button';
   button.dataset.rule = finding.rule;
-  if (plan && !plan.ok) {
+  if (!plan.ok) {
+    // Disabled before the click, with the reason beside it and on the button.
+    button.disabled = true;
+    button.title = plan.reason;
     status.textContent = plan.reason;
-  } else if (content.stale) {
-    status.textContent = 'The cell changed since this report: run it again to apply this rewrite.';
+    status.id = `${C}-reason-${++reasonIds}`;
+    button.setAttribute('aria-describedby', status.id);
   }
   button.addEventListener('click', () => {
     const outcome = actions.apply(fix);
@@ -218,11 +225,12 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
 
   const header = el('div', `${C}-header`);
   header.appendChild(el('span', `${C}-title`, title));
-  if (marker.blockedMs !== null) {
+  // The line's totals, when it has several sites: one site says its own count below.
+  if (marker.sites.length > 1 && marker.blockedMs !== null) {
     header.appendChild(
       el('span', `${C}-total`, `${formatCount(marker.count)} · blocked ${formatMs(marker.blockedMs)}`)
     );
-  } else if (marker.count > 0) {
+  } else if (marker.sites.length > 1) {
     header.appendChild(el('span', `${C}-total`, formatCount(marker.count)));
   }
   const close = el('button', `${C}-close`, '×');

@@ -1,4 +1,5 @@
 import {
+  ChangeSet,
   EditorState,
   Extension,
   Facet,
@@ -46,6 +47,17 @@ export interface ISyncMarkerState {
    * is much cheaper than hashing the cell on every keystroke.
    */
   freshDoc: Text | null;
+  /**
+   * Report lines whose marked line was deleted by edits since the report (their markers
+   * are gone): the Syncs panel says so rather than guess where they went. Empty while
+   * the text is the report's.
+   */
+  deleted: ReadonlySet<number>;
+  /**
+   * The edits from the report's text (`freshDoc`) to the text now, while that text is
+   * known: a rewrite whose lines these edits did not touch still applies (rewrite.ts).
+   */
+  sinceReport: ChangeSet | null;
   /**
    * The cell text had not been hashed against the report's source_hash when the report
    * was set: the check waits for idle time (see `deferStaleCheck`), and the markers are
@@ -158,6 +170,8 @@ export function reportFreshness(state: EditorState): 'fresh' | 'stale' | 'unchec
 
 type Freshness = Pick<ISyncMarkerState, 'stale' | 'freshDoc' | 'unchecked'>;
 
+const NO_LINES: ReadonlySet<number> = new Set();
+
 /**
  * Whether `doc` is the text the report ran on (remembering that text once seen). With
  * `defer`, a check that needs the hash is left for later (`unchecked`).
@@ -254,10 +268,54 @@ function build(
   return { markers: markers.finish(), lines: lines.finish() };
 }
 
+/** The edits since the report, from nothing: the text is the report's (or unknown). */
+function sinceFresh(freshDoc: Text | null): ChangeSet | null {
+  return freshDoc ? ChangeSet.empty(freshDoc.length) : null;
+}
+
 /** The field's value for a report and options, drawn on a document. */
 function initialState(report: SyncReport | null, options: ISyncMarkerOptions, state: EditorState): ISyncMarkerState {
-  const value = { report, options, ...freshness(report, state.doc, null, state.facet(deferStaleCheck) !== null) };
+  const fresh = freshness(report, state.doc, null, state.facet(deferStaleCheck) !== null);
+  const value = { report, options, ...fresh, deleted: NO_LINES, sinceReport: sinceFresh(fresh.freshDoc) };
   return { ...value, ...build(value, state.doc) };
+}
+
+/**
+ * Markers mapped through an edit, less those whose line the edit deleted, and the report
+ * lines deleted so far. A marker sits at the start of its line: it is dropped when the
+ * edit removes text across that point (CodeMirror's MapMode.TrackDel), and it lands
+ * inside another line when the edit joins its line to the one above (Backspace at its
+ * start after clearing it): both mean the line is gone.
+ */
+function mapMarkers(
+  markers: RangeSet<SyncGutterMarker>,
+  changes: ChangeSet,
+  doc: Text,
+  deleted: ReadonlySet<number>
+): { markers: RangeSet<SyncGutterMarker>; deleted: ReadonlySet<number> } {
+  const mapped = markers.map(changes);
+  let gone: Set<number> | null = null;
+  for (const iter = mapped.iter(); iter.value; iter.next()) {
+    if (doc.lineAt(iter.from).from !== iter.from) {
+      (gone ??= new Set(deleted)).add(iter.value.info.line);
+    }
+  }
+  if (mapped.size !== markers.size) {
+    const kept = new Set<number>();
+    for (const iter = mapped.iter(); iter.value; iter.next()) {
+      kept.add(iter.value.info.line);
+    }
+    for (const iter = markers.iter(); iter.value; iter.next()) {
+      if (!kept.has(iter.value.info.line)) {
+        (gone ??= new Set(deleted)).add(iter.value.info.line);
+      }
+    }
+  }
+  if (!gone) {
+    return { markers: mapped, deleted };
+  }
+  const lost = gone;
+  return { markers: mapped.update({ filter: (_from, _to, marker) => !lost.has(marker.info.line) }), deleted: lost };
 }
 
 export const syncMarkerField = StateField.define<ISyncMarkerState>({
@@ -281,12 +339,14 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
     }
     if (rebuild) {
       const defer = tr.state.facet(deferStaleCheck) !== null;
-      next = { ...next, ...freshness(next.report, tr.state.doc, next.freshDoc, defer) };
+      const fresh = freshness(next.report, tr.state.doc, next.freshDoc, defer);
+      next = { ...next, ...fresh, deleted: NO_LINES, sinceReport: sinceFresh(fresh.freshDoc) };
       return { ...next, ...build(next, tr.state.doc) };
     }
     if (check && next.unchecked && next.report && check.doc === tr.state.doc) {
       const stale = check.hash !== next.report.source_hash;
       next = { ...next, stale, freshDoc: stale ? null : check.doc, unchecked: false };
+      next = { ...next, sinceReport: sinceFresh(next.freshDoc) };
       // Markers were drawn fresh: redraw them only when the cell turned out stale.
       return stale ? { ...next, ...build(next, tr.state.doc) } : next;
     }
@@ -296,24 +356,47 @@ export const syncMarkerField = StateField.define<ISyncMarkerState>({
       // Text the idle check already verified is compared with, not hashed again.
       const known = next.freshDoc ?? (verified(tr.startState.doc, next.report) ? tr.startState.doc : null);
       const { stale, freshDoc } = freshness(next.report, tr.state.doc, known);
+      if (!stale) {
+        // The text is the report's again (an undo, the same text cut and pasted back):
+        // every marker comes back where the report puts it, whatever the edits in
+        // between had removed, as the line highlights do.
+        const fresh = {
+          ...next,
+          stale,
+          freshDoc,
+          unchecked: false,
+          deleted: NO_LINES,
+          sinceReport: sinceFresh(freshDoc)
+        };
+        return { ...fresh, ...build(fresh, tr.state.doc) };
+      }
+      const base =
+        next.sinceReport && next.sinceReport.newLength === tr.startState.doc.length
+          ? next.sinceReport
+          : known === tr.startState.doc
+            ? ChangeSet.empty(known.length)
+            : null;
+      const sinceReport = freshDoc && base ? base.compose(tr.changes) : null;
+      const { markers: mappedMarkers, deleted } = mapMarkers(next.markers, tr.changes, tr.state.doc, next.deleted);
       if (stale !== next.stale) {
-        const mapped = { ...next, stale, freshDoc, unchecked: false };
+        const mapped = { ...next, stale, freshDoc, unchecked: false, deleted, sinceReport };
         const markers = new RangeSetBuilder<SyncGutterMarker>();
-        const iter = next.markers.map(tr.changes).iter();
-        for (; iter.value; iter.next()) {
+        for (const iter = mappedMarkers.iter(); iter.value; iter.next()) {
           markers.add(iter.from, iter.to, new SyncGutterMarker(iter.value.info, stale));
         }
         return {
           ...mapped,
           markers: markers.finish(),
-          lines: stale ? next.lines.map(tr.changes).update({ filter: () => false }) : build(mapped, tr.state.doc).lines
+          lines: next.lines.map(tr.changes).update({ filter: () => false })
         };
       }
       return {
         ...next,
         freshDoc,
         unchecked: false,
-        markers: next.markers.map(tr.changes),
+        deleted,
+        sinceReport,
+        markers: mappedMarkers,
         lines: next.lines.map(tr.changes)
       };
     }

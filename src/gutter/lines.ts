@@ -1,5 +1,5 @@
 import type { Finding, SyncReport, SyncSite } from '../tokens';
-import { MarkerSource, siteSource, weightOf } from '../model';
+import { MarkerSource, findingLine, siteLinesOf, siteSource, weightOf } from '../model';
 
 export type { MarkerSource } from '../model';
 
@@ -72,8 +72,9 @@ export function markerLines(
       marker.blockedMs = (marker.blockedMs ?? 0) + blocked;
     }
   }
+  const siteLines = report.findings.length > 0 ? siteLinesOf(report) : undefined;
   for (const finding of report.findings) {
-    const line = finding.range.line;
+    const line = findingLine(report, finding, siteLines);
     const marker = byLine.get(line);
     if (marker) {
       marker.findings.push(finding);

@@ -1,6 +1,6 @@
 import { EditorState, Extension, Prec, StateEffect, StateField } from '@codemirror/state';
 import { EditorView, Tooltip, ViewPlugin, ViewUpdate, getTooltip, keymap, showTooltip } from '@codemirror/view';
-import { applyRewrite, planRewrite } from '../rewrite';
+import { applyRewrite, planRewriteIn } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { renderSyncCard } from './card';
 import { markerAtLine, setSyncReport, syncMarkerClick, syncMarkerField } from './extension';
@@ -60,7 +60,7 @@ function createCard(view: EditorView, pos: number): HTMLElement {
   const card: HTMLElement = renderSyncCard(
     { marker: marker.info, report, stale: state.stale, showLibraryFrames: state.options.showLibraryFrames },
     {
-      plan: fix => planRewrite(view.state.doc.toString(), report, fix),
+      plan: fix => planRewriteIn(view.state, report, fix),
       apply: fix => {
         const outcome = applyRewrite(view, report, fix);
         if (outcome.ok) {

@@ -72,8 +72,13 @@ function editedLines(view: EditorView | null, report: SyncReport): Pick<IRankInp
   for (const iter = field.markers.iter(); iter.value; iter.next()) {
     moved.set(iter.value.info.line, view.state.doc.lineAt(iter.from).number);
   }
-  // A line without a marker (not drawn: under the threshold) stays where it was.
-  return { stale, currentLine: line => moved.get(line) ?? (line <= view.state.doc.lines ? line : null) };
+  // A line whose marker an edit deleted is gone; a line without a marker (not drawn:
+  // under the threshold) stays where it was.
+  const lines = view.state.doc.lines;
+  return {
+    stale,
+    currentLine: line => moved.get(line) ?? (field.deleted.has(line) || line > lines ? null : line)
+  };
 }
 
 /**
@@ -116,8 +121,11 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     let settings: ISettingRegistry.ISettings | null = null;
 
     const toolbar = new Toolbar();
+    // noFocusOnClick: a click runs the command without moving the keyboard focus, as on
+    // JupyterLab's notebook toolbar (@jupyterlab/ui-components toolbar.tsx
+    // ToolbarButtonComponent): the next Shift+Enter runs the cell, not the button again.
     const addButton = (name: string, id: string, label: string | undefined, args: ReadonlyJSONObject = {}) =>
-      toolbar.addItem(name, new CommandToolbarButton({ commands, id, args, label }));
+      toolbar.addItem(name, new CommandToolbarButton({ commands, id, args, label, noFocusOnClick: true }));
     addButton('check', CommandIDs.checkCell, 'Check cell');
     // Labeled by the command: "Watch", or "Watching" while watch mode is on.
     addButton('watch', CommandIDs.toggleWatch, undefined, { short: true });
@@ -125,13 +133,15 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
 
     const panel = new SyncsPanel({
       toolbar,
-      jump: (cellId, line) => {
+      jump: (cellId, line, column) => {
         const notebook = tracker.currentWidget;
         if (notebook) {
           shell.activateById(notebook.id);
-          void revealCellLine(notebook.content, cellId, line);
+          void revealCellLine(notebook.content, cellId, line, column);
         }
       },
+      // The commands plugin's watch toggle knows whether the kernel watches every cell.
+      watching: () => commands.hasCommand(CommandIDs.toggleWatch) && commands.isToggled(CommandIDs.toggleWatch),
       onGroupByCellChanged: value => {
         void settings
           ?.set('groupByCell', value)
@@ -139,6 +149,11 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
       }
     });
     panel.title.icon = syncfreeIcon;
+    commands.commandChanged.connect((_, change) => {
+      if (change.id === CommandIDs.toggleWatch) {
+        panel.update();
+      }
+    });
     shell.add(panel, 'right', { rank: 650 });
     restorer?.add(panel, panel.id);
 

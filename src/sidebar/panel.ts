@@ -26,17 +26,25 @@ export interface ISyncsSource {
 }
 
 export interface ISyncsPanelOptions {
-  /** Go to a cell line (activate the cell, put the cursor on the line). */
-  jump(cellId: string, line: number): void;
+  /**
+   * Go to a cell line (activate the cell, put the cursor on the line): at a 0-based
+   * column, or with null at the line's first character that is not blank.
+   */
+  jump(cellId: string, line: number, column: number | null): void;
   /** Group sites by cell (else one flat ranked list). */
   groupByCell?: boolean;
   /** Called when the user switches between grouped and flat. */
   onGroupByCellChanged?(value: boolean): void;
   /** Widgets for the header (command buttons). */
   toolbar?: Widget;
+  /** Whether watch mode is on for the notebook's kernel (the empty panel says what to do). */
+  watching?(): boolean;
 }
 
 const S = `${CSS_PREFIX}-sidebar`;
+
+/** The first sort when no time was measured (predicted syncs): most syncs first. */
+const COUNT_SORT: ISiteSort = { key: 'count', descending: true };
 
 /** Rows drawn at first; the rest on request, so a huge notebook stays responsive. */
 export const ROWS_SHOWN = 200;
@@ -153,9 +161,12 @@ export class SyncsPanel extends Panel {
     }
   }
 
-  /** The column and direction the rows are sorted by. */
+  /**
+   * The column and direction the rows are sorted by: the user's choice, else costliest
+   * first by blocked time, or by count where no time was measured (predicted syncs).
+   */
   get sort(): ISiteSort {
-    return this._sort;
+    return this._sort ?? DEFAULT_SORT;
   }
 
   set sort(value: ISiteSort) {
@@ -198,27 +209,33 @@ export class SyncsPanel extends Panel {
     }
     const inputs = source.inputs();
     this._head.appendChild(el('div', `${S}-notebook`, source.title));
+    this._updateControls(inputs);
     if (inputs.length === 0) {
       this._content.appendChild(this._emptyState());
       return;
     }
     this._controls.hidden = false;
-    this._updateControls(inputs);
     const ranking = new SiteRanking(inputs, this._filter);
     // The totals are the notebook's, whatever the filters show.
     const filtered = Boolean(this._filter.kind || this._filter.rule || this._filter.text);
-    this._head.appendChild(this._totals((filtered ? new SiteRanking(inputs) : ranking).totals()));
+    const all = filtered ? new SiteRanking(inputs) : ranking;
+    const totals = all.totals();
+    this._head.appendChild(this._totals(totals));
+    this._filterCount.textContent = filtered ? `${ranking.size} of ${all.size}` : '';
+    this._filterCount.title = filtered ? `${ranking.size} of ${all.size} rows match the filters` : '';
     if (ranking.size === 0) {
       this._content.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;
     }
+    // Until the user picks a column: blocked time, or count where nothing was timed.
+    this._shownSort = this._sort ?? (totals.blockedMs === null ? COUNT_SORT : DEFAULT_SORT);
     const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}`);
     grid.setAttribute('role', 'treegrid');
     grid.setAttribute('aria-label', 'Syncs in this notebook');
     grid.appendChild(this._columnHeaders());
     const limit = this._expanded ? Infinity : ROWS_SHOWN;
     if (this._groupByCell) {
-      for (const group of ranking.groups(limit, this._sort)) {
+      for (const group of ranking.groups(limit, this._shownSort)) {
         const collapsed = this._collapsed.has(group.cellId);
         grid.appendChild(this._groupHeader(group, collapsed));
         if (!collapsed) {
@@ -226,7 +243,7 @@ export class SyncsPanel extends Panel {
         }
       }
     } else {
-      ranking.flat(limit, this._sort).forEach((site, i) => grid.appendChild(this._row(site, true, i)));
+      ranking.flat(limit, this._shownSort).forEach((site, i) => grid.appendChild(this._row(site, true, i)));
     }
     this._content.appendChild(grid);
     if (!this._expanded && ranking.size > ROWS_SHOWN) {
@@ -250,6 +267,12 @@ export class SyncsPanel extends Panel {
   private _emptyState(): HTMLElement {
     const box = el('div', `${S}-empty`);
     box.appendChild(el('p', undefined, 'No syncs reported in this notebook yet.'));
+    if (this._options.watching?.()) {
+      box.appendChild(
+        el('p', undefined, 'Watch mode is on: run a cell, and each cell that syncs gets its report here.')
+      );
+      return box;
+    }
     const how = el('p');
     how.appendChild(document.createTextNode('Run '));
     how.appendChild(el('code', undefined, '%load_ext syncfree'));
@@ -292,6 +315,11 @@ export class SyncsPanel extends Panel {
     text.dataset.control = 'text';
     this._textBox = text;
     bar.appendChild(text);
+    // "3 of 8" while a filter hides rows; read out as it changes.
+    this._filterCount = el('span', `${S}-filter-count`);
+    this._filterCount.setAttribute('role', 'status');
+    this._filterCount.setAttribute('aria-live', 'polite');
+    bar.appendChild(this._filterCount);
     const group = el('label', `${S}-group-toggle`);
     const box = el('input');
     box.type = 'checkbox';
@@ -315,6 +343,16 @@ export class SyncsPanel extends Panel {
 
   private _updateControls(inputs: IRankInput[]): void {
     const { kinds, rules, kindLabels, ruleLabels } = filterChoices(inputs);
+    // A kind or rule no longer present (its reports were cleared) filters nothing out.
+    if (this._filter.kind && !kinds.includes(this._filter.kind)) {
+      this._filter = { ...this._filter, kind: null };
+    }
+    if (this._filter.rule && !rules.includes(this._filter.rule)) {
+      this._filter = { ...this._filter, rule: null };
+    }
+    if (inputs.length === 0) {
+      this._filterCount.textContent = '';
+    }
     this._groupBox.checked = this._groupByCell;
     fillSelect(this._kindSelect, 'all kinds', kinds, this._filter.kind ?? null, k => kindLabels[k] ?? k);
     fillSelect(this._ruleSelect, 'all rules', rules, this._filter.rule ?? null, r => ruleLabels[r] ?? r);
@@ -327,8 +365,9 @@ export class SyncsPanel extends Panel {
     for (const column of COLUMNS) {
       const cell = el('span', `${S}-column ${S}-column-${column.name}`);
       cell.setAttribute('role', 'columnheader');
-      const sorted = column.sorts.some(sort => sort.key === this._sort.key);
-      cell.setAttribute('aria-sort', sorted ? (this._sort.descending ? 'descending' : 'ascending') : 'none');
+      const shown = this._shownSort;
+      const sorted = column.sorts.some(sort => sort.key === shown.key);
+      cell.setAttribute('aria-sort', sorted ? (shown.descending ? 'descending' : 'ascending') : 'none');
       column.sorts.forEach((sort, i) => {
         if (i > 0) {
           cell.appendChild(document.createTextNode(' · '));
@@ -337,9 +376,9 @@ export class SyncsPanel extends Panel {
         button.type = 'button';
         button.dataset.sort = sort.key;
         button.title = sort.title;
-        if (sort.key === this._sort.key) {
+        if (sort.key === shown.key) {
           button.setAttribute('aria-pressed', 'true');
-          button.appendChild(el('span', `${S}-sort-arrow`, this._sort.descending ? '▾' : '▴'));
+          button.appendChild(el('span', `${S}-sort-arrow`, shown.descending ? '▾' : '▴'));
         }
         cell.appendChild(button);
       });
@@ -402,9 +441,17 @@ export class SyncsPanel extends Panel {
     const line = site.currentLine ?? site.line;
     row.dataset.line = String(line);
     row.dataset.reportLine = String(site.line);
+    if (site.column !== null) {
+      row.dataset.column = String(site.column);
+    }
     row.dataset.key = `${site.cellId}|${site.line}|${site.kind}|${site.rule ?? ''}|${index}`;
     if (site.stale) {
       row.dataset.stale = 'true';
+    }
+    if (site.currentLine === null) {
+      // The line was deleted since the run: there is nothing to go to.
+      row.dataset.deleted = 'true';
+      row.setAttribute('aria-disabled', 'true');
     }
     const dot = el(
       'span',
@@ -418,8 +465,8 @@ export class SyncsPanel extends Panel {
       row.appendChild(span);
       return span;
     };
-    const where = site.currentLine === null ? `${site.line} (deleted)` : String(line);
-    cell('where', showCell ? `cell ${site.cellNumber}:${where}` : where);
+    const position = site.currentLine === null ? `${site.line} (deleted)` : String(line);
+    cell('where', showCell ? `cell ${site.cellNumber}:${position}` : position);
     const what = cell('kind');
     what.appendChild(withInlineCode('span', `${S}-label`, site.label));
     const delta = deltaText(site);
@@ -448,9 +495,27 @@ export class SyncsPanel extends Panel {
         ? `${plainText(site.label)}, did not run`
         : `${plainText(site.label)} ${formatCount(site.count)}${site.source === 'predicted' ? ' (predicted)' : ''}`;
     const ruleText = site.ruleTitle ? `${site.rule} ${plainText(site.ruleTitle)}` : site.rule;
-    const staleNote = site.stale ? 'out of date: the cell was edited since this run' : null;
-    row.title = [`line ${line}: ${whatText}`, ruleText, site.message, staleNote].filter(Boolean).join(' — ');
+    const staleNote =
+      site.currentLine === null
+        ? `line ${site.line} was deleted since this run`
+        : site.stale
+          ? 'out of date: the cell was edited since this run'
+          : null;
+    const where = site.currentLine === null ? `line ${site.line} (deleted)` : `line ${line}`;
+    row.title = [`${where}: ${whatText}`, ruleText, site.message, staleNote].filter(Boolean).join(' — ');
     return row;
+  }
+
+  /** Go to a row's line; a row whose line was deleted goes nowhere (its text says why). */
+  private _jump(row: HTMLElement): void {
+    if (row.dataset.cellId && row.dataset.deleted !== 'true') {
+      const column = row.dataset.column;
+      this._options.jump(
+        row.dataset.cellId,
+        Number(row.dataset.line ?? 1),
+        column === undefined ? null : Number(column)
+      );
+    }
   }
 
   /** The rows the arrow keys move between (group headers and site rows), in order. */
@@ -493,8 +558,9 @@ export class SyncsPanel extends Panel {
     const sort = target.closest<HTMLElement>('[data-sort]');
     if (sort) {
       const key = sort.dataset.sort as SortKey;
+      const shown = this._shownSort;
       this._sort =
-        this._sort.key === key ? { key, descending: !this._sort.descending } : { key, descending: firstDirection(key) };
+        shown.key === key ? { key, descending: !shown.descending } : { key, descending: firstDirection(key) };
       this.render();
       return;
     }
@@ -506,7 +572,7 @@ export class SyncsPanel extends Panel {
     const row = target.closest<HTMLElement>(`.${S}-row`);
     if (row?.dataset.cellId) {
       this._activate(row);
-      this._options.jump(row.dataset.cellId, Number(row.dataset.line ?? 1));
+      this._jump(row);
     }
   };
 
@@ -552,8 +618,8 @@ export class SyncsPanel extends Panel {
       case ' ':
         if (isGroup) {
           this._toggleGroup(row.dataset.cellId!);
-        } else if (row.dataset.cellId) {
-          this._options.jump(row.dataset.cellId, Number(row.dataset.line ?? 1));
+        } else {
+          this._jump(row);
         }
         break;
       default:
@@ -605,7 +671,11 @@ export class SyncsPanel extends Panel {
   private _ruleSelect!: HTMLSelectElement;
   private _groupByCell: boolean;
   private _filter: ISiteFilter = {};
-  private _sort: ISiteSort = DEFAULT_SORT;
+  /** The sort the user picked; null until a column header is clicked. */
+  private _sort: ISiteSort | null = null;
+  /** The sort of the rows drawn (`_sort`, or the default for the notebook's rows). */
+  private _shownSort: ISiteSort = DEFAULT_SORT;
+  private _filterCount!: HTMLElement;
   private _collapsed = new Set<string>();
   private _activeKey: string | null = null;
   private _expanded = false;

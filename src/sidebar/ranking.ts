@@ -2,11 +2,14 @@ import type { Finding, SyncReport, SyncSite } from '../_report';
 import {
   MarkerSource,
   compareCost,
+  findingLine,
   findingsWithoutSites,
   isPredicted,
   plainText,
   ruleTitle,
+  siteColumn,
   siteLabel,
+  siteLinesOf,
   siteSource,
   weightOf
 } from '../model';
@@ -47,6 +50,8 @@ export interface IRankedSite {
   line: number;
   /** Where that line is now in the cell (moved by edits); null when it was deleted. */
   currentLine: number | null;
+  /** The 0-based column of the call on that line, when a finding says where it starts. */
+  column: number | null;
   /** The cell was edited since the run: the row is out of date. */
   stale: boolean;
   /** What synced (the site's kind); `static` for a finding that did not run. */
@@ -303,26 +308,18 @@ export class SiteRanking {
   }
 
   /**
-   * The cells, costliest first (by their most costly row), each with its totals and
-   * its rows, most costly first: `limit` rows in all, the last group cut short.
+   * The cells, costliest first by the totals their headers show (blocked time, then
+   * syncs), each with its rows, most costly first: `limit` rows in all, the last group
+   * cut short.
    */
   groups(limit = Infinity, sort: ISiteSort = DEFAULT_SORT): ICellGroup[] {
     if (!isDefaultSort(sort)) {
       return this._sortedGroups(limit, sort);
     }
-    const first = (entry: ICellEntry) =>
-      entry.sites.length > 0 ? { site: entry.sites[0], finding: null } : { site: null, finding: entry.findings[0] };
-    const ordered = [...this._entries].sort((a, b) => {
-      const fa = first(a);
-      const fb = first(b);
-      if (fa.site && fb.site) {
-        return compareSites(fa.site, a.input, fb.site, b.input);
-      }
-      if (fa.site || fb.site) {
-        return fa.site ? -1 : 1;
-      }
-      return a.input.cellNumber - b.input.cellNumber || fa.finding!.range.line - fb.finding!.range.line;
-    });
+    const totals = new Map(this._entries.map(entry => [entry, groupTotals(entry)]));
+    const ordered = [...this._entries].sort(
+      (a, b) => compareGroups(totals.get(a)!, totals.get(b)!, DEFAULT_SORT) || a.input.cellNumber - b.input.cellNumber
+    );
     const groups: ICellGroup[] = [];
     let budget = limit;
     for (const entry of ordered) {
@@ -343,29 +340,35 @@ export class SiteRanking {
         sites.push(this._findingRow(entry, finding));
       }
       budget -= entry.sites.length + entry.findings.length;
-      groups.push({ ...groupTotals(entry), sites });
+      groups.push({ ...totals.get(entry)!, sites });
     }
     return groups;
   }
 
-  /** The cells' rows sorted by a column; cells by their first row (numbers) or in notebook order. */
+  /**
+   * The cells' rows sorted by a column; cells by the totals their headers show (count,
+   * blocked) or in notebook order.
+   */
   private _sortedGroups(limit: number, sort: ISiteSort): ICellGroup[] {
     const sorted = this._entries.map(entry => ({
       entry,
+      totals: groupTotals(entry),
       rows: this._rowsOf(entry).sort((a, b) => compareRows(a, b, sort))
     }));
     if (sort.key === 'count' || sort.key === 'blocked') {
-      sorted.sort((a, b) => compareRows(a.rows[0], b.rows[0], sort));
+      sorted.sort(
+        (a, b) => compareGroups(a.totals, b.totals, sort) || a.entry.input.cellNumber - b.entry.input.cellNumber
+      );
     } else {
       sorted.sort((a, b) => a.entry.input.cellNumber - b.entry.input.cellNumber);
     }
     const groups: ICellGroup[] = [];
     let budget = limit;
-    for (const { entry, rows } of sorted) {
+    for (const { totals, rows } of sorted) {
       if (budget <= 0) {
         break;
       }
-      groups.push({ ...groupTotals(entry), sites: rows.slice(0, budget) });
+      groups.push({ ...totals, sites: rows.slice(0, budget) });
       budget -= rows.length;
     }
     return groups;
@@ -402,6 +405,7 @@ export class SiteRanking {
       cellNumber: input.cellNumber,
       line: site.line,
       currentLine: input.currentLine ? input.currentLine(site.line) : site.line,
+      column: siteColumn(report, site),
       stale: input.stale ?? false,
       kind: site.kind,
       label: siteLabel(site),
@@ -423,6 +427,7 @@ export class SiteRanking {
       cellNumber: input.cellNumber,
       line: finding.range.line,
       currentLine: input.currentLine ? input.currentLine(finding.range.line) : finding.range.line,
+      column: finding.range.col,
       stale: input.stale ?? false,
       kind: STATIC_KIND,
       label: ruleTitle(input.report, finding.rule) ?? finding.rule,
@@ -481,6 +486,21 @@ export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): nu
   return (sort.descending ? -by : by) || where;
 }
 
+/**
+ * Two cells by the totals their headers show: blocked time then syncs, or syncs then
+ * blocked time (count); cells with no measured time after those with one. 0 for ties.
+ */
+function compareGroups(
+  a: Pick<ICellGroup, 'syncs' | 'blockedMs'>,
+  b: Pick<ICellGroup, 'syncs' | 'blockedMs'>,
+  sort: ISiteSort
+): number {
+  const blocked = (a.blockedMs ?? -1) - (b.blockedMs ?? -1);
+  const syncs = a.syncs - b.syncs;
+  const by = sort.key === 'count' ? syncs || blocked : blocked || syncs;
+  return sort.descending ? -by : by;
+}
+
 /** A cell's totals over its listed sites, and their change since its previous run. */
 function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   const { input } = entry;
@@ -531,7 +551,7 @@ export function filterChoices(inputs: readonly IRankInput[]): IFilterChoices {
     }
   };
   for (const { report } of inputs) {
-    const siteLines = new Set(report.sites.map(s => s.line));
+    const siteLines = siteLinesOf(report);
     for (const site of report.sites) {
       if (!kinds.has(site.kind)) {
         kinds.set(site.kind, plainText(siteLabel(site)));
@@ -542,7 +562,7 @@ export function filterChoices(inputs: readonly IRankInput[]): IFilterChoices {
     }
     for (const finding of report.findings) {
       addRule(report, finding.rule);
-      if (!siteLines.has(finding.range.line)) {
+      if (!siteLines.has(findingLine(report, finding, siteLines))) {
         kinds.set(STATIC_KIND, 'not run (static finding)');
       }
     }
