@@ -471,17 +471,55 @@ def run_watched(tmp_path, monkeypatch, env: dict[str, str] | None = None):
     return {(s.line, s.kind): (s.count, s.label) for s in watched.report.sites}
 
 
-def test_warn_mode_sees_barriers_through_explicit_wrappers(fake_cuda, tmp_path, monkeypatch):
+def as_nccl(monkeypatch):
+    """The single-process gloo group answers as an NCCL one (what the wrappers decide by)."""
+    import torch.distributed as dist
+
+    monkeypatch.setattr(dist.distributed_c10d, "get_backend", lambda group=None: "nccl")
+
+
+def test_warn_mode_sees_nccl_barriers_through_explicit_wrappers(fake_cuda, tmp_path, monkeypatch):
     import torch.distributed as dist
 
     before = (dist.barrier, dist.distributed_c10d.barrier, dist.all_reduce, vars(dist.Work)["wait"])
+    as_nccl(monkeypatch)
     sites = run_watched(tmp_path, monkeypatch)
+    # The barriers, at the call and at the async one's wait(); NCCL collectives and their
+    # wait() without blocking wait: no host wait.
     assert sites == {(8, "distributed"): (1, "`dist.barrier()`"), (10, "distributed"): (1, "`dist.barrier()`")}
-    # gloo on CPU tensors and a plain wait: no host-device sync.
     assert (dist.barrier, dist.distributed_c10d.barrier, dist.all_reduce, vars(dist.Work)["wait"]) == before
 
 
-def test_warn_mode_with_blocking_wait_sees_every_wait(fake_cuda, tmp_path, monkeypatch):
+def test_warn_mode_with_blocking_wait_sees_every_nccl_collective(fake_cuda, tmp_path, monkeypatch):
+    as_nccl(monkeypatch)
     sites = run_watched(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"})
-    assert sites[(7, "distributed")] == (1, "`Work.wait() with TORCH_NCCL_BLOCKING_WAIT`")
-    assert sites[(12, "distributed")][0] == 1 and sites[(8, "distributed")][0] == 1
+    assert sites == {(7, "distributed"): (1, "`dist.all_reduce() with TORCH_NCCL_BLOCKING_WAIT`"),
+                     (8, "distributed"): (1, "`dist.barrier()`"), (10, "distributed"): (1, "`dist.barrier()`"),
+                     (12, "distributed"): (1, "`dist.all_reduce() with TORCH_NCCL_BLOCKING_WAIT`")}
+
+
+def test_warn_mode_gloo_on_cpu_tensors_is_no_device_sync(fake_cuda, tmp_path, monkeypatch):
+    assert run_watched(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"}) == {}
+
+
+GLOO_CUDA_SCRIPT = """import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", init_method="file://{store}", rank=0, world_size=1)
+t = torch.ones(2, device="cuda")
+dist.all_reduce(t)
+work = dist.all_reduce(t, async_op=True)
+work.wait()
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_predict_mode_gloo_on_cuda_tensors_waits_at_each_collective(tmp_path):
+    from syncfree.session import run_script
+
+    script = tmp_path / "gloo_job.py"
+    script.write_text(GLOO_CUDA_SCRIPT.format(store=tmp_path / "store"))
+    result = run_script(str(script), mode="predict")
+    assert result.exit_code == 0, result.error
+    assert lines_of(result) == {6: ("distributed", 1), 8: ("distributed", 1)}  # gloo's barrier: no device sync

@@ -7,13 +7,13 @@ cover the ``torch.distributed`` namespace). While a recorder runs, explicit.py i
 wrappers beside its own (same install, same restore) and they report to the recorder as
 syncs of kind ``distributed``:
 
-* ``barrier()``: ProcessGroupNCCL's barrier work synchronizes the device in ``wait()``
-  (gloo's waits for every rank): one sync at the call, or at ``Work.wait()`` with
-  ``async_op=True``;
+* ``barrier()`` on an NCCL group: ProcessGroupNCCL's barrier work synchronizes the device in
+  ``wait()``: one sync at the call, or at ``Work.wait()`` with ``async_op=True`` (gloo's
+  barrier waits for the other ranks on the CPU only: not a device sync);
 * a collective on a gloo group with CUDA tensors: gloo copies through the host and the
   caller waits for it: one sync at the call, or at ``Work.wait()``;
-* with ``TORCH_NCCL_BLOCKING_WAIT=1``: every ``Work.wait()``, which c10d also calls for each
-  collective made without ``async_op=True``.
+* with ``TORCH_NCCL_BLOCKING_WAIT=1``: every collective on an NCCL group, at the call (c10d
+  waits on its work) or, with ``async_op=True``, at ``Work.wait()``.
 
 NCCL's collectives and ``Work.wait()`` without blocking wait only order work on the GPU:
 not reported. What object collectives sync (size reads, copies, ``.item()``) is tensor code
@@ -60,11 +60,16 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
         entry = tagged.pop(id(work), None)
         if entry is not None and entry[0] is work:
             return entry[1]
-        if state.reason is not None:  # c10d's own wait inside barrier() or a gloo collective
-            return state.reason
-        return "Work.wait() with TORCH_NCCL_BLOCKING_WAIT" if blocking_wait else None
+        return state.reason  # c10d's own wait inside barrier() or a collective that blocks
 
-    def marking(original: Callable[..., Any], what: str, applies: Callable[..., bool]) -> Callable[..., Any]:
+    def backend(arguments: dict) -> str | None:
+        try:
+            return str(c10d.get_backend(arguments.get("group")))
+        except (RuntimeError, ValueError):  # no process group yet: the call raises itself
+            return None
+
+    def marking(original: Callable[..., Any], name: str,
+                reason: Callable[[dict], str | None]) -> Callable[..., Any]:
         signature = inspect.signature(original)
 
         @functools.wraps(original)
@@ -74,7 +79,8 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
                 arguments = signature.bind(*args, **kwargs).arguments
             except TypeError:  # let the function raise its own error
                 return original(*args, **kwargs)
-            if not applies(arguments):
+            what = reason(arguments)
+            if what is None:
                 return original(*args, **kwargs)
             outer, state.reason = state.reason, what
             try:
@@ -87,14 +93,23 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
 
         return call
 
-    def gloo_on_cuda(arguments: dict) -> bool:
-        group = arguments.get("group")
-        try:
-            if c10d.get_backend(group) != "gloo":
-                return False
-        except (RuntimeError, ValueError):  # no process group yet: the call raises itself
-            return False
-        return any(_is_cuda(value) for value in arguments.values())
+    def barrier_reason(arguments: dict) -> str | None:
+        # NCCL's barrier work synchronizes the device in wait(); gloo's waits for the other
+        # ranks on the CPU only (no device sync: not reported).
+        if backend(arguments) == "nccl":
+            return "dist.barrier()"
+        return None
+
+    def collective_reason(name: str) -> Callable[[dict], str | None]:
+        def reason(arguments: dict) -> str | None:
+            used = backend(arguments)
+            if used == "nccl" and blocking_wait:
+                return f"dist.{name}() with TORCH_NCCL_BLOCKING_WAIT"
+            if used == "gloo" and any(_is_cuda(value) for value in arguments.values()):
+                return f"dist.{name}() on gloo with CUDA tensors"
+            return None
+
+        return reason
 
     found: list[tuple[object, str, str, Callable]] = [
         (c10d.Work, "wait", "Work.wait()",
@@ -102,14 +117,19 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
     ]
     for module in (c10d, dist):
         found.append((module, "barrier", "dist.barrier()",
-                      lambda current, what: marking(current, what, lambda arguments: True)))
+                      lambda current, what: marking(current, "barrier", barrier_reason)))
         for name in _COLLECTIVES:
             if module is dist and getattr(dist, name, None) is not getattr(c10d, name, None):
                 continue  # not c10d's (torch.distributed re-exports it)
             if hasattr(module, name):
-                found.append((module, name, f"dist.{name}() on gloo with CUDA tensors",
-                              lambda current, what: marking(current, what, gloo_on_cuda)))
+                found.append((module, name, f"dist.{name}()",
+                              functools.partial(_make, marking, name, collective_reason(name))))
     return found
+
+
+def _make(marking: Callable[..., Any], name: str, reason: Callable[[dict], str | None],
+          current: Callable[..., Any], what: str) -> Callable[..., Any]:
+    return marking(current, name, reason)
 
 
 def _is_cuda(value: Any) -> bool:

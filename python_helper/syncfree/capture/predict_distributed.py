@@ -21,6 +21,9 @@ device_ids=[local_rank])``. Inside a predict session (`predict.PredictSession`, 
   ``Work.wait()`` is a predicted sync, and with it every collective called without
   ``async_op=True`` (c10d waits on its work): blocking wait makes the CPU wait for each
   collective to finish;
+* a collective on a group the script made with gloo, on stand-in CUDA tensors, is one
+  predicted sync (gloo copies CUDA tensors through the host and the caller waits), at the
+  call or, with ``async_op=True``, at ``Work.wait()``;
 * a collective's result read on the host (``all_reduce(t)`` then ``t.item()``) is predicted
   as every read of a CUDA tensor is: the result is still a stand-in CUDA tensor.
 
@@ -151,10 +154,13 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
     work_type = c10d.Work
     real_wait = work_type.wait
 
+    gloo_works: dict[int, Any] = {}  # async gloo-on-CUDA works: the caller waits at wait()
+
     @functools.wraps(real_wait)
     def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
         result = real_wait(self, *args, **kwargs)
-        if barrier_works.pop(id(self), None) is not None or state["blocking"]:
+        if (barrier_works.pop(id(self), None) is not None or gloo_works.pop(id(self), None) is not None
+                or state["blocking"]):
             record(sys._getframe(1))
         return result
 
@@ -171,7 +177,7 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
     for name in _COLLECTIVES:
         original = getattr(c10d, name, None)
         if original is not None:
-            wrapper = _collective(torch, original)
+            wrapper = _collective(torch, original, session, c10d, nccl_groups, gloo_works, record)
             patch(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 patch(dist, name, wrapper)
@@ -213,18 +219,62 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
                 patch(owner, "device_count", session._per_thread(lambda: int(local_world), real_count))
 
 
-def _collective(torch: Any, original: Callable[..., Any]) -> Callable[..., Any]:
+def _collective(torch: Any, original: Callable[..., Any], session: Any, c10d: Any,
+                nccl_groups: dict[int, Any], gloo_works: dict[int, Any],
+                record: Callable[[Any], None]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
     @functools.wraps(original)
     def collective(*args: Any, **kwargs: Any) -> Any:
         # What a collective does is C++ (NCCL's kernels on the GPU's stream, gloo's here):
         # nothing for the op table, which would call it unmeasured, and no tensor
         # operation inside that the mode should see.
+        with torch._C.DisableTorchFunction():
+            work = original(*args, **kwargs)
+            gloo_on_cuda = _gloo_on_cuda(session, c10d, nccl_groups, signature, args, kwargs)
+        if gloo_on_cuda:
+            # A group the script itself made with gloo, on (stand-in) CUDA tensors: gloo
+            # copies through the host and the caller waits (explicit_distributed.py sees
+            # the same on a GPU), at the call or at wait().
+            if gloo_on_cuda == "async":
+                gloo_works[id(work)] = work
+            else:
+                record(sys._getframe(1))
         # With blocking wait, the sync is the Work.wait() that c10d calls for a collective
         # without async_op (distributed_c10d.py, e.g. all_reduce): the wait stand-in records it.
-        with torch._C.DisableTorchFunction():
-            return original(*args, **kwargs)
+        return work
 
     return collective
+
+
+def _gloo_on_cuda(session: Any, c10d: Any, nccl_groups: dict[int, Any], signature: Any,
+                  args: tuple, kwargs: dict) -> str | None:
+    """``"sync"``/``"async"`` for a collective on a gloo group (not one routed from NCCL)
+    with stand-in CUDA tensors; None otherwise."""
+    try:
+        arguments = signature.bind(*args, **kwargs).arguments
+    except TypeError:
+        return None
+    group = arguments.get("group")
+    if _in_nccl_group(c10d, nccl_groups, group):
+        return None
+    try:
+        if c10d.get_backend(group) != "gloo":
+            return None
+    except (RuntimeError, ValueError):
+        return None
+    registry = session.registry
+    tensors = [v for value in arguments.values()
+               for v in (value if isinstance(value, (list, tuple)) else (value,))]
+    if not any(registry is not None and _is_tensor(t) and registry.is_cuda(t) for t in tensors[:64]):
+        return None
+    return "async" if arguments.get("async_op") else "sync"
+
+
+def _is_tensor(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.Tensor)
 
 
 def _in_nccl_group(c10d: Any, nccl_groups: dict[int, Any], group: Any) -> bool:
