@@ -360,3 +360,17 @@ def test_pyproject_names_the_engine(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nengine = "fast"\n')
     with pytest.raises(ConfigError, match="engine must be debug, cupti or auto"):
         find_config(tmp_path)
+
+
+def test_a_debug_mode_report_says_which_library_imported_meanwhile_it_did_not_see(
+        no_bypassing_library, monkeypatch):
+    from syncfree.session import Engine, _unseen_libraries
+
+    engine = Engine("warn", {"name": "GPU"}, engine="debug", libraries=())
+    assert _unseen_libraries(engine) == []
+    monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))  # a script's `import cupy`
+    assert _unseen_libraries(engine) == ["cupy was imported during the run and calls CUDA without torch: "
+                                         "debug mode did not see those syncs (--engine cupti does)"]
+    assert _unseen_libraries(Engine("warn", {}, engine="debug", libraries=("cupy",))) == []
+    assert _unseen_libraries(Engine("warn", {}, engine="cupti")) == []
+    assert _unseen_libraries(Engine("predict", {}, engine="debug")) == []

@@ -47,6 +47,7 @@ class Engine:
     notes: list[str] = field(default_factory=list)
     stop_at_first: bool = False  # predict mode standing in for --mode error
     engine: str = "debug"        # what sees the syncs in warn/error mode: debug | cupti (capture/engines.py)
+    libraries: tuple[str, ...] = ()  # libraries calling CUDA without torch, imported when it was chosen
 
 
 def cuda_available() -> bool:
@@ -72,6 +73,7 @@ def choose_engine(requested: str | None, engine: str | None = None, *,
     choice = engines.choose(engine, chosen.mode, sources=sources)
     chosen.engine = choice.engine
     chosen.notes.extend(choice.notes)
+    chosen.libraries = tuple(engines.bypassing_libraries())
     return chosen
 
 
@@ -135,7 +137,7 @@ def cell_report(*, source: str, engine: Engine, findings: Sequence, recorder=Non
                             findings=findings, syncs=0, cell_id=cell_id, error=error,
                             wall_ms=wall_ms, notes=engine.notes)
     fields = recorder.report_fields()
-    fields["notes"] = engine.notes + fields["notes"]
+    fields["notes"] = engine.notes + fields["notes"] + _unseen_libraries(engine)
     return build_report(source=source, device=engine.device, findings=findings,
                         cell_id=cell_id, **fields)
 
@@ -682,8 +684,19 @@ def _watch_report(engine: Engine, recorder) -> WatchReport:
     # "outside your code" line here, in the words of files rather than cells.
     notes = [n for n in fields["notes"] if "ran outside the cell's code" not in n]
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
-                       recorder.syncs, recorder.wall_ms, engine.notes + notes,
+                       recorder.syncs, recorder.wall_ms, engine.notes + notes + _unseen_libraries(engine),
                        recorder.error, fields.get("predict_table"))
+
+
+def _unseen_libraries(engine: Engine) -> list[str]:
+    """A note when debug mode ran and a library that calls CUDA without torch was imported
+    meanwhile (a script's ``import cupy``): its syncs were not seen, never silently."""
+    if engine.engine != "debug" or engine.mode not in ("warn", "error"):
+        return []
+    from .capture.engines import unseen_note
+
+    note = unseen_note(engine.libraries)
+    return [note] if note else []
 
 
 def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,

@@ -56,6 +56,18 @@ def bypassing_libraries(sources: Iterable[str] = ()) -> list[str]:
     return sorted(set(found))
 
 
+def unseen_note(loaded_before: Iterable[str]) -> str | None:
+    """For a debug-mode run: a note naming the libraries that call CUDA without torch and
+    were imported during the run (not in ``loaded_before``), whose syncs it did not see."""
+    new = [name for name in bypassing_libraries() if name not in set(loaded_before)]
+    if not new:
+        return None
+    names = ", ".join(new)
+    verb = "was" if len(new) == 1 else "were"
+    return (f"{names} {verb} imported during the run and call{'s' if len(new) == 1 else ''} CUDA "
+            "without torch: debug mode did not see those syncs (--engine cupti does)")
+
+
 def cupti_problem() -> str | None:
     """Why the CUPTI engine cannot run here (one line), or None when it can."""
     from .cupti_engine import CuptiUnavailable, load_cupti
@@ -111,4 +123,4 @@ def choose(requested: str | None, mode: str, *, sources: Iterable[str] = ()) -> 
 
 
 __all__ = ["BYPASSING_MODULES", "DEFAULT", "ENGINES", "EngineChoice", "bypassing_libraries",
-           "check_engine", "choose", "cupti_problem"]
+           "check_engine", "choose", "cupti_problem", "unseen_note"]
