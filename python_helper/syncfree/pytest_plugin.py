@@ -29,6 +29,9 @@ import pytest
 from .pytest_marker import MARKER, add_marker, add_options
 from .pytest_worlds import PLAIN, STANDINS, FixtureWorlds, Host, is_unittest_item, on_standins
 
+# --syncfree-cuda (a suite's CUDA tests on CPU stand-ins): a plugin of its own.
+pytest_plugins = ["syncfree.pytest_cuda"]
+
 _SUMMARY_SITES = 20
 
 

@@ -1,0 +1,175 @@
+"""``pytest --syncfree-cuda``: a suite's CUDA tests on a CPU machine, in predict mode.
+
+Suites decide which tests need a GPU before any test runs: ``@pytest.mark.skipif(not
+torch.cuda.is_available(), ...)`` is evaluated when the module is imported, a conftest
+builds ``DEVICES = ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]`` for its
+parametrizations, a ``pytest_collection_modifyitems`` hook skips ``@gpu`` tests. Predict
+mode's stand-ins answer "yes, CUDA" only inside a watched test, too late for all of that:
+on a CPU machine the CUDA variants stay skipped and ``--syncfree`` never sees them.
+
+With ``--syncfree-cuda`` (and no real CUDA device) the availability queries answer as on a
+one-GPU machine from ``pytest_load_initial_conftests`` on, before conftests and test
+modules are imported: ``torch.cuda.is_available()``, ``device_count()``,
+``get_device_capability()``, ``get_device_name()``, ``get_device_properties()``,
+``is_bf16_supported()`` and ``torch.accelerator``'s ``is_available()``,
+``device_count()``, ``current_accelerator()``. Every test is then watched in predict mode
+(``--syncfree-cuda`` implies ``--syncfree``), where ``device="cuda"`` makes tensors on the
+stand-ins. The answers are put back when pytest's configuration is cleaned up. syncfree
+itself still knows the real answer (`real_cuda_available` unwraps them).
+
+Without it, ``--syncfree``'s summary says how many tests were skipped for want of CUDA
+(their skip reason names CUDA or a GPU) and that ``--syncfree-cuda`` would run them.
+
+Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
+tensors at import time still fails, as predict mode runs only inside the tests.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+OPTION = "--syncfree-cuda"
+_STANDING_IN = pytest.StashKey[bool]()  # whether this run answers the queries as a GPU's
+_SKIPS = pytest.StashKey["_CudaSkips"]()
+
+# A skip reason that says the test wants a GPU: "CUDA not available", "requires a GPU",
+# "no cuda device", "test requires CUDA".
+_CUDA_REASON = re.compile(r"\b(cuda|gpus?)\b", re.IGNORECASE)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("syncfree", "host-device synchronizations (syncfree)")
+    if any(OPTION in option.names() for option in group.options):
+        return
+    group.addoption(OPTION, action="store_true", default=False, dest="syncfree_cuda",
+                    help="without a CUDA device: answer torch.cuda.is_available() and "
+                         "device_count() as a GPU machine does from start-up on (skipif "
+                         "conditions, device lists built at import or collection), so the "
+                         "suite's CUDA tests run on predict mode's CPU stand-ins; implies "
+                         "--syncfree")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser,
+                                  args: list[str]) -> None:
+    # Before the initial conftests are imported (pytest's own implementation of this
+    # hook imports them): their module-level device lists must already see CUDA.
+    if getattr(early_config.known_args_namespace, "syncfree_cuda", False):
+        _stand_in(early_config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_SKIPS] = _CudaSkips()
+    config.pluginmanager.register(config.stash[_SKIPS], "syncfree-cuda-skips")
+    if config.getoption("syncfree_cuda", False):
+        config.option.syncfree = True  # the CUDA variants need the stand-ins: every test
+        _stand_in(config)  # a no-op when pytest_load_initial_conftests did it
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if not config.getoption("syncfree_cuda", False):
+        return None
+    if config.stash.get(_STANDING_IN, False):
+        return ("syncfree: --syncfree-cuda: torch.cuda.is_available() answers True (CPU "
+                "stand-ins, predict mode)")
+    return "syncfree: --syncfree-cuda: a CUDA device is present; its real answers stand"
+
+
+def _stand_in(config: pytest.Config) -> None:
+    if _STANDING_IN in config.stash:
+        return
+    answers = AvailabilityAnswers()
+    config.stash[_STANDING_IN] = answers.install()
+    config.add_cleanup(answers.restore)
+
+
+class AvailabilityAnswers:
+    """The availability queries answering as on a one-GPU machine, process-wide, until
+    `restore` (each replaced function keeps the real one as ``_syncfree_real``)."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, Any]] = []
+
+    def install(self) -> bool:
+        """Replace the queries; False (nothing replaced) when CUDA is really there."""
+        import torch
+
+        # predict.real_cuda_available is where syncfree asks the real question: imported
+        # now so that no engine choice ever reads these answers.
+        from .capture import predict
+
+        if predict.real_cuda_available():
+            return False
+        cuda = torch.cuda
+        properties = predict._DEVICE_PROPERTIES
+        self._replace(cuda, "is_available", lambda: True)
+        self._replace(cuda, "device_count", lambda: 1)
+        self._replace(cuda, "get_device_capability", lambda device=None: (
+            properties.major, properties.minor))
+        self._replace(cuda, "get_device_name", lambda device=None: properties.name)
+        self._replace(cuda, "get_device_properties", lambda device=None: properties)
+        self._replace(cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            self._replace(accelerator, "is_available", lambda: True)
+            self._replace(accelerator, "device_count", lambda: 1)
+            self._replace(accelerator, "current_accelerator",
+                          lambda check_available=False: torch.device("cuda"))
+        return True
+
+    def _replace(self, owner: Any, name: str, answer: Any) -> None:
+        real = getattr(owner, name, None)
+        if real is None:
+            return
+        answer.__name__ = name
+        answer.__qualname__ = f"{owner.__name__}.{name}"
+        answer.__doc__ = f"syncfree --syncfree-cuda: the answer of a GPU machine ({name})."
+        answer._syncfree_real = real
+        self._saved.append((owner, name, real))
+        setattr(owner, name, answer)
+
+    def restore(self) -> None:
+        while self._saved:
+            owner, name, real = self._saved.pop()
+            setattr(owner, name, real)
+
+
+class _CudaSkips:
+    """Tests skipped for want of CUDA, for ``--syncfree``'s summary (counted where the
+    reports arrive: the controller under pytest-xdist)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.skipped and report.when in ("setup", "call") \
+                and _CUDA_REASON.search(_skip_reason(report)):
+            self.count += 1
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr or "")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    # Written after syncfree's own summary (pytest_plugin.py), in its section.
+    if not config.getoption("syncfree", False):
+        return
+    write = terminalreporter.write_line
+    if config.stash.get(_STANDING_IN, False):
+        write("  CUDA variants ran on CPU stand-ins (--syncfree-cuda): torch.cuda.is_available() "
+              "answered True from start-up")
+        return
+    skips = config.stash.get(_SKIPS, None)
+    if skips is not None and skips.count and not config.getoption("syncfree_cuda", False):
+        tests = f"{skips.count} test{'s' if skips.count != 1 else ''}"
+        write(f"  {tests} skipped for want of CUDA (the skip reason names CUDA or a GPU): "
+              f"{OPTION} runs them on the CPU stand-ins")
