@@ -8,8 +8,16 @@ Directories are searched for both; the findings are printed ruff style and the c
 from __future__ import annotations
 
 import ast
+import functools
+import gc
+import multiprocessing
+import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
@@ -19,7 +27,7 @@ from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem,
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.output import SYNTAX_ERROR, Diagnostic, write_diagnostics
 
-__all__ = ["check"]
+__all__ = ["FileResult", "check", "check_file"]
 
 
 def check(
@@ -32,55 +40,140 @@ def check(
     exclude: Sequence[str] = (),
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
+    jobs: int | None = None,
 ) -> int:
+    """Check the files; ``jobs`` worker processes (default: the cores this process may use) share them."""
     out = out or sys.stdout
     state = state if state is not None else {}
-    cells: list[SourceCell] = []
     unreadable = False
-    files = 0
 
     def cannot_list(problem: UsageProblem) -> None:
         nonlocal unreadable
         error(problem)
         unreadable = True
 
-    for path in expand_paths(paths, exclude, on_error=cannot_list):
-        try:
-            if str(path) == "-":
-                stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
-                text = decode_python(stdin.read(), "-") if stdin is not None else sys.stdin.read()
-                cells.append(SourceCell("-", None, text))
-            else:
-                cells.extend(read_cells(path))
-            files += 1
-        except UsageProblem as problem:
-            error(problem)
-            unreadable = True
+    files = list(expand_paths(paths, exclude, on_error=cannot_list))
     diagnostics: list[Diagnostic] = []
-    earlier: dict[str, Bindings] = {}  # per file: a notebook's cells see what the cells above them bound
-    syntax_errors = 0
-    for cell in cells:
-        bindings = earlier.setdefault(cell.path, Bindings())
-        findings = analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings)
-        # Findings mean the source parsed; only a cell without any can be one that does not (a second parse of a
-        # large file costs as much as a fifth of its check).
-        problem = _syntax_error(cell) if not findings else None
-        if problem is not None:
-            diagnostics.append(problem)
-            syntax_errors += 1
+    syntax_errors = checked = 0
+    for result in _check_files(files, select, ignore, jobs):
+        if result.problem is not None:
+            error(result.problem)
+            unreadable = True
             continue
-        diagnostics.extend(_diagnostic(cell, finding) for finding in findings)
+        checked += 1
+        diagnostics.extend(result.diagnostics)
+        syntax_errors += result.syntax_errors
     syncs = len(diagnostics) - syntax_errors
     over = syncs > (budget if budget is not None else 0)
     status = EXIT_ERROR if unreadable or syntax_errors else EXIT_FOUND if over else EXIT_CLEAN
     state["status"] = status
     state["syntax_only"] = int(bool(syntax_errors) and not unreadable)
-    summary = _summary(diagnostics, files, syntax_errors, budget)
+    summary = _summary(diagnostics, checked, syntax_errors, budget)
     write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()
     if budget is not None and over:
         print(f"syncfree: {syncs} syncs exceed the budget of {budget}", file=sys.stderr)
     return status
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What checking one file gave: its diagnostics (syntax errors among them), or the problem that kept it unread."""
+
+    diagnostics: list[Diagnostic]
+    syntax_errors: int = 0
+    problem: UsageProblem | None = None
+
+
+#: Below this many files, or bytes in all, the files are checked in this process: starting workers costs more.
+_POOL_MIN_FILES, _POOL_MIN_BYTES = 8, 256_000
+
+
+def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] | None,
+                 jobs: int | None) -> Iterator[FileResult]:
+    """Each file's result in the order given. Files are independent, so a process pool shares them out over the
+    cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
+    jobs = jobs or _usable_cores()
+    check_one = functools.partial(check_file, select=select, ignore=ignore)
+    on_disk = [path for path in files if str(path) != "-"]
+    if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
+        yield from map(check_one, files)
+        return
+    # fork where there is one: the workers start with syncfree and the catalog imported (spawn re-imports them).
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    with ProcessPoolExecutor(min(jobs, len(on_disk)), mp_context=context, initializer=_worker_started) as pool:
+        # Small chunks keep both cores busy to the end (a 10,000-line file next to many small ones).
+        results = pool.map(check_one, on_disk, chunksize=max(1, min(16, len(on_disk) // (jobs * 8))))
+        by_path = iter(results)
+        for path in files:
+            yield check_one(path) if str(path) == "-" else next(by_path)
+
+
+def _usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # what a container or taskset allows, not the machine's count
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _total_bytes(files: list[Path]) -> int:
+    total = 0
+    for path in files:
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass  # reported when the file is read
+        if total >= _POOL_MIN_BYTES:
+            break
+    return total
+
+
+def _worker_started() -> None:
+    # The objects the parent made before the fork are never garbage here: keep the collector off them.
+    gc.freeze()
+
+
+def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str] | None = None) -> FileResult:
+    """Read one file (``-``: stdin) and analyse it: every cell of a notebook, in order, each seeing what the cells
+    above it bound. Each source is parsed once (twice only when it holds IPython syntax or does not parse)."""
+    try:
+        if str(path) == "-":
+            stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
+            text = decode_python(stdin.read(), "-") if stdin is not None else sys.stdin.read()
+            cells = [SourceCell("-", None, text)]
+        else:
+            cells = read_cells(path)
+    except UsageProblem as problem:
+        return FileResult([], problem=problem)
+    diagnostics: list[Diagnostic] = []
+    syntax_errors = 0
+    bindings = Bindings()  # a notebook's cells see what the cells above them bound
+    for cell in cells:
+        findings, problem = _analyse(cell, select, ignore, bindings)
+        if problem is not None:
+            diagnostics.append(problem)
+            syntax_errors += 1
+        else:
+            diagnostics.extend(_diagnostic(cell, finding) for finding in findings)
+    return FileResult(diagnostics, syntax_errors)
+
+
+def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | None,
+             bindings: Bindings) -> tuple[list[dict[str, Any]], Diagnostic | None]:
+    """The cell's findings, or the diagnostic saying it does not parse."""
+    with cycle_collection_paused(), warnings.catch_warnings():  # a large file's tree is no garbage (syncfree.collector)
+        warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes and the like: not ours to report
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            tree = compile(cell.source, cell.path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None  # IPython syntax (%magic, !cmd) to blank first, or no Python at all
+    if tree is not None:
+        return analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings, tree=tree), None
+    findings = analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings)
+    # Findings mean the source parsed once its IPython lines were blanked; only a cell without any can be one that
+    # does not parse.
+    return findings, (_syntax_error(cell) if not findings else None)
 
 
 def _syntax_error(cell: SourceCell) -> Diagnostic | None:
