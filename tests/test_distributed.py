@@ -523,3 +523,28 @@ def test_predict_mode_gloo_on_cuda_tensors_waits_at_each_collective(tmp_path):
     result = run_script(str(script), mode="predict")
     assert result.exit_code == 0, result.error
     assert lines_of(result) == {6: ("distributed", 1), 8: ("distributed", 1)}  # gloo's barrier: no device sync
+
+
+def test_a_failing_rank_fails_the_job_and_the_stopped_rank_still_reports(tmp_path):
+    """torchrun stops the other ranks with SIGTERM when one fails: they still write their reports."""
+    script = tmp_path / "fails.py"
+    script.write_text(textwrap.dedent("""\
+        import os
+        import time
+        import torch
+        x = torch.ones(1, device="cuda")
+        x.item()
+        if os.environ["RANK"] == "1":
+            raise SystemExit(3)
+        time.sleep(100)
+    """))
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2", str(script)],
+        cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=110)
+    assert time.monotonic() - started < 90  # rank 0 did not sleep its 100 s out
+    assert result.returncode == 1, result.stderr  # torchrun's status
+    assert "syncfree: error: torchrun exited with status 1" in result.stderr
+    assert "fails.py:5:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1, rank 1 ×1] ×2" in result.stdout
+    assert "warning: rank 0 exited with status 143" in result.stdout  # stopped by SIGTERM, report kept
+    assert "warning: rank 1 exited with status 3" in result.stdout

@@ -88,7 +88,9 @@ def snapshot() -> dict:
     state["sigint"] = signal.getsignal(signal.SIGINT)
     state["interrupt_holders"] = list(interrupts._holders)
     state["unraisablehook"] = sys.unraisablehook
-    state["active_session"] = (predict_module._active_session, list(predict_module._claims))
+    state["active_session"] = (predict_module._active_session, list(predict_module._claims),
+                               list(predict_module._patch_holders),
+                               dict(predict_module._thread_modes))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
@@ -141,6 +143,8 @@ def _repair() -> None:
     dispatch._owner.set(None)
     predict_module._active_session = None
     predict_module._claims.clear()
+    predict_module._patch_holders.clear()
+    predict_module._thread_modes.clear()
     gc.enable()
 
 
@@ -259,7 +263,8 @@ def test_nested_recorders_in_predict_mode_never_ask_the_stand_in():
     with outer:
         assert torch.cuda.is_available()  # the stand-in, in the cell's thread
         assert predict_module.real_cuda_available() is False
-        with SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []}):
+        inner = SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []})
+        with inner:
             exec(code, _namespace())
         # What %%time over %%syncfree under %syncfree on gets: a warn recorder inside a
         # predict session. It must not believe the stand-in (no sync debug mode on a CPU
@@ -269,7 +274,10 @@ def test_nested_recorders_in_predict_mode_never_ask_the_stand_in():
             exec(code, _namespace())
         assert warn.cuda is False and warn.error is None
     assert outer.error is None
-    assert outer.syncs >= 4  # the outer session saw the inner cells' syncs
+    # The innermost recorder of the process gets the syncs (dispatch.py), in predict mode
+    # as in warn mode; the outer one says a nested one took over.
+    assert (outer.syncs, inner.syncs, warn.syncs) == (0, 3, 3)
+    assert any("nested syncfree recorder took over" in n for n in outer.notes)
     assert diff(before, snapshot()) == []
 
 

@@ -56,10 +56,12 @@ def cuda_available() -> bool:
     to the function predict mode replaced (the engine never asks a patched API)."""
     import torch
 
-    predict = sys.modules.get("syncfree.capture.predict")
-    if predict is None:
+    # getattr: another thread may be importing predict.py right now, and a module being
+    # imported is in sys.modules before its functions exist (no session can run before).
+    real = getattr(sys.modules.get("syncfree.capture.predict"), "real_cuda_available", None)
+    if real is None:
         return bool(torch.cuda.is_available())
-    return predict.real_cuda_available()
+    return real()
 
 
 def choose_engine(requested: str | None, engine: str | None = None, *,

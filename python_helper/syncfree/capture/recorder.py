@@ -167,11 +167,14 @@ class SyncRecorder:
         undo.push(dispatch.detach_debug, self)
         dispatch.attach_debug(self, torch, self.cuda)
         if not self.cuda:
-            self.note("No CUDA device: torch's sync debug mode is off, only explicit "
-                      "synchronize calls are seen")
-
-        undo.push(self._detach_explicit)
-        explicit.attach(self, torch)
+            # Without CUDA torch.cuda.synchronize() is either the CPU build's error or a
+            # predict session's stand-in, which records the sync itself (to this recorder
+            # when it owns the thread): a wrapper would count it twice.
+            self.note("No CUDA device: torch's sync debug mode is off; only syncs predicted "
+                      "by a predict session around this run are seen")
+        else:
+            undo.push(self._detach_explicit)
+            explicit.attach(self, torch)
 
         if self.measure_blocked and self.cuda and self.mode == "warn":
             clock = self._clock = StallClock(self._cell_files,
@@ -497,9 +500,11 @@ def _stack_key(frame: FrameType | None, files: Mapping[str, int],
 def _cuda_available(torch) -> bool:
     """Whether CUDA is really there, asked of the function a predict session replaced
     when one is active (predict.real_cuda_available), never of its stand-in."""
-    predict = sys.modules.get(__package__ + ".predict")
-    if predict is not None:
-        return predict.real_cuda_available()
+    # getattr: another thread may be importing predict.py right now, and a module being
+    # imported is in sys.modules before its functions exist (no session can run before).
+    real = getattr(sys.modules.get(__package__ + ".predict"), "real_cuda_available", None)
+    if real is not None:
+        return real()
     return bool(torch.cuda.is_available())
 
 

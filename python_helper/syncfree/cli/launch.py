@@ -155,7 +155,10 @@ def launch(
         print(f"syncfree: error: torchrun exited with status {status}", file=sys.stderr)
         state["status"] = status
         return status
-    if merged.missing_ranks and nnodes == 1:
+    if merged.missing_ranks and nnodes != 1:
+        print(f"syncfree: the ranks of the other nodes wrote their reports there: with --rank-report-dir on a "
+              f"shared folder, syncfree merge DIR merges all {merged.world_size}", file=sys.stderr)
+    elif merged.missing_ranks:
         print(f"syncfree: error: {len(merged.missing_ranks)} rank(s) left no report", file=sys.stderr)
         state["status"] = EXIT_ERROR
         return EXIT_ERROR

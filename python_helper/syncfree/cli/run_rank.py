@@ -14,6 +14,7 @@ merge DIR --budget N`` exits 1 over it; so does ``syncfree run --nproc-per-node`
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -64,12 +65,15 @@ def run_rank(
         return _problem(f"cannot read {target}: no such file", first, state)
     cwd = os.getcwd()
     started = time.time()
+    stop = _StopOnTerm()
     try:
         result = run_script(target, list(argv), mode=mode)
     except SyntaxError as error:
         return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
     except OSError as error:
         return _problem(f"cannot read {target}: {error.strerror or error}", first, state)
+    finally:
+        stop.close()
     report = RankReport(rank, result.report.to_dict(), os.path.abspath(target), list(argv), cwd,
                         result.exit_code, started, time.time())
     try:
@@ -94,6 +98,33 @@ def run_rank(
     print(f"syncfree: the rank reports are in {_shown(folder)} (syncfree merge {_shown(folder)} "
           "prints this again)", file=sys.stderr)
     return result.exit_code
+
+
+class _StopOnTerm:
+    """While the script runs, SIGTERM ends it as ``SystemExit(143)`` instead of killing the
+    process outright, so the rank still writes its report.
+
+    torchrun stops the other ranks with SIGTERM when one fails (then SIGKILL after a grace
+    period, torch/distributed/elastic/multiprocessing/api.py): without this their syncs
+    would be lost with them. Only Python's default disposition is replaced, and the
+    script may install its own handler as it would without syncfree."""
+
+    def __init__(self) -> None:
+        self.installed = False
+        try:
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, self._stop)
+                self.installed = True
+        except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM
+            pass
+
+    @staticmethod
+    def _stop(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    def close(self) -> None:
+        if self.installed and signal.getsignal(signal.SIGTERM) == self._stop:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _problem(message: str, first: bool, state: dict[str, int]) -> int:
