@@ -333,6 +333,12 @@ def test_device_inference(source, expected):
          "    ids[m > 0] = self.fill\n    ids[m > 0] = self.embed.to(ids.dtype)\n", [("SF601", 5, "likely")]),
         # a CPU tensor of one or more dimensions keeps a torch function's result on the CPU
         ("def f(self):\n    cx = torch.randint(0, 5, (1,))\n    return torch.clamp(cx - 2, 0, self.w).item()\n", []),
+        # a CPU bool mask is counted on the CPU: x[mask.cpu()] does not sync (measured), with either rule
+        ("def f(feats: torch.Tensor, n: torch.Tensor):\n    m = (torch.arange(8, device=n.device) < n[:, None]).cpu()\n"
+         "    return feats[m]\n", [("SF301", 3, "likely")]),
+        # a CPU tensor of unknown rank (reshaped) stays on the CPU through a torch function with unknown operands
+        ("def f(k, p):\n    i = torch.arange(k).reshape(2, -1)\n    j = torch.nn.functional.pad(i, (0, p))\n"
+         "    return j[j != -100]\n", []),
         # a type's subscript is no index
         ("from typing import Callable, Iterable\nOptimizerCallable = Callable[[Iterable], int]\n", []),
     ],

@@ -41,7 +41,8 @@ def host_index(part: ast.expr, scope: CellScope) -> bool:
     value = scope.value(part)
     if value.kind == "sequence":  # a Python list bound to a name
         return True
-    return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu")
+    # A CPU bool mask is no copy to wait for: torch counts it on the CPU (x[mask.cpu()] measured without a sync).
+    return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu" and value.dtype != "bool")
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:

@@ -52,6 +52,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     receiver = scope.value(node.value)
     if receiver.kind not in ("tensor", "unknown"):
         return
+    if all(scope.value(mask).device == "cpu" for mask in masks):
+        return  # a mask on the CPU is counted there: x[mask.cpu()] does not sync (measured, sync-facts.md)
     devices = [receiver.device, *(scope.value(mask).device for mask in masks)]
     if "cuda" in devices:
         certainty = "certain"

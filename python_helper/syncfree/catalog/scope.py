@@ -1353,7 +1353,9 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
     if any(v.device == "cuda" for v in values):
         return False
     cpu = [v for v in values if v.kind == "tensor" and v.device == "cpu"]
-    return bool(cpu) and (comparison or any(v.ndim is not None and v.ndim > 0 for v in cpu))
+    # ndim unknown counts as dimensions: the 0-dim CPU tensors met beside CUDA ones are constants the text spells
+    # out (torch.tensor(2.0), whose ndim is known).
+    return bool(cpu) and (comparison or any(v.ndim != 0 for v in cpu))
 
 
 def join(first: Value, second: Value) -> Value:
