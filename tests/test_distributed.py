@@ -210,7 +210,7 @@ def test_ranks_with_the_code_in_different_folders_merge_by_relative_path():
 def test_missing_and_failed_ranks_are_said():
     merged = MergedReport([rank_report(0, [], world=3), rank_report(2, [], world=3, exit_code=1)], directory="runs")
     problems = merged.problems_text()
-    assert "rank 1 of 3 left no report in runs: their syncs are not in this report" in problems
+    assert "rank 1 of 3 left no report in runs: its syncs are not in this report" in problems
     assert "rank 2 exited with status 1" in problems
 
 
@@ -376,6 +376,17 @@ def test_syncfree_run_nproc_per_node_launches_torchrun_and_merges(tmp_path):
     assert result.stdout.count("syncs on 2 of 2 ranks") == 1
     assert result.returncode == 1, result.stderr  # over the default budget of 0 syncs per rank
     assert "syncfree: error" not in result.stderr
+
+
+def test_a_machine_format_keeps_the_ranks_output_off_stdout(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2", "--format", "json",
+         "--budget", "99", str(EXAMPLE), "--steps", "3", "--log-every", "3"],
+        cwd=ROOT, env=job_env(), capture_output=True, text=True, timeout=110)
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)  # the report alone
+    assert {e["line"] for e in entries} == {36, 53, 55}
+    assert "step 0: loss" in result.stderr
 
 
 def test_plain_torchrun_ranks_merge_once_and_syncfree_merge_reads_the_folder(tmp_path):

@@ -118,7 +118,9 @@ def launch(
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun, "-m", "syncfree", "run",
                "--rank-report-dir", folder, *(["--mode", mode] if mode else []), target, *argv]
     interrupted = False
-    process = subprocess.Popen(command, env=env)
+    # A machine format's report is the only thing on stdout: the program's own output (every
+    # rank's) goes to stderr, as for `syncfree run script.py`.
+    process = subprocess.Popen(command, env=env, stdout=None if output_format == "text" else sys.stderr)
     try:
         status = process.wait()
     except KeyboardInterrupt:

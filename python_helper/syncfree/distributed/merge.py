@@ -262,7 +262,7 @@ class MergedReport:
         if missing:
             where = f" in {self.directory}" if self.directory else ""
             lines.append(f"{_rank_list(missing)} of {self.world_size} left no report{where}: "
-                         "their syncs are not in this report")
+                         f"{'its' if len(missing) == 1 else 'their'} syncs are not in this report")
         lines += [f"unreadable rank report {p}" for p in self.problems]
         for totals in self.totals:
             if totals.exit_code != 0:
