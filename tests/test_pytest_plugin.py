@@ -2,6 +2,7 @@
 (the pytest11 entry point of the installed package), on the CPU: predict mode."""
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,297 @@ def test_bad_marker_arguments_are_a_usage_error(pytester):
     result = run(pytester)
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*sync_free takes budget= and mode=, not budjet*"])
+
+
+# ----------------------------------------------------------------- verdicts independent of order and runner
+
+SHARED_FIXTURES = """
+    import pytest, torch
+
+    SETUPS = []
+
+    @pytest.fixture(scope="session")
+    def batch():
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        SETUPS.append(device)
+        yield torch.ones(8, device=device)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # the CUDA path's tear-down: on the stand-ins too
+
+    @pytest.fixture(scope="module")
+    def dev():
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+def test_a_shared_fixture_is_made_on_the_standins_for_watched_tests_whatever_ran_first(pytester):
+    # An unmarked test makes the session fixture first: a watched test after it still
+    # gets it as on a GPU (and fails for its sync), the unmarked ones as on this CPU.
+    pytester.makeconftest(SHARED_FIXTURES)
+    pytester.makepyfile(test_order="""
+        import pytest, torch
+        from conftest import SETUPS
+
+        def test_1_plain(batch, dev):
+            assert batch.device.type == "cpu" and dev.type == "cpu"
+
+        @pytest.mark.sync_free
+        def test_2_marked(batch, dev):
+            assert batch.is_cuda and dev.type == "cuda"
+            batch.sum().item()
+
+        def test_3_plain(batch, dev):
+            assert batch.device.type == "cpu"
+            torch.zeros(2, device=dev)
+
+        @pytest.mark.sync_free
+        def test_4_marked_clean(batch, dev):
+            assert (batch * 2).is_cuda
+
+        def test_5_one_setup_per_change_of_world():
+            assert SETUPS == ["cpu", "cuda", "cpu", "cuda"]
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=4, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_order.py::test_2_marked - syncfree: would synchronize 1 time*"])
+    result.stdout.fnmatch_lines(["  test_order.py:10: .item() ×1, predicted, SF101"])
+
+
+UNITTEST_SUITE = """
+    import unittest, pytest, torch
+
+    @pytest.mark.sync_free
+    class TestClassMarked(unittest.TestCase):
+        @classmethod
+        def setUpClass(cls):
+            cls.w = torch.ones(4, device="cuda" if torch.cuda.is_available() else "cpu")
+
+        def setUp(self):
+            self.x = torch.ones(4, device="cuda")
+            self.x.sum().item()  # setUp is a fixture: not the test's
+
+        def test_clean(self):
+            assert (self.x + self.w).is_cuda
+
+        def test_syncs(self):
+            self.w.max().item()
+
+    class TestPytestmark(unittest.TestCase):
+        pytestmark = pytest.mark.sync_free(mode="error")
+
+        def setUp(self):
+            self.x = torch.ones(4, device="cuda")
+
+        def tearDown(self):
+            print(self.x)
+
+        def test_stops(self):
+            self.x.sum().item()
+            raise AssertionError("not reached")
+
+        def test_clean(self):
+            assert (self.x * 2).is_cuda
+
+    class TestMethodMarked(unittest.TestCase):
+        @pytest.mark.sync_free(budget=1)
+        def test_within(self):
+            torch.ones(2, device="cuda").sum().item()
+
+        def test_plain(self):
+            torch.ones(2).sum().item()  # a CPU tensor: no sync
+
+    class TestAsync(unittest.IsolatedAsyncioTestCase):
+        @pytest.mark.sync_free
+        async def test_async_syncs(self):
+            torch.ones(2, device="cuda").sum().item()
+"""
+
+
+def test_unittest_testcases_are_watched(pytester):
+    pytester.makepyfile(test_cases=UNITTEST_SUITE)
+    result = run(pytester, "--syncfree", "-rA")
+    result.assert_outcomes(passed=4, failed=3)
+    result.stdout.fnmatch_lines([
+        "*_ TestClassMarked.test_syncs _*",
+        "syncfree: would synchronize 1 time, budget 0",
+        "  test_cases.py:17: .item() ×1, predicted, SF101",
+    ])
+    result.stdout.fnmatch_lines(["FAILED test_cases.py::TestPytestmark::test_stops - RuntimeError: called a*"])
+    result.stdout.fnmatch_lines(["FAILED test_cases.py::TestAsync::test_async_syncs - syncfree: would*"])
+    assert "not reached" not in result.stdout.str()
+    # every TestCase test is counted in the summary, and setUp's sync in none of them
+    result.stdout.fnmatch_lines([
+        "*= syncfree =*",
+        "4 syncs predicted in 4 of 7 watched tests (CPU stand-ins: no CUDA device)",
+    ])
+
+
+def test_summary_counts_the_syncs_of_tests_that_failed_for_their_own_reason(pytester):
+    pytester.makepyfile(test_failing="""
+        import torch
+
+        def test_fails_after_syncing():
+            x = torch.ones(2, device="cuda")
+            x.sum().item()
+            x.max().item()
+            assert False, "its own reason"
+
+        def test_errors_after_syncing():
+            torch.ones(2, device="cuda").tolist()
+            raise ValueError("its own reason")
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines([
+        "3 syncs predicted in 2 of 2 watched tests (CPU stand-ins: no CUDA device)",
+        "  test_failing.py:10: .tolist() ×1, predicted, SF204  [[]test_failing.py::test_errors_after_syncing[]]",
+        "  test_failing.py:5: .item() ×1, predicted, SF101  [[]test_failing.py::test_fails_after_syncing[]]",
+        "  test_failing.py:6: .item() ×1, predicted, SF101  [[]test_failing.py::test_fails_after_syncing[]]",
+    ])
+
+
+def _syncfree_section(result) -> list[str]:
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "= syncfree =" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[start:end]
+
+
+def test_xdist_workers_send_their_reports_to_the_controller(pytester):
+    pytest.importorskip("xdist")
+    for name in ("model.py", "test_model.py", "conftest.py"):
+        shutil.copy(EXAMPLE / name, pytester.path / name)
+    pytester.makepyfile(test_cases=UNITTEST_SUITE)
+    alone = run(pytester, "--syncfree")
+    alone.assert_outcomes(passed=7, failed=5)
+    workers = run(pytester, "--syncfree", "-n", "2")
+    workers.assert_outcomes(passed=7, failed=5)
+    section = _syncfree_section(alone)
+    assert section[1] == "9 syncs predicted in 8 of 12 watched tests (CPU stand-ins: no CUDA device)", section
+    assert _syncfree_section(workers) == section
+
+
+def test_tests_that_skip_without_cuda_run_on_the_standins_under_syncfree(pytester):
+    # Under --syncfree they take their CUDA path, as on a GPU: what they call there
+    # answers as a GPU would (debug mode, autocast's dtype, memory, seeds, events).
+    pytester.makepyfile(test_gpu_only="""
+        import pytest, torch
+
+        def needs_cuda():
+            if not torch.cuda.is_available():
+                pytest.skip("needs CUDA")
+
+        def test_amp_step():
+            needs_cuda()
+            model = torch.nn.Linear(8, 4).cuda()
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler = torch.amp.GradScaler("cuda")
+            x = torch.randn(16, 8, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = model(x)
+                assert out.dtype == torch.bfloat16
+                loss = out.float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            with torch.autocast("cuda"):
+                assert model(x).dtype == torch.float16
+            assert model(x).dtype == torch.float32
+
+        def test_sync_debug_mode():
+            needs_cuda()
+            x = torch.ones(3, device="cuda")
+            previous = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
+                    x.sum().item()
+                torch.cuda.synchronize()  # debug mode does not see it
+            finally:
+                torch.cuda.set_sync_debug_mode(previous)
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                with pytest.warns(UserWarning, match="called a synchronizing CUDA operation"):
+                    x.sum().item()
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+
+        def test_device_api():
+            needs_cuda()
+            torch.cuda.manual_seed(0); a = torch.randn(3, device="cuda")
+            torch.cuda.manual_seed(0); b = torch.randn(3, device="cuda")
+            assert torch.equal(a, b)
+            torch.cuda.reset_peak_memory_stats()
+            assert torch.cuda.max_memory_allocated() >= 0
+            free, total = torch.cuda.mem_get_info()
+            assert free <= total
+            torch.cuda.empty_cache()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(); end.record(); end.synchronize()
+            assert start.elapsed_time(end) >= 0
+            torch.cuda.nvtx.range_push("step"); torch.cuda.nvtx.range_pop()
+            assert torch.cuda.get_device_name(0) and torch.cuda.current_device() == 0
+            torch.cuda.memory_summary()
+    """)
+    run(pytester).assert_outcomes(skipped=3)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*syncs predicted in 3 of 3 watched tests*"])
+
+
+def test_the_marker_is_known_with_the_plugin_off(pytester):
+    # -p no:syncfree: no watching and no stand-ins, and a suite that marks tests (or keeps
+    # --syncfree in its addopts) still collects under --strict-markers.
+    pytester.makepyfile(test_off="""
+        import unittest, pytest, torch
+
+        @pytest.mark.sync_free
+        def test_marked():
+            assert not torch.cuda.is_available()
+            torch.ones(2).sum().item()
+
+        class TestCase(unittest.TestCase):
+            pytestmark = pytest.mark.sync_free(budget=1)
+
+            def test_x(self):
+                assert not torch.cuda.is_available()
+    """)
+    result = run(pytester, "-p", "no:syncfree", "--strict-markers", "--syncfree")
+    result.assert_outcomes(passed=2)
+    assert "= syncfree =" not in result.stdout.str()
+    result = run(pytester, "-p", "no:syncfree", "--markers")
+    result.stdout.fnmatch_lines(["@pytest.mark.sync_free(budget=0, mode=None)*"])
+
+
+def test_chains_stop_at_the_test(pytester):
+    # A runner script calling pytest.main is not part of any chain.
+    shutil.copy(EXAMPLE / "model.py", pytester.path / "model.py")
+    pytester.makepyfile(
+        run_tests="""
+            import sys, pytest
+            sys.exit(pytest.main(["-p", "no:cacheprovider", "test_chain.py", *sys.argv[1:]]))
+        """,
+        test_chain="""
+            import unittest, pytest, torch
+            from model import count_positive
+
+            @pytest.mark.sync_free
+            def test_function():
+                count_positive(torch.ones(4, device="cuda"))
+
+            @pytest.mark.sync_free(mode="error")
+            def test_function_error_mode():
+                torch.ones(4, device="cuda").sum().item()
+
+            @pytest.mark.sync_free
+            class TestCase(unittest.TestCase):
+                def test_method(self):
+                    count_positive(torch.ones(4, device="cuda"))
+        """)
+    result = pytester.run(sys.executable, "run_tests.py", "--syncfree")
+    result.stdout.fnmatch_lines([
+        "  model.py:13: .item() ×1, predicted, SF101 (called from test_chain.py:15)  [[]test_chain.py::TestCase::test_method[]]",
+        "  model.py:13: .item() ×1, predicted, SF101 (called from test_chain.py:6)  [[]test_chain.py::test_function[]]",
+        "  test_chain.py:10: .item() ×1, predicted, SF101  [[]test_chain.py::test_function_error_mode[]]",
+    ])
+    assert "run_tests.py" not in result.stdout.str()
