@@ -1,0 +1,133 @@
+"""``pytest --syncfree-cuda`` (syncfree/pytest_cuda.py) through pytester, on the CPU: a
+suite's CUDA variants, chosen at import and collection time, run on the stand-ins."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="predict-mode tests (no CUDA)")
+
+# A suite that picks its devices the ways public suites do: a conftest device list for
+# parametrization, skipif markers evaluated at import, and a collection hook that skips
+# tests marked `gpu`. The color conversion is the per-call sync found in a public library.
+SUITE = {
+    "conftest.py": """
+        import pytest
+        import torch
+
+        DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+        ON_IMPORT = {"count": torch.cuda.device_count(),
+                     "capability": torch.cuda.get_device_capability() if DEVICES[1:] else None}
+
+        def pytest_configure(config):
+            config.addinivalue_line("markers", "gpu: needs a GPU")
+
+        def pytest_generate_tests(metafunc):
+            if "device" in metafunc.fixturenames:
+                metafunc.parametrize("device", DEVICES)
+
+        def pytest_collection_modifyitems(config, items):
+            if not torch.cuda.is_available():
+                for item in items:
+                    if "gpu" in item.keywords:
+                        item.add_marker(pytest.mark.skip(reason="no GPU"))
+    """,
+    "test_suite.py": """
+        import pytest
+        import torch
+        from conftest import ON_IMPORT
+
+        requires_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
+
+        def rgb_to_grayscale(image):
+            weights = torch.tensor([0.299, 0.587, 0.114], device=image.device)
+            return (weights[:, None, None] * image).sum(0)
+
+        def test_total(device):
+            assert torch.ones(3, device=device).sum().item() == 3.0
+
+        @requires_cuda
+        def test_grayscale_on_cuda():
+            assert ON_IMPORT == {"count": 1, "capability": (9, 0)}
+            assert rgb_to_grayscale(torch.rand(3, 4, 4, device="cuda")).is_cuda
+
+        @pytest.mark.gpu
+        def test_marked_gpu():
+            assert torch.zeros(2, device="cuda").is_cuda
+
+        @pytest.mark.skipif(True, reason="flaky on Windows")
+        def test_unrelated_skip():
+            pass
+
+        @requires_cuda
+        @pytest.mark.sync_free
+        def test_step_is_sync_free():  # judged in predict mode: fails on the .item()
+            torch.ones(2, device="cuda").sum().item()
+    """,
+}
+
+
+def run(pytester, *args):
+    pytester.makepyfile(**SUITE)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+
+
+def test_the_option_is_offered(pytester):
+    result = pytester.runpytest_subprocess("--help")
+    result.stdout.fnmatch_lines(["*--syncfree-cuda*without a CUDA device*"])
+
+
+def test_without_the_option_the_summary_counts_the_tests_skipped_for_want_of_cuda(pytester):
+    result = run(pytester, "--syncfree", "-rs")
+    result.assert_outcomes(passed=1, skipped=4)
+    result.stdout.fnmatch_lines([
+        "*= syncfree =*",
+        "0 syncs predicted in 0 of 1 watched test (CPU stand-ins: no CUDA device)",
+        "  3 tests skipped for want of CUDA (the skip reason names CUDA or a GPU): "
+        "--syncfree-cuda runs them on the CPU stand-ins",
+    ])
+
+
+def test_cuda_variants_run_on_the_standins(pytester):
+    result = run(pytester, "--syncfree-cuda", "-v")
+    result.assert_outcomes(passed=4, skipped=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "syncfree: --syncfree-cuda: torch.cuda.is_available() answers True*",
+        "*test_total?cuda? PASSED*",
+        "*test_grayscale_on_cuda PASSED*",
+        "*test_marked_gpu PASSED*",
+        "*test_step_is_sync_free FAILED*",
+    ])
+    result.stdout.fnmatch_lines(["*syncfree: would synchronize 1 time, budget 0*"])
+    result.stdout.fnmatch_lines([
+        "*= syncfree =*",
+        "3 syncs predicted in 3 of 5 watched tests (CPU stand-ins: no CUDA device)",
+        "  test_suite.py:8: tensor built from Python data ×1, predicted, SF401 "
+        "(called from test_suite.py:17)  [test_suite.py::test_grayscale_on_cuda]",
+        "  test_suite.py:12: .item() ×1, predicted, SF101  ?test_suite.py::test_total?cuda??",
+        "  CUDA variants ran on CPU stand-ins (--syncfree-cuda)*",
+    ])
+    assert "skipped for want of CUDA" not in result.stdout.str()
+
+
+def test_under_xdist_each_worker_stands_in(pytester):
+    pytest.importorskip("xdist")
+    result = run(pytester, "--syncfree-cuda", "-n", "1")
+    result.assert_outcomes(passed=4, skipped=1, failed=1)
+    result.stdout.fnmatch_lines(["3 syncs predicted in 3 of 5 watched tests*"])
+
+
+def test_the_answers_are_put_back_after_the_run(pytester):
+    before = (torch.cuda.is_available, torch.cuda.device_count,
+              getattr(torch, "accelerator", None) and torch.accelerator.is_available)
+    pytester.makepyfile(test_inline="""
+        import torch
+
+        def test_sees_cuda():
+            assert torch.cuda.is_available() and torch.cuda.device_count() == 1
+    """)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--syncfree-cuda")
+    result.assert_outcomes(passed=1)
+    after = (torch.cuda.is_available, torch.cuda.device_count,
+             getattr(torch, "accelerator", None) and torch.accelerator.is_available)
+    assert after == before and torch.cuda.is_available() is False
