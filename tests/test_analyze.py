@@ -339,6 +339,12 @@ def test_device_inference(source, expected):
         # a CPU tensor of unknown rank (reshaped) stays on the CPU through a torch function with unknown operands
         ("def f(k, p):\n    i = torch.arange(k).reshape(2, -1)\n    j = torch.nn.functional.pad(i, (0, p))\n"
          "    return j[j != -100]\n", []),
+        # a barrier where the code says the backend is not NCCL waits for no GPU
+        ("import torch.distributed as dist\ndef b():\n    if dist.get_backend() == 'nccl':\n        dist.barrier(device_ids=[0])\n"
+         "    else:\n        dist.barrier()\n", [("SF902", 5, "certain")]),
+        # a module's own setting as a distribution's parameter is a Python number as a rule
+        ("def mix(self, mu, sigma):\n    lam = torch.distributions.Beta(self.alpha, self.alpha).sample()\n"
+         "    return torch.distributions.Normal(mu, sigma)\n", [("SF706", 4, "likely")]),
         # a type's subscript is no index
         ("from typing import Callable, Iterable\nOptimizerCallable = Callable[[Iterable], int]\n", []),
     ],

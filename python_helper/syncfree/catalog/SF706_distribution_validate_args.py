@@ -36,6 +36,15 @@ from syncfree.catalog import Match, Rule
 from syncfree.catalog.scope import CellScope, keyword_value
 
 
+def _setting_of_self(node: ast.AST, scope: CellScope) -> bool:
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+        and scope.value(node).kind == "unknown"
+    )
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Call):
         return
@@ -52,7 +61,11 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if isinstance(flag, ast.Constant) and flag.value is False:
         return
     operands = [a for a in node.args if not isinstance(a, ast.Starred)] + [k.value for k in node.keywords if k.arg]
-    certainties = [scope.tensor_certainty(a, unknown=True) for a in operands]
+    # A module's own setting (Beta(self.alpha, self.alpha) in mixup) is a Python number as a rule: torch makes CPU
+    # tensors of it and checks them there. Known tensors and computed values (mu, sigma, net(x)) count.
+    certainties = [
+        scope.tensor_certainty(a, unknown=not _setting_of_self(a, scope)) for a in operands
+    ]
     if "certain" in certainties or "likely" in certainties:
         yield Match(node, f"`{scope.snippet(node)}` validates its parameters (and later each log_prob input) on "
                           f"the CPU, waiting for the GPU", "certain" if "certain" in certainties else "likely")

@@ -34,8 +34,29 @@ from syncfree.catalog import Match, Rule
 from syncfree.catalog.scope import CellScope
 
 
+def _on_another_backend(node: ast.AST, scope: CellScope) -> bool:
+    """Under ``if dist.get_backend() == "nccl": ... else:`` (or the body of ``!= "nccl"``): the code says the
+    backend is not NCCL there (gloo's barrier waits for the ranks on the CPU, not for a GPU)."""
+    child, parent = node, scope.parent(node)
+    while parent is not None:
+        if isinstance(parent, ast.If) and isinstance(parent.test, ast.Compare) and len(parent.test.ops) == 1:
+            test = parent.test
+            sides = [test.left, *test.comparators]
+            backend = any(isinstance(s, ast.Call) and (scope.call_name(s) or "").endswith("get_backend") for s in sides)
+            nccl = any(isinstance(s, ast.Constant) and s.value == "nccl" for s in sides)
+            if backend and nccl:
+                in_else = child in parent.orelse
+                return in_else if isinstance(test.ops[0], ast.Eq) else not in_else if isinstance(test.ops[0], ast.NotEq) else False
+        child, parent = parent, scope.parent(parent)
+    return False
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if isinstance(node, ast.Call) and scope.call_name(node) in ("torch.distributed.barrier", "torch.distributed.monitored_barrier"):
+    if (
+        isinstance(node, ast.Call)
+        and scope.call_name(node) in ("torch.distributed.barrier", "torch.distributed.monitored_barrier")
+        and not _on_another_backend(node, scope)
+    ):
         yield Match(node, f"`{scope.snippet(node)}` blocks the CPU until every rank arrives and the GPU's queue drains", "certain")
 
 
