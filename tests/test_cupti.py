@@ -23,6 +23,8 @@ from syncfree.capture.cupti_engine import (
 )
 from syncfree.capture.sites import UserFiles
 
+pytest_plugins = ["pytester"]
+
 ENTER, EXIT = SimpleNamespace(callback_site=0), SimpleNamespace(callback_site=1)
 RUNTIME, DRIVER = 2, 1
 
@@ -374,3 +376,19 @@ def test_a_debug_mode_report_says_which_library_imported_meanwhile_it_did_not_se
     assert _unseen_libraries(Engine("warn", {}, engine="debug", libraries=("cupy",))) == []
     assert _unseen_libraries(Engine("warn", {}, engine="cupti")) == []
     assert _unseen_libraries(Engine("predict", {}, engine="debug")) == []
+
+
+def test_pytest_takes_an_engine_option(pytester):
+    pytest.importorskip("torch")
+    pytester.makepyfile(test_loop="""
+        import pytest
+
+        @pytest.mark.sync_free
+        def test_nothing_syncs():
+            assert 1 + 1 == 2
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree-engine", "debug")
+    result.assert_outcomes(passed=1)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree-engine", "fast")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--syncfree-engine: invalid choice: 'fast'*"])

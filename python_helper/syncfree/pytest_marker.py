@@ -29,6 +29,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--syncfree-mode", choices=("warn", "error", "predict"), default=None,
                     help="engine mode for marked and watched tests (default: warn with CUDA, "
                          "predict without)")
+    group.addoption("--syncfree-engine", choices=("debug", "cupti", "auto"), default=None,
+                    help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking "
+                         "CUDA call, any library; pip install 'syncfree[cupti]'), or auto (default: "
+                         "CUPTI once CuPy, Numba or Triton is imported)")
 
 
 def add_marker(config: pytest.Config) -> None:

@@ -183,7 +183,8 @@ def _new_watch(item: pytest.Item):
     from .session import Watch
 
     options = _marker_options(item)
-    return Watch((options or {}).get("mode") or item.config.getoption("syncfree_mode"))
+    return Watch((options or {}).get("mode") or item.config.getoption("syncfree_mode"),
+                 engine=item.config.getoption("syncfree_engine", None))
 
 
 def _budget(item: pytest.Item) -> int | None:
