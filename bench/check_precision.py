@@ -1,0 +1,169 @@
+"""``syncfree check`` on the sources of large installed libraries: findings per rule, sampled precision, speed.
+
+For each library (by default transformers, timm, torchmetrics and lightning; ``--libraries torch`` works too), found
+in this Python without importing it, the script runs the command a user runs::
+
+    syncfree check <the package's folder> --format json --exit-zero
+
+times it, and prints the findings per rule (certain / likely). It then times a parallel ``ast.parse`` of the same
+files (a process pool over every core, one parse per file: the floor for a checker that must parse them) and
+prints the ratio. Where ``tests/data/check_precision.json`` holds findings read by hand for the installed version of
+the library, it prints the sampled precision (strict: only the findings labelled true count as true; "plausible"
+ones, whose device the code does not tell, count against it) and the labelled findings the rules no longer report.
+
+    PYTHONPATH=python_helper .venv/bin/python bench/check_precision.py
+    PYTHONPATH=python_helper .venv/bin/python bench/check_precision.py --libraries timm --draw 30 --seed 2026
+
+``--draw N`` prints N findings drawn at random (``--seed``) with their code around them, for labelling: each becomes
+an entry ``{"file", "line", "rule", "verdict", "reason"}`` of the library in the JSON file (verdict true, plausible or
+false). The libraries are installed without their dependencies (only their sources are read)::
+
+    .venv/bin/python -m pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import importlib.metadata
+import importlib.util
+import json
+import linecache
+import os
+import random
+import subprocess
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python_helper"))
+
+from syncfree.cli.sources import expand_paths  # noqa: E402
+
+LABELS = ROOT / "tests" / "data" / "check_precision.json"
+DEFAULT_LIBRARIES = ("transformers", "timm", "torchmetrics", "lightning")
+
+
+def package_folder(name: str) -> Path | None:
+    """The folder of an installed package, found without importing it (their dependencies are not installed)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
+
+
+def run_check(folder: Path) -> tuple[float, list[dict]]:
+    """Wall seconds of the ``syncfree check`` command on a folder and its json diagnostics."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "syncfree", "check", str(folder), "--format", "json", "--exit-zero"],
+        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")},
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"syncfree check failed on {folder} ({done.returncode}): {done.stderr.strip()[:500]}")
+    return seconds, json.loads(done.stdout)
+
+
+def _parse(path: Path) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return len(ast.parse(path.read_bytes()).body)
+        except (SyntaxError, ValueError):
+            return 0
+
+
+def parallel_parse(files: list[Path]) -> float:
+    """Wall seconds to parse every file once, in a process pool over every core (started inside the timing, as
+    the command starts its own)."""
+    start = time.perf_counter()
+    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
+        for _ in pool.map(_parse, files, chunksize=16):
+            pass
+    return time.perf_counter() - start
+
+
+def relative(path: str, folder: Path) -> str:
+    return str(Path(path).resolve().relative_to(folder.resolve()))
+
+
+def precision(labelled: list[dict], reported: set[tuple[str, int, str]]) -> dict[str, object]:
+    """Strict precision of the labelled findings the rules still report, and the labelled ones no longer reported."""
+    still = [entry for entry in labelled if (entry["file"], entry["line"], entry["rule"]) in reported]
+    gone = [entry for entry in labelled if (entry["file"], entry["line"], entry["rule"]) not in reported]
+    verdicts = collections.Counter(entry["verdict"] for entry in still)
+    return {
+        "precision": verdicts["true"] / len(still) if still else None,
+        "verdicts": dict(verdicts),
+        "no_longer_reported": dict(collections.Counter(entry["verdict"] for entry in gone)),
+    }
+
+
+def draw(findings: list[dict], folder: Path, count: int, seed: int, labelled: list[dict]) -> None:
+    """Print findings drawn at random (not yet labelled) with seven lines of code before each."""
+    known = {(entry["file"], entry["line"], entry["rule"]) for entry in labelled}
+    pool = [f for f in findings if (relative(f["path"], folder), f["line"], f["rule"]) not in known]
+    for number, finding in enumerate(random.Random(seed).sample(pool, min(count, len(pool)))):
+        print(f"#{number} {relative(finding['path'], folder)}:{finding['line']} {finding['rule']} "
+              f"{finding['certainty']}: {finding['message']}")
+        for line in range(max(1, finding["line"] - 7), finding["line"] + 2):
+            marker = ">>" if line == finding["line"] else "  "
+            print(marker + linecache.getline(finding["path"], line).rstrip()[:160])
+
+
+def _rule_count(rule: str, per_rule: collections.Counter) -> str:
+    certain = per_rule[rule, "certain"]
+    return f"{rule} {certain + per_rule[rule, 'likely']}" + (f" ({certain} certain)" if certain else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES), help="comma-separated package names")
+    parser.add_argument("--draw", type=int, metavar="N", help="print N unlabelled findings to label, then stop")
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args(argv)
+    labels = json.loads(LABELS.read_text())["libraries"] if LABELS.exists() else {}
+    print(f"{os.cpu_count()} cores; strict precision counts only findings labelled true")
+    for name in args.libraries.split(","):
+        folder = package_folder(name)
+        if folder is None:
+            print(f"== {name}: not installed (pip install --no-deps {name}==VERSION)")
+            continue
+        version = importlib.metadata.version(name)
+        files = list(expand_paths([str(folder)]))
+        lines = sum(len(path.read_bytes().splitlines()) for path in files)
+        check_seconds, diagnostics = run_check(folder)
+        findings = [d for d in diagnostics if d["rule"] != "E999"]
+        entry = labels.get(name, {})
+        labelled = entry.get("findings", []) if entry.get("version") == version else []
+        if args.draw:
+            print(f"== {name} {version}: {len(findings)} findings")
+            draw(findings, folder, args.draw, args.seed, labelled)
+            continue
+        parse_seconds = parallel_parse(files)
+        per_rule = collections.Counter((f["rule"], f["certainty"]) for f in findings)
+        rules = sorted({rule for rule, _ in per_rule}, key=lambda rule: -(per_rule[rule, "certain"] + per_rule[rule, "likely"]))
+        print(f"== {name} {version}: {len(files):,} files, {lines:,} lines: {len(findings):,} findings "
+              f"({len(diagnostics) - len(findings)} files that do not parse)")
+        print("   " + ", ".join(_rule_count(rule, per_rule) for rule in rules))
+        print(f"   check {check_seconds:.1f} s; parallel ast.parse {parse_seconds:.1f} s; "
+              f"ratio {check_seconds / parse_seconds:.2f}")
+        if labelled:
+            reported = {(relative(f["path"], folder), f["line"], f["rule"]) for f in findings}
+            result = precision(labelled, reported)
+            value = result["precision"]
+            print(f"   sampled precision {value:.2f} strict over {sum(result['verdicts'].values())} labelled findings "
+                  f"{result['verdicts']}; labelled but no longer reported: {result['no_longer_reported'] or 'none'}"
+                  if value is not None else "   no labelled finding is reported any more")
+        elif entry:
+            print(f"   labels are for {name} {entry.get('version')}, installed {version}: no precision")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The labelled sample of tests/data/check_precision.json as a test of the rules (issue 23).
+
+Findings of ``syncfree check`` on large installed libraries were read by hand (bench/check_precision.py draws them):
+here each labelled file is checked again as the command checks it, and
+
+- every finding labelled true is still reported (the rules keep what they found on real code);
+- the strict precision of the labelled findings still reported stays at or above the library's floor in the file
+  (a finding labelled false or plausible that a change brings back lowers it).
+
+The libraries are read, not imported: ``pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0
+lightning==2.6.6`` (``make install`` does it). A library missing, or at another version, skips its case.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from syncfree.cli.check import check_file
+
+LABELS = json.loads((Path(__file__).resolve().parent / "data" / "check_precision.json").read_text())
+
+
+def _folder(name: str, version: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        pytest.skip(f"{name} is not installed (pip install --no-deps {name}=={version})")
+    installed = importlib.metadata.version(name)
+    if installed != version:
+        pytest.skip(f"the labels are for {name} {version}, {installed} is installed")
+    return Path(spec.origin).parent
+
+
+def _reported(folder: Path, files: set[str]) -> set[tuple[str, int, str]]:
+    found = set()
+    for file in sorted(files):
+        result = check_file(folder / file)
+        assert result.problem is None, result.problem
+        found.update((file, d.line, d.rule) for d in result.diagnostics)
+    return found
+
+
+@pytest.mark.parametrize("library", sorted(LABELS["libraries"]))
+def test_labelled_findings(library):
+    entry = LABELS["libraries"][library]
+    folder = _folder(library, entry["version"])
+    labelled = entry["findings"]
+    reported = _reported(folder, {finding["file"] for finding in labelled})
+    key = lambda finding: (finding["file"], finding["line"], finding["rule"])  # noqa: E731
+    lost = [f"{f['file']}:{f['line']} {f['rule']}" for f in labelled if f["verdict"] == "true" and key(f) not in reported]
+    assert not lost, f"{library}: findings labelled true are no longer reported: {lost}"
+    still = [f for f in labelled if key(f) in reported]
+    precision = sum(f["verdict"] == "true" for f in still) / len(still)
+    assert precision >= entry["precision_floor"], (
+        f"{library}: sampled precision {precision:.2f} < {entry['precision_floor']}: reported again "
+        f"{[key(f) for f in still if f['verdict'] != 'true']}"
+    )
