@@ -7,7 +7,9 @@ all-reduces a map of used parameters. In an iteration where a parameter goes unu
 for that all-reduce and copies the map to the host with a blocking copy (torch/csrc/distributed/c10d/reducer.cpp,
 "Blocking copy, if local_used_map_dev_ is cuda"): a sync inside `loss.backward()` on every such step. When every
 parameter is used, the flag costs the graph walk and finds nothing. (From torch's source; to be measured on a GPU:
-tests/gpu/test_distributed_gpu.py.)
+tests/gpu/test_distributed_gpu.py.) FSDP has a switch of the same kind on by default: `limit_all_gathers=True` makes
+the CPU wait on a CUDA event once two all-gathers are in flight (torch/distributed/fsdp/_runtime_utils.py), which
+syncfree reports as `Event.synchronize()` (SF802).
 
 ## Example
 ```python
