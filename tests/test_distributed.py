@@ -174,6 +174,11 @@ def test_merge_per_rank_counts_divergent_sites_and_totals():
     assert "rank 1: 3 sync(s) outside your code" in text
 
 
+def test_even_ranks_name_no_most_and_least():
+    merged = MergedReport([rank_report(0, [site("/job/t.py", 1, 2)]), rank_report(1, [site("/job/t.py", 1, 2)])])
+    assert merged.rank_lines() == ["per rank: rank 0 2 syncs; rank 1 2 syncs"]
+
+
 def test_a_note_only_some_ranks_have_names_them():
     merged = MergedReport([rank_report(0, [], notes=("a", "b")), rank_report(1, [], notes=("a",))])
     assert merged.notes() == ["a", "b (rank 0)"]

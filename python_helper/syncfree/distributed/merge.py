@@ -307,7 +307,8 @@ class MergedReport:
         extremes = self.extremes()
         if extremes is not None:
             least, most = extremes
-            lines.append(f"most: {one(most)}; least: {one(least)}")
+            if (least.blocked_ms, least.counted) != (most.blocked_ms, most.counted):
+                lines.append(f"most: {one(most)}; least: {one(least)}")
         for t in self.totals:
             if t.unattributed:
                 lines.append(f"rank {t.rank}: {t.unattributed} sync(s) outside your code "
