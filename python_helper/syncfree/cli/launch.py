@@ -21,7 +21,7 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
@@ -95,8 +95,10 @@ def launch(
     rank_report_dir: str | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
+    output: Any = None,
 ) -> int:
-    """Start torchrun with syncfree as each rank's entry point, wait, merge, report."""
+    """Start torchrun with syncfree as each rank's entry point, wait, merge, report (to ``output``, a
+    `syncfree.output.ReportOutput`, when given: ``--output-file``)."""
     from syncfree.cli.run_rank import MERGE_VARIABLE
     from syncfree.distributed.emit import write_merged
     from syncfree.distributed.merge import MergedReport
@@ -119,8 +121,9 @@ def launch(
                "--rank-report-dir", folder, *(["--mode", mode] if mode else []), target, *argv]
     interrupted = False
     # A machine format's report is the only thing on stdout: the program's own output (every
-    # rank's) goes to stderr, as for `syncfree run script.py`.
-    process = subprocess.Popen(command, env=env, stdout=None if output_format == "text" else sys.stderr)
+    # rank's) goes to stderr, as for `syncfree run script.py` (not with --output-file).
+    moves = output.moves_program_stdout if output is not None else output_format != "text"
+    process = subprocess.Popen(command, env=env, stdout=sys.stderr if moves else None)
     try:
         status = process.wait()
     except KeyboardInterrupt:
@@ -136,6 +139,8 @@ def launch(
         folder_read = read_rank_reports(folder) if os.path.isdir(folder) else None
     except OSError as problem:
         raise UsageProblem(f"cannot read the rank reports in {folder}: {problem.strerror or problem}") from None
+    if output is not None:
+        out = output.stream()
     reports = [r for r in (folder_read.reports if folder_read else []) if r.rank.launch_id == launch_id]
     nnodes = _nnodes(torchrun)
     world = max((r.rank.world_size for r in reports), default=0)

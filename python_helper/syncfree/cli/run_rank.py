@@ -13,13 +13,14 @@ merge DIR --budget N`` exits 1 over it; so does ``syncfree run --nproc-per-node`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.usage import EXIT_ERROR, UsageProblem
@@ -42,8 +43,12 @@ def run_rank(
     budget: int | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
+    output: Any = None,
 ) -> int:
-    """Run ``target`` as ``rank``; write its report; merge the job's if it is the last rank."""
+    """Run ``target`` as ``rank``; write its report; merge the job's if it is the last rank.
+
+    ``output`` (a `syncfree.output.ReportOutput`): where the merged report goes (``--output-file``) and whether the
+    script's stdout moves to stderr meanwhile (a machine format on stdout); only the merging rank writes to it."""
     from syncfree.distributed.emit import write_merged
     from syncfree.distributed.merge import MergedReport
     from syncfree.distributed.rankfiles import (
@@ -66,8 +71,10 @@ def run_rank(
     cwd = os.getcwd()
     started = time.time()
     stop = _StopOnTerm()
+    moved = output.program_output() if output is not None else contextlib.nullcontext()
     try:
-        result = run_script(target, list(argv), mode=mode)
+        with moved:
+            result = run_script(target, list(argv), mode=mode)
     except SyntaxError as error:
         return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
     except OSError as error:
@@ -90,6 +97,8 @@ def run_rank(
     if run is None or not claim_merge(folder, run):
         return result.exit_code
     merged = MergedReport(run, directory=_shown(folder))
+    if output is not None:
+        out = output.stream()
     try:
         write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
         out.flush()
