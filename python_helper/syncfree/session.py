@@ -329,9 +329,9 @@ class Watch:
     syncs of other threads are not counted into it, and each thread's watch gets its own
     (a note says how many syncs threads without a watch made meanwhile).
     ``all_threads=True`` counts every thread of the process instead, as ``syncfree run``
-    and ``%%syncfree`` do. A watch inside another one of the same thread (or inside a
-    ``%%syncfree`` cell, a watched test) reports the part of the outer recorder's view
-    that its block made.
+    and ``%%syncfree`` do. A watch inside another one of the same thread or task (or
+    inside a ``%%syncfree`` cell, a watched test) reports its block's syncs, and the outer
+    one counts them too.
 
     **Reports.** After the block ``report`` holds a `WatchReport`; ``on_report``, if
     given, is called with it. As a decorator (``@syncfree.watch()``,
@@ -371,9 +371,6 @@ class Watch:
         self.on_report = on_report
         self.report: WatchReport | None = None
         self._recorder = None
-        self._outer = None                      # the recorder of an enclosing watch or cell
-        self._nested: dict[tuple, SyncSite] = {}  # what the outer saw of this block so far
-        self._checkpoint: dict | None = None
         self._token = None                      # the dispatcher's routing of this context
         self._running = False
         self._started = 0.0
@@ -450,16 +447,11 @@ class Watch:
         if self._running:
             raise RuntimeError("this watch is already running; make a new one")
         self.report = None
-        self._nested = {}
         self._where = f"{_display_path(boundary.f_code.co_filename)}:{boundary.f_lineno}" \
             if self._delivered_to is None else f"{self._delivered_to.__qualname__}()"
-        outer = _running_recorder()
-        if outer is not None:
+        if self.engine.mode != "static":
             # Inside another watch of this thread or task, a %%syncfree cell or a watched
-            # test: one recorder runs (two would fight over torch's hooks); this block
-            # reports what that one saw meanwhile.
-            self._outer = outer
-        elif self.engine.mode != "static":
+            # test, the recorder already there is this one's parent (capture/dispatch.py).
             recorder = new_recorder(self.engine, files=UserFiles(self.paths),
                                     measure_blocked=self.measure_blocked,
                                     max_frames=self.max_frames,
@@ -479,12 +471,10 @@ class Watch:
     def _resume(self) -> None:
         """The block's code runs from here (again) in this thread or task."""
         recorder = self._recorder
-        if recorder is not None and recorder.scope == "context":
+        if recorder is not None:
             from .capture import dispatch
 
             self._token = dispatch.route(recorder)
-        elif self._outer is not None:
-            self._checkpoint = self._outer.checkpoint()
 
     def _suspend(self) -> None:
         """The block's code stops running here (a yield, the end)."""
@@ -493,32 +483,16 @@ class Watch:
             from .capture import dispatch
 
             dispatch.unroute(token, self._recorder)
-        checkpoint, self._checkpoint = self._checkpoint, None
-        if checkpoint is not None and self._outer is not None:
-            for site in self._outer.sites_since(checkpoint):
-                key = (site.chain, site.kind, site.rule, site.thread, site.predicted,
-                       site.detail, site.files)
-                kept = self._nested.get(key)
-                if kept is None:
-                    self._nested[key] = site
-                else:
-                    kept.count += site.count
-                    kept.blocked_s += site.blocked_s
-                    kept.measured += site.measured
 
     def _end(self, exc: BaseException | None, *, check_budget: bool = True) -> None:
         __tracebackhide__ = True
         if not self._running:
             return
         recorder, self._recorder = self._recorder, None
-        outer, self._outer = self._outer, None
         self._running = False
         _unended.watch_ended(self)
         wall_ms = round((perf_counter() - self._started) * 1000.0, 3)
-        if outer is not None:
-            report = _nested_report(self.engine, outer, list(self._nested.values()), wall_ms)
-            self._nested = {}
-        elif recorder is None:
+        if recorder is None:
             report = WatchReport(self.engine.mode, self.engine.device, [], [], 0, wall_ms,
                                  list(self.engine.notes))
         else:
@@ -541,9 +515,7 @@ class Watch:
 
     def _syncs_so_far(self) -> int:
         recorder = self._recorder
-        if recorder is not None:
-            return recorder.syncs
-        return sum(s.count for s in self._nested.values())
+        return recorder.syncs if recorder is not None else 0
 
 
 def _watched_generator(call: Watch, gen):
@@ -661,14 +633,6 @@ def _running_recorder():
     """The recorder already recording this thread or task, if any."""
     dispatch = sys.modules.get("syncfree.capture.dispatch")
     return None if dispatch is None else dispatch.owner_here()
-
-
-def _nested_report(engine: Engine, outer, sites: list[SyncSite], wall_ms: float) -> WatchReport:
-    kept, allowed = _split_allowed(sites)
-    syncs = sum(s.count for s in kept + allowed)
-    notes = [] if getattr(outer, "host_only", False) else [
-        f"nested in another syncfree watch: its recorder's view of this block ({outer.mode} mode)"]
-    return WatchReport(outer.mode, engine.device, _rank(kept), _rank(allowed), syncs, wall_ms, notes)
 
 
 def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:

@@ -4,12 +4,17 @@ Who owns a sync
 ---------------
 * A recorder of scope ``"process"`` (a ``%%syncfree`` cell, ``syncfree run``,
   ``syncfree.watch(all_threads=True)``) owns every thread of the process: the syncs of
-  threads its code starts are its own, reported "in thread X". Several nest; the innermost
-  (the last entered) gets the syncs, as the last installed warning hook did before.
+  threads its code starts are its own, reported "in thread X".
 * A recorder of scope ``"context"`` (``syncfree.watch()``) owns the thread, or the asyncio
   task, that routes to it (`routing`): a `contextvars.ContextVar`, as vLLM scopes its
   ``gpu_sync_debug`` guard. Tasks created inside the block copy the context and so belong
   to it; threads start with an empty context and do not.
+
+A recorder entered while another one already records its thread or task (a watch in a
+``%%syncfree`` cell, a decorated call inside a watch, a watch in a watch) gets that one as
+its ``parent``: the sync goes to the inner recorder, which passes it on to its parents,
+each attributing it in its own terms. So the block's report has exactly the block's syncs
+(not those of another task interleaved with it), and the outer report has them too.
 
 `owner()` is the recorder of the current context, else the innermost process recorder,
 else None: an *unowned* sync (a thread with no watch of its own while another thread's
@@ -140,10 +145,10 @@ def enter(recorder: Any) -> None:
         if any(r is recorder for r in _running):
             return
         recorder._unowned_before = dict(_unowned)
+        # The recorder already recording this thread or task goes on counting this one's
+        # syncs (a watch in a cell, a decorated call in a watch): SyncRecorder.parent.
+        recorder.parent = owner_here()
         if recorder.scope == "process":
-            if _process:
-                _process[-1].note("a nested syncfree recorder took over part of this run; "
-                                  "its syncs are in its own report")
             _process.append(recorder)
         _running.append(recorder)
         recorder.running = True

@@ -102,6 +102,10 @@ class SyncRecorder:
         self._undo: Undo | None = None
         self._clock: StallClock | None = None
         self._unowned_before: dict[str, int] = {}
+        # The recorder already recording this thread or task when this one was entered
+        # (a watch in a %%syncfree cell, a decorated call in a watch): it counts this
+        # one's syncs too, attributed in its own terms (set by dispatch.enter).
+        self.parent: SyncRecorder | None = None
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
         self._started = 0.0
         self.wall_ms = 0.0
@@ -176,7 +180,12 @@ class SyncRecorder:
             undo.push(self._detach_explicit)
             explicit.attach(self, torch)
 
-        if self.measure_blocked and self.cuda and self.mode == "warn":
+        parent = self.parent
+        if parent is not None and parent._clock is not None and parent._thread == self._thread:
+            # One clock per thread (3.10/3.11 have one profiler slot): the syncs come to
+            # this recorder first, and its hook's pause and resume serve the chain.
+            self._clock = parent._clock
+        elif self.measure_blocked and self.cuda and self.mode == "warn":
             clock = self._clock = StallClock(self._cell_files,
                                              hook_globals=(globals(), vars(dispatch)))
             undo.push(self._stop_clock)
@@ -221,10 +230,20 @@ class SyncRecorder:
         """
         __tracebackhide__ = True
         tally = self._record(frame, kind, predicted, blocked_s, None)
+        stops = predicted and self.stop_at_first and self._error_site is None
+        parent = self.parent
+        while parent is not None:
+            if parent.running:
+                parent_tally = parent._record(frame, kind, predicted, blocked_s, None)
+                if predicted and parent.stop_at_first and parent._error_site is None \
+                        and _get_ident() == parent._thread:
+                    parent._error_site = parent_tally
+                    stops = True
+            parent = parent.parent
         # Stop the cell, not a thread it started (whose error would go elsewhere).
-        if (predicted and self.stop_at_first and self._error_site is None
-                and _get_ident() == self._thread):
-            self._error_site = tally
+        if stops and _get_ident() == self._thread:
+            if self.stop_at_first:
+                self._error_site = tally
             raise RuntimeError(f"{SYNC_MESSAGE} (predicted without a CUDA device: "
                                f"{tally.label if isinstance(tally, SyncSite) else kind})")
 
@@ -317,36 +336,62 @@ class SyncRecorder:
             # A wrapper another tool put around the hook runs in the warnings module.
             while frame.f_globals is WARNINGS_GLOBALS:
                 frame = frame.f_back
-            code = frame.f_code
-            files = self._cell_files
-            if code.co_name == "<module>" and code.co_filename in files:
-                key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
-            else:
-                key = _stack_key(frame, files, self.boundary)
-            tally = self._cache.get(key)
-            if tally is None:
-                tally = self._resolve(frame, key, None, False, None)
-            tally.count += 1
-            if blocked is not None:
-                tally.blocked_s += blocked
-                tally.measured += 1
+            tally = self._count(frame, blocked)
+            stop = self.mode == "error"
+            parent = self.parent
+            while parent is not None:  # the recorders around this one in its thread
+                if parent.running:
+                    parent_tally = parent._count(frame, blocked)
+                    if parent.mode == "error" and _get_ident() == parent._thread:
+                        parent._error_site = parent_tally
+                        stop = True
+                parent = parent.parent
         finally:
             if clock is not None:
                 clock.resume()
-        if self.mode == "error" and _get_ident() == self._thread:
+        if stop and _get_ident() == self._thread:
             # Error mode is warn mode plus this error, raised in the recorder's own thread
             # only (torch's error mode would stop every thread of the process); torch
             # raises it from the syncing call, as filterwarnings("error") would.
-            self._error_site = tally
+            if self.mode == "error":
+                self._error_site = tally
             raise RuntimeError(SYNC_MESSAGE)
+
+    def _count(self, frame: FrameType, blocked: float | None) -> SyncTally:
+        """One debug-mode sync at ``frame``: one frame walk and one dict lookup, with the
+        walk inlined for the common case of a sync on a top-level line of the cell."""
+        code = frame.f_code
+        files = self._cell_files
+        if code.co_name == "<module>" and code.co_filename in files:
+            key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
+        else:
+            key = _stack_key(frame, files, self.boundary)
+        tally = self._cache.get(key)
+        if tally is None:
+            tally = self._resolve(frame, key, None, False, None)
+        tally.count += 1
+        if blocked is not None:
+            tally.blocked_s += blocked
+            tally.measured += 1
+        return tally
 
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict,
                       kind: str = "explicit"):
         """Called by explicit.py's wrappers instead of torch.cuda.synchronize & co. (``kind``
         ``distributed`` for torch.distributed's host waits)."""
         __tracebackhide__ = True
-        if self.mode == "error" and threading.get_ident() == self._thread:
-            self._error_site = self._record(frame, kind, False, None, what)
+        chain = [self]
+        parent = self.parent
+        while parent is not None:  # the recorders around this one in its thread
+            if parent.running:
+                chain.append(parent)
+            parent = parent.parent
+        stopping = [r for r in chain if r.mode == "error" and threading.get_ident() == r._thread]
+        if stopping:
+            for recorder in chain:
+                tally = recorder._record(frame, kind, False, None, what)
+                if recorder in stopping:
+                    recorder._error_site = tally
             raise RuntimeError(f"{SYNC_MESSAGE}: {what} (syncfree --mode error stops at "
                                "explicit synchronization too)")
         clock = self._clock
@@ -354,12 +399,15 @@ class SyncRecorder:
             try:
                 return call(*args, **kwargs)
             finally:
-                self._record(frame, kind, False, None, what)
+                for recorder in chain:
+                    recorder._record(frame, kind, False, None, what)
         start = perf_counter()
         try:
             return call(*args, **kwargs)
         finally:
-            self._record(frame, kind, False, perf_counter() - start, what)
+            blocked = perf_counter() - start
+            for recorder in chain:
+                recorder._record(frame, kind, False, blocked, what)
             clock.resume()  # the next interval starts after this sync
 
     # ------------------------------------------------------------------ errors
