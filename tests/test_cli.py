@@ -155,9 +155,12 @@ def test_usage_errors_exit_2(capsys):
     assert exit_info.value.code == 2
 
 
-def test_run_rejects_a_non_notebook(tmp_path, capsys):
+def test_run_takes_any_other_file_as_a_python_program_as_python_does(tmp_path, capsys):
     status, _, err = run_cli(capsys, "run", str(tmp_path / "train.txt"))
-    assert status == 2 and "takes a .py script or an .ipynb notebook" in err
+    assert status == 2 and err == f"syncfree: error: cannot read {tmp_path / 'train.txt'}: no such file\n"
+    (tmp_path / "train.txt").write_text("print('ran')\n")
+    status, out, _ = run_cli(capsys, "run", str(tmp_path / "train.txt"))
+    assert status == 0 and out.startswith("ran\n0 syncs")
 
 
 # --------------------------------------------------------------------------------------------- run (a real kernel)
@@ -228,8 +231,10 @@ def test_run_notebook_json_names_the_cell_over_the_shared_budget(tmp_path, capsy
 def test_run_notebook_within_budgets_exits_0_and_writes_sarif(tmp_path, capsys, kernel_env):
     source = _budgeted_notebook(tmp_path / "b.ipynb", cell_budget=1)
     output = tmp_path / "annotated.ipynb"
-    status, out, err = run_cli(capsys, "run", str(source), "--format", "sarif", "--budget", "1", "-o", str(output),
-                               "--timeout", "120")
+    status, _, err = run_cli(capsys, "run", str(source), "-o", str(output))
+    assert status == 2 and "write the executed notebook with --output" in err and not output.exists()
+    status, out, err = run_cli(capsys, "run", str(source), "--format", "sarif", "--budget", "1", "--output",
+                               str(output), "--timeout", "120")
     assert status == 0, err
     log = json.loads(out)
     jsonschema.validate(log, SARIF_SCHEMA)

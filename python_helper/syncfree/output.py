@@ -1,22 +1,29 @@
 """Diagnostics of ``syncfree check`` and ``syncfree run`` in the formats CI tools read: text, json, sarif, github.
 
 One :class:`Diagnostic` per finding (check) or sync site (run); every format is written from the same list, so the
-formats never disagree. Lines are 1-based; columns are 1-based in every format here (as editors, SARIF and GitHub
+formats never disagree. :class:`ReportOutput` is where they go: ``--output-file FILE`` or stdout, and, for a program
+``syncfree run`` runs, the program's own stdout kept out of a machine-readable report. Lines are 1-based; columns are 1-based in every format here (as editors, SARIF and GitHub
 count them), unlike the report schema's 0-based ``col``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["FORMATS", "Diagnostic", "Style", "clean_text", "write_diagnostics"]
+__all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
+           "write_diagnostics"]
 
 FORMATS = ("text", "json", "sarif", "github")
+MACHINE_FORMATS = ("json", "sarif", "github")  # read by programs: nothing else may share their stream
 SYNTAX_ERROR = "syntax-error"
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
@@ -48,6 +55,10 @@ class Diagnostic:
     fix: str | None = None  # the fix's safety (safe | review) when the catalog has a rewrite
     count: int | None = None  # run: how often the site synced
     blocked_ms: float | None = None  # run: time the CPU waited there
+    # run: each distinct call chain that reached the site, outer -> inner, as "path:line" (the last is the site);
+    # None where the site is all there is
+    chains: tuple[tuple[str, ...], ...] | None = None
+    processes: tuple[str, ...] | None = None  # run: the forked child processes it synced in (None: the program's)
 
     def location(self) -> str:
         if self.cell is None:
@@ -115,11 +126,33 @@ def _text_line(d: Diagnostic, style: Style) -> str:
         extra += f", blocked {d.blocked_ms:.1f} ms"
     if d.fix:
         extra += f" [fix: {d.fix}]"
+    where = _context(d)
+    if where:
+        extra += f" ({where})"
     return f"{style.bold(d.location())}: {style.red(d.rule)} {clean_text(d.message)}{style.dim(extra) if extra else ''}"
 
 
+def _context(d: Diagnostic) -> str:
+    """``called from model.py:12 <- train.py:40; in ForkPoolWorker-1, ForkPoolWorker-2``: what a row of ``run``
+    gathers besides its site (each caller chain innermost first, as a traceback read upward)."""
+    parts = []
+    callers = [chain[:-1] for chain in d.chains or () if len(chain) > 1]
+    if callers:
+        shown = [" <- ".join(reversed(chain)) for chain in callers[:3]]
+        more = f"; {len(callers) - 3} more chains" if len(callers) > 3 else ""
+        parts.append("called from " + "; ".join(shown) + more)
+    if d.processes:
+        names = ", ".join(d.processes[:4]) + (f" and {len(d.processes) - 4} more" if len(d.processes) > 4 else "")
+        parts.append(f"in child process{'es' if len(d.processes) > 1 else ''} {names}")
+    return clean_text(", ".join(parts))
+
+
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
-    return asdict(d)
+    entry = asdict(d)
+    for key in ("chains", "processes"):  # run's fields: absent from check's entries
+        if entry[key] is None:
+            del entry[key]
+    return entry
 
 
 def _github_escape(text: str, *, property_value: bool = False) -> str:
@@ -138,7 +171,9 @@ def _github_line(d: Diagnostic) -> str:
     if d.cell is None:  # a notebook's cell lines are not lines of the .ipynb file
         properties += [f"line={d.line}", f"endLine={d.end_line}", f"col={d.col}", f"endColumn={d.end_col}"]
     properties.append(f"title={_github_escape(title, property_value=True)}")
-    return f"::{level} {','.join(properties)}::{_github_escape(clean_text(d.message))}"
+    where = _context(d)
+    message = clean_text(d.message) + (f" ({where})" if where else "")
+    return f"::{level} {','.join(properties)}::{_github_escape(message)}"
 
 
 # --------------------------------------------------------------------------------------------------- SARIF
@@ -214,11 +249,119 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
         properties["count"] = d.count
     if d.blocked_ms is not None:
         properties["blockedMs"] = d.blocked_ms
+    if d.chains:
+        properties["chains"] = [list(chain) for chain in d.chains]
+    if d.processes:
+        properties["processes"] = list(d.processes)
     result["properties"] = properties
+    if d.chains and any(len(chain) > 1 for chain in d.chains):
+        # The callers as SARIF code flows (viewers show them as steps), one per chain, outer -> inner.
+        result["codeFlows"] = [{"threadFlows": [{"locations": [_flow_step(step) for step in chain]}]}
+                               for chain in d.chains if len(chain) > 1]
     return result
+
+
+def _flow_step(step: str) -> dict[str, Any]:
+    path, _, line = step.rpartition(":")
+    location: dict[str, Any] = {"physicalLocation": {"artifactLocation": {"uri": _uri(path)}}}
+    if line.isdigit():
+        location["physicalLocation"]["region"] = {"startLine": int(line)}
+    return {"location": location}
 
 
 def _uri(path: str) -> str:
     from urllib.parse import quote
 
     return quote(path.replace(os.sep, "/"))
+
+
+# --------------------------------------------------------------------------------------------------- where
+class OutputFileError(ValueError):
+    """``--output-file`` names a file that cannot be written (said before anything runs)."""
+
+
+class ReportOutput:
+    """Where a command's report goes: ``--output-file FILE`` (written whole at the end, so a reader never sees half a
+    SARIF log) or stdout.
+
+    A program that ``syncfree run`` runs prints to stdout too. With a machine format (json, sarif, github) and no
+    output file, the report keeps stdout to itself: while the program runs, its stdout (file descriptor 1, so its
+    subprocesses' too) goes to stderr, where the user still sees it (``syncfree run --format sarif train.py >
+    out.sarif`` is valid SARIF however much train.py prints). With an output file, or the text format, the
+    program's output stays where it was.
+    """
+
+    def __init__(self, path: str | None, output_format: str, stdout: TextIO | None = None) -> None:
+        self.path = path
+        self.format = output_format
+        self.stdout = stdout if stdout is not None else sys.stdout
+        self._buffer: io.StringIO | None = None
+        self._moved: tuple[int, int] | None = None  # (saved fd 1, pid) while the program's stdout is on stderr
+        if path is not None:
+            _check_writable(path)
+
+    def stream(self) -> TextIO:
+        """What the report is written to (a buffer for a file, written by `close`)."""
+        if self.path is None:
+            return self.stdout
+        if self._buffer is None:
+            self._buffer = io.StringIO()
+        return self._buffer
+
+    def close(self) -> None:
+        """Write the buffered report to ``--output-file``."""
+        if self.path is not None and self._buffer is not None:
+            try:
+                Path(self.path).write_text(self._buffer.getvalue(), encoding="utf-8")
+            except OSError as error:
+                raise OutputFileError(f"cannot write {self.path}: {error.strerror or error}") from None
+            self._buffer = None
+
+    @property
+    def moves_program_stdout(self) -> bool:
+        return self.path is None and self.format in MACHINE_FORMATS
+
+    @contextlib.contextmanager
+    def program_output(self) -> Iterator[None]:
+        """Around the program's run: its stdout goes to stderr when the report needs stdout to itself."""
+        if self.moves_program_stdout:
+            self._move_program_stdout()
+        try:
+            yield
+        finally:
+            self.restore_stdout()
+
+    def _move_program_stdout(self) -> None:
+        try:
+            sys.stdout.flush()
+            saved = os.dup(1)
+            os.dup2(2, 1)
+        except (OSError, ValueError, AttributeError):  # no file descriptors (an embedding host)
+            return
+        self._moved = (saved, os.getpid())
+
+    def restore_stdout(self) -> None:
+        """Give stdout back to the report (idempotent; a forked child of the program keeps the program's)."""
+        moved, self._moved = self._moved, None
+        if moved is None:
+            return
+        saved, pid = moved
+        if os.getpid() != pid:
+            return
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _check_writable(output: str) -> None:
+    target = Path(output)
+    folder = target.resolve().parent
+    if target.is_dir():
+        raise OutputFileError(f"cannot write {output}: it is a folder")
+    if not folder.is_dir():
+        raise OutputFileError(f"cannot write {output}: no folder {folder}")
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(output, os.W_OK)):
+        raise OutputFileError(f"cannot write {output}: permission denied")

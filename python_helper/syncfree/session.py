@@ -695,55 +695,263 @@ def sync_free(budget: int = 0, *, mode: str | None = None, measure_blocked: bool
 
 @dataclass
 class ScriptRun:
-    """A script run by `run_script`: its exit status and what it synchronized."""
+    """A program run by `run_script`: its exit status and what it synchronized.
+
+    ``children``: a `syncfree.processes.ProcessReport` for each forked child that ended (a DataLoader or Pool
+    worker, an ``os.fork()``), ``notes`` what the run could not see (children without a report);
+    ``hard_exit``: the program ended with ``os._exit``.
+    """
 
     path: str
     exit_code: int
     report: WatchReport
     error: BaseException | None = None  # the exception that ended the script, if any
+    children: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    hard_exit: bool = False
+
+
+class ModuleNotRunnable(ImportError):
+    """``run_script(name, module=True)``: no module of that name to run (``python -m`` says so in one line)."""
 
 
 def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                measure_blocked: bool = True, max_frames: int = 4,
-               on_error: Callable[[BaseException], None] | None = None) -> ScriptRun:
-    """Run a Python script as ``python path argv...`` would (``sys.argv``, ``__main__``,
-    the script's folder first on ``sys.path``) under the engine.
+               on_error: Callable[[BaseException], None] | None = None, module: bool = False,
+               source: bytes | str | None = None,
+               on_exit: Callable[[ScriptRun], None] | None = None) -> ScriptRun:
+    """Run a program as ``python path argv...`` would, under the engine: ``path`` a script
+    file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``) or,
+    with ``module=True``, a module name (``python -m path``).
+
+    As Python does: ``sys.argv[0]`` is the path as given ("-", or the module's file for
+    ``-m``), ``__main__`` is the program, the script's folder (``-m``: the working
+    directory) comes first on ``sys.path``, and after the program's end the threads it
+    started are joined and its ``atexit`` handlers run, still inside the watch (their
+    syncs are counted); multiprocessing's children of the run are ended as at Python's
+    exit. Forked children (``os.fork``, DataLoader and Pool workers) stay watched and
+    report apart (``children``, `syncfree.processes`). Afterwards the working directory,
+    ``sys.argv``, ``sys.path``, ``__main__`` and the standard streams are as before.
 
     The exit status is what Python's would be: 0, the ``SystemExit`` code, or 1 for an
     uncaught exception, whose traceback goes to ``on_error`` (default: printed to stderr
-    as Python prints it). A file that cannot be read or compiled raises OSError or
-    SyntaxError before anything runs.
+    as Python prints it, before the atexit handlers run). ``os._exit(n)`` in the program
+    ends this process too, as it would Python's: ``on_exit`` gets the run first. A file
+    that cannot be read or compiled raises OSError or SyntaxError before anything runs; a
+    module that cannot be found, `ModuleNotRunnable`.
     """
+    import builtins
+    import threading
+    import types
+
+    from .processes import ForkedChildren
+
+    saved_cwd = os.getcwd()
+    if module:
+        code, filename, argv0, path0 = None, None, "-m", saved_cwd
+    elif path == "-":
+        if source is None:
+            source = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
+        filename, argv0, path0 = "<stdin>", "-", ""
+        code = compile(source, filename, "exec", dont_inherit=True)  # SyntaxError for the caller
+        text = source if isinstance(source, str) else _decoded(source)
+        # Lines for the recorder's attribution and for tracebacks (Python keeps none for stdin).
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    else:
+        filename = os.path.abspath(path)  # __file__ and code filenames are absolute, as Python's (3.9+)
+        with open(filename, "rb") as handle:  # OSError for the caller
+            data = handle.read()
+        code = compile(data, filename, "exec", dont_inherit=True)  # SyntaxError for the caller, before anything runs
+        argv0, path0 = path, os.path.dirname(filename)
+    saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), sys.stdin, sys.stdout, sys.stderr)
+    sys.argv = [argv0, *argv]
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+    exit_code, failure = 0, None
+    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True)
+    exit_handlers = _ExitHandlers()
+    threads_before = set(threading.enumerate())
+    run: ScriptRun | None = None
+    closed = []
+
+    def close_watch(exc: BaseException | None) -> None:
+        if not closed:  # once: os._exit may have closed it from inside the program
+            closed.append(True)
+            runner.__exit__(type(exc) if exc is not None else None, exc,
+                            exc.__traceback__ if exc is not None else None)
+
+    def finish(status: int, error: BaseException | None, hard: bool) -> ScriptRun:
+        exit_handlers.remove()
+        children.stop()
+        reports, notes = children.collect()
+        children.remove_folder()
+        assert runner.report is not None
+        return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
+
+    def hard_exit(status: int) -> None:
+        # os._exit in the program: no thread joined, no atexit handler (Python runs none), only the report.
+        close_watch(None)
+        if on_exit is not None:
+            on_exit(finish(status, None, True))
+
+    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit)
+    try:
+        runner.__enter__()
+        try:
+            if filename == "<stdin>":
+                _attribute_to(filename)
+            children.start()
+            exit_handlers.install()
+            try:
+                if module:
+                    _run_module(path)
+                else:
+                    main = types.ModuleType("__main__")
+                    main.__dict__.update(__file__=filename, __builtins__=builtins, __spec__=None,
+                                         __package__=None, __loader__=_loader(filename))
+                    sys.modules["__main__"] = main
+                    exec(code, main.__dict__)
+            except SystemExit as exc:
+                exit_code = _exit_status(exc.code)
+            except ModuleNotRunnable:
+                raise
+            except Exception as exc:  # KeyboardInterrupt goes on to the caller
+                exit_code, failure = 1, exc
+                (on_error or _print_traceback)(exc)
+            # What Python does after the main module: join the non-daemon threads, run the atexit
+            # handlers (Lib/threading.py _shutdown, Modules/atexitmodule.c), end multiprocessing's children.
+            _join_threads(threads_before)
+            exit_handlers.run()
+            if children.in_child:
+                # A forked child that ran to the program's end (a plain os.fork()): its report, then its exit
+                # as Python's, with the status the program gave it.
+                children.finish_child(exit_code)
+                raise SystemExit(exit_code)
+            children.end_children()
+        except BaseException as exc:
+            close_watch(exc)
+            raise
+        close_watch(failure)
+        run = finish(exit_code, failure, False)
+    finally:
+        exit_handlers.remove()
+        children.stop()
+        children.remove_folder()
+        _restore(saved, saved_cwd)
+    return run
+
+
+class _ExitHandlers:
+    """The program's ``atexit`` registrations, kept to run when the program ends (last registered first, as
+    Python does) rather than at this process's exit, after the watch."""
+
+    def __init__(self) -> None:
+        import atexit
+
+        self._atexit = atexit
+        self._real = (atexit.register, atexit.unregister)
+        self.handlers: list[tuple[Callable, tuple, dict]] = []
+
+    def install(self) -> None:
+        self._atexit.register, self._atexit.unregister = self.register, self.unregister
+
+    def remove(self) -> None:
+        if self._atexit.register == self.register:
+            self._atexit.register, self._atexit.unregister = self._real
+
+    def register(self, func: Callable, *args: Any, **kwargs: Any) -> Callable:
+        self.handlers.append((func, args, kwargs))
+        return func
+
+    def unregister(self, func: Callable) -> None:
+        self.handlers = [h for h in self.handlers if h[0] != func]
+        self._real[1](func)
+
+    def run(self) -> None:
+        import traceback
+
+        while self.handlers:
+            func, args, kwargs = self.handlers.pop()
+            try:
+                func(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - as Python: printed, the exit status unchanged
+                print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
+                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
+def _run_module(name: str) -> None:
+    """``python -m name``, inside the watch (a package's ``__init__`` runs under it too)."""
+    import importlib.util
     import runpy
 
-    path = os.path.abspath(path)
-    with open(path, "rb") as handle:  # OSError for the caller
-        source = handle.read()
-    compile(source, path, "exec")  # SyntaxError for the caller, before anything runs
-    saved_argv, saved_path0 = sys.argv, sys.path[0] if sys.path else None
-    sys.argv = [path, *argv]
-    if sys.path:
-        sys.path[0] = os.path.dirname(path)
-    else:
-        sys.path.insert(0, os.path.dirname(path))
-    exit_code, error = 0, None
-    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True)
     try:
-        try:
-            with runner:
-                try:
-                    runpy.run_path(path, run_name="__main__")
-                except SystemExit as exc:
-                    exit_code = _exit_status(exc.code)
-        except Exception as exc:  # through the recorder, which attributes error mode's stop
-            exit_code, error = 1, exc  # KeyboardInterrupt goes on to the caller
-            (on_error or _print_traceback)(exc)
-    finally:
-        sys.argv = saved_argv
-        if saved_path0 is not None:
-            sys.path[0] = saved_path0
-    assert runner.report is not None
-    return ScriptRun(path, exit_code, runner.report, error)
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError) as error:
+        raise ModuleNotRunnable(f"no module named {name!r} ({error})") from None
+    if spec is None:
+        raise ModuleNotRunnable(f"no module named {name!r}")
+    if spec.submodule_search_locations is not None and importlib.util.find_spec(f"{name}.__main__") is None:
+        raise ModuleNotRunnable(f"{name!r} is a package without a __main__ module: it cannot be run")
+    runpy.run_module(name, run_name="__main__", alter_sys=True)  # sys.argv[0]: the module's file, as -m sets it
+
+
+def _loader(filename: str) -> Any:
+    if filename.startswith("<"):
+        return None
+    from importlib.machinery import SourceFileLoader
+
+    return SourceFileLoader("__main__", filename)
+
+
+def _decoded(data: bytes) -> str:
+    import io
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return data.decode("utf-8", "replace")
+
+
+def _attribute_to(filename: str) -> None:
+    """Count the syncs of code compiled under ``filename`` ("<stdin>") as the user's: file attribution leaves out
+    code without a file."""
+    recorder = _running_recorder()
+    files = getattr(recorder, "_cell_files", None)
+    if isinstance(files, dict):
+        files[filename] = 0
+
+
+def _join_threads(before: set) -> None:
+    import threading
+
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread not in before and thread is not current and not thread.daemon:
+            thread.join()
+
+
+def _restore(saved: tuple, cwd: str) -> None:
+    argv, path, main, stdin, stdout, stderr = saved
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        current = getattr(sys, name)
+        if current is not stream:  # the program's own stream (a tee to a log file): flushed as at exit
+            try:
+                current.flush()
+            except Exception:  # noqa: BLE001 - a closed or broken replacement
+                pass
+    sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
+    sys.argv = argv
+    sys.path[:] = path
+    if main is not None:
+        sys.modules["__main__"] = main
+    try:
+        os.chdir(cwd)
+    except OSError:  # the folder is gone
+        pass
 
 
 def _exit_status(code: Any) -> int:
@@ -791,12 +999,16 @@ def hide_engine_frames(exc: BaseException) -> None:
 def _print_traceback(exc: BaseException) -> None:
     import traceback
 
-    # Drop the frames of runpy and syncfree: the traceback starts at the script and ends
-    # at the user's (or the library's) line that synced.
-    hide_engine_frames(exc)
-    tb = exc.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-                              or "runpy" in os.path.basename(tb.tb_frame.f_code.co_filename)):
-        tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb, file=sys.stderr)
-
+    # Without the frames of runpy and syncfree: the traceback starts at the program and ends
+    # at the user's (or the library's) line that synced. The exception's own traceback is
+    # left whole (the recorder describes it after the atexit handlers have run).
+    shown = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    frames = list(shown.stack)
+    while frames and (frames[0].filename.startswith(_PACKAGE_DIR)
+                      or "runpy" in os.path.basename(frames[0].filename)):
+        frames.pop(0)
+    if is_sync_stop(exc):
+        while frames and frames[-1].filename.startswith(_PACKAGE_DIR):
+            frames.pop()
+    shown.stack = traceback.StackSummary.from_list(frames)
+    print("".join(shown.format()), end="", file=sys.stderr)

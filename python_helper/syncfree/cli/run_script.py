@@ -1,17 +1,26 @@
-"""``syncfree run script.py ARGS...``: the script under the engine (``syncfree.session.run_script``), its sync
-sites as diagnostics in any format."""
+"""``syncfree run script.py ARGS...`` (also ``-m module``, ``-`` for stdin): the program under the engine
+(`syncfree.session.run_script`), one row per sync site in any format.
+
+A row is a site: a file, a line and a rule. Syncs that reach the same line through different call chains are one
+row that lists the chains (``called from ...``); the syncs of forked child processes (DataLoader and Pool workers)
+are rows of their own that name the processes. Paths are relative to the folder ``run`` started in, whatever
+folder the program moved to. ``--select``/``--ignore`` (or ``[tool.syncfree]``) leave out the rows of other rules,
+and the summary says how many syncs that left out.
+"""
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
-from syncfree.output import SYNTAX_ERROR, Diagnostic, write_diagnostics
+from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, write_diagnostics
 
 __all__ = ["run_python"]
 
@@ -20,84 +29,210 @@ def run_python(
     target: str,
     argv: Sequence[str],
     *,
+    module: bool = False,
     mode: str | None = None,
     output_format: str = "text",
     budget: int | None = None,
+    select: list[str] | None = None,
+    ignore: list[str] | None = None,
+    output: ReportOutput | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
 ) -> int:
-    """``syncfree run script.py args...``: the script under the engine, its sync sites as diagnostics."""
-    out = out or sys.stdout
+    """``syncfree run script.py args...``: the program under the engine, its sync sites as diagnostics.
+
+    ``output``: where the report goes (default: ``out``, else stdout); with a machine format it also keeps the
+    program's stdout out of the report's stream. Returns the exit status; a program that calls ``os._exit(n)``
+    ends this process with status n once its report is written.
+    """
+    output = output or ReportOutput(None, output_format, out)
     state = state if state is not None else {}
-    if target != "-" and not Path(target).is_file():
-        raise UsageProblem(f"cannot read {target}: no such file")
-    from syncfree.session import run_script
+    start = os.getcwd()  # paths are shown relative to it, wherever the program goes
+    if not module and target != "-":
+        if Path(target).is_dir():
+            raise UsageProblem(f"cannot run {target}: it is a folder")
+        if not Path(target).is_file():
+            raise UsageProblem(f"cannot read {target}: no such file")
+    selected = _selected_rules(select, ignore)
+    from syncfree.session import ModuleNotRunnable, run_script
+
+    shown_target = target if not module else f"-m {target}"
+
+    def on_exit(result: Any) -> None:  # os._exit(n) in the program: its report, then the exit it asked for
+        output.restore_stdout()
+        _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
 
     try:
-        result = run_script(target, list(argv), mode=mode)
+        with output.program_output():
+            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit)
     except SyntaxError as error:
-        d = Diagnostic(target, error.lineno or 1, max(error.offset or 1, 1), error.end_lineno or error.lineno or 1,
-                       max(error.end_offset or 1, 1), SYNTAX_ERROR, f"SyntaxError: {error.msg} (nothing ran)")
-        write_diagnostics([d], output_format, out, tool_version=__version__)
+        d = Diagnostic(_shown_path(error.filename or target, start), error.lineno or 1, max(error.offset or 1, 1),
+                       error.end_lineno or error.lineno or 1, max(error.end_offset or 1, 1), SYNTAX_ERROR,
+                       f"SyntaxError: {error.msg} (nothing ran)")
+        write_diagnostics([d], output_format, output.stream(), tool_version=__version__)
         state["status"], state["syntax_only"] = EXIT_ERROR, 1
         return EXIT_ERROR
+    except ModuleNotRunnable as error:
+        raise UsageProblem(str(error)) from None
     except OSError as error:
         raise UsageProblem(f"cannot read {target}: {error.strerror or error}") from None
-    report = result.report
-    diagnostics = [_site_diagnostic(site, target, report.predicted) for site in report.sites]
-    counted = report.counted
-    over = counted > (budget if budget is not None else 0)
+    return _write(result, shown_target, output_format, output, budget, selected, start, state)
+
+
+def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
+           selected: set[str] | None, start: str, state: dict[str, int], *, hard: bool = False) -> int:
     from syncfree.session import is_sync_stop
 
+    report = result.report
+    rows, left_out, child_counted = _rows(result, selected, start)
+    counted = max(report.counted - left_out[0], 0) + child_counted
+    over = counted > (budget if budget is not None else 0)
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
-    status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
-              else EXIT_FOUND if over else EXIT_CLEAN)
+    if hard:
+        status = result.exit_code
+    else:
+        status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
+                  else EXIT_FOUND if over else EXIT_CLEAN)
     state["status"] = status
+    sites = len(rows)
     blocked = f", blocked {report.blocked_ms:.1f} ms" if report.blocked_ms is not None else ""
-    summary = (f"{counted} sync{'s' if counted != 1 else ''} at {len(report.sites)} site"
-               f"{'s' if len(report.sites) != 1 else ''}{' (predicted)' if report.predicted else ''}{blocked}"
-               f"{f'; {report.syncs - counted} allowed' if report.syncs != counted else ''}, "
+    allowed = report.syncs - report.counted
+    summary = (f"{counted} sync{'s' if counted != 1 else ''} at {sites} site{'s' if sites != 1 else ''}"
+               f"{' (predicted)' if report.predicted else ''}{blocked}"
+               f"{f'; {allowed} allowed' if allowed else ''}"
+               f"{f'; {sum(left_out)} left out by --select/--ignore' if sum(left_out) else ''}, "
                f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
-    # How it ran (e.g. "No CUDA device: --mode warn needs one"), then predict mode's table:
-    # unmeasured ops and the table's torch version.
-    for line in (f"note: {n}" for n in [*report.notes, *report.predict_table_lines()]):
+    children = result.children
+    if children:
+        syncs = sum(child.syncs for child in children)
+        them = (f"{len(children)} forked child process{'es' if len(children) != 1 else ''} "
+                f"({_names([c.name for c in children])})")
+        if syncs:
+            summary += (f"\nnote: {them} {'would sync' if report.predicted else 'synced'} {syncs} "
+                        f"time{'s' if syncs != 1 else ''}: the rows marked 'in child process'")
+        else:
+            summary += f"\nnote: {them} ran without a sync"
+    if hard:
+        summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
+    # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
+    # mode's table: unmeasured ops and the table's torch version.
+    for line in (f"note: {n}" for n in [*report.notes, *result.notes, *report.predict_table_lines()]):
         summary += f"\n{line}"
-    write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
-    out.flush()
+    write_diagnostics([row.diagnostic(report.predicted) for row in rows], output_format, output.stream(),
+                      summary=summary, tool_version=__version__)
+    output.stream().flush()
+    output.close()
     if stopped:
         print(f"syncfree: {target} stopped at its first sync (--mode error)", file=sys.stderr)
     elif result.exit_code not in (0, None):
         print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
     elif budget is not None and over:
         print(f"syncfree: {counted} syncs exceed the budget of {budget}", file=sys.stderr)
+    sys.stderr.flush()
     return status
 
 
-def _site_diagnostic(site: Any, target: str, predicted: bool) -> Diagnostic:
-    files = getattr(site, "files", None) or ()
-    path = files[-1] if files else target
-    line = site.chain[-1] if site.chain else 1
-    rule = site.rule or site.kind
+# --------------------------------------------------------------------------------------------------- rows
+@dataclass
+class _Row:
+    """The syncs of one site (path, line, rule) in the program or in its forked children."""
+
+    path: str
+    line: int
+    rule: str
+    what: str
+    count: int = 0
+    blocked_ms: float | None = None
+    chains: dict[tuple[str, ...], int] = field(default_factory=dict)  # chain -> count, in order of appearance
+    processes: list[str] = field(default_factory=list)  # children only
+    path_on_disk: str = ""  # for the line's text: the path as the program knew it
+
+    def diagnostic(self, predicted: bool) -> Diagnostic:
+        text = linecache.getline(self.path_on_disk, self.line)
+        col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1  # the statement's start
+        end_col = len(text.rstrip("\r\n")) + 1 if text.strip() else 1
+        chains = tuple(sorted(self.chains, key=lambda chain: -self.chains[chain]))
+        return Diagnostic(self.path, self.line, col, self.line, end_col, self.rule,
+                          f"{self.what}{' (predicted)' if predicted else ''}",
+                          certainty="predicted" if predicted else "measured", count=self.count,
+                          blocked_ms=self.blocked_ms,
+                          chains=chains if any(len(chain) > 1 for chain in chains) else None,
+                          processes=tuple(self.processes) or None)
+
+
+def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row], tuple[int, int], int]:
+    """One row per (process kind, path, line, rule), ranked costliest first; the syncs the rule selection left out
+    (of the program, of its children); the syncs of the children that count towards a budget."""
+    from syncfree.processes import site_fields
+    from syncfree.session import allowed_by_comment
+
+    rows: dict[tuple, _Row] = {}
+    left_out = [0, 0]
+    child_counted = sum(child.syncs for child in result.children)
+    sources = [(None, site_fields(site)) for site in result.report.sites]
+    sources += [(child.name, site) for child in result.children for site in child.sites]
+    for process, site in sources:
+        rule = site["rule"] or site["kind"]
+        if selected is not None and site["rule"] and site["rule"] not in selected:
+            left_out[process is not None] += site["count"]
+            child_counted -= site["count"] if process is not None else 0
+            continue
+        files = site["files"] or [result.path]
+        chain = site["chain"]
+        path = files[-1]
+        if process is not None and allowed_by_comment(linecache.getline(path, chain[-1]), site["kind"], site["rule"]):
+            child_counted -= site["count"]  # as the program's own allowed sites: not shown, not counted
+            continue
+        key = (process is not None, path, chain[-1], rule)
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = _Row(_shown_path(path, start), chain[-1], rule, _what(site))
+            row.path_on_disk = path
+        row.count += site["count"]
+        if site["blocked_ms"] is not None:
+            row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
+        steps = tuple(f"{_shown_path(f, start)}:{n}" for f, n in zip(files, chain))
+        row.chains[steps] = row.chains.get(steps, 0) + site["count"]
+        if process is not None and process not in row.processes:
+            row.processes.append(process)
+    ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), -(r.blocked_ms or 0.0), -r.count, r.path, r.line))
+    return ranked, (left_out[0], left_out[1]), child_counted
+
+
+def _what(site: dict[str, Any]) -> str:
     from syncfree.catalog import RULES
 
-    detail = getattr(site, "detail", None)
-    what = detail or (RULES[rule].title if rule in RULES else f"{site.kind} sync")
-    import linecache
-
-    text = linecache.getline(path, line)
-    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1  # the statement's start
-    end_col = len(text.rstrip("\r\n")) + 1 if text.strip() else 1
-    return Diagnostic(_relative(path), line, col, line, end_col, rule, f"{what}{' (predicted)' if predicted else ''}",
-                      certainty="predicted" if predicted else "measured", count=site.count,
-                      blocked_ms=getattr(site, "blocked_ms", None))
+    rule = site["rule"]
+    return site["detail"] or (RULES[rule].title if rule in RULES else f"{site['kind']} sync")
 
 
-def _relative(path: str) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
+def _shown_path(path: str, start: str) -> str:
+    """``path`` relative to the folder ``run`` started in when it is under it, else as it is; "-" for stdin."""
+    if path == "<stdin>":
+        return "-"
+    if path.startswith("<"):
         return path
+    try:
+        relative = os.path.relpath(os.path.join(start, path), start)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith("..") else relative
 
 
+def _selected_rules(select: list[str] | None, ignore: list[str] | None) -> set[str] | None:
+    """The rule codes whose syncs ``run`` reports: every rule unless ``select`` narrows them, less ``ignore``; None
+    for every rule. Syncs without a rule (a library's, an unknown op) are always reported."""
+    if select is None and not ignore:
+        return None
+    from syncfree.catalog import select_rules
+
+    try:
+        return {rule.code for rule in select_rules(select if select is not None else ["ALL"], ignore)}
+    except ValueError as error:
+        raise UsageProblem(str(error)) from None
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

@@ -1,0 +1,228 @@
+"""The processes a watched program forks: each writes its own report into a folder that the parent merges.
+
+A program run by ``syncfree run`` (`syncfree.session.run_script`) may fork: ``os.fork()``, a DataLoader's workers, a
+``multiprocessing.Pool`` (the fork start method, Linux's default before Python 3.14). A forked child inherits the
+parent's memory, so it runs under the same engine (the recorder, predict mode's stand-ins): it is watched, not left
+with a half-installed copy. Each child counts its own syncs from the fork on and, when it ends, writes them to
+``<folder>/<pid>.json``; the parent reads the folder once the program is done and reports each process apart. A
+child prints nothing and keeps its exit status: the parent's report is the only one.
+
+How a child ends decides where its report is written:
+
+- ``os._exit(n)`` (how multiprocessing's and DataLoader's workers end: Lib/multiprocessing/popen_fork.py): the
+  replacement installed here writes the report, then calls the real ``os._exit(n)``;
+- ``SIGTERM`` (``Pool.terminate()``, a ``with Pool()`` block's end, a daemonic worker at the parent's exit): a
+  handler writes the report, then the signal is raised again with its default action, so the status stays "killed
+  by SIGTERM";
+- returning from the program or ``sys.exit`` (a plain ``os.fork()`` child): ``run_script`` calls `finish_child`.
+
+A child killed another way (SIGKILL, a crash) leaves no report; the parent knows every pid it forked and names the
+ones it has no report for. ``os._exit`` in the parent itself goes to ``on_parent_exit`` first, so that even a
+program that ends that way leaves its report.
+
+Only forks made through ``os.fork`` while the program runs are followed; ``subprocess`` and the spawn and forkserver
+start methods start a new interpreter, which syncfree does not watch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ForkedChildren", "ProcessReport", "site_fields"]
+
+_real_fork = os.fork
+_real_exit = os._exit
+
+
+@dataclass
+class ProcessReport:
+    """What one forked child synchronized, from its fork to its end."""
+
+    pid: int
+    name: str  # multiprocessing's name for it ("ForkPoolWorker-2", "Process-1"), else "pid N"
+    exit_code: int | None  # None: ended by a signal (`signal` names it)
+    syncs: int
+    sites: list[dict[str, Any]]  # `site_fields` of each site
+    signal: int | None = None
+    forked: list[int] = field(default_factory=list)  # the pids it forked in turn
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "name": self.name, "exit_code": self.exit_code, "signal": self.signal,
+                "syncs": self.syncs, "sites": self.sites, "forked": self.forked}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProcessReport:
+        return cls(int(data["pid"]), str(data["name"]), data.get("exit_code"), int(data["syncs"]),
+                   list(data["sites"]), data.get("signal"), [int(p) for p in data.get("forked", [])])
+
+
+def site_fields(site: Any) -> dict[str, Any]:
+    """A `SyncSite` as plain JSON-ready fields (a child's report crosses a process boundary as JSON)."""
+    return {"files": list(site.files) if site.files else None, "chain": list(site.chain), "kind": site.kind,
+            "rule": site.rule, "count": site.count, "blocked_ms": site.blocked_ms, "predicted": site.predicted,
+            "detail": site.detail, "label": site.label, "thread": site.thread}
+
+
+class ForkedChildren:
+    """Follows the forks of one program run: install with `start`, read with `collect`, remove with `stop`.
+
+    ``recorder``: returns the recorder running in this process (None: nothing is recorded, children report no
+    syncs). ``on_parent_exit``: called with the status when the parent itself calls ``os._exit``.
+    """
+
+    def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None) -> None:
+        self._recorder = recorder
+        self.on_parent_exit = on_parent_exit
+        self.parent = os.getpid()
+        self.folder: str | None = None
+        self.forked: list[int] = []  # pids this process forked while followed
+        self._child_start: tuple[Any, int] | None = None  # in a child: (recorder checkpoint, syncs) at the fork
+        self._finished = False
+        self._installed = False
+
+    # ------------------------------------------------------------------ parent side
+    def start(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
+        os.fork = self._fork
+        os._exit = self._exit
+        self._installed = True
+
+    def stop(self) -> None:
+        """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
+        ends)."""
+        if self._installed and os.getpid() == self.parent:
+            if os.fork == self._fork:
+                os.fork = _real_fork
+            if os._exit == self._exit:
+                os._exit = _real_exit
+            self._installed = False
+
+    def end_children(self) -> None:
+        """What Python does with multiprocessing's children at exit (Lib/multiprocessing/util.py, _exit_function),
+        for the children of this run only: daemonic ones are terminated, the others joined. Their reports are then
+        in the folder."""
+        multiprocessing = sys.modules.get("multiprocessing")
+        if multiprocessing is None or not self.forked:
+            return
+        ours = [p for p in multiprocessing.active_children() if p.pid in self.forked]
+        for process in ours:
+            if process.daemon:
+                process.terminate()
+        for process in ours:
+            process.join()
+
+    def collect(self) -> tuple[list[ProcessReport], list[str]]:
+        """The reports of the children that ended, by pid, and a note for each forked child without one."""
+        reports: dict[int, ProcessReport] = {}
+        notes: list[str] = []
+        if self.folder is None:
+            return [], notes
+        for name in sorted(os.listdir(self.folder)):
+            if not name.endswith(".json"):
+                continue
+            try:
+                with open(os.path.join(self.folder, name), encoding="utf-8") as handle:
+                    report = ProcessReport.from_dict(json.load(handle))
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                notes.append(f"a child process's report could not be read ({name}: {error})")
+                continue
+            reports[report.pid] = report
+        expected = list(self.forked)
+        for report in reports.values():
+            expected += report.forked
+        missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
+        for pid in missing:
+            state = "was still running when the program ended" if _alive(pid) else "ended without a report (killed)"
+            notes.append(f"child process {pid} {state}: its syncs are not counted")
+        return sorted(reports.values(), key=lambda r: r.pid), notes
+
+    def remove_folder(self) -> None:
+        if self.folder is not None and os.getpid() == self.parent:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    # ------------------------------------------------------------------ both sides
+    def _fork(self) -> int:
+        pid = _real_fork()
+        if pid == 0:
+            self._enter_child()
+        else:
+            self.forked.append(pid)
+        return pid
+
+    def _exit(self, status: int) -> None:
+        try:
+            if os.getpid() != self.parent:
+                # A SIGTERM now (Pool.terminate() racing a worker's own end) would cut the report short.
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                self.finish_child(status)
+            elif self.on_parent_exit is not None:
+                callback, self.on_parent_exit = self.on_parent_exit, None
+                callback(status)
+        except BaseException:  # noqa: BLE001 - nothing may keep the process from exiting as asked
+            pass
+        _real_exit(status)
+
+    # ------------------------------------------------------------------ child side
+    @property
+    def in_child(self) -> bool:
+        return self._child_start is not None and os.getpid() != self.parent
+
+    def _enter_child(self) -> None:
+        recorder = self._recorder()
+        checkpoint = recorder.checkpoint() if recorder is not None else None
+        self._child_start = (checkpoint, recorder.syncs if recorder is not None else 0)
+        self.forked = []  # a grandchild is this child's to name
+        self._finished = False
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            try:
+                signal.signal(signal.SIGTERM, self._terminated)
+            except ValueError:  # not the main thread: the report is written at a normal end only
+                pass
+
+    def _terminated(self, signum: int, frame: Any) -> None:
+        self.finish_child(None, signum)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    def finish_child(self, status: int | None, signum: int | None = None) -> None:
+        """Write this child's report (once) into the folder."""
+        if self._finished or self._child_start is None or self.folder is None:
+            return
+        self._finished = True
+        checkpoint, syncs_at_fork = self._child_start
+        recorder = self._recorder()
+        sites = recorder.sites_since(checkpoint) if recorder is not None and checkpoint is not None else []
+        syncs = recorder.syncs - syncs_at_fork if recorder is not None else 0
+        report = ProcessReport(os.getpid(), _process_name(), status, syncs, [site_fields(s) for s in sites],
+                               signum, list(self.forked))
+        path = os.path.join(self.folder, f"{os.getpid()}.json")
+        with open(path + ".part", "w", encoding="utf-8") as handle:
+            json.dump(report.to_dict(), handle)
+        os.replace(path + ".part", path)  # the parent never reads half a report
+
+
+def _process_name() -> str:
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is not None:
+        process = multiprocessing.current_process()
+        if process.name != "MainProcess":
+            return process.name
+    return f"pid {os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # reaped already (multiprocessing does): it ended
+        return False
+    except OSError:
+        return False
+    return finished == 0

@@ -1,0 +1,312 @@
+"""`syncfree run` on Python programs behaves as `python` does (argv, cwd, stdin, -m, atexit, os._exit, forked
+children, exit status) and its report is a stream of its own: a real subprocess each, in predict mode on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+
+
+def syncfree(*argv: str, cwd: Path, stdin: str | None = None):
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    environment.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "syncfree", *argv], capture_output=True, text=True, cwd=cwd,
+                          input=stdin, env=environment, timeout=180)
+
+
+def write(folder: Path, name: str, source: str) -> Path:
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+PRINTING = """\
+    import sys, torch
+    x = torch.randn(4, device="cuda")
+    for step in range(3):
+        print("LOSSLINE", step, x.sum().item())
+    print("argv", sys.argv)
+    """
+
+
+# --------------------------------------------------------------------------------------------- the report's stream
+@pytest.mark.parametrize("output_format", ["json", "sarif", "github"])
+def test_machine_formats_keep_stdout_to_the_report_and_the_programs_output_on_stderr(tmp_path, output_format):
+    write(tmp_path, "train.py", PRINTING)
+    done = syncfree("run", "--format", output_format, "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "LOSSLINE 2" in done.stderr and "argv ['train.py']" in done.stderr  # the user still sees it
+    assert "LOSSLINE" not in done.stdout
+    if output_format == "sarif":
+        jsonschema = pytest.importorskip("jsonschema")
+        log = json.loads(done.stdout)
+        jsonschema.validate(log, SARIF_SCHEMA)
+        assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in log["runs"][0]["results"]] == [4]
+    elif output_format == "json":
+        [row] = json.loads(done.stdout)
+        assert (row["path"], row["line"], row["count"]) == ("train.py", 4, 3)
+    else:
+        assert done.stdout.startswith("::warning file=train.py,line=4,") and done.stdout.count("\n") == 1
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+def test_output_file_holds_the_report_and_stdout_the_programs_output(tmp_path, output_format):
+    write(tmp_path, "train.py", PRINTING)
+    done = syncfree("run", "--format", output_format, "-o", "out.report", "train.py", "--lr", "3", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-1] == "argv ['train.py', '--lr', '3']"  # untouched, and nothing else
+    assert done.stdout.count("\n") == 4
+    report = (tmp_path / "out.report").read_text()
+    assert "LOSSLINE" not in report and "train.py" in report
+    if output_format in ("json", "sarif"):
+        json.loads(report)
+    # The long name, on check too; a folder that does not exist is said before anything runs.
+    done = syncfree("check", "--output-file", "check.txt", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and done.stdout == "" and " SF101 " in (tmp_path / "check.txt").read_text()
+    done = syncfree("run", "-o", "missing/out.json", "train.py", cwd=tmp_path)
+    assert done.returncode == 2 and "cannot write missing/out.json" in done.stderr and "LOSSLINE" not in done.stdout
+
+
+def test_notebook_options_given_for_a_script_are_an_error(tmp_path):
+    write(tmp_path, "train.py", PRINTING)
+    done = syncfree("run", "--output", "out.ipynb", "train.py", cwd=tmp_path)
+    assert done.returncode == 2 and "LOSSLINE" not in done.stdout
+    assert done.stderr.strip() == ("syncfree: error: --output applies to notebooks, not to train.py; the report "
+                                   "goes to a file with --output-file (-o)")
+    done = syncfree("run", "--timeout", "5", "--kernel", "python3", "train.py", cwd=tmp_path)
+    assert done.returncode == 2 and "--timeout, --kernel apply to notebooks" in done.stderr
+
+
+# --------------------------------------------------------------------------------------------- as python does
+def test_argv_as_python_sets_it_with_a_double_dash_kept(tmp_path):
+    write(tmp_path, "sub/train.py", PRINTING)
+    done = syncfree("run", "sub/train.py", "--format", "json", "--", "-o", "x", cwd=tmp_path)
+    assert "argv ['sub/train.py', '--format', 'json', '--', '-o', 'x']" in done.stdout, done.stdout + done.stderr
+    assert "sub/train.py:4:5: SF101 " in done.stdout  # the options after the script were the script's
+
+
+def test_paths_stay_relative_to_where_run_started_after_the_program_changes_folder(tmp_path):
+    write(tmp_path, "train.py", """\
+        import os, torch
+        os.makedirs("outputs/run1", exist_ok=True)
+        os.chdir("outputs/run1")
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        """)
+    for output_format in ("json", "sarif", "github", "text"):
+        done = syncfree("run", "--format", output_format, "train.py", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "../" not in done.stdout and "run1" not in done.stdout, done.stdout
+        assert "train.py" in done.stdout
+    [row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
+    assert (row["path"], row["line"], row["col"]) == ("train.py", 5, 1)
+
+
+def test_atexit_handlers_run_inside_the_watch(tmp_path):
+    write(tmp_path, "train.py", """\
+        import atexit, torch
+        x = torch.randn(4, device="cuda")
+
+        @atexit.register
+        def save():
+            print("saved", x.mean().item() is not None)
+
+        def not_run():
+            print("unregistered handler ran")
+
+        atexit.register(not_run)
+        atexit.unregister(not_run)
+        x.sum().item()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "saved True" in done.stderr and "unregistered" not in done.stderr  # no crash on the stand-ins
+    assert sorted(row["line"] for row in json.loads(done.stdout)) == [6, 13]
+
+
+def test_os_exit_still_leaves_a_report_and_its_status(tmp_path):
+    write(tmp_path, "train.py", """\
+        import atexit, os, torch
+        atexit.register(lambda: print("atexit ran"))
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("done", flush=True)
+        os._exit(4)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 4, done.stderr
+    assert done.stdout.startswith("done\ntrain.py:4:1: SF101 ")
+    assert "the program ended with os._exit(4)" in done.stdout and "atexit ran" not in done.stdout
+    done = syncfree("run", "--format", "sarif", "-o", "out.sarif", "train.py", cwd=tmp_path)
+    assert done.returncode == 4 and json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
+
+
+def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_report(tmp_path):
+    write(tmp_path, "train.py", """\
+        import os, sys, torch
+        x = torch.randn(4, device="cuda")
+        pid = os.fork()
+        if pid == 0:
+            for _ in range(2):
+                x.sum().item()
+            sys.exit(5)
+        _, status = os.waitpid(pid, 0)
+        print("child exit", os.waitstatus_to_exitcode(status))
+        x.max().item()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # the parent's syncs; the child's status stays its own
+    assert "child exit 5" in done.stdout
+    assert done.stdout.count("syncs at") == 1  # one report
+    assert "train.py:10:1: SF101 " in done.stdout
+    child = [line for line in done.stdout.splitlines() if line.startswith("train.py:6:")]
+    assert len(child) == 1 and "×2" in child[0] and "in child process pid " in child[0]
+    assert "3 syncs at 2 sites" in done.stdout
+    [_, row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
+    assert row["line"] == 6 and row["count"] == 2 and row["processes"][0].startswith("pid ")
+
+
+def test_pool_workers_syncs_are_collected(tmp_path):
+    write(tmp_path, "train.py", """\
+        import multiprocessing, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                print(len(pool.map(work, range(6))))
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, 6)
+    assert all(name.startswith("ForkPoolWorker-") for name in row["processes"])
+    assert "ended without a report" not in done.stderr
+
+
+def test_dataloader_workers_syncs_are_collected(tmp_path):
+    write(tmp_path, "train.py", """\
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Scaled(Dataset):
+            def __init__(self):
+                self.scale = torch.ones(1, device="cuda")
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                return torch.full((2,), float(i)) * self.scale.item()
+
+        for batch in DataLoader(Scaled(), batch_size=2, num_workers=2, multiprocessing_context="fork"):
+            batch.sum().item()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    workers = [line for line in done.stdout.splitlines() if line.startswith("train.py:10:")]
+    assert len(workers) == 1 and "×8" in workers[0] and "in child processes" in workers[0], done.stdout
+    assert "ended without a report" not in done.stdout
+
+
+def test_the_programs_threads_are_joined_before_the_report(tmp_path):
+    write(tmp_path, "train.py", """\
+        import threading, time
+
+        def log():
+            time.sleep(1)
+            print("thread done", flush=True)
+
+        threading.Thread(target=log).start()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("thread done\n0 syncs"), done.stdout + done.stderr
+
+
+def test_run_a_module_with_its_arguments(tmp_path):
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/train.py", PRINTING)
+    done = syncfree("run", "-m", "pkg.train", "--lr", "3", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert f"argv ['{tmp_path / 'pkg' / 'train.py'}', '--lr', '3']" in done.stdout
+    assert "pkg/train.py:4:5: SF101 " in done.stdout
+    missing = syncfree("run", "-m", "pkg.nothing", cwd=tmp_path)
+    assert missing.returncode == 2 and missing.stderr.startswith("syncfree: error: no module named 'pkg.nothing'")
+    assert missing.stderr.count("\n") == 1
+
+
+def test_run_reads_the_program_from_stdin(tmp_path):
+    done = syncfree("run", "-", "a", cwd=tmp_path, stdin=textwrap.dedent(PRINTING))
+    assert done.returncode == 1, done.stderr
+    assert "argv ['-', 'a']" in done.stdout
+    assert "-:4:5: SF101 " in done.stdout and "×3" in done.stdout
+
+
+def test_run_script_restores_the_working_directory_and_sets_argv0_as_given(tmp_path, monkeypatch, capsys):
+    import syncfree
+
+    write(tmp_path, "sub/train.py", """\
+        import os, sys
+        os.chdir("/")
+        print(sys.argv[0], __file__)
+        """)
+    monkeypatch.chdir(tmp_path)
+    run = syncfree.run_script("sub/train.py", [])
+    assert run.exit_code == 0 and os.getcwd() == str(tmp_path)
+    assert capsys.readouterr().out == f"sub/train.py {tmp_path / 'sub' / 'train.py'}\n"
+
+
+# --------------------------------------------------------------------------------------------- rule selection
+SETUP = """\
+    import torch
+    model = torch.nn.Linear(4, 4).to("cuda")
+    x = torch.randn(2, 4, device="cuda")
+    print(model(x).sum().item())
+    """
+
+
+def test_select_and_ignore_apply_to_run_as_to_check(tmp_path):
+    write(tmp_path, "train.py", SETUP)
+    done = syncfree("run", "--format", "json", "--ignore", "SF101,SF303", "train.py", cwd=tmp_path)
+    assert done.returncode == 0 and json.loads(done.stdout) == [], done.stdout
+    done = syncfree("run", "--ignore", "SF303", "train.py", cwd=tmp_path)
+    assert "1 sync at 1 site" in done.stdout and "2 left out by --select/--ignore" in done.stdout, done.stdout
+    done = syncfree("run", "--format", "json", "--select", "SF3", "train.py", cwd=tmp_path)
+    assert [(row["rule"], row["count"]) for row in json.loads(done.stdout)] == [("SF303", 2)]
+    (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nignore = ["SF101", "SF303"]\n')
+    assert syncfree("run", "train.py", cwd=tmp_path).returncode == 0
+    assert syncfree("run", "--ignore", "SF9", "train.py", cwd=tmp_path).returncode == 1  # the option wins
+
+
+# --------------------------------------------------------------------------------------------- one row per site
+def test_one_row_per_site_with_its_call_chains(tmp_path):
+    write(tmp_path, "model.py", """\
+        def read(t):
+            return t.sum().item()
+        """)
+    write(tmp_path, "train.py", """\
+        import torch
+        from model import read
+        x = torch.randn(4, device="cuda")
+        for _ in range(3):
+            read(x)
+        read(x)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("model.py")]
+    assert len(rows) == 1, done.stdout
+    assert "×4" in rows[0] and "called from train.py:5; train.py:6" in rows[0]
+    [row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
+    assert (row["path"], row["line"], row["count"]) == ("model.py", 2, 4)
+    assert row["chains"] == [["train.py:5", "model.py:2"], ["train.py:6", "model.py:2"]]
