@@ -395,3 +395,34 @@ def test_pytest_takes_an_engine_option(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree-engine", "fast")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--syncfree-engine: invalid choice: 'fast'*"])
+
+
+def test_syncfree_run_takes_an_engine(tmp_path):
+    import subprocess
+
+    script = tmp_path / "step.py"
+    script.write_text("print('ran')\n")
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--engine", "debug", str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "ran" in done.stdout
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--engine", "fast", str(script)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "invalid choice: 'fast'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_script_run_lets_auto_read_the_programs_imports(tmp_path, monkeypatch):
+    from syncfree import session
+
+    asked = []
+
+    def choose(engine, mode, *, sources=()):
+        asked.append((engine, list(sources)))
+        return engines.EngineChoice("debug", [])
+
+    monkeypatch.setattr(engines, "choose", choose)
+    script = tmp_path / "mixed.py"
+    script.write_text("import math  # stands for: import cupy\n")
+    session.run_script(str(script), engine="auto")
+    assert asked == [("auto", ["import math  # stands for: import cupy\n"])]

@@ -322,7 +322,11 @@ class Watch:
     the first sync) or ``"predict"``. ``budget``: raise `SyncError` at the end of the
     block when more syncs than this were counted (None: never). ``paths``: restrict
     attribution to files under these folders (default: every file that is not the
-    standard library, an installed package, torch or syncfree).
+    standard library, an installed package, torch or syncfree). ``engine``: what sees the
+    syncs on a GPU, ``"debug"`` (torch's sync debug mode), ``"cupti"`` (every blocking CUDA
+    call, any library; ``pip install 'syncfree[cupti]'``) or ``"auto"`` (None: CUPTI once
+    a library that calls CUDA without torch is imported, or imported by ``sources``, the
+    code about to run); see capture/engines.py.
 
     **Scope.** A watch counts the syncs of the thread that runs it, or of the asyncio
     task (and the tasks that task creates inside the block, which copy its context):
@@ -354,14 +358,15 @@ class Watch:
                  measure_blocked: bool = True, max_frames: int = 4,
                  paths: Sequence[str] = (), engine: str | None = None,
                  all_threads: bool = False,
-                 on_report: Callable[[WatchReport], Any] | None = None) -> None:
+                 on_report: Callable[[WatchReport], Any] | None = None,
+                 sources: Sequence[str] = ()) -> None:
         if budget is not None and (not isinstance(budget, int) or budget < 0):
             raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
         if not 0 <= max_frames <= MAX_FRAMES:
             raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
         if on_report is not None and not callable(on_report):
             raise TypeError(f"on_report must be callable, not {on_report!r}")
-        self.engine = choose_engine(mode, engine)
+        self.engine = choose_engine(mode, engine, sources=sources)
         self._engine_requested = engine
         self.budget = budget
         self.measure_blocked = measure_blocked
@@ -719,7 +724,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                measure_blocked: bool = True, max_frames: int = 4,
                on_error: Callable[[BaseException], None] | None = None, module: bool = False,
                source: bytes | str | None = None,
-               on_exit: Callable[[ScriptRun], None] | None = None) -> ScriptRun:
+               on_exit: Callable[[ScriptRun], None] | None = None,
+               engine: str | None = None) -> ScriptRun:
     """Run a program as ``python path argv...`` would, under the engine: ``path`` a script
     file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``) or,
     with ``module=True``, a module name (``python -m path``).
@@ -770,7 +776,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     else:
         sys.path.insert(0, path0)
     exit_code, failure = 0, None
-    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True)
+    # ``engine="auto"`` reads the program's imports (import cupy: the CUPTI engine).
+    program_text = "" if module else text if path == "-" else _decoded(data)
+    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
+                   engine=engine, sources=(program_text,))
     exit_handlers = _ExitHandlers()
     threads_before = set(threading.enumerate())
     run: ScriptRun | None = None

@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script, not -m")
             status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
-                                output_format=args.format, budget=budget, select=select, ignore=ignore,
+                                engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
                                 output=output, state=state)
         else:
             if torchrun_arguments(args) or args.rank_report_dir:
@@ -85,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 output_format=args.format,
                 budget=budget,
                 mode=args.mode,
+                engine=args.engine or config.engine,
                 out=output.stream(),
                 state=state,
             )
@@ -194,6 +195,10 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _common(run_parser)
     _rule_selection(run_parser, "default: every rule; syncs without a rule are always reported")
     run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (default), error (the first sync raises), predict (CPU stand-ins)")
+    run_parser.add_argument("--engine", choices=("debug", "cupti", "auto"),
+                            help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking CUDA call, any "
+                                 "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when the program imports "
+                                 "CuPy, Numba or Triton)")
     run_parser.add_argument("--timeout", type=float, metavar="S", help="notebooks: seconds each cell may run (default 600)")
     run_parser.add_argument("--output", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included (the report itself: --output-file)")
     run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")

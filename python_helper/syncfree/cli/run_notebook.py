@@ -39,6 +39,7 @@ def run(
     output_format: str = "text",
     budget: int | None = None,
     mode: str | None = None,
+    engine: str | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
 ) -> int:
@@ -107,7 +108,8 @@ def run(
     # Loaded directly rather than with %load_ext, so that the notebook's own
     # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
     setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
-             "del _syncfree" + (f"\n%syncfree on{f' --mode {mode}' if mode else ''}" if watch_all else ""))
+             "del _syncfree" + (f"\n%syncfree on{f' --mode {mode}' if mode else ''}"
+                                f"{f' --engine {engine}' if engine else ''}" if watch_all else ""))
     for cell in notebook.cells:
         # Only this run's outputs are read: nbclient skips empty cells and the cells after a failing one, which
         # would otherwise keep the outputs saved in the file.

@@ -31,6 +31,7 @@ def run_python(
     *,
     module: bool = False,
     mode: str | None = None,
+    engine: str | None = None,
     output_format: str = "text",
     budget: int | None = None,
     select: list[str] | None = None,
@@ -64,7 +65,7 @@ def run_python(
 
     try:
         with output.program_output():
-            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit)
+            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine)
     except SyntaxError as error:
         d = Diagnostic(_shown_path(error.filename or target, start), error.lineno or 1, max(error.offset or 1, 1),
                        error.end_lineno or error.lineno or 1, max(error.end_offset or 1, 1), SYNTAX_ERROR,
