@@ -405,6 +405,22 @@ def test_plain_torchrun_ranks_merge_once_and_syncfree_merge_reads_the_folder(tmp
     assert entries[55]["divergent"] is True
 
 
+def test_torchrun_options_pass_through_as_torchrun_spells_them():
+    import argparse
+
+    from syncfree.cli.launch import add_torchrun_options, torchrun_arguments
+
+    parser = argparse.ArgumentParser()
+    add_torchrun_options(parser)
+    args = parser.parse_args(["--nproc_per_node", "4", "--nnodes", "1:2", "--rdzv-backend", "c10d",
+                              "--rdzv_endpoint", "host:29400", "--rdzv-id", "job", "--master-port", "29501",
+                              "--standalone", "--max-restarts", "1"])
+    assert torchrun_arguments(args) == [
+        "--nproc-per-node", "4", "--nnodes", "1:2", "--master-port", "29501", "--rdzv-backend", "c10d",
+        "--rdzv-endpoint", "host:29400", "--rdzv-id", "job", "--max-restarts", "1", "--standalone"]
+    assert torchrun_arguments(parser.parse_args([])) == []
+
+
 def test_nproc_per_node_takes_a_number(capsys, tmp_path):
     script = tmp_path / "t.py"
     script.write_text("")
