@@ -7,12 +7,18 @@ Directories are searched for both; the findings are printed ruff style and the c
 
 from __future__ import annotations
 
+import argparse
 import ast
+import difflib
 import functools
 import gc
+import io
+import json
 import multiprocessing
 import os
 import sys
+import time
+import tokenize
 import warnings
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -21,7 +27,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
-from syncfree.analyze import Bindings, analyze_source, neutralize_ipython
+from syncfree.analyze import Bindings, analyze_source, apply_fixes, neutralize_ipython
+from syncfree.catalog import RULES
+from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
 from syncfree.collector import paused as cycle_collection_paused
@@ -37,12 +45,23 @@ def check(
     select: list[str] | None = None,
     ignore: list[str] | None = None,
     budget: int | None = None,
-    exclude: Sequence[str] = (),
+    exclude: Exclusion | Sequence[str] = (),
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
     jobs: int | None = None,
+    fix: bool = False,
+    diff: bool = False,
+    unsafe_fixes: bool = False,
+    statistics: bool = False,
+    progress: bool | None = None,
 ) -> int:
-    """Check the files; ``jobs`` worker processes (default: the cores this process may use) share them."""
+    """Check the files; ``jobs`` worker processes (default: the cores this process may use) share them.
+
+    ``fix``: apply the safe rewrites (``unsafe_fixes``: the ones marked for review too) in place, then report what
+    is left. ``diff``: print those rewrites as a unified diff and change nothing. ``statistics``: counts per rule
+    instead of the findings. ``progress``: a count of the files done on stderr (default: when stderr is a terminal
+    and the run is long).
+    """
     out = out or sys.stdout
     state = state if state is not None else {}
     unreadable = False
@@ -53,36 +72,128 @@ def check(
         unreadable = True
 
     files = list(expand_paths(paths, exclude, on_error=cannot_list))
+    fixing = FixMode("diff" if diff else "write", unsafe_fixes) if fix or diff else None
     diagnostics: list[Diagnostic] = []
-    syntax_errors = checked = 0
-    for result in _check_files(files, select, ignore, jobs):
+    syntax_errors = checked = fixed = 0
+    diffs: list[str] = []
+    meter = _Progress(len(files), progress)
+    for result in _check_files(files, select, ignore, jobs, fixing):
+        meter.step()
         if result.problem is not None:
+            meter.clear()
             error(result.problem)
             unreadable = True
             continue
         checked += 1
         diagnostics.extend(result.diagnostics)
         syntax_errors += result.syntax_errors
+        fixed += result.fixed
+        diffs.extend(result.diffs)
+    meter.clear()
     syncs = len(diagnostics) - syntax_errors
+    if diff:
+        out.write("".join(diffs))
+        out.flush()
+        print(f"Would fix {fixed} sync{'s' if fixed != 1 else ''}." if fixed else "No fixes available.", file=sys.stderr)
+        status = EXIT_ERROR if unreadable or syntax_errors else EXIT_FOUND if fixed else EXIT_CLEAN
+        state["status"] = status
+        return status
     over = syncs > (budget if budget is not None else 0)
     status = EXIT_ERROR if unreadable or syntax_errors else EXIT_FOUND if over else EXIT_CLEAN
     state["status"] = status
     state["syntax_only"] = int(bool(syntax_errors) and not unreadable)
-    summary = _summary(diagnostics, checked, syntax_errors, budget)
-    write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
+    # Nothing read and an error said why: a summary of "0 files" next to it would only confuse.
+    summary = None if unreadable and not checked else _summary(diagnostics, checked, syntax_errors, budget, fixed)
+    if statistics:
+        write_statistics(diagnostics, output_format, out)
+        if summary and output_format == "text":
+            out.write(summary + "\n")
+    else:
+        write_diagnostics(diagnostics, output_format, out, summary=summary, tool_version=__version__)
     out.flush()
     if budget is not None and over:
         print(f"syncfree: {syncs} syncs exceed the budget of {budget}", file=sys.stderr)
     return status
 
 
+class _Progress:
+    """``syncfree: checked 1,200 of 2,912 files`` on one line of stderr, redrawn at most ten times a second: only on
+    a terminal (a CI log or a pipe gets nothing) and only once a run has taken a second."""
+
+    def __init__(self, total: int, wanted: bool | None) -> None:
+        self.total, self.done = total, 0
+        self.on = wanted if wanted is not None else _is_terminal(sys.stderr)
+        self.started = self.drawn_at = time.monotonic()
+        self.shown = False
+
+    def step(self) -> None:
+        self.done += 1
+        if not self.on:
+            return
+        now = time.monotonic()
+        if now - self.started < 1.0 or now - self.drawn_at < 0.1:
+            return
+        self.drawn_at, self.shown = now, True
+        sys.stderr.write(f"\rsyncfree: checked {self.done:,} of {self.total:,} files")
+        sys.stderr.flush()
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+def write_statistics(diagnostics: Sequence[Diagnostic], output_format: str, out: TextIO) -> None:
+    """Findings per rule, most first, ruff's ``--statistics``: ``count code [*] title`` (``[*]``: a rewrite can fix
+    some); json: a list of ``{code, name, count, fixable}``."""
+    counts: dict[str, list[int]] = {}
+    for d in diagnostics:
+        entry = counts.setdefault(d.rule, [0, 0])
+        entry[0] += 1
+        entry[1] += d.fix is not None
+    rows = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    if output_format == "json":
+        json.dump([{"code": code, "name": RULES[code].name if code in RULES else code, "count": count,
+                    "fixable": fixable} for code, (count, fixable) in rows], out, indent=1)
+        out.write("\n")
+        return
+    width = max((len(str(count)) for _, (count, _) in rows), default=1)
+    for code, (count, fixable) in rows:
+        title = RULES[code].title if code in RULES else "the file does not parse"
+        out.write(f"{count:>{width}}\t{code}\t{'[*]' if fixable else '[ ]'} {title}\n")
+
+
 @dataclass(frozen=True)
 class FileResult:
-    """What checking one file gave: its diagnostics (syntax errors among them), or the problem that kept it unread."""
+    """What checking one file gave: its diagnostics (syntax errors among them), or the problem that kept it unread;
+    with fixing, how many findings the rewrites fixed and the unified diff of the rewrites (``--diff``)."""
 
     diagnostics: list[Diagnostic]
     syntax_errors: int = 0
     problem: UsageProblem | None = None
+    fixed: int = 0
+    diffs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FixMode:
+    """``write``: rewrite the file in place (``--fix``); ``diff``: only show the rewrites (``--diff``). ``unsafe``:
+    the rewrites marked for review too (``--unsafe-fixes``)."""
+
+    action: str
+    unsafe: bool = False
+
+    def takes(self, finding: dict[str, Any]) -> bool:
+        fix = finding.get("fix")
+        return bool(fix and fix["edits"] and (fix["safety"] == "safe" or self.unsafe))
 
 
 #: Below this many files, or bytes in all, the files are checked in this process: starting workers costs more.
@@ -90,11 +201,11 @@ _POOL_MIN_FILES, _POOL_MIN_BYTES = 8, 256_000
 
 
 def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] | None,
-                 jobs: int | None) -> Iterator[FileResult]:
+                 jobs: int | None, fixing: FixMode | None = None) -> Iterator[FileResult]:
     """Each file's result in the order given. Files are independent, so a process pool shares them out over the
     cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
     jobs = jobs or _usable_cores()
-    check_one = functools.partial(check_file, select=select, ignore=ignore)
+    check_one = functools.partial(check_file, select=select, ignore=ignore, fixing=fixing)
     on_disk = [path for path in files if str(path) != "-"]
     if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
         yield from map(check_one, files)
@@ -133,9 +244,14 @@ def _worker_started() -> None:
     gc.freeze()
 
 
-def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str] | None = None) -> FileResult:
+def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
+               fixing: FixMode | None = None) -> FileResult:
     """Read one file (``-``: stdin) and analyse it: every cell of a notebook, in order, each seeing what the cells
-    above it bound. Each source is parsed once (twice only when it holds IPython syntax or does not parse)."""
+    above it bound. Each source is parsed once (twice only when it holds IPython syntax or does not parse).
+
+    With ``fixing``, the chosen rewrites are applied (one per finding, none that overlaps an earlier one), the result
+    must parse again or the cell keeps its text, and the findings reported are those of the rewritten source.
+    """
     try:
         if str(path) == "-":
             stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
@@ -146,16 +262,85 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
     except UsageProblem as problem:
         return FileResult([], problem=problem)
     diagnostics: list[Diagnostic] = []
-    syntax_errors = 0
+    syntax_errors = fixed = 0
+    rewritten: list[SourceCell] = []
     bindings = Bindings()  # a notebook's cells see what the cells above them bound
     for cell in cells:
+        before = Bindings(dict(bindings.names), dict(bindings.aliases), set(bindings.imported), bindings.default_device)
         findings, problem = _analyse(cell, select, ignore, bindings)
+        if fixing is not None and problem is None and str(path) != "-":
+            chosen = [finding for finding in findings if fixing.takes(finding)]
+            new_source = _rewritten(cell.source, chosen) if chosen else None
+            if new_source is not None:
+                fixed += len(chosen)
+                cell = SourceCell(cell.path, cell.number, new_source, cell.cell_id)
+                bindings = before
+                findings, problem = _analyse(cell, select, ignore, bindings)
+        rewritten.append(cell)
         if problem is not None:
             diagnostics.append(problem)
             syntax_errors += 1
         else:
             diagnostics.extend(_diagnostic(cell, finding) for finding in findings)
-    return FileResult(diagnostics, syntax_errors)
+    diffs: tuple[str, ...] = ()
+    if fixed and fixing is not None:
+        if fixing.action == "diff":
+            diffs = tuple(_diff(old, new) for old, new in zip(cells, rewritten) if old.source != new.source)
+        else:
+            try:
+                write_cells(path, cells, rewritten)
+            except UsageProblem as problem:
+                return FileResult([], problem=problem)
+    return FileResult(diagnostics, syntax_errors, fixed=fixed, diffs=diffs)
+
+
+def _rewritten(source: str, findings: list[dict[str, Any]]) -> str | None:
+    """The source with the findings' rewrites applied, or None when the result would not parse (a rewrite is kept
+    only if the file is still Python afterwards)."""
+    try:
+        new = apply_fixes(source, findings)
+    except ValueError:
+        return None
+    python = neutralize_ipython(new)
+    if python is None:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(python)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return new if new != source else None
+
+
+def _diff(old: SourceCell, new: SourceCell) -> str:
+    name = old.path if old.number is None else f"{old.path}:cell {old.number}"
+    lines = difflib.unified_diff(old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
+                                 fromfile=name, tofile=name)
+    text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return text
+
+
+def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]) -> None:
+    """Write the rewritten sources back: a ``.py`` file in the encoding it was read in (a BOM kept), a notebook's
+    changed cells into its JSON, whose layout must be Jupyter's own (``indent=1``, sorted keys) so that the file
+    changes only where the code did."""
+    data = path.read_bytes()
+    if path.suffix != ".ipynb":
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = rewritten[0].source
+        payload = text.encode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
+        path.write_bytes(payload)
+        return
+    notebook = json.loads(data.decode("utf-8"))
+    layout = json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    if layout != data.decode("utf-8"):
+        raise UsageProblem(f"{path}: not in Jupyter's JSON layout; not rewritten (open and save it in Jupyter first)")
+    changed = {old.number: new.source for old, new in zip(cells, rewritten) if old.source != new.source}
+    for number, cell in enumerate(notebook.get("cells", []), 1):
+        if number in changed:
+            cell["source"] = changed[number].splitlines(keepends=True)
+    path.write_text(json.dumps(notebook, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | None,
@@ -202,7 +387,7 @@ def _diagnostic(cell: SourceCell, finding: dict[str, Any]) -> Diagnostic:
                       fix=fix["safety"] if fix else None)
 
 
-def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None) -> str:
+def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None, fixed: int = 0) -> str:
     counts = {"certain": 0, "likely": 0}
     fixable = 0
     for d in diagnostics:
@@ -216,8 +401,48 @@ def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budg
                 f"{counts['likely']} likely); {fixable} with a rewrite.")
     else:
         text = f"No syncs found in {where}."
+    if fixed:
+        text = f"Fixed {fixed} sync{'s' if fixed != 1 else ''}. " + text.replace("No syncs found", "No syncs left")
     if syntax_errors:
         text += f" {syntax_errors} could not be parsed."
     if budget is not None:
         text += f" Budget {budget}: {'exceeded' if total > budget else 'kept'}."
     return text
+
+
+# --------------------------------------------------------------------------------------------------- options
+def add_check_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``syncfree check`` beyond the common ones (ruff's names and meanings)."""
+    parser.add_argument("--fix", action="store_true", help="apply the safe rewrites in place, then report what is left")
+    parser.add_argument("--unsafe-fixes", action="store_true",
+                        help="with --fix or --diff: the rewrites marked for review too (read them before committing)")
+    parser.add_argument("--diff", action="store_true",
+                        help="print the rewrites --fix would apply as a unified diff and change nothing (exit 1 if any)")
+    parser.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead of the findings")
+    parser.add_argument("--exclude", type=_patterns, metavar="PATTERNS",
+                        help="comma-separated glob patterns to leave out, instead of the configuration's exclude: a plain "
+                        "name (models, *_pb2.py) matches a file or folder of that name anywhere, a pattern with / a path "
+                        "from the working directory")
+    parser.add_argument("--extend-exclude", type=_patterns, metavar="PATTERNS",
+                        help="patterns to leave out in addition to the configuration's exclude")
+
+
+def check_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
+    """``check()``'s keyword arguments from the parsed options and the ``[tool.syncfree]`` configuration."""
+    if args.diff and args.fix:
+        raise UsageProblem("--fix and --diff: --diff shows the rewrites without applying them, choose one")
+    if args.unsafe_fixes and not (args.fix or args.diff):
+        raise UsageProblem("--unsafe-fixes goes with --fix or --diff")
+    if (args.fix or args.diff) and any(path == "-" for path in args.paths):
+        raise UsageProblem("--fix and --diff rewrite files: not stdin (-)")
+    root = config.path.parent if getattr(config, "path", None) is not None else None
+    # The configuration's patterns are relative to its pyproject.toml, the command line's to the working directory.
+    exclusion = Exclusion(args.exclude) if args.exclude is not None else Exclusion(config.exclude, root)
+    if args.extend_exclude:
+        exclusion = exclusion | Exclusion(args.extend_exclude)
+    return {"exclude": exclusion, "fix": args.fix, "diff": args.diff, "unsafe_fixes": args.unsafe_fixes,
+            "statistics": args.statistics}
+
+
+def _patterns(text: str) -> list[str]:
+    return [pattern.strip() for pattern in text.split(",") if pattern.strip()]

@@ -7,7 +7,6 @@ Python reads a source file as bytes and decodes it by its BOM or PEP 263 coding 
 
 from __future__ import annotations
 
-import fnmatch
 import io
 import json
 import os
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.usage import UsageProblem
 
 __all__ = ["SourceCell", "decode_python", "expand_paths", "notebook_code_cells", "read_cells", "read_notebook_json",
@@ -62,11 +62,13 @@ def read_python(path: Path | str) -> str:
     return decode_python(data, str(path))
 
 
-def expand_paths(paths: Sequence[str], exclude: Sequence[str] = (),
+def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
                  on_error: Callable[[UsageProblem], None] | None = None) -> Iterator[Path]:
     """The files to check: each path given, and the ``.py`` and ``.ipynb`` files under each directory given (sorted;
     checkpoints, caches and virtual environments skipped). A directory that cannot be listed goes to ``on_error``
-    (``os.walk`` and ``Path.rglob`` would skip it without a word)."""
+    (``os.walk`` and ``Path.rglob`` would skip it without a word). ``exclude``: patterns matched as ruff matches
+    them (:mod:`syncfree.cli.exclusion`); an excluded folder is not entered."""
+    exclusion = exclude if isinstance(exclude, Exclusion) else Exclusion(exclude)
     for name in paths:
         path = Path(name)
         if name == "-":
@@ -79,11 +81,11 @@ def expand_paths(paths: Sequence[str], exclude: Sequence[str] = (),
                     on_error(UsageProblem(f"cannot read {error.filename}: {error.strerror or error}"))
 
             for folder, folders, files in os.walk(path, onerror=unreadable):
-                folders[:] = sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES)
+                folders[:] = sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES
+                                    and not (exclusion and exclusion.excludes(Path(folder, f))))
                 for file in files:
                     p = Path(folder, file)
-                    if p.suffix in (".py", ".ipynb") and p.is_file() and not any(
-                            p.match(pattern) or fnmatch.fnmatch(str(p), pattern) for pattern in exclude):
+                    if p.suffix in (".py", ".ipynb") and p.is_file() and not (exclusion and exclusion.excludes(p)):
                         found.append(p)
             yield from sorted(found)
         else:
