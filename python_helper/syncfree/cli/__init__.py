@@ -22,57 +22,75 @@ from syncfree.cli.run_notebook import run
 from syncfree.cli.run_script import run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
-from syncfree.output import FORMATS
+from syncfree.output import FORMATS, OutputFileError, ReportOutput
 
 __all__ = ["check", "main", "run", "run_python"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``syncfree`` console script (also ``python -m syncfree``)."""
-    parser = _parser()
+    parser, run_parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    program: list[str] = []
+    if argv[:1] == ["run"]:
+        options, program = _split_run(argv[1:], run_parser)
+        argv = ["run", *options]
     args = parser.parse_args(argv)
-    if args.command == "run" and not (args.target.endswith(".py") or args.target == "-") and args.args:
-        # A notebook takes no arguments: what follows it are syncfree's own options.
-        args = parser.parse_args(["run", *args.args, args.target], namespace=args)
+    if args.command == "run":
+        _program(args, program, run_parser)
     state: dict[str, int] = {}
+    output: ReportOutput | None = None
     try:
         config = find_config()
+        if args.output_file and args.output_file.endswith(".ipynb"):
+            # -o was the executed notebook's option before it became ruff's --output-file: never a report in it.
+            raise UsageProblem(f"-o/--output-file writes the report ({args.format}), not a notebook: write the "
+                               f"executed notebook with --output {args.output_file}")
+        output = ReportOutput(args.output_file, args.format)
+        select = getattr(args, "select", None)
+        select = select if select is not None else config.select
+        ignore = getattr(args, "ignore", None)
+        ignore = ignore if ignore is not None else config.ignore
+        budget = args.budget if args.budget is not None else config.budget
         if args.command == "check":
-            status = check(
-                args.paths,
-                output_format=args.format,
-                select=args.select if args.select is not None else config.select,
-                ignore=args.ignore if args.ignore is not None else config.ignore,
-                budget=args.budget if args.budget is not None else config.budget,
-                **check_options(args, config),
-                state=state,
-            )
+            status = check(args.paths, output_format=args.format, select=select, ignore=ignore, budget=budget,
+                           out=output.stream(), state=state, **check_options(args, config))
         elif args.command == "merge":
-            status = merge(args.directory, output_format=args.format,
-                           budget=args.budget if args.budget is not None else config.budget, state=state)
-        elif (args.target.endswith(".py") or args.target == "-") and _distributed(args):
+            status = merge(args.directory, output_format=args.format, budget=budget, out=output.stream(),
+                           state=state)
+        elif args.notebook is None and not args.module and _distributed(args):
             status = _run_distributed(args, config, state)
-        elif args.target.endswith(".py") or args.target == "-":
-            status = run_python(args.target, args.args, mode=args.mode or config.mode, output_format=args.format,
-                                budget=args.budget if args.budget is not None else config.budget, state=state)
+        elif args.notebook is None:
+            _only_for_notebooks(args)
+            if torchrun_arguments(args) or args.rank_report_dir:
+                raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script, not -m")
+            status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
+                                engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
+                                output=output, state=state)
         else:
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")
+            if args.select is not None or args.ignore is not None:
+                raise UsageProblem("--select/--ignore apply to check and to scripts: a notebook run reports each "
+                                   "cell's syncs whole")
+            if args.mode and args.marked_only:
+                raise UsageProblem("--mode with --marked-only: each marked cell's %%syncfree line sets its own mode")
             status = run(
-                args.target,
-                timeout=args.timeout,
+                args.notebook,
+                timeout=args.timeout if args.timeout is not None else 600,
                 output=args.output,
                 watch_all=not args.marked_only,
                 allow_errors=args.allow_errors,
-                kernel_name=args.kernel,
+                kernel_name=args.kernel or "python3",
                 output_format=args.format,
-                budget=args.budget if args.budget is not None else config.budget,
+                budget=budget,
+                mode=args.mode,
+                engine=args.engine or config.engine,
+                out=output.stream(),
                 state=state,
             )
-    except UsageProblem as problem:
-        error(problem)
-        status = EXIT_ERROR
-    except ConfigError as problem:
+        output.close()
+    except (UsageProblem, ConfigError, OutputFileError) as problem:
         error(problem)
         status = EXIT_ERROR
     except BrokenPipeError:
@@ -88,7 +106,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _parser() -> argparse.ArgumentParser:
+def _split_run(tokens: list[str], run_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """``syncfree run``'s own options, and the program with its arguments.
+
+    As with ``python``: everything from the script (or ``-``, or ``-m MODULE``) on belongs to the program, a
+    ``--`` included, so ``syncfree run train.py --format json -- x`` passes all four to train.py. After a
+    notebook, which takes no arguments, the options are syncfree's. A ``--`` before the program ends syncfree's
+    options.
+    """
+    takes_value = {option for action in run_parser._actions for option in action.option_strings
+                   if action.nargs != 0 and option != "-m"}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token == "--":
+            return tokens[:i], tokens[i + 1:]
+        if token == "-" or not token.startswith("-"):
+            program = tokens[i:]
+            if program[0].endswith(".ipynb"):
+                return tokens[:i] + program[1:], program[:1]
+            return tokens[:i], program
+        if token == "-m":
+            return tokens[:i], tokens[i:]
+        if token.startswith("-m") and not token.startswith("--"):  # -mpackage.module, as python takes it
+            return tokens[:i], ["-m", token[2:], *tokens[i + 1:]]
+        i += 2 if token in takes_value else 1
+    return tokens, []
+
+
+def _program(args: argparse.Namespace, program: list[str], run_parser: argparse.ArgumentParser) -> None:
+    """Fill ``target``, ``module``, ``notebook`` and ``args`` from what `_split_run` found."""
+    args.module, args.notebook = False, None
+    if not program:
+        run_parser.error("the program to run is missing: SCRIPT.py, -m MODULE, - (stdin) or NOTEBOOK.ipynb")
+    if program[0] == "-m":
+        if len(program) < 2 or not program[1]:
+            run_parser.error("-m takes a module name")
+        args.module, args.target, args.args = True, program[1], program[2:]
+    elif program[0].endswith(".ipynb"):
+        args.notebook, args.target, args.args = program[0], program[0], []
+    else:
+        args.target, args.args = program[0], program[1:]
+
+
+def _only_for_notebooks(args: argparse.Namespace) -> None:
+    """A notebook's options given for a script are a mistake, not something to skip without a word."""
+    given = [name for name, value in (("--output", args.output), ("--timeout", args.timeout),
+                                      ("--marked-only", args.marked_only), ("--allow-errors", args.allow_errors),
+                                      ("--kernel", args.kernel)) if value]
+    if given:
+        hint = "; the report goes to a file with --output-file (-o)" if "--output" in given else ""
+        raise UsageProblem(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to notebooks, not to "
+                           f"{'-m ' + args.target if args.module else args.target}{hint}")
+
+
+def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     parser = argparse.ArgumentParser(
         prog="syncfree",
         description="Find host-device synchronizations in PyTorch code and notebooks.",
@@ -105,24 +177,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     check_parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (searched for .py and .ipynb), or - for stdin")
     _common(check_parser)
-    check_parser.add_argument("--select", type=_codes, metavar="CODES", help="comma-separated codes or prefixes (SF1,SF601) or ALL; default: the rules on by default")
-    check_parser.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to leave out")
+    _rule_selection(check_parser, "default: the rules on by default")
     add_check_options(check_parser)
     run_parser = commands.add_parser(
         "run",
+        usage="syncfree run [options] (SCRIPT.py | -m MODULE | - | NOTEBOOK.ipynb) [ARGS...]",
         help="run a script or a notebook under syncfree and report its syncs",
-        description="Run a Python script (syncfree run train.py ARGS...) or execute a notebook in a fresh kernel with "
-        "every cell watched, and report the syncs. Without CUDA the syncs are predicted on CPU stand-ins.",
+        description="Run a Python program as python runs it (syncfree run train.py ARGS..., -m package.module "
+        "ARGS..., or - to read it from stdin; everything after the program is its own) or execute a notebook in a "
+        "fresh kernel with every cell watched, and report the syncs. Without CUDA the syncs are predicted on CPU "
+        "stand-ins. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
+        "that stdout holds the report alone.",
     )
-    run_parser.add_argument("target", metavar="SCRIPT.py|NOTEBOOK.ipynb")
-    run_parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    run_parser.add_argument("target", nargs="?", metavar="SCRIPT.py|-|NOTEBOOK.ipynb", help="the program to run")
+    run_parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's arguments")
+    run_parser.add_argument("-m", dest="module_name", metavar="MODULE", help="run a module as python -m does")
     _common(run_parser)
-    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="scripts: warn (default), error (the first sync raises), predict (CPU stand-ins)")
-    run_parser.add_argument("--timeout", type=float, default=600, metavar="S", help="notebooks: seconds each cell may run (default 600)")
-    run_parser.add_argument("--output", "-o", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included")
+    _rule_selection(run_parser, "default: every rule; syncs without a rule are always reported")
+    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (default), error (the first sync raises), predict (CPU stand-ins)")
+    run_parser.add_argument("--engine", choices=("debug", "cupti", "auto"),
+                            help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking CUDA call, any "
+                                 "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when the program imports "
+                                 "CuPy, Numba or Triton)")
+    run_parser.add_argument("--timeout", type=float, metavar="S", help="notebooks: seconds each cell may run (default 600)")
+    run_parser.add_argument("--output", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included (the report itself: --output-file)")
     run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")
     run_parser.add_argument("--allow-errors", action="store_true", help="notebooks: keep running after a cell raises")
-    run_parser.add_argument("--kernel", default="python3", metavar="NAME", help="notebooks: kernel name (default python3)")
+    run_parser.add_argument("--kernel", metavar="NAME", help="notebooks: kernel name (default python3)")
     add_torchrun_options(run_parser)
     merge_parser = commands.add_parser(
         "merge",
@@ -133,7 +214,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     merge_parser.add_argument("directory", metavar="DIR", help="the folder of rank-NNNNN.json reports")
     _common(merge_parser)
-    return parser
+    return parser, run_parser
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -142,6 +223,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "(notebooks: in the cells without a budget of their own in their metadata, \"syncfree\": "
                         "{\"budget\": N})")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when syncs are found or a file does not parse")
+    parser.add_argument("--output-file", "-o", metavar="FILE", help="write the report to FILE rather than stdout (any --format)")
+
+
+def _rule_selection(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument("--select", type=_codes, metavar="CODES", help=f"comma-separated codes or prefixes (SF1,SF601) or ALL; {default}")
+    parser.add_argument("--ignore", type=_codes, metavar="CODES", help="comma-separated codes or prefixes to leave out")
 
 
 def _distributed(args: argparse.Namespace) -> bool:
