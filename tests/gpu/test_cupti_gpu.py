@@ -152,3 +152,22 @@ print("after", choose_engine("warn").engine, choose_engine("warn").notes)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "before debug" in done.stdout and "after cupti" in done.stdout, done.stdout
+
+
+def test_syncfree_run_takes_cupti_for_a_script_that_imports_cupy(tmp_path):
+    # The default engine (auto) reads the script's imports: `import cupy` -> CUPTI, so the
+    # CuPy syncs are in the report, line by line as CUPTI's activity records show them.
+    if importlib.util.find_spec("cupy") is None:
+        pytest.skip("cupy is not installed")
+    script = str(DATA / "cupti_cupy_torch.py")
+    truth = _run(script, tmp_path=tmp_path)
+    path = os.pathsep.join(p for p in (str(REPO / "python_helper"), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--format", "json", script],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines: dict[str, int] = {}
+    for diagnostic in json.loads(done.stdout):
+        if diagnostic["path"] == script:
+            lines[str(diagnostic["line"])] = lines.get(str(diagnostic["line"]), 0) + diagnostic["count"]
+    print(f"\nsyncfree-gpu: syncfree run (engine auto) {script}: {lines}; CUPTI activity {truth['lines']}")
+    assert lines == truth["lines"]
