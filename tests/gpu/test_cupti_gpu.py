@@ -167,7 +167,7 @@ def test_syncfree_run_takes_cupti_for_a_script_that_imports_cupy(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines: dict[str, int] = {}
     for diagnostic in json.loads(done.stdout):
-        if diagnostic["path"] == script:
+        if Path(diagnostic["path"]).resolve() == Path(script):  # shown relative to the working directory
             lines[str(diagnostic["line"])] = lines.get(str(diagnostic["line"]), 0) + diagnostic["count"]
     print(f"\nsyncfree-gpu: syncfree run (engine auto) {script}: {lines}; CUPTI activity {truth['lines']}")
     assert lines == truth["lines"]
