@@ -436,3 +436,50 @@ def test_the_sweep_measures_every_python_scalar_form_of_a_value_argument():
     args, kwargs = sweep.form_variant((x,), {"value": torch.tensor(2)}, "k:value=float")
     assert kwargs == {"value": 2.0} and isinstance(kwargs["value"], float)
     assert sweep.form_variant((x, mask, None), {}, "p2=float") is None
+
+
+# ---------------------------------------------------------------------------- residue (issue 22)
+
+
+def test_mode_syncs_once_per_slice_beyond_the_fused_kernel():
+    # Held-out OpInfo sample 6 of `mode`, a (3000,) vector, synced on the H100: slices longer
+    # than 2048 take TensorModeKernel.cpp's per-slice thrust path (memcpy_and_sync each).
+    table = optable.load("2.11.0")
+    assert table.predicted_syncs(torch.mode, (torch.randn(5, 5, 5),), {}) == 0
+    assert table.predicted_syncs(torch.mode, (torch.randn(3000),), {}) == 1
+    assert table.predicted_syncs(torch.Tensor.mode, (torch.randn(4, 3000), 1), {}) == 4
+    assert table.predicted_syncs(torch.mode, (torch.randn(3000, 4),), {"dim": 0}) == 4
+    assert table.predicted_syncs(torch.mode, (torch.randn(()),), {}) == 0
+
+
+def test_matrix_norms_through_svd_sync_as_svdvals():
+    # Held-out OpInfo samples of linalg.matrix_norm with ord 'nuc', 2, -2 synced on the H100
+    # (the first four, 'fro', did not): they compute linalg.svdvals inside.
+    table = optable.load("2.11.0")
+    svdvals = table.predicted_syncs(torch.linalg.svdvals, (torch.randn(2, 2),), {})
+    assert svdvals == 2
+    a = torch.randn(2, 3, 2)
+    for order in ("nuc", 2, -2):
+        assert table.predicted_syncs(torch.linalg.matrix_norm, (a, order, (-2, -1), True), {}) == svdvals
+        assert table.predicted_syncs(torch.linalg.norm, (a[0], order), {}) == svdvals
+    for order in ("fro", 1, -1, float("inf")):
+        assert table.predicted_syncs(torch.linalg.matrix_norm, (a, order), {}) == 0
+    assert table.predicted_syncs(torch.linalg.norm, (torch.randn(5), 2), {}) == 0  # a vector
+    assert table.predicted_syncs(torch.linalg.matrix_norm, (torch.empty(0, 3), "nuc"), {}) == 0
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        x = torch.randn(4, 4, device="cuda")
+        torch.linalg.matrix_norm(x, ord="nuc")
+        torch.linalg.norm(x)  # Frobenius
+    assert recorder.kinds == {"library": svdvals}
+
+
+def test_operators_and_torch_c_functions_are_found_under_their_measured_names():
+    recorder = CountingRecorder()
+    with PredictSession(recorder):
+        m = torch.ones(2, 4, dtype=torch.bool, device="cuda")
+        q = torch.randn(1, 2, 4, 8, device="cuda")
+        (m | ~m) & (m ^ m)
+        torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    assert recorder.n == 0
+    assert optable.tally_of(recorder).unmeasured_calls == 0, optable.tally_of(recorder).unmeasured

@@ -16,6 +16,7 @@ import itertools
 import json
 import linecache
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -493,6 +494,61 @@ def test_rnn_modules_run_without_cudnn_warnings_and_pack_on_the_host():
             assert recorder.kinds == ["to_host"]
             assert Path(recorder.calls[0][1]).name == "rnn.py"
     assert [str(w.message) for w in caught if "cuDNN" in str(w.message)] == []
+
+
+def test_copies_of_empty_tensors_make_no_sync():
+    """copy_ returns before any device work for no elements (Copy.cpp): a KV cache's lazy
+    `torch.tensor([], device=...)` in transformers' generate and train steps was 4 and 8 of
+    the syncs predicted over the GPU's (issue 22: generate 34 vs 30, a train step 12 vs 4)."""
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        keys = torch.tensor([], dtype=torch.float32, device="cuda")  # cache_utils.py
+        assert keys.is_cuda and keys.numel() == 0
+        torch.zeros(0, 3).cuda()
+        torch.empty(0, device="cuda").cpu()
+        assert torch.empty(0, 2, device="cuda").tolist() == []
+        torch.ones(2, device="cuda").new_tensor([])
+        torch.as_tensor(np.empty(0), device="cuda")
+        torch.empty(0, device="cuda").copy_(torch.empty(0))
+        torch.save({"empty": torch.empty(0, device="cuda")}, io.BytesIO())
+        assert recorder.kinds == []
+        torch.tensor([0.0], device="cuda")  # one element: a copy, as measured
+        torch.zeros(1, 3).cuda()
+    assert recorder.kinds == ["tensor_from_python", "to_device"]
+
+
+ENCODER_WITH_PADDING = """
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+encoder = torch.nn.TransformerEncoder(layer, num_layers=2).to("cuda").eval()
+x = torch.randn(3, 6, 16, device="cuda")
+padding = torch.arange(6, device="cuda")[None, :] >= torch.tensor([[6], [4], [2]], device="cuda")
+with torch.no_grad():
+    y = encoder(x, src_key_padding_mask=padding)
+"""
+
+
+def test_transformer_padding_takes_the_fast_path_of_a_gpu():
+    # Predicted 1 where the H100 made 7 (issue 22): under a mode has_torch_function is
+    # True, so nn.TransformerEncoder skipped the nested-tensor fast path a GPU takes.
+    code, _ = compile_cell(ENCODER_WITH_PADDING)
+    recorder, namespace = CollectingRecorder(), {"torch": torch}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the nested-tensor prototype warning
+        with PredictSession(recorder):
+            exec(code, namespace)
+            assert namespace["y"].is_cuda and not namespace["y"].is_nested
+    # left-aligned check 1, nested tensor from the mask 2, back to padded 1
+    forward = [(kind, Path(file).name) for kind, file, line, _ in recorder.calls if line == 8]
+    assert forward == [("library", "transformer.py")] * 4
+    reference: dict = {"torch": torch}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(ENCODER_WITH_PADDING.replace('"cuda"', '"cpu"'), "<cpu>", "exec"), reference)
+    torch.testing.assert_close(namespace["y"], reference["y"])  # the same fast path's values
+    # other callers of has_torch_function still see the mode (dispatch to it works)
+    with PredictSession(CollectingRecorder()):
+        assert torch.overrides.has_torch_function((torch.ones(1),))
 
 
 def test_dataloader_pinning_thread_runs_on_the_cpu():

@@ -221,12 +221,18 @@ def func_names(func: Any) -> list[str]:
         if core.startswith("i") and core[1:] in _REFLECTED:
             core = core[1:]
         names.append(core)
+        if core in _BITWISE:  # x | y is measured as bitwise_or, ~x as bitwise_not
+            names.append(_BITWISE[core])
     elif name.endswith("_") and not name.endswith("__"):
         names.append(name[:-1])
     return names
 
 
 MASKED = "masked."  # OpInfo entries of torch.masked.*, whose functions share core ops' names
+
+_BITWISE = {"or": "bitwise_or", "and": "bitwise_and", "xor": "bitwise_xor",
+            "invert": "bitwise_not", "lshift": "bitwise_left_shift",
+            "rshift": "bitwise_right_shift"}
 
 _REFLECTED = {"add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and",
               "or", "xor", "lshift", "rshift", "div"}
@@ -390,12 +396,67 @@ FORM_FACTS: dict[tuple[str, str, str], int] = {
 }
 
 
+def _mode_reads(args: tuple, kwargs: dict) -> int | None:
+    """``torch.mode(x, dim)`` on CUDA (aten/src/ATen/native/cuda/TensorModeKernel.cpp): a
+    fused kernel when a slice has at most 2048 elements (and 32-bit indexing does), else
+    one thrust pass per slice ending in ``memcpy_and_sync``: one sync per slice. OpInfo's
+    first samples are all small (0 syncs); its seventh, a (3000,) vector, syncs once."""
+    import torch
+
+    x = args[0] if args else kwargs.get("input")
+    if not isinstance(x, torch.Tensor) or x.numel() == 0:
+        return None
+    dim = args[1] if len(args) > 1 else kwargs.get("dim", -1)
+    if not isinstance(dim, int) or isinstance(dim, bool):
+        return None
+    slice_size = x.shape[dim] if x.dim() else 1
+    if slice_size <= 1:
+        return 0  # values.copy_(self): no kernel of its own
+    slices = x.numel() // slice_size
+    fused = slice_size <= 2048 and slices <= 65535 ** 3 and x.numel() < 2 ** 31
+    return 0 if fused else slices
+
+
 # Ops whose sync depends on argument sizes or values that a signature does not record:
 # a bool says whether the call takes the syncing branch (the count is the one the table
 # measured for that branch, the entry's largest); an int is the count; None: ask the table.
 SIZE_BRANCHES: dict[str, Any] = {
     "isin": _isin_sorts,
     "combinations": _combinations_reads,
+    "mode": _mode_reads,
+}
+
+_SVD_ORDERS = (2, -2, "nuc")
+
+
+def _matrix_norm_via_svdvals(args: tuple, kwargs: dict) -> tuple[str, tuple, dict] | None:
+    """``linalg.matrix_norm``/``linalg.norm`` of a matrix with ord 2, -2 or 'nuc' computes
+    ``linalg.svdvals`` inside (aten/src/ATen/native/LinearAlgebra.cpp, linalg_matrix_norm),
+    which checks its ``info`` on the host: they sync as svdvals does (OpInfo's first
+    matrix_norm samples use 'fro': 0 syncs). Other orders: no svd, ask the table."""
+    import torch
+
+    names = ("A", "ord", "dim", "keepdim")
+    bound = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names or k == "input"})
+    a = bound.get("A", bound.get("input"))
+    order = bound.get("ord")
+    if not isinstance(a, torch.Tensor) or isinstance(order, bool) or order not in _SVD_ORDERS:
+        return None
+    dim = bound.get("dim")
+    matrix = (a.dim() == 2 and dim is None) or (isinstance(dim, (tuple, list)) and len(dim) == 2)
+    if not matrix:
+        return None  # a vector norm: no svd
+    return "linalg.svdvals", (a,), {}
+
+
+# Ops computed by another measured op (a composite whose syncs are its part's): the
+# function gives (the part's entry, its arguments) or None when the call takes no such part.
+VIA: dict[str, Any] = {
+    "linalg.matrix_norm": _matrix_norm_via_svdvals,
+    "linalg_matrix_norm": _matrix_norm_via_svdvals,
+    "linalg.norm": _matrix_norm_via_svdvals,
+    "linalg_norm": _matrix_norm_via_svdvals,
 }
 
 
@@ -450,7 +511,8 @@ class OpTable:
                                              + name[len(prefix):])
                     if entry is not None:
                         return entry
-            if module.endswith("nn.functional"):
+            # F.scaled_dot_product_attention is torch._C._nn's: measured under F's name
+            if module.endswith("nn.functional") or module == "torch._C._nn":
                 entry = self.entries.get("nn.functional." + name)
                 if entry is not None:
                     return entry
@@ -470,6 +532,11 @@ class OpTable:
         no sample (nor :data:`FORM_FACTS`) measured: which overload the call takes decides
         the sync, and a sync guessed from the other overload's samples is one the GPU may
         well not make."""
+        via = VIA.get(entry.name)
+        if via is not None:
+            part = via(args, kwargs or {})
+            if part is not None and part[0] in self.entries:
+                return self.predict_entry(self.entries[part[0]], part[1], part[2])
         branch = SIZE_BRANCHES.get(entry.name)
         if branch is not None:
             takes = branch(args, kwargs or {})
@@ -660,7 +727,7 @@ def _decide(func: Any, handled: Any) -> Any:
     entry = table.lookup(func)
     if entry is None:
         return display_name(func)
-    if entry.always == 0 and entry.name not in SIZE_BRANCHES:
+    if entry.always == 0 and entry.name not in SIZE_BRANCHES and entry.name not in VIA:
         return _SKIP
     return entry
 

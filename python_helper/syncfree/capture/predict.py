@@ -124,6 +124,9 @@ UNMEASURED_RULES = (
     "torch.tensor([cuda scalars...]): 1 per element (each is read with item())",
     "x.numpy(force=True), t_cpu.copy_(x), x.copy_(t_cpu): 1 each",
     "torch.load(map_location='cuda'): 1 per storage (a pageable host-to-device copy)",
+    "nn.TransformerEncoder's padding fast path: _nested_tensor_from_mask_left_aligned 1 "
+    "(equal), _nested_tensor_from_mask 2 (+1 with mask_check), to_padded_tensor 1, "
+    "_transformer_encoder_layer_fwd 0 (aten/src/ATen/native/nested/)",
     "torch.save: 1 per storage, not per tensor (_save copies each storage to the host once, "
     "torch/serialization.py; measured: 1 per tensor of a state dict, whose tensors each "
     "have their own storage)",
@@ -609,6 +612,11 @@ class PredictSession:
                 patch(accelerator, "current_stream", current_stream)
 
         patch(torch, "load", self._load_wrapper(torch.load))
+        # nn.TransformerEncoder(Layer) and nn.MultiheadAttention take their fast path
+        # (nested tensors for padding masks, fused kernels) only when no argument
+        # has_torch_function, which any active mode answers True: on a GPU no mode runs.
+        patch(torch.overrides, "has_torch_function",
+              _fast_path_has_torch_function(torch.overrides.has_torch_function))
         # nn.RNN/LSTM/GRU's flatten_parameters asks cuDNN about each weight; for a virtual
         # CUDA weight the CPU build warns "PyTorch was compiled without cuDNN" (and answers
         # False). torch/backends/cudnn/__init__.py, is_acceptable; rnn.py looks it up per call.
@@ -728,7 +736,8 @@ class PredictSession:
                 target = _mapped_location(map_location, location)
                 if target.startswith("cuda"):
                     session.registry.mark_storage(storage)
-                    session.record("to_device", frame)
+                    if storage.nbytes():  # an empty storage's copy moves nothing
+                        session.record("to_device", frame)
                     return storage
                 if target.startswith("cpu"):
                     return storage
@@ -868,6 +877,41 @@ class _EagerCompiles:
              "break can move a sync")
 
 
+def _fast_path_files() -> frozenset[str]:
+    import torch.nn.modules.activation as activation
+    import torch.nn.modules.transformer as transformer
+
+    return frozenset({activation.__file__, transformer.__file__})
+
+
+def _fast_path_has_torch_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.overrides.has_torch_function`` that, asked by the fast-path checks of
+    torch/nn/modules/transformer.py and activation.py (they look it up on the module at
+    each call), answers for the arguments alone, as torch's C++ check does without a
+    mode (torch/csrc/utils/disable_torch_function.cpp, check_has_torch_function: not an
+    exact Tensor and a ``__torch_function__`` other than the disabled one). Every other
+    caller (handle_torch_function dispatch, higher-order ops) gets the real answer."""
+    import torch
+
+    files = _fast_path_files()
+    disabled = torch._C._disabled_torch_function_impl
+
+    def own_torch_function(value: Any) -> bool:
+        cls = type(value)
+        if cls is torch.Tensor:
+            return False
+        function = getattr(cls, "__torch_function__", None)  # Parameter's is the disabled one
+        return function is not None and getattr(function, "__func__", function) is not disabled
+
+    @functools.wraps(original)
+    def has_torch_function(args: Any) -> bool:
+        if sys._getframe(1).f_code.co_filename in files:
+            return any(own_torch_function(value) for value in args)
+        return original(args)
+
+    return has_torch_function
+
+
 class _Saving:
     """``torch.save`` of virtual CUDA tensors, as on a GPU.
 
@@ -891,7 +935,7 @@ class _Saving:
             if registry is None or not registry.is_cuda_storage(untyped):
                 return original(storage)
             saves = getattr(saving.local, "saves", None)
-            if saves:
+            if saves and untyped.nbytes():  # an empty storage's copy moves nothing
                 saves[-1].setdefault(untyped._cdata, True)  # torch's id_map key
             return "cuda:0"
 
@@ -1250,8 +1294,8 @@ class _LegacyCudaType(type):
 
         tensor = cls._cpu_type(*args, **kwargs)
         data = args[0] if len(args) == 1 else None
-        if (isinstance(data, (list, tuple)) and not isinstance(data, torch.Size)) or (
-                type(data).__name__ == "ndarray"):
+        if ((isinstance(data, (list, tuple)) and not isinstance(data, torch.Size)) or (
+                type(data).__name__ == "ndarray")) and tensor.numel() > 0:
             cls._session.record("tensor_from_python", _user_frame())
         cls._session.registry.mark_cuda(tensor)
         return tensor
@@ -1461,6 +1505,12 @@ def _handle_format(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+def _handle_tolist(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]) and _holds_data(args[0]):  # an empty copy makes no sync
+        _record(mode, "tolist")
+    return func(*args, **kwargs)
+
+
 def _handle_numpy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     tensor = args[0]
     if _virtual(mode, tensor):
@@ -1494,7 +1544,7 @@ def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
     if to_cuda is not None:
         extra["device"] = "cpu"
     moves = to_cuda is not None and to_cuda != source_virtual
-    if moves and not non_blocking:
+    if moves and not non_blocking and _holds_data(tensor):
         _record(mode, "to_device" if to_cuda else "to_host")
     # A move between the virtual and the real device copies, as a device copy would.
     result = torch.Tensor.to(tensor, dtype=dtype, non_blocking=non_blocking,
@@ -1502,6 +1552,17 @@ def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
     if to_cuda or (to_cuda is None and source_virtual):
         registry.mark_cuda(result)
     return result
+
+
+def _holds_data(tensor: Any) -> bool:
+    """Whether a copy of ``tensor`` between devices moves anything: copy_ returns before
+    any device work when there are no elements (aten/src/ATen/native/Copy.cpp,
+    copy_impl: ``if (iter.numel() == 0) return self``), so an empty tensor's copy, and
+    ``torch.tensor([], device='cuda')`` (a KV cache's lazy start), make no sync."""
+    try:
+        return tensor.numel() > 0
+    except Exception:  # noqa: BLE001 - not a tensor torch can count: assume data
+        return True
 
 
 def _handle_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -1580,7 +1641,7 @@ def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     destination, source = args[0], (args[1] if len(args) > 1 else kwargs.get("src"))
     non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
     dst_virtual, src_virtual = mode.registry.is_cuda(destination), _virtual(mode, source)
-    if dst_virtual != src_virtual and not non_blocking:
+    if dst_virtual != src_virtual and not non_blocking and _holds_data(destination):
         _record(mode, "to_host" if src_virtual else "to_device")
     return func(*args, **kwargs)
 
@@ -1608,6 +1669,33 @@ def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
     if _virtual(mode, data):
         mode.registry.mark_cuda(result[0])
     return result
+
+
+def _nested_fast_path(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any]:
+    """Handler for the ops of nn.TransformerEncoder's padding fast path (nested tensors),
+    with their syncs on CUDA as torch's source makes them (UNMEASURED_RULES; checked by
+    tests/gpu/test_workloads_gpu.py): results on the input's device."""
+
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        if any(_virtual(mode, t) for t in _call_tensors(args, kwargs)):
+            n = syncs(args, kwargs)
+            if n:
+                _record(mode, "library", n)
+            result = func(*args, **kwargs)
+            if issubclass(type(result), _Tensor):
+                mode.registry.mark_cuda(result)
+            return result
+        return func(*args, **kwargs)
+
+    return handler
+
+
+def _from_mask_syncs(args: tuple, kwargs: dict) -> int:
+    # aten/src/ATen/native/nested/NestedTensorTransformerFunctions.cpp,
+    # NestedTensor_nested_tensor_from_mask: the optional left-aligned check (an equal()),
+    # the sizes check (another equal()) and the sizes copied to the host (.to(kCPU)).
+    mask_check = args[2] if len(args) > 2 else kwargs.get("mask_check", True)
+    return 2 + (1 if mask_check else 0)
 
 
 def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -1664,14 +1752,18 @@ def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) ->
             return _call_generic(mode, func, args, kwargs)  # keeps the data's device
         # Host data and no device: a CPU tensor even when the elements were on CUDA.
         return func(*args, **kwargs)
+    kind = None
     if _is_cuda_device(device):
         if not isinstance(data, torch.Tensor):
-            _record(mode, "tensor_from_python")
+            kind = "tensor_from_python"
         elif not data_virtual:
-            _record(mode, "to_device")
+            kind = "to_device"
     elif data_virtual:
-        _record(mode, "to_host")
-    return _call_generic(mode, func, args, kwargs)
+        kind = "to_host"
+    result = _call_generic(mode, func, args, kwargs)
+    if kind is not None and _holds_data(result):  # torch.tensor([], device='cuda'): no copy
+        _record(mode, kind)
+    return result
 
 
 def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -1683,17 +1775,21 @@ def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     reads = _python_data_syncs(mode, data)
     if reads:
         _record(mode, "python_scalar", reads)
+    kind = None
     if to_cuda:
         if isinstance(data, torch.Tensor):
             if not mode.registry.is_cuda(data):
-                _record(mode, "to_device")
+                kind = "to_device"
         else:
-            _record(mode, "tensor_from_python")
+            kind = "tensor_from_python"
     if device is not None:
-        return _call_generic(mode, func, args, kwargs)
-    result = func(*args, **kwargs)
-    if to_cuda:
-        mode.registry.mark_cuda(result)
+        result = _call_generic(mode, func, args, kwargs)
+    else:
+        result = func(*args, **kwargs)
+        if to_cuda:
+            mode.registry.mark_cuda(result)
+    if kind is not None and _holds_data(result):
+        _record(mode, kind)
     return result
 
 
@@ -1910,7 +2006,7 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.__contains__: _handle_contains,
         T.__format__: _handle_format,
         T.__repr__: _when_virtual("print"),
-        T.tolist: _when_virtual("tolist"),
+        T.tolist: _handle_tolist,
         T.numpy: _handle_numpy,
         T.__array__: _handle_array,
         T.to: _handle_to,
@@ -1923,6 +2019,15 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.record_stream: _handle_record_stream,
         T.get_device: _handle_get_device,
         T.__deepcopy__: _handle_deepcopy,
+        # nn.TransformerEncoder's fast path with a padding mask (nested tensors):
+        # NestedTensor_nested_tensor_from_mask_left_aligned ends in an equal();
+        # nested_from_padded and the layers copy their metadata non_blocking (no sync);
+        # NestedTensor_to_padded_tensor_cuda copies it blocking (one).
+        torch._nested_tensor_from_mask_left_aligned: _nested_fast_path(lambda a, k: 1),
+        torch._nested_tensor_from_mask: _nested_fast_path(_from_mask_syncs),
+        torch._transformer_encoder_layer_fwd: _nested_fast_path(lambda a, k: 0),
+        T.to_padded_tensor: _nested_fast_path(
+            lambda a, k: 1 if getattr(a[0], "is_nested", False) else 0),
         torch._pack_padded_sequence: _handle_packed_sequence,
         torch._pad_packed_sequence: _handle_packed_sequence,
         T.__getitem__: _handle_getitem,
