@@ -49,29 +49,48 @@ test.describe('issue 26 with the syncs notebook', () => {
   }) => {
     await runCommand(page, 'syncfree:open-sidebar');
     await expect(markerOn(page, TRAIN, 6)).toHaveCount(1);
+    // The train cell printed before its report, as a real run does: the report is its
+    // second output (removing it from the output area alone never reached the file then).
+    await page.evaluate(index => {
+      const cell = (window as any).jupyterapp.shell.currentWidget.content.widgets[index];
+      const shared = cell.model.sharedModel;
+      const outputs = shared.getOutputs();
+      shared.updateOutputs(0, outputs.length, [
+        { output_type: 'stream', name: 'stdout', text: 'last 0.5\n' },
+        ...outputs
+      ]);
+    }, TRAIN);
+    await expect(cellAt(page, TRAIN).locator('.jp-OutputArea-output').first()).toContainText('last 0.5');
+    await page.notebook.save();
     expect(await isDirty(page)).toBe(false);
+    const path = `${tmpPath}/syncs.ipynb`;
     await clearAll(page);
     await expect(page.locator('.jp-syncfree-marker')).toHaveCount(0);
     await expect.poll(() => isDirty(page)).toBe(true);
+    // Saved: the file has no report left.
+    await page.notebook.save();
+    expect(await savedText(page, path)).not.toContain(MIME);
 
-    // The notice's Undo puts every report back.
+    // The notice's Undo puts every report back, as an edit that is saved too.
     const notice = page.locator('.Toastify__toast').filter({ hasText: 'Cleared the syncfree reports of 3 cells' });
     await notice.getByRole('button', { name: 'Undo' }).click();
     await expect(markerOn(page, TRAIN, 6)).toHaveCount(1);
     await expect(markerOn(page, PREPARE, 3)).toHaveCount(1);
     await expect(page.locator('#jp-syncfree-sidebar [data-total="syncs"]')).toHaveText('77 syncs');
+    await expect.poll(() => isDirty(page)).toBe(true);
+    await page.notebook.save();
+    expect(await savedText(page, path)).toContain(MIME);
 
-    // Cleared and saved: the file has no report, and reopening shows none.
+    // Cleared, saved and reopened: no report comes back.
     await clearAll(page);
     await expect(page.locator('.jp-syncfree-marker')).toHaveCount(0);
     await page.notebook.save();
-    const path = `${tmpPath}/syncs.ipynb`;
-    expect(await savedText(page, path)).not.toContain(MIME);
     await page.notebook.close(true);
     await page.notebook.openByPath(path);
     await page.notebook.activate('syncs.ipynb');
     await cellAt(page, TRAIN).waitFor();
     await expect(cellAt(page, TRAIN).locator('.cm-line').first()).toBeVisible();
+    await expect(cellAt(page, TRAIN).locator('.jp-OutputArea-output').first()).toContainText('last 0.5');
     await expect(page.locator('.jp-syncfree-summary')).toHaveCount(0);
     await expect(page.locator('.jp-syncfree-marker')).toHaveCount(0);
     await expect(page.locator('#jp-syncfree-sidebar .jp-syncfree-sidebar-empty')).toBeVisible();
@@ -191,6 +210,9 @@ test.describe('issue 26 with the syncs notebook', () => {
     await expect(card.locator('.jp-syncfree-card-stale')).toBeVisible();
     await expect(apply).toBeEnabled();
     await expect(card.locator('.jp-syncfree-card-add')).toContainText('non_blocking=True');
+    // The whole rewrite is readable in the card: its lines wrap, nothing scrolls sideways.
+    const diff = card.locator('.jp-syncfree-card-diff');
+    expect(await diff.evaluate(node => node.scrollWidth <= node.clientWidth + 1)).toBe(true);
     await apply.click();
     await expect
       .poll(async () => (await cellSource(page, PREPARE)).split('\n')[2])
