@@ -196,6 +196,21 @@ def warn_cell(mode: str = "warn") -> None:
         exec(code, _namespace())
 
 
+def warn_watch_among_the_programs_filters() -> int:
+    """A warn-mode watch whose block uses the warnings module and the debug mode the way
+    programs do (dispatch.py re-asserts its filters and notes the mode change)."""
+    import syncfree
+
+    with syncfree.watch("warn") as w:
+        sync_now()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sync_now()
+        torch.cuda.set_sync_debug_mode(0)
+        sync_now()
+    return w.report.syncs
+
+
 @pytest.fixture
 def fake_debug(fake_cuda):
     _FAKE_DEBUG.append(fake_cuda)
@@ -226,6 +241,24 @@ def test_interrupt_at_a_sample_of_engine_lines():
         assert lines > 500 and injected == len(range(1, lines + 1, 23))
         assert leaks == []
     assert diff(before, snapshot()) == []
+
+
+def test_interrupt_at_a_sample_of_the_debug_mode_engines_lines(fake_debug):
+    """Every 97th executed engine line of a warn-mode watch whose block uses catch_warnings,
+    simplefilter and set_sync_debug_mode (the full run: SYNCFREE_LEAKS=1)."""
+    assert warn_watch_among_the_programs_filters() == 3  # uninterrupted: every sync counted
+    before = snapshot()
+    lines, injected, leaks = inject_everywhere("warn watch among the program's filters "
+                                               "(sample)", warn_watch_among_the_programs_filters,
+                                               every=97)
+    assert lines > 100 and injected == len(range(1, lines + 1, 97))
+    assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+@_INJECT
+def test_interrupt_at_every_engine_line_of_a_warn_watch_among_the_programs_filters(fake_debug):
+    _check("warn watch among the program's filters", warn_watch_among_the_programs_filters)
 
 
 @_INJECT
@@ -276,6 +309,53 @@ def test_nested_recorders_in_predict_mode_never_ask_the_stand_in():
     assert outer.error is None
     # Each recorder counts its own run; the outer one, their parent, counts both.
     assert (outer.syncs, inner.syncs, warn.syncs) == (6, 3, 3)
+    assert diff(before, snapshot()) == []
+
+
+def test_predict_watches_of_two_threads_ending_out_of_order_leave_nothing():
+    """Each thread's watch runs its own stand-in mode over one set of patches; the first
+    watch out leaves the second one working, the last one out restores everything."""
+    import syncfree
+
+    before = snapshot()
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen, errors = {}, []
+
+    def first():
+        try:
+            with syncfree.watch() as w:
+                torch.ones(2, device="cuda").sum().item()
+                first_in.set()
+                assert second_in.wait(10)
+            seen["first"] = w.report.syncs
+        except BaseException as exc:  # noqa: B036
+            errors.append(exc)
+        finally:
+            first_in.set()
+            first_out.set()
+
+    def second():
+        try:
+            assert first_in.wait(10)
+            with syncfree.watch() as w:
+                second_in.set()
+                assert first_out.wait(10)
+                assert torch.cuda.is_available()  # still the stand-in in this thread
+                x = torch.ones(2, device="cuda")
+                x.sum().item()
+                x.max().item()
+            seen["second"] = w.report.syncs
+        except BaseException as exc:  # noqa: B036
+            errors.append(exc)
+        finally:
+            second_in.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and seen == {"first": 1, "second": 2}
     assert diff(before, snapshot()) == []
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 import types
 import warnings
 
@@ -543,3 +544,239 @@ def test_predict_mode_enters_the_predict_session(monkeypatch, global_state):
     assert events == ["enter", "exit"]
     assert [(s.line, s.kind, s.predicted) for s in recorder.sites] == [(2, "item", True)]
     _assert_restored(before, global_state())
+
+
+# ----------------------------------------------------------------------------- the program's warnings handling
+# Debug mode reports through Python's warnings, which the program shares (dispatch.py).
+# Each case runs inside syncfree.watch() in warn mode, as issue 20 measured on an H100.
+
+
+def _watch_warn(**options):
+    import syncfree
+
+    return syncfree.watch("warn", measure_blocked=False, **options)
+
+
+def test_a_catch_warnings_record_block_neither_gets_nor_hides_a_sync():
+    # What pytest.warns and "no warnings" assertions use.
+    with _watch_warn() as w:
+        sync_now()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            sync_now()
+            warnings.warn("the program's own", RuntimeWarning)
+    assert w.report.syncs == 2
+    assert [str(c.message) for c in caught] == ["the program's own"]  # no sync warning in it
+
+
+def test_pytest_warns_inside_a_watch_sees_only_the_programs_warning():
+    with _watch_warn() as w:
+        with pytest.warns(DeprecationWarning) as caught:
+            sync_now()
+            warnings.warn("old API", DeprecationWarning)
+    assert w.report.syncs == 1
+    assert [type(c.message) for c in caught] == [DeprecationWarning]
+
+
+@pytest.mark.parametrize("silence", ["simplefilter", "filterwarnings", "resetwarnings+ignore"])
+def test_ignore_filters_of_the_program_hide_no_sync(silence):
+    with _watch_warn() as w:
+        with warnings.catch_warnings():
+            if silence == "simplefilter":
+                warnings.simplefilter("ignore")
+            elif silence == "filterwarnings":
+                warnings.filterwarnings("ignore", category=UserWarning)
+            else:
+                warnings.resetwarnings()
+                warnings.simplefilter("ignore")
+            for _ in range(3):
+                sync_now()
+    assert w.report.syncs == 3
+
+
+def test_an_error_filter_of_the_program_does_not_turn_a_sync_into_its_exception():
+    before = list(warnings.filters)
+    with _watch_warn() as w:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error")
+            sync_now()
+            sync_now()
+            with pytest.raises(RuntimeWarning):  # the program's own warnings still raise
+                warnings.warn("mine", RuntimeWarning)
+    assert w.report.syncs == 2
+    assert list(warnings.filters) == before
+
+
+def test_a_catch_warnings_entered_before_the_watch_and_left_inside_it():
+    outer = warnings.catch_warnings()
+    outer.__enter__()
+    try:
+        with _watch_warn() as w:
+            sync_now()
+            outer.__exit__(None, None, None)  # back to the list from before the watch
+            outer = None
+            warnings.simplefilter("ignore", UserWarning)
+            sync_now()
+        assert w.report.syncs == 2
+        assert not any(f[1] is not None and "synchronizing" in f[1].pattern
+                       for f in warnings.filters if f[1] is not None)
+    finally:
+        if outer is not None:
+            outer.__exit__(None, None, None)
+        warnings.filters[:] = [f for f in warnings.filters
+                               if f[:3] != ("ignore", None, UserWarning)]
+        warnings._filters_mutated()
+
+
+def test_the_program_setting_the_debug_mode_is_noted_and_counting_goes_on(fake_cuda):
+    with _watch_warn() as w:
+        sync_now()
+        torch.cuda.set_sync_debug_mode(0); line = sys._getframe().f_lineno  # noqa: E702
+        assert torch.cuda.get_sync_debug_mode() == 0  # what the program set
+        sync_now()
+        sync_now()
+    assert w.report.syncs == 3
+    where = f"tests/test_recorder.py:{line}"
+    assert any(f"sync debug mode to 'default' at {where}; syncfree kept counting" in n
+               for n in w.report.notes), w.report.notes
+    assert fake_cuda.mode == 0 and fake_cuda.history == [1, 0]  # torch stayed in warn mode
+
+
+def test_the_program_asking_for_error_mode_gets_torchs_error_after_the_count():
+    with _watch_warn() as w:
+        torch.cuda.set_sync_debug_mode("error")
+        with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
+            sync_now()
+    assert w.report.syncs == 1
+
+
+def test_a_debug_mode_changed_behind_syncfree_is_said(fake_cuda):
+    real_set = fake_cuda.set  # a reference taken before the block (what the C call does)
+    with _watch_warn() as w:
+        sync_now()
+        real_set(0)
+    assert any("sync debug mode was set to 0 during the run by code syncfree could not see"
+               in n for n in w.report.notes), w.report.notes
+
+
+def test_a_hook_taken_by_another_tool_is_said():
+    original = warnings._showwarnmsg
+
+    def other_tools_hook(msg):
+        pass
+
+    try:
+        with _watch_warn() as w:
+            sync_now()
+            warnings._showwarnmsg = other_tools_hook  # installed over syncfree's, kept
+            sync_now()
+        assert warnings._showwarnmsg is other_tools_hook  # what the program installed stays
+    finally:
+        warnings._showwarnmsg = original
+    assert w.report.syncs == 1
+    assert any("warnings._showwarnmsg was replaced during the run" in n for n in w.report.notes)
+
+
+# ----------------------------------------------------------------------------- threads in warn mode
+
+
+def _in_threads(*targets):
+    barrier = threading.Barrier(len(targets))
+    errors = []
+
+    def run(target):
+        try:
+            barrier.wait()
+            target()
+        except BaseException as exc:  # noqa: B036 (reported by the test)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(t,), name=f"worker-{i}")
+               for i, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_two_threads_each_in_a_watch_count_their_own(global_state):
+    before = global_state()
+    reports = {}
+
+    both_in = threading.Barrier(2)
+
+    def work(n):
+        def target():
+            with _watch_warn() as w:
+                both_in.wait()  # both watches run while both threads sync
+                for i in range(n):
+                    sync_now()
+                    if i % 10 == 0:
+                        time.sleep(0.001)  # let the other thread in
+            reports[n] = w.report.syncs
+        return target
+
+    _in_threads(work(30), work(60))
+    assert reports == {30: 30, 60: 60}
+    _assert_restored(before, global_state())
+
+
+def test_watches_of_threads_ending_out_of_order_leave_no_hook(global_state):
+    before = global_state()
+    first_in = threading.Event()
+    first_out = threading.Event()
+    reports = {}
+
+    def first():
+        with _watch_warn() as w:
+            sync_now()
+            first_in.set()
+            assert second_in.wait(10)
+        reports["first"] = w.report.syncs
+        first_out.set()
+
+    second_in = threading.Event()
+
+    def second():
+        assert first_in.wait(10)
+        with _watch_warn() as w:
+            second_in.set()
+            assert first_out.wait(10)  # the first watch has ended: this one still counts
+            sync_now()
+            sync_now()
+        reports["second"] = w.report.syncs
+
+    _in_threads(first, second)
+    assert reports == {"first": 1, "second": 2}
+    _assert_restored(before, global_state())
+    shown = []  # no dead hook left to swallow the program's later warnings
+    previous = warnings.showwarning
+    warnings.showwarning = lambda message, *rest: shown.append(str(message))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.warn("after", RuntimeWarning)
+    finally:
+        warnings.showwarning = previous
+    assert shown == ["after"]
+
+
+def test_error_mode_stops_its_own_thread_only():
+    # torch's own error mode is process-wide: every thread's next sync would raise.
+    import syncfree
+
+    other = []
+
+    def worker():
+        sync_now()
+        other.append("finished")
+
+    with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
+        with syncfree.watch("error") as w:
+            t = threading.Thread(target=worker)
+            t.start()
+            t.join()
+            sync_now()
+    assert other == ["finished"]
+    assert w.report.error is not None and w.report.syncs == 1
