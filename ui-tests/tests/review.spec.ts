@@ -391,3 +391,45 @@ test.describe('issue 26 with a kernel (CPU torch: syncs are predicted)', () => {
     await expect(cellAt(page, 3).locator('.jp-syncfree-findings')).toHaveCount(0);
   });
 });
+
+test('polish: the tour opens clean (its language_info is the kernel’s) and its words match its report', async ({
+  page,
+  tmpPath
+}) => {
+  const name = 'tour.ipynb';
+  await page.contents.uploadFile(require('path').resolve(__dirname, '../../examples', name), `${tmpPath}/${name}`);
+  await page.notebook.openByPath(`${tmpPath}/${name}`);
+  await page.notebook.activate(name);
+  const dirtyOnceTheKernelIsUp = await page.evaluate(async () => {
+    const panel = (window as any).jupyterapp.shell.currentWidget;
+    await panel.sessionContext.ready;
+    await panel.sessionContext.session.kernel.info;
+    await new Promise(resolve => setTimeout(resolve, 1000));
+    return panel.context.model.dirty as boolean;
+  });
+  expect(dirtyOnceTheKernelIsUp).toBe(false);
+  await expect(cellAt(page, 12)).toContainText('line 5');
+  await expect(cellAt(page, 12)).not.toContainText('line 4');
+});
+
+test('polish: a stale marker keeps its shape whole: the slash sits at its corner', async ({ page, tmpPath }) => {
+  await openFixture(page, tmpPath, 'syncs.ipynb');
+  await cellLines(page, TRAIN).nth(1).click();
+  await page.keyboard.press('End');
+  await page.keyboard.type(' # edited');
+  const marker = markerOn(page, TRAIN, 6);
+  await expect(marker).toHaveClass(/jp-syncfree-stale/);
+  const geometry = await marker.evaluate(node => {
+    const box = node.getBoundingClientRect();
+    const after = getComputedStyle(node, '::after');
+    const before = getComputedStyle(node, '::before');
+    return {
+      slashWidth: parseFloat(after.width),
+      slashCentre: parseFloat(after.left) - box.width / 2,
+      dot: parseFloat(before.width)
+    };
+  });
+  // The slash is shorter than the dot is wide and centred off it, below and right.
+  expect(geometry.slashWidth).toBeLessThan(geometry.dot);
+  expect(geometry.slashCentre).toBeGreaterThanOrEqual(3);
+});
