@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from syncfree.cli.check import check
 from syncfree.output import SYNTAX_ERROR
 
@@ -206,3 +208,38 @@ def test_progress_only_on_a_terminal(tmp_path, capsys, monkeypatch):
     meter.step()
     meter.clear()
     assert capsys.readouterr().err == "\rsyncfree: checked 1 of 3 files\r\x1b[K"
+
+
+def test_json_carries_the_rewrite_and_sarif_its_fix_fingerprint_and_help_uri(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    path = tmp_path / "train.py"
+    path.write_text(FIXABLE)
+    entries = json.loads(syncfree("check", "--format", "json", str(path)).stdout)
+    tensor = next(e for e in entries if e["rule"] == "SF401")
+    assert tensor["fix_title"] == "Fill on the GPU with torch.full"
+    [edit] = tensor["fix_edits"]
+    line = FIXABLE.splitlines()[edit["line"] - 1]
+    assert line[: edit["col"] - 1] + edit["text"] + line[edit["end_col"] - 1 :] == "v = torch.full((), 1.5, device='cuda')"
+    assert "fix_edits" not in next(e for e in entries if e["rule"] == "SF101")  # no rewrite: no key
+
+    def sarif(env: dict | None = None) -> dict:
+        environment = {key: value for key, value in os.environ.items() if key != "SYNCFREE_DOCS_URL"}
+        environment.update({"PYTHONPATH": str(ROOT / "python_helper"), **(env or {})})
+        done = subprocess.run([sys.executable, "-m", "syncfree", "check", "--format", "sarif", str(path)],
+                              capture_output=True, text=True, env=environment, timeout=120)
+        return json.loads(done.stdout)
+
+    log = sarif()
+    schema = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").read_text())
+    jsonschema.validate(log, schema)
+    results = log["runs"][0]["results"]
+    prints = {r["ruleId"]: r["partialFingerprints"]["syncfreeFinding/v1"] for r in results}
+    fix = next(r for r in results if r["ruleId"] == "SF401")["fixes"][0]
+    assert fix["artifactChanges"][0]["replacements"][0]["insertedContent"]["text"] == "torch.full((), 1.5, device='cuda')"
+    assert all("helpUri" not in rule for rule in log["runs"][0]["tool"]["driver"]["rules"])  # no URL invented
+    path.write_text("# a comment above moves every line down\n\n" + FIXABLE)
+    moved = sarif()
+    assert {r["ruleId"]: r["partialFingerprints"]["syncfreeFinding/v1"] for r in moved["runs"][0]["results"]} == prints
+    documented = sarif({"SYNCFREE_DOCS_URL": "https://docs.example/catalog"})
+    uris = {rule["id"]: rule["helpUri"] for rule in documented["runs"][0]["tool"]["driver"]["rules"]}
+    assert uris["SF101"] == "https://docs.example/catalog#sf101-item"

@@ -59,6 +59,12 @@ class Diagnostic:
     # None where the site is all there is
     chains: tuple[tuple[str, ...], ...] | None = None
     processes: tuple[str, ...] | None = None  # run: the forked child processes it synced in (None: the program's)
+    # check: the rewrite itself (title, and edits as (line, col, end_line, end_col, text), 1-based columns)
+    fix_title: str | None = None
+    fix_edits: tuple[tuple[int, int, int, int, str], ...] | None = None
+    # check: what identifies the finding across commits (rule, path, the code it covers, its n-th repeat), for SARIF's
+    # partialFingerprints; code scanning matches a result to the same one in an earlier run by it
+    fingerprint: str | None = None
 
     def location(self) -> str:
         if self.cell is None:
@@ -149,9 +155,12 @@ def _context(d: Diagnostic) -> str:
 
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     entry = asdict(d)
-    for key in ("chains", "processes"):  # run's fields: absent from check's entries
+    for key in ("chains", "processes", "fix_title", "fix_edits", "fingerprint"):  # absent where not the command's
         if entry[key] is None:
             del entry[key]
+    if "fix_edits" in entry:
+        entry["fix_edits"] = [{"line": line, "col": col, "end_line": end_line, "end_col": end_col, "text": text}
+                              for line, col, end_line, end_col, text in entry["fix_edits"]]
     return entry
 
 
@@ -213,15 +222,36 @@ def _sarif_rule(code: str, rule: Any) -> dict[str, Any]:
             "defaultConfiguration": {"level": "error"},
         }
     help_text = f"{rule.why}\n\nUse instead: {rule.fix}"
+    documentation = _documentation_url()
     return {
         "id": code,
         "name": rule.name,
+        **({"helpUri": f"{documentation}#{code.lower()}-{rule.name}"} if documentation else {}),
         "shortDescription": {"text": rule.title},
         "fullDescription": {"text": rule.why},
         "help": {"text": help_text, "markdown": f"{rule.why}\n\n**Use instead**: {rule.fix}\n\n```python\n{rule.example_after}\n```"},
         "defaultConfiguration": {"level": "warning"},
         "properties": {"category": rule.category, "kind": rule.kind, "dependency": rule.dependency},
     }
+
+
+def _documentation_url() -> str | None:
+    """The catalog's page where rules link to (SARIF ``helpUri``): the installed distribution's ``Documentation``
+    project URL (``[project.urls]`` in pyproject.toml), or ``SYNCFREE_DOCS_URL``; None rather than an invented one."""
+    configured = os.environ.get("SYNCFREE_DOCS_URL")
+    if configured:
+        return configured.rstrip("#")
+    try:
+        from importlib.metadata import PackageNotFoundError, metadata
+
+        urls = metadata("syncfree").get_all("Project-URL") or []
+    except (PackageNotFoundError, ValueError):
+        return None
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() in ("documentation", "docs", "catalog") and url.strip().startswith("https://"):
+            return url.strip().rstrip("#")
+    return None
 
 
 def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
@@ -240,10 +270,23 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": d.rule,
         "ruleIndex": rule_index,
+        **({"partialFingerprints": {"syncfreeFinding/v1": d.fingerprint}} if d.fingerprint else {}),
         "level": "error" if d.rule == SYNTAX_ERROR else "warning",
         "message": {"text": clean_text(d.message)},
         "locations": [location],
     }
+    if d.fix_edits and d.cell is None:
+        # The rewrite as a SARIF fix (viewers offer to apply it); a notebook cell's lines are not the file's.
+        result["fixes"] = [{
+            "description": {"text": d.fix_title or "Rewrite"},
+            "artifactChanges": [{
+                "artifactLocation": {"uri": _uri(d.path)},
+                "replacements": [{
+                    "deletedRegion": {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col},
+                    "insertedContent": {"text": text},
+                } for line, col, end_line, end_col, text in d.fix_edits],
+            }],
+        }]
     properties: dict[str, Any] = {"certainty": d.certainty}
     if d.count is not None:
         properties["count"] = d.count

@@ -12,6 +12,7 @@ import ast
 import difflib
 import functools
 import gc
+import hashlib
 import io
 import json
 import multiprocessing
@@ -264,6 +265,7 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
     diagnostics: list[Diagnostic] = []
     syntax_errors = fixed = 0
     rewritten: list[SourceCell] = []
+    seen: dict[tuple[str, ...], int] = {}
     bindings = Bindings()  # a notebook's cells see what the cells above them bound
     for cell in cells:
         before = Bindings(dict(bindings.names), dict(bindings.aliases), set(bindings.imported), bindings.default_device)
@@ -281,7 +283,8 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
             diagnostics.append(problem)
             syntax_errors += 1
         else:
-            diagnostics.extend(_diagnostic(cell, finding) for finding in findings)
+            prints = _fingerprints(cell, findings, seen)
+            diagnostics.extend(_diagnostic(cell, finding, digest) for finding, digest in zip(findings, prints))
     diffs: tuple[str, ...] = ()
     if fixed and fixing is not None:
         if fixing.action == "diff":
@@ -379,12 +382,36 @@ def _syntax_error(cell: SourceCell) -> Diagnostic | None:
     return None
 
 
-def _diagnostic(cell: SourceCell, finding: dict[str, Any]) -> Diagnostic:
+def _diagnostic(cell: SourceCell, finding: dict[str, Any], fingerprint: str | None = None) -> Diagnostic:
     r = finding["range"]
     fix = finding["fix"]
+    edits = tuple(
+        (e["range"]["line"], e["range"]["col"] + 1, e["range"]["end_line"], e["range"]["end_col"] + 1, e["text"])
+        for e in fix["edits"]
+    ) if fix else None
     return Diagnostic(cell.path, r["line"], r["col"] + 1, r["end_line"], r["end_col"] + 1, finding["rule"],
                       finding["message"], cell=cell.number, cell_id=cell.cell_id, certainty=finding["certainty"],
-                      fix=fix["safety"] if fix else None)
+                      fix=fix["safety"] if fix else None, fix_title=fix["title"] if fix else None, fix_edits=edits,
+                      fingerprint=fingerprint)
+
+
+def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[tuple[str, ...], int]) -> list[str]:
+    """A finding's identity across commits: its rule, file, cell, the code it covers (spaces collapsed) and how many
+    identical ones come before it, hashed; lines moving up or down leave it unchanged (SARIF partialFingerprints)."""
+    lines = cell.source.splitlines()
+    prints = []
+    for finding in findings:
+        r = finding["range"]
+        covered = lines[r["line"] - 1 : r["end_line"]]
+        if covered:
+            covered[-1] = covered[-1][: r["end_col"]] if len(covered) > 1 else covered[-1][r["col"] : r["end_col"]]
+            if len(covered) > 1:
+                covered[0] = covered[0][r["col"] :]
+        key = (finding["rule"], cell.path, cell.cell_id or str(cell.number or ""), " ".join(" ".join(covered).split()))
+        seen[key] = seen.get(key, 0) + 1
+        digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:32]
+        prints.append(digest)
+    return prints
 
 
 def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None, fixed: int = 0) -> str:
