@@ -31,18 +31,21 @@ CELL = ("y = x @ x\n"
 def _state():
     import torch
 
-    from syncfree.capture import explicit, interrupts
-    from syncfree.capture import recorder as recorder_module
+    from syncfree.capture import dispatch, explicit, interrupts
 
     return {
         "filters": (id(warnings.filters), [id(f) for f in warnings.filters]),
         "showwarning": warnings.showwarning,
+        "showwarnmsg": warnings._showwarnmsg,
+        "filters_mutated": warnings._filters_mutated,
+        "debug_mode_functions": (torch.cuda.set_sync_debug_mode, torch.cuda.get_sync_debug_mode),
         "synchronize": torch.cuda.synchronize,
         "event_synchronize": vars(torch.cuda.Event).get("synchronize"),
         "debug_mode": torch.cuda.get_sync_debug_mode(),
         "profile": sys.getprofile(),
         "sigint": signal.getsignal(signal.SIGINT),
-        "active": list(recorder_module._active),
+        "running": (list(dispatch._running), list(dispatch._debug_users),
+                    list(dispatch._installed), list(dispatch._entries)),
         "explicit": (list(explicit._receivers), list(explicit._installed)),
         "holders": list(interrupts._holders),
     }
