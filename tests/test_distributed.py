@@ -574,3 +574,37 @@ def test_a_failing_rank_fails_the_job_and_the_stopped_rank_still_reports(tmp_pat
     # Rank 0, stopped by SIGTERM, kept its report.
     assert [r["count"] for r in entry["ranks"]] == [1, 1]
     assert "rank 0 read it" in result.stderr and "rank 1 read it" in result.stderr
+
+
+def test_a_ranks_forked_children_are_in_the_merged_report(tmp_path):
+    """The run's mechanism for child processes (syncfree.processes) carries over: a rank's forked child's syncs are
+    the rank's, marked as made in child processes."""
+    script = tmp_path / "forks.py"
+    script.write_text(textwrap.dedent("""\
+        import os
+        import torch
+        x = torch.ones(2, device="cuda")
+        pid = os.fork()
+        if pid == 0:
+            x.sum().item()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        x.max().item()
+    """))
+    env = {**job_env(), **torchrun_env(0, 1)}
+    result = subprocess.run([sys.executable, "-m", "syncfree", "run", "--rank-report-dir", str(tmp_path / "ranks"),
+                             str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "forks.py:9:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1] ×1" in result.stdout
+    assert "forks.py:6:5: SF101 `.item()` waits for the GPU (predicted) in child processes [rank 0 ×1] ×1" \
+        in result.stdout, result.stdout
+    assert "2 syncs on 1 of 1 rank" in result.stdout
+
+
+def test_a_rank_runs_a_module_as_python_m(tmp_path):
+    (tmp_path / "jobmod.py").write_text("import torch\nx = torch.ones(2, device='cuda')\nx.sum().item()\n")
+    env = {**job_env(), **torchrun_env(0, 1)}
+    result = subprocess.run([sys.executable, "-m", "syncfree", "run", "--rank-report-dir", str(tmp_path / "ranks"),
+                             "-m", "jobmod"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "jobmod.py:3:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1] ×1" in result.stdout

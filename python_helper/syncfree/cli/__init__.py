@@ -58,12 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "merge":
             status = merge(args.directory, output_format=args.format, budget=budget, out=output.stream(),
                            state=state)
-        elif args.notebook is None and not args.module and _distributed(args):
-            status = _run_distributed(args, config, state)
+        elif args.notebook is None and _distributed(args):
+            status = _run_distributed(args, config, state, output)
         elif args.notebook is None:
             _only_for_notebooks(args)
-            if torchrun_arguments(args) or args.rank_report_dir:
-                raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script, not -m")
+            if args.rank_report_dir:
+                raise UsageProblem("--rank-report-dir is for the ranks of a distributed job: under torchrun, "
+                                   "or with --nproc-per-node N")
             status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
                                 output=output, state=state)
@@ -243,23 +244,25 @@ def _distributed(args: argparse.Namespace) -> bool:
         raise UsageProblem(str(problem)) from None
 
 
-def _run_distributed(args: argparse.Namespace, config, state: dict[str, int]) -> int:
+def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], output: ReportOutput) -> int:
     from syncfree.distributed.ranks import RankInfo
 
     if args.target == "-":
         raise UsageProblem("a distributed run reads its script from a file, not stdin")
+    _only_for_notebooks(args)
+    if args.select is not None or args.ignore is not None:
+        raise UsageProblem("--select/--ignore do not apply to a distributed run yet: each rank reports every sync")
     budget = args.budget if args.budget is not None else config.budget
-    mode = args.mode or config.mode
+    options = dict(mode=args.mode or config.mode, engine=args.engine or config.engine, module=args.module,
+                   output_format=args.format, budget=budget, state=state, output=output)
     torchrun = torchrun_arguments(args)
     if torchrun:
         if args.torchrun_nproc_per_node is None:
             raise UsageProblem("the torchrun options need --nproc-per-node N")
-        return launch(args.target, args.args, torchrun=torchrun, mode=mode, output_format=args.format,
-                      budget=budget, rank_report_dir=args.rank_report_dir, state=state)
+        return launch(args.target, args.args, torchrun=torchrun, rank_report_dir=args.rank_report_dir, **options)
     from syncfree.cli.run_rank import run_rank
 
-    return run_rank(args.target, args.args, rank=RankInfo.from_environ(), directory=args.rank_report_dir,
-                    mode=mode, output_format=args.format, budget=budget, state=state)
+    return run_rank(args.target, args.args, rank=RankInfo.from_environ(), directory=args.rank_report_dir, **options)
 
 
 def _budget(text: str) -> int:

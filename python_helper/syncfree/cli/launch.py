@@ -96,6 +96,8 @@ def launch(
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
     output: Any = None,
+    module: bool = False,
+    engine: str | None = None,
 ) -> int:
     """Start torchrun with syncfree as each rank's entry point, wait, merge, report (to ``output``, a
     `syncfree.output.ReportOutput`, when given: ``--output-file``)."""
@@ -107,7 +109,7 @@ def launch(
 
     out = out or sys.stdout
     state = state if state is not None else {}
-    if not Path(target).is_file():
+    if not module and not Path(target).is_file():
         raise UsageProblem(f"cannot read {target}: no such file")
     try:
         import torch.distributed.run  # noqa: F401  (the launcher; fails early without torch)
@@ -118,7 +120,8 @@ def launch(
     launch_id = uuid.uuid4().hex
     env = dict(os.environ, **{RUN_ID_VARIABLE: launch_id, MERGE_VARIABLE: "launcher"})
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun, "-m", "syncfree", "run",
-               "--rank-report-dir", folder, *(["--mode", mode] if mode else []), target, *argv]
+               "--rank-report-dir", folder, *(["--mode", mode] if mode else []),
+               *(["--engine", engine] if engine else []), *(["-m"] if module else []), target, *argv]
     interrupted = False
     # A machine format's report is the only thing on stdout: the program's own output (every
     # rank's) goes to stderr, as for `syncfree run script.py` (not with --output-file).

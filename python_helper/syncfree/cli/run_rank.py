@@ -44,8 +44,11 @@ def run_rank(
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
     output: Any = None,
+    module: bool = False,
+    engine: str | None = None,
 ) -> int:
-    """Run ``target`` as ``rank``; write its report; merge the job's if it is the last rank.
+    """Run ``target`` (a module with ``module``) as ``rank``; write its report; merge the job's if it is the last
+    rank.
 
     ``output`` (a `syncfree.output.ReportOutput`): where the merged report goes (``--output-file``) and whether the
     script's stdout moves to stderr meanwhile (a machine format on stdout); only the merging rank writes to it."""
@@ -59,35 +62,50 @@ def run_rank(
         complete_run,
         write_rank_report,
     )
-    from syncfree.session import run_script
+    from syncfree.session import ModuleNotRunnable, run_script
 
     out = out or sys.stdout
     state = state if state is not None else {}
     # Absolute before the script runs: it may change the working directory.
     folder = os.path.abspath(directory or os.environ.get(DIRECTORY_VARIABLE) or DEFAULT_DIRECTORY)
     first = rank.rank == 0  # what every rank would say alike is said once, by rank 0
-    if not Path(target).is_file():
+    if not module and not Path(target).is_file():
         return _problem(f"cannot read {target}: no such file", first, state)
     cwd = os.getcwd()
     started = time.time()
+    script = target if module else os.path.abspath(target)
+
+    def rank_report(result: Any) -> RankReport:
+        return RankReport(rank, result.report.to_dict(), script, list(argv), cwd, result.exit_code, started,
+                          time.time(), [child.to_dict() for child in getattr(result, "children", [])],
+                          list(getattr(result, "notes", [])))
+
+    def on_exit(result: Any) -> None:  # os._exit(n) in the program: its report, then the exit it asked for
+        try:
+            write_rank_report(folder, rank_report(result))
+        except OSError:
+            pass
+
     stop = _StopOnTerm()
     moved = output.program_output() if output is not None else contextlib.nullcontext()
     try:
         with moved:
-            result = run_script(target, list(argv), mode=mode)
+            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine)
     except SyntaxError as error:
         return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
     except OSError as error:
         return _problem(f"cannot read {target}: {error.strerror or error}", first, state)
+    except ModuleNotRunnable as error:
+        return _problem(str(error), first, state)
     finally:
         stop.close()
-    report = RankReport(rank, result.report.to_dict(), os.path.abspath(target), list(argv), cwd,
-                        result.exit_code, started, time.time())
+    report = rank_report(result)
     try:
         write_rank_report(folder, report)
     except OSError as error:
-        print(f"syncfree: error: rank {rank.rank}: cannot write its report to {folder}: "
-              f"{error.strerror or error}", file=sys.stderr)
+        if first:
+            print(f"syncfree: error: cannot write the rank reports to {folder}: {error.strerror or error}",
+                  file=sys.stderr)
         state["status"] = EXIT_ERROR
         return result.exit_code or EXIT_ERROR
     state["status"] = result.exit_code

@@ -58,6 +58,7 @@ class MergedSite:
     predicted: bool
     allowed: bool
     path: str | None            # the file as the first rank that made it saw it (to read its line)
+    in_children: bool = False   # made in the ranks' forked children (DataLoader and Pool workers)
     counts: dict[int, int] = field(default_factory=dict)
     blocked: dict[int, float] = field(default_factory=dict)  # ranks whose blocked time was measured
 
@@ -153,23 +154,36 @@ class MergedReport:
         present = set(self.ranks)
         return [rank for rank in range(self.world_size) if rank not in present]
 
+    @staticmethod
+    def _sites_of(report: RankReport) -> list[tuple[dict, bool]]:
+        """(site, in a child) for the rank's own sites and its forked children's (`processes.site_fields`)."""
+        found = [(site, False) for site in report.report["sites"]]
+        for child in report.children:
+            for site in child["sites"]:
+                if not isinstance(site, dict) or not site.get("chain") or not isinstance(site.get("count"), int):
+                    continue
+                files = site.get("files")
+                found.append(({**site, "line": site["chain"][-1], "chain_files": files,
+                               "file": files[-1] if files else None}, True))
+        return found
+
     def _merge_sites(self) -> list[MergedSite]:
         merged: dict[tuple, MergedSite] = {}
         for report in self.reports:
             rank, cwd = report.rank.rank, report.cwd
-            for site in report.report["sites"]:
+            for site, in_child in self._sites_of(report):
                 files = site.get("chain_files") or [site.get("file")] * len(site.get("chain") or [site["line"]])
                 lines = site.get("chain") or [site["line"]]
                 chain = tuple((_display_path(f, cwd), n) for f, n in zip(files, lines))
                 label = site.get("label") or kind_label(site["kind"])
-                key = (chain, site["kind"], site.get("rule"), label, bool(site.get("allowed")))
+                key = (chain, site["kind"], site.get("rule"), label, bool(site.get("allowed")), in_child)
                 entry = merged.get(key)
                 if entry is None:
                     entry = merged[key] = MergedSite(
                         file=_display_path(site.get("file"), cwd), line=site["line"], chain=chain,
                         kind=site["kind"], rule=site.get("rule"), label=label,
                         predicted=bool(site.get("predicted")), allowed=bool(site.get("allowed")),
-                        path=site.get("file"))
+                        path=site.get("file"), in_children=in_child)
                 # Sites of one rank that differ only by thread add up on that line.
                 entry.counts[rank] = entry.counts.get(rank, 0) + site["count"]
                 if isinstance(site.get("blocked_ms"), (int, float)):
@@ -180,13 +194,15 @@ class MergedReport:
     @staticmethod
     def _rank_totals(report: RankReport) -> RankTotals:
         totals = report.report["totals"]
+        in_children = sum(child["syncs"] for child in report.children)
         syncs = totals["syncs"]
         sites = report.report["sites"]
         allowed = sum(s["count"] for s in sites if s.get("allowed"))
         blocked = totals.get("blocked_ms")
+        counted = totals["counted"] if isinstance(totals.get("counted"), int) else syncs - allowed
         return RankTotals(
-            rank=report.rank.rank, syncs=syncs,
-            counted=totals["counted"] if isinstance(totals.get("counted"), int) else syncs - allowed,
+            rank=report.rank.rank, syncs=syncs + in_children,
+            counted=counted + in_children,
             blocked_ms=float(blocked) if isinstance(blocked, (int, float)) else None,
             unattributed=max(syncs - sum(s["count"] for s in sites), 0),
             exit_code=report.exit_code, hostname=report.rank.hostname)
@@ -249,6 +265,12 @@ class MergedReport:
         for report in self.reports:
             lines = [str(n) for n in report.report.get("notes") or []]
             lines += predict_table_lines(report.report)
+            lines += report.child_notes
+            if report.children:
+                count = sum(child["syncs"] for child in report.children)
+                names = sorted({str(child.get("name")).rstrip("-0123456789") or "process" for child in report.children})
+                lines.append(f"forked child processes ({', '.join(names)}) synced {count} time"
+                             f"{'s' if count != 1 else ''}: the sites marked 'in child processes'")
             for line in dict.fromkeys(lines):
                 seen.setdefault(line, []).append(report.rank.rank)
         everyone = self.ranks
@@ -323,6 +345,8 @@ class MergedReport:
             (RULES[site.rule].title if site.rule in RULES else site.label.replace("`", ""))
         ranks = self.ranks
         predicted = " (predicted)" if site.predicted else ""
+        if site.in_children:
+            predicted += " in child processes"
         if site.divergent(ranks):
             where = f"divergent, {site.spread(ranks)}"
         else:
@@ -357,7 +381,8 @@ class MergedReport:
                        "divergent_sites": len(self.divergent_sites)},
             "sites": [{"file": s.file, "line": s.line, "chain": [list(c) for c in s.chain],
                        "kind": s.kind, "rule": s.rule, "label": s.label, "predicted": s.predicted,
-                       "allowed": s.allowed, "count": s.count, "blocked_ms": s.blocked_ms,
+                       "allowed": s.allowed, "in_children": s.in_children, "count": s.count,
+                       "blocked_ms": s.blocked_ms,
                        "divergent": s.divergent(ranks), "per_rank": s.per_rank(ranks)}
                       for s in self.sites],
             "notes": self.notes(),

@@ -48,6 +48,8 @@ class RankReport:
     exit_code: int
     started: float  # time.time() when syncfree started the script
     finished: float
+    children: list[dict[str, Any]] = field(default_factory=list)  # ProcessReport.to_dict() of forked children
+    child_notes: list[str] = field(default_factory=list)  # children the run could not see
     path: Path | None = field(default=None, compare=False)
 
     @property
@@ -58,7 +60,8 @@ class RankReport:
         return {"format": FORMAT, "version": VERSION, "run": self.run_key,
                 "rank": self.rank.to_dict(), "script": self.script, "argv": list(self.argv),
                 "cwd": self.cwd, "exit_code": self.exit_code, "started": self.started,
-                "finished": self.finished, "report": self.report}
+                "finished": self.finished, "report": self.report, "children": self.children,
+                "child_notes": self.child_notes}
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | None = None) -> RankReport:
@@ -87,9 +90,16 @@ class RankReport:
         if not isinstance(exit_code, int) or isinstance(exit_code, bool):
             raise ValueError("no exit status")
         argv = data.get("argv")
+        children = data.get("children") or []
+        if not isinstance(children, list) or not all(
+                isinstance(c, dict) and isinstance(c.get("syncs"), int) and isinstance(c.get("sites"), list)
+                for c in children):
+            raise ValueError("malformed child processes")
+        notes = data.get("child_notes") or []
         return cls(rank, report, str(data.get("script") or ""),
                    [str(a) for a in argv] if isinstance(argv, list) else [],
-                   str(data.get("cwd") or ""), exit_code, float(numbers[0]), float(numbers[1]), path)
+                   str(data.get("cwd") or ""), exit_code, float(numbers[0]), float(numbers[1]),
+                   children, [str(n) for n in notes] if isinstance(notes, list) else [], path)
 
 
 def file_name(rank: int) -> str:
