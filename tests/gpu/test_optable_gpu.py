@@ -155,13 +155,20 @@ def _derived_cases():
         "masked_fill python float": lambda d: m.to(d).masked_fill(m.to(d) > 0, float("-inf")),
         "masked_fill python bool": lambda d: m.to(d).masked_fill(m.to(d) > 0, True),
         "masked_fill 0-d tensor": lambda d: m.to(d).masked_fill(m.to(d) > 0, torch.tensor(0.0).to(d)),
+        # held-out OpInfo samples the table missed (issue 22): optable._mode_reads, VIA
+        "mode of 3000": lambda d: torch.mode(torch.arange(3000.0).to(d)),
+        "mode of 4 slices of 3000": lambda d: torch.mode(torch.arange(12000.0).reshape(4, 3000).to(d), 1),
+        "matrix_norm nuc": lambda d: torch.linalg.matrix_norm(m.to(d), ord="nuc"),
+        "matrix_norm 2 batched": lambda d: torch.linalg.matrix_norm(torch.randn(2, 3, 2).to(d), ord=2),
+        "linalg.norm -2": lambda d: torch.linalg.norm(m.to(d), ord=-2),
     }
 
 
 DERIVED = ("linalg.svd non-empty", "svd non-empty", "svd_lowrank", "isin sorting path",
            "isin sorting path, assume_unique", "isin brute force", "histc min=max", "histc range",
            "equal different shapes", "combinations r=3", "masked_fill python float",
-           "masked_fill python bool", "masked_fill 0-d tensor")
+           "masked_fill python bool", "masked_fill 0-d tensor", "mode of 3000",
+           "mode of 4 slices of 3000", "matrix_norm nuc", "matrix_norm 2 batched", "linalg.norm -2")
 
 
 class _Counting:

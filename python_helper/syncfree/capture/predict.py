@@ -126,7 +126,10 @@ UNMEASURED_RULES = (
     "torch.load(map_location='cuda'): 1 per storage (a pageable host-to-device copy)",
     "nn.TransformerEncoder's padding fast path: _nested_tensor_from_mask_left_aligned 1 "
     "(equal), _nested_tensor_from_mask 2 (+1 with mask_check), to_padded_tensor 1, "
-    "_transformer_encoder_layer_fwd 0 (aten/src/ATen/native/nested/)",
+    "_transformer_encoder_layer_fwd 0, _native_multi_head_attention 0 "
+    "(aten/src/ATen/native/nested/, transformers/attention.cu)",
+    "torch.lstm/gru/rnn_tanh/rnn_relu (nn.LSTM, GRU, RNN forward), packed or not: 0 "
+    "(cudnn/RNN.cpp takes batch_sizes on the host)",
     "torch.save: 1 per storage, not per tensor (_save copies each storage to the host once, "
     "torch/serialization.py; measured: 1 per tensor of a state dict, whose tensors each "
     "have their own storage)",
@@ -1664,6 +1667,15 @@ def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
     is on the input's device, ``batch_sizes`` (``lengths``) stay on the host, as on a GPU
     (aten/src/ATen/native/PackedSequence.cpp; torch/nn/utils/rnn.py rejects a PackedSequence
     whose batch_sizes are not on the CPU). Neither reads the device: no sync."""
+    import torch
+
+    if func is torch._pack_padded_sequence:
+        lengths = args[1] if len(args) > 1 else kwargs.get("lengths")
+        if _virtual(mode, lengths):
+            # The error a GPU run gets (aten/src/ATen/native/PackedSequence.cpp,
+            # checkLongTensor): the lengths must be on the host.
+            raise RuntimeError("'lengths' argument should be a 1D CPU int64 tensor, but got "
+                               f"{lengths.dim()}D cuda:0 {_type_name(lengths)} tensor")
     result = func(*args, **kwargs)
     data = args[0] if args else next(iter(kwargs.values()), None)
     if _virtual(mode, data):
@@ -1671,10 +1683,17 @@ def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
     return result
 
 
-def _nested_fast_path(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any]:
-    """Handler for the ops of nn.TransformerEncoder's padding fast path (nested tensors),
-    with their syncs on CUDA as torch's source makes them (UNMEASURED_RULES; checked by
-    tests/gpu/test_workloads_gpu.py): results on the input's device."""
+def _type_name(tensor: Any) -> str:
+    import torch
+
+    return torch.Tensor.type(tensor)[len("torch."):].replace("Tensor", "")
+
+
+def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any]:
+    """Handler for an op without a measurement of its own (nn.TransformerEncoder's padding
+    fast path, cuDNN's RNNs), with its syncs on CUDA as torch's source makes them
+    (UNMEASURED_RULES; checked by tests/gpu/test_workloads_gpu.py): results on the
+    input's device."""
 
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         if any(_virtual(mode, t) for t in _call_tensors(args, kwargs)):
@@ -1682,8 +1701,8 @@ def _nested_fast_path(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any]
             if n:
                 _record(mode, "library", n)
             result = func(*args, **kwargs)
-            if issubclass(type(result), _Tensor):
-                mode.registry.mark_cuda(result)
+            for out in _tensors_in(result):
+                mode.registry.mark_cuda(out)
             return result
         return func(*args, **kwargs)
 
@@ -2023,10 +2042,16 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         # NestedTensor_nested_tensor_from_mask_left_aligned ends in an equal();
         # nested_from_padded and the layers copy their metadata non_blocking (no sync);
         # NestedTensor_to_padded_tensor_cuda copies it blocking (one).
-        torch._nested_tensor_from_mask_left_aligned: _nested_fast_path(lambda a, k: 1),
-        torch._nested_tensor_from_mask: _nested_fast_path(_from_mask_syncs),
-        torch._transformer_encoder_layer_fwd: _nested_fast_path(lambda a, k: 0),
-        T.to_padded_tensor: _nested_fast_path(
+        torch._nested_tensor_from_mask_left_aligned: _from_torch_source(lambda a, k: 1),
+        torch._nested_tensor_from_mask: _from_torch_source(_from_mask_syncs),
+        torch._transformer_encoder_layer_fwd: _from_torch_source(lambda a, k: 0),
+        # nn.MultiheadAttention's fast path (attention.cu: masked softmax on the device)
+        torch._native_multi_head_attention: _from_torch_source(lambda a, k: 0),
+        # nn.LSTM/GRU/RNN (packed or not): cuDNN takes batch_sizes as host numbers
+        # (aten/src/ATen/native/cudnn/RNN.cpp), nothing read back
+        **{getattr(torch, name): _from_torch_source(lambda a, k: 0)
+           for name in ("lstm", "gru", "rnn_tanh", "rnn_relu") if hasattr(torch, name)},
+        T.to_padded_tensor: _from_torch_source(
             lambda a, k: 1 if getattr(a[0], "is_nested", False) else 0),
         torch._pack_padded_sequence: _handle_packed_sequence,
         torch._pad_packed_sequence: _handle_packed_sequence,
