@@ -61,7 +61,7 @@ def test_machine_formats_keep_stdout_to_the_report_and_the_programs_output_on_st
         assert done.stdout.startswith("::warning file=train.py,line=4,") and done.stdout.count("\n") == 1
 
 
-@pytest.mark.parametrize("output_format", ["text", "json", "sarif", "github"])
+@pytest.mark.parametrize("output_format", ["text", "sarif"])
 def test_output_file_holds_the_report_and_stdout_the_programs_output(tmp_path, output_format):
     write(tmp_path, "train.py", PRINTING)
     done = syncfree("run", "--format", output_format, "-o", "out.report", "train.py", "--lr", "3", cwd=tmp_path)
@@ -70,7 +70,7 @@ def test_output_file_holds_the_report_and_stdout_the_programs_output(tmp_path, o
     assert done.stdout.count("\n") == 4
     report = (tmp_path / "out.report").read_text()
     assert "LOSSLINE" not in report and "train.py" in report
-    if output_format in ("json", "sarif"):
+    if output_format == "sarif":
         json.loads(report)
     # The long name, on check too; a folder that does not exist is said before anything runs.
     done = syncfree("check", "--output-file", "check.txt", "train.py", cwd=tmp_path)
@@ -105,11 +105,8 @@ def test_paths_stay_relative_to_where_run_started_after_the_program_changes_fold
         x = torch.randn(4, device="cuda")
         x.sum().item()
         """)
-    for output_format in ("json", "sarif", "github", "text"):
-        done = syncfree("run", "--format", output_format, "train.py", cwd=tmp_path)
-        assert done.returncode == 1, done.stderr
-        assert "../" not in done.stdout and "run1" not in done.stdout, done.stdout
-        assert "train.py" in done.stdout
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.stdout.startswith("train.py:5:1: SF101 ") and "run1" not in done.stdout, done.stdout
     [row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
     assert (row["path"], row["line"], row["col"]) == ("train.py", 5, 1)
 
@@ -280,13 +277,11 @@ def test_select_and_ignore_apply_to_run_as_to_check(tmp_path):
     write(tmp_path, "train.py", SETUP)
     done = syncfree("run", "--format", "json", "--ignore", "SF101,SF303", "train.py", cwd=tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout) == [], done.stdout
-    done = syncfree("run", "--ignore", "SF303", "train.py", cwd=tmp_path)
-    assert "1 sync at 1 site" in done.stdout and "2 left out by --select/--ignore" in done.stdout, done.stdout
-    done = syncfree("run", "--format", "json", "--select", "SF3", "train.py", cwd=tmp_path)
-    assert [(row["rule"], row["count"]) for row in json.loads(done.stdout)] == [("SF303", 2)]
+    done = syncfree("run", "--select", "SF3", "train.py", cwd=tmp_path)
+    assert "\ntrain.py:2:1: SF303 " in done.stdout and " SF101 " not in done.stdout, done.stdout
+    assert "2 syncs at 1 site" in done.stdout and "1 left out by --select/--ignore" in done.stdout
     (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nignore = ["SF101", "SF303"]\n')
     assert syncfree("run", "train.py", cwd=tmp_path).returncode == 0
-    assert syncfree("run", "--ignore", "SF9", "train.py", cwd=tmp_path).returncode == 1  # the option wins
 
 
 # --------------------------------------------------------------------------------------------- one row per site
