@@ -403,7 +403,8 @@ def test_the_marker_is_known_with_the_plugin_off(pytester):
             def test_x(self):
                 assert not torch.cuda.is_available()
     """)
-    result = run(pytester, "-p", "no:syncfree", "--strict-markers", "--syncfree")
+    result = run(pytester, "-p", "no:syncfree", "--strict-markers", "--syncfree", "--syncfree-mode=error",
+                 "--syncfree-cuda")
     result.assert_outcomes(passed=2)
     assert "= syncfree =" not in result.stdout.str()
     result = run(pytester, "-p", "no:syncfree", "--markers")
