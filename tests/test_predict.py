@@ -493,6 +493,9 @@ def test_rnn_modules_run_without_cudnn_warnings_and_pack_on_the_host():
             # `lengths[unsorted_indices.cpu()]` in torch/nn/utils/rnn.py
             assert recorder.kinds == ["to_host"]
             assert Path(recorder.calls[0][1]).name == "rnn.py"
+            # lengths on the device: the error a GPU run gets, not a silent CPU run
+            with pytest.raises(RuntimeError, match="'lengths' argument should be a 1D CPU int64"):
+                pack_padded_sequence(x, lengths.cuda(), batch_first=True)
     assert [str(w.message) for w in caught if "cuDNN" in str(w.message)] == []
 
 
@@ -549,6 +552,40 @@ def test_transformer_padding_takes_the_fast_path_of_a_gpu():
     # other callers of has_torch_function still see the mode (dispatch to it works)
     with PredictSession(CollectingRecorder()):
         assert torch.overrides.has_torch_function((torch.ones(1),))
+
+
+def test_gpt_training_script_predictions_per_line(capsys):
+    """tests/gpu/data/gpt_train.py (its GPU truth: tests/gpu/test_workloads_gpu.py): the
+    causal mask's masked_fill predicts nothing, each torch.save one sync per CUDA storage
+    of the checkpoint, torch.load one per storage back to CUDA."""
+    import runpy
+
+    script = Path(__file__).parent / "gpu" / "data" / "gpt_train.py"
+
+    class Lines(CollectingRecorder):
+        def record_sync(self, frame, kind=None, *, predicted=False):
+            while frame is not None and frame.f_code.co_filename != str(script):
+                frame = frame.f_back
+            self.calls.append((kind, None, frame.f_lineno if frame else None, predicted))
+
+    recorder = Lines()
+    with PredictSession(recorder):
+        namespace = runpy.run_path(str(script), run_name="__main__")
+        model, optimizer = namespace["model"], namespace["optimizer"]
+        storages = len(model.state_dict()) + sum(
+            1 for state in optimizer.state.values() for t in state.values() if t.is_cuda)
+    per_line: dict = {}
+    for kind, _, line, _ in recorder.calls:
+        per_line[line] = per_line.get(line, 0) + 1
+    source = script.read_text().splitlines()
+    line_of = {text: n for n, text in enumerate(source, 1)}
+    assert line_of['        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))'] \
+        not in per_line
+    save = next(n for n, text in enumerate(source, 1) if "torch.save(" in text)
+    load = next(n for n, text in enumerate(source, 1) if "torch.load(" in text)
+    assert per_line[save] == 2 * storages  # two checkpoints
+    assert per_line[load] == storages
+    assert "resumed at step 5" in capsys.readouterr().err
 
 
 def test_dataloader_pinning_thread_runs_on_the_cpu():
