@@ -443,3 +443,17 @@ def test_chains_stop_at_the_test(pytester):
         "  test_chain.py:10: .item() ×1, predicted, SF101  [[]test_chain.py::test_function_error_mode[]]",
     ])
     assert "run_tests.py" not in result.stdout.str()
+
+
+def test_doctests_are_not_run_on_the_standins(pytester):
+    # --syncfree watches test functions and TestCase methods; a doctest has no body to
+    # watch and keeps the outcome it has without syncfree.
+    pytester.makepyfile(mod='''
+        def f():
+            """
+            >>> import torch
+            >>> torch.cuda.is_available()
+            False
+            """
+    ''')
+    run(pytester, "--syncfree", "--doctest-modules").assert_outcomes(passed=1)

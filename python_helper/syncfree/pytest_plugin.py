@@ -89,7 +89,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _watched(item: pytest.Item) -> bool:
-    return _marker_options(item) is not None or item.config.getoption("syncfree")
+    # Test functions and TestCase methods: items of other kinds (doctests, linters' items)
+    # have no body to watch, so they run as without syncfree, stand-ins included.
+    return isinstance(item, pytest.Function) and (
+        _marker_options(item) is not None or item.config.getoption("syncfree"))
 
 
 def _standins_needed(item: pytest.Item) -> str | None:
