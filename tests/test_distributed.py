@@ -179,6 +179,30 @@ def test_even_ranks_name_no_most_and_least():
     assert merged.rank_lines() == ["per rank: rank 0 2 syncs; rank 1 2 syncs"]
 
 
+def test_one_row_per_line_and_rule_whatever_the_chain():
+    first = {**site("/job/t.py", 3, 2), "chain": [10, 3], "chain_files": ["/job/main.py", "/job/t.py"]}
+    second = {**site("/job/t.py", 3, 5), "chain": [20, 3], "chain_files": ["/job/main.py", "/job/t.py"]}
+    merged = MergedReport([rank_report(0, [first, second]), rank_report(1, [second])])
+    assert [(s.file, s.line, s.counts) for s in merged.sites] == [("t.py", 3, {0: 7, 1: 5})]
+
+
+def test_rules_not_selected_are_left_out_of_sites_and_counts(tmp_path, capsys):
+    reports = [rank_report(0, [site("/job/t.py", 1, 4), site("/job/t.py", 2, 1, kind="format", rule="SF202")]),
+               rank_report(1, [site("/job/t.py", 1, 4)])]
+    merged = MergedReport(reports, selected={"SF202"})
+    assert [s.line for s in merged.sites] == [2]
+    assert [t.counted for t in merged.totals] == [1, 0]
+    assert "1 sync on 2 of 2 ranks at 1 site (predicted); 8 of rules not selected left out" in merged.summary()
+    for report in reports:
+        write_rank_report(tmp_path, report)
+    assert main(["merge", str(tmp_path), "--ignore", "SF101", "--budget", "1"]) == 0
+    assert main(["merge", str(tmp_path), "--budget", "1"]) == 1
+    with pytest.raises(SystemExit) as stop:  # a typo selects nothing: argparse's usage error
+        main(["merge", str(tmp_path), "--select", "SF999"])
+    assert stop.value.code == 2
+    assert "'SF999' matches no rule code" in capsys.readouterr().err
+
+
 def test_a_note_only_some_ranks_have_names_them():
     merged = MergedReport([rank_report(0, [], notes=("a", "b")), rank_report(1, [], notes=("a",))])
     assert merged.notes() == ["a", "b (rank 0)"]

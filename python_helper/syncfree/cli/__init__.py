@@ -19,7 +19,7 @@ from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
 from syncfree.cli.merge import merge
 from syncfree.cli.run_notebook import run
-from syncfree.cli.run_script import run_python
+from syncfree.cli.run_script import _selected_rules, run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
@@ -57,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            out=output.stream(), state=state, **check_options(args, config))
         elif args.command == "merge":
             status = merge(args.directory, output_format=args.format, budget=budget, out=output.stream(),
-                           state=state)
+                           state=state, selected=_selected_rules(select, ignore))
         elif args.notebook is None and _distributed(args):
             status = _run_distributed(args, config, state, output)
         elif args.notebook is None:
@@ -215,6 +215,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     )
     merge_parser.add_argument("directory", metavar="DIR", help="the folder of rank-NNNNN.json reports")
     _common(merge_parser)
+    _rule_selection(merge_parser, "default: every rule; syncs without a rule are always reported")
     return parser, run_parser
 
 
@@ -250,11 +251,12 @@ def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], ou
     if args.target == "-":
         raise UsageProblem("a distributed run reads its script from a file, not stdin")
     _only_for_notebooks(args)
-    if args.select is not None or args.ignore is not None:
-        raise UsageProblem("--select/--ignore do not apply to a distributed run yet: each rank reports every sync")
     budget = args.budget if args.budget is not None else config.budget
+    select = args.select if args.select is not None else config.select
+    ignore = args.ignore if args.ignore is not None else config.ignore
     options = dict(mode=args.mode or config.mode, engine=args.engine or config.engine, module=args.module,
-                   output_format=args.format, budget=budget, state=state, output=output)
+                   output_format=args.format, budget=budget, state=state, output=output,
+                   selected=_selected_rules(select, ignore))
     torchrun = torchrun_arguments(args)
     if torchrun:
         if args.torchrun_nproc_per_node is None:

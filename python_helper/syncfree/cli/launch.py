@@ -98,6 +98,7 @@ def launch(
     output: Any = None,
     module: bool = False,
     engine: str | None = None,
+    selected: set[str] | None = None,
 ) -> int:
     """Start torchrun with syncfree as each rank's entry point, wait, merge, report (to ``output``, a
     `syncfree.output.ReportOutput`, when given: ``--output-file``)."""
@@ -149,7 +150,7 @@ def launch(
     world = max((r.rank.world_size for r in reports), default=0)
     merged = MergedReport(reports, world_size=world,
                           problems=folder_read.problems if folder_read else (),
-                          directory=None if temporary else folder)
+                          directory=None if temporary else folder, selected=selected)
     if reports:
         write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
     elif output_format == "text":

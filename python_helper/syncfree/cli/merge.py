@@ -18,7 +18,8 @@ __all__ = ["merge"]
 
 
 def merge(directory: str, *, output_format: str = "text", budget: int | None = None,
-          out: TextIO | None = None, state: dict[str, int] | None = None) -> int:
+          out: TextIO | None = None, state: dict[str, int] | None = None,
+          selected: set[str] | None = None) -> int:
     from syncfree.distributed.emit import write_merged
     from syncfree.distributed.merge import MergedReport
     from syncfree.distributed.rankfiles import read_rank_reports
@@ -36,7 +37,7 @@ def merge(directory: str, *, output_format: str = "text", budget: int | None = N
     if not folder.reports:
         detail = f" ({folder.problems[0]})" if folder.problems else ""
         raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json){detail}")
-    merged = MergedReport.from_folder(folder)
+    merged = MergedReport.from_folder(folder, selected=selected)
     write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
     out.flush()
     failed = [t.rank for t in merged.totals if t.exit_code != 0]

@@ -46,6 +46,7 @@ def run_rank(
     output: Any = None,
     module: bool = False,
     engine: str | None = None,
+    selected: set[str] | None = None,
 ) -> int:
     """Run ``target`` (a module with ``module``) as ``rank``; write its report; merge the job's if it is the last
     rank.
@@ -114,7 +115,7 @@ def run_rank(
     run = complete_run(folder, report)
     if run is None or not claim_merge(folder, run):
         return result.exit_code
-    merged = MergedReport(run, directory=_shown(folder))
+    merged = MergedReport(run, directory=_shown(folder), selected=selected)
     if output is not None:
         out = output.stream()
     try:

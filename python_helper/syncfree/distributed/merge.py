@@ -128,7 +128,12 @@ class MergedReport:
     """The rank reports of one job merged (see the module's docstring)."""
 
     def __init__(self, reports: Sequence[RankReport], *, world_size: int | None = None,
-                 problems: Sequence[str] = (), earlier: int = 0, directory: str | None = None) -> None:
+                 problems: Sequence[str] = (), earlier: int = 0, directory: str | None = None,
+                 selected: set[str] | None = None) -> None:
+        """``selected``: the rule codes to report (None: all); syncs of other rules are left out of the sites
+        and of the counted totals, as ``syncfree run --select/--ignore`` leaves them out."""
+        self.selected = selected
+        self.left_out: dict[int, int] = {}  # rank -> syncs of rules not selected
         self.reports = sorted(reports, key=lambda r: r.rank.rank)
         self.world_size = world_size if world_size is not None else \
             max((r.rank.world_size for r in self.reports), default=0)
@@ -136,12 +141,12 @@ class MergedReport:
         self.earlier = earlier
         self.directory = directory
         self.sites = self._merge_sites()
-        self.totals = [self._rank_totals(r) for r in self.reports]
+        self.totals = [self._rank_totals(r, self.left_out.get(r.rank.rank, 0)) for r in self.reports]
 
     @classmethod
-    def from_folder(cls, folder: RankReportFolder) -> MergedReport:
+    def from_folder(cls, folder: RankReportFolder, selected: set[str] | None = None) -> MergedReport:
         return cls(folder.reports, world_size=folder.world_size, problems=folder.problems,
-                   earlier=folder.earlier, directory=str(folder.directory))
+                   earlier=folder.earlier, directory=str(folder.directory), selected=selected)
 
     # ------------------------------------------------------------------ merging
 
@@ -176,7 +181,11 @@ class MergedReport:
                 lines = site.get("chain") or [site["line"]]
                 chain = tuple((_display_path(f, cwd), n) for f, n in zip(files, lines))
                 label = site.get("label") or kind_label(site["kind"])
-                key = (chain, site["kind"], site.get("rule"), label, bool(site.get("allowed")), in_child)
+                if self.selected is not None and site.get("rule") and site["rule"] not in self.selected:
+                    self.left_out[rank] = self.left_out.get(rank, 0) + site["count"]
+                    continue
+                # One row per line and rule (and own/child process), whatever chains led there.
+                key = (chain[-1], site.get("rule") or site["kind"], bool(site.get("allowed")), in_child)
                 entry = merged.get(key)
                 if entry is None:
                     entry = merged[key] = MergedSite(
@@ -188,11 +197,11 @@ class MergedReport:
                 entry.counts[rank] = entry.counts.get(rank, 0) + site["count"]
                 if isinstance(site.get("blocked_ms"), (int, float)):
                     entry.blocked[rank] = entry.blocked.get(rank, 0.0) + float(site["blocked_ms"])
-        return sorted(merged.values(), key=lambda s: (-(s.blocked_ms or 0.0), -s.count,
+        return sorted(merged.values(), key=lambda s: (s.in_children, -(s.blocked_ms or 0.0), -s.count,
                                                       s.file or "", s.line, s.kind))
 
     @staticmethod
-    def _rank_totals(report: RankReport) -> RankTotals:
+    def _rank_totals(report: RankReport, left_out: int = 0) -> RankTotals:
         totals = report.report["totals"]
         in_children = sum(child["syncs"] for child in report.children)
         syncs = totals["syncs"]
@@ -202,7 +211,7 @@ class MergedReport:
         counted = totals["counted"] if isinstance(totals.get("counted"), int) else syncs - allowed
         return RankTotals(
             rank=report.rank.rank, syncs=syncs + in_children,
-            counted=counted + in_children,
+            counted=max(counted + in_children - left_out, 0),
             blocked_ms=float(blocked) if isinstance(blocked, (int, float)) else None,
             unattributed=max(syncs - sum(s["count"] for s in sites), 0),
             exit_code=report.exit_code, hostname=report.rank.hostname)
@@ -302,8 +311,12 @@ class MergedReport:
                 f"{'s' if n_sites != 1 else ''}{' (predicted)' if self.predicted else ''}")
         if self.blocked_ms is not None:
             text += f", blocked {self.blocked_ms:.1f} ms"
-        if self.syncs != self.counted:
-            text += f"; {self.syncs - self.counted} allowed"
+        left_out = sum(self.left_out.values())
+        allowed = self.syncs - self.counted - left_out
+        if allowed:
+            text += f"; {allowed} allowed"
+        if left_out:
+            text += f"; {left_out} of rules not selected left out"
         text += f", ranked by {'count' if self.blocked_ms is None else 'blocked time'}"
         divergent = len(self.divergent_sites)
         if divergent:
