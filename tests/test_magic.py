@@ -596,3 +596,17 @@ def test_an_interrupted_cell_ends_at_the_user_line_not_in_syncfree(cuda_ip):
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     assert "interrupts.py" not in stdout and "_handler" not in stdout and "run_cell_magic" not in stdout
     assert _frames_shown(stdout) == [f"Cell In[{result.execution_count}], line 3"]
+
+
+def test_error_mode_stops_at_the_display_of_the_last_expression(ip):
+    # Showing a tensor is a sync: --mode error stops there, as a cell error at its line
+    # (IPython's formatters would otherwise catch the stop and print it as their own error).
+    cell = "%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\nx\n"
+    result, stdout, bundles = run(ip, cell)
+    report = the_report(bundles)
+    if report["mode"] != "predict":
+        pytest.skip("predict mode is unavailable in this kernel")
+    assert isinstance(result.error_in_exec, RuntimeError) and result.result is None
+    assert "----> 4 x" in stdout and "FormatterWarning" not in stdout and "Out[" not in stdout
+    assert report["error"]["line"] == 4
+    assert [(s["line"], s["kind"]) for s in report["sites"]] == [(4, "print")]

@@ -12,8 +12,10 @@ the cell's own outputs (its value, its traceback), which is where the report is 
 from __future__ import annotations
 
 import ast
+import builtins
 import functools
 import os
+import sys
 import types
 from dataclasses import dataclass
 from time import perf_counter
@@ -34,6 +36,7 @@ from .report import MAX_FINDINGS, display_report
 from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
 
 MAGIC = "%%syncfree"
+SHOWN_NAME = "__syncfree_shown__"  # the value of a cell's last expression, for its repr (_compile)
 REPORT_NAME = "_syncfree_report"  # the last report, in the user namespace
 
 
@@ -265,7 +268,8 @@ class SyncfreeMagics(Magics):
             try:
                 # The cell's own value is shown from inside the run (under the recorder,
                 # at its line): showing it is a sync (repr copies a CUDA tensor's values).
-                compiled = self._compile(code_text, filename, tree, display_last=text.own_cell)
+                compiled = self._compile(code_text, filename, tree, display_last=text.own_cell,
+                                         stops=engine.mode == "error" or engine.stop_at_first)
                 del tree  # not kept alive while the cell runs
             except BaseException as exc:  # SyntaxError and the like: shown by IPython as usual
                 error = describe_error(exc, exc.lineno if isinstance(exc, SyntaxError) else None)
@@ -315,7 +319,7 @@ class SyncfreeMagics(Magics):
             self._publish(report, options.quiet)
 
     def _compile(self, code_text: str, filename: str, tree: ast.Module | None = None,
-                 display_last: bool = False) -> tuple:
+                 display_last: bool = False, stops: bool = False) -> tuple:
         """(chunks, last expression) compiled like IPython compiles a cell, with its AST
         transformers and __future__ flags. ``chunks`` run in turn; the value of ``last``
         (None when nothing is shown) is the magic's, shown as Out[n]. Which values are
@@ -327,7 +331,11 @@ class SyncfreeMagics(Magics):
         display trap makes the shell's displayhook ``sys.displayhook``) the last expression
         runs in "single" mode too, as IPython runs a cell's: it is shown, as Out[n], from
         the cell's line while the recorder runs, so the sync of showing it (a CUDA tensor's
-        repr copies its values) is on that line in every mode, as in watch mode."""
+        repr copies its values) is on that line in every mode, as in watch mode. When the run
+        ``stops`` at the first sync (error mode), IPython's formatters would catch the stop
+        and print it as a formatter error: the value's repr is taken first, from the cell's
+        line (``shown``), so that a sync there stops the cell as any other does, then the
+        value is shown from the displayhook."""
         shell = self.shell
         if tree is None:
             tree = shell.compile.ast_parse(code_text, filename=filename)
@@ -342,15 +350,20 @@ class SyncfreeMagics(Magics):
             interactivity = "last_expr"
         if interactivity == "last_expr":
             interactivity = "last" if body and isinstance(body[-1], ast.Expr) else "none"
-        last = None
+        last = shown = None
         if interactivity == "last" and isinstance(body[-1], ast.Expr):
             interactive = []
             if DisplayHook.semicolon_at_end_of_expression(code_text):  # `;` hides it
                 pass
-            elif display_last:
+            elif display_last and not stops:
                 interactive = [body.pop()]
             else:
-                last = shell.compile(ast.Expression(body.pop().value), filename, "eval")
+                node = body.pop()
+                last = shell.compile(ast.Expression(node.value), filename, "eval")
+                if display_last:
+                    probe = ast.Call(ast.Name("repr", ast.Load()), [ast.Name(SHOWN_NAME, ast.Load())], [])
+                    probe = ast.fix_missing_locations(ast.copy_location(probe, node.value))
+                    shown = compile(ast.Expression(probe), filename, "eval")
         elif interactivity == "last":
             interactive = body[-1:]
             body = body[:-1]
@@ -361,18 +374,24 @@ class SyncfreeMagics(Magics):
         chunks = [shell.compile(ast.Module(body, []), filename, "exec")] if body else []
         chunks += [shell.compile(ast.Interactive([node]), filename, "single")
                    for node in interactive]
-        return chunks, last
+        return chunks, last, shown
 
     def _execute(self, compiled: tuple):
         """Run the body in the user namespace and return its last expression's value
-        (shown as Out[n] by the displayhook, as for %%time)."""
+        (shown as Out[n] by the displayhook, as for %%time), or show it here (``shown``:
+        see `_compile`) and return None."""
         __tracebackhide__ = True
         shell = self.shell
-        chunks, last = compiled
+        chunks, last, shown = compiled
         for code in chunks:
             exec(code, shell.user_global_ns, shell.user_ns)
-        if last is not None:
-            return eval(last, shell.user_global_ns, shell.user_ns)
+        if last is None:
+            return None
+        value = eval(last, shell.user_global_ns, shell.user_ns)
+        if shown is None or value is None:
+            return value
+        eval(shown, {"__builtins__": builtins, SHOWN_NAME: value})
+        sys.displayhook(value)
         return None
 
     def _report(self, text: CellText, engine: Engine, findings: list, recorder: SyncRecorder,
