@@ -106,6 +106,7 @@ class SyncRecorder:
         # (a watch in a %%syncfree cell, a decorated call in a watch): it counts this
         # one's syncs too, attributed in its own terms (set by dispatch.enter).
         self.parent: SyncRecorder | None = None
+        self._stops_at_sync = mode == "error"  # error mode: warn mode plus an error at a sync
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
         self._started = 0.0
         self.wall_ms = 0.0
@@ -297,7 +298,8 @@ class SyncRecorder:
                 self.frames_truncated |= attribution.frames_truncated
                 tally = self._table.site_for(attribution.chain, attribution.kind,
                                              attribution.rule, attribution.frames, thread,
-                                             predicted, detail, attribution.files)
+                                             predicted, detail, attribution.files,
+                                             attribution.library, attribution.phase)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
                 self._pinned.clear()
@@ -336,8 +338,21 @@ class SyncRecorder:
             # A wrapper another tool put around the hook runs in the warnings module.
             while frame.f_globals is WARNINGS_GLOBALS:
                 frame = frame.f_back
-            tally = self._count(frame, blocked)
-            stop = self.mode == "error"
+            # _count(), inlined: this is the one recorder in the common case.
+            code = frame.f_code
+            files = self._cell_files
+            if code.co_name == "<module>" and code.co_filename in files:
+                key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
+            else:
+                key = _stack_key(frame, files, self.boundary)
+            tally = self._cache.get(key)
+            if tally is None:
+                tally = self._resolve(frame, key, None, False, None)
+            tally.count += 1
+            if blocked is not None:
+                tally.blocked_s += blocked
+                tally.measured += 1
+            stop = self._stops_at_sync
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
                 if parent.running:
@@ -478,7 +493,8 @@ class SyncRecorder:
                 count, blocked_s, measured = checkpoint.get(id(site), (0, 0.0, 0))
                 if site.count > count:
                     copy = SyncSite(site.chain, site.kind, site.rule, site.frames, site.thread,
-                                    site.predicted, site.detail, site.files)
+                                    site.predicted, site.detail, site.files, site.library,
+                                    site.phase)
                     copy.count = site.count - count
                     copy.blocked_s = site.blocked_s - blocked_s
                     copy.measured = site.measured - measured
