@@ -65,6 +65,11 @@ class Diagnostic:
     # check: what identifies the finding across commits (rule, path, the code it covers, its n-th repeat), for SARIF's
     # partialFingerprints; code scanning matches a result to the same one in an earlier run by it
     fingerprint: str | None = None
+    # run: the library line inside an installed package where the sync happened, under this (user) line
+    # (report.schema.json LibraryLine: package, file, line, function, text, rule, entry); None for the user's own
+    inside: dict[str, Any] | None = None
+    # run: "once" (the line runs once: setup, a final checkpoint) or "compile" (torch.compile); None: recurring
+    phase: str | None = None
 
     def location(self) -> str:
         if self.cell is None:
@@ -132,10 +137,17 @@ def _text_line(d: Diagnostic, style: Style) -> str:
         extra += f", blocked {d.blocked_ms:.1f} ms"
     if d.fix:
         extra += f" [fix: {d.fix}]"
+    if d.phase:
+        extra += f" [{d.phase}]"
     where = _context(d)
     if where:
         extra += f" ({where})"
-    return f"{style.bold(d.location())}: {style.red(d.rule)} {clean_text(d.message)}{style.dim(extra) if extra else ''}"
+    line = f"{style.bold(d.location())}: {style.red(d.rule)} {clean_text(d.message)}{style.dim(extra) if extra else ''}"
+    if d.inside:  # the library line under the user's line (syncfree.report.library_text)
+        from syncfree.report import library_text
+
+        line += "\n    " + clean_text(library_text(d.inside))
+    return line
 
 
 def _context(d: Diagnostic) -> str:
@@ -155,7 +167,8 @@ def _context(d: Diagnostic) -> str:
 
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     entry = asdict(d)
-    for key in ("chains", "processes", "fix_title", "fix_edits", "fingerprint"):  # absent where not the command's
+    for key in ("chains", "processes", "fix_title", "fix_edits", "fingerprint", "inside",
+                "phase"):  # absent where not the command's
         if entry[key] is None:
             del entry[key]
     if "fix_edits" in entry:
@@ -296,7 +309,22 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
         properties["chains"] = [list(chain) for chain in d.chains]
     if d.processes:
         properties["processes"] = list(d.processes)
+    if d.phase:
+        properties["phase"] = d.phase
     result["properties"] = properties
+    if d.inside:
+        # The library line where the sync happened, as a related location (viewers link it); its path is the
+        # package's own (transformers/trainer.py), not one of the repository's files.
+        from syncfree.report import library_text
+
+        result["relatedLocations"] = [{
+            "id": 1,
+            "physicalLocation": {"artifactLocation": {"uri": _uri(d.inside["file"])},
+                                 "region": {"startLine": d.inside["line"]}},
+            "message": {"text": clean_text(library_text(d.inside))},
+            "properties": {"package": d.inside["package"], "rule": d.inside.get("rule"),
+                           **({"entry": d.inside["entry"]["code"]} if d.inside.get("entry") else {})},
+        }]
     if d.chains and any(len(chain) > 1 for chain in d.chains):
         # The callers as SARIF code flows (viewers show them as steps), one per chain, outer -> inner.
         result["codeFlows"] = [{"threadFlows": [{"locations": [_flow_step(step) for step in chain]}]}

@@ -68,7 +68,9 @@ def site_fields(site: Any) -> dict[str, Any]:
     """A `SyncSite` as plain JSON-ready fields (a child's report crosses a process boundary as JSON)."""
     return {"files": list(site.files) if site.files else None, "chain": list(site.chain), "kind": site.kind,
             "rule": site.rule, "count": site.count, "blocked_ms": site.blocked_ms, "predicted": site.predicted,
-            "detail": site.detail, "label": site.label, "thread": site.thread}
+            "detail": site.detail, "label": site.label, "thread": site.thread,
+            "library": site.library.to_report() if getattr(site, "library", None) is not None else None,
+            "phase": getattr(site, "phase", "recurring")}
 
 
 class ForkedChildren:

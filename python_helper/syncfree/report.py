@@ -74,6 +74,7 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     if len(note_list) > MAX_NOTES:
         note_list = note_list[:MAX_NOTES - 1] + [f"... and {len(note_list) - MAX_NOTES + 1} more notes"]
     codes = {s["rule"] for s in site_list if s.get("rule")} | {f["rule"] for f in finding_list}
+    codes |= {s["library"]["rule"] for s in site_list if (s.get("library") or {}).get("rule")}
     report = {
         "version": 1,
         "cell_id": cell_id[:256] if cell_id else None,
@@ -115,6 +116,24 @@ def _catalog_rules(codes: set[str]) -> dict:
 
 def _blocked_text(ms: float | None) -> str:
     return "" if ms is None else f"{ms:.1f} ms"
+
+
+#: How a site's phase reads beside it (report.schema.json SyncSite.phase; recurring: nothing).
+PHASE_WORDS = {"once": "once: the line runs once", "compile": "once: torch.compile compiling"}
+
+
+def library_text(library: Mapping) -> str:
+    """``inside transformers/trainer.py:1922 `if torch.isnan(...)` [SF103]; SFL101 switch:
+    TrainingArguments(logging_nan_inf_filter=False)``: the library line under a user line."""
+    text = f"inside {library['file']}:{library['line']}"
+    if library.get("text"):
+        text += f" `{library['text']}`"
+    if library.get("rule"):
+        text += f" [{library['rule']}]"
+    entry = library.get("entry")
+    if entry:
+        text += f"; {entry['code']} {entry['title']} ({entry['how_often']}); switch: {entry['switch']}"
+    return text
 
 
 def _summary(report: Mapping) -> str:
@@ -162,7 +181,10 @@ def report_text(report: Mapping) -> str:
     lines = [_summary(report)]
     for site in report["sites"]:
         rule = f"  [{site['rule']}]" if site.get("rule") else ""
-        lines.append(f"  line {site['line']}: {site['message']}{rule}")
+        phase = f" ({PHASE_WORDS[site['phase']]})" if site.get("phase") in PHASE_WORDS else ""
+        lines.append(f"  line {site['line']}: {site['message']}{phase}{rule}")
+        if site.get("library"):
+            lines.append(f"    {library_text(site['library'])}")
     dynamic_lines = {s["line"] for s in report["sites"]}
     for finding in report["findings"]:
         if finding["range"]["line"] not in dynamic_lines:
@@ -192,6 +214,8 @@ def report_html(report: Mapping) -> str:
         what = e(site["message"])
         if site.get("rule"):
             what += f' <span style="opacity:0.7" title="{e(title)}">{e(site["rule"])}</span>'
+        if site.get("library"):
+            what += f'<div style="opacity:0.8;padding-left:1em">{e(library_text(site["library"]))}</div>'
         chain = " → ".join(str(n) for n in site["chain"])
         rows.append(
             f'<tr><td style="{_NUM}" title="{e("call chain: " + chain)}">{site["line"]}</td>'

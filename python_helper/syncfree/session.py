@@ -235,6 +235,10 @@ class WatchReport:
             chain = " <- ".join(f"{_display_path(f)}:{n}" for f, n in
                                 zip(reversed(site.files[:-1]), reversed(site.chain[:-1])))
             text += f" (called from {chain})"
+        if site.library is not None:  # the framework's line under the user's (capture/sites.py)
+            from .report import library_text
+
+            text += f"\n      {library_text(site.library.to_report())}"
         return text
 
     def summary(self) -> str:
@@ -249,7 +253,12 @@ class WatchReport:
 
     def text(self) -> str:
         lines = [self.summary()]
-        lines += [f"  {self.site_line(s)}" for s in self.sites]
+        # Recurring syncs first (paid every step); those paid once (setup, compilation) apart.
+        lines += [f"  {self.site_line(s)}" for s in self.sites if not s.one_off]
+        once = [s for s in self.sites if s.one_off]
+        if once:
+            lines.append(f"  once (setup, compilation): {sum(s.count for s in once)} sync(s)")
+            lines += [f"  {self.site_line(s)}" for s in once]
         lines += [f"  {self.site_line(s)} [allowed]" for s in self.allowed]
         unattributed = self.syncs - sum(s.count for s in self.sites + self.allowed)
         if unattributed > 0:

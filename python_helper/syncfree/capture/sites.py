@@ -59,12 +59,20 @@ class SyncTally:
 class SyncSite(SyncTally):
     """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
 
-    __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files")
+    __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files",
+                 "library", "phase")
 
     def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
-                 detail: str | None = None, files: tuple[str, ...] | None = None) -> None:
+                 detail: str | None = None, files: tuple[str, ...] | None = None,
+                 library: LibraryLine | None = None, phase: str = "recurring") -> None:
         super().__init__()
+        # The line inside an installed package where the sync happened, when the user's line
+        # called into one (trainer.train()): shown under the user's line with its own rule.
+        self.library = library
+        # "recurring", "once" (the line runs once: setup, a checkpoint at the end) or "compile"
+        # (torch.compile compiling or autotuning): see `phase_of`.
+        self.phase = phase
         self.chain = chain
         # The file of each chain line when the sync was attributed to user files (scripts,
         # tests, watch()) rather than to one notebook cell; None for a cell.
@@ -90,10 +98,16 @@ class SyncSite(SyncTally):
         return f"`{self.detail}`" if self.detail else kind_label(self.kind)
 
     @property
+    def one_off(self) -> bool:
+        """Paid once, not every step: the line runs once, or torch.compile compiled."""
+        return self.phase != "recurring"
+
+    @property
     def message(self) -> str:
+        inside = f" inside {self.library.package}" if self.library is not None else ""
         if self.predicted:
-            return f"{self.label} would sync {self.count}x (predicted on CPU)"
-        text = f"{self.label} synced {self.count}x"
+            return f"{self.label} would sync {self.count}x{inside} (predicted on CPU)"
+        text = f"{self.label} synced {self.count}x{inside}"
         blocked = self.blocked_ms
         if blocked is not None:
             text += f", blocked {blocked:.1f} ms"
@@ -120,6 +134,10 @@ class SyncSite(SyncTally):
             site["chain_files"] = list(self.files)
         if self.predicted:
             site["predicted"] = True
+        if self.library is not None:
+            site["library"] = self.library.to_report()
+        if self.phase != "recurring":
+            site["phase"] = self.phase
         return site
 
 
@@ -146,8 +164,9 @@ class SiteTable:
 
     def site_for(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
-                 detail: str | None = None, files: tuple[str, ...] | None = None) -> SyncTally:
-        key = (chain, kind, thread, predicted, detail, files)
+                 detail: str | None = None, files: tuple[str, ...] | None = None,
+                 library: LibraryLine | None = None, phase: str = "recurring") -> SyncTally:
+        key = (chain, kind, thread, predicted, detail, files, library, phase)
         site = self._sites.get(key)
         if site is not None:
             return site
@@ -155,14 +174,15 @@ class SiteTable:
             self.truncated = True
             return self.overflow
         site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail,
-                                            files)
+                                            files, library, phase)
         self._chains.add((chain, files))
         return site
 
     def sites(self) -> list[SyncSite]:
         """Sites that saw at least one sync, by cell line then kind."""
         live = [s for s in self._sites.values() if s.count]
-        live.sort(key=lambda s: (s.files or (), s.line, s.chain, s.kind, s.thread or ""))
+        live.sort(key=lambda s: (s.files or (), s.line, s.chain, s.kind, s.thread or "",
+                                 s.library or (), s.phase))
         return live
 
 
@@ -208,6 +228,8 @@ class UserFiles(dict):
         norm = filename.replace("\\", "/")
         if "/site-packages/" in norm or "/dist-packages/" in norm or norm.startswith("<frozen"):
             return False
+        if is_generated(filename):
+            return False
         import os
 
         path = os.path.abspath(filename) if not filename.startswith("<") else filename
@@ -235,6 +257,244 @@ class UserFiles(dict):
         return self[filename] if filename in self else default
 
 
+# --------------------------------------------------------------------------- generated code
+
+# Code that torch.compile and Triton write and import at run time: inductor's output code
+# (torch/_inductor/codecache.py writes it under cache_dir(), by default
+# <tmp>/torchinductor_<user>, or $TORCHINDUCTOR_CACHE_DIR), Triton's kernel cache
+# (triton/runtime/cache.py: ~/.triton/cache or $TRITON_CACHE_DIR). FX's
+# "<eval_with_key>.N" and dynamo's "<string>" start with "<" and are left out anyway.
+_GENERATED_FRAGMENTS = ("/torchinductor_", "/.triton/cache/", "/triton/cache/")
+
+
+@functools.lru_cache(maxsize=1)
+def _generated_roots() -> tuple[str, ...]:
+    import os
+
+    roots = [os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")]
+    return tuple(os.path.abspath(r).replace("\\", "/") + "/" for r in roots if r)
+
+
+def is_generated(filename: str) -> bool:
+    """Whether ``filename`` is code that torch.compile or Triton generated: never the
+    user's, so its syncs go to the user line that called the compiled function."""
+    norm = filename.replace("\\", "/")
+    if norm.startswith("<"):
+        return norm.startswith(("<eval_with_key", "<string>", "<torch"))
+    return any(f in norm for f in _GENERATED_FRAGMENTS) or norm.startswith(_generated_roots())
+
+
+# --------------------------------------------------------------------------- library lines
+
+# Top-level names of installed packages whose frames are torch itself or the machinery
+# around the user's code, not a framework the user called: a sync in them is explained by
+# the user's line (or by library_entry_points), not by a library line.
+_NOT_FRAMEWORKS = frozenset({"torch", "functorch", "torchgen", "triton", "syncfree", "_pytest",
+                             "pytest", "pluggy", "IPython", "ipykernel", "xdist", "numpy"})
+
+
+def package_of(filename: str) -> str | None:
+    """The top-level package an installed file belongs to (``transformers`` for
+    ``.../site-packages/transformers/trainer.py``); None for the user's files, the standard
+    library, torch and the packages in `_NOT_FRAMEWORKS`."""
+    norm = filename.replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        at = norm.rfind(marker)
+        if at >= 0:
+            top = norm[at + len(marker):].split("/", 1)[0]
+            name = top[:-3] if top.endswith(".py") else top
+            return None if name in _NOT_FRAMEWORKS or not name else name
+    return None
+
+
+class LibraryLine(NamedTuple):
+    """The line inside an installed package where a sync happened, under the user's line
+    that entered the package: what the user can act on when their own line is
+    ``trainer.train()``. ``rule`` explains this line (SF103 for the Trainer's NaN check),
+    ``entry`` is a known library sync with its switch (`syncfree.catalog.libraries`)."""
+
+    package: str
+    file: str       # shortened: transformers/trainer.py
+    line: int
+    function: str
+    text: str       # the line's source, stripped
+    rule: str | None
+    entry: str | None = None  # SFL code
+
+    def to_report(self) -> dict:
+        library = {"package": self.package[:100], "file": self.file[:300], "line": max(self.line, 1),
+                   "function": self.function[:200], "text": self.text[:200], "rule": self.rule}
+        if self.entry is not None:
+            from syncfree.catalog.libraries import ENTRIES
+
+            library["entry"] = ENTRIES[self.entry].to_report()
+        return library
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def _library_line(library: Sequence[FrameType],
+                  kind: str | None) -> tuple[LibraryLine, str, int] | None:
+    """The library line of a sync whose frames between the user's line and the sync are
+    ``library`` (inner -> outer), the kind of what synced and the index of the line's frame;
+    None when none of those frames is in an installed framework. Runs once per new site."""
+    at = next((i for i, fr in enumerate(library) if package_of(fr.f_code.co_filename)), None)
+    if at is None:
+        return None
+    from syncfree.catalog.libraries import ENTRIES, entry_for_frames
+
+    frame = library[at]
+    code = frame.f_code
+    below = library[:at]  # inner -> outer, torch's frames under the library line
+    known = entry_for_frames(library, _executing_text)
+    entry = known[0] if known is not None else None
+    rule = _rule_of_library_entry(below) if below else None
+    if rule is None:
+        span = instruction_span(code, frame.f_lasti, 0)
+        rule = _rule_at(_library_findings(code.co_filename), span) if span else None
+    rule_kind = _kind_of_rule(rule) if rule else None
+    if kind is None:
+        kind = (rule_kind or (entry.kind if entry is not None else None)
+                or _kind_from_library_frames(below)
+                or (classify_instruction(frame) if at == 0 else None) or "library")
+    elif rule_kind is not None and rule_kind != kind and not below:
+        rule = None
+    if rule is None:
+        rule = _rule_for_kind(kind)
+    line = frame_line(frame) or 1
+    text = linecache.getline(code.co_filename, line).strip()
+    return LibraryLine(package_of(code.co_filename) or "", shorten_path(code.co_filename), line,
+                       getattr(code, "co_qualname", code.co_name)[:200], text[:200], rule,
+                       entry.code if entry is not None and entry.code in ENTRIES else None), kind, at
+
+
+def _executing_text(frame: FrameType) -> str:
+    """The source lines of the instruction ``frame`` is executing (a condition spread over
+    several lines is matched whole)."""
+    code = frame.f_code
+    span = instruction_span(code, frame.f_lasti, 0)
+    first, last = (span[0], span[2]) if span else ((frame_line(frame) or 0),) * 2
+    return "".join(linecache.getline(code.co_filename, n) for n in range(first, min(last, first + 20) + 1))
+
+
+_library_findings_cache: dict[str, Sequence[Mapping]] = {}
+
+
+def _library_findings(filename: str) -> Sequence[Mapping]:
+    """The static findings of a library file (once per file and process)."""
+    findings = _library_findings_cache.get(filename)
+    if findings is None:
+        text = "".join(linecache.getlines(filename))
+        try:
+            from syncfree.analyze import analyze_source
+
+            from .filters import FiltersKept
+
+            with FiltersKept():
+                findings = analyze_source(text, first_line=1) if text else []
+        except Exception:  # noqa: BLE001 - without findings the opcode still names the sync
+            findings = []
+        if len(_library_findings_cache) >= 256:
+            _library_findings_cache.pop(next(iter(_library_findings_cache)))
+        _library_findings_cache[filename] = findings
+    return findings
+
+
+# --------------------------------------------------------------------------- phases
+
+# Frames that run only while torch.compile compiles or autotunes (torch/_dynamo/convert_frame.py
+# is entered from the eval-frame callback for a frame not compiled yet; inductor's
+# compile_fx/select_algorithm/autotune_process compile and benchmark; triton_heuristics
+# benchmarks the configs of a kernel at its first launch; Triton's compiler/autotuner).
+_COMPILE_FRAMES: tuple[tuple[str, Callable[[str], bool] | None], ...] = (
+    ("torch/_dynamo/convert_frame.py", None),
+    ("torch/_inductor/compile_fx.py", None),
+    ("torch/_inductor/select_algorithm.py", None),
+    ("torch/_inductor/autotune_process.py", None),
+    ("torch/_inductor/codecache.py", None),
+    ("torch/_inductor/runtime/triton_heuristics.py",
+     lambda n: "autotune" in n or "benchmark" in n or "precompile" in n),
+    ("torch/_functorch/aot_autograd.py", None),
+    ("triton/compiler/", None),
+    ("triton/runtime/autotuner.py", None),
+)
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+
+
+def _compiling(stack: Sequence[FrameType]) -> bool:
+    for fr in stack:
+        path = fr.f_code.co_filename.replace("\\", "/")
+        for fragment, name_test in _COMPILE_FRAMES:
+            if fragment in path and (name_test is None or name_test(fr.f_code.co_name)):
+                return True
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _looping_lines(filename: str, _size: int) -> frozenset[int]:
+    """The lines of ``filename`` that a loop may run more than once: the bodies (and the
+    tests) of for/while loops, and comprehensions. Cached per file (and its length)."""
+    text = "".join(linecache.getlines(filename))
+    try:
+        tree = parse_quietly(text)
+    except (SyntaxError, ValueError):
+        return frozenset(range(1, text.count("\n") + 2))  # unknown: every line may repeat
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, _LOOPS) or isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp,
+                                                          ast.GeneratorExp)):
+            lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return frozenset(lines)
+
+
+def phase_of(stack: Sequence[FrameType], user_at: Sequence[int], start: int | None = None) -> str:
+    """``compile`` when torch.compile is compiling or autotuning; ``once`` when the line
+    that synced provably runs once per run of the code; ``recurring`` otherwise, which is
+    the safe answer.
+
+    ``user_at``: the indexes of the user frames in ``stack`` (inner -> outer); ``start``:
+    the index of the library line's frame when the sync happened inside a framework (its
+    line and those between it and the user's line must run once too: the Trainer's step
+    loop does not), else the innermost user frame (what it calls may sync many times in
+    one call: torch.save, model.to). Once means: the outermost frame is a module, a cell or
+    the frame that entered the watch; each frame from ``start`` out was called directly,
+    by name, from the next one out; no line is in a loop or a comprehension; no function is
+    on the stack twice. Runs once per new site."""
+    if _compiling(stack[:user_at[0]] if user_at else stack):
+        return "compile"
+    if not user_at:
+        return "recurring"
+    outer = stack[user_at[-1]]
+    if outer.f_code.co_name != "<module>" and outer is not stack[-1]:
+        return "recurring"
+    first = user_at[0] if start is None else start
+    checked = list(range(first, user_at[0])) + list(user_at)
+    seen: set[int] = set()
+    for k, i in enumerate(checked):
+        fr = stack[i]
+        code = fr.f_code
+        if code.co_name in _COMPREHENSIONS or id(code) in seen:
+            return "recurring"
+        seen.add(id(code))
+        if k + 1 < len(checked):
+            caller_at = checked[k + 1]
+            if caller_at != i + 1:  # a library frame between: it may call back many times
+                return "recurring"
+            node = _instruction_node(stack[caller_at].f_code, stack[caller_at].f_lasti)
+            if not isinstance(node, ast.Call) or _callee_name(node.func) != code.co_name:
+                return "recurring"  # map(f, xs), a hook, a decorator: not one direct call
+        filename = code.co_filename
+        lines = _looping_lines(filename, len(linecache.getlines(filename)))
+        line = frame_line(fr)
+        if line is None or line in lines:
+            return "recurring"
+    return "once"
+
+
 # --------------------------------------------------------------------------- attribution
 
 
@@ -248,6 +508,8 @@ class Attribution(NamedTuple):
     frames: tuple[dict, ...]
     frames_truncated: bool
     files: tuple[str, ...] | None = None  # per chain line, for user files (not cells)
+    library: LibraryLine | None = None
+    phase: str = "recurring"
 
 
 #: ``findings_for(filename)`` returns the static findings (schema Finding dicts, in cell
@@ -301,14 +563,22 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
         return TABLE_FULL
     library = stack[:inner]  # inner -> outer
     frames, frames_truncated = _trimmed_frames(library, max_frames)
-
+    found = _library_line(library, kind) if library else None
+    phase = phase_of(stack, cell_at, found[2] if found is not None else None)
+    if found is not None:
+        # The line entered an installed framework (trainer.train()) that synced inside: the
+        # site names the framework's line with that line's rule; the user's line gets the
+        # rule of a library call, which is what it is.
+        line_inside, inner_kind, _ = found
+        return Attribution(tuple(chain), inner_kind, _rule_for_kind("library"), frames,
+                           frames_truncated, tuple(files) if by_file else None, line_inside, phase)
     entry_rule = _rule_of_library_entry(library) if library else None
     if entry_rule is not None:
         # The line called a library function whose syncs a rule explains as a whole
         # (scaler.step(opt), model.to(device)): name that, not the innermost torch call.
         return Attribution(tuple(chain), _kind_of_rule(entry_rule) or kind or "library",
                            entry_rule, frames, frames_truncated,
-                           tuple(files) if by_file else None)
+                           tuple(files) if by_file else None, None, phase)
     cell_frame = stack[inner]
     offset = cell_files[cell_frame.f_code.co_filename]
     span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
@@ -328,7 +598,7 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     if rule is None:
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
-                       tuple(files) if by_file else None)
+                       tuple(files) if by_file else None, None, phase)
 
 
 def _trimmed_frames(library: list[FrameType], max_frames: int) -> tuple[tuple[dict, ...], bool]:

@@ -149,6 +149,8 @@ class _Row:
     chains: dict[tuple[str, ...], int] = field(default_factory=dict)  # chain -> count, in order of appearance
     processes: list[str] = field(default_factory=list)  # children only
     path_on_disk: str = ""  # for the line's text: the path as the program knew it
+    inside: dict[str, Any] | None = None  # the library line under the user's line (capture/sites.py)
+    phase: str | None = None  # once | compile; None: recurring
 
     def diagnostic(self, predicted: bool) -> Diagnostic:
         text = linecache.getline(self.path_on_disk, self.line)
@@ -160,7 +162,7 @@ class _Row:
                           certainty="predicted" if predicted else "measured", count=self.count,
                           blocked_ms=self.blocked_ms,
                           chains=chains if any(len(chain) > 1 for chain in chains) else None,
-                          processes=tuple(self.processes) or None)
+                          processes=tuple(self.processes) or None, inside=self.inside, phase=self.phase)
 
 
 def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row], tuple[int, int], int]:
@@ -186,11 +188,16 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
         if process is not None and allowed_by_comment(linecache.getline(path, chain[-1]), site["kind"], site["rule"]):
             child_counted -= site["count"]  # as the program's own allowed sites: not shown, not counted
             continue
-        key = (process is not None, path, chain[-1], rule)
+        library = site.get("library")
+        phase = site.get("phase") if site.get("phase") != "recurring" else None
+        # One row per library line under a user line, and per phase: regrouping keeps every count.
+        inside = (library["file"], library["line"], library.get("rule")) if library else None
+        key = (process is not None, path, chain[-1], rule, inside, phase)
         row = rows.get(key)
         if row is None:
             row = rows[key] = _Row(_shown_path(path, start), chain[-1], rule, _what(site))
             row.path_on_disk = path
+            row.inside, row.phase = library, phase
         row.count += site["count"]
         if site["blocked_ms"] is not None:
             row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
@@ -198,7 +205,9 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
         row.chains[steps] = row.chains.get(steps, 0) + site["count"]
         if process is not None and process not in row.processes:
             row.processes.append(process)
-    ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), -(r.blocked_ms or 0.0), -r.count, r.path, r.line))
+    # Recurring syncs first, costliest first; those paid once (setup, compilation) after them.
+    ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), r.phase is not None, -(r.blocked_ms or 0.0),
+                                                  -r.count, r.path, r.line))
     return ranked, (left_out[0], left_out[1]), child_counted
 
 
