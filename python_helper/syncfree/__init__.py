@@ -3,9 +3,12 @@
 In a notebook: ``%load_ext syncfree``, then put ``%%syncfree`` on a cell (see
 ``%%syncfree?``). In Python code::
 
-    with syncfree.watch() as w:        # also a decorator
+    with syncfree.watch() as w:        # this thread's (or asyncio task's) syncs
         train_step()
     print(w.report)
+
+    @syncfree.watch(on_report=print)   # each call (functions, generators, async code)
+    def train_step(): ...
 
     with syncfree.sync_free():         # SyncError at the end of the block, listing every site
         train_step()
