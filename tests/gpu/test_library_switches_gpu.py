@@ -1,0 +1,234 @@
+"""Known library syncs and their switches (syncfree/catalog/libraries), measured on a GPU.
+
+Each test runs a tiny workload (random model, random data, no downloads) under
+``syncfree.watch()`` twice, before and after the entry's switch, and prints one
+``syncfree-gpu: SFLnnn ...`` line with the counts: the syncs the entry names (sites whose
+library line carries the entry) and all syncs of the block. Needs transformers, lightning,
+accelerate and torchmetrics where the entry is theirs (skipped, with the reason, otherwise).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import syncfree  # noqa: E402
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def measure(run) -> tuple[int, dict[str, int]]:
+    """(syncs of the block, syncs per library entry code)."""
+    with syncfree.watch("warn", measure_blocked=False) as w:
+        run()
+        torch.cuda.synchronize()
+    by_entry: dict[str, int] = {}
+    for site in w.report.sites + w.report.allowed:
+        entry = site.library.entry if site.library is not None else None
+        if entry:
+            by_entry[entry] = by_entry.get(entry, 0) + site.count
+    return w.report.syncs - 1, by_entry  # less the closing synchronize
+
+
+def report(code: str, before: tuple[int, dict], after: tuple[int, dict]) -> None:
+    print(f"syncfree-gpu: {code} entry syncs before={before[1].get(code, 0)} after={after[1].get(code, 0)}; "
+          f"all syncs before={before[0]} after={after[0]}")
+
+
+# --------------------------------------------------------------------------- transformers
+
+
+def _trainer(tmp_path, **args):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 128, (64, 16))]
+    defaults = dict(output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=4, report_to=[],
+                    save_strategy="no", logging_steps=50, disable_tqdm=True)
+    arguments = transformers.TrainingArguments(**{**defaults, **args})
+    return transformers.Trainer(model=model, args=arguments, train_dataset=data)
+
+
+@pytest.mark.parametrize("code,before,after", [
+    ("SFL101", {}, {"logging_nan_inf_filter": False}),
+    ("SFL102", {"dataloader_pin_memory": False},
+     {"dataloader_pin_memory": True, "accelerator_config": {"non_blocking": True}}),
+    ("SFL103", {"logging_steps": 1, "include_num_input_tokens_seen": True}, {"logging_steps": 50}),
+])
+def test_transformers_trainer_switches(tmp_path, code, before, after):
+    first = _trainer(tmp_path, **before)
+    counts_before = measure(first.train)
+    second = _trainer(tmp_path, **after)
+    counts_after = measure(second.train)
+    report(code, counts_before, counts_after)
+    assert counts_before[1].get(code, 0) >= 8 if code != "SFL103" else counts_before[1].get(code, 0) > 0
+    assert counts_after[1].get(code, 0) < counts_before[1].get(code, 0)
+    assert counts_after[0] < counts_before[0]
+
+
+# --------------------------------------------------------------------------- lightning
+
+
+def _fit(tmp_path, *, prog_bar: bool, log_every_n_steps: int):
+    L = pytest.importorskip("lightning.pytorch")
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Tiny(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(16, 4)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = torch.nn.functional.cross_entropy(self.layer(x), y)
+            self.log("train_loss", loss, prog_bar=prog_bar, on_step=True)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randint(0, 4, (64,)))
+    loader = torch.utils.data.DataLoader(data, batch_size=8)
+    trainer = L.Trainer(max_steps=8, accelerator="gpu", devices=1, logger=CSVLogger(str(tmp_path)),
+                        log_every_n_steps=log_every_n_steps, enable_checkpointing=False,
+                        enable_model_summary=False)
+    return lambda: trainer.fit(Tiny(), loader)
+
+
+def test_lightning_progress_bar_metrics(tmp_path):
+    before = measure(_fit(tmp_path, prog_bar=True, log_every_n_steps=50))
+    after = measure(_fit(tmp_path, prog_bar=False, log_every_n_steps=50))
+    report("SFL201", before, after)
+    assert before[1].get("SFL201", 0) >= 8 and after[1].get("SFL201", 0) == 0
+
+
+def test_lightning_logger_metrics(tmp_path):
+    before = measure(_fit(tmp_path, prog_bar=False, log_every_n_steps=1))
+    after = measure(_fit(tmp_path, prog_bar=False, log_every_n_steps=50))
+    report("SFL202", before, after)
+    assert before[1].get("SFL202", 0) > after[1].get("SFL202", 0)
+
+
+# --------------------------------------------------------------------------- accelerate
+
+
+def test_accelerate_non_blocking_batches():
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.utils import DataLoaderConfiguration
+
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randint(0, 4, (64,)))
+
+    def loop(non_blocking: bool):
+        config = DataLoaderConfiguration(non_blocking=non_blocking)
+        accelerator = accelerate.Accelerator(dataloader_config=config)
+        loader = accelerator.prepare(torch.utils.data.DataLoader(data, batch_size=8, pin_memory=non_blocking))
+        return lambda: [x.sum() for x, _ in loader]
+
+    before, after = measure(loop(False)), measure(loop(True))
+    report("SFL301", before, after)
+    assert before[1].get("SFL301", 0) >= 8 and after[1].get("SFL301", 0) == 0
+
+
+# --------------------------------------------------------------------------- torchmetrics
+
+
+def test_torchmetrics_update_then_compute_once():
+    pytest.importorskip("torchmetrics")
+    from torchmetrics.classification import MulticlassAccuracy
+
+    preds = [torch.randn(32, 4, device="cuda") for _ in range(8)]
+    target = [torch.randint(0, 4, (32,), device="cuda") for _ in range(8)]
+
+    def every_step():
+        metric = MulticlassAccuracy(num_classes=4).cuda()
+        for p, t in zip(preds, target):
+            metric(p, t)
+        metric.compute()
+
+    def once():
+        metric = MulticlassAccuracy(num_classes=4).cuda()
+        for p, t in zip(preds, target):
+            metric.update(p, t)
+        metric.compute()
+
+    before, after = measure(every_step), measure(once)
+    report("SFL401", before, after)
+    assert after[0] < before[0]
+
+
+# --------------------------------------------------------------------------- torch's own
+
+
+def test_torch_save_of_a_cuda_state_dict(tmp_path):
+    model = torch.nn.Sequential(*[torch.nn.Linear(16, 16) for _ in range(10)]).cuda()
+
+    def direct():
+        torch.save(model.state_dict(), tmp_path / "a.pt")
+
+    def batched():
+        state = {k: v.to("cpu", non_blocking=True) for k, v in model.state_dict().items()}
+        torch.cuda.current_stream().synchronize()
+        torch.save(state, tmp_path / "b.pt")
+
+    before, after = measure(direct), measure(batched)
+    report("SFL501", before, after)
+    assert before[0] >= 20 and after[0] <= 1
+
+
+def test_grad_scaler_against_bf16():
+    model = torch.nn.Linear(16, 4).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(8, 16, device="cuda")
+
+    def fp16():
+        scaler = torch.amp.GradScaler("cuda")
+        for _ in range(8):
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = model(x).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+
+    def bf16():
+        for _ in range(8):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(x).float().pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+
+    before, after = measure(fp16), measure(bf16)
+    report("SFL502", before, after)
+    assert before[0] >= 8 and after[0] == 0
+
+
+def test_clip_grad_norm_nonfinite_check():
+    model = torch.nn.Linear(16, 4).cuda()
+    model(torch.randn(8, 16, device="cuda")).sum().backward()
+
+    def checked():
+        for _ in range(8):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+
+    def unchecked():
+        for _ in range(8):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+
+    before, after = measure(checked), measure(unchecked)
+    report("SFL503", before, after)
+    assert before[0] >= 8 and after[0] == 0
+
+
+def test_dataloader_pinned_non_blocking_copies():
+    data = torch.utils.data.TensorDataset(torch.randn(64, 16), torch.randint(0, 4, (64,)))
+
+    def loop(pin: bool):
+        loader = torch.utils.data.DataLoader(data, batch_size=8, pin_memory=pin)
+        return lambda: [(x.to("cuda", non_blocking=pin), y.to("cuda", non_blocking=pin)) for x, y in loader]
+
+    before, after = measure(loop(False)), measure(loop(True))
+    report("SFL504", before, after)
+    assert before[0] >= 16 and after[0] < before[0]
