@@ -327,6 +327,20 @@ def test_decorated_async_functions_and_generators_run_inside_their_watch(userlib
     assert around.report.syncs == 10  # its task and the tasks it created: 3 + 5 + 2
 
 
+def test_sync_free_on_an_async_function_fails_when_its_body_syncs(userlib):
+    import asyncio
+
+    @syncfree.sync_free()
+    async def step(x):
+        await asyncio.sleep(0)
+        return userlib.read(x)
+
+    with syncfree.watch():
+        x = torch.ones(2, device="cuda")
+    with pytest.raises(syncfree.SyncError, match="would synchronize 1 time"):
+        asyncio.run(step(x))
+
+
 # ----------------------------------------------------------------------------- threads
 
 

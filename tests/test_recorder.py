@@ -674,7 +674,10 @@ def test_a_hook_taken_by_another_tool_is_said():
     finally:
         warnings._showwarnmsg = original
     assert w.report.syncs == 1
-    assert any("warnings._showwarnmsg was replaced during the run" in n for n in w.report.notes)
+    line = other_tools_hook.__code__.co_firstlineno
+    assert any("warnings._showwarnmsg was replaced during the run by test_a_hook_taken_by_another_"
+               f"tool_is_said.<locals>.other_tools_hook (tests/test_recorder.py:{line})" in n
+               for n in w.report.notes), w.report.notes
 
 
 # ----------------------------------------------------------------------------- threads in warn mode

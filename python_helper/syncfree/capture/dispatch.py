@@ -352,9 +352,13 @@ def detach_debug(recorder: Any) -> None:
 def _check_still_ours(recorder: Any) -> None:
     """Notes on what took the engine away from under the wrappers during ``recorder``'s run."""
     for owner_, name, original, replacement in _installed:
-        if name == "_showwarnmsg" and getattr(owner_, name, None) is not replacement:
-            recorder.note("warnings._showwarnmsg was replaced during the run (another tool "
-                          "took the warning hook); syncs after that point were not counted")
+        current = getattr(owner_, name, None)
+        if name == "_showwarnmsg" and current is not replacement:
+            code = getattr(current, "__code__", None)
+            by = (f" by {getattr(current, '__qualname__', current)!s}"
+                  + (f" ({_short(code.co_filename)}:{code.co_firstlineno})" if code else ""))
+            recorder.note(f"warnings._showwarnmsg was replaced during the run{by[:200]} (another "
+                          "tool took the warning hook); syncs after that point were not counted")
     if _mode_before and "get" in _real:
         try:
             level = _real["get"]()
