@@ -168,6 +168,7 @@ def session_state():
         state["load"] = torch.load
         state["save"] = (torch.serialization._save, torch.serialization.location_tag)
         state["cudnn"] = torch.backends.cudnn.is_acceptable
+        state["has_torch_function"] = torch.overrides.has_torch_function
         state["compile"] = torch.compile
         state["group"] = torch._C._group_tensors_by_device_and_dtype
         state["pin_memory"] = pin_memory_module.pin_memory
