@@ -461,6 +461,18 @@ def test_torchrun_options_need_a_script(capsys, tmp_path):
     assert capsys.readouterr().err.strip() == "syncfree: error: --nproc-per-node and the other torchrun options run a .py script"
 
 
+def test_rank_0_says_where_its_report_went_when_another_rank_merges(tmp_path, monkeypatch, capsys):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nprint(torch.ones(1, device='cuda').item())\n")
+    for key, value in torchrun_env(0, 2).items():
+        monkeypatch.setenv(key, value)
+    assert main(["run", "--rank-report-dir", str(tmp_path / "ranks"), str(script)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "1.0\n"  # no report of its own: rank 1 has not finished
+    assert captured.err.strip() == (f"syncfree: rank 0 wrote its report to {tmp_path / 'ranks'}; the last rank to "
+                                    f"finish prints the merged report (syncfree merge {tmp_path / 'ranks'} does too)")
+
+
 def test_rank_mode_under_a_plain_launch_script(tmp_path, monkeypatch, capsys):
     """One process standing for the last rank of a job of one: it writes its file and merges."""
     script = tmp_path / "train.py"

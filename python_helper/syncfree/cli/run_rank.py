@@ -114,6 +114,9 @@ def run_rank(
         return result.exit_code
     run = complete_run(folder, report)
     if run is None or not claim_merge(folder, run):
+        if first:  # one line for the job, should no other rank run under syncfree
+            print(f"syncfree: rank 0 wrote its report to {_shown(folder)}; the last rank to finish prints the "
+                  f"merged report (syncfree merge {_shown(folder)} does too)", file=sys.stderr)
         return result.exit_code
     merged = MergedReport(run, directory=_shown(folder), selected=selected)
     if output is not None:
