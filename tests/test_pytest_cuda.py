@@ -131,3 +131,29 @@ def test_the_answers_are_put_back_after_the_run(pytester):
     after = (torch.cuda.is_available, torch.cuda.device_count,
              getattr(torch, "accelerator", None) and torch.accelerator.is_available)
     assert after == before and torch.cuda.is_available() is False
+
+
+def test_the_summary_names_tests_whose_compiled_code_ran_eagerly(pytester):
+    pytester.makepyfile(test_compiles="""
+        import torch
+
+        def scale(t):
+            return (t * 2).sum()
+
+        compiled = torch.compile(scale)  # at import, as a library's suite does
+
+        def test_it_compiles():
+            x = torch.ones(3, device="cuda" if torch.cuda.is_available() else "cpu")
+            assert compiled(x).item() == 6.0 and compiled(x).item() == 6.0
+
+        def test_plain():
+            assert scale(torch.ones(2)).item() == 4.0
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree",
+                                           "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*= syncfree =*",
+        "  torch.compile'd code ran eagerly in 1 test (predict mode cannot compile for a GPU*",
+        "    test_compiles.py::test_it_compiles: `scale` ×2",
+    ])

@@ -18,7 +18,9 @@ stand-ins. The answers are put back when pytest's configuration is cleaned up. s
 itself still knows the real answer (`real_cuda_available` unwraps them).
 
 Without it, ``--syncfree``'s summary says how many tests were skipped for want of CUDA
-(their skip reason names CUDA or a GPU) and that ``--syncfree-cuda`` would run them.
+(their skip reason names CUDA or a GPU) and that ``--syncfree-cuda`` would run them. Either
+way it names the tests that called ``torch.compile``'d code, which predict mode runs eagerly
+(a "does it compile" test passes there without compiling anything).
 
 Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
 tensors at import time still fails, as predict mode runs only inside the tests.
@@ -34,6 +36,8 @@ import pytest
 OPTION = "--syncfree-cuda"
 _STANDING_IN = pytest.StashKey[bool]()  # whether this run answers the queries as a GPU's
 _SKIPS = pytest.StashKey["_CudaSkips"]()
+_COMPILED_BEFORE = pytest.StashKey[dict]()  # predict.eager_compiled_calls when the test began
+_SHOWN_TESTS = 5
 
 # A skip reason that says the test wants a GPU: "CUDA not available", "requires a GPU",
 # "no cuda device", "test requires CUDA".
@@ -138,16 +142,49 @@ class AvailabilityAnswers:
 
 
 class _CudaSkips:
-    """Tests skipped for want of CUDA, for ``--syncfree``'s summary (counted where the
-    reports arrive: the controller under pytest-xdist)."""
+    """Tests skipped for want of CUDA, and tests whose compiled code ran eagerly, for
+    ``--syncfree``'s summary (counted where the reports arrive: the controller under
+    pytest-xdist, where each report carries its test's ``syncfree_eager_compiles``)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.eager: list[tuple[str, dict]] = []  # (test id, {compiled function: calls})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and report.when in ("setup", "call") \
                 and _CUDA_REASON.search(_skip_reason(report)):
             self.count += 1
+        compiled = getattr(report, "syncfree_eager_compiles", None)
+        if report.when == "call" and isinstance(compiled, dict) and compiled:
+            self.eager.append((report.nodeid, compiled))
+
+
+def _eager_calls() -> dict:
+    import sys
+
+    predict = sys.modules.get("syncfree.capture.predict")
+    return dict(getattr(predict, "eager_compiled_calls", {}))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.getoption("syncfree", False):
+        item.stash[_COMPILED_BEFORE] = _eager_calls()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    before = item.stash.get(_COMPILED_BEFORE, None)
+    if call.when == "call" and before is not None:
+        now = _eager_calls()
+        grown = {name: n - before.get(name, 0) for name, n in now.items()
+                 if n > before.get(name, 0)}
+        if grown:
+            # An attribute of the report: pytest-xdist carries a report's attributes to
+            # the controller (_pytest/reports.py, _report_to_json).
+            report.syncfree_eager_compiles = grown
+    return report
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -164,11 +201,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if not config.getoption("syncfree", False):
         return
     write = terminalreporter.write_line
+    skips = config.stash.get(_SKIPS, None)
+    if skips is not None and skips.eager:
+        tests = f"{len(skips.eager)} test{'s' if len(skips.eager) != 1 else ''}"
+        write(f"  torch.compile'd code ran eagerly in {tests} (predict mode cannot compile for a "
+              "GPU; their syncs are predicted as eager code, nothing was compiled):")
+        for nodeid, compiled in sorted(skips.eager)[:_SHOWN_TESTS]:
+            names = ", ".join(f"`{name}` ×{n}" for name, n in sorted(compiled.items()))
+            write(f"    {nodeid}: {names}")
+        if len(skips.eager) > _SHOWN_TESTS:
+            write(f"    ... and {len(skips.eager) - _SHOWN_TESTS} more")
     if config.stash.get(_STANDING_IN, False):
         write("  CUDA variants ran on CPU stand-ins (--syncfree-cuda): torch.cuda.is_available() "
               "answered True from start-up")
         return
-    skips = config.stash.get(_SKIPS, None)
     if skips is not None and skips.count and not config.getoption("syncfree_cuda", False):
         tests = f"{skips.count} test{'s' if skips.count != 1 else ''}"
         write(f"  {tests} skipped for want of CUDA (the skip reason names CUDA or a GPU): "

@@ -808,6 +808,11 @@ class PredictSession:
 #: for it among a report's notes).
 COMPILE_NOTE_PREFIX = "torch.compile ran eagerly"
 
+#: Calls of compiled functions run eagerly by any session of this process, by function
+#: name (only ever growing): what pytest --syncfree's summary reads before and after each
+#: test (pytest_cuda.py), whatever watch the test ran under.
+eager_compiled_calls: dict[str, int] = {}
+
 
 class _EagerCompiles:
     """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
@@ -864,6 +869,7 @@ class _EagerCompiles:
                 where = f"{filename if relative.startswith('..') else relative}:{caller.f_lineno}"
         key = (name, where)
         self.calls[key] = self.calls.get(key, 0) + 1
+        eager_compiled_calls[name] = eager_compiled_calls.get(name, 0) + 1
 
     def note(self) -> None:
         """Tell the recorder (once, at the end of the session)."""
