@@ -341,7 +341,7 @@ def test_device_inference(source, expected):
          "    return j[j != -100]\n", []),
         # a barrier where the code says the backend is not NCCL waits for no GPU
         ("import torch.distributed as dist\ndef b():\n    if dist.get_backend() == 'nccl':\n        dist.barrier(device_ids=[0])\n"
-         "    else:\n        dist.barrier()\n", [("SF902", 5, "certain")]),
+         "    else:\n        dist.barrier()\n    dist.monitored_barrier()\n", [("SF902", 5, "certain")]),
         # a module's own setting as a distribution's parameter is a Python number as a rule
         ("def mix(self, mu, sigma):\n    lam = torch.distributions.Beta(self.alpha, self.alpha).sample()\n"
          "    return torch.distributions.Normal(mu, sigma)\n", [("SF706", 4, "likely")]),

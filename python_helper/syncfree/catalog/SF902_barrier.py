@@ -54,7 +54,8 @@ def _on_another_backend(node: ast.AST, scope: CellScope) -> bool:
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if (
         isinstance(node, ast.Call)
-        and scope.call_name(node) in ("torch.distributed.barrier", "torch.distributed.monitored_barrier")
+        # monitored_barrier is gloo's alone (torch.distributed docs): it waits for the ranks, never for a GPU
+        and scope.call_name(node) == "torch.distributed.barrier"
         and not _on_another_backend(node, scope)
     ):
         yield Match(node, f"`{scope.snippet(node)}` blocks the CPU until every rank arrives and the GPU's queue drains", "certain")
@@ -71,5 +72,5 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
-    calls=("barrier", "monitored_barrier"),
+    calls=("barrier",),
 )
