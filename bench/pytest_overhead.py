@@ -2,7 +2,10 @@
 ``@pytest.mark.sync_free``, run by plain pytest (plugin off), with the plugin loaded, and
 with ``--syncfree`` (every test watched).
 
-    PYTHONPATH=python_helper python3 bench/pytest_overhead.py [--repeats 5]
+    PYTHONPATH=python_helper python3 bench/pytest_overhead.py [--repeats 5] [--style unittest]
+
+``--style unittest`` writes the suite as ``unittest.TestCase`` classes (setUp makes the
+tensor; the marker on the method), as many third-party suites are.
 
 Each variant runs in its own pytest process, round-robin, ``--repeats`` times; the median
 wall time of each is printed with its ratio to plain pytest. Target: ``--syncfree``
@@ -50,19 +53,49 @@ def test_{n}(x):
 '''
 
 
-def write_suite(folder: Path) -> None:
+UNITTEST_FILE = '''\
+import unittest
+import pytest
+import torch
+
+class TestSuite(unittest.TestCase):
+    def setUp(self):
+        self.x = torch.randn(64, 64)
+{tests}
+'''
+
+UNITTEST_PLAIN = '''
+    def test_{n}(self):
+        y = (self.x @ self.x).relu()
+        self.assertEqual(y.shape, (64, 64))
+        self.assertGreaterEqual(float(y.sum()), 0)
+'''
+
+UNITTEST_SYNC_FREE = '''
+    @pytest.mark.sync_free
+    def test_{n}(self):
+        y = (self.x @ self.x).relu()
+        self.assertEqual(y.shape, (64, 64))
+'''
+
+
+def write_suite(folder: Path, style: str = "pytest") -> None:
     per_file = 20
+    template, plain, marked = ((UNITTEST_FILE, UNITTEST_PLAIN, UNITTEST_SYNC_FREE)
+                               if style == "unittest" else (TEST_FILE, PLAIN, SYNC_FREE))
     for f in range(TESTS // per_file):
         tests = []
         for i in range(per_file):
             n = f * per_file + i
-            tests.append((SYNC_FREE if n % (TESTS // MARKED) == 0 else PLAIN).format(n=n))
-        (folder / f"test_suite_{f}.py").write_text(TEST_FILE.format(tests="".join(tests)))
+            tests.append((marked if n % (TESTS // MARKED) == 0 else plain).format(n=n))
+        (folder / f"test_suite_{f}.py").write_text(template.format(tests="".join(tests)))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--style", choices=("pytest", "unittest"), default="pytest",
+                        help="test functions with fixtures, or unittest.TestCase classes")
     args = parser.parse_args(argv)
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, PYTHONPATH=str(root / "python_helper"))
@@ -73,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        write_suite(folder)
-        (folder / "pytest.ini").write_text("[pytest]\nmarkers = sync_free\n")
+        write_suite(folder, args.style)
+        (folder / "pytest.ini").write_text("[pytest]\n")  # the marker is registered by syncfree
         times: dict[str, list[float]] = {name: [] for name in variants}
         cpu: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.repeats):
@@ -91,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                     return 1
     base = statistics.median(times["plain pytest (-p no:syncfree)"])
     base_cpu = statistics.median(cpu["plain pytest (-p no:syncfree)"])
-    print(f"syncfree bench: pytest on {TESTS} CPU tests ({MARKED} marked sync_free), "
+    print(f"syncfree bench: pytest on {TESTS} CPU tests ({MARKED} marked sync_free"
+          f"{', unittest.TestCase classes' if args.style == 'unittest' else ''}), "
           f"median of {args.repeats} runs per pytest process: wall time, and CPU time "
           f"(user + system; steadier on a loaded machine) | {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}")
