@@ -148,18 +148,19 @@ def pytest_runtest_call(item: pytest.Item):
     # TestCase.run): setUp and tearDown are its fixtures, on the stand-ins like them;
     # the method is its body, watched.
     boundary = sys._getframe(1)
+    if not _watched(item):
+        return (yield from _under_standins(item, boundary))
     original = item.obj
     instance = item.instance
-    if _watched(item):
-        # TestCaseFunction.runtest puts item.obj on the instance for a plain method; an
-        # async one unittest looks up itself (_pytest/unittest.py), so it goes there too.
-        item.obj = _watched_method(item, original)
-        setattr(instance, item.name, item.obj)
+    # TestCaseFunction.runtest puts item.obj on the instance for a plain method; an async
+    # one unittest looks up itself (_pytest/unittest.py), so it goes there too.
+    item.obj = _watched_method(item, original)
+    setattr(instance, item.name, item.obj)
     try:
         return (yield from _under_standins(item, boundary))
     finally:
         item.obj = original
-        if item.name in vars(instance):
+        if item.name in vars(instance):  # runtest took it off again for a plain method
             delattr(instance, item.name)
 
 
