@@ -206,7 +206,10 @@ def test_run_ends_within_two_seconds_of_sigint_leaving_no_kernel_or_temp_files(n
                    "JUPYTER_RUNTIME_DIR": str(runtime)}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", str(loop), "--timeout", "100"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
-    time.sleep(6)  # the kernel started and the cell is running
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(temp.glob("syncfree-kernel-*/kernel-*")):
+        time.sleep(0.05)  # the kernel's sockets: it runs (a fixed wait is too short on a loaded machine)
+    time.sleep(3)  # the cell is running
     process.send_signal(signal.SIGINT)
     start = time.monotonic()
     _, err = process.communicate(timeout=30)

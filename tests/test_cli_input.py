@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,45 @@ def test_source_encodings_are_read_as_python_reads_them(tmp_path, data, line):
     assert done.returncode == 1 and f"enc.py:{line}:" in done.stdout, done.stdout + done.stderr
     if data == LATIN:
         assert "café" in done.stdout  # the script's own output, decoded as Python decodes it
+
+
+# --------------------------------------------------------------------------------------------- notebook runs
+def loop_notebook(tmp_path: Path) -> Path:
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("print('started', flush=True)\nwhile True: pass")]
+    nbformat.write(notebook, tmp_path / "loop.ipynb")
+    return tmp_path / "loop.ipynb"
+
+
+def test_a_cell_timeout_is_one_line_without_the_kernels_traceback(tmp_path):
+    done = syncfree("run", str(loop_notebook(tmp_path)), "--timeout", "5")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "ZMQError" not in done.stderr, done.stderr
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("syncfree: cell ")]  # progress lines
+    assert errors == [f"syncfree: error: {tmp_path / 'loop.ipynb'} did not run to the end: A cell timed out while "
+                      "it was being executed, after 5 seconds."]
+
+
+def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path):
+    notebook = loop_notebook(tmp_path)
+    temp, runtime = tmp_path / "tmp", tmp_path / "runtime"
+    temp.mkdir()
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), "TMPDIR": str(temp),
+                   "JUPYTER_RUNTIME_DIR": str(runtime)}
+    for phase in ("starting", "running"):
+        process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", str(notebook), "--timeout", "100"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(temp.glob("syncfree-kernel-*")):
+            time.sleep(0.05)  # the kernel's sockets folder: the kernel is being started
+        if phase == "running":
+            while time.monotonic() < deadline and not list(temp.glob("syncfree-kernel-*/kernel-*")):
+                time.sleep(0.05)  # its sockets: the kernel runs
+            time.sleep(3)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == -signal.SIGTERM, err  # it dies of the signal, once it has cleaned up
+        assert "Traceback" not in err, err
+        left = [*temp.iterdir(), *(runtime.iterdir() if runtime.exists() else ())]
+        assert not left, (phase, left)  # the sockets' folder, the connection file

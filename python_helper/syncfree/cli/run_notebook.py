@@ -82,6 +82,7 @@ def run(
         raise UsageProblem(f"cannot read {path} as a notebook: {lines[0] if lines else type(error).__name__}") from None
     cell_budgets = _cell_budgets(notebook, str(path))
     extra = {}
+    sockets = None
     if os.name == "posix":
         # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
         # does not warn about unencrypted TCP).
@@ -117,12 +118,14 @@ def run(
             cell.outputs = []
             cell.execution_count = None
     failure = None
-    interrupted = []
+    stopped: list[int] = []  # the signal that stopped the run
 
-    def on_interrupt(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         # A KeyboardInterrupt raised inside nbclient's event loop is not seen until the running cell ends (never,
-        # for an infinite loop): kill the kernel instead, which nbclient reports at once as a dead kernel.
-        interrupted.append(signum)
+        # for an infinite loop): kill the kernel instead, which nbclient reports at once as a dead kernel. Before
+        # the kernel has a process, stop the start; either way the kernel, its sockets and its connection file
+        # are cleaned up below, for SIGTERM (a CI job cancelled, a `timeout` run out) as for Ctrl-C.
+        stopped.append(signum)
         provisioner = getattr(client.km, "provisioner", None)
         pid = getattr(provisioner, "pid", None)
         if pid:
@@ -131,20 +134,34 @@ def run(
             except OSError:
                 pass
         else:
-            raise KeyboardInterrupt
+            raise _Stopped(signum)
 
-    previous = signal.signal(signal.SIGINT, on_interrupt) if threading.current_thread() is threading.main_thread() else None
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = ({signum: signal.signal(signum, on_signal) for signum in handled}
+                if threading.current_thread() is threading.main_thread() else {})
+    kernel_log = open(os.path.join(sockets, "kernel.log"), "w+b") if sockets else None  # noqa: SIM115
     try:
-        _execute(client, notebook, setup)
+        _execute(client, notebook, setup, timeout, kernel_log)
     except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
         failure = error
+    except _Stopped:
+        pass
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
-        if "km" in extra:
-            shutil.rmtree(os.path.dirname(extra["km"].ip), ignore_errors=True)
-    if interrupted:
-        print(f"syncfree: error: {path} interrupted; the kernel was stopped", file=sys.stderr)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _forget_kernel(client)
+        if kernel_log is not None:
+            kernel_log.close()
+        if sockets:
+            shutil.rmtree(sockets, ignore_errors=True)
+    if stopped:
+        what = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
+        print(f"syncfree: error: {path} {what}; the kernel was stopped", file=sys.stderr)
+        if stopped[0] == signal.SIGTERM:
+            # Die of the signal as a program without a handler would, now that nothing is left behind.
+            sys.stderr.flush()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
         return EXIT_ERROR
     reports = _cell_reports(notebook, str(path))
     verdict = _judge(reports, cell_budgets, budget, str(path))
@@ -323,7 +340,30 @@ class ExtensionNotLoaded(RuntimeError):
     """The kernel could not load the syncfree extension (not installed in the kernel's environment)."""
 
 
-def _execute(client: Any, notebook: Any, setup: str) -> None:
+class _Stopped(BaseException):
+    """SIGINT or SIGTERM before the kernel had a process."""
+
+
+def _forget_kernel(client: Any) -> None:
+    """Whatever is left of the kernel after any exit (a start cut short included): its process killed, its
+    connection file removed (jupyter_client's cleanup_resources)."""
+    km = getattr(client, "km", None)
+    if km is None:
+        return
+    process = getattr(getattr(km, "provisioner", None), "process", None)  # a Popen: never a reused pid
+    if process is not None and process.poll() is None:
+        process.kill()
+        process.wait()
+    connection_file = getattr(km, "connection_file", None)
+    if connection_file:
+        try:
+            os.remove(connection_file)
+        except OSError:
+            pass
+
+
+def _execute(client: Any, notebook: Any, setup: str, timeout: float | None = None,
+             kernel_log: Any = None) -> None:
     """What ``NotebookClient.execute`` does, with ``setup`` run in the kernel before the first cell.
 
     The setup goes through the kernel client, not into the notebook as a cell, so the executed notebook holds only
@@ -332,11 +372,22 @@ def _execute(client: Any, notebook: Any, setup: str) -> None:
     down on every exit path.
     """
     client.reset_execution_trackers()
-    with client.setup_kernel():
+    # The kernel's own stderr (its log: a ZMQ error at a shutdown after a timeout, say) goes to a file, not among
+    # syncfree's one-line messages; the cells' output reaches the notebook through the kernel's messages anyway.
+    kernel_output = {"stderr": kernel_log} if kernel_log is not None else {}
+    with client.setup_kernel(**kernel_output):
         info = client.wait_for_reply(client.kc.kernel_info())
         if info is not None and "language_info" in info["content"]:
             notebook.metadata["language_info"] = info["content"]["language_info"]
-        reply = client.wait_for_reply(client.kc.execute(setup, store_history=False))
+        # --timeout is per cell: the setup (importing syncfree, torch) gets at least a minute of its own. nbclient
+        # cannot time out a wait that belongs to no cell (nbclient/client.py, _async_handle_timeout asserts a cell).
+        client.timeout = max(timeout or 0, 60) if timeout is not None else None
+        try:
+            reply = client.wait_for_reply(client.kc.execute(setup, store_history=False))
+        except (TimeoutError, AssertionError):
+            raise TimeoutError(f"the kernel did not load syncfree within {client.timeout:.0f} seconds") from None
+        finally:
+            client.timeout = timeout
         content = (reply or {}).get("content", {})
         if content.get("status") != "ok":
             raise ExtensionNotLoaded(
