@@ -397,11 +397,11 @@ class Watch:
     def __enter__(self) -> Watch:
         # The frame running the `with` (or the decorator's wrapper): every sync of the
         # block happens below it, so the recorder's stack keys stop there.
-        self._begin(sys._getframe(1))
         try:
+            self._begin(sys._getframe(1))
             self._resume()
-        except BaseException:
-            self._end(None, check_budget=False)
+        except BaseException:  # noqa: B036 (an interrupt half way: nothing left running)
+            self._abandon()
             raise
         return self
 
@@ -471,13 +471,8 @@ class Watch:
                                     max_frames=self.max_frames,
                                     scope="process" if self.all_threads else "context")
             recorder.boundary = boundary
-            self._recorder = recorder
-            try:
-                recorder.__enter__()
-            except BaseException:
-                self._recorder = None
-                recorder.boundary = None
-                raise
+            self._recorder = recorder  # before it is entered: _abandon ends it
+            recorder.__enter__()
         self._running = True
         _unended.watch_began(self)
         self._started = perf_counter()
@@ -526,6 +521,21 @@ class Watch:
         if check_budget and exc is None and self.budget is not None \
                 and report.counted > self.budget:
             raise SyncError(report, self.budget)
+
+    def _abandon(self) -> None:
+        """Undo a `_begin` that did not complete (no report)."""
+        recorder, self._recorder = self._recorder, None
+        token, self._token = self._token, None
+        self._running = False
+        _unended.watch_ended(self)
+        if recorder is not None:
+            from .capture import dispatch
+
+            dispatch.unroute(token, recorder)
+            try:
+                recorder.__exit__(None, None, None)
+            finally:
+                recorder.boundary = None
 
     def _syncs_so_far(self) -> int:
         recorder = self._recorder
