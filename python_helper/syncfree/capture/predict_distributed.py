@@ -29,7 +29,11 @@ device_ids=[local_rank])``. Inside a predict session (`predict.PredictSession`, 
 
 Without blocking wait, NCCL collectives and ``Work.wait()`` order work on the GPU and do not
 block the CPU: nothing is predicted for them (sync-facts.md; re-measure on GPUs, see
-``tests/gpu/test_distributed_gpu.py``).
+``tests/gpu/test_distributed_gpu.py``). DDP's input copies to ``device_ids[0]`` run on a
+stand-in side stream (``_get_stream``, ``torch.accelerator.device_index``,
+``Tensor.record_stream``). Not predicted: what DDP's and FSDP's C++ does on the device (the
+reducer's blocking copy with ``find_unused_parameters=True`` when a parameter goes unused,
+SF906), and a name bound before the session (``from torch.distributed import barrier``).
 """
 
 from __future__ import annotations
