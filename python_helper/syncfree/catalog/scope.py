@@ -1267,7 +1267,7 @@ class CellScope:
 
 
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
-_FIELDS: dict[type, tuple[str, ...]] = dict.fromkeys(_LEAVES, ())
+_FIELDS: dict[type, tuple[tuple[str, object], ...]] = dict.fromkeys(_LEAVES, ())
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
 
@@ -1293,20 +1293,51 @@ def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """``list(ast.iter_child_nodes(node))`` without the ``ctx`` markers, several times faster (no generator, field
-    names looked up once per node type): the static pass visits every node of a file more than once."""
+    names looked up once per node type, lists of nodes copied whole): the static pass visits every node of a file
+    more than once."""
     kind = type(node)
     fields = _FIELDS.get(kind)
     if fields is None:
-        # ``ctx`` (Load, Store, Del) is left out: one shared object per kind that no rule looks at.
-        fields = _FIELDS[kind] = tuple(name for name in kind._fields if name != "ctx")
+        fields = _FIELDS[kind] = _field_kinds(node)
     children: list[ast.AST] = []
-    for name in fields:
+    for name, holds in fields:
         value = getattr(node, name, None)
-        if isinstance(value, ast.AST):
+        if holds is _LIST:
+            if value:
+                children.extend(value)
+        elif holds is _MIXED_LIST:
+            if value:
+                children.extend(item for item in value if isinstance(item, ast.AST))
+        elif isinstance(value, ast.AST):
             children.append(value)
-        elif isinstance(value, list):
-            children.extend(item for item in value if isinstance(item, ast.AST))
     return children
+
+
+_LIST, _MIXED_LIST, _ONE = object(), object(), object()
+# List fields that may hold something other than nodes: None for ``**`` in a dict and for keyword-only arguments
+# without a default, identifiers in global/nonlocal and class patterns.
+_MIXED_LISTS = frozenset({(ast.Dict, "keys"), (ast.arguments, "kw_defaults"), (ast.Global, "names"),
+                          (ast.Nonlocal, "names"), (ast.MatchClass, "kwd_attrs")})
+# Fields holding identifiers, numbers or strings, never a node (Constant.value is a Python constant).
+_SCALAR_FIELDS = frozenset({"id", "name", "arg", "attr", "module", "asname", "level", "is_async", "kind",
+                            "conversion", "simple", "type_comment", "tag"})
+
+
+def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
+    """Per node type, from its first node: each field that can hold nodes, and whether it is a list of nodes, a list
+    that may hold other things too, or one node or None (a field is a list in every node of a type: the grammar's
+    ``*``, Parser/Python.asdl). ``ctx`` (Load, Store, Del) is left out: one shared object no rule looks at."""
+    kind = type(node)
+    kinds = []
+    for name in kind._fields:
+        if name == "ctx" or name in _SCALAR_FIELDS or (kind is ast.Constant and name == "value"):
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, list):
+            kinds.append((name, _MIXED_LIST if (kind, name) in _MIXED_LISTS else _LIST))
+        else:
+            kinds.append((name, _ONE))
+    return tuple(kinds)
 
 
 def _leftmost_operand(node: ast.AST) -> ast.AST | None:
