@@ -376,7 +376,16 @@ def _executing_text(frame: FrameType) -> str:
     code = frame.f_code
     span = instruction_span(code, frame.f_lasti, 0)
     first, last = (span[0], span[2]) if span else ((frame_line(frame) or 0),) * 2
-    return "".join(linecache.getline(code.co_filename, n) for n in range(first, min(last, first + 20) + 1))
+    lines, depth, n = [], 0, first
+    # Through the end of the span and of any bracket opened on it (`if (` ... `):`).
+    while n <= first + 20 and (n <= last or depth > 0):
+        text = linecache.getline(code.co_filename, n)
+        if not text:
+            break
+        lines.append(text)
+        depth += text.count("(") + text.count("[") - text.count(")") - text.count("]")
+        n += 1
+    return "".join(lines)
 
 
 _library_findings_cache: dict[str, Sequence[Mapping]] = {}

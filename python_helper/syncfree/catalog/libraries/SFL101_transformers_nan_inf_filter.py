@@ -1,5 +1,5 @@
 '''## What it does
-The transformers `Trainer` checks every training step's loss for NaN/Inf (`Trainer._inner_training_loop`:
+The transformers `Trainer` checks every training step's loss for NaN/Inf (`Trainer._inner_training_loop`, `Trainer._run_epoch` in 5.x:
 `torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)`), a Python condition on a CUDA tensor.
 
 ## Why is this bad?
@@ -36,5 +36,5 @@ ENTRY = LibraryEntry.from_docstring(
     kind="python_bool",
     how_often="every training step",
     switch="TrainingArguments(logging_nan_inf_filter=False)",
-    sites=(LibrarySite("transformers/trainer.py", "Trainer._inner_training_loop", r"isnan|isinf"),),
+    sites=(LibrarySite("transformers/trainer.py", None, r"isnan\(|isinf\("),),
 )
