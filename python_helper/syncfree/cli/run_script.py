@@ -190,14 +190,17 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
             continue
         library = site.get("library")
         phase = site.get("phase") if site.get("phase") != "recurring" else None
-        # One row per library line under a user line, and per phase: regrouping keeps every count.
+        # One row per library line under a user line: regrouping keeps every count. A row is paid
+        # once only when every chain into it is (a function called once at setup and in the loop recurs).
         inside = (library["file"], library["line"], library.get("rule")) if library else None
-        key = (process is not None, path, chain[-1], rule, inside, phase)
+        key = (process is not None, path, chain[-1], rule, inside)
         row = rows.get(key)
         if row is None:
             row = rows[key] = _Row(_shown_path(path, start), chain[-1], rule, _what(site))
             row.path_on_disk = path
             row.inside, row.phase = library, phase
+        elif row.phase != phase:
+            row.phase = None if phase is None or row.phase is None else "once"
         row.count += site["count"]
         if site["blocked_ms"] is not None:
             row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
