@@ -744,7 +744,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                on_error: Callable[[BaseException], None] | None = None, module: bool = False,
                source: bytes | str | None = None,
                on_exit: Callable[[ScriptRun], None] | None = None,
-               engine: str | None = None) -> ScriptRun:
+               engine: str | None = None, pass_rules: Sequence[str] = ()) -> ScriptRun:
     """Run a program as ``python path argv...`` would, under the engine: ``path`` a script
     file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``) or,
     with ``module=True``, a module name (``python -m path``).
@@ -763,7 +763,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     as Python prints it, before the atexit handlers run). ``os._exit(n)`` in the program
     ends this process too, as it would Python's: ``on_exit`` gets the run first. A file
     that cannot be read or compiled raises OSError or SyntaxError before anything runs; a
-    module that cannot be found, `ModuleNotRunnable`.
+    module that cannot be found, `ModuleNotRunnable`. ``pass_rules``: rule codes whose syncs
+    ``mode="error"`` records without stopping (a one-off ``model.to(device)``).
     """
     import builtins
     import threading
@@ -830,6 +831,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         try:
             if filename == "<stdin>":
                 _attribute_to(filename)
+            recorder = _running_recorder()
+            if pass_rules and recorder is not None:
+                recorder.passes_rules = frozenset(pass_rules)
             children.start()
             exit_handlers.install()
             try:
@@ -856,6 +860,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 # A forked child that ran to the program's end (a plain os.fork()): its report, then its exit
                 # as Python's, with the status the program gave it.
                 children.finish_child(exit_code)
+                # Its copy of the engine ends with it, undone by nothing: restoring torch's state here would
+                # touch CUDA, which cannot follow a fork.
+                closed.append(True)
                 raise SystemExit(exit_code)
             children.end_children()
         except BaseException as exc:

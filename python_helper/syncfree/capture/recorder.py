@@ -107,6 +107,9 @@ class SyncRecorder:
         # one's syncs too, attributed in its own terms (set by dispatch.enter).
         self.parent: SyncRecorder | None = None
         self._stops_at_sync = mode == "error"  # error mode: warn mode plus an error at a sync
+        # Rules whose syncs error mode (and predict mode's stop) records without stopping: `syncfree run --mode
+        # error --ignore SF303` goes past a one-off model.to(device). A sync without a rule always stops.
+        self.passes_rules: frozenset[str] = frozenset()
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
         self._started = 0.0
         self.wall_ms = 0.0
@@ -231,7 +234,7 @@ class SyncRecorder:
         """
         __tracebackhide__ = True
         tally = self._record(frame, kind, predicted, blocked_s, None)
-        stops = predicted and self.stop_at_first and self._error_site is None
+        stops = predicted and self.stop_at_first and self._error_site is None and self._stops_at(tally)
         parent = self.parent
         while parent is not None:
             if parent.running:
@@ -364,13 +367,16 @@ class SyncRecorder:
         finally:
             if clock is not None:
                 clock.resume()
-        if stop and _get_ident() == self._thread:
+        if stop and _get_ident() == self._thread and self._stops_at(tally):
             # Error mode is warn mode plus this error, raised in the recorder's own thread
             # only (torch's error mode would stop every thread of the process); torch
             # raises it from the syncing call, as filterwarnings("error") would.
             if self.mode == "error":
                 self._error_site = tally
             raise RuntimeError(SYNC_MESSAGE)
+
+    def _stops_at(self, tally: SyncTally) -> bool:
+        return not self.passes_rules or getattr(tally, "rule", None) not in self.passes_rules
 
     def _count(self, frame: FrameType, blocked: float | None) -> SyncTally:
         """One debug-mode sync at ``frame``: one frame walk and one dict lookup, with the

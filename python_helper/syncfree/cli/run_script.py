@@ -65,7 +65,8 @@ def run_python(
 
     try:
         with output.program_output():
-            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine)
+            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine,
+                                pass_rules=_passed_rules(selected))
     except SyntaxError as error:
         d = Diagnostic(_shown_path(error.filename or target, start), error.lineno or 1, max(error.offset or 1, 1),
                        error.end_lineno or error.lineno or 1, max(error.end_offset or 1, 1), SYNTAX_ERROR,
@@ -245,6 +246,15 @@ def _selected_rules(select: list[str] | None, ignore: list[str] | None) -> set[s
         return {rule.code for rule in select_rules(select if select is not None else ["ALL"], ignore)}
     except ValueError as error:
         raise UsageProblem(str(error)) from None
+
+
+def _passed_rules(selected: set[str] | None) -> list[str]:
+    """The rules that --mode error goes past: those the selection leaves out."""
+    if selected is None:
+        return []
+    from syncfree.catalog import RULES
+
+    return sorted(set(RULES) - selected)
 
 
 def _names(names: list[str]) -> str:

@@ -1,0 +1,80 @@
+"""``syncfree run`` on CUDA in warn and error mode: the report's own stream, os._exit, forked children, and
+--mode error going past the rules left out (``make test-gpu``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    [str(ROOT / "python_helper"), *filter(None, [os.environ.get("PYTHONPATH")])])}
+
+
+def syncfree(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "syncfree", "run", *argv], capture_output=True, text=True,
+                          env=ENV, cwd=tmp_path, timeout=300)
+
+
+def write(tmp_path: Path, source: str) -> None:
+    (tmp_path / "train.py").write_text(textwrap.dedent(source))
+
+
+def test_mode_error_goes_past_an_ignored_rule_and_stops_at_the_next_sync(tmp_path):
+    write(tmp_path, """\
+        import torch
+        model = torch.nn.Linear(64, 64).to("cuda")
+        x = torch.randn(8, 64, device="cuda")
+        print("after setup", flush=True)
+        print(model(x).sum().item())
+        print("never")
+        """)
+    done = syncfree(tmp_path, "--mode", "error", "--ignore", "SF303", "train.py")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "after setup" in done.stdout and "never" not in done.stdout, out
+    assert "train.py:5:1: SF101 " in done.stdout and "(predicted)" not in done.stdout, out
+    assert "line 5, in <module>" in done.stderr, out
+    print("\nsyncfree-gpu: run --mode error --ignore SF303:\n" + out)
+
+
+def test_sarif_stays_valid_while_the_program_prints_and_os_exit_keeps_its_report(tmp_path):
+    write(tmp_path, """\
+        import os, torch
+        x = torch.randn(1024, 1024, device="cuda")
+        for step in range(5):
+            print("loss", (x @ x).sum().item(), flush=True)
+        os._exit(3)
+        """)
+    done = syncfree(tmp_path, "--format", "sarif", "train.py")
+    assert done.returncode == 3, done.stderr
+    results = json.loads(done.stdout)["runs"][0]["results"]
+    assert [(r["properties"]["count"], r["properties"]["certainty"]) for r in results] == [(5, "measured")]
+    assert results[0]["properties"]["blockedMs"] > 0
+    assert done.stderr.count("loss") == 5
+
+
+def test_a_forked_child_is_reported_apart_with_its_status(tmp_path):
+    write(tmp_path, """\
+        import os, sys, torch
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        pid = os.fork()
+        if pid == 0:
+            print("child", torch.randn(3).sum().item() is not None)  # CPU work only: CUDA cannot follow a fork
+            sys.exit(7)
+        print("child exit", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        """)
+    done = syncfree(tmp_path, "train.py")
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "child exit 7" in done.stdout, out
+    assert done.stdout.count("syncs at") + done.stdout.count("sync at") == 1, out
+    assert "train.py:3:1: SF101 " in done.stdout and "ran without a sync" in done.stdout, out
