@@ -121,24 +121,43 @@ def install(session: Any, patch: Any) -> None:
     autocast = torch.amp.autocast_mode.autocast
     own_enter, own_exit = autocast.__enter__, autocast.__exit__
 
+    cpu_state, set_cpu_state = _cpu_autocast_state(torch)
+
     def enter(region: Any) -> Any:
         result = own_enter(region)
         if getattr(region, "device", None) == "cuda" and not torch.jit.is_scripting():
-            region._syncfree_cpu_autocast = (torch.is_autocast_enabled("cpu"),
-                                             torch.get_autocast_dtype("cpu"))
-            torch.set_autocast_enabled("cpu", bool(region._enabled))
-            torch.set_autocast_dtype("cpu", region.fast_dtype)
+            region._syncfree_cpu_autocast = cpu_state()
+            set_cpu_state(bool(region._enabled), region.fast_dtype)
         return result
 
     def exit_(region: Any, *exc: Any) -> Any:
         saved = region.__dict__.pop("_syncfree_cpu_autocast", None)
         if saved is not None:
-            torch.set_autocast_enabled("cpu", saved[0])
-            torch.set_autocast_dtype("cpu", saved[1])
+            set_cpu_state(*saved)
         return own_exit(region, *exc)
 
     patch(autocast, "__enter__", enter)
     patch(autocast, "__exit__", exit_)
+
+
+def _cpu_autocast_state(torch: Any) -> tuple[Any, Any]:
+    """Read and set CPU autocast's (enabled, dtype): the device-type functions of torch >=
+    2.4, else the CPU-specific ones they replaced."""
+    if hasattr(torch, "get_autocast_dtype"):
+        def state() -> tuple[bool, Any]:
+            return torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")
+
+        def set_state(enabled: bool, dtype: Any) -> None:
+            torch.set_autocast_enabled("cpu", enabled)
+            torch.set_autocast_dtype("cpu", dtype)
+    else:  # torch < 2.4
+        def state() -> tuple[bool, Any]:
+            return torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
+
+        def set_state(enabled: bool, dtype: Any) -> None:
+            torch.set_autocast_cpu_enabled(enabled)
+            torch.set_autocast_cpu_dtype(dtype)
+    return state, set_state
 
 
 def react_to_sync(kind: str, frame: Any) -> None:
