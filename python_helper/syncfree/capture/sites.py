@@ -364,7 +364,9 @@ def _library_line(library: Sequence[FrameType],
     if rule is None:
         rule = _rule_for_kind(kind)
     line = frame_line(frame) or 1
-    text = linecache.getline(code.co_filename, line).strip()
+    # The statement as one line (a condition spread over lines reads whole: `if (...)`).
+    text = " ".join(part.strip() for part in _executing_text(frame).splitlines()).replace("( ", "(")
+    text = text.replace(" )", ")") or linecache.getline(code.co_filename, line).strip()
     return LibraryLine(package_of(code.co_filename) or "", shorten_path(code.co_filename), line,
                        getattr(code, "co_qualname", code.co_name)[:200], text[:200], rule,
                        entry.code if entry is not None and entry.code in ENTRIES else None), kind, at
@@ -375,16 +377,19 @@ def _executing_text(frame: FrameType) -> str:
     several lines is matched whole)."""
     code = frame.f_code
     span = instruction_span(code, frame.f_lasti, 0)
-    first, last = (span[0], span[2]) if span else ((frame_line(frame) or 0),) * 2
+    first = span[0] if span else (frame_line(frame) or 0)
     lines, depth, n = [], 0, first
-    # Through the end of the span and of any bracket opened on it (`if (` ... `):`).
-    while n <= first + 20 and (n <= last or depth > 0):
+    # The first line and, while a bracket it opened is open, the next ones (`if (` ... `):`).
+    while n <= first + 20:
         text = linecache.getline(code.co_filename, n)
         if not text:
             break
-        lines.append(text)
-        depth += text.count("(") + text.count("[") - text.count(")") - text.count("]")
+        if not text.strip().startswith("#"):
+            lines.append(text)
+            depth += text.count("(") + text.count("[") - text.count(")") - text.count("]")
         n += 1
+        if depth <= 0:
+            break
     return "".join(lines)
 
 
@@ -494,7 +499,8 @@ def phase_of(stack: Sequence[FrameType], user_at: Sequence[int], start: int | No
             if caller_at != i + 1:  # a library frame between: it may call back many times
                 return "recurring"
             node = _instruction_node(stack[caller_at].f_code, stack[caller_at].f_lasti)
-            if not isinstance(node, ast.Call) or _callee_name(node.func) != code.co_name:
+            if not isinstance(node, ast.Call) or (_callee_name(node.func) != code.co_name
+                                                  and code.co_name != "__init__"):
                 return "recurring"  # map(f, xs), a hook, a decorator: not one direct call
         filename = code.co_filename
         lines = _looping_lines(filename, len(linecache.getlines(filename)))
