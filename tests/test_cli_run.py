@@ -194,6 +194,23 @@ def test_pool_workers_syncs_are_collected(tmp_path):
     assert "ended without a report" not in done.stderr
 
 
+def test_workers_started_as_new_interpreters_are_named(tmp_path):
+    write(tmp_path, "train.py", """\
+        import multiprocessing
+
+        def work(i):
+            return i
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(2) as pool:
+                print(sum(pool.map(work, range(4))))
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("6\n"), done.stdout + done.stderr
+    assert ("note: 2 child processes started as new interpreters (SpawnPoolWorker-1 (spawn), SpawnPoolWorker-2 "
+            "(spawn)) ran unwatched") in done.stdout
+
+
 def test_dataloader_workers_syncs_are_collected(tmp_path):
     write(tmp_path, "train.py", """\
         import torch

@@ -20,8 +20,9 @@ A child killed another way (SIGKILL, a crash) leaves no report; the parent knows
 ones it has no report for. ``os._exit`` in the parent itself goes to ``on_parent_exit`` first, so that even a
 program that ends that way leaves its report.
 
-Only forks made through ``os.fork`` while the program runs are followed; ``subprocess`` and the spawn and forkserver
-start methods start a new interpreter, which syncfree does not watch.
+Only forks made through ``os.fork`` while the program runs are followed; the spawn and forkserver start methods
+start a new interpreter, which syncfree does not watch: each such multiprocessing child is named in a note.
+``subprocess`` starts other programs.
 """
 
 from __future__ import annotations
@@ -89,12 +90,28 @@ class ForkedChildren:
         self._child_start: tuple[Any, int] | None = None  # in a child: (recorder checkpoint, syncs) at the fork
         self._finished = False
         self._installed = False
+        self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
+        self._process_start: Any = None
 
     # ------------------------------------------------------------------ parent side
     def start(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
         os.fork = self._fork
         os._exit = self._exit
+        # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter
+        # that the engine does not follow: named in a note rather than left out without a word.
+        from multiprocessing import process
+
+        self._process_start = process.BaseProcess.start
+        real_start, unwatched = self._process_start, self.unwatched
+
+        def start(process_self: Any) -> None:
+            real_start(process_self)
+            method = getattr(getattr(process_self, "_popen", None), "method", "fork")
+            if method != "fork":
+                unwatched.append(f"{process_self.name} ({method})")
+
+        process.BaseProcess.start = start
         self._installed = True
 
     def stop(self) -> None:
@@ -105,6 +122,9 @@ class ForkedChildren:
                 os.fork = _real_fork
             if os._exit == self._exit:
                 os._exit = _real_exit
+            from multiprocessing import process
+
+            process.BaseProcess.start = self._process_start
             self._installed = False
 
     def end_children(self) -> None:
@@ -144,6 +164,12 @@ class ForkedChildren:
         for pid in missing:
             state = "was still running when the program ended" if _alive(pid) else "ended without a report (killed)"
             notes.append(f"child process {pid} {state}: its syncs are not counted")
+        if self.unwatched:
+            shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
+                                                      if len(self.unwatched) > 4 else "")
+            notes.append(f"{len(self.unwatched)} child process{'es' if len(self.unwatched) != 1 else ''} started "
+                         f"as new interpreters ({shown}) ran unwatched: their syncs are not in this report (the "
+                         "fork start method keeps them watched)")
         return sorted(reports.values(), key=lambda r: r.pid), notes
 
     def remove_folder(self) -> None:
