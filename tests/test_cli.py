@@ -233,10 +233,11 @@ def test_run_notebook_within_budgets_exits_0_and_writes_sarif(tmp_path, capsys, 
     output = tmp_path / "annotated.ipynb"
     status, _, err = run_cli(capsys, "run", str(source), "-o", str(output))
     assert status == 2 and "write the executed notebook with --output" in err and not output.exists()
+    report = tmp_path / "report.sarif"
     status, out, err = run_cli(capsys, "run", str(source), "--format", "sarif", "--budget", "1", "--output",
-                               str(output), "--timeout", "120")
-    assert status == 0, err
-    log = json.loads(out)
+                               str(output), "--timeout", "120", "--output-file", str(report))
+    assert status == 0 and out == "", err
+    log = json.loads(report.read_text())
     jsonschema.validate(log, SARIF_SCHEMA)
     results = log["runs"][0]["results"]
     assert len(results) == 2 and {r["ruleId"] for r in results} == {"SF101"}
