@@ -592,9 +592,12 @@ def test_a_failing_rank_fails_the_job_and_the_stopped_rank_still_reports(tmp_pat
         import torch
         x = torch.ones(1, device="cuda")
         x.item()
-        print("rank", os.environ["RANK"], "read it")
+        print("rank", os.environ["RANK"], "read it", flush=True)
         if os.environ["RANK"] == "1":
+            while not os.path.exists("rank0-waits"):  # rank 0 is past its sync
+                time.sleep(0.05)
             raise SystemExit(3)
+        open("rank0-waits", "w").close()
         time.sleep(100)
     """))
     started = time.monotonic()
