@@ -150,6 +150,31 @@ def test_os_exit_still_leaves_a_report_and_its_status(tmp_path):
     assert done.returncode == 4 and json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
 
 
+def test_ctrl_c_reports_the_syncs_until_then_with_status_130(tmp_path):
+    import signal
+    import time
+
+    write(tmp_path, "train.py", """\
+        import atexit, torch
+        atexit.register(lambda: print("atexit ran", flush=True))
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("training", flush=True)
+        while True:
+            pass
+        """)
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "train.py"], cwd=tmp_path, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    assert process.stdout.readline() == "training\n"
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "KeyboardInterrupt" in err and "interrupted; the syncs until then are reported" in err
+    assert out.startswith("atexit ran\ntrain.py:4:1: SF101 "), out  # as Python: atexit after the traceback
+
+
 def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_report(tmp_path):
     write(tmp_path, "train.py", """\
         import os, sys, torch

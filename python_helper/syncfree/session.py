@@ -758,9 +758,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     report apart (``children``, `syncfree.processes`). Afterwards the working directory,
     ``sys.argv``, ``sys.path``, ``__main__`` and the standard streams are as before.
 
-    The exit status is what Python's would be: 0, the ``SystemExit`` code, or 1 for an
-    uncaught exception, whose traceback goes to ``on_error`` (default: printed to stderr
-    as Python prints it, before the atexit handlers run). ``os._exit(n)`` in the program
+    The exit status is what Python's would be: 0, the ``SystemExit`` code, 1 for an
+    uncaught exception (130 for KeyboardInterrupt), whose traceback goes to ``on_error``
+    (default: printed to stderr as Python prints it, before the atexit handlers run). ``os._exit(n)`` in the program
     ends this process too, as it would Python's: ``on_exit`` gets the run first. A file
     that cannot be read or compiled raises OSError or SyntaxError before anything runs; a
     module that cannot be found, `ModuleNotRunnable`. ``pass_rules``: rule codes whose syncs
@@ -849,8 +849,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 exit_code = _exit_status(exc.code)
             except ModuleNotRunnable:
                 raise
-            except Exception as exc:  # KeyboardInterrupt goes on to the caller
-                exit_code, failure = 1, exc
+            except (Exception, KeyboardInterrupt) as exc:
+                # Python's end for an uncaught exception: its traceback, then the rest below; Ctrl-C's
+                # status is 130, as a shell reports Python's death by SIGINT (what ran so far is reported).
+                exit_code, failure = (130 if isinstance(exc, KeyboardInterrupt) else 1), exc
                 (on_error or _print_traceback)(exc)
             # What Python does after the main module: join the non-daemon threads, run the atexit
             # handlers (Lib/threading.py _shutdown, Modules/atexitmodule.c), end multiprocessing's children.

@@ -90,7 +90,8 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     counted = max(report.counted - left_out[0], 0) + child_counted
     over = counted > (budget if budget is not None else 0)
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
-    if hard:
+    interrupted = isinstance(result.error, KeyboardInterrupt)
+    if hard or interrupted:
         status = result.exit_code
     else:
         status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
@@ -126,7 +127,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                       summary=summary, tool_version=__version__)
     output.stream().flush()
     output.close()
-    if stopped:
+    if interrupted:
+        print(f"syncfree: {target} interrupted; the syncs until then are reported", file=sys.stderr)
+    elif stopped:
         print(f"syncfree: {target} stopped at its first sync (--mode error)", file=sys.stderr)
     elif result.exit_code not in (0, None):
         print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
