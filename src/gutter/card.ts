@@ -4,6 +4,7 @@ import { CSS_PREFIX } from '../tokens';
 import { ILineMarker } from './lines';
 import { costliestFirst, formatCount, formatMs, isPredicted, messageAddsToLabel, ruleOf, siteLabel } from '../model';
 import { el, withInlineCode } from '../dom';
+import { librarySwitch, libraryText } from '../library';
 
 /** What a sync card shows. */
 export interface ISyncCardContent {
@@ -91,6 +92,18 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   }
   if (site.chain.length > 1) {
     block.appendChild(el('div', `${C}-chain`, `cell lines ${chainText(site)}`));
+  }
+  if (site.library) {
+    // The line inside an installed package where the sync happened (issue 21), under this
+    // line; its rule explains that line, the site's rule this one (a library call).
+    const library = el('div', `${C}-library`);
+    library.appendChild(withInlineCode('div', `${C}-library-line`, libraryText(site.library)));
+    library.title = `${site.library.package}: ${site.library.function}`;
+    const switchText = librarySwitch(site.library);
+    if (switchText) {
+      library.appendChild(withInlineCode('div', `${C}-library-switch`, switchText));
+    }
+    block.appendChild(library);
   }
   if (content.showLibraryFrames && site.frames.length > 0) {
     const list = el('ol', `${C}-frames`);
@@ -265,6 +278,9 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   for (const site of marker.sites) {
     if (site.rule) {
       codes.add(site.rule);
+    }
+    if (site.library?.rule) {
+      codes.add(site.library.rule);
     }
   }
   for (const finding of marker.findings) {

@@ -16,6 +16,7 @@ import {
 } from './ranking';
 import { formatCount, formatMs, plainText, plural, syncCountText } from '../model';
 import { el, withInlineCode } from '../dom';
+import { librarySwitch, libraryText, libraryWhere } from '../library';
 
 /** The notebook the sidebar shows. */
 export interface ISyncsSource {
@@ -469,6 +470,12 @@ export class SyncsPanel extends Panel {
     cell('where', showCell ? `cell ${site.cellNumber}:${position}` : position);
     const what = cell('kind');
     what.appendChild(withInlineCode('span', `${S}-label`, site.label));
+    if (site.library) {
+      // The package's line where the sync happened, under the user's line (issue 21).
+      const library = el('span', `${S}-library`, libraryWhere(site.library));
+      library.title = [libraryText(site.library), librarySwitch(site.library)].filter(Boolean).join('\n');
+      what.appendChild(library);
+    }
     const delta = deltaText(site);
     if (delta) {
       const chip = el('span', `${S}-delta`, delta);

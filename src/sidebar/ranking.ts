@@ -1,4 +1,4 @@
-import type { Finding, SyncReport, SyncSite } from '../_report';
+import type { Finding, LibraryLine, SyncReport, SyncSite } from '../_report';
 import {
   MarkerSource,
   compareCost,
@@ -70,6 +70,8 @@ export interface IRankedSite {
   message: string;
   /** Null when the cell has no previous run to compare with. */
   delta: ISiteDelta | null;
+  /** Where inside an installed package the sync happened, under this line (issue 21). */
+  library?: LibraryLine | null;
 }
 
 export interface ISiteFilter {
@@ -416,7 +418,8 @@ export class SiteRanking {
       source: siteSource(report, site),
       weight: weightOf(site.count, site.blocked_ms),
       message: site.message,
-      delta
+      delta,
+      library: site.library ?? null
     };
   }
 
