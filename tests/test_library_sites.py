@@ -290,3 +290,33 @@ def test_run_sarif_related_location(site_dir, tmp_path):
         "properties": {"package": "fakeframe", "rule": "SF103"},
     }]
     assert "relatedLocations" not in results[2]
+
+
+def test_run_ranks_one_off_rows_after_the_recurring_ones(tmp_path):
+    script = tmp_path / "setup.py"
+    script.write_text(textwrap.dedent('''\
+        import torch
+        x = torch.ones(3, device="cuda")
+        print(x.sum().item())
+        for _ in range(2):
+            x.sum().item()
+    '''))
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "setup.py"], cwd=tmp_path,
+                          env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=300)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("setup.py")]
+    assert rows == ["setup.py:5:5: SF101 `.item()` waits for the GPU (predicted) ×2",
+                    "setup.py:3:1: SF101 `.item()` waits for the GPU (predicted) ×1 [once]"]
+    assert "3 syncs at 2 sites (predicted), ranked by count, recurring first; 1 once (setup, compilation)." \
+        in done.stdout
+
+
+def test_a_notebook_rows_library_line_and_phase():
+    from syncfree.cli.run_notebook import _cell_site_diagnostic
+
+    library = {"package": "fakeframe", "file": "fakeframe/__init__.py", "line": 12, "function": "Trainer.train",
+               "text": "if torch.isnan(loss):", "rule": "SF103"}
+    cell = {"source": "trainer.train()\n", "id": "c1"}
+    site = {"line": 1, "kind": "python_bool", "count": 4, "blocked_ms": None, "rule": "SF700",
+            "message": "truth value of a tensor synced 4x inside fakeframe", "library": library, "phase": "once"}
+    d = _cell_site_diagnostic("nb.ipynb", 1, cell, {"mode": "warn"}, site)
+    assert d.inside == library and d.phase == "once"

@@ -286,7 +286,8 @@ def _cell_site_diagnostic(path: str, number: int, cell: Any, report: dict[str, A
     return Diagnostic(path, site["line"], col, site["line"], end_col, site.get("rule") or site["kind"],
                       message, cell=number, cell_id=cell.get("id"),
                       certainty="predicted" if predicted else "measured", count=site["count"],
-                      blocked_ms=site.get("blocked_ms"))
+                      blocked_ms=site.get("blocked_ms"), inside=site.get("library"),
+                      phase=site.get("phase") if site.get("phase") != "recurring" else None)
 
 
 class _Progress:

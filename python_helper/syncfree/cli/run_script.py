@@ -104,7 +104,8 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                f"{' (predicted)' if report.predicted else ''}{blocked}"
                f"{f'; {allowed} allowed' if allowed else ''}"
                f"{f'; {sum(left_out)} left out by --select/--ignore' if sum(left_out) else ''}, "
-               f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}.")
+               f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}"
+               f"{_once_text(rows)}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
     children = result.children
@@ -216,6 +217,12 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
     ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), r.phase is not None, -(r.blocked_ms or 0.0),
                                                   -r.count, r.path, r.line))
     return ranked, (left_out[0], left_out[1]), child_counted
+
+
+def _once_text(rows: list[_Row]) -> str:
+    """``, recurring first; 16 once (setup, compilation)``: the syncs paid once are ranked after the others."""
+    once = sum(row.count for row in rows if row.phase and not row.processes)
+    return f", recurring first; {once} once (setup, compilation)" if once else ""
 
 
 def _what(site: dict[str, Any]) -> str:
