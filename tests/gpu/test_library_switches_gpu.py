@@ -39,12 +39,13 @@ def report(code: str, before: tuple[int, dict], after: tuple[int, dict]) -> None
 # --------------------------------------------------------------------------- transformers
 
 
-def _trainer(tmp_path, **args):
+def _trainer(tmp_path, attention_mask=False, **args):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.GPT2Config(vocab_size=128, n_positions=32, n_embd=32, n_layer=1, n_head=2)
     model = transformers.GPT2LMHeadModel(config)
-    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 128, (64, 16))]
+    data = [{"input_ids": ids, "labels": ids, **({"attention_mask": torch.ones_like(ids)} if attention_mask else {})}
+            for ids in torch.randint(0, 128, (64, 16))]
     defaults = dict(output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=4, report_to=[],
                     save_strategy="no", logging_steps=50, disable_tqdm=True)
     arguments = transformers.TrainingArguments(**{**defaults, **args})
@@ -56,6 +57,7 @@ def _trainer(tmp_path, **args):
     ("SFL102", {"dataloader_pin_memory": False},
      {"dataloader_pin_memory": True, "accelerator_config": {"non_blocking": True}}),
     ("SFL103", {"logging_steps": 1, "include_num_input_tokens_seen": True}, {"logging_steps": 50}),
+    ("SFL104", {}, {"attention_mask": True}),
 ])
 def test_transformers_trainer_switches(tmp_path, code, before, after):
     first = _trainer(tmp_path, **before)
