@@ -164,6 +164,8 @@ SHARED_FIXTURES = """
         yield torch.ones(8, device=device)
         if torch.cuda.is_available():
             torch.cuda.synchronize()  # the CUDA path's tear-down: on the stand-ins too
+        with open("teardowns.txt", "a") as log:  # each in the world of its set-up
+            log.write(f"{device} {torch.cuda.is_available()}\\n")
 
     @pytest.fixture(scope="module")
     def dev():
@@ -201,6 +203,8 @@ def test_a_shared_fixture_is_made_on_the_standins_for_watched_tests_whatever_ran
     result = run(pytester)
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_order.py::test_2_marked - syncfree: would synchronize 1 time*"])
+    teardowns = (pytester.path / "teardowns.txt").read_text().splitlines()
+    assert teardowns == ["cpu False", "cuda True", "cpu False", "cuda True"], teardowns
     result.stdout.fnmatch_lines(["  test_order.py:10: .item() ×1, predicted, SF101"])
 
 

@@ -56,7 +56,7 @@ class Host:
         watch = Watch("predict")
         watch.__enter__()
         self.watch = watch
-        self.worlds.standins_open += 1
+        self.worlds.hosts.append(self)
         recorder = getattr(watch, "_recorder", None)
         if recorder is not None:
             recorder.host_only = True  # the watches nested in it report their blocks
@@ -66,15 +66,18 @@ class Host:
     def close(self, exc: BaseException | None = None) -> None:
         watch, self.watch = self.watch, None
         if watch is not None:
-            self.worlds.standins_open -= 1
+            hosts = self.worlds.hosts
+            if self in hosts:
+                hosts.remove(self)
             watch.__exit__(type(exc) if exc is not None else None, exc,
                            exc.__traceback__ if exc is not None else None)
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
-        """The stand-ins closed for a block that opens its own (an error-mode watch
-        must be the recorder, not nested in this one); virtual-CUDA tensors stay so
-        (predict mode keeps one registry for the process)."""
+        """The stand-ins closed for a block that runs without them (a plain fixture's
+        tear-down) or opens its own (an error-mode watch must be the recorder, not nested
+        in this one); virtual-CUDA tensors stay so (predict mode keeps one registry for
+        the process)."""
         if self.watch is None:
             yield
             return
@@ -103,7 +106,7 @@ class FixtureWorlds:
     def __init__(self) -> None:
         self.enabled = False  # some test of the run is on the stand-ins
         self.current = PLAIN
-        self.standins_open = 0
+        self.hosts: list[Host] = []  # the stand-ins open now, innermost last
         self._user_files: Any = None
 
     def keyed(self, fixturedef: Any) -> bool:
@@ -135,12 +138,14 @@ class FixtureWorlds:
         @functools.wraps(own_finish)
         def finish(request: Any) -> None:
             cached = fixturedef.cached_result
-            made_on_standins = (cached is not None and isinstance(cached[1], WorldKey)
-                                and cached[1].world == STANDINS)
-            if not made_on_standins or worlds.standins_open:
-                return own_finish(request)
-            with on_standins(worlds):
-                return own_finish(request)
+            world = cached[1].world if cached is not None and isinstance(cached[1], WorldKey) else None
+            if world == STANDINS and not worlds.hosts:
+                with on_standins(worlds):
+                    return own_finish(request)
+            if world == PLAIN and worlds.hosts:  # torn down in a watched test's set-up
+                with worlds.hosts[-1].suspended():
+                    return own_finish(request)
+            return own_finish(request)
 
         # Instance attributes: FixtureDef.execute looks both up on the instance
         # (_pytest/fixtures.py: `self.cache_key(request)`, `partial(self.finish, ...)`).
