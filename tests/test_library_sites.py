@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -320,3 +321,47 @@ def test_a_notebook_rows_library_line_and_phase():
             "message": "truth value of a tensor synced 4x inside fakeframe", "library": library, "phase": "once"}
     d = _cell_site_diagnostic("nb.ipynb", 1, cell, {"mode": "warn"}, site)
     assert d.inside == library and d.phase == "once"
+
+
+def _qualnames(path: Path) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                names.add(name)
+                walk(child, f"{name}." if isinstance(child, ast.ClassDef) else f"{name}.<locals>.")
+    walk(ast.parse(path.read_text(encoding="utf-8")), "")
+    return names
+
+
+@pytest.mark.parametrize("code", sorted(__import__("syncfree.catalog.libraries", fromlist=["ENTRIES"]).ENTRIES))
+def test_known_library_entries_name_real_places(code):
+    """Each entry's places exist in the installed library (where it is installed here): the file, and the
+    function by its qualified name, so that a renamed function is caught before a GPU run misses it."""
+    import importlib.util
+    import sysconfig
+
+    from syncfree.catalog.libraries import ENTRIES
+
+    entry = ENTRIES[code]
+    assert entry.example_before.strip() and entry.example_after.strip() and entry.switch
+    if importlib.util.find_spec(entry.package) is None:
+        pytest.skip(f"{entry.package} is not installed here")
+    root = Path(sysconfig.get_paths()["purelib"])
+    checked = 0
+    for place in entry.sites:
+        top = place.path.split("/")[0]
+        base = root / top if (root / top).is_dir() else root / entry.package
+        if not base.is_dir():
+            continue  # a place in another package that is not installed here
+        files = [p for p in base.rglob("*.py")
+                 if ("/" + place.path) in "/" + p.relative_to(root).as_posix()]
+        assert files, f"{code}: no installed file matches {place.path}"
+        if place.function is not None:
+            assert any(place.function in _qualnames(f) for f in files), f"{code}: no {place.function} in {place.path}"
+        checked += 1
+    assert checked or entry.package == "torch"

@@ -36,5 +36,5 @@ ENTRY = LibraryEntry.from_docstring(
     switch="DataLoader(pin_memory=True) and .to(device, non_blocking=True)",
     sites=(LibrarySite("torch/utils/data/_utils/pin_memory.py", None),
            LibrarySite("lightning/fabric/utilities/apply_func.py", "move_data_to_device"),
-           LibrarySite("pytorch/core/hooks.py", "DataHooks.transfer_batch_to_device")),
+           LibrarySite("lightning/pytorch/core/hooks.py", "DataHooks.transfer_batch_to_device")),
 )
