@@ -18,7 +18,8 @@ DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jso
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # Large libraries whose sources tests/test_check_precision.py and bench/check_precision.py read (never import):
 # installed without their dependencies (timm's would pull torchvision, which must not be installed here).
-CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6
+# accelerate: tests/test_library_sites.py checks that catalog/libraries names its real functions.
+CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 accelerate==1.15.0
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
