@@ -259,18 +259,22 @@ def test_dataloader_workers_syncs_are_collected(tmp_path):
     assert "ended without a report" not in done.stdout
 
 
-def test_the_programs_threads_are_joined_before_the_report(tmp_path):
+def test_the_programs_threads_are_watched_and_joined_before_the_report(tmp_path):
     write(tmp_path, "train.py", """\
-        import threading, time
+        import threading, time, torch
+        x = torch.randn(4, device="cuda")
 
         def log():
             time.sleep(1)
+            for _ in range(3):
+                x.sum().item()
             print("thread done", flush=True)
 
         threading.Thread(target=log).start()
         """)
     done = syncfree("run", "train.py", cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.startswith("thread done\n0 syncs"), done.stdout + done.stderr
+    assert done.returncode == 1 and done.stdout.startswith("thread done\ntrain.py:7:9: SF101 "), done.stdout
+    assert "×3" in done.stdout and "3 syncs at 1 site" in done.stdout
 
 
 def test_run_a_module_with_its_arguments(tmp_path):
