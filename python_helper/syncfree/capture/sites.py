@@ -353,7 +353,7 @@ def _library_line(library: Sequence[FrameType],
     rule = _rule_of_library_entry(below) if below else None
     if rule is None:
         span = instruction_span(code, frame.f_lasti, 0)
-        rule = _rule_at(_library_findings(code.co_filename), span) if span else None
+        rule = _rule_at(_library_findings(code), span) if span else None
     rule_kind = _kind_of_rule(rule) if rule else None
     if kind is None:
         kind = (rule_kind or (entry.kind if entry is not None else None)
@@ -393,27 +393,75 @@ def _executing_text(frame: FrameType) -> str:
     return "".join(lines)
 
 
-_library_findings_cache: dict[str, Sequence[Mapping]] = {}
+_library_findings_cache: dict[tuple, Sequence[Mapping]] = {}
+_library_trees: dict[str, ast.Module | None] = {}
 
 
-def _library_findings(filename: str) -> Sequence[Mapping]:
-    """The static findings of a library file (once per file and process)."""
-    findings = _library_findings_cache.get(filename)
-    if findings is None:
-        text = "".join(linecache.getlines(filename))
-        try:
-            from syncfree.analyze import analyze_source
+def _library_findings(code: CodeType) -> Sequence[Mapping]:
+    """The static findings of the library function ``code`` belongs to, once per function
+    and process. Only that function is analysed, with the module's imports (a framework
+    file of 5,000 lines takes a second as a whole, its one function milliseconds): the
+    other lines are blanked, so lines and columns stay the file's own."""
+    filename = code.co_filename
+    lines = linecache.getlines(filename)
+    node = _enclosing_function(filename, lines, code.co_firstlineno)
+    key = (filename, node.lineno if node is not None else 0)
+    findings = _library_findings_cache.get(key)
+    if findings is not None:
+        return findings
+    text = _function_source(lines, node, _library_trees.get(filename)) if node is not None else None
+    try:
+        from syncfree.analyze import analyze_source
 
-            from .filters import FiltersKept
+        from .filters import FiltersKept
 
-            with FiltersKept():
-                findings = analyze_source(text, first_line=1) if text else []
-        except Exception:  # noqa: BLE001 - without findings the opcode still names the sync
-            findings = []
-        if len(_library_findings_cache) >= 256:
-            _library_findings_cache.pop(next(iter(_library_findings_cache)))
-        _library_findings_cache[filename] = findings
+        with FiltersKept():
+            findings = analyze_source(text if text is not None else "".join(lines), first_line=1)
+    except Exception:  # noqa: BLE001 - without findings the opcode still names the sync
+        findings = []
+    if len(_library_findings_cache) >= 1024:
+        _library_findings_cache.pop(next(iter(_library_findings_cache)))
+    _library_findings_cache[key] = findings
     return findings
+
+
+def _enclosing_function(filename: str, lines: list[str], first_line: int) -> ast.AST | None:
+    """The def (with its decorators) whose code starts at ``first_line``."""
+    if filename not in _library_trees:
+        try:
+            _library_trees[filename] = parse_quietly("".join(lines))
+        except (SyntaxError, ValueError):
+            _library_trees[filename] = None
+        if len(_library_trees) > 64:
+            _library_trees.pop(next(iter(_library_trees)))
+    tree = _library_trees[filename]
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            starts = [node.lineno, *(d.lineno for d in node.decorator_list)]
+            if first_line in starts or min(starts) <= first_line <= node.lineno:
+                return node
+    return None
+
+
+def _function_source(lines: list[str], node: ast.AST, tree: ast.Module | None) -> str | None:
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])  # type: ignore[attr-defined]
+    last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+    kept = ["\n"] * len(lines)
+    for n in range(first, last + 1):
+        kept[n - 1] = lines[n - 1] if lines[n - 1].endswith("\n") else lines[n - 1] + "\n"
+    imports = [s for s in (tree.body if tree is not None else ())
+               if isinstance(s, (ast.Import, ast.ImportFrom))]
+    for statement in imports:
+        for n in range(statement.lineno, (statement.end_lineno or statement.lineno) + 1):
+            kept[n - 1] = lines[n - 1]
+    if lines[first - 1][:1] in (" ", "\t"):
+        # An indented def: a header one line above opens the block it is in.
+        if first < 2 or kept[first - 2].strip():
+            return None
+        kept[first - 2] = "if 1:\n"
+    return "".join(kept)
 
 
 # --------------------------------------------------------------------------- phases
