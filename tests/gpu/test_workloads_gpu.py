@@ -42,10 +42,14 @@ def syncs_per_line(script: Path, hide_cuda: bool) -> dict[int, int]:
                                                       env.get("PYTHONPATH")]))
     if hide_cuda:
         env["CUDA_VISIBLE_DEVICES"] = ""
+    # --engine debug: torch's debug mode, what predict mode models (auto would take CUPTI,
+    # which also counts thrust's and other libraries' blocking calls, if a workload
+    # imported Triton).
     with tempfile.TemporaryDirectory() as cwd:
         proc = subprocess.run(
             [sys.executable, "-m", "syncfree", "run", "--format", "json", "--exit-zero",
-             str(script)], capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+             "--engine", "debug", str(script)], capture_output=True, text=True, env=env, cwd=cwd,
+            timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     counts: dict = {}
     for entry in json.loads(proc.stdout):
