@@ -83,6 +83,28 @@ describe('library lines', () => {
     expect(card.querySelector('.jp-syncfree-card-library')).toBeNull();
   });
 
+  it('the card marks a site paid once, or while torch.compile compiled', () => {
+    for (const [phase, badge] of [
+      ['once', 'once'],
+      ['compile', 'once: compiling']
+    ] as const) {
+      const r = report({ sites: [site({ phase })] });
+      const marker = markerLines(r, 5).find(m => m.line === 3)!;
+      const card = renderSyncCard(
+        { marker, report: r, stale: false, showLibraryFrames: true },
+        { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+      );
+      expect(card.querySelector('.jp-syncfree-card-phase')!.textContent).toBe(badge);
+    }
+    const r = report();
+    const marker = markerLines(r, 5).find(m => m.line === 3)!;
+    const card = renderSyncCard(
+      { marker, report: r, stale: false, showLibraryFrames: true },
+      { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+    );
+    expect(card.querySelector('.jp-syncfree-card-phase')).toBeNull();
+  });
+
   it('the Syncs panel shows where inside the package, the whole line and switch in its title', () => {
     const widget = new SyncsPanel({ jump: jest.fn() });
     const input = { cellId: 'abc', cellNumber: 1, report: libraryReport(), previous: null };

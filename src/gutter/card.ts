@@ -81,6 +81,15 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   if (predicted) {
     head.appendChild(el('span', `${C}-badge`, 'predicted'));
   }
+  if (site.phase === 'once' || site.phase === 'compile') {
+    // Paid once (the line runs once, or torch.compile compiled), not every step (issue 21).
+    const badge = el('span', `${C}-badge ${C}-phase`, site.phase === 'compile' ? 'once: compiling' : 'once');
+    badge.title =
+      site.phase === 'compile'
+        ? 'Synced while torch.compile compiled or autotuned: paid once, not every call'
+        : 'This line runs once per run (setup, a final checkpoint): paid once, not every step';
+    head.appendChild(badge);
+  }
   block.appendChild(head);
   // The recorder's message repeats the label and numbers (rounded its own way): shown
   // only when it says something else.
