@@ -394,7 +394,10 @@ def _executing_text(frame: FrameType) -> str:
 
 
 _library_findings_cache: dict[tuple, Sequence[Mapping]] = {}
-_library_trees: dict[str, ast.Module | None] = {}
+# filename -> (each def's (first line with decorators, def line, last line), the module's
+# import lines) or None when it does not parse: what `_library_findings` needs of a library
+# file, kept instead of its AST (megabytes for a framework's 5,000-line file).
+_library_layouts: dict[str, tuple[list[tuple[int, int, int]], list[int]] | None] = {}
 
 
 def _library_findings(code: CodeType) -> Sequence[Mapping]:
@@ -404,12 +407,17 @@ def _library_findings(code: CodeType) -> Sequence[Mapping]:
     other lines are blanked, so lines and columns stay the file's own."""
     filename = code.co_filename
     lines = linecache.getlines(filename)
-    node = _enclosing_function(filename, lines, code.co_firstlineno)
-    key = (filename, node.lineno if node is not None else 0)
+    layout = _library_layout(filename, lines)
+    span = None
+    if layout is not None:
+        # The innermost def whose code starts at the code object's first line.
+        spans = [d for d in layout[0] if d[0] <= code.co_firstlineno <= d[1]]
+        span = max(spans) if spans else None
+    key = (filename, span[1] if span is not None else 0)
     findings = _library_findings_cache.get(key)
     if findings is not None:
         return findings
-    text = _function_source(lines, node, _library_trees.get(filename)) if node is not None else None
+    text = _function_source(lines, span, layout[1]) if span is not None and layout is not None else None
     try:
         from syncfree.analyze import analyze_source
 
@@ -425,36 +433,33 @@ def _library_findings(code: CodeType) -> Sequence[Mapping]:
     return findings
 
 
-def _enclosing_function(filename: str, lines: list[str], first_line: int) -> ast.AST | None:
-    """The def (with its decorators) whose code starts at ``first_line``."""
-    if filename not in _library_trees:
-        try:
-            _library_trees[filename] = parse_quietly("".join(lines))
-        except (SyntaxError, ValueError):
-            _library_trees[filename] = None
-        if len(_library_trees) > 64:
-            _library_trees.pop(next(iter(_library_trees)))
-    tree = _library_trees[filename]
-    if tree is None:
-        return None
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            starts = [node.lineno, *(d.lineno for d in node.decorator_list)]
-            if first_line in starts or min(starts) <= first_line <= node.lineno:
-                return node
-    return None
+def _library_layout(filename: str, lines: list[str]) -> tuple[list[tuple[int, int, int]], list[int]] | None:
+    if filename in _library_layouts:
+        return _library_layouts[filename]
+    try:
+        tree = parse_quietly("".join(lines))
+    except (SyntaxError, ValueError):
+        layout = None
+    else:
+        defs = [(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.lineno,
+                 node.end_lineno or node.lineno)
+                for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        imports = [n for statement in tree.body if isinstance(statement, (ast.Import, ast.ImportFrom))
+                   for n in range(statement.lineno, (statement.end_lineno or statement.lineno) + 1)]
+        layout = (defs, imports)
+    if len(_library_layouts) >= 256:
+        _library_layouts.pop(next(iter(_library_layouts)))
+    _library_layouts[filename] = layout
+    return layout
 
 
-def _function_source(lines: list[str], node: ast.AST, tree: ast.Module | None) -> str | None:
-    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])  # type: ignore[attr-defined]
-    last = node.end_lineno or node.lineno  # type: ignore[attr-defined]
+def _function_source(lines: list[str], span: tuple[int, int, int], imports: list[int]) -> str | None:
+    first, _, last = span
     kept = ["\n"] * len(lines)
-    for n in range(first, last + 1):
+    for n in range(first, min(last, len(lines)) + 1):
         kept[n - 1] = lines[n - 1] if lines[n - 1].endswith("\n") else lines[n - 1] + "\n"
-    imports = [s for s in (tree.body if tree is not None else ())
-               if isinstance(s, (ast.Import, ast.ImportFrom))]
-    for statement in imports:
-        for n in range(statement.lineno, (statement.end_lineno or statement.lineno) + 1):
+    for n in imports:
+        if n <= len(lines):
             kept[n - 1] = lines[n - 1]
     if lines[first - 1][:1] in (" ", "\t"):
         # An indented def: a header one line above opens the block it is in.
