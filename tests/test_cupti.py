@@ -291,6 +291,18 @@ def test_auto_takes_cupti_once_a_library_that_bypasses_torch_is_imported(
     assert choice.notes == ["CUPTI engine: cupy calls CUDA without torch"]
 
 
+def test_auto_keeps_debug_mode_when_only_triton_is_imported(cupti_installed, no_bypassing_library,
+                                                            monkeypatch):
+    # inductor imports triton in every torch.compile process; on torch-only code (Triton
+    # kernels and do_bench included) debug mode missed nothing blocking (sync-facts.md).
+    for name in ("triton", "triton.runtime", "triton.language"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    assert engines.choose("auto", "warn") == ("debug", [])
+    assert engines.choose("auto", "warn", sources=["import triton\nimport triton.language as tl\n"]) \
+        == ("debug", [])
+    assert engines.unseen_note(()) is None
+
+
 def test_auto_reads_the_imports_of_the_code_about_to_run(cupti_installed, no_bypassing_library):
     source = "import torch\nfrom numba import cuda\n"
     assert engines.choose("auto", "warn", sources=[source]).engine == "cupti"

@@ -32,7 +32,7 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--syncfree-engine", choices=("debug", "cupti", "auto"), default=None,
                     help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking "
                          "CUDA call, any library; pip install 'syncfree[cupti]'), or auto (default: "
-                         "CUPTI once CuPy, Numba or Triton is imported)")
+                         "CUPTI once CuPy, Numba or PyCUDA is imported)")
     # --syncfree-cuda belongs to pytest_cuda.py (loaded with the watching plugin); known
     # here too, so a suite's addopts keep parsing under -p no:syncfree.
     from . import pytest_cuda

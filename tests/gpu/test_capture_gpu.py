@@ -58,6 +58,9 @@ def _restored():
 def _watch(**options):
     import syncfree
 
+    # These cases are about torch's debug mode among the program's warnings handling: pin
+    # it (auto would take CUPTI in a process where an earlier test imported CuPy or Numba).
+    options.setdefault("engine", "debug")
     return syncfree.watch(**options)
 
 
@@ -167,17 +170,17 @@ def test_decorators_report_each_call(x, userlib):
 
     reports = []
 
-    @syncfree.watch(on_report=reports.append)
+    @syncfree.watch(on_report=reports.append, engine="debug")
     def step():
         return userlib.read(x @ x)
 
-    @syncfree.watch(on_report=reports.append)
+    @syncfree.watch(on_report=reports.append, engine="debug")
     def batches():
         for _ in range(3):
             userlib.read(x)
             yield
 
-    @syncfree.watch(on_report=reports.append)
+    @syncfree.watch(on_report=reports.append, engine="debug")
     async def async_step():
         userlib.read(x)
         await asyncio.sleep(0)

@@ -22,12 +22,15 @@ ENGINES = ("debug", "cupti", "auto")
 DEFAULT = "auto"
 
 #: Modules whose CUDA calls bypass torch (sync-facts.md, "Beyond torch"), as imported.
-# (Not cuda.bindings: torch and cupti-python themselves import it.)
-BYPASSING_MODULES = ("cupy", "numba.cuda", "triton.runtime", "pycuda")
+# (Not cuda.bindings: torch and cupti-python themselves import it. Not triton: inductor
+# imports it in every process that runs torch.compile, and on torch-only code, Triton
+# kernels with triton.testing.do_bench included, debug mode plus the explicit wrappers
+# missed no blocking call (sync-facts.md, "Beyond torch"); `--engine cupti` still sees it.)
+BYPASSING_MODULES = ("cupy", "numba.cuda", "pycuda")
 
-# `import cupy`, `from numba import cuda`, `import triton.language as tl`: the top package of
-# a module in BYPASSING_MODULES, in import statements of code about to run.
-_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+(cupy|numba|triton|pycuda)\b", re.MULTILINE)
+# `import cupy`, `from numba import cuda`, `import pycuda.autoinit`: the top package of a
+# module in BYPASSING_MODULES, in import statements of code about to run.
+_IMPORT = re.compile(r"^[ \t]*(?:import|from)[ \t]+(cupy|numba|pycuda)\b", re.MULTILINE)
 
 
 class EngineChoice(NamedTuple):
