@@ -279,6 +279,13 @@ def test_run_json_golden(site_dir, tmp_path):
     assert "inside" not in rows[2] and "phase" not in rows[2]
 
 
+def test_run_github_annotation_names_the_library_line(site_dir, tmp_path):
+    lines = _run(site_dir, tmp_path, "github").splitlines()
+    assert lines[0].endswith("::A library call reads tensor values on the CPU inside (predicted)%0Ainside "
+                             "fakeframe/__init__.py:12 `if torch.isnan(loss) or torch.isinf(loss):` [SF103]")
+    assert "%0A" not in lines[2]
+
+
 def test_run_sarif_related_location(site_dir, tmp_path):
     log = json.loads(_run(site_dir, tmp_path, "sarif"))
     results = log["runs"][0]["results"]

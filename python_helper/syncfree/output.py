@@ -195,6 +195,10 @@ def _github_line(d: Diagnostic) -> str:
     properties.append(f"title={_github_escape(title, property_value=True)}")
     where = _context(d)
     message = clean_text(d.message) + (f" ({where})" if where else "")
+    if d.inside:  # the library line under the user's line, on a line of its own in the annotation
+        from syncfree.report import library_text
+
+        message += "\n" + clean_text(library_text(d.inside))
     return f"::{level} {','.join(properties)}::{_github_escape(message)}"
 
 
