@@ -360,6 +360,8 @@ def main() -> int:
                 for form, call_args, call_kwargs in calls:
                     rec = measure(op, dtype, i, call_args, call_kwargs, signature, fingerprint)
                     if form is not None:
+                        if rec.get("error") is not None:
+                            continue  # a form the op rejects (narrow(x, 0, 1.5, 2)): nothing to keep
                         rec["form"] = form
                     entry["samples"].append(rec)
         counts = {s["syncs"] for s in entry["samples"] if s.get("syncs") is not None}
