@@ -305,8 +305,16 @@ def test_run_script_restores_the_working_directory_and_sets_argv0_as_given(tmp_p
         print(sys.argv[0], __file__)
         """)
     monkeypatch.chdir(tmp_path)
+    import atexit
+    import threading
+    from multiprocessing import process
+
+    hooks = lambda: (os.fork, os._exit, atexit.register, atexit.unregister, threading.Thread.start,  # noqa: E731
+                     process.BaseProcess.start, sys.argv, list(sys.path), sys.modules["__main__"])
+    before = hooks()
     run = syncfree.run_script("sub/train.py", [])
     assert run.exit_code == 0 and os.getcwd() == str(tmp_path)
+    assert hooks() == before  # what the run put in place to follow the program is gone
     assert capsys.readouterr().out == f"sub/train.py {tmp_path / 'sub' / 'train.py'}\n"
 
 
