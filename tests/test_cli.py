@@ -155,6 +155,15 @@ def test_usage_errors_exit_2(capsys):
     assert exit_info.value.code == 2
 
 
+def test_run_in_process_keeps_the_programs_prints_out_of_a_json_report(tmp_path, capsys):
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(SYNCING + "print('LOSSLINE', s)\n")
+    status, out, err = run_cli(capsys, "run", "--format", "json", str(tmp_path / "train.py"))
+    assert status == 1 and "LOSSLINE" in err
+    [row] = json.loads(out)
+    assert (row["line"], row["rule"]) == (3, "SF101")
+
+
 def test_run_takes_any_other_file_as_a_python_program_as_python_does(tmp_path, capsys):
     status, _, err = run_cli(capsys, "run", str(tmp_path / "train.txt"))
     assert status == 2 and err == f"syncfree: error: cannot read {tmp_path / 'train.txt'}: no such file\n"

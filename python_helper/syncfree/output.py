@@ -372,6 +372,7 @@ class ReportOutput:
         self.stdout = stdout if stdout is not None else sys.stdout
         self._buffer: io.StringIO | None = None
         self._moved: tuple[int, int] | None = None  # (saved fd 1, pid) while the program's stdout is on stderr
+        self._stdout_object: TextIO | None = None  # sys.stdout while the program's is sys.stderr
         if path is not None:
             _check_writable(path)
 
@@ -407,28 +408,32 @@ class ReportOutput:
             self.restore_stdout()
 
     def _move_program_stdout(self) -> None:
+        # Both levels: the file descriptor (what subprocesses and C code write to) and sys.stdout (what print()
+        # writes to, which in a host that captures output is no file descriptor at all).
+        self._stdout_object, sys.stdout = sys.stdout, sys.stderr
         try:
-            sys.stdout.flush()
+            self._stdout_object.flush()
             saved = os.dup(1)
             os.dup2(2, 1)
-        except (OSError, ValueError, AttributeError):  # no file descriptors (an embedding host)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no file descriptors
             return
         self._moved = (saved, os.getpid())
 
     def restore_stdout(self) -> None:
         """Give stdout back to the report (idempotent; a forked child of the program keeps the program's)."""
         moved, self._moved = self._moved, None
-        if moved is None:
+        if moved is not None and os.getpid() != moved[1]:
             return
-        saved, pid = moved
-        if os.getpid() != pid:
-            return
-        try:
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        os.dup2(saved, 1)
-        os.close(saved)
+        if self._stdout_object is not None:
+            try:
+                sys.stdout.flush()
+            except (OSError, ValueError):
+                pass
+            sys.stdout, self._stdout_object = self._stdout_object, None
+        if moved is not None:
+            saved, _ = moved
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _check_writable(output: str) -> None:
