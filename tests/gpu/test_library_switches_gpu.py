@@ -234,3 +234,43 @@ def test_dataloader_pinned_non_blocking_copies():
     before, after = measure(loop(False)), measure(loop(True))
     report("SFL504", before, after)
     assert before[0] >= 16 and after[0] < before[0]
+
+
+# --------------------------------------------------------------------------- the framework example
+
+
+def _run_example(*flags: str) -> tuple[list[tuple[int, str]], int, str]:
+    """(rows as (count, library line or ""), the total of the summary, stdout) of `syncfree run
+    examples/trainer_gpt2.py` in text."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("transformers")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "examples/trainer_gpt2.py", *flags], cwd=root,
+                          env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=600)
+    lines = done.stdout.splitlines()
+    rows = []
+    for i, line in enumerate(lines):
+        found = re.match(r"examples/trainer_gpt2\.py:\d+:\d+: .* ×(\d+)", line)
+        if found:
+            inside = lines[i + 1] if i + 1 < len(lines) and lines[i + 1].startswith("    inside ") else ""
+            rows.append((int(found.group(1)), inside))
+    total = int(re.search(r"^(\d+) syncs? at", done.stdout, re.MULTILINE).group(1))
+    return rows, total, done.stdout
+
+
+def test_the_trainer_example_names_the_switch_and_loses_nothing():
+    rows, total, out = _run_example()
+    fixed_rows, fixed_total, _ = _run_example("--no-nan-filter")
+    nan_rows = [count for count, inside in rows if "SFL101" in inside]
+    print(f"syncfree-gpu: examples/trainer_gpt2.py syncs={total} NaN-check syncs={sum(nan_rows)}; "
+          f"with logging_nan_inf_filter=False syncs={fixed_total}")
+    print(out)
+    assert sum(count for count, _ in rows) == total  # regrouping by library line loses and doubles nothing
+    assert nan_rows and sum(nan_rows) >= 8
+    assert not any("SFL101" in inside for _, inside in fixed_rows)
+    assert fixed_total <= total - sum(nan_rows)
