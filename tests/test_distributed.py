@@ -555,6 +555,38 @@ def test_warn_mode_with_blocking_wait_sees_every_nccl_collective(fake_cuda, tmp_
                      (12, "distributed"): (1, "`dist.all_reduce() with TORCH_NCCL_BLOCKING_WAIT`")}
 
 
+def as_nccl_returning_no_work(monkeypatch):
+    """... and, like ProcessGroupNCCL since torch 2.8 (ProcessGroupNCCL.cpp: ``return asyncOp ?
+    work : nullptr``), waits inside the call and returns no work without async_op: c10d then
+    calls no ``Work.wait()`` (distributed_c10d.py: ``elif work is not None: work.wait()``)."""
+    import torch.distributed as dist
+
+    as_nccl(monkeypatch)
+    real_wait = dist.Work.wait  # the wait in C++, not the one syncfree wraps
+    for name in ("allreduce", "barrier"):
+        real = getattr(dist.ProcessGroup, name)
+
+        def call(self, *args, _real=real, **kwargs):
+            work = _real(self, *args, **kwargs)
+            opts = kwargs.get("opts", args[-1] if args else None)
+            if getattr(opts, "asyncOp", True):
+                return work
+            real_wait(work)
+            return None
+
+        monkeypatch.setattr(dist.ProcessGroup, name, call)
+
+
+def test_warn_mode_sees_a_call_that_waits_inside_and_returns_no_work(fake_cuda, tmp_path, monkeypatch):
+    as_nccl_returning_no_work(monkeypatch)
+    assert run_watched(tmp_path, monkeypatch) == {(8, "distributed"): (1, "`dist.barrier()`"),
+                                                  (10, "distributed"): (1, "`dist.barrier()`")}
+    sites = run_watched(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"})
+    assert sites == {(7, "distributed"): (1, "`dist.all_reduce() with TORCH_NCCL_BLOCKING_WAIT`"),
+                     (8, "distributed"): (1, "`dist.barrier()`"), (10, "distributed"): (1, "`dist.barrier()`"),
+                     (12, "distributed"): (1, "`dist.all_reduce() with TORCH_NCCL_BLOCKING_WAIT`")}
+
+
 def test_warn_mode_gloo_on_cpu_tensors_is_no_device_sync(fake_cuda, tmp_path, monkeypatch):
     assert run_watched(tmp_path, monkeypatch, {"TORCH_NCCL_BLOCKING_WAIT": "1"}) == {}
 

@@ -15,6 +15,11 @@ syncs of kind ``distributed``:
 * with ``TORCH_NCCL_BLOCKING_WAIT=1``: every collective on an NCCL group, at the call (c10d
   waits on its work) or, with ``async_op=True``, at ``Work.wait()``.
 
+A call without ``async_op`` is recorded at the call, timed around it, whether it waits in
+c10d's ``work.wait()`` (gloo) or inside C++: since torch 2.8 ProcessGroupNCCL returns no work
+for such a call (ProcessGroupNCCL.cpp, ``return asyncOp ? work : nullptr``; its barrier blocks
+the CPU itself), so distributed_c10d.py calls no ``Work.wait()`` that a wrapper could see.
+
 NCCL's collectives and ``Work.wait()`` without blocking wait only order work on the GPU:
 not reported. What object collectives sync (size reads, copies, ``.item()``) is tensor code
 that debug mode sees. The counts rest on ProcessGroupNCCL.cpp/ProcessGroupGloo.cpp and
@@ -40,7 +45,7 @@ _BLOCKING_WAIT_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
 
 
 class _State(threading.local):
-    reason: str | None = None  # set while a barrier or a gloo-on-CUDA collective runs
+    inside: bool = False  # while a call recorded at the call runs (its own wait is not counted again)
 
 
 def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[object, str, str, Callable]]:
@@ -60,7 +65,7 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
         entry = tagged.pop(id(work), None)
         if entry is not None and entry[0] is work:
             return entry[1]
-        return state.reason  # c10d's own wait inside barrier() or a collective that blocks
+        return None  # no host wait, or c10d's own wait inside a call recorded at the call
 
     def backend(arguments: dict) -> str | None:
         try:
@@ -72,26 +77,38 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
                 reason: Callable[[dict], str | None]) -> Callable[..., Any]:
         signature = inspect.signature(original)
 
-        @functools.wraps(original)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            __tracebackhide__ = True
+        def decide(args: tuple, kwargs: dict) -> tuple[str | None, bool]:
             try:
                 arguments = signature.bind(*args, **kwargs).arguments
             except TypeError:  # let the function raise its own error
-                return original(*args, **kwargs)
-            what = reason(arguments)
+                return None, False
+            return reason(arguments), bool(arguments.get("async_op"))
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            __tracebackhide__ = True
+            what, is_async = decide(args, kwargs)
             if what is None:
                 return original(*args, **kwargs)
-            outer, state.reason = state.reason, what
-            try:
+            if is_async:
                 work = original(*args, **kwargs)
+                if work is not None:
+                    tagged[id(work)] = (work, what)  # the host waits at its wait()
+                return work
+            outer, state.inside = state.inside, True
+            try:
+                return original(*args, **kwargs)
             finally:
-                state.reason = outer
-            if work is not None and arguments.get("async_op"):
-                tagged[id(work)] = (work, what)  # the host waits at its wait()
-            return work
+                state.inside = outer
 
-        return call
+        def at_the_call(args: tuple, kwargs: dict) -> str | None:
+            if state.inside:  # a collective that c10d calls inside one already recorded
+                return None
+            what, is_async = decide(args, kwargs)
+            return None if is_async else what
+
+        # explicit.py's recording wrapper outside: the sync is recorded at the caller's line.
+        return wrap(functools.wraps(original)(call), f"dist.{name}()", kind="distributed",
+                    blocks=at_the_call)
 
     def barrier_reason(arguments: dict) -> str | None:
         # NCCL's barrier work synchronizes the device in wait(); gloo's waits for the other
