@@ -462,6 +462,10 @@ def test_matrix_norms_through_svd_sync_as_svdvals():
     for order in ("nuc", 2, -2):
         assert table.predicted_syncs(torch.linalg.matrix_norm, (a, order, (-2, -1), True), {}) == svdvals
         assert table.predicted_syncs(torch.linalg.norm, (a[0], order), {}) == svdvals
+        # matrix_norm's dim defaults to the last two: a batch of matrices without dim too
+        # (ord=2 on a (2, 3, 2) input: 2 syncs on the H100, predicted 0 before).
+        assert table.predicted_syncs(torch.linalg.matrix_norm, (a, order), {}) == svdvals
+        assert table.predicted_syncs(torch.linalg.matrix_norm, (a,), {"ord": order}) == svdvals
     for order in ("fro", 1, -1, float("inf")):
         assert table.predicted_syncs(torch.linalg.matrix_norm, (a, order), {}) == 0
     assert table.predicted_syncs(torch.linalg.norm, (torch.randn(5), 2), {}) == 0  # a vector
