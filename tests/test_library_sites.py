@@ -129,6 +129,126 @@ def test_a_known_library_sync_names_its_switch(site_dir):
     assert "switch: TrainingArguments(logging_nan_inf_filter=False)" in w.report.text()
 
 
+# The Trainer's loader is prepared by accelerate, whose loader copies each batch as the Trainer
+# takes it: transformers/trainer.py Trainer.get_batch_samples -> accelerate/data_loader.py ->
+# accelerate/utils/operations.py send_to_device (the files and names of the real packages).
+TRAINER_BATCHES = """\
+class Trainer:
+    def get_batch_samples(self, epoch_iterator, num_batches):
+        batch_samples = []
+        for _ in range(num_batches):
+            batch_samples.append(next(epoch_iterator))
+        return batch_samples
+"""
+ACCELERATE_LOADER = """\
+from accelerate.utils.operations import send_to_device
+
+
+class DataLoaderShard:
+    def __init__(self, batches, device):
+        self.batches, self.device = batches, device
+
+    def __iter__(self):
+        for batch in self.batches:
+            yield send_to_device(batch, self.device)
+"""
+ACCELERATE_OPERATIONS = """\
+def send_to_device(tensor, device, non_blocking=False):
+    return tensor.to(device, non_blocking=non_blocking)
+"""
+MASKING_UTILS = """\
+def _ignore_causal_mask_sdpa(padding_mask, q_length, kv_length):
+    return padding_mask.all()
+
+
+def sdpa_mask(attention_mask, q_length, kv_length, allow_is_causal_skip=True):
+    if allow_is_causal_skip and _ignore_causal_mask_sdpa(
+        attention_mask, q_length, kv_length
+    ):
+        return None
+    return attention_mask
+
+
+def find_packed_sequence_indices(position_ids):
+    packed_sequence_mask = (position_ids.diff(dim=-1) != 1).cumsum(-1)
+    if (packed_sequence_mask[:, -1] == 0).all():
+        return None
+    return packed_sequence_mask
+"""
+TORCHMETRICS_CHECK = """\
+import torch
+
+
+def _multiclass_stat_scores_tensor_validation(preds, target, num_classes):
+    num_unique_values = len(torch.unique(target, dim=None))
+    if num_unique_values > num_classes:
+        raise RuntimeError("too many classes")
+"""
+
+
+@pytest.fixture
+def batch_packages(tmp_path, monkeypatch):
+    root = tmp_path / "lib" / "site-packages"
+    files = {"transformers/__init__.py": "", "transformers/trainer.py": TRAINER_BATCHES,
+             "transformers/masking_utils.py": MASKING_UTILS,
+             "accelerate/__init__.py": "", "accelerate/data_loader.py": ACCELERATE_LOADER,
+             "accelerate/utils/__init__.py": "", "accelerate/utils/operations.py": ACCELERATE_OPERATIONS,
+             "torchmetrics/__init__.py": "", "torchmetrics/functional/__init__.py": "",
+             "torchmetrics/functional/classification/__init__.py": "",
+             "torchmetrics/functional/classification/stat_scores.py": TORCHMETRICS_CHECK}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    monkeypatch.syspath_prepend(str(root))
+    for name in list(sys.modules):
+        if name.split(".")[0] in ("transformers", "accelerate", "torchmetrics"):
+            monkeypatch.delitem(sys.modules, name)
+    importlib.invalidate_caches()
+    return root
+
+
+def test_the_trainers_batch_copy_names_the_trainers_switch(batch_packages):
+    """Under the Trainer, accelerate's blocking copy is the Trainer's SFL102 (its switch is a
+    TrainingArguments one); a loader of accelerate's used directly stays SFL301."""
+    trainer = importlib.import_module("transformers.trainer")
+    loader = importlib.import_module("accelerate.data_loader")
+    batches = [torch.ones(3) for _ in range(4)]
+    with syncfree.watch() as w:
+        trainer.Trainer().get_batch_samples(iter(loader.DataLoaderShard(batches, "cuda")), 4)
+    [site] = w.report.sites
+    assert site.count == 4 and site.library.file == "accelerate/utils/operations.py"
+    assert site.library.entry == "SFL102"
+    with syncfree.watch() as w:
+        for _ in loader.DataLoaderShard(batches, "cuda"):
+            pass
+    [site] = w.report.sites
+    assert site.count == 4 and site.library.entry == "SFL301"
+
+
+def test_both_attention_mask_checks_are_one_entry(batch_packages):
+    """Without a mask the packed-sequence check syncs, with one the SDPA padding check (in its
+    caller's condition): one entry, which names no switch that would remove the sync."""
+    masking = importlib.import_module("transformers.masking_utils")
+    with syncfree.watch() as w:
+        positions = torch.arange(16, device="cuda").expand(4, -1)
+        masking.find_packed_sequence_indices(positions)
+        masking.sdpa_mask(torch.ones(4, 16, dtype=torch.bool, device="cuda"), 16, 16)
+    by_function = {s.library.function: s.library.entry for s in w.report.sites}
+    assert by_function == {"find_packed_sequence_indices": "SFL104", "sdpa_mask": "SFL104"}
+    assert "switch: none in the default (SDPA) attention" in w.report.text()
+
+
+def test_torchmetrics_input_check_names_validate_args(batch_packages):
+    stat_scores = importlib.import_module("torchmetrics.functional.classification.stat_scores")
+    with syncfree.watch() as w:
+        target = torch.zeros(8, dtype=torch.long, device="cuda")
+        for _ in range(3):
+            stat_scores._multiclass_stat_scores_tensor_validation(None, target, 4)
+    entries = {s.library.entry for s in w.report.sites}
+    assert entries == {"SFL401"} and sum(s.count for s in w.report.sites) >= 3
+    assert "switch: validate_args=False" in w.report.text()
+
+
 def test_the_report_carries_the_library_line_and_its_rule(site_dir):
     from syncfree.report import build_report, device_info, report_html, report_text, validate_report
 
