@@ -238,17 +238,6 @@ def test_both_attention_mask_checks_are_one_entry(batch_packages):
     assert "switch: none in the default (SDPA) attention" in w.report.text()
 
 
-def test_torchmetrics_input_check_names_validate_args(batch_packages):
-    stat_scores = importlib.import_module("torchmetrics.functional.classification.stat_scores")
-    with syncfree.watch() as w:
-        target = torch.zeros(8, dtype=torch.long, device="cuda")
-        for _ in range(3):
-            stat_scores._multiclass_stat_scores_tensor_validation(None, target, 4)
-    entries = {s.library.entry for s in w.report.sites}
-    assert entries == {"SFL401"} and sum(s.count for s in w.report.sites) >= 3
-    assert "switch: validate_args=False" in w.report.text()
-
-
 def test_the_report_carries_the_library_line_and_its_rule(site_dir):
     from syncfree.report import build_report, device_info, report_html, report_text, validate_report
 

@@ -146,7 +146,7 @@ def test_accelerate_non_blocking_batches():
 # --------------------------------------------------------------------------- torchmetrics
 
 
-def test_torchmetrics_input_validation():
+def test_torchmetrics_validate_args_adds_no_sync():
     pytest.importorskip("torchmetrics")
     from torchmetrics.classification import MulticlassAccuracy
 
@@ -161,14 +161,15 @@ def test_torchmetrics_input_validation():
             metric.compute()
         return run
 
-    # The per-step value (metric(p, t)) costs no sync of its own: 25 = 25 on an H100 (a claim SFL401 once made).
+    # Measured on an H100 (torchmetrics 1.9): 25 syncs with metric(p, t), with update(), and with
+    # validate_args=False alike: the input checks add no sync, so the catalog has no torchmetrics entry
+    # (an SFL401 that named validate_args=False as the switch was dropped). The syncs are the update's
+    # own counting, which no option turns off.
     called = measure(loop(True, call=True))
     before, after = measure(loop(True)), measure(loop(False))
-    report("SFL401", before, after)
-    print(f"syncfree-gpu: SFL401 metric(p, t) each step: all syncs {called[0]}")
-    assert called[0] == before[0]
-    assert before[1].get("SFL401", 0) >= 8 and after[1].get("SFL401", 0) == 0
-    assert after[0] <= before[0] - 8
+    print(f"syncfree-gpu: torchmetrics MulticlassAccuracy, 8 updates + compute: validate_args=True {before[0]}, "
+          f"validate_args=False {after[0]}, metric(p, t) each step {called[0]}")
+    assert called[0] == before[0] == after[0]
 
 
 # --------------------------------------------------------------------------- torch's own
