@@ -35,7 +35,7 @@ from standins import FakeTensor, compile_cell, sync_now
 torch = pytest.importorskip("torch")
 
 from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts  # noqa: E402
-from syncfree.capture import predict as predict_module  # noqa: E402
+from syncfree.capture.predict import session as predict_module  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
 

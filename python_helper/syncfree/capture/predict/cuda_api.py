@@ -70,7 +70,7 @@ def install(session: Any, patch: Any) -> None:
     patch(cuda, "set_sync_debug_mode", set_sync_debug_mode)
     patch(cuda, "get_sync_debug_mode", lambda: DEBUG.mode)
 
-    from .predict import _host_memory_bytes
+    from .session import _host_memory_bytes
 
     total = _host_memory_bytes()
     patch(cuda, "mem_get_info", lambda device=None: (total, total))

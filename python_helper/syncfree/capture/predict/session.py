@@ -86,8 +86,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import interrupts, predict_cuda_api
-from .undo import Undo
+from .. import interrupts
+from ..undo import Undo
+from . import cuda_api
 
 # The patches are process-wide: the first session in installs them (it is
 # `_active_session` until the last one is out, which restores them). Function modes are per
@@ -537,8 +538,8 @@ class PredictSession:
             recorder = session.recorder
         for _ in range(count):
             recorder.record_sync(frame, kind, predicted=True)
-        if predict_cuda_api.DEBUG.mode:  # as torch's debug mode, set by the code, does on a GPU
-            predict_cuda_api.react_to_sync(kind, frame)
+        if cuda_api.DEBUG.mode:  # as torch's debug mode, set by the code, does on a GPU
+            cuda_api.react_to_sync(kind, frame)
 
     # -- patches for what a TorchFunctionMode cannot see -------------------------------
 
@@ -591,8 +592,8 @@ class PredictSession:
         for name in _LEGACY_TYPE_NAMES:
             if hasattr(cuda, name):
                 patch(cuda, name, _legacy_cuda_type(self, name))
-        # The debug mode, autocast, memory statistics, seeding, NVTX (predict_cuda_api.py).
-        predict_cuda_api.install(self, patch)
+        # The debug mode, autocast, memory statistics, seeding, NVTX (cuda_api.py).
+        cuda_api.install(self, patch)
 
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
@@ -653,10 +654,10 @@ class PredictSession:
         # The DataLoader's pinning thread (torch/utils/data/_utils/pin_memory.py) looks
         # the function up in its module at each batch; it runs without our mode.
         patch(pin_memory_module, "pin_memory", self._pinning_wrapper(pin_memory_module.pin_memory))
-        # torch.distributed written for NCCL runs on gloo (predict_distributed.py).
-        from . import predict_distributed
+        # torch.distributed written for NCCL runs on gloo (distributed.py).
+        from . import distributed
 
-        predict_distributed.install(self, patch)
+        distributed.install(self, patch)
 
     def _disable_dynamo(self) -> None:
         # Dynamo's "force_eager" stance, not `config.disable`: under `disable` dynamo's
@@ -1066,7 +1067,7 @@ _dispatch: list[Any] = []
 
 def _dispatch_module() -> Any:
     if not _dispatch:
-        from . import dispatch
+        from .. import dispatch
 
         _dispatch.append(dispatch)
     return _dispatch[0]
@@ -1444,7 +1445,7 @@ _optable_module: Any = None
 def _optable() -> Any:
     global _optable_module
     if _optable_module is None:
-        from . import optable
+        from .. import optable
 
         _optable_module = optable
     return _optable_module
