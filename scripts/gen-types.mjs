@@ -1,6 +1,6 @@
 // Generates TypeScript types from the JSON schemas that are their single source of truth:
 // the report contract (python_helper/syncfree/report.schema.json) -> src/_report.ts and
-// each settings schema (schema/*.json) -> src/_settings.ts. Never edit the outputs by hand.
+// the merged report of a distributed job -> src/_merged.ts, and each settings schema (schema/*.json) -> src/_settings.ts. Never edit the outputs by hand.
 import { compileFromFile } from 'json-schema-to-typescript';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,6 +16,16 @@ writeFileSync(
   report +
     '\n/** The report schema itself, for validating reports found in notebooks. */\n' +
     `export const REPORT_SCHEMA = ${JSON.stringify(schema, null, 2)} as const;\n`
+);
+
+// The merged report of a distributed job (python_helper/syncfree/distributed/merged.schema.json) -> src/_merged.ts.
+const mergedPath = 'python_helper/syncfree/distributed/merged.schema.json';
+const merged = await compileFromFile(mergedPath, options);
+writeFileSync(
+  'src/_merged.ts',
+  merged +
+    '\n/** The merged report schema itself, for validating merged reports found in notebooks. */\n' +
+    `export const MERGED_SCHEMA = ${JSON.stringify(JSON.parse(readFileSync(mergedPath, 'utf8')), null, 2)} as const;\n`
 );
 
 const parts = [banner];

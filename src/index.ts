@@ -1,6 +1,7 @@
 import type { JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { commandsPlugin } from './commands';
 import { markersPlugin } from './gutter';
+import { mergedRendererPlugin } from './merged';
 import { rendererPlugin } from './renderer';
 import { sidebarPlugin } from './sidebar';
 import { reportsPlugin } from './store';
@@ -11,6 +12,7 @@ const plugins: JupyterFrontEndPlugin<any>[] = [
   reportsPlugin,
   markersPlugin,
   rendererPlugin,
+  mergedRendererPlugin,
   sidebarPlugin,
   commandsPlugin
 ];

@@ -679,3 +679,153 @@ def test_a_rank_runs_a_module_as_python_m(tmp_path):
                              "-m", "jobmod"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "jobmod.py:3:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1] ×1" in result.stdout
+
+
+# --------------------------------------------------------------------------- in a notebook
+
+
+NOTEBOOK_JOB = """\
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("nccl")
+x = torch.ones(4, device="cuda")
+for step in range(3):
+    dist.all_reduce(x)
+    total = x.sum().item()
+if dist.get_rank() == 0:
+    print(f"rank 0 says {x.sum():.1f}")
+dist.destroy_process_group()
+"""
+
+
+@pytest.fixture(scope="module")
+def ip():
+    pytest.importorskip("IPython")
+    from IPython.testing import globalipapp
+
+    shell = globalipapp.start_ipython() or globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "syncfree")
+    yield shell
+    shell.run_line_magic("unload_ext", "syncfree")
+
+
+def run_cell(ip, cell: str):
+    """(result, stdout, merged-report bundles) of a cell run as the kernel runs it."""
+    from IPython.utils.capture import capture_output
+
+    from syncfree.distributed.display import MIME_TYPE
+
+    with capture_output() as captured:
+        result = ip.run_cell(cell, store_history=True)
+    return result, captured.stdout, [o.data for o in captured.outputs if MIME_TYPE in o.data]
+
+
+def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch):
+    pytest.importorskip("jsonschema")
+    from syncfree.distributed import display
+
+    merged = merged_pair()
+    bundle = merged._repr_mimebundle_()
+    assert set(bundle) == {display.MIME_TYPE, "text/plain"}
+    data = bundle[display.MIME_TYPE]
+    display.validate_merged(data)
+    assert bundle["text/plain"] == merged.text()
+    assert data["summary"] == merged.summary() and data["extremes"] == {"least": 1, "most": 0}
+    assert [(s["file"], s["line"], s["divergent"], s["title"]) for s in data["sites"]] == [
+        ("examples/ddp_train.py", 53, False, "`.item()` waits for the GPU"),
+        ("examples/ddp_train.py", 55, True, "Formatting a CUDA tensor into a string waits for the GPU")]
+    assert data["sites"][1]["per_rank"] == [{"rank": 0, "count": 2, "blocked_ms": None},
+                                            {"rank": 1, "count": 0, "blocked_ms": None}]
+    assert data["sites"][0]["path"] == str(EXAMPLE)  # absolute: what JupyterLab opens
+    assert data["ranks"][0]["counted"] == 12 and data["spread_after"] == SPREAD_AFTER
+    # A relative file is made absolute against the rank's working folder.
+    relative = MergedReport([rank_report(0, [site("train.py", 3, 1)], cwd="/job", world=1)])
+    assert relative.to_dict()["sites"][0]["path"] == "/job/train.py"
+    monkeypatch.setattr(display, "MAX_SITES", 1)
+    data = display.merged_data(merged)
+    assert [s["line"] for s in data["sites"]] == [53] and data["truncated"] == 1
+    display.validate_merged(data)
+
+
+def test_merge_magic_shows_the_merged_report_of_a_folder(ip, tmp_path):
+    for rank in range(2):
+        write_rank_report(tmp_path, rank_report(rank, [site(str(EXAMPLE), 53, 10)] +
+                                                ([site(str(EXAMPLE), 55, 2, kind="format", rule="SF202")]
+                                                 if rank == 0 else []), cwd=str(ROOT)))
+    result, _, bundles = run_cell(ip, f"%syncfree merge {tmp_path}")
+    assert result.success and len(bundles) == 1
+    from syncfree.distributed.display import MIME_TYPE
+
+    data = bundles[0][MIME_TYPE]
+    assert [(s["line"], [r["count"] for r in s["per_rank"]], s["divergent"]) for s in data["sites"]] == [
+        (53, [10, 10], False), (55, [2, 0], True)]
+    assert data["directory"] == str(tmp_path)
+    assert "[divergent, rank 0 ×2, rank 1 ×0]" in bundles[0]["text/plain"]
+    assert isinstance(ip.user_ns["_syncfree_merged"], MergedReport)
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("%syncfree merge {missing}", "%syncfree merge: cannot read {missing}: no such folder"),
+    ("%syncfree merge {empty}", "%syncfree merge: {empty}: no syncfree rank reports (rank-NNNNN.json)"),
+    ("%syncfree merge", "%syncfree merge: the following arguments are required: DIR"),
+    ("%syncfree merge {empty} --select NOPE", "%syncfree merge: argument --select: 'NOPE' matches no rule code"),
+    ("%syncfree run train.py", "%syncfree run: this starts a distributed job: give --nproc-per-node N"),
+    ("%syncfree run --nproc-per-node 2", "%syncfree run: the script to run is missing"),
+    ("%syncfree run --nproc-per-node 2 -o x.json train.py", "%syncfree run: -o: the notebook shows the merged report"),
+    ("%syncfree run --nproc-per-node 2 missing.py", "%syncfree run: cannot read missing.py: no such file"),
+    ("%syncfree run --nproc-per-node 0 train.py", "%syncfree run: argument --nproc-per-node/--nproc_per_node: "
+                                                  "--nproc-per-node takes a number >= 1"),
+])
+def test_the_distributed_magics_say_bad_input_in_one_line(ip, tmp_path, line, message):
+    from IPython.core.error import UsageError
+
+    (tmp_path / "empty").mkdir()
+    names = {"missing": tmp_path / "missing", "empty": tmp_path / "empty"}
+    with pytest.raises(UsageError) as raised:
+        ip.run_line_magic("syncfree", line.format(**names).split(" ", 1)[1])
+    assert str(raised.value).startswith(message.format(**names))
+    assert "\n" not in str(raised.value)
+
+
+def test_run_magic_runs_the_job_streams_its_output_and_shows_the_merged_report(ip, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    (tmp_path / "job.py").write_text(NOTEBOOK_JOB)
+    result, stdout, bundles = run_cell(ip, "%syncfree run --standalone --nproc-per-node 2 --rank-report-dir ranks job.py")
+    assert result.success, stdout
+    assert "rank 0 says 32.0" in stdout  # the program's output, in the cell
+    assert "syncs on 2 of 2 ranks" not in stdout  # the report is the table, not the launcher's text
+    assert len(bundles) == 1
+    from syncfree.distributed.display import MIME_TYPE
+
+    data = bundles[0][MIME_TYPE]
+    rows = {s["line"]: s for s in data["sites"]}
+    assert [r["count"] for r in rows[8]["per_rank"]] == [3, 3] and not rows[8]["divergent"]
+    assert [r["count"] for r in rows[10]["per_rank"]] == [1, 0] and rows[10]["divergent"]
+    assert rows[8]["path"] == str(tmp_path / "job.py")
+    assert sorted(p.name for p in (tmp_path / "ranks").glob("rank-*.json")) == ["rank-00000.json", "rank-00001.json"]
+    assert ip.user_ns["_syncfree_merged"].to_dict()["totals"]["divergent_sites"] == 1
+
+
+def test_an_interrupt_stops_the_whole_job_as_ctrl_c_does(tmp_path):
+    import _thread
+
+    from syncfree.distributed.notebook import _stream
+
+    said = tmp_path / "said"
+    child = ("import signal, sys, time\n"
+             f"signal.signal(signal.SIGINT, lambda *a: (open({str(said)!r}, 'w').write('SIGINT'), sys.exit(3)))\n"
+             "print('ready', flush=True)\ntime.sleep(60)\n")
+
+    class Interrupting(io.StringIO):
+        def write(self, text):
+            if "ready" in text:
+                _thread.interrupt_main()
+            return super().write(text)
+
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        _stream([sys.executable, "-c", child], Interrupting())
+    assert said.read_text() == "SIGINT"
+    assert time.monotonic() - started < 30

@@ -38,6 +38,7 @@ from .session import Engine, cell_report, choose_engine, describe_error, hide_en
 MAGIC = "%%syncfree"
 SHOWN_NAME = "__syncfree_shown__"  # the value of a cell's last expression, for its repr (_compile)
 REPORT_NAME = "_syncfree_report"  # the last report, in the user namespace
+MERGED_NAME = "_syncfree_merged"  # the last merged report of a distributed job (%syncfree merge|run)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ class SyncfreeMagics(Magics):
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
         "action", nargs="?", choices=("on", "off", "status"),
-        help="Line magic only: watch every cell (on), stop (off), or say which (status).")
+        help="Line magic only: watch every cell (on), stop (off), or say which (status). "
+             "`%%syncfree merge DIR` and `%%syncfree run --nproc-per-node N train.py` show a "
+             "distributed job's merged report (see below).")
     @magic_arguments.argument(
         "--mode", choices=("warn", "error", "predict"),
         help="warn: count every sync (default with CUDA); error: raise at the first sync; "
@@ -207,6 +210,18 @@ class SyncfreeMagics(Magics):
             %%syncfree --quiet
             train_step()
 
+        Distributed training (torchrun), one merged report of every rank's syncs::
+
+          %syncfree run --nproc-per-node 2 train.py ARGS     # torchrun's options as for `syncfree run`
+          %syncfree merge syncfree-ranks                     # the rank reports a job left in a folder
+
+        ``run`` starts the job as ``syncfree run --nproc-per-node N`` does (torchrun, each
+        rank under syncfree; ``--mode``, ``--engine``, ``--rank-report-dir DIR`` to keep
+        the rank reports), its output streamed into the cell; then, as ``merge`` does, it
+        shows the merged report: per site each rank's count and blocked time, sites made on
+        some ranks only marked divergent, per-rank totals. It is stored as
+        ``_syncfree_merged`` (a ``MergedReport``: ``.text()``, ``.to_dict()``).
+
         ``%syncfree on`` watches every following cell with the options given; a cell
         gets a report only if it synchronized. Cells that start with ``%%syncfree``
         keep their own options. ``%syncfree off`` stops watching and ``%syncfree status``
@@ -222,13 +237,15 @@ class SyncfreeMagics(Magics):
         called through ``torch.cuda``, not through a name imported before the cell.
         """
         __tracebackhide__ = True
+        if cell is None and line.split()[:1] in (["merge"], ["run"]):
+            return self._distributed_command(line)
         args = magic_arguments.parse_argstring(self.syncfree, line)
         if not 0 <= args.frames <= MAX_FRAMES:
             raise UsageError(f"--frames must be between 0 and {MAX_FRAMES}, not {args.frames}")
         options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet, args.engine)
         if cell is None:
             if args.action is None:
-                raise UsageError("%syncfree needs on, off or status (e.g. `%syncfree on`); "
+                raise UsageError("%syncfree needs on, off, status, merge DIR or run (e.g. `%syncfree on`); "
                                  "to check one cell, put %%syncfree on its first line")
             return self._watch_command(args.action, options)
         if args.action is not None:
@@ -408,6 +425,26 @@ class SyncfreeMagics(Magics):
                 display_report(report)
         else:
             self._pending.append((report, quiet))
+
+    def _distributed_command(self, line: str) -> None:
+        """``%syncfree merge DIR`` / ``%syncfree run --nproc-per-node N ...``
+        (syncfree/distributed/notebook.py); the merge is kept as ``_syncfree_merged``."""
+        import shlex
+
+        from .cli.usage import UsageProblem
+        from .distributed.notebook import merge_command, run_command
+
+        try:
+            tokens = shlex.split(line)
+        except ValueError as problem:
+            raise UsageError(f"%syncfree {line.split()[0]}: {problem}") from None
+        command = merge_command if tokens[0] == "merge" else run_command
+        try:
+            merged = command(tokens[1:])
+        except UsageProblem as problem:
+            raise UsageError(f"%syncfree {tokens[0]}: {problem}") from None
+        if merged is not None:
+            self.shell.user_ns[MERGED_NAME] = merged
 
     # ------------------------------------------------------------------ the cell
 

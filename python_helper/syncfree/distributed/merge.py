@@ -104,6 +104,13 @@ class MergedSite:
         return text
 
 
+def _absolute(path: str | None, cwd: str) -> str | None:
+    """A rank's file as an absolute path (a script named relative to the rank's working directory)."""
+    if not path or os.path.isabs(path) or not cwd or path.startswith("<"):
+        return path
+    return os.path.join(cwd, path)
+
+
 def _blocked(ms: float | None) -> str:
     return f" ({ms:.1f} ms)" if ms is not None else ""
 
@@ -147,6 +154,20 @@ class MergedReport:
     def from_folder(cls, folder: RankReportFolder, selected: set[str] | None = None) -> MergedReport:
         return cls(folder.reports, world_size=folder.world_size, problems=folder.problems,
                    earlier=folder.earlier, directory=str(folder.directory), selected=selected)
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike, selected: set[str] | None = None) -> MergedReport:
+        """The newest run's rank reports in ``directory`` merged; OSError when the folder
+        cannot be read. In Jupyter the result displays itself as a table (a notebook cell's
+        last expression), as ``%syncfree merge DIR`` shows it."""
+        from .rankfiles import read_rank_reports
+
+        return cls.from_folder(read_rank_reports(directory), selected=selected)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        from .display import mime_bundle
+
+        return mime_bundle(self)
 
     # ------------------------------------------------------------------ merging
 
@@ -192,7 +213,7 @@ class MergedReport:
                         file=_display_path(site.get("file"), cwd), line=site["line"], chain=chain,
                         kind=site["kind"], rule=site.get("rule"), label=label,
                         predicted=bool(site.get("predicted")), allowed=bool(site.get("allowed")),
-                        path=site.get("file"), in_children=in_child)
+                        path=_absolute(site.get("file"), cwd), in_children=in_child)
                 # Sites of one rank that differ only by thread add up on that line.
                 entry.counts[rank] = entry.counts.get(rank, 0) + site["count"]
                 if isinstance(site.get("blocked_ms"), (int, float)):
@@ -381,22 +402,29 @@ class MergedReport:
     __str__ = text
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of the whole merge."""
+        """A JSON-ready dict of the whole merge (distributed/merged.schema.json, less what
+        `syncfree.distributed.display` adds for a notebook)."""
+        from syncfree.catalog import RULES
+
         ranks = self.ranks
+        extremes = self.extremes()
         return {
             "mode": self.mode,
+            "summary": self.summary(),
             "device": self.device,
             "world_size": self.world_size,
             "ranks": [t.to_dict() for t in self.totals],
             "missing_ranks": self.missing_ranks,
+            "extremes": {"least": extremes[0].rank, "most": extremes[1].rank} if extremes else None,
             "totals": {"syncs": self.syncs, "counted": self.counted, "sites": len(self.sites),
                        "blocked_ms": self.blocked_ms,
                        "divergent_sites": len(self.divergent_sites)},
             "sites": [{"file": s.file, "line": s.line, "chain": [list(c) for c in s.chain],
-                       "kind": s.kind, "rule": s.rule, "label": s.label, "predicted": s.predicted,
+                       "kind": s.kind, "rule": s.rule, "title": RULES[s.rule].title if s.rule in RULES else None,
+                       "label": s.label, "predicted": s.predicted,
                        "allowed": s.allowed, "in_children": s.in_children, "count": s.count,
                        "blocked_ms": s.blocked_ms,
-                       "divergent": s.divergent(ranks), "per_rank": s.per_rank(ranks)}
+                       "divergent": s.divergent(ranks), "per_rank": s.per_rank(ranks), "path": s.path}
                       for s in self.sites],
             "notes": self.notes(),
             "problems": self.problems_text(),

@@ -1,0 +1,215 @@
+import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import {
+  MERGED_MIME_TYPE,
+  MergedReport,
+  MergedSite,
+  extremesText,
+  median,
+  rankColumns,
+  serverPath,
+  siteRankCells,
+  spreadOf,
+  totalsRankCells
+} from '../merged/model';
+import { MERGED_ROWS, MergedReportRenderer } from '../merged/renderer';
+
+function mergedSite(line: number, counts: number[], extra: Partial<MergedSite> = {}): MergedSite {
+  return {
+    file: 'examples/ddp_train.py',
+    line,
+    chain: [['examples/ddp_train.py', line]],
+    kind: 'item',
+    rule: 'SF101',
+    title: '`.item()` waits for the GPU',
+    label: '`.item()`',
+    predicted: true,
+    allowed: false,
+    in_children: false,
+    count: counts.reduce((a, b) => a + b, 0),
+    blocked_ms: null,
+    divergent: counts.some(c => c === 0),
+    per_rank: counts.map((count, rank) => ({ rank, count, blocked_ms: null })),
+    path: '/home/me/work/examples/ddp_train.py',
+    ...extra
+  };
+}
+
+/** What python_helper/syncfree/distributed/display.py gives for examples/ddp_train.py on 2 ranks. */
+function pairReport(
+  sites: MergedSite[] = [
+    mergedSite(53, [10, 10]),
+    mergedSite(55, [2, 0], {
+      kind: 'format',
+      rule: 'SF202',
+      title: 'Formatting a CUDA tensor into a string waits for the GPU',
+      label: 'formatting a tensor'
+    })
+  ]
+): MergedReport {
+  const counted = (rank: number) => sites.reduce((n, s) => n + s.per_rank[rank].count, 0);
+  return {
+    version: 1,
+    mode: 'predict',
+    device: 'CPU stand-ins (no CUDA device)',
+    world_size: 2,
+    summary:
+      '22 syncs on 2 of 2 ranks at 2 sites (predicted), ranked by count; 1 divergent site (made on some ranks only).',
+    ranks: [0, 1].map(rank => ({
+      rank,
+      syncs: counted(rank),
+      counted: counted(rank),
+      blocked_ms: null,
+      unattributed: 0,
+      exit_code: 0,
+      hostname: 'node-a'
+    })),
+    missing_ranks: [],
+    extremes: { least: 1, most: 0 },
+    totals: { syncs: 22, counted: 22, sites: sites.length, blocked_ms: null, divergent_sites: 1 },
+    sites,
+    notes: ['No CUDA device: syncs predicted on CPU stand-ins'],
+    problems: [],
+    spread_after: 4,
+    truncated: 0,
+    directory: null,
+    home: '/home/me'
+  };
+}
+
+function render(data: unknown, actions = {}): HTMLElement {
+  const renderer = new MergedReportRenderer({ mimeType: MERGED_MIME_TYPE } as IRenderMime.IRendererOptions, actions);
+  void renderer.renderModel({ data: { [MERGED_MIME_TYPE]: data } } as unknown as IRenderMime.IMimeModel);
+  return renderer.node;
+}
+
+const texts = (nodes: NodeListOf<Element>) => [...nodes].map(n => n.textContent);
+
+describe('the merged report model', () => {
+  it('has a column per rank up to spread_after ranks, min/median/max past it', () => {
+    const report = pairReport();
+    expect(rankColumns(report).map(c => c.label)).toEqual(['rank 0', 'rank 1']);
+    const six = { ...report, ranks: [0, 1, 2, 3, 4, 5].map(rank => ({ ...report.ranks[0], rank })) };
+    expect(rankColumns(six).map(c => c.label)).toEqual(['min', 'median', 'max']);
+    const site = mergedSite(53, [21, 20, 2, 20, 21, 20]);
+    expect(siteRankCells(site, rankColumns(six)).map(c => c.text)).toEqual(['×2 (rank 2)', '×20', '×21 (rank 0)']);
+  });
+
+  it('names the lowest rank on equal counts and takes the median as Python does', () => {
+    const spread = spreadOf([
+      { rank: 3, count: 5, blocked_ms: 1.5 },
+      { rank: 1, count: 5, blocked_ms: 9 },
+      { rank: 2, count: 7, blocked_ms: null }
+    ])!;
+    expect([spread.min.rank, spread.max.rank, spread.median]).toEqual([1, 2, 5]);
+    expect([spread.leastBlocked!.rank, spread.mostBlocked!.rank]).toEqual([3, 1]);
+    expect(median([4, 1, 3, 2])).toBe(2.5);
+  });
+
+  it('marks the ranks that never made a divergent site, and totals each rank', () => {
+    const report = pairReport();
+    const columns = rankColumns(report);
+    const cells = siteRankCells(report.sites[1], columns);
+    expect(cells.map(c => [c.text, c.absent])).toEqual([
+      ['×2', false],
+      ['—', true]
+    ]);
+    expect(cells[1].title).toBe('rank 1 did not make this sync');
+    expect(totalsRankCells(report, columns).map(c => c.text)).toEqual(['×12', '×10']);
+  });
+
+  it('names the ranks that did most and least, unless they did the same', () => {
+    expect(extremesText(pairReport())).toBe('Most: rank 0: 12 syncs · least: rank 1: 10 syncs');
+    expect(extremesText(pairReport([mergedSite(53, [10, 10])]))).toBeNull();
+  });
+
+  it("finds a file in the lab's file browser only under the server's root", () => {
+    expect(serverPath('/srv/lab/examples/a.py', '/srv/lab', null)).toBe('examples/a.py');
+    expect(serverPath('/srv/lab/examples/a.py', '/srv/lab/', null)).toBe('examples/a.py');
+    expect(serverPath('/srv/other/a.py', '/srv/lab', null)).toBeNull();
+    expect(serverPath('/srv/lab2/a.py', '/srv/lab', null)).toBeNull();
+    expect(serverPath('/srv/lab/../etc/passwd', '/srv/lab', null)).toBeNull();
+    expect(serverPath('/home/me/work/a.py', '~/work', '/home/me')).toBe('a.py');
+    expect(serverPath('/home/me/work/a.py', '~', '/home/me')).toBe('work/a.py');
+    expect(serverPath('/home/me/work/a.py', '~/work', null)).toBeNull();
+    expect(serverPath('C:\\lab\\a.py', 'C:\\lab', null)).toBe('a.py');
+    expect(serverPath('relative/a.py', '/srv/lab', null)).toBeNull();
+  });
+});
+
+describe('the merged report renderer', () => {
+  it('shows each rank as a column, the divergent site marked and the per-rank totals', () => {
+    const node = render(pairReport());
+    expect(node.querySelector('.jp-syncfree-title')!.textContent).toBe(
+      'syncfree · 2 ranks · CPU stand-ins (no CUDA device)'
+    );
+    expect(texts(node.querySelectorAll('thead th'))).toEqual(['where', 'what', 'rank 0', 'rank 1', 'total', 'rule']);
+    const rows = node.querySelectorAll('tbody tr');
+    expect(texts(rows[0].querySelectorAll('td'))).toEqual([
+      'examples/ddp_train.py:53',
+      '.item()',
+      '×10',
+      '×10',
+      '×20',
+      'SF101 .item() waits for the GPU'
+    ]);
+    expect(rows[0].classList.contains('jp-syncfree-divergent')).toBe(false);
+    expect(rows[1].classList.contains('jp-syncfree-divergent')).toBe(true);
+    const mark = rows[1].querySelector('.jp-syncfree-divergent-mark')!;
+    expect(mark.textContent).toBe('divergent');
+    expect((mark as HTMLElement).title).toBe('Divergent: made on rank 0 only, of 2 ranks');
+    expect(texts(rows[1].querySelectorAll('td.jp-syncfree-num'))).toEqual(['×2', '—', '×2']);
+    expect(texts(node.querySelectorAll('tfoot th, tfoot td'))).toEqual(['per rank', '×12', '×10', '×22', '']);
+    expect(node.querySelector('.jp-syncfree-extremes')!.textContent).toBe(
+      'Most: rank 0: 12 syncs · least: rank 1: 10 syncs'
+    );
+    expect(texts(node.querySelectorAll('.jp-syncfree-note'))).toEqual([
+      'No CUDA device: syncs predicted on CPU stand-ins'
+    ]);
+  });
+
+  it('sets every string as text', () => {
+    const hostile = '<img src=x onerror="window.pwned=1">';
+    const report = pairReport([mergedSite(3, [1, 1], { label: hostile, file: hostile, title: hostile })]);
+    report.notes = [hostile];
+    report.problems = [hostile];
+    report.summary = hostile;
+    const node = render(report);
+    expect(node.querySelector('img')).toBeNull();
+    expect(node.textContent).toContain(hostile);
+  });
+
+  it('ignores a malformed report with one line', () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    const node = render({ ...pairReport(), sites: 'nope' });
+    expect(node.textContent).toBe(
+      'syncfree: this merged report is malformed and was ignored (see the browser console).'
+    );
+    expect(warn).toHaveBeenCalledWith(expect.stringContaining('ignored a malformed merged report'));
+    warn.mockRestore();
+  });
+
+  it('links a site to its line once the lab says it can open the file', async () => {
+    const opened: [string, number][] = [];
+    const locate = jest.fn(async (absolute: string) => (absolute.startsWith('/home/me/') ? absolute.slice(9) : null));
+    const report = pairReport();
+    report.sites[1].path = '/elsewhere/train.py';
+    const node = render(report, { locate, openFile: (path: string, line: number) => opened.push([path, line]) });
+    await Promise.resolve();
+    await Promise.resolve();
+    const links = node.querySelectorAll<HTMLButtonElement>('button.jp-syncfree-open-file');
+    expect(texts(links)).toEqual(['examples/ddp_train.py:53']);
+    expect(locate).toHaveBeenCalledWith('/home/me/work/examples/ddp_train.py', '/home/me');
+    links[0].click();
+    expect(opened).toEqual([['work/examples/ddp_train.py', 53]]);
+    // Outside what the lab can open: plain text.
+    expect(node.querySelectorAll('tbody tr')[1].querySelector('td')!.textContent).toBe('examples/ddp_train.py:55');
+  });
+
+  it('shows the costliest sites first and the rest on request', () => {
+    const sites = Array.from({ length: MERGED_ROWS + 3 }, (_, i) => mergedSite(i + 1, [1, 1]));
+    const node = render(pairReport(sites));
+    expect(node.querySelectorAll('tbody tr')).toHaveLength(MERGED_ROWS);
+    node.querySelector<HTMLButtonElement>('.jp-syncfree-more')!.click();
+    expect(node.querySelectorAll('tbody tr')).toHaveLength(MERGED_ROWS + 3);
+  });
+});

@@ -1,0 +1,256 @@
+/**
+ * What the merged-report table shows, as plain data and strings (no DOM): the columns
+ * (a column per rank, or min/median/max past `spread_after` ranks, as
+ * python_helper/syncfree/distributed/merge.py's `MergedSite.spread` says it in text),
+ * each cell's text, the per-rank totals and the ranks that blocked least and most, and
+ * where a site's file is in JupyterLab's file browser.
+ */
+import type { MergedReport, MergedSite, RankCount, RankTotals } from '../_merged';
+import { formatMs, plural } from '../model';
+
+export type { MergedReport, MergedSite, RankCount, RankTotals } from '../_merged';
+
+/** The MIME type of a merged report (python_helper/syncfree/distributed/display.py). */
+export const MERGED_MIME_TYPE = 'application/vnd.syncfree.merged.v1+json';
+
+/** A column of the table after the site's own columns. */
+export interface IRankColumn {
+  /** The header: "rank 0", or "min", "median", "max". */
+  readonly label: string;
+  /** The header's tooltip. */
+  readonly title: string;
+  /** A rank's own column (its rank), or one of the spread columns. */
+  readonly rank: number | null;
+  readonly spread: 'min' | 'median' | 'max' | null;
+}
+
+/** Whether the table has a column per rank (up to `spread_after` ranks) or min/median/max. */
+export function perRankColumns(report: MergedReport): boolean {
+  return report.ranks.length <= report.spread_after;
+}
+
+export function rankColumns(report: MergedReport): IRankColumn[] {
+  if (perRankColumns(report)) {
+    return report.ranks.map(totals => ({
+      label: `rank ${totals.rank}`,
+      title: rankTitle(totals),
+      rank: totals.rank,
+      spread: null
+    }));
+  }
+  const n = report.ranks.length;
+  return [
+    { label: 'min', title: `the fewest syncs a rank made here (of ${n} ranks)`, rank: null, spread: 'min' },
+    { label: 'median', title: `the median over the ${n} ranks`, rank: null, spread: 'median' },
+    { label: 'max', title: `the most syncs a rank made here (of ${n} ranks)`, rank: null, spread: 'max' }
+  ];
+}
+
+/** "rank 1 on node-a, exited with status 1". */
+export function rankTitle(totals: RankTotals): string {
+  const exit = totals.exit_code !== 0 ? `, exited with status ${totals.exit_code}` : '';
+  return `rank ${totals.rank} on ${totals.hostname}${exit}`;
+}
+
+/** A count with its blocked time where measured: "×10", "×10 · 4.2 ms". */
+export function countText(count: number, blockedMs: number | null): string {
+  return blockedMs === null ? `×${count}` : `×${count} · ${formatMs(blockedMs)}`;
+}
+
+/** The fewest and most syncs a rank made at a site (and which rank), and the median. */
+export interface ISpread {
+  min: RankCount;
+  median: number;
+  max: RankCount;
+  /** The ranks that blocked least and most here, over those that measured it. */
+  leastBlocked: RankCount | null;
+  mostBlocked: RankCount | null;
+}
+
+/**
+ * min/median/max as merge.py's `MergedSite.spread` takes them: on equal counts the lowest
+ * rank is named, both for the min and for the max.
+ */
+export function spreadOf(rows: readonly RankCount[]): ISpread | null {
+  if (rows.length === 0) {
+    return null;
+  }
+  let min = rows[0];
+  let max = rows[0];
+  for (const row of rows) {
+    if (row.count < min.count || (row.count === min.count && row.rank < min.rank)) {
+      min = row;
+    }
+    if (row.count > max.count || (row.count === max.count && row.rank < max.rank)) {
+      max = row;
+    }
+  }
+  const measured = rows.filter(row => row.blocked_ms !== null);
+  const byBlocked = (a: RankCount, b: RankCount) => a.blocked_ms! - b.blocked_ms! || a.rank - b.rank;
+  const sorted = [...measured].sort(byBlocked);
+  return {
+    min,
+    median: median(rows.map(row => row.count)),
+    max,
+    leastBlocked: sorted[0] ?? null,
+    mostBlocked: sorted[sorted.length - 1] ?? null
+  };
+}
+
+/** The median (the mean of the two middle values for an even number), as Python's statistics.median. */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/** "×2 (rank 3)", a rank's count named by its rank (the spread columns). */
+function namedCount(row: RankCount): string {
+  return `×${row.count} (rank ${row.rank})`;
+}
+
+/** One cell of a site's rank columns: its text, and whether the rank never made the sync. */
+export interface IRankCell {
+  readonly text: string;
+  readonly title: string;
+  /** The rank made no sync here (a divergent site's other ranks). */
+  readonly absent: boolean;
+}
+
+/** The cells of a site under `columns` (rankColumns). */
+export function siteRankCells(site: MergedSite, columns: readonly IRankColumn[]): IRankCell[] {
+  return rankCells(site.per_rank, columns, true);
+}
+
+/** The totals row under `columns`: each rank's counted syncs (min/median/max past spread_after). */
+export function totalsRankCells(report: MergedReport, columns: readonly IRankColumn[]): IRankCell[] {
+  const rows = report.ranks.map(t => ({ rank: t.rank, count: t.counted, blocked_ms: t.blocked_ms }));
+  return rankCells(rows, columns, false);
+}
+
+/** `rows` under `columns`; with `site`, a rank that made no sync there is an absent cell ("—"). */
+function rankCells(rows: readonly RankCount[], columns: readonly IRankColumn[], site: boolean): IRankCell[] {
+  const byRank = new Map(rows.map(row => [row.rank, row]));
+  const spread = columns.some(column => column.spread !== null) ? spreadOf(rows) : null;
+  return columns.map(column => {
+    if (column.rank !== null) {
+      const row = byRank.get(column.rank) ?? { rank: column.rank, count: 0, blocked_ms: null };
+      if (site && row.count === 0) {
+        return { text: '—', title: `rank ${column.rank} did not make this sync`, absent: true };
+      }
+      return { text: countText(row.count, row.blocked_ms), title: `rank ${row.rank}`, absent: false };
+    }
+    if (!spread) {
+      return { text: '', title: '', absent: false };
+    }
+    if (column.spread === 'median') {
+      return { text: `×${formatNumber(spread.median)}`, title: 'the median over the ranks', absent: false };
+    }
+    const row = column.spread === 'min' ? spread.min : spread.max;
+    const blocked = column.spread === 'min' ? spread.leastBlocked : spread.mostBlocked;
+    const blockedText = blocked
+      ? `; ${column.spread === 'min' ? 'least' : 'most'} blocked: rank ${blocked.rank}, ${formatMs(blocked.blocked_ms)}`
+      : '';
+    return { text: namedCount(row), title: `${column.title}${blockedText}`, absent: site && row.count === 0 };
+  });
+}
+
+function formatNumber(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+}
+
+/** "examples/ddp_train.py:53", or "line 53" without a file. */
+export function siteWhere(site: MergedSite): string {
+  return site.file ? `${site.file}:${site.line}` : `line ${site.line}`;
+}
+
+/** "SF101 `.item()` waits for the GPU", or the rule code alone, or nothing. */
+export function siteRule(site: MergedSite): string {
+  if (!site.rule) {
+    return '';
+  }
+  return site.title ? `${site.rule} ${site.title}` : site.rule;
+}
+
+/** What synced, with what sets the row apart: "`.item()` (predicted, in child processes, allowed)". */
+export function siteWhat(report: MergedReport, site: MergedSite): string {
+  const marks: string[] = [];
+  if (site.predicted && !allPredicted(report)) {
+    marks.push('predicted');
+  }
+  if (site.in_children) {
+    marks.push('in child processes');
+  }
+  if (site.allowed) {
+    marks.push('allowed');
+  }
+  return marks.length ? `${site.label} (${marks.join(', ')})` : site.label;
+}
+
+/** The divergent mark's tooltip: which ranks made the sync ("made on rank 0 only", "on ranks 0, 2 of 4"). */
+export function divergentTitle(report: MergedReport, site: MergedSite): string {
+  const made = site.per_rank.filter(row => row.count > 0).map(row => row.rank);
+  const ranks = made.length === 1 ? `rank ${made[0]}` : `ranks ${made.join(', ')}`;
+  return `Divergent: made on ${ranks} only, of ${plural(report.ranks.length, 'rank')}`;
+}
+
+export function allPredicted(report: MergedReport): boolean {
+  return report.sites.length > 0 && report.sites.every(site => site.predicted);
+}
+
+/** The headline: "syncfree · 2 ranks · CPU stand-ins (no CUDA device)". */
+export function mergedHeadline(report: MergedReport): string {
+  return `syncfree · ${plural(report.world_size, 'rank')} · ${report.device}`;
+}
+
+/** "rank 0: 9 syncs, blocked 4.1 ms". */
+function rankTotalsText(totals: RankTotals): string {
+  const blocked = totals.blocked_ms !== null ? `, blocked ${formatMs(totals.blocked_ms)}` : '';
+  return `rank ${totals.rank}: ${plural(totals.counted, 'sync')}${blocked}`;
+}
+
+/**
+ * "Most: rank 0: 9 syncs · least: rank 1: 8 syncs", or null when the ranks did the same
+ * (merge.py `rank_lines` leaves the line out then too) or there are fewer than two.
+ */
+export function extremesText(report: MergedReport): string | null {
+  const extremes = report.extremes;
+  if (!extremes) {
+    return null;
+  }
+  const least = report.ranks.find(t => t.rank === extremes.least);
+  const most = report.ranks.find(t => t.rank === extremes.most);
+  if (!least || !most || (least.blocked_ms === most.blocked_ms && least.counted === most.counted)) {
+    return null;
+  }
+  return `Most: ${rankTotalsText(most)} · least: ${rankTotalsText(least)}`;
+}
+
+/**
+ * The path of `absolute` in JupyterLab's file browser (relative to the server's root
+ * folder, PageConfig `serverRoot`), or null when it is outside that folder. The root may
+ * start with '~' (jupyter_server names the home folder so): the kernel's `home` stands in.
+ */
+export function serverPath(absolute: string, serverRoot: string, home: string | null | undefined): string | null {
+  let root = serverRoot.replace(/\\/g, '/');
+  const file = absolute.replace(/\\/g, '/');
+  if (root === '~' || root.startsWith('~/')) {
+    if (!home) {
+      return null;
+    }
+    root = home.replace(/\\/g, '/').replace(/\/+$/, '') + root.slice(1);
+  }
+  if (!root || (!file.startsWith('/') && !/^[A-Za-z]:\//.test(file))) {
+    return null;
+  }
+  root = root.replace(/\/+$/, '');
+  if (root === '') {
+    return file.slice(1) || null;
+  }
+  if (!file.startsWith(`${root}/`)) {
+    return null;
+  }
+  const relative = file.slice(root.length + 1);
+  // A path through '..' could leave the root: not one the file browser shows.
+  return relative && !relative.split('/').includes('..') ? relative : null;
+}
