@@ -239,7 +239,7 @@ def test_quiet_shows_nothing_but_stores_the_report(cuda_ip):
     ("--frames 99", "x = 1", "--frames must be between 0 and 8"),
     ("--frames many", "x = 1", "invalid int value"),
     ("on", "x = 1", "takes options only"),
-    ("", None, "needs on, off or status"),
+    ("", None, "needs on, off, status, merge DIR or run"),
     ("maybe", None, "invalid choice: 'maybe'"),
 ])
 def test_bad_options_raise_usage_error(ip, line, cell, message):
