@@ -481,3 +481,95 @@ def test_known_library_entries_name_real_places(code):
             assert any(place.function in _qualnames(f) for f in files), f"{code}: no {place.function} in {place.path}"
         checked += 1
     assert checked or entry.package == "torch"
+
+
+# --------------------------------------------------------------------------- first calls and ranking by steady cost
+
+STEPS = '''\
+import torch
+model = torch.nn.Linear(4, 4).cuda()
+for step in range(100):
+    loss = model(torch.ones(4, device="cuda")).sum()
+    value = loss.item()
+    flag = bool(loss > 0)
+'''
+
+
+def _measured_run(tmp_path):
+    """A measured run of STEPS (what a GPU gives, made by hand: blocked time needs CUDA): a module move paid
+    once (16 syncs, 150 ms), an `.item()` whose first call took 100 ms and then 0.01 ms per call, and a
+    condition at 1 ms every step."""
+    from syncfree.session import ScriptRun, WatchReport, _rank
+
+    script = tmp_path / "steps.py"
+    script.write_text(STEPS)
+    path = str(script)
+
+    def site(line, kind, rule, count, first_ms, rest_ms, phase="recurring"):
+        s = sites.SyncSite((line,), kind, rule, (), None, False, files=(path,), phase=phase,
+                           first_s=first_ms / 1000)
+        s.count, s.measured = count, count
+        s.blocked_s = (first_ms + rest_ms * (count - 1)) / 1000
+        return s
+
+    found = [site(2, "to_device", "SF303", 16, 40.0, 110.0 / 15, phase="once"),
+             site(5, "item", "SF101", 100, 100.0, 0.01),
+             site(6, "python_bool", "SF103", 100, 1.0, 1.0)]
+    report = WatchReport("warn", {"kind": "cuda", "name": "NVIDIA H100", "torch": "2.11.0"}, _rank(found), [],
+                         216, 500.0, [])
+    return ScriptRun(path, 0, report)
+
+
+def _write_run(result, tmp_path, fmt):
+    import io
+
+    from syncfree.cli.run_script import _write
+    from syncfree.output import ReportOutput
+
+    out = io.StringIO()
+    _write(result, "steps.py", fmt, ReportOutput(None, fmt, stdout=out), None, None, str(tmp_path), {})
+    return out.getvalue()
+
+
+def test_watch_ranks_recurring_sites_by_their_cost_after_the_first_call(tmp_path):
+    from syncfree.session import _display_path
+
+    result = _measured_run(tmp_path)
+    assert [s.line for s in result.report.sites] == [6, 5, 2]
+    text = result.report.text().splitlines()
+    path = _display_path(result.path)
+    assert text[1:] == [
+        f"  {path}:6: truth value of a tensor ×100, blocked 100.0 ms (first sync 1.00 ms, then 1.00 ms per sync ×99),"
+        " SF103",
+        f"  {path}:5: .item() ×100, blocked 101.0 ms (first sync 100.0 ms, then 0.010 ms per sync ×99), SF101",
+        "  once (setup, compilation): 16 sync(s), blocked 150.0 ms; the first calls of the 2 recurring sites above:"
+        " blocked 101.0 ms",
+        f"  {path}:2: copy from pageable host memory ×16, blocked 150.0 ms, SF303",
+    ]
+
+
+def test_run_text_golden_with_first_calls(tmp_path):
+    out = _write_run(_measured_run(tmp_path), tmp_path, "text").splitlines()
+    assert out == [
+        "steps.py:6:5: SF103 A Python condition on a CUDA tensor waits for the GPU ×100, blocked 100.0 ms "
+        "(first sync 1.00 ms, then 1.00 ms per sync ×99)",
+        "steps.py:5:5: SF101 `.item()` waits for the GPU ×100, blocked 101.0 ms "
+        "(first sync 100.0 ms, then 0.010 ms per sync ×99)",
+        "steps.py:2:1: SF303 Moving a module to the GPU syncs once per parameter ×16, blocked 150.0 ms [once]",
+        "216 syncs at 3 sites, blocked 351.0 ms, ranked by blocked time after the first call, recurring first; "
+        "16 once (setup, compilation), 150.0 ms and 101.0 ms at the first calls of the recurring rows.",
+    ]
+
+
+def test_run_json_sarif_github_carry_the_first_call(tmp_path):
+    result = _measured_run(tmp_path)
+    rows = json.loads(_write_run(result, tmp_path, "json"))
+    assert [(r["line"], r.get("first_ms"), r.get("first_calls"), r.get("phase")) for r in rows] == [
+        (6, 1.0, 1, None), (5, 100.0, 1, None), (2, None, None, "once")]
+    results = json.loads(_write_run(result, tmp_path, "sarif"))["runs"][0]["results"]
+    assert [(r["properties"].get("firstMs"), r["properties"].get("firstCalls")) for r in results] == [
+        (1.0, 1), (100.0, 1), (None, None)]
+    github = _write_run(result, tmp_path, "github").splitlines()
+    assert github[1].endswith("::`.item()` waits for the GPU (×100, blocked 101.0 ms: first sync 100.0 ms, then "
+                              "0.010 ms per sync ×99)")
+    assert "first sync" not in github[2]

@@ -142,3 +142,24 @@ def test_source_hash_and_device_kinds():
     assert device_info("predict", "x")["kind"] == "predict"
     with pytest.raises(ValueError):
         device_info("tpu")
+
+
+def test_a_recurring_sites_first_call_in_the_text_and_html():
+    site = SyncSite((3,), "item", "SF101", (), None, False, first_s=0.098)
+    site.count, site.blocked_s, site.measured = 20, 0.098 + 19 * 0.000013, 20
+    once = SyncSite((2,), "to_device", "SF303", (), None, False, phase="once", first_s=0.004)
+    once.count, once.blocked_s, once.measured = 16, 0.120, 16
+    report = build_report(source=CELL, device=DEVICE, mode="warn", sites=[site.to_report(), once.to_report()])
+    validate_report(report)
+    assert report["sites"][0]["first_ms"] == 98.0
+    text = report_text(report).splitlines()
+    assert text[1] == ("  line 3: `.item()` synced 20x, blocked 98.2 ms (first sync 98.0 ms, then 0.013 ms "
+                       "per sync ×19)  [SF101]")
+    # All of a one-off site is paid once: no split.
+    assert text[2] == ("  line 2: copy from pageable host memory synced 16x, blocked 120.0 ms (once: the line runs once)  [SF303]")
+    assert "(first sync 98.0 ms, then 0.013 ms per sync ×19)" in report_html(report)
+    # Reports written before first_ms, and negative times, per the schema.
+    old = dict(report, sites=[{k: v for k, v in s.items() if k != "first_ms"} for s in report["sites"]])
+    validate_report(old)
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(dict(report, sites=[dict(report["sites"][0], first_ms=-1.0)]))

@@ -230,3 +230,37 @@ def test_site_message_and_report():
     assert threaded.message == "`torch.cuda.synchronize()` synced 1x (thread loader)"
     assert threaded.to_report()["thread"] == "loader"
     assert kind_label("no-such-kind") == kind_label("other")
+
+
+def test_a_site_keeps_the_blocked_time_of_its_first_call():
+    """The first sync of a site is its first call (warm-up): its blocked time is kept apart, set
+    once when the site is made, and a recurring site is then ranked by the rest."""
+    import torch  # noqa: F401  (the recorder needs it)
+
+    from syncfree.capture.recorder import SyncRecorder
+
+    code, filename = compile_cell(
+        "import sys\n"
+        "for b in BLOCKED:\n"
+        "    RECORD(sys._getframe(), 'item', blocked_s=b)\n"
+        "RECORD(sys._getframe(), 'item')\n")
+    recorder = SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        exec(code, {"BLOCKED": [0.1, 0.001, 0.002], "RECORD": recorder.record_sync})
+    loop, after = sorted(recorder.sites, key=lambda s: s.line)
+    assert (loop.line, loop.count, loop.blocked_ms, loop.first_ms, loop.steady_ms) == (3, 3, 103.0, 100.0, 3.0)
+    assert loop.to_report()["first_ms"] == 100.0
+    # A site whose syncs were not timed (predict mode) has neither.
+    assert (after.line, after.blocked_ms, after.first_ms, after.steady_ms) == (4, None, None, None)
+    assert "first_ms" not in after.to_report()
+
+
+def test_rank_key_puts_the_cost_after_the_first_call_first():
+    from syncfree.capture.sites import rank_key
+
+    warm_up = rank_key(False, 100.99, 100.0, 100)   # 100 ms once, then 0.01 ms per call
+    per_step = rank_key(False, 100.0, 1.0, 100)      # 1 ms every step
+    module_move = rank_key(True, 150.0, 40.0, 16)    # paid once: ranked after every recurring site
+    assert sorted([module_move, warm_up, per_step]) == [per_step, warm_up, module_move]
+    # Predict mode: nothing timed, by count as before.
+    assert rank_key(False, None, None, 7) < rank_key(False, None, None, 3)

@@ -71,7 +71,7 @@ def site_fields(site: Any) -> dict[str, Any]:
             "rule": site.rule, "count": site.count, "blocked_ms": site.blocked_ms, "predicted": site.predicted,
             "detail": site.detail, "label": site.label, "thread": site.thread,
             "library": site.library.to_report() if getattr(site, "library", None) is not None else None,
-            "phase": getattr(site, "phase", "recurring")}
+            "phase": getattr(site, "phase", "recurring"), "first_ms": getattr(site, "first_ms", None)}
 
 
 class ForkedChildren:

@@ -122,6 +122,33 @@ def _blocked_text(ms: float | None) -> str:
 PHASE_WORDS = {"once": "once: the line runs once", "compile": "once: torch.compile compiling"}
 
 
+def ms_text(ms: float) -> str:
+    """``12.3 ms``, ``0.42 ms``, ``0.013 ms``: enough digits for a per-call mean."""
+    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms" if ms >= 0.1 else f"{ms:.3f} ms"
+
+
+def first_call_text(count: int, blocked_ms: float | None, first_ms: float | None,
+                    firsts: int = 1) -> str:
+    """``first sync 98.0 ms, then 0.013 ms per sync ×19``: a recurring site's first call (its
+    first sync: warm-up) apart from the rest. ``firsts``: how many first syncs ``first_ms``
+    sums (a row of several call chains has one each). Empty when not measured."""
+    if blocked_ms is None or first_ms is None:
+        return ""
+    first = f"first sync{'s' if firsts > 1 else ''} {ms_text(first_ms)}"
+    rest = count - firsts
+    if rest <= 0:
+        return first
+    steady = max(blocked_ms - first_ms, 0.0)
+    return f"{first}, then {ms_text(steady / rest)} per sync ×{rest}"
+
+
+def site_first_call_text(site: Mapping) -> str:
+    """`first_call_text` of a report's site; empty for a one-off site (all of it is paid once)."""
+    if site.get("phase", "recurring") != "recurring":
+        return ""
+    return first_call_text(site["count"], site.get("blocked_ms"), site.get("first_ms"))
+
+
 def library_text(library: Mapping) -> str:
     """``inside transformers/trainer.py:1922 `if torch.isnan(...)` [SF103]; SFL101 switch:
     TrainingArguments(logging_nan_inf_filter=False)``: the library line under a user line."""
@@ -182,7 +209,9 @@ def report_text(report: Mapping) -> str:
     for site in report["sites"]:
         rule = f"  [{site['rule']}]" if site.get("rule") else ""
         phase = f" ({PHASE_WORDS[site['phase']]})" if site.get("phase") in PHASE_WORDS else ""
-        lines.append(f"  line {site['line']}: {site['message']}{phase}{rule}")
+        first = site_first_call_text(site)
+        first = f" ({first})" if first else ""
+        lines.append(f"  line {site['line']}: {site['message']}{first}{phase}{rule}")
         if site.get("library"):
             lines.append(f"    {library_text(site['library'])}")
     dynamic_lines = {s["line"] for s in report["sites"]}
@@ -214,6 +243,9 @@ def report_html(report: Mapping) -> str:
         what = e(site["message"])
         if site.get("rule"):
             what += f' <span style="opacity:0.7" title="{e(title)}">{e(site["rule"])}</span>'
+        first = site_first_call_text(site)
+        if first:
+            what += f' <span style="opacity:0.7">({e(first)})</span>'
         if site.get("library"):
             what += f'<div style="opacity:0.8;padding-left:1em">{e(library_text(site["library"]))}</div>'
         chain = " → ".join(str(n) for n in site["chain"])

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .capture.sites import MAX_FRAMES, SyncSite, UserFiles
+from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 
 __all__ = ["Engine", "SyncError", "Watch", "WatchReport", "ScriptRun", "choose_engine",
            "hide_engine_frames", "is_sync_stop",
@@ -190,7 +190,8 @@ class WatchReport:
     """What a `watch` block synchronized: sites (file, line, kind, count, blocked time,
     chain, rule), totals and a text rendering.
 
-    ``sites`` are `SyncSite`s ranked costliest first (blocked time, then count);
+    ``sites`` are `SyncSite`s ranked costliest first: recurring ones by their blocked time
+    after the first call, then one-off ones (`syncfree.capture.sites.rank_key`);
     ``allowed`` holds the sites that a ``# syncfree: allow`` comment covers, which count
     towards ``syncs`` but not towards a budget.
     """
@@ -227,7 +228,10 @@ class WatchReport:
         if site.predicted:
             parts.append("predicted")
         elif site.blocked_ms is not None:
-            parts.append(f"blocked {site.blocked_ms:.1f} ms")
+            from .report import first_call_text
+
+            first = "" if site.one_off else first_call_text(site.count, site.blocked_ms, site.first_ms)
+            parts.append(f"blocked {site.blocked_ms:.1f} ms" + (f" ({first})" if first else ""))
         if site.rule:
             parts.append(site.rule)
         text = ", ".join(parts)
@@ -253,11 +257,21 @@ class WatchReport:
 
     def text(self) -> str:
         lines = [self.summary()]
-        # Recurring syncs first (paid every step); those paid once (setup, compilation) apart.
+        # Recurring syncs first (paid every step), ranked by their cost after the first call;
+        # what is paid once apart: the syncs of lines that run once (setup, compilation), with
+        # their total, and the first calls of the recurring sites (warm-up).
         lines += [f"  {self.site_line(s)}" for s in self.sites if not s.one_off]
         once = [s for s in self.sites if s.one_off]
-        if once:
-            lines.append(f"  once (setup, compilation): {sum(s.count for s in once)} sync(s)")
+        firsts = [s.first_ms for s in self.sites if not s.one_off and s.first_ms is not None]
+        if once or firsts:
+            blocked = [s.blocked_ms for s in once if s.blocked_ms is not None]
+            text = f"  once (setup, compilation): {sum(s.count for s in once)} sync(s)"
+            if blocked:
+                text += f", blocked {sum(blocked):.1f} ms"
+            if firsts:
+                text += (f"; the first calls of the {len(firsts)} recurring site{'s' if len(firsts) != 1 else ''}"
+                         f" above: blocked {sum(firsts):.1f} ms")
+            lines.append(text)
             lines += [f"  {self.site_line(s)}" for s in once]
         lines += [f"  {self.site_line(s)} [allowed]" for s in self.allowed]
         unattributed = self.syncs - sum(s.count for s in self.sites + self.allowed)
@@ -300,7 +314,9 @@ class WatchReport:
 
 
 def _rank(sites: list[SyncSite]) -> list[SyncSite]:
-    return sorted(sites, key=lambda s: (-(s.blocked_ms or 0.0), -s.count, s.files or (), s.line))
+    # Recurring first, by their blocked time after the first call; one-off after (sites.rank_key).
+    return sorted(sites, key=lambda s: (*rank_key(s.one_off, s.blocked_ms, s.first_ms, s.count),
+                                        s.files or (), s.line))
 
 
 class SyncError(AssertionError):

@@ -287,7 +287,15 @@ def _cell_site_diagnostic(path: str, number: int, cell: Any, report: dict[str, A
                       message, cell=number, cell_id=cell.get("id"),
                       certainty="predicted" if predicted else "measured", count=site["count"],
                       blocked_ms=site.get("blocked_ms"), inside=site.get("library"),
-                      phase=site.get("phase") if site.get("phase") != "recurring" else None)
+                      phase=site.get("phase") if site.get("phase") != "recurring" else None,
+                      **_first_call(site))
+
+
+def _first_call(site: dict[str, Any]) -> dict[str, Any]:
+    """A recurring site's first call (its first sync's blocked time), for the row's ``first_ms``/``first_calls``."""
+    if site.get("phase", "recurring") != "recurring" or site.get("first_ms") is None:
+        return {}
+    return {"first_ms": site["first_ms"], "first_calls": 1}
 
 
 class _Progress:

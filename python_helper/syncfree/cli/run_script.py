@@ -104,7 +104,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                f"{' (predicted)' if report.predicted else ''}{blocked}"
                f"{f'; {allowed} allowed' if allowed else ''}"
                f"{f'; {sum(left_out)} left out by --select/--ignore' if sum(left_out) else ''}, "
-               f"ranked by {'count' if report.blocked_ms is None else 'blocked time'}"
+               f"ranked by {'count' if report.blocked_ms is None else 'blocked time after the first call'}"
                f"{_once_text(rows)}.")
     if budget is not None:
         summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
@@ -156,6 +156,10 @@ class _Row:
     path_on_disk: str = ""  # for the line's text: the path as the program knew it
     inside: dict[str, Any] | None = None  # the library line under the user's line (capture/sites.py)
     phase: str | None = None  # once | compile; None: recurring
+    # Blocked time paid once inside a recurring row: the first call (first sync) of each of its sites, and the whole
+    # of a site of it that runs once; ``firsts`` syncs make it up. None: not measured (predict mode).
+    first_ms: float | None = None
+    firsts: int = 0
 
     def diagnostic(self, predicted: bool) -> Diagnostic:
         text = linecache.getline(self.path_on_disk, self.line)
@@ -167,7 +171,14 @@ class _Row:
                           certainty="predicted" if predicted else "measured", count=self.count,
                           blocked_ms=self.blocked_ms,
                           chains=chains if any(len(chain) > 1 for chain in chains) else None,
-                          processes=tuple(self.processes) or None, inside=self.inside, phase=self.phase)
+                          processes=tuple(self.processes) or None, inside=self.inside, phase=self.phase,
+                          first_ms=self.first_ms if self.phase is None else None,
+                          first_calls=self.firsts if self.phase is None and self.first_ms is not None else None)
+
+    def rank_key(self) -> tuple:
+        from syncfree.capture.sites import rank_key
+
+        return rank_key(self.phase is not None, self.blocked_ms, self.first_ms, self.count)
 
 
 def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row], tuple[int, int], int]:
@@ -209,20 +220,34 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
         row.count += site["count"]
         if site["blocked_ms"] is not None:
             row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
+        once_ms, once_count = ((site["blocked_ms"], site["count"]) if phase is not None
+                               else (site.get("first_ms"), 1))
+        if once_ms is not None:
+            row.first_ms = round((row.first_ms or 0.0) + once_ms, 3)
+            row.firsts += once_count
         steps = tuple(f"{_shown_path(f, start)}:{n}" for f, n in zip(files, chain))
         row.chains[steps] = row.chains.get(steps, 0) + site["count"]
         if process is not None and process not in row.processes:
             row.processes.append(process)
-    # Recurring syncs first, costliest first; those paid once (setup, compilation) after them.
-    ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), r.phase is not None, -(r.blocked_ms or 0.0),
-                                                  -r.count, r.path, r.line))
+    # Recurring syncs first, by their cost after the first call; those paid once (setup, compilation) after them.
+    ranked = sorted(rows.values(), key=lambda r: (bool(r.processes), *r.rank_key(), r.path, r.line))
     return ranked, (left_out[0], left_out[1]), child_counted
 
 
 def _once_text(rows: list[_Row]) -> str:
-    """``, recurring first; 16 once (setup, compilation)``: the syncs paid once are ranked after the others."""
-    once = sum(row.count for row in rows if row.phase and not row.processes)
-    return f", recurring first; {once} once (setup, compilation)" if once else ""
+    """``, recurring first; 16 once (setup, compilation)``: the syncs paid once are ranked after the others; with
+    blocked time, what they cost and what the recurring rows' first calls cost (listed with them: paid once)."""
+    own = [row for row in rows if not row.processes]
+    once = [row for row in own if row.phase]
+    firsts = [row.first_ms for row in own if not row.phase and row.first_ms is not None]
+    count = sum(row.count for row in once)
+    blocked = [row.blocked_ms for row in once if row.blocked_ms is not None]
+    parts = []
+    if count:
+        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
+    if firsts:
+        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
+    return (", recurring first; " + " and ".join(parts)) if parts else ""
 
 
 def _what(site: dict[str, Any]) -> str:
