@@ -300,6 +300,8 @@ def test_device_inference(source, expected):
         ("def f(x: torch.Tensor):\n    if x is not None and x in cache:\n        return x\n", []),
         ("def f(lengths):\n    if (torch.arange(8) < lengths).all():\n        pass\n", []),
         ("x = torch.ones(3, device='cuda')\nif torch.rand([]) < x.mean():\n    pass\n", [("SF103", 3, "certain")]),
+        # SF102: torch.seed() returns a Python int (torch/random.py)
+        ("import sys\ndef f(self):\n    self.seed = int(torch.seed() % sys.maxsize)\n", []),
         # SF605: an int count (a name, arithmetic, a size) does not sync; a tensor of counts does
         ("def f(x: torch.Tensor, n, k):\n    return x.repeat_interleave(n // k, dim=0), x.repeat_interleave(x.shape[0])\n", []),
         ("def f(x, grid):\n    return torch.repeat_interleave(x, grid[:, 0], dim=0)\n", [("SF605", 3, "likely")]),
@@ -510,3 +512,83 @@ def test_values_keep_their_dataclass_fields_and_stay_frozen():
     assert dataclasses.replace(value, device=None) == Value("tensor", None, ndim=2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         value.kind = "numpy"  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------------------------- host code
+PROCESSOR = '''\
+import torch
+
+def prepare_annotation(image, target):
+    boxes = torch.as_tensor(target["boxes"], device=image.device)
+    keep = boxes[:, 2] > boxes[:, 0]
+    return boxes[keep]
+
+def shared_area(masks):
+    return masks.sum().item()
+
+class FooImageProcessor(TorchvisionBackend):
+    def _preprocess(self, images, annotations):
+        for image, target in zip(images, annotations):
+            prepare_annotation(image, target)
+            self.resize_annotation(target)
+            shared_area(target["masks"])
+        sizes = torch.tensor([len(images)]).cuda()
+        return sizes.item()
+
+    def resize_annotation(self, target):
+        return target["size"].tolist()
+
+    def post_process_object_detection(self, outputs, threshold):
+        scores = outputs.logits.softmax(-1)
+        keep = scores > threshold
+        shared_area(outputs.pred_masks)
+        return scores[keep].tolist()
+
+class BarImageProcessor(FooImageProcessor):
+    def __call__(self, images):
+        def helper(x):
+            return x.max().item()
+        return helper(images)
+
+class FooPipeline(Pipeline):
+    def preprocess(self, inputs):
+        return inputs["size"].tolist()
+
+    def _forward(self, model_inputs):
+        return model_inputs["sizes"].tolist()
+
+    def postprocess(self, outputs):
+        return outputs["logits"].argmax().item()
+'''
+
+
+def test_preprocessing_code_is_a_possible_sync_left_out_by_default():
+    """Functions reached from a data processor's preprocessing entry points (and a pipeline's preprocess and
+    postprocess, which transformers hands CPU tensors) run on the host by construction: their likely findings become
+    possible, left out unless asked for; post-processing of model outputs, helpers it shares, a pipeline's _forward
+    and findings the code shows on CUDA keep their certainty."""
+    everything = rules_at(PROCESSOR, possible=True)
+    by_line = {line: (rule, certainty) for rule, line, certainty in everything}
+    lines = PROCESSOR.splitlines()
+
+    def at(text: str) -> tuple[str, str]:
+        return by_line[next(number for number, line in enumerate(lines, 1) if text in line)]
+
+    assert at("return boxes[keep]") == ("SF601", "possible")  # a module function reached from _preprocess
+    assert at('target["size"].tolist()') == ("SF204", "possible")  # a method reached through self.
+    assert at("x.max().item()") == ("SF101", "possible")  # a def inside __call__ of an in-file subclass
+    assert at('inputs["size"].tolist()') == ("SF204", "possible")  # Pipeline.preprocess
+    assert at('outputs["logits"].argmax().item()') == ("SF101", "possible")  # Pipeline.postprocess: CPU outputs
+    assert at("return masks.sum().item()") == ("SF101", "likely")  # shared with post-processing
+    assert at("return scores[keep].tolist()") == ("SF204", "likely")  # model outputs
+    assert at('model_inputs["sizes"].tolist()') == ("SF204", "likely")  # _forward: inputs on the model's device
+    assert at("return sizes.item()") == ("SF101", "certain")  # the code puts it on CUDA
+    default = rules_at(PROCESSOR)
+    assert [finding for finding in default if finding[2] == "possible"] == []
+    assert sorted(default) == sorted(finding for finding in everything if finding[2] != "possible")
+
+
+def test_logits_processors_and_models_are_not_host_code():
+    source = PROCESSOR.replace("TorchvisionBackend", "LogitsProcessor").replace("ImageProcessor", "LogitsProcessor")
+    source = source.replace("(Pipeline)", "(nn.Module)")
+    assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]

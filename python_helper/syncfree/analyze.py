@@ -88,6 +88,7 @@ def analyze_source(
     honour_allow: bool = True,
     tree: ast.Module | None = None,
     limit: int | None = None,
+    possible: bool = False,
 ) -> list[dict[str, Any]]:
     """Findings (report.schema.json ``definitions/Finding``) for one cell body, sorted by position.
 
@@ -101,6 +102,10 @@ def analyze_source(
     ``tree`` is the source's AST when the caller has parsed it already (the magic parses a cell once for this pass
     and for running it): every line that holds code must be the source's own line, IPython-only lines blank. The
     analysis reads it and leaves it as it was.
+
+    ``possible``: keep the findings of certainty ``possible`` too (code that runs on the host by construction, such
+    as a data processor's preprocessing: it syncs only if the user asks it for a CUDA device; see
+    :mod:`syncfree.catalog.host_code`). They are left out by default.
 
     ``limit``: stop once more than this many findings are found (a report holds 1,000: ``MAX_FINDINGS``), at a
     top-level statement. The findings returned are then every finding before that statement, so the first
@@ -129,6 +134,8 @@ def analyze_source(
         left = analysis.scope.bindings()
         earlier.names, earlier.aliases, earlier.imported = left.names, left.aliases, left.imported
         earlier.default_device = left.default_device
+    if not possible:
+        findings = [f for f in findings if f["certainty"] != "possible"]
     if honour_allow:
         allows = allowances(source, first_line=first_line)
         if allows:
@@ -173,11 +180,18 @@ class _Analysis:
                 else:
                     self.by_type.setdefault(node_type, []).append(rule)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
         types = {*self.by_type, *((ast.Call,) if self.by_callee else ())}  # the nodes some rule looks at
         self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=types)
+        if self.scope.host is not None:
+            host = self.scope.host.functions()
+            for key, function in self.functions.items():
+                finding = self.findings[key]
+                if function in host and finding["certainty"] == "likely":
+                    finding["certainty"] = "possible"  # the code shows no CUDA value, and runs on the host by design
         return sorted(self.findings.values(), key=_position_key)
 
     def _visit(self, node: ast.AST) -> None:
@@ -193,7 +207,10 @@ class _Analysis:
                 for found in rule.matcher(node, scope):
                     finding = self._finding(rule, found)
                     key = (finding["rule"], *finding["range"].values())
-                    self.findings.setdefault(key, finding)
+                    if key not in self.findings:
+                        self.findings[key] = finding
+                        if scope.host is not None and scope.function is not None:
+                            self.functions[key] = id(scope.function)
 
     def _finding(self, rule: Rule, found: Match) -> dict[str, Any]:
         end = found.end_node or found.node

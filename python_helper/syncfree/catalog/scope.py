@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from syncfree.catalog import Certainty, Edit, Position
+from syncfree.catalog.host_code import HostCode
 
 Device = Literal["cuda", "cpu"]
 
@@ -90,7 +91,7 @@ FACTORIES = frozenset(
 # torch functions (and tensor methods) whose result is a Python object, not a tensor.
 _PYTHON_RESULTS = frozenset(
     "is_tensor numel is_nonzero equal allclose is_floating_point is_complex get_default_dtype is_grad_enabled "
-    "manual_seed initial_seed save set_default_dtype set_default_device set_printoptions "
+    "manual_seed initial_seed seed save set_default_dtype set_default_device set_printoptions "
     "use_deterministic_algorithms".split()
 )
 # Namespaces whose functions take and return tensors (torch.utils, torch.optim... hold other objects).
@@ -261,6 +262,11 @@ class CellScope:
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
+        # The function whose body the walk is in (None at the top level) and the class whose body it is in: what
+        # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
+        self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+        self._owner: ast.ClassDef | None = None
+        self.host = HostCode.of(tree)
         self._collect_imports(_imports(tree))
 
     def _index(self, top: ast.stmt) -> None:
@@ -966,6 +972,7 @@ class CellScope:
             function, enclosing = self._deferred[index]
             index += 1
             self._function_body(function, enclosing)
+        self.function = None
         self._env = top
         self._changed()
 
@@ -1148,6 +1155,8 @@ class CellScope:
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         visit = self._visit
         visit(node)
+        if self.host is not None:
+            self.host.defined(node, definer=self.function, owner=self._owner)
         for decorator in node.decorator_list:
             self._expression(decorator)
         for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
@@ -1157,6 +1166,7 @@ class CellScope:
 
     def _function_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef, enclosing: ChainMap[str, Value]) -> None:
         """Walk a function's body in its enclosing scope as it stands after the cell's top level ran."""
+        self.function = node
         self._env = enclosing.new_child()
         self._changed()
         calls = self._call_arguments.get(id(node), [])
@@ -1176,6 +1186,8 @@ class CellScope:
 
     def _record_call(self, call: ast.Call) -> None:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
+        if self.host is not None:
+            self.host.called(self.function, call, lambda name: self.value(name).const)
         if type(call.func) is not ast.Name and type(call.func) is not ast.NamedExpr:
             return  # t.item(), x[0](...): only a name holds a function of the cell (Value "function")
         function = self.value(call.func).const
@@ -1203,7 +1215,9 @@ class CellScope:
         )
         self._env = self._env.new_child()
         self._changed()
+        owner, self._owner = self._owner, node
         self._block(node.body)
+        self._owner = owner
         self._env = self._env.parents
         self.bind(node.name, Value("module_class") if is_module else UNKNOWN)
 

@@ -1,0 +1,182 @@
+"""Functions of a file that run on the host by construction: the preprocessing half of data processors.
+
+Hugging Face transformers splits the work around a model into classes whose code is CPU work unless the user asks
+for a device: image and video processors, feature extractors, tokenizers and multimodal processors turn PIL images,
+NumPy arrays, lists and strings into tensors (``torch.from_numpy``, ``torch.as_tensor`` without a device: on the
+CPU), and a pipeline's ``preprocess`` gets the raw inputs while its ``postprocess`` gets the model's outputs moved
+back to the CPU (``Pipeline.forward`` in transformers/pipelines/base.py: ``_ensure_tensor_on_device(model_inputs,
+self.device)`` before ``_forward``, ``_ensure_tensor_on_device(model_outputs, torch.device("cpu"))`` after it).
+An ``.item()`` or a boolean mask there syncs only when the user asked the processor for ``device="cuda"``: a
+*possible* sync, not a likely one (measured on transformers 5.24: every such finding read by hand was of that kind,
+bench/check_precision.py and tests/data/check_precision.json).
+
+The same classes also post-process model outputs (``post_process_object_detection``, ``batch_decode`` of generated
+ids, a pipeline's ``_forward``): those tensors are on the model's device, so the line is drawn by the calls the file
+shows, not by the class. A function is host code when
+
+- it is reached, through the calls the file shows (``self.method(...)``, ``function(...)``, a ``def`` inside it),
+  from a preprocessing entry point: ``__call__``, ``preprocess``, ``_preprocess*``, ``preprocess_*`` of a processor
+  class, ``preprocess`` or ``postprocess`` of a pipeline class;
+- and no function outside that set calls it (a helper shared with post-processing or with a model stays as it was).
+
+Processor classes are recognized by their bases' names (the file need not import transformers: modular files and
+copies subclass each other), and a class deriving from one in the same file is one too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable
+
+__all__ = ["HostCode"]
+
+# Bases of transformers' preprocessing classes (transformers 5: image_processing_utils.py, image_processing_backends.py,
+# video_processing_utils.py, feature_extraction_utils.py, feature_extraction_sequence_utils.py, processing_utils.py,
+# tokenization_utils_base.py and the tokenizer backends).
+_PROCESSOR_BASES = frozenset(
+    {
+        "BaseImageProcessor",
+        "BaseImageProcessorFast",
+        "ImageProcessingMixin",
+        "TorchvisionBackend",
+        "PilBackend",
+        "BaseVideoProcessor",
+        "FeatureExtractionMixin",
+        "SequenceFeatureExtractor",
+        "ProcessorMixin",
+        "PreTrainedTokenizerBase",
+        "PreTrainedTokenizer",
+        "PreTrainedTokenizerFast",
+        "TokenizersBackend",
+        "SentencePieceBackend",
+    }
+)
+# A model's own processor subclassing another model's (modular files, "Copied from"): DetrImageProcessor,
+# Qwen2VLProcessor, WhisperFeatureExtractor, BertTokenizer...
+_PROCESSOR_SUFFIXES = (
+    "ImageProcessor",
+    "ImageProcessorFast",
+    "ImageProcessorPil",
+    "VideoProcessor",
+    "FeatureExtractor",
+    "Processor",
+    "Tokenizer",
+    "TokenizerFast",
+)
+# Processors of model outputs: logits processors run inside generate() on the model's device.
+_NOT_PROCESSORS = ("LogitsProcessor", "LogitsWarper")
+_PIPELINE_ROOTS = frozenset({"preprocess", "postprocess"})
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _base_name(node: ast.expr) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):  # Generic[...]-style bases
+        return _base_name(node.value)
+    return ""
+
+
+def _is_processor_base(name: str) -> bool:
+    return name in _PROCESSOR_BASES or (name.endswith(_PROCESSOR_SUFFIXES) and not name.endswith(_NOT_PROCESSORS))
+
+
+def _is_pipeline_base(name: str) -> bool:
+    return name.endswith("Pipeline") and name != "DiffusionPipeline"
+
+
+def _is_preprocessing_entry(name: str) -> bool:
+    return name in ("__call__", "preprocess") or name.startswith(("_preprocess", "preprocess_"))
+
+
+class HostCode:
+    """Collects, during the static walk, which function defines and calls which; :meth:`functions` then gives the
+    host-code functions. Made only for a file that defines a processor or pipeline class (:meth:`of`)."""
+
+    def __init__(self, kinds: dict[str, str]) -> None:
+        self._kinds = kinds  # class name -> "processor" | "pipeline" (from the bases, in-file subclasses included)
+        self._class_of: dict[int, ast.ClassDef] = {}
+        self._methods: dict[str, list[Function]] = {}  # method name -> methods of that name in processor classes
+        self._functions: dict[int, Function] = {}
+        self._calls: dict[int, set[int]] = {}  # caller -> callees (ids of function nodes)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> HostCode | None:
+        """A collector for ``tree``, or None when it defines no processor or pipeline class at its top level (most
+        files: nothing to collect)."""
+        kinds: dict[str, str] = {}
+        changed = True
+        classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+        if not classes:
+            return None
+        while changed:  # in-file subclasses, in any order of definition
+            changed = False
+            for node in classes:
+                if node.name in kinds:
+                    continue
+                for base in node.bases:
+                    name = _base_name(base)
+                    kind = kinds.get(name) or (
+                        "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name) else None
+                    )
+                    if kind is not None:
+                        kinds[node.name] = kind
+                        changed = True
+                        break
+        return cls(kinds) if kinds else None
+
+    def defined(self, node: Function, *, definer: Function | None, owner: ast.ClassDef | None) -> None:
+        """``node`` is defined inside ``definer`` (a nested def: reached when its definer is) or directly in the body
+        of the class ``owner``."""
+        self._functions[id(node)] = node
+        if definer is not None:
+            self._calls.setdefault(id(definer), set()).add(id(node))
+        if owner is not None and owner.name in self._kinds:
+            self._class_of[id(node)] = owner
+            self._methods.setdefault(node.name, []).append(node)
+
+    def called(self, caller: Function | None, call: ast.Call, resolve: Callable[[ast.expr], object]) -> None:
+        """Record ``call`` made inside ``caller``: ``self.m(...)``/``cls.m(...)`` (a method of the file's processor
+        classes) or ``f(...)`` (``resolve`` gives what the name holds: a function node of this file, or not)."""
+        if caller is None:
+            return  # module-level code: run once at import, on the host
+        func = call.func
+        if type(func) is ast.Attribute and type(func.value) is ast.Name and func.value.id in ("self", "cls"):
+            targets: Iterable[Function] = self._methods.get(func.attr, ())
+        elif type(func) is ast.Name:
+            target = resolve(func)
+            targets = (target,) if isinstance(target, (ast.FunctionDef, ast.AsyncFunctionDef)) else ()
+        else:
+            return
+        for target in targets:
+            self._calls.setdefault(id(caller), set()).add(id(target))
+
+    def functions(self) -> frozenset[int]:
+        """Ids of the function nodes that are host code (see the module's docstring)."""
+        roots = []
+        for key, node in self._functions.items():
+            owner = self._class_of.get(key)
+            if owner is None:
+                continue
+            kind = self._kinds[owner.name]
+            if (kind == "processor" and _is_preprocessing_entry(node.name)) or (
+                kind == "pipeline" and node.name in _PIPELINE_ROOTS
+            ):
+                roots.append(key)
+        reached = self._reach(roots)
+        shared = [callee for caller, callees in self._calls.items() if caller not in reached for callee in callees
+                  if callee in reached]
+        return frozenset(reached - self._reach(shared))
+
+    def _reach(self, starts: Iterable[int]) -> set[int]:
+        seen = set(starts)
+        stack = list(seen)
+        while stack:
+            for callee in self._calls.get(stack.pop(), ()):
+                if callee not in seen:
+                    seen.add(callee)
+                    stack.append(callee)
+        return seen
