@@ -35,7 +35,8 @@ from standins import FakeTensor, compile_cell, sync_now
 torch = pytest.importorskip("torch")
 
 from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts  # noqa: E402
-from syncfree.capture.predict import session as predict_module  # noqa: E402
+from syncfree.capture import predict as predict_module  # noqa: E402
+from syncfree.capture.predict import claims as predict_claims  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
 
@@ -88,9 +89,9 @@ def snapshot() -> dict:
     state["sigint"] = signal.getsignal(signal.SIGINT)
     state["interrupt_holders"] = list(interrupts._holders)
     state["unraisablehook"] = sys.unraisablehook
-    state["active_session"] = (predict_module._active_session, list(predict_module._claims),
-                               list(predict_module._patch_holders),
-                               dict(predict_module._thread_modes))
+    state["active_session"] = (predict_claims._active_session, list(predict_claims._claims),
+                               list(predict_claims._patch_holders),
+                               dict(predict_claims._thread_modes))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
@@ -141,10 +142,10 @@ def _repair() -> None:
     for recorder in list(dispatch._debug_users):
         dispatch.detach_debug(recorder)
     dispatch._owner.set(None)
-    predict_module._active_session = None
-    predict_module._claims.clear()
-    predict_module._patch_holders.clear()
-    predict_module._thread_modes.clear()
+    predict_claims._active_session = None
+    predict_claims._claims.clear()
+    predict_claims._patch_holders.clear()
+    predict_claims._thread_modes.clear()
     gc.enable()
 
 

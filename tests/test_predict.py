@@ -1,4 +1,4 @@
-"""Predict mode (syncfree/capture/predict.py) on the CPU build of torch.
+"""Predict mode (the package syncfree/capture/predict/) on the CPU build of torch.
 
 Ground truth is the GPU measurement in tests/data/patterns-torch2.11-h200.json (73
 patterns, torch 2.11 on an H200). A pattern's true number of syncs is the number of
@@ -93,7 +93,7 @@ model = torch.nn.Linear(64, 64).cuda()
 
 
 class CollectingRecorder:
-    """The one method predict.py calls on a recorder, collecting its calls.
+    """The one method predict mode calls on a recorder, collecting its calls.
 
     Keeps the prediction tests independent of the site aggregation in recorder.py;
     `test_through_sync_recorder_*` below run the same code through the real SyncRecorder.

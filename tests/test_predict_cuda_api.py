@@ -1,4 +1,4 @@
-"""Predict mode's stand-ins for the rest of ``torch.cuda`` (capture/predict_cuda_api.py):
+"""Predict mode's stand-ins for the rest of ``torch.cuda`` (capture/predict/cuda_api.py):
 the sync debug mode, autocast's CUDA dtype, memory statistics, seeds, NVTX, on the CPU
 build of torch, through the public ``syncfree.watch("predict")``."""
 

@@ -5,7 +5,7 @@ seeding, NVTX ranges and the like.
 Inside a `PredictSession` code that asked ``torch.cuda.is_available()`` takes its CUDA
 path, so what that path calls must answer as a GPU would rather than raise "Torch not
 compiled with CUDA enabled" (the CPU build's answer) and fail a test that would pass on
-a GPU (predict.py patches the device and stream queries; these are the rest):
+a GPU (patches.py patches the device and stream queries; these are the rest):
 
 * ``torch.cuda.set_sync_debug_mode``/``get_sync_debug_mode``: the mode is kept for the
   session, and a predicted sync then warns (``"warn"``) or raises (``"error"``) the way
@@ -19,7 +19,7 @@ a GPU (predict.py patches the device and stream queries; these are the rest):
 * Memory statistics answer for an empty device (0 bytes; ``mem_get_info`` the host's
   memory); ``reset_*``/``empty_cache``/``ipc_collect``/``init`` do nothing;
   ``torch.cuda.manual_seed``/``seed``/``initial_seed`` act on the CPU generator, which
-  virtual CUDA tensors draw from (predict.py treats its state as the CUDA RNG state);
+  virtual CUDA tensors draw from (patches.py treats its state as the CUDA RNG state);
   ``torch.cuda.nvtx`` ranges do nothing.
 """
 
@@ -45,13 +45,13 @@ class _DebugMode:
     mode = 0
 
 
-#: Read by predict.py at every predicted sync; reset when the session's patches go.
+#: Read by session.py at every predicted sync; reset when the session's patches go.
 DEBUG = _DebugMode()
 
 
 def install(session: Any, patch: Any) -> None:
     """Patch ``torch.cuda``'s remaining API for ``session`` through ``patch(owner, name,
-    value)`` (predict.py's `_Patches.replace`: undone when the session ends)."""
+    value)`` (patches.py's `_Patches.replace`: undone when the session ends)."""
     import torch
     import torch.amp.autocast_mode
 
@@ -70,7 +70,7 @@ def install(session: Any, patch: Any) -> None:
     patch(cuda, "set_sync_debug_mode", set_sync_debug_mode)
     patch(cuda, "get_sync_debug_mode", lambda: DEBUG.mode)
 
-    from .session import _host_memory_bytes
+    from .standins import _host_memory_bytes
 
     total = _host_memory_bytes()
     patch(cuda, "mem_get_info", lambda device=None: (total, total))

@@ -3,8 +3,8 @@ the CPU, and the syncs it would make on GPUs are predicted.
 
 A training script for GPUs calls ``init_process_group("nccl")`` (or ``backend=None`` with a
 CUDA ``device_id``), ``torch.cuda.set_device(local_rank)`` and ``DDP(model.cuda(),
-device_ids=[local_rank])``. Inside a predict session (`predict.PredictSession`, which calls
-`install` as it installs its own stand-ins):
+device_ids=[local_rank])``. Inside a predict session (`session.PredictSession`; patches.py
+calls `install` as it installs the session's stand-ins):
 
 * process groups asked for NCCL are made with gloo, which runs the same collectives on the
   CPU tensors that stand in for CUDA ones; ``is_nccl_available()`` answers True and

@@ -1,0 +1,535 @@
+"""What predict mode's handlers predict, torch call by torch call: host reads
+(``item``, ``bool``, ``format``/``print``, ``tolist``, ``numpy``), moves between devices
+(``to``/``cuda``/``cpu``/``type``/``copy_``), ops whose output size is read from the
+device (``nonzero``, ``unique``, ``masked_select``, ``repeat_interleave``, ``bincount``,
+``histc``, ``one_hot``, ``equal``/``allclose``), tensors built from host data, the padding
+fast paths of nn.TransformerEncoder and the RNNs, pinning, and the device getters
+(``.device``, ``.is_cuda``). Indexing has a module of its own (indexing.py); calls without a
+handler go to the measured op table (mode.py, `_call_generic`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .indexing import _handle_getitem, _handle_setitem
+from .mode import _call_generic, _record, _virtual
+from .registry import _call_tensors, _is_cuda_device, _tensors_in
+
+
+def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
+    """Handler: ``count`` syncs of ``kind`` when the tensor (first argument) is virtual."""
+
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        tensor = args[0] if args else next(iter(kwargs.values()), None)
+        if _virtual(mode, tensor):
+            _record(mode, kind, count)
+        return _call_generic(mode, func, args, kwargs)
+
+    return handler
+
+
+def _when_any_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        if any(mode.registry.is_cuda(t) for v in (args, kwargs) for t in _tensors_in(v)):
+            _record(mode, kind, count)
+        return _call_generic(mode, func, args, kwargs)
+
+    return handler
+
+
+def _handle_format(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, spec = args[0], (args[1] if len(args) > 1 else kwargs.get("format_spec", ""))
+    if _virtual(mode, tensor):
+        # torch/_tensor.py: a 0-d Tensor formats its item(); others (and subclasses such
+        # as Parameter) go through object.__format__, which allows only '' -> str(self).
+        if tensor.dim() == 0 and type(tensor) is torch.Tensor:
+            _record(mode, "format")
+        elif spec == "":
+            _record(mode, "print")
+    return func(*args, **kwargs)
+
+
+def _handle_tolist(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]) and _holds_data(args[0]):  # an empty copy makes no sync
+        _record(mode, "tolist")
+    return func(*args, **kwargs)
+
+
+def _handle_numpy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    tensor = args[0]
+    if _virtual(mode, tensor):
+        force = kwargs.get("force", args[1] if len(args) > 1 else False)
+        if not force:
+            # The error torch raises for a CUDA tensor (torch/csrc/utils/tensor_numpy.cpp).
+            raise TypeError(
+                "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+                "copy the tensor to host memory first.")
+        _record(mode, "to_host")
+    return func(*args, **kwargs)
+
+
+def _handle_array(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]):
+        raise TypeError(
+            "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
+            "copy the tensor to host memory first.")
+    return func(*args, **kwargs)
+
+
+def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
+          non_blocking: bool = False, copy: bool = False, memory_format: Any = None) -> Any:
+    """``tensor.to(device, dtype)`` with the virtual device: the shared core of
+    ``to``/``cuda``/``cpu``/``type``. ``to_cuda`` None keeps the device."""
+    import torch
+
+    registry = mode.registry
+    source_virtual = registry.is_cuda(tensor)
+    extra = {} if memory_format is None else {"memory_format": memory_format}
+    if to_cuda is not None:
+        extra["device"] = "cpu"
+    moves = to_cuda is not None and to_cuda != source_virtual
+    if moves and not non_blocking and _holds_data(tensor):
+        _record(mode, "to_device" if to_cuda else "to_host")
+    # A move between the virtual and the real device copies, as a device copy would.
+    result = torch.Tensor.to(tensor, dtype=dtype, non_blocking=non_blocking,
+                             copy=copy or moves, **extra)
+    if to_cuda or (to_cuda is None and source_virtual):
+        registry.mark_cuda(result)
+    return result
+
+
+def _holds_data(tensor: Any) -> bool:
+    """Whether a copy of ``tensor`` between devices moves anything: copy_ returns before
+    any device work when there are no elements (aten/src/ATen/native/Copy.cpp,
+    copy_impl: ``if (iter.numel() == 0) return self``), so an empty tensor's copy, and
+    ``torch.tensor([], device='cuda')`` (a KV cache's lazy start), make no sync."""
+    try:
+        return tensor.numel() > 0
+    except Exception:  # noqa: BLE001 - not a tensor torch can count: assume data
+        return True
+
+
+def _handle_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, rest = args[0], list(args[1:])
+    kwargs = dict(kwargs)
+    copy = kwargs.pop("copy", False)
+    if rest and isinstance(rest[0], torch.Tensor):
+        other = rest.pop(0)
+        device = "cuda" if mode.registry.is_cuda(other) else other.device
+        rest = [device, other.dtype, *rest]
+    if len(rest) == 4 and isinstance(rest[3], bool):  # to(device, dtype, non_blocking, copy)
+        copy = rest.pop()
+    try:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
+    except (TypeError, RuntimeError):
+        # Arguments torch itself rejects: let torch raise its own error.
+        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+    if device is not None and device.type not in ("cuda", "cpu"):
+        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+    to_cuda = None if device is None else device.type == "cuda"
+    return _move(mode, tensor, to_cuda, dtype, non_blocking, copy, memory_format)
+
+
+def _handle_cuda(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    def bind(device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> tuple:
+        return non_blocking, memory_format
+
+    non_blocking, memory_format = bind(*args[1:], **kwargs)
+    if mode.registry.is_cuda(args[0]):
+        return args[0]  # as on a GPU: already there, the same tensor
+    return _move(mode, args[0], True, non_blocking=non_blocking, memory_format=memory_format)
+
+
+def _handle_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if not mode.registry.is_cuda(args[0]):
+        return func(*args, **kwargs)
+    memory_format = kwargs.get("memory_format", args[1] if len(args) > 1 else None)
+    return _move(mode, args[0], False, memory_format=memory_format)
+
+
+def _legacy_type_target(spec: Any) -> tuple[bool, Any] | None:
+    """(is_cuda, dtype) named by a legacy tensor type or its name, None otherwise."""
+    import torch
+
+    if isinstance(spec, str):
+        name = spec.replace("torch.cuda.", "torch.", 1)
+        base = getattr(torch, name[len("torch."):], None) if name.startswith("torch.") else None
+        dtype = getattr(base, "dtype", None)
+        return None if dtype is None else (spec.startswith("torch.cuda."), dtype)
+    if isinstance(getattr(spec, "dtype", None), torch.dtype) and hasattr(spec, "is_cuda"):
+        return bool(spec.is_cuda), spec.dtype
+    return None
+
+
+def _handle_type(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    def bind(dtype: Any = None, non_blocking: bool = False, **extra: Any) -> tuple:
+        return dtype, non_blocking
+
+    tensor = args[0]
+    spec, non_blocking = bind(*args[1:], **kwargs)
+    if spec is None:
+        name = func(tensor)
+        if mode.registry.is_cuda(tensor) and name.startswith("torch.") and ".cuda." not in name:
+            name = "torch.cuda." + name[len("torch."):]
+        return name
+    target = _legacy_type_target(spec)
+    if target is None:  # a torch.dtype: same device
+        return _call_generic(mode, func, args, kwargs)
+    to_cuda, dtype = target
+    return _move(mode, tensor, to_cuda, dtype, non_blocking)
+
+
+def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    destination, source = args[0], (args[1] if len(args) > 1 else kwargs.get("src"))
+    non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+    dst_virtual, src_virtual = mode.registry.is_cuda(destination), _virtual(mode, source)
+    if dst_virtual != src_virtual and not non_blocking and _holds_data(destination):
+        _record(mode, "to_host" if src_virtual else "to_device")
+    return func(*args, **kwargs)
+
+
+def _handle_deepcopy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``Tensor.__deepcopy__(self, memo)``: the copy is where ``self`` is. Only ``self`` is
+    looked at: the memo holds every object copied so far (user objects among them)."""
+    import torch
+
+    tensor = args[0]
+    result = func(*args, **kwargs)
+    if _virtual(mode, tensor) and issubclass(type(result), torch.Tensor):
+        mode.registry.mark_cuda(result)
+        grad = result.grad  # copied inside torch's __deepcopy__, where our mode is popped
+        if grad is not None and _virtual(mode, tensor.grad):
+            mode.registry.mark_cuda(grad)
+    return result
+
+
+def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch._pack_padded_sequence``/``_pad_packed_sequence``: the data (padded output)
+    is on the input's device, ``batch_sizes`` (``lengths``) stay on the host, as on a GPU
+    (aten/src/ATen/native/PackedSequence.cpp; torch/nn/utils/rnn.py rejects a PackedSequence
+    whose batch_sizes are not on the CPU). Neither reads the device: no sync."""
+    import torch
+
+    if func is torch._pack_padded_sequence:
+        lengths = args[1] if len(args) > 1 else kwargs.get("lengths")
+        if _virtual(mode, lengths):
+            # The error a GPU run gets (aten/src/ATen/native/PackedSequence.cpp,
+            # checkLongTensor): the lengths must be on the host.
+            raise RuntimeError("'lengths' argument should be a 1D CPU int64 tensor, but got "
+                               f"{lengths.dim()}D cuda:0 {_type_name(lengths)} tensor")
+    result = func(*args, **kwargs)
+    data = args[0] if args else next(iter(kwargs.values()), None)
+    if _virtual(mode, data):
+        mode.registry.mark_cuda(result[0])
+    return result
+
+
+def _type_name(tensor: Any) -> str:
+    import torch
+
+    return torch.Tensor.type(tensor)[len("torch."):].replace("Tensor", "")
+
+
+def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any]:
+    """Handler for an op without a measurement of its own (nn.TransformerEncoder's padding
+    fast path, cuDNN's RNNs), with its syncs on CUDA as torch's source makes them
+    (UNMEASURED_RULES; checked by tests/gpu/test_workloads_gpu.py): results on the
+    input's device."""
+
+    def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+        if any(_virtual(mode, t) for t in _call_tensors(args, kwargs)):
+            n = syncs(args, kwargs)
+            if n:
+                _record(mode, "library", n)
+            result = func(*args, **kwargs)
+            for out in _tensors_in(result):
+                mode.registry.mark_cuda(out)
+            return result
+        return func(*args, **kwargs)
+
+    return handler
+
+
+def _from_mask_syncs(args: tuple, kwargs: dict) -> int:
+    # aten/src/ATen/native/nested/NestedTensorTransformerFunctions.cpp,
+    # NestedTensor_nested_tensor_from_mask: the optional left-aligned check (an equal()),
+    # the sizes check (another equal()) and the sizes copied to the host (.to(kCPU)).
+    mask_check = args[2] if len(args) > 2 else kwargs.get("mask_check", True)
+    return 2 + (1 if mask_check else 0)
+
+
+def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor = args[0]
+    if mode.registry.is_cuda(tensor):
+        # The error torch raises for a CUDA tensor (aten/src/ATen/native/Memory.cpp).
+        cuda_type = "torch.cuda." + torch.Tensor.type(tensor)[len("torch."):]
+        raise RuntimeError(f"cannot pin '{cuda_type}' only dense CPU tensors can be pinned")
+    if mode.registry.is_pinned(tensor):
+        return tensor  # as torch does for a tensor that is pinned already
+    pinned = tensor.clone(memory_format=torch.contiguous_format)  # a page-locked copy
+    mode.registry.mark_pinned(pinned)
+    return pinned
+
+
+def _handle_is_pinned(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return mode.registry.is_pinned(args[0])
+
+
+def _handle_record_stream(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return None
+
+
+def _handle_get_device(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return 0 if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+def _python_data_syncs(mode: Any, data: Any) -> int:
+    """``torch.tensor([t0, t1])`` reads each CUDA element with item()."""
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return 0
+    return sum(1 for t in _tensors_in(data) if mode.registry.is_cuda(t))
+
+
+def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch.tensor/as_tensor/asarray``: building a CUDA tensor from host data syncs."""
+    import torch
+
+    if func is torch.as_tensor and len(args) > 1:  # as_tensor(data, dtype, device)
+        kwargs = dict(kwargs, **dict(zip(("dtype", "device"), args[1:3])))
+        args = args[:1]
+    data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
+    device = kwargs.get("device")
+    reads = _python_data_syncs(mode, data)
+    if reads:
+        _record(mode, "python_scalar", reads)
+    data_virtual = _virtual(mode, data)
+    if device is None:
+        if isinstance(data, torch.Tensor):
+            return _call_generic(mode, func, args, kwargs)  # keeps the data's device
+        # Host data and no device: a CPU tensor even when the elements were on CUDA.
+        return func(*args, **kwargs)
+    kind = None
+    if _is_cuda_device(device):
+        if not isinstance(data, torch.Tensor):
+            kind = "tensor_from_python"
+        elif not data_virtual:
+            kind = "to_device"
+    elif data_virtual:
+        kind = "to_host"
+    result = _call_generic(mode, func, args, kwargs)
+    if kind is not None and _holds_data(result):  # torch.tensor([], device='cuda'): no copy
+        _record(mode, kind)
+    return result
+
+
+def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    tensor, data = args[0], (args[1] if len(args) > 1 else kwargs.get("data"))
+    device = kwargs.get("device")
+    to_cuda = _is_cuda_device(device) if device is not None else mode.registry.is_cuda(tensor)
+    reads = _python_data_syncs(mode, data)
+    if reads:
+        _record(mode, "python_scalar", reads)
+    kind = None
+    if to_cuda:
+        if isinstance(data, torch.Tensor):
+            if not mode.registry.is_cuda(data):
+                kind = "to_device"
+        else:
+            kind = "tensor_from_python"
+    if device is not None:
+        result = _call_generic(mode, func, args, kwargs)
+    else:
+        result = func(*args, **kwargs)
+        if to_cuda:
+            mode.registry.mark_cuda(result)
+    if kind is not None and _holds_data(result):
+        _record(mode, kind)
+    return result
+
+
+def _handle_where(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if len(args) + len(kwargs) == 1 and _virtual(mode, (args or tuple(kwargs.values()))[0]):
+        _record(mode, "nonzero")  # torch.where(cond) is nonzero(cond, as_tuple=True)
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # repeat_interleave(repeats) or repeat_interleave(input, repeats, dim, *, output_size)
+    if len(args) == 1 and "repeats" not in kwargs:
+        repeats = args[0]
+    else:
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
+    output_size = kwargs.get("output_size")
+    if output_size is None and _virtual(mode, repeats):
+        _record(mode, "repeat_interleave", 2)  # measured: the output size and a check
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_histc(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    names = ("input", "bins", "min", "max")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    if _virtual(mode, bound.get("input")) and bound.get("min", 0) == bound.get("max", 0):
+        _record(mode, "histc", 2)  # the range is read from the data: min and max
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_one_hot(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    num_classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
+    if num_classes == -1 and _virtual(mode, args[0] if args else kwargs.get("tensor")):
+        _record(mode, "one_hot")
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _handle_equal(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    values = [*args, *kwargs.values()]
+    # A Python bool from the device; equal(x, x) and tensors of different shapes answer
+    # on the host (measured: OpInfo `equal` samples of shapes (S,) and () gave 0).
+    if (len(values) >= 2 and values[0] is not values[1]
+            and any(_virtual(mode, v) for v in values)
+            and not (isinstance(values[0], torch.Tensor) and isinstance(values[1], torch.Tensor)
+                     and values[0].shape != values[1].shape)):
+        _record(mode, "allclose")
+    return func(*args, **kwargs)
+
+
+def _handle_contains(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    if _virtual(mode, args[0]):
+        _record(mode, "python_bool")  # torch/_tensor.py: bool((element == self).any().item())
+    return func(*args, **kwargs)
+
+
+# -- getters ----------------------------------------------------------------------------
+
+
+def _getter_device(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    import torch
+
+    if mode.registry.is_cuda(args[0]):
+        return torch.device("cuda", 0)
+    return func(*args, **kwargs)
+
+
+def _getter_is_cuda(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return True if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+def _getter_is_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    return False if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
+
+
+_HANDLERS: dict[Any, Callable[..., Any]] | None = None
+_GETTERS: dict[Any, Callable[..., Any]] | None = None
+
+
+def _handlers() -> dict[Any, Callable[..., Any]]:
+    global _HANDLERS
+    if _HANDLERS is not None:
+        return _HANDLERS
+    import torch
+    import torch.nn.functional as F
+
+    T = torch.Tensor
+    table: dict[Any, Callable[..., Any]] = {
+        getattr(T, name): _when_virtual("python_scalar")
+        for name in ("__float__", "__int__", "__index__", "__complex__") if hasattr(T, name)
+    }
+    table.update({
+        T.item: _when_virtual("item"),
+        T.__bool__: _when_virtual("python_bool"),
+        torch.is_nonzero: _when_virtual("python_bool"),
+        T.__contains__: _handle_contains,
+        T.__format__: _handle_format,
+        T.__repr__: _when_virtual("print"),
+        T.tolist: _handle_tolist,
+        T.numpy: _handle_numpy,
+        T.__array__: _handle_array,
+        T.to: _handle_to,
+        T.cuda: _handle_cuda,
+        T.cpu: _handle_cpu,
+        T.type: _handle_type,
+        T.copy_: _handle_copy_,
+        T.pin_memory: _handle_pin_memory,
+        T.is_pinned: _handle_is_pinned,
+        T.record_stream: _handle_record_stream,
+        T.get_device: _handle_get_device,
+        T.__deepcopy__: _handle_deepcopy,
+        # nn.TransformerEncoder's fast path with a padding mask (nested tensors):
+        # NestedTensor_nested_tensor_from_mask_left_aligned ends in an equal();
+        # nested_from_padded and the layers copy their metadata non_blocking (no sync);
+        # NestedTensor_to_padded_tensor_cuda copies it blocking (one).
+        torch._nested_tensor_from_mask_left_aligned: _from_torch_source(lambda a, k: 1),
+        torch._nested_tensor_from_mask: _from_torch_source(_from_mask_syncs),
+        torch._transformer_encoder_layer_fwd: _from_torch_source(lambda a, k: 0),
+        # nn.MultiheadAttention's fast path (attention.cu: masked softmax on the device)
+        torch._native_multi_head_attention: _from_torch_source(lambda a, k: 0),
+        # nn.LSTM/GRU/RNN (packed or not): cuDNN takes batch_sizes as host numbers
+        # (aten/src/ATen/native/cudnn/RNN.cpp), nothing read back
+        **{getattr(torch, name): _from_torch_source(lambda a, k: 0)
+           for name in ("lstm", "gru", "rnn_tanh", "rnn_relu") if hasattr(torch, name)},
+        T.to_padded_tensor: _from_torch_source(
+            lambda a, k: 1 if getattr(a[0], "is_nested", False) else 0),
+        torch._pack_padded_sequence: _handle_packed_sequence,
+        torch._pad_packed_sequence: _handle_packed_sequence,
+        T.__getitem__: _handle_getitem,
+        T.__setitem__: _handle_setitem,
+        torch.tensor: _handle_tensor_from_data,
+        torch.as_tensor: _handle_tensor_from_data,
+        T.new_tensor: _handle_new_tensor,
+        torch.nonzero: _when_virtual("nonzero"),
+        T.nonzero: _when_virtual("nonzero"),
+        torch.argwhere: _when_virtual("nonzero"),
+        T.argwhere: _when_virtual("nonzero"),
+        torch.where: _handle_where,
+        torch.masked_select: _when_virtual("masked_select"),
+        T.masked_select: _when_virtual("masked_select"),
+        torch.unique: _when_virtual("unique"),
+        T.unique: _when_virtual("unique"),
+        torch.unique_consecutive: _when_virtual("unique"),
+        T.unique_consecutive: _when_virtual("unique"),
+        torch.repeat_interleave: _handle_repeat_interleave,
+        T.repeat_interleave: _handle_repeat_interleave,
+        # bincount reads min and max to size its output: 2 syncs.
+        torch.bincount: _when_virtual("bincount", 2),
+        T.bincount: _when_virtual("bincount", 2),
+        torch.histc: _handle_histc,
+        T.histc: _handle_histc,
+        F.one_hot: _handle_one_hot,
+        torch.allclose: _when_any_virtual("allclose"),
+        T.allclose: _when_any_virtual("allclose"),
+        torch.equal: _handle_equal,
+        T.equal: _handle_equal,
+    })
+    if hasattr(torch, "asarray"):
+        table[torch.asarray] = _handle_tensor_from_data
+    _HANDLERS = table
+    return table
+
+
+def _getters() -> dict[Any, Callable[..., Any]]:
+    global _GETTERS
+    if _GETTERS is not None:
+        return _GETTERS
+    import torch
+
+    base = vars(torch._C.TensorBase)
+    _GETTERS = {
+        (base["device"], "__get__"): _getter_device,
+        (base["is_cuda"], "__get__"): _getter_is_cuda,
+        (base["is_cpu"], "__get__"): _getter_is_cpu,
+    }
+    return _GETTERS

@@ -1,0 +1,248 @@
+"""Predict mode's ``TorchFunctionMode``: every Python-level torch call of the session's
+thread comes here, goes to its handler (handlers.py, indexing.py) or else runs on the CPU
+with its fresh results marked virtual (`_call_generic`, which asks the measured op table,
+capture/optable.py, for ops no handler covers).
+
+The mode is popped while its handler runs (torch/overrides.py, ``_pop_mode_temporarily``),
+so the torch calls that torch itself makes while handling, say, ``repr(t)`` are not seen
+again: a sync is counted once, at the outermost call that user code (or library code
+outside torch's own handling, such as ``clip_grad_norm_``) made.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from .registry import _call_tensors, _collect_tensors, _is_cuda_device, _tensors_in
+
+if TYPE_CHECKING:
+    from .session import PredictSession
+
+_Tensor: Any = None  # torch.Tensor, bound when the mode class is built (torch is imported lazily)
+_MethodWrapper = type(object().__str__)  # what Tensor.device.__get__ is
+
+
+def _make_mode_class() -> type:
+    global _Tensor
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from .handlers import _getters, _handlers
+
+    _Tensor = torch.Tensor
+
+    class PredictMode(TorchFunctionMode):
+        """Routes torch calls to the stand-in handlers of one PredictSession."""
+
+        def __init__(self, session: PredictSession) -> None:
+            super().__init__()
+            self.session = session
+            self.registry = session.registry
+            self.handlers = _handlers()
+            self.getters = _getters()
+            self._handler_for = self.handlers.get
+
+        def __torch_function__(self, func: Any, types: Any, args: tuple = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            try:
+                handler = self._handler_for(func)
+            except TypeError:  # an unhashable callable
+                handler = None
+            if handler is not None:
+                return handler(self, func, args, kwargs)
+            if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
+                return _call_generic(self, func, args, kwargs)
+            name = func.__name__
+            if name == "__get__" or name == "__set__":
+                handler = self.getters.get((getattr(func, "__self__", None), name))
+                if handler is not None:
+                    return handler(self, func, args, kwargs)
+                # Attribute reads and writes never sync, and a read that gives no tensor
+                # (dtype, shape, requires_grad: most of them) has nothing to mark.
+                result = func(*args, **kwargs)
+                if name == "__set__" or not isinstance(result, _Tensor):
+                    return result
+                registry = self.registry
+                # .grad, .data, .T, ...: mostly virtual already (an optimizer reads each
+                # parameter's .grad several times a step); else virtual if the tensor is.
+                if not registry.is_cuda(result) and args and isinstance(args[0], _Tensor) \
+                        and registry.is_cuda(args[0]):
+                    registry.mark_results((result,), set())
+                return result
+            return _call_generic(self, func, args, kwargs)
+
+    return PredictMode
+
+
+_predict_mode_class: type | None = None
+
+
+def _new_predict_mode(session: PredictSession) -> Any:
+    """A TorchFunctionMode for ``session`` (the class is built on first use: torch is
+    imported lazily)."""
+    global _predict_mode_class
+    if _predict_mode_class is None:
+        _predict_mode_class = _make_mode_class()
+    return _predict_mode_class(session)
+
+
+_CUDA = object()  # marker: the call targets the virtual CUDA device
+
+
+def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """Run any torch call on the CPU and mark its fresh results as virtual CUDA tensors.
+
+    Results are virtual when the call names a CUDA device (or is a factory under
+    ``torch.set_default_device('cuda')``/``with torch.device('cuda')``), or names no
+    device and has a virtual input. In-place and ``out=`` results (their storage is a
+    non-virtual input's) keep their device, as on a GPU.
+    """
+    registry = mode.registry
+    target: Any = None
+    device = kwargs.get("device") if kwargs else None
+    if device is None and _default_device_is_cuda() and func in _device_constructors():
+        device = "cuda"  # the DeviceContext below us would fill in the CUDA default
+    if device is not None:
+        if _is_cuda_device(device):
+            kwargs = dict(kwargs, device="cpu")
+            target = _CUDA
+        else:
+            target = device
+    pin = False
+    if kwargs and kwargs.get("pin_memory"):
+        kwargs = dict(kwargs, pin_memory=False)
+        pin = True
+    inputs = _call_tensors(args, kwargs)
+    if not inputs and target is None and not pin:
+        return func(*args, **kwargs)  # no tensor in, no device named: nothing to mark
+    # kept: storages of host inputs, where in-place and out= results stay
+    virtual_input, kept = registry.split_inputs(inputs)
+    if virtual_input:  # an op no handler covers: the measured table (capture/optable.py)
+        syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
+        if syncs:
+            _record(mode, "library", syncs)
+    result = func(*args, **kwargs)
+    if target is _CUDA or (target is None and virtual_input):
+        if isinstance(result, _Tensor):
+            registry.mark_results((result,), kept)
+        else:
+            results: list[Any] = []
+            _collect_tensors(result, results, 0)
+            registry.mark_results(results, kept)
+    if pin:
+        for out in _tensors_in(result):
+            registry.mark_pinned(out)
+    return result
+
+
+_optable_module: Any = None
+
+
+def _optable() -> Any:
+    global _optable_module
+    if _optable_module is None:
+        from .. import optable
+
+        _optable_module = optable
+    return _optable_module
+
+
+_device_module: Any = None
+
+
+def _default_device_is_cuda() -> bool:
+    # torch/utils/_device.py: DeviceContext (set_default_device, `with torch.device(..)`)
+    # keeps the default device in CURRENT_DEVICE and injects it into factory calls.
+    global _device_module
+    if _device_module is None:
+        import torch.utils._device as device_module
+
+        _device_module = device_module
+    current = getattr(_device_module, "CURRENT_DEVICE", None)
+    return current is not None and _is_cuda_device(current)
+
+
+def _device_constructors() -> Any:
+    import torch.utils._device as device_module
+
+    return device_module._device_constructors()
+
+
+def _virtual(mode: Any, value: Any) -> bool:
+    return isinstance(value, _Tensor) and mode.registry.is_cuda(value)  # bound by the mode
+
+
+def _record(mode: Any, kind: str, count: int = 1) -> None:
+    mode.session.record(kind, _user_frame(), count)
+
+
+def _predict_mode_here() -> bool:
+    """Whether a predict session's mode is on this thread's function-mode stack."""
+    if _predict_mode_class is None:
+        return False
+    from torch.overrides import _get_current_function_mode_stack
+
+    return any(type(m) is _predict_mode_class for m in _get_current_function_mode_stack())
+
+
+_SKIPPED: frozenset[str] | None = None
+
+
+@functools.cache
+def _predict_files() -> frozenset[str]:
+    """The source files of this package: a frame there is the engine's, never the user's."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return frozenset(os.path.join(here, name) for name in os.listdir(here)
+                     if name.endswith(".py"))
+
+
+def _user_frame() -> Any:
+    """The innermost frame outside this package and torch's torch-function dispatch
+    (torch/overrides.py, handle_torch_function)."""
+    global _SKIPPED
+    if _SKIPPED is None:
+        import torch.overrides
+
+        _SKIPPED = _predict_files() | {
+            torch.overrides.handle_torch_function.__code__.co_filename}
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename in _SKIPPED:
+        frame = frame.f_back
+    return frame
+
+
+class _ModeRemoval:
+    """Takes ``mode`` off torch's function-mode stack even if code left modes above it.
+
+    Modes pushed above ours (``torch.set_default_device`` pushes one and never pops it)
+    are put back in order. The stack to end with is worked out once; each run pops until
+    the stack is a prefix of it and pushes the rest, so a run cut short by an interrupt
+    and run again loses no mode (torch/overrides.py: _pop_mode/_push_mode).
+    """
+
+    def __init__(self, mode: Any) -> None:
+        self.mode = mode
+        self.keep: list[Any] | None = None
+
+    def __call__(self) -> None:
+        import torch
+
+        C = torch._C
+        keep = self.keep
+        if keep is None:
+            stack = [C._get_function_stack_at(i) for i in range(C._len_torch_function_stack())]
+            if not any(m is self.mode for m in stack):
+                return  # never pushed (or already removed)
+            keep = self.keep = [m for m in stack if m is not self.mode]
+        while True:
+            n = C._len_torch_function_stack()
+            if n <= len(keep) and all(C._get_function_stack_at(i) is keep[i] for i in range(n)):
+                break
+            C._pop_torch_function_stack()
+        while C._len_torch_function_stack() < len(keep):
+            C._push_on_torch_function_stack(keep[C._len_torch_function_stack()])
+

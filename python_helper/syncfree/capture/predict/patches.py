@@ -1,0 +1,305 @@
+"""Predict mode's patches: what a ``TorchFunctionMode`` cannot see, replaced for the
+session only and restored to the very same objects on every exit path.
+
+``torch.cuda.*`` and ``torch.accelerator.*`` device queries and streams/events (they answer
+as one GPU, in the threads that run a session), the legacy CUDA tensor types,
+``torch.load``/``torch.save`` (checkpoints.py), ``torch.compile`` (compiles.py),
+``torch._C._group_tensors_by_device_and_dtype`` (so that torch's foreach helpers group
+virtual tensors under the CUDA device, as on a GPU), the DataLoader's pin-memory function
+(its pinning thread has no mode), the fast-path checks of nn.TransformerEncoder and
+nn.MultiheadAttention, cuDNN's weight check, the rest of ``torch.cuda`` (cuda_api.py) and
+``torch.distributed`` (distributed.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from . import checkpoints, claims, compiles, cuda_api
+from .mode import _new_predict_mode, _predict_mode_here, _user_frame
+from .standins import (
+    _DEVICE_PROPERTIES,
+    _LEGACY_TYPE_NAMES,
+    _DeviceContext,
+    _legacy_cuda_type,
+    _stream_context,
+)
+
+if TYPE_CHECKING:
+    from .registry import VirtualCudaRegistry
+    from .session import PredictSession
+    from .standins import _Stream
+
+
+class _Patches:
+    """Attribute replacements for one session, undone in reverse order.
+
+    Each entry is saved before its attribute is set and dropped only after it has been
+    put back, and putting one back twice is harmless: `restore` can be interrupted and
+    run again (undo.py) without leaving a stand-in behind or losing an original.
+    """
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[Any, str, bool, Any]] = []
+
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        existed = name in vars(owner)
+        self._saved.append((owner, name, existed, vars(owner).get(name)))
+        setattr(owner, name, value)
+
+    def original(self, owner: Any, name: str) -> Any:
+        """What ``owner.name`` was before this session replaced it (else what it is)."""
+        for saved_owner, saved_name, existed, old in self._saved:
+            if saved_owner is owner and saved_name == name:
+                return old if existed else getattr(owner, name, None)
+        return getattr(owner, name, None)
+
+    def restore(self) -> None:
+        saved = self._saved
+        while saved:
+            owner, name, existed, old = saved[-1]
+            if existed:
+                setattr(owner, name, old)
+            elif name in vars(owner):
+                delattr(owner, name)
+            saved.pop()
+
+
+def install(session: PredictSession) -> None:
+    """Install the patches for ``session`` (the first session in: claims.py), each undone
+    by ``session._patches.restore``."""
+    import torch
+    import torch.serialization
+    import torch.utils.data._utils.pin_memory as pin_memory_module
+
+    cuda = torch.cuda
+    patch = session._patches.replace
+
+    def synchronize(device: Any = None) -> None:
+        session.record("explicit", _user_frame())
+
+    def current_stream(device: Any = None) -> _Stream:
+        return session._default_stream
+
+    # Device queries answer for the stand-in in the cell's thread only: a thread the
+    # cell did not run in (a background worker, another cell's thread) has no
+    # stand-in tensors (function modes are per thread) and gets the real answers.
+    patch(cuda, "is_available", _per_thread(lambda: True, cuda.is_available))
+    patch(cuda, "device_count", _per_thread(lambda: 1, cuda.device_count))
+    patch(cuda, "current_device", lambda: 0)
+    patch(cuda, "set_device", lambda device: None)
+    patch(cuda, "device", _DeviceContext)
+    patch(cuda, "device_of", _DeviceContext)
+    patch(cuda, "synchronize", synchronize)
+    patch(cuda, "current_stream", current_stream)
+    patch(cuda, "default_stream", current_stream)
+    patch(cuda, "set_stream", lambda stream: None)
+    patch(cuda, "stream", _stream_context)
+    patch(cuda, "Event", session.event_type)
+    patch(cuda, "Stream", session.stream_type)
+    patch(cuda, "get_device_name", lambda device=None: "CPU stand-in (syncfree predict mode)")
+    # Lets torch.autocast('cuda', dtype=torch.bfloat16) enter as on a current GPU.
+    patch(cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+    patch(cuda, "reset_peak_memory_stats", lambda device=None: None)
+    patch(cuda, "is_current_stream_capturing", lambda: False)
+    # Predictions model the measured GPU (an H200, compute capability 9.0).
+    patch(cuda, "get_device_capability", lambda device=None: (9, 0))
+    patch(cuda, "get_device_properties", lambda device=None: _DEVICE_PROPERTIES)
+    # Virtual CUDA tensors draw from the CPU generator: its state is the CUDA state
+    # (torch.utils.checkpoint and torch.random.fork_rng save and restore it).
+    patch(cuda, "get_rng_state", lambda device="cuda": torch.get_rng_state())
+    patch(cuda, "set_rng_state",
+          lambda new_state, device="cuda": torch.set_rng_state(new_state))
+    patch(cuda, "get_rng_state_all", lambda: [torch.get_rng_state()])
+    patch(cuda, "set_rng_state_all", lambda new_states: torch.set_rng_state(new_states[0]))
+    for name in _LEGACY_TYPE_NAMES:
+        if hasattr(cuda, name):
+            patch(cuda, name, _legacy_cuda_type(session, name))
+    # The debug mode, autocast, memory statistics, seeding, NVTX (cuda_api.py).
+    cuda_api.install(session, patch)
+
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is not None:
+        # torch >= 2.6 tutorials pick the device with torch.accelerator.
+        patch(accelerator, "is_available",
+              _per_thread(lambda: True, accelerator.is_available))
+        patch(accelerator, "current_accelerator",
+              _per_thread(lambda check_available=False: torch.device("cuda"),
+                               accelerator.current_accelerator))
+        patch(accelerator, "device_count",
+              _per_thread(lambda: 1, accelerator.device_count))
+        for name in ("current_device_index", "current_device_idx"):
+            if hasattr(accelerator, name):
+                patch(accelerator, name, lambda: 0)
+        for name in ("set_device_index", "set_device_idx"):
+            if hasattr(accelerator, name):
+                patch(accelerator, name, lambda device: None)
+        patch(accelerator, "synchronize", synchronize)
+        if hasattr(accelerator, "current_stream"):
+            patch(accelerator, "current_stream", current_stream)
+
+    patch(torch, "load", checkpoints.load_wrapper(session, torch.load))
+    # nn.TransformerEncoder(Layer) and nn.MultiheadAttention take their fast path
+    # (nested tensors for padding masks, fused kernels) only when no argument
+    # has_torch_function, which any active mode answers True: on a GPU no mode runs.
+    patch(torch.overrides, "has_torch_function",
+          _fast_path_has_torch_function(torch.overrides.has_torch_function))
+    # nn.RNN/LSTM/GRU's flatten_parameters asks cuDNN about each weight; for a virtual
+    # CUDA weight the CPU build warns "PyTorch was compiled without cuDNN" (and answers
+    # False). torch/backends/cudnn/__init__.py, is_acceptable; rnn.py looks it up per call.
+    import torch.backends.cudnn as cudnn
+
+    patch(cudnn, "is_acceptable", _cudnn_wrapper(session, cudnn.is_acceptable))
+    # torch.save of virtual CUDA tensors: tagged cuda:0, one copy per storage.
+    checkpoints.install_saving(session, patch)
+    # torch.compile'd code runs eagerly, and the report says so (compiles.py).
+    compiles.install(session, patch)
+    # torch/utils/_foreach_utils.py looks this up on torch._C at each call and then
+    # moves scalars to the device keys it returns (clip_grad_norm_, optimizers).
+    patch(torch._C, "_group_tensors_by_device_and_dtype",
+          _grouping_wrapper(session, torch._C._group_tensors_by_device_and_dtype))
+    # The DataLoader's pinning thread (torch/utils/data/_utils/pin_memory.py) looks
+    # the function up in its module at each batch; it runs without our mode.
+    patch(pin_memory_module, "pin_memory",
+          _pinning_wrapper(session, pin_memory_module.pin_memory))
+    # torch.distributed written for NCCL runs on gloo (distributed.py).
+    from . import distributed
+
+    distributed.install(session, patch)
+
+
+def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
+    """``stand_in`` in a thread that runs a session (and the DataLoader pinning thread,
+    which runs under a session's mode), ``real`` elsewhere."""
+    modes = claims._thread_modes
+    get_ident = claims._get_ident
+
+    @functools.wraps(real)
+    def query(*args: Any, **kwargs: Any) -> Any:
+        if get_ident() in modes or _predict_mode_here():
+            return stand_in(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    return query
+
+
+def _cudnn_wrapper(session: PredictSession, original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def is_acceptable(tensor: Any) -> bool:
+        import torch
+
+        registry = session.registry
+        if registry is not None and issubclass(type(tensor), torch.Tensor):
+            with torch._C.DisableTorchFunction():  # called by torch code under our mode
+                virtual = registry.is_cuda(tensor)
+            if virtual:
+                # The CPU kernels run the module: no cuDNN, and nothing to warn about.
+                # (On a GPU, flatten_parameters' cuDNN weight copy makes no sync.)
+                return False
+        return original(tensor)
+
+    return is_acceptable
+
+
+def _grouping_wrapper(session: PredictSession,
+                      original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def group_tensors_by_device_and_dtype(tensorlistlist: Any,
+                                          with_indices: bool = False) -> Any:
+        import torch
+
+        first = tensorlistlist[0] if tensorlistlist else []
+        registry = session.registry
+        if registry is None or any(t is None for t in first):
+            return original(tensorlistlist, with_indices)
+        # Called by torch code under our mode: the registry's untyped_storage() and
+        # the .device/.dtype reads below would each go through the mode again.
+        with torch._C.DisableTorchFunction():
+            return self_grouping(torch, registry, first, tensorlistlist, with_indices)
+
+    def self_grouping(torch: Any, registry: VirtualCudaRegistry, first: Any,
+                      tensorlistlist: Any, with_indices: bool) -> Any:
+        if not registry.split_inputs(list(first))[0]:
+            return original(tensorlistlist, with_indices)
+        # Same grouping as the C++ (by the first list's device and dtype; empty lists
+        # stay empty, None entries are kept), with virtual tensors under cuda:0 as
+        # they would be on a GPU.
+        cuda0 = torch.device("cuda", 0)
+        groups: dict[Any, tuple[list[list[Any]], list[int]]] = {}
+        for i, tensor in enumerate(first):
+            device = cuda0 if registry.is_cuda(tensor) else tensor.device
+            lists, indices = groups.setdefault(
+                (device, tensor.dtype), ([[] for _ in tensorlistlist], []))
+            for out, source in zip(lists, tensorlistlist):
+                if source:
+                    out.append(source[i])
+            if with_indices:
+                indices.append(i)
+        return {key: (lists, indices) for key, (lists, indices) in groups.items()}
+
+    return group_tensors_by_device_and_dtype
+
+
+def _pinning_wrapper(session: PredictSession,
+                     original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def pin_memory(data: Any, device: Any = None) -> Any:
+        if (claims._active_session is None or claims._get_ident() in claims._thread_modes
+                or _predict_mode_here()):
+            return original(data, device)
+        # In the DataLoader's pinning thread, which has no mode of its own (modes are
+        # per thread): Tensor.pin_memory, its only torch call, needs our stand-in.
+        with _new_predict_mode(session):
+            return original(data, device)
+
+    return pin_memory
+
+
+def _fast_path_files() -> frozenset[str]:
+    import torch.nn.modules.activation as activation
+    import torch.nn.modules.transformer as transformer
+
+    return frozenset({activation.__file__, transformer.__file__})
+
+
+def _fast_path_has_torch_function(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.overrides.has_torch_function`` that, asked by the fast-path checks of
+    torch/nn/modules/transformer.py and activation.py (they look it up on the module at
+    each call), answers for the arguments alone, as torch's C++ check does without a
+    mode (torch/csrc/utils/disable_torch_function.cpp, check_has_torch_function: not an
+    exact Tensor and a ``__torch_function__`` other than the disabled one). Every other
+    caller (handle_torch_function dispatch, higher-order ops) gets the real answer."""
+    import torch
+
+    files = _fast_path_files()
+    disabled = torch._C._disabled_torch_function_impl
+
+    def own_torch_function(value: Any) -> bool:
+        cls = type(value)
+        if cls is torch.Tensor:
+            return False
+        function = getattr(cls, "__torch_function__", None)  # Parameter's is the disabled one
+        return function is not None and getattr(function, "__func__", function) is not disabled
+
+    @functools.wraps(original)
+    def has_torch_function(args: Any) -> bool:
+        if sys._getframe(1).f_code.co_filename in files:
+            return any(own_torch_function(value) for value in args)
+        return original(args)
+
+    return has_torch_function
+
+
+def real_cuda_available() -> bool:
+    """``torch.cuda.is_available()`` as the process would answer without predict mode."""
+    import torch
+
+    session = claims._active_session
+    is_available = (session.real(torch.cuda, "is_available") if session is not None
+                    else torch.cuda.is_available)
+    # pytest --syncfree-cuda answers as a GPU machine for the whole run (pytest_cuda.py)
+    is_available = getattr(is_available, "_syncfree_real", is_available)
+    return bool(is_available())
