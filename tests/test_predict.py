@@ -542,9 +542,10 @@ def test_transformer_padding_takes_the_fast_path_of_a_gpu():
         with PredictSession(recorder):
             exec(code, namespace)
             assert namespace["y"].is_cuda and not namespace["y"].is_nested
-    # left-aligned check 1, nested tensor from the mask 2, back to padded 1
+    # left-aligned check 1, nested tensor from the mask 1, 2 per layer's fused attention,
+    # back to padded 1
     forward = [(kind, Path(file).name) for kind, file, line, _ in recorder.calls if line == 8]
-    assert forward == [("library", "transformer.py")] * 4
+    assert forward == [("library", "transformer.py")] * 7
     reference: dict = {"torch": torch}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -754,6 +755,125 @@ def test_rules_on_a_gpu(source, kinds):
         assert observed >= 1
     else:
         assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
+
+
+#: nn.TransformerEncoder's padding fast path and the fused attention on nested tensors
+#: (predict.UNMEASURED_RULES; test_nested_attention_rules_on_a_gpu checks the counts).
+NESTED_PREAMBLE = """\
+import torch
+torch.manual_seed(0)
+seq = torch.randn(3, 6, 16, device='cuda')
+keep = torch.arange(6, device='cuda')[None, :] < torch.tensor([[6], [4], [2]], device='cuda')
+keep_one = torch.arange(6, device='cuda')[None, :] < torch.tensor([[6], [4], [1]], device='cuda')
+nt = torch._nested_tensor_from_mask(seq, keep, mask_check=False)
+nt_one = torch._nested_tensor_from_mask(seq, keep_one, mask_check=False)
+nt_24 = torch._nested_tensor_from_mask(torch.randn(3, 6, 24, device='cuda'), keep, mask_check=False)
+nt_64 = torch._nested_tensor_from_mask(seq.double(), keep, mask_check=False)
+layer = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).cuda().eval().requires_grad_(False)
+layer_6 = torch.nn.TransformerEncoderLayer(24, 4, 32, batch_first=True).cuda().eval().requires_grad_(False)
+layer_64 = torch.nn.TransformerEncoderLayer(16, 2, 32, batch_first=True).cuda().double().eval().requires_grad_(False)
+mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).cuda().eval().requires_grad_(False)
+"""
+
+NESTED_RULES = [
+    # the left-aligned check: an equal()
+    ("y = torch._nested_tensor_from_mask_left_aligned(seq, keep)", ["library"]),
+    # the sizes copied to the host, plus an equal() with mask_check
+    ("y = torch._nested_tensor_from_mask(seq, keep, mask_check=False)", ["library"]),
+    ("y = torch._nested_tensor_from_mask(seq, keep)", ["library"] * 2),
+    ("y = nt.to_padded_tensor(0.0, seq.size())", ["library"]),
+    # a layer's fused attention: the cumulative sequence lengths of q and of k/v
+    ("y = layer(nt)", ["library"] * 2),
+    ("y = mha(nt, nt, nt, need_weights=False)", ["library"] * 2),
+    # not the fused attention: a sequence of length 1, a head dim of 6, float64
+    ("y = layer(nt_one)", []),
+    ("y = layer_6(nt_24)", []),
+    ("y = layer_64(nt_64)", []),
+    # a dense input: no nested metadata to copy
+    ("y = layer(seq)", []),
+]
+
+
+def _run_nested_rule(source: str) -> list:
+    recorder, namespace = CollectingRecorder(), {}
+    preamble, _ = compile_cell(NESTED_PREAMBLE)
+    code, _ = compile_cell(source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the nested-tensor prototype warning
+        with PredictSession(recorder):
+            exec(preamble, namespace)
+            recorder.clear()
+            exec(code, namespace)
+    return recorder.kinds
+
+
+@pytest.mark.parametrize("source, kinds", NESTED_RULES)
+def test_nested_attention_rules_from_torch_source(source, kinds):
+    # Before: _transformer_encoder_layer_fwd and _native_multi_head_attention predicted 0
+    # and _nested_tensor_from_mask 2 (+1 with mask_check), where the H100 made 9 per
+    # forward of tests/gpu/data/transformer_padding.py's encoder and predict mode 4.
+    assert _run_nested_rule(source) == kinds
+
+
+def test_nested_attention_rule_follows_the_sdp_switches():
+    """With memory-efficient attention switched off a float32 query takes the unfused
+    path on a GPU (flash attention takes float16/bfloat16 only): no copies."""
+    enabled = torch.backends.cuda.mem_efficient_sdp_enabled()
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    try:
+        assert _run_nested_rule("y = layer(nt)") == []
+    finally:
+        torch.backends.cuda.enable_mem_efficient_sdp(enabled)
+    assert _run_nested_rule("y = layer(nt)") == ["library"] * 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", NESTED_RULES)
+def test_nested_attention_rules_on_a_gpu(source, kinds):
+    """The same sources on a real GPU, counted by the warn-mode recorder."""
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(NESTED_PREAMBLE, "<preamble>", "exec"), namespace)
+    torch.cuda.synchronize()
+    code, filename = compile_cell(source)
+    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
+        exec(code, namespace)
+    observed = sum(site.count for site in recorder.sites)
+    assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
+
+
+def test_transformer_padding_workload_per_line():
+    """tests/gpu/data/transformer_padding.py (its GPU truth: tests/gpu/test_workloads_gpu.py):
+    the H100 (torch 2.11) counted 59 syncs, predict mode 49 before: the encoder's forward
+    with a padding mask is 9 per call on a GPU (1 left-aligned check, 1 from the mask, 2
+    per layer's fused attention, 1 back to padded), two calls on line 21."""
+    import runpy
+
+    script = Path(__file__).parent / "gpu" / "data" / "transformer_padding.py"
+
+    class Lines(CollectingRecorder):
+        def record_sync(self, frame, kind=None, *, predicted=False):
+            while frame is not None and frame.f_code.co_filename != str(script):
+                frame = frame.f_back
+            self.calls.append((kind, None, frame.f_lineno if frame else None, predicted))
+
+    recorder = Lines()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with PredictSession(recorder):
+            runpy.run_path(str(script), run_name="__main__")
+    per_line: dict = {}
+    for _, _, line, _ in recorder.calls:
+        per_line[line] = per_line.get(line, 0) + 1
+    source = script.read_text().splitlines()
+    forward = next(n for n, text in enumerate(source, 1)
+                   if "y = encoder(x, src_key_padding_mask=padding)" in text)
+    attention = forward + 1
+    assert per_line[forward] == 2 * (1 + 1 + 3 * 2 + 1)
+    assert attention not in per_line  # a dense query with a mask: the unfused path
+    assert sum(per_line.values()) == 59
 
 
 def test_a_sync_is_counted_once_at_the_outermost_call():

@@ -127,9 +127,12 @@ UNMEASURED_RULES = (
     "x.numpy(force=True), t_cpu.copy_(x), x.copy_(t_cpu): 1 each",
     "torch.load(map_location='cuda'): 1 per storage (a pageable host-to-device copy)",
     "nn.TransformerEncoder's padding fast path: _nested_tensor_from_mask_left_aligned 1 "
-    "(equal), _nested_tensor_from_mask 2 (+1 with mask_check), to_padded_tensor 1, "
-    "_transformer_encoder_layer_fwd 0, _native_multi_head_attention 0 "
-    "(aten/src/ATen/native/nested/, transformers/attention.cu)",
+    "(equal), _nested_tensor_from_mask 1 (+1 with mask_check), to_padded_tensor 1, "
+    "_transformer_encoder_layer_fwd and _native_multi_head_attention of a nested "
+    "self-attention query 2 where flash or memory-efficient attention takes it (the "
+    "cumulative sequence lengths of q and k/v copied to the device), else 0 "
+    "(aten/src/ATen/native/nested/, transformers/cuda/attention.cu; the H100's total on "
+    "tests/gpu/data/transformer_padding.py, 59, is what these add up to)",
     "torch.lstm/gru/rnn_tanh/rnn_relu (nn.LSTM, GRU, RNN forward), packed or not: 0 "
     "(cudnn/RNN.cpp takes batch_sizes on the host)",
     "torch.save: 1 per storage, not per tensor (_save copies each storage to the host once, "

@@ -258,10 +258,73 @@ def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any
 
 def _from_mask_syncs(args: tuple, kwargs: dict) -> int:
     # aten/src/ATen/native/nested/NestedTensorTransformerFunctions.cpp,
-    # NestedTensor_nested_tensor_from_mask: the optional left-aligned check (an equal()),
-    # the sizes check (another equal()) and the sizes copied to the host (.to(kCPU)).
+    # NestedTensor_nested_tensor_from_mask: with mask_check the sizes check (an equal()),
+    # then the sizes copied to the host (.to(kCPU)). nn.TransformerEncoder passes
+    # mask_check=False: its own check is _nested_tensor_from_mask_left_aligned's equal().
     mask_check = args[2] if len(args) > 2 else kwargs.get("mask_check", True)
-    return 2 + (1 if mask_check else 0)
+    return 1 + (1 if mask_check else 0)
+
+
+def _nested_attention_syncs(query: Any, key: Any, value: Any, embed_dim: int, num_heads: int,
+                            need_weights: bool, mask: Any) -> int:
+    """The syncs of ``_native_multi_head_attention`` on CUDA (also the attention inside
+    ``_transformer_encoder_layer_fwd``, aten/src/ATen/native/transformers/transformer.cpp).
+
+    native_multi_head_attention_cuda (transformers/cuda/attention.cu) sends self-attention
+    (q is k is v) without weights or a mask, with a head dim that is a multiple of 8 and
+    no sequence shorter than 2 (check_for_seq_len_1_nested_tensor), through
+    scaled_dot_product_attention when flash or memory-efficient attention takes it
+    (sdp_utils.cpp: flash for float16/bfloat16, memory-efficient also for float32, each
+    unless switched off in torch.backends.cuda). For a nested query that is
+    sdpa_nested_preprocessing (nested/cuda/NestedTensorTransformerUtils.cpp), which copies
+    the cumulative sequence lengths of q and of k/v to the device, blocking: 2 syncs
+    (cumulative_and_max_seq_len_nnz). A dense query, or the other path (projection,
+    masked softmax on the device, nested metadata copied non_blocking): 0. The H100
+    (torch 2.11) counted 9 per forward of a 3-layer TransformerEncoder with a padding
+    mask: 1 (left-aligned check) + 1 (from the mask) + 3 x 2 + 1 (back to padded)."""
+    import torch
+
+    if not getattr(query, "is_nested", False) or need_weights or mask is not None:
+        return 0
+    if not (query is key and key is value) or num_heads <= 0 or (embed_dim // num_heads) % 8:
+        return 0
+    cuda = torch.backends.cuda
+    if query.dtype in (torch.float16, torch.bfloat16):
+        fused = cuda.flash_sdp_enabled() or cuda.mem_efficient_sdp_enabled()
+    else:
+        fused = query.dtype == torch.float32 and cuda.mem_efficient_sdp_enabled()
+    if not fused:
+        return 0
+    lengths = query._nested_tensor_size()  # [batch, ndim] on the host: (seq_len, embed_dim)
+    if lengths.numel() == 0 or bool((lengths[:, 0] <= 1).any()):
+        return 0
+    return 2
+
+
+def _multi_head_attention_syncs(args: tuple, kwargs: dict) -> int:
+    # _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight,
+    # qkv_bias, proj_weight, proj_bias, mask=None, need_weights=True, ...)
+    names = ("query", "key", "value", "embed_dim", "num_head", "qkv_weight", "qkv_bias",
+             "proj_weight", "proj_bias", "mask", "need_weights")
+    bound = {"mask": None, "need_weights": True, **dict(zip(names, args)), **kwargs}
+    return _nested_attention_syncs(bound["query"], bound["key"], bound["value"],
+                                   bound["embed_dim"], bound["num_head"],
+                                   bound["need_weights"], bound["mask"])
+
+
+def _encoder_layer_syncs(args: tuple, kwargs: dict) -> int:
+    # _transformer_encoder_layer_fwd(src, embed_dim, num_heads, ..., mask=None, mask_type=None):
+    # transformer_encoder_layer_forward returns early for an empty input, else runs
+    # _native_multi_head_attention(x, x, x, ..., mask, need_weights=False) on src (or on
+    # norm(src) with norm_first, which has src's nested sizes).
+    names = ("src", "embed_dim", "num_heads")
+    bound = {**dict(zip(names, args)), **kwargs}
+    src = bound["src"]
+    mask = args[18] if len(args) > 18 else kwargs.get("mask")
+    if not getattr(src, "is_nested", False) or src.numel() == 0:
+        return 0
+    return _nested_attention_syncs(src, src, src, bound["embed_dim"], bound["num_heads"],
+                                   False, mask)
 
 
 def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -470,13 +533,16 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.__deepcopy__: _handle_deepcopy,
         # nn.TransformerEncoder's fast path with a padding mask (nested tensors):
         # NestedTensor_nested_tensor_from_mask_left_aligned ends in an equal();
-        # nested_from_padded and the layers copy their metadata non_blocking (no sync);
-        # NestedTensor_to_padded_tensor_cuda copies it blocking (one).
+        # nested_from_padded copies its metadata non_blocking (no sync); each layer's
+        # fused attention copies the nested sequence lengths blocking (two, see
+        # _nested_attention_syncs); NestedTensor_to_padded_tensor_cuda copies its
+        # metadata blocking (one).
         torch._nested_tensor_from_mask_left_aligned: _from_torch_source(lambda a, k: 1),
         torch._nested_tensor_from_mask: _from_torch_source(_from_mask_syncs),
-        torch._transformer_encoder_layer_fwd: _from_torch_source(lambda a, k: 0),
-        # nn.MultiheadAttention's fast path (attention.cu: masked softmax on the device)
-        torch._native_multi_head_attention: _from_torch_source(lambda a, k: 0),
+        torch._transformer_encoder_layer_fwd: _from_torch_source(_encoder_layer_syncs),
+        # nn.MultiheadAttention's fast path (attention.cu: masked softmax on the device;
+        # a nested self-attention query as in an encoder layer)
+        torch._native_multi_head_attention: _from_torch_source(_multi_head_attention_syncs),
         # nn.LSTM/GRU/RNN (packed or not): cuDNN takes batch_sizes as host numbers
         # (aten/src/ATen/native/cudnn/RNN.cpp), nothing read back
         **{getattr(torch, name): _from_torch_source(lambda a, k: 0)
