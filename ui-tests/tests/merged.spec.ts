@@ -1,0 +1,86 @@
+import { expect, test } from '@jupyterlab/galata';
+import { runCode } from './utils';
+
+/**
+ * A distributed job from a notebook: `%syncfree run --nproc-per-node 2` starts two real
+ * ranks through torchrun (gloo on CPU: predict mode routes the script's NCCL to it), and
+ * the merged report is drawn as a table with a column per rank.
+ */
+
+// Written for GPUs; every rank reads an all-reduced value on the host (line 8), rank 0
+// alone formats a tensor (line 10): the divergent site.
+const JOB = [
+  'import torch',
+  'import torch.distributed as dist',
+  '',
+  'dist.init_process_group("nccl")',
+  'x = torch.ones(4, device="cuda")',
+  'for step in range(3):',
+  '    dist.all_reduce(x)',
+  '    total = x.sum().item()',
+  'if dist.get_rank() == 0:',
+  '    print(f"rank 0 says {x.sum():.1f}")',
+  'dist.destroy_process_group()',
+  ''
+].join('\n');
+
+test.describe('the merged report of a distributed job', () => {
+  test('a 2-rank job run from a cell shows each rank, the divergent site and the totals; a site opens its line', async ({
+    page,
+    tmpPath
+  }) => {
+    test.setTimeout(240000);
+    await page.contents.uploadContent(JOB, 'text', `${tmpPath}/job.py`);
+    await page.notebook.createNew('ranks.ipynb');
+    await runCode(
+      page,
+      0,
+      '%load_ext syncfree\n%syncfree run --standalone --nproc-per-node 2 --rank-report-dir ranks job.py'
+    );
+    const output = page.locator('.jp-Notebook .jp-Cell').first().locator('.jp-OutputArea');
+    // The program's own output, streamed into the cell.
+    await expect(output).toContainText('rank 0 says 32.0');
+    const merged = output.locator('.jp-syncfree-merged');
+    await expect(merged.locator('.jp-syncfree-title')).toHaveText(
+      'syncfree · 2 ranks · CPU stand-ins (no CUDA device)'
+    );
+    await expect(merged.locator('.jp-syncfree-merged-summary')).toContainText(
+      '7 syncs on 2 of 2 ranks at 2 sites (predicted)'
+    );
+    await expect(merged.locator('thead th')).toHaveText(['where', 'what', 'rank 0', 'rank 1', 'total', 'rule']);
+
+    const rows = merged.locator('tbody tr');
+    await expect(rows).toHaveCount(2);
+    const every = rows.filter({ hasText: 'job.py:8' });
+    await expect(every.locator('td')).toHaveText([
+      'job.py:8',
+      '.item()',
+      '×3',
+      '×3',
+      '×6',
+      'SF101 .item() waits for the GPU'
+    ]);
+    await expect(every).not.toHaveClass(/jp-syncfree-divergent/);
+    const rankZeroOnly = rows.filter({ hasText: 'job.py:10' });
+    await expect(rankZeroOnly).toHaveClass(/jp-syncfree-divergent/);
+    await expect(rankZeroOnly.locator('.jp-syncfree-divergent-mark')).toHaveText('divergent');
+    await expect(rankZeroOnly.locator('td.jp-syncfree-num')).toHaveText(['×1', '—', '×1']);
+    await expect(merged.locator('tfoot th, tfoot td')).toHaveText(['per rank', '×4', '×3', '×7', '']);
+    await expect(merged.locator('.jp-syncfree-extremes')).toHaveText('Most: rank 0: 4 syncs · least: rank 1: 3 syncs');
+
+    // The site's file is under the lab's root: its place opens the file at the line.
+    const link = rankZeroOnly.locator('button.jp-syncfree-open-file');
+    await expect(link).toHaveText('job.py:10');
+    await link.click();
+    await expect(page.locator('.lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current')).toContainText('job.py');
+    // The cursor where the line's code starts (the status bar's line and column).
+    await expect(page.locator('#jp-main-statusbar')).toContainText('Ln 10, Col 5');
+
+    // The rank reports were kept: `%syncfree merge` shows the same table again.
+    await page.notebook.activate('ranks.ipynb');
+    await page.notebook.addCell('code', '%syncfree merge ranks');
+    await page.notebook.runCell(1, true);
+    const again = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-syncfree-merged');
+    await expect(again.locator('tfoot th, tfoot td')).toHaveText(['per rank', '×4', '×3', '×7', '']);
+  });
+});
