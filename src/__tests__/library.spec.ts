@@ -105,6 +105,22 @@ describe('library lines', () => {
     expect(card.querySelector('.jp-syncfree-card-phase')).toBeNull();
   });
 
+  it("the card shows a recurring site's first call apart from the rest, and not a one-off's", () => {
+    const cardOf = (r: SyncReport) =>
+      renderSyncCard(
+        { marker: markerLines(r, 5).find(m => m.line === 3)!, report: r, stale: false, showLibraryFrames: true },
+        { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+      );
+    const warm = report({ sites: [site({ count: 20, blocked_ms: 98.247, first_ms: 98.0 })] });
+    expect(cardOf(warm).querySelector('.jp-syncfree-card-first')!.textContent).toBe(
+      'first sync 98.0 ms, then 0.013 ms per sync ×19'
+    );
+    const once = report({ sites: [site({ count: 16, blocked_ms: 120, first_ms: 4, phase: 'once' })] });
+    expect(cardOf(once).querySelector('.jp-syncfree-card-first')).toBeNull();
+    // Predict mode and reports written before first_ms: nothing to split.
+    expect(cardOf(report()).querySelector('.jp-syncfree-card-first')).toBeNull();
+  });
+
   it('the Syncs panel shows where inside the package, the whole line and switch in its title', () => {
     const widget = new SyncsPanel({ jump: jest.fn() });
     const input = { cellId: 'abc', cellNumber: 1, report: libraryReport(), previous: null };

@@ -61,6 +61,23 @@ export function dependencyText(rule: Rule): string {
     : 'True dependency: the CPU needs this value; move it out of the hot loop or batch it.';
 }
 
+/**
+ * "first sync 98.0 ms, then 0.013 ms per sync ×19": a recurring site's first call apart from
+ * the rest (report.schema.json SyncSite.first_ms); null for a one-off site, or without times.
+ */
+export function firstCallText(site: SyncSite): string | null {
+  if (site.first_ms === undefined || site.blocked_ms === null || (site.phase ?? 'recurring') !== 'recurring') {
+    return null;
+  }
+  const first = `first sync ${formatMs(site.first_ms)}`;
+  const rest = site.count - 1;
+  if (rest <= 0) {
+    return first;
+  }
+  const each = Math.max(site.blocked_ms - site.first_ms, 0) / rest;
+  return `${first}, then ${each >= 0.1 ? formatMs(each) : `${each.toFixed(3)} ms`} per sync ×${rest}`;
+}
+
 function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   const block = el('div', `${C}-site`);
   const head = el('div', `${C}-site-head`);
@@ -91,6 +108,13 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     head.appendChild(badge);
   }
   block.appendChild(head);
+  const first = firstCallText(site);
+  if (first) {
+    const line = el('div', `${C}-first`, first);
+    line.title =
+      'The first sync of a line pays the warm-up (library handles, lazy loading, a compilation): the rest is what each further call costs';
+    block.appendChild(line);
+  }
   // The recorder's message repeats the label and numbers (rounded its own way): shown
   // only when it says something else.
   if (messageAddsToLabel(site)) {
