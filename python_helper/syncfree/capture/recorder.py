@@ -258,7 +258,7 @@ class SyncRecorder:
         key = (kind, predicted, detail) + _stack_key(frame, self._cell_files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
-            tally = self._resolve(frame, key, kind, predicted, detail)
+            tally = self._resolve(frame, key, kind, predicted, detail, blocked)
         tally.count += 1
         if blocked is not None:
             tally.blocked_s += blocked
@@ -266,7 +266,7 @@ class SyncRecorder:
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
-                 detail: str | None) -> SyncTally:
+                 detail: str | None, blocked: float | None = None) -> SyncTally:
         with self._lock:
             tally = self._cache.get(key)
             if tally is not None:
@@ -302,7 +302,8 @@ class SyncRecorder:
                 tally = self._table.site_for(attribution.chain, attribution.kind,
                                              attribution.rule, attribution.frames, thread,
                                              predicted, detail, attribution.files,
-                                             attribution.library, attribution.phase)
+                                             attribution.library, attribution.phase,
+                                             blocked)  # a new site's first call (sites.py)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
                 self._pinned.clear()
@@ -350,7 +351,7 @@ class SyncRecorder:
                 key = _stack_key(frame, files, self.boundary)
             tally = self._cache.get(key)
             if tally is None:
-                tally = self._resolve(frame, key, None, False, None)
+                tally = self._resolve(frame, key, None, False, None, blocked)
             tally.count += 1
             if blocked is not None:
                 tally.blocked_s += blocked
@@ -389,7 +390,7 @@ class SyncRecorder:
             key = _stack_key(frame, files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
-            tally = self._resolve(frame, key, None, False, None)
+            tally = self._resolve(frame, key, None, False, None, blocked)
         tally.count += 1
         if blocked is not None:
             tally.blocked_s += blocked
@@ -504,6 +505,7 @@ class SyncRecorder:
                     copy.count = site.count - count
                     copy.blocked_s = site.blocked_s - blocked_s
                     copy.measured = site.measured - measured
+                    copy.first_s = site.first_s if not count else None  # its first call in the block
                     since.append(copy)
         return since
 
