@@ -295,7 +295,10 @@ def _nested_attention_syncs(query: Any, key: Any, value: Any, embed_dim: int, nu
         fused = query.dtype == torch.float32 and cuda.mem_efficient_sdp_enabled()
     if not fused:
         return 0
-    lengths = query._nested_tensor_size()  # [batch, ndim] on the host: (seq_len, embed_dim)
+    try:
+        lengths = query._nested_tensor_size()  # [batch, ndim] on the host: (seq_len, embed_dim)
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return 0  # a jagged-layout nested tensor: not the C++ fast path's strided kind
     if lengths.numel() == 0 or bool((lengths[:, 0] <= 1).any()):
         return 0
     return 2
