@@ -694,7 +694,7 @@ def test_parse_quietly_never_swaps_the_filters_list():
 
 
 def test_module_first_imported_in_a_predict_cell_keeps_its_device(tmp_path, monkeypatch):
-    """predict.py's known limit: a module's top level runs once, inside the session.
+    """Predict mode's known limit: a module's top level runs once, inside the session.
     A reload after the cell gives the real answer (the workaround the docs name)."""
     import importlib
 
