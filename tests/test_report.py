@@ -163,3 +163,11 @@ def test_a_recurring_sites_first_call_in_the_text_and_html():
     validate_report(old)
     with pytest.raises(jsonschema.ValidationError):
         validate_report(dict(report, sites=[dict(report["sites"][0], first_ms=-1.0)]))
+
+
+def test_a_site_that_synced_once_has_no_split():
+    from syncfree.report import first_call_text
+
+    assert first_call_text(1, 5.0, 5.0) == ""
+    assert first_call_text(3, 5.0, None) == "" and first_call_text(3, None, None) == ""
+    assert first_call_text(4, 9.0, 6.0, firsts=2) == "first syncs 6.00 ms, then 1.50 ms per sync ×2"

@@ -131,13 +131,12 @@ def first_call_text(count: int, blocked_ms: float | None, first_ms: float | None
                     firsts: int = 1) -> str:
     """``first sync 98.0 ms, then 0.013 ms per sync ×19``: a recurring site's first call (its
     first sync: warm-up) apart from the rest. ``firsts``: how many first syncs ``first_ms``
-    sums (a row of several call chains has one each). Empty when not measured."""
-    if blocked_ms is None or first_ms is None:
+    sums (a row of several call chains has one each). Empty when not measured, or when
+    there is no rest (a site that synced once: its blocked time says it all)."""
+    rest = count - firsts
+    if blocked_ms is None or first_ms is None or rest <= 0:
         return ""
     first = f"first sync{'s' if firsts > 1 else ''} {ms_text(first_ms)}"
-    rest = count - firsts
-    if rest <= 0:
-        return first
     steady = max(blocked_ms - first_ms, 0.0)
     return f"{first}, then {ms_text(steady / rest)} per sync ×{rest}"
 

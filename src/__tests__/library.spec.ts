@@ -117,6 +117,8 @@ describe('library lines', () => {
     );
     const once = report({ sites: [site({ count: 16, blocked_ms: 120, first_ms: 4, phase: 'once' })] });
     expect(cardOf(once).querySelector('.jp-syncfree-card-first')).toBeNull();
+    const single = report({ sites: [site({ count: 1, blocked_ms: 5, first_ms: 5 })] });
+    expect(cardOf(single).querySelector('.jp-syncfree-card-first')).toBeNull();
     // Predict mode and reports written before first_ms: nothing to split.
     expect(cardOf(report()).querySelector('.jp-syncfree-card-first')).toBeNull();
   });

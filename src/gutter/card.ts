@@ -63,17 +63,18 @@ export function dependencyText(rule: Rule): string {
 
 /**
  * "first sync 98.0 ms, then 0.013 ms per sync ×19": a recurring site's first call apart from
- * the rest (report.schema.json SyncSite.first_ms); null for a one-off site, or without times.
+ * the rest (report.schema.json SyncSite.first_ms); null for a one-off site, a site that
+ * synced once, or without times.
  */
 export function firstCallText(site: SyncSite): string | null {
   if (site.first_ms === undefined || site.blocked_ms === null || (site.phase ?? 'recurring') !== 'recurring') {
     return null;
   }
-  const first = `first sync ${formatMs(site.first_ms)}`;
   const rest = site.count - 1;
   if (rest <= 0) {
-    return first;
+    return null; // synced once: its blocked time says it all
   }
+  const first = `first sync ${formatMs(site.first_ms)}`;
   const each = Math.max(site.blocked_ms - site.first_ms, 0) / rest;
   return `${first}, then ${each >= 0.1 ? formatMs(each) : `${each.toFixed(3)} ms`} per sync ×${rest}`;
 }
