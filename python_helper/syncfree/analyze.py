@@ -170,22 +170,13 @@ class _Analysis:
         # Most rules look at calls, and each only at calls of a few names (Rule.calls): a call is shown to the
         # rules for its callee's name, not to all thirty of them (by_callee=False shows every call to every
         # rule: the tests compare the two).
-        self.by_type: dict[type[ast.AST], list[Rule]] = {}
-        self.by_callee: dict[str, list[Rule]] = {}
-        for rule in rules:
-            for node_type in rule.node_types:
-                if node_type is ast.Call and rule.calls is not None and by_callee:
-                    for name in rule.calls:
-                        self.by_callee.setdefault(name, []).append(rule)
-                else:
-                    self.by_type.setdefault(node_type, []).append(rule)
+        self.by_type, self.by_callee, self.types = _dispatch(rules, by_callee)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
-        types = {*self.by_type, *((ast.Call,) if self.by_callee else ())}  # the nodes some rule looks at
-        self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=types)
+        self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=self.types)
         if self.scope.host is not None:
             host = self.scope.host.functions()
             for key, function in self.functions.items():
@@ -251,6 +242,31 @@ class _Analysis:
         if text.isascii():
             return byte_column
         return len(text.encode()[:byte_column].decode("utf-8", errors="replace"))
+
+
+_DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]]] = {}
+
+
+def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
+    dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]
+]:
+    """The rules by node type and by callee name, and the node types some rule looks at: made once per choice of
+    rules (``syncfree check`` analyses thousands of files with the same rules; the tables are only read)."""
+    key = (by_callee, *(rule.code for rule in rules))
+    found = _DISPATCH.get(key)
+    if found is None:
+        by_type: dict[type[ast.AST], list[Rule]] = {}
+        by_name: dict[str, list[Rule]] = {}
+        for rule in rules:
+            for node_type in rule.node_types:
+                if node_type is ast.Call and rule.calls is not None and by_callee:
+                    for name in rule.calls:
+                        by_name.setdefault(name, []).append(rule)
+                else:
+                    by_type.setdefault(node_type, []).append(rule)
+        types = frozenset({*by_type, *((ast.Call,) if by_name else ())})
+        found = _DISPATCH[key] = (by_type, by_name, types)
+    return found
 
 
 def _position_key(finding: dict[str, Any]) -> tuple[Any, ...]:

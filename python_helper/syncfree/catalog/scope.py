@@ -975,6 +975,9 @@ class CellScope:
         self.function = None
         self._env = top
         self._changed()
+        # The callback is usually a bound method of an object holding this scope: dropping it leaves no cycle, so
+        # the cell's tree is freed by reference counting, without the cycle collector walking it (collector.py).
+        self._visit = None  # type: ignore[assignment]
 
     def _changed(self) -> None:
         self._cache.clear()
@@ -1281,7 +1284,7 @@ class CellScope:
 
 
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
-_FIELDS: dict[type, tuple[tuple[str, object], ...]] = dict.fromkeys(_LEAVES, ())
+_CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
 
@@ -1306,25 +1309,30 @@ def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
-    """``list(ast.iter_child_nodes(node))`` without the ``ctx`` markers, several times faster (no generator, field
-    names looked up once per node type, lists of nodes copied whole): the static pass visits every node of a file
-    more than once."""
+    """``list(ast.iter_child_nodes(node))`` without the ``ctx`` and operator markers, several times faster: a function
+    per node type, made at its first node, reads its node fields by name (no generator, no loop over the fields):
+    the static pass takes the children of every node of a file."""
+    function = _CHILDREN.get(type(node))
+    if function is None:
+        function = _children_function(node)
+    return function(node)
+
+
+def _children_function(node: ast.AST) -> Callable[[ast.AST], list[ast.AST]]:
     kind = type(node)
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = _FIELDS[kind] = _field_kinds(node)
-    children: list[ast.AST] = []
-    for name, holds in fields:
-        value = getattr(node, name, None)
+    lines = ["def children(node):", "    found = []"]
+    for name, holds in _field_kinds(node):
         if holds is _LIST:
-            if value:
-                children.extend(value)
+            lines.append(f"    found += node.{name}")
         elif holds is _MIXED_LIST:
-            if value:
-                children.extend(item for item in value if isinstance(item, ast.AST))
-        elif isinstance(value, ast.AST):
-            children.append(value)
-    return children
+            lines.append(f"    found += [item for item in node.{name} if isinstance(item, AST)]")
+        else:
+            lines += [f"    value = node.{name}", "    if isinstance(value, AST):", "        found.append(value)"]
+    lines.append("    return found")
+    namespace: dict[str, Any] = {"AST": ast.AST}
+    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    function = _CHILDREN[kind] = namespace["children"]
+    return function
 
 
 _LIST, _MIXED_LIST, _ONE = object(), object(), object()
@@ -1333,6 +1341,7 @@ _LIST, _MIXED_LIST, _ONE = object(), object(), object()
 _MIXED_LISTS = frozenset({(ast.Dict, "keys"), (ast.arguments, "kw_defaults"), (ast.Global, "names"),
                           (ast.Nonlocal, "names"), (ast.MatchClass, "kwd_attrs")})
 # Fields holding identifiers, numbers or strings, never a node (Constant.value is a Python constant).
+_MARKER_FIELDS = frozenset({"ctx", "op", "ops"})
 _SCALAR_FIELDS = frozenset({"id", "name", "arg", "attr", "module", "asname", "level", "is_async", "kind",
                             "conversion", "simple", "type_comment", "tag"})
 
@@ -1340,11 +1349,12 @@ _SCALAR_FIELDS = frozenset({"id", "name", "arg", "attr", "module", "asname", "le
 def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
     """Per node type, from its first node: each field that can hold nodes, and whether it is a list of nodes, a list
     that may hold other things too, or one node or None (a field is a list in every node of a type: the grammar's
-    ``*``, Parser/Python.asdl). ``ctx`` (Load, Store, Del) is left out: one shared object no rule looks at."""
+    ``*``, Parser/Python.asdl). ``ctx`` (Load, Store, Del) and the operators (``op``, ``ops``: Add, Not, Lt...) are
+    left out: shared objects without children, of types no rule looks at."""
     kind = type(node)
     kinds = []
     for name in kind._fields:
-        if name == "ctx" or name in _SCALAR_FIELDS or (kind is ast.Constant and name == "value"):
+        if name in _MARKER_FIELDS or name in _SCALAR_FIELDS or (kind is ast.Constant and name == "value"):
             continue
         value = getattr(node, name, None)
         if isinstance(value, list):

@@ -253,6 +253,14 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
     With ``fixing``, the chosen rewrites are applied (one per finding, none that overlaps an earlier one), the result
     must parse again or the cell keeps its text, and the findings reported are those of the rewritten source.
     """
+    # One pause for the whole file: the collector resumes once its trees are freed (by reference counting), not
+    # between the parse and the walk, when a collection would walk every node of a young tree (collector.py).
+    with cycle_collection_paused():
+        return _check_file(path, select, ignore, fixing)
+
+
+def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
+                fixing: FixMode | None) -> FileResult:
     try:
         if str(path) == "-":
             stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
@@ -398,6 +406,8 @@ def _diagnostic(cell: SourceCell, finding: dict[str, Any], fingerprint: str | No
 def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[tuple[str, ...], int]) -> list[str]:
     """A finding's identity across commits: its rule, file, cell, the code it covers (spaces collapsed) and how many
     identical ones come before it, hashed; lines moving up or down leave it unchanged (SARIF partialFingerprints)."""
+    if not findings:
+        return []
     lines = cell.source.splitlines()
     prints = []
     for finding in findings:
