@@ -125,9 +125,9 @@ bench: install
 bench-ui: install chromium ui-tests/node_modules/.installed
 	cd ui-tests && npx playwright test --config bench/playwright.config.js
 
-# The README's screenshots (docs/*.png) from the real tour (ui-tests/tests/screenshots.spec.ts).
+# The README's screenshots (docs/*.png) from the real tour (ui-tests/tests/screenshots.spec.ts) and a real 2-rank job (merged.spec.ts).
 screenshots: install chromium ui-tests/node_modules/.installed
-	cd ui-tests && SYNCFREE_SCREENSHOTS=1 npx playwright test tests/screenshots.spec.ts
+	cd ui-tests && SYNCFREE_SCREENSHOTS=1 npx playwright test tests/screenshots.spec.ts tests/merged.spec.ts
 
 catalog-table: $(VENV)/.deps
 	PYTHONPATH=python_helper $(PY) scripts/gen_catalog_table.py

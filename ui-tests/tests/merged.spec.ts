@@ -1,4 +1,5 @@
 import { expect, test } from '@jupyterlab/galata';
+import * as path from 'path';
 import { runCode } from './utils';
 
 /**
@@ -82,5 +83,24 @@ test.describe('the merged report of a distributed job', () => {
     await page.notebook.runCell(1, true);
     const again = page.locator('.jp-Notebook .jp-Cell').nth(1).locator('.jp-syncfree-merged');
     await expect(again.locator('tfoot th, tfoot td')).toHaveText(['per rank', '×4', '×3', '×7', '']);
+  });
+});
+
+test.describe('README screenshot', () => {
+  test.skip(!process.env.SYNCFREE_SCREENSHOTS, 'set SYNCFREE_SCREENSHOTS=1 (make screenshots)');
+
+  test("docs/merged-report.png: examples/ddp_train.py's merged report in a notebook", async ({ page, tmpPath }) => {
+    test.setTimeout(240000);
+    await page.setViewportSize({ width: 1400, height: 900 });
+    await page.contents.uploadFile(path.resolve(__dirname, '../../examples/ddp_train.py'), `${tmpPath}/ddp_train.py`);
+    await page.notebook.createNew('ddp.ipynb');
+    await runCode(page, 0, '%load_ext syncfree\n%syncfree run --standalone --nproc-per-node 2 ddp_train.py --steps 10');
+    const cell = page.locator('.jp-Notebook .jp-Cell').first();
+    await expect(cell.locator('.jp-syncfree-merged tbody tr')).toHaveCount(3);
+    await expect(cell.locator('button.jp-syncfree-open-file')).toHaveCount(3);
+    // The table and what follows it, without torchrun's banner above.
+    await cell
+      .locator('.jp-syncfree-merged')
+      .screenshot({ path: path.resolve(__dirname, '../../docs/merged-report.png') });
   });
 });
