@@ -769,6 +769,10 @@ def test_merge_magic_shows_the_merged_report_of_a_folder(ip, tmp_path):
     ("%syncfree merge {missing}", "%syncfree merge: cannot read {missing}: no such folder"),
     ("%syncfree merge {empty}", "%syncfree merge: {empty}: no syncfree rank reports (rank-NNNNN.json)"),
     ("%syncfree merge", "%syncfree merge: the following arguments are required: DIR"),
+    ("%syncfree merge {empty}/rank-00000.json", "%syncfree merge: {empty}/rank-00000.json is a file: merge takes "
+                                               "their folder: %syncfree merge {empty}"),
+    ("%syncfree merge {empty}/merged.json", "%syncfree merge: {empty}/merged.json is a file: merge takes the folder "
+                                           "of rank reports"),
     ("%syncfree merge {empty} --select NOPE", "%syncfree merge: argument --select: 'NOPE' matches no rule code"),
     ("%syncfree run train.py", "%syncfree run: this starts a distributed job: give --nproc-per-node N"),
     ("%syncfree run --nproc-per-node 2", "%syncfree run: the script to run is missing"),
@@ -781,6 +785,8 @@ def test_the_distributed_magics_say_bad_input_in_one_line(ip, tmp_path, line, me
     from IPython.core.error import UsageError
 
     (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "rank-00000.json").write_text("{}")
+    (tmp_path / "empty" / "merged.json").write_text("[]")
     names = {"missing": tmp_path / "missing", "empty": tmp_path / "empty"}
     with pytest.raises(UsageError) as raised:
         ip.run_line_magic("syncfree", line.format(**names).split(" ", 1)[1])

@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -58,6 +59,13 @@ def _selected(args: argparse.Namespace) -> set[str] | None:
 
 
 def _merged(directory: str, selected: set[str] | None) -> MergedReport:
+    if os.path.isfile(directory):
+        if re.fullmatch(r"rank-\d+\.json", os.path.basename(directory)):
+            hint = f"merge takes their folder: %syncfree merge {os.path.dirname(directory) or '.'}"
+        else:
+            hint = ("merge takes the folder of rank reports that the ranks wrote (syncfree run --rank-report-dir "
+                    "DIR keeps it); a --format json report has lost the per-rank totals and notes")
+        raise UsageProblem(f"{directory} is a file: {hint}")
     try:
         merged = MergedReport.from_directory(directory, selected=selected)
     except FileNotFoundError:
