@@ -246,25 +246,21 @@ def _distributed(args: argparse.Namespace) -> bool:
 
 
 def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], output: ReportOutput) -> int:
+    from syncfree.cli.job import JobOptions
     from syncfree.distributed.ranks import RankInfo
 
     if args.target == "-":
         raise UsageProblem("a distributed run reads its script from a file, not stdin")
     _only_for_notebooks(args)
-    budget = args.budget if args.budget is not None else config.budget
-    select = args.select if args.select is not None else config.select
-    ignore = args.ignore if args.ignore is not None else config.ignore
-    options = dict(mode=args.mode or config.mode, engine=args.engine or config.engine, module=args.module,
-                   output_format=args.format, budget=budget, state=state, output=output,
-                   selected=_selected_rules(select, ignore))
+    job = JobOptions.from_args(args, config, output)
     torchrun = torchrun_arguments(args)
     if torchrun:
         if args.torchrun_nproc_per_node is None:
             raise UsageProblem("the torchrun options need --nproc-per-node N")
-        return launch(args.target, args.args, torchrun=torchrun, rank_report_dir=args.rank_report_dir, **options)
+        return launch(job, torchrun=torchrun, rank_report_dir=args.rank_report_dir, state=state)
     from syncfree.cli.run_rank import run_rank
 
-    return run_rank(args.target, args.args, rank=RankInfo.from_environ(), directory=args.rank_report_dir, **options)
+    return run_rank(job, rank=RankInfo.from_environ(), directory=args.rank_report_dir, state=state)
 
 
 def _budget(text: str) -> int:

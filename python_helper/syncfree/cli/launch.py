@@ -21,9 +21,10 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from syncfree import __version__
+from syncfree.cli.job import JobOptions
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
 
 __all__ = ["TORCHRUN_OPTIONS", "add_torchrun_options", "launch", "torchrun_arguments"]
@@ -85,22 +86,14 @@ def torchrun_arguments(args: argparse.Namespace) -> list[str]:
 
 
 def launch(
-    target: str,
-    argv: Sequence[str],
+    job: JobOptions,
     *,
     torchrun: Sequence[str],
-    mode: str | None = None,
-    output_format: str = "text",
-    budget: int | None = None,
     rank_report_dir: str | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
-    output: Any = None,
-    module: bool = False,
-    engine: str | None = None,
-    selected: set[str] | None = None,
 ) -> int:
-    """Start torchrun with syncfree as each rank's entry point, wait, merge, report (to ``output``, a
+    """Start torchrun with syncfree as each rank's entry point, wait, merge, report (to ``job.output``, a
     `syncfree.output.ReportOutput`, when given: ``--output-file``)."""
     from syncfree.cli.run_rank import MERGE_VARIABLE
     from syncfree.distributed.emit import write_merged
@@ -110,8 +103,9 @@ def launch(
 
     out = out or sys.stdout
     state = state if state is not None else {}
-    if not module and not Path(target).is_file():
-        raise UsageProblem(f"cannot read {target}: no such file")
+    output, output_format, budget = job.output, job.output_format, job.budget
+    if not job.module and not Path(job.target).is_file():
+        raise UsageProblem(f"cannot read {job.target}: no such file")
     try:
         import torch.distributed.run  # noqa: F401  (the launcher; fails early without torch)
     except ImportError as problem:
@@ -121,8 +115,7 @@ def launch(
     launch_id = uuid.uuid4().hex
     env = dict(os.environ, **{RUN_ID_VARIABLE: launch_id, MERGE_VARIABLE: "launcher"})
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun, "-m", "syncfree", "run",
-               "--rank-report-dir", folder, *(["--mode", mode] if mode else []),
-               *(["--engine", engine] if engine else []), *(["-m"] if module else []), target, *argv]
+               "--rank-report-dir", folder, *job.rank_arguments()]
     interrupted = False
     # A machine format's report is the only thing on stdout: the program's own output (every
     # rank's) goes to stderr, as for `syncfree run script.py` (not with --output-file).
@@ -150,7 +143,7 @@ def launch(
     world = max((r.rank.world_size for r in reports), default=0)
     merged = MergedReport(reports, world_size=world,
                           problems=folder_read.problems if folder_read else (),
-                          directory=None if temporary else folder, selected=selected)
+                          directory=None if temporary else folder, selected=job.selected)
     if reports:
         write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
     elif output_format == "text":

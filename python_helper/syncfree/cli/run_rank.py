@@ -18,11 +18,11 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
+from syncfree.cli.job import JobOptions
 from syncfree.cli.usage import EXIT_ERROR, UsageProblem
 from syncfree.distributed.ranks import RankInfo
 
@@ -33,26 +33,18 @@ MERGE_VARIABLE = "SYNCFREE_RANK_MERGE"
 
 
 def run_rank(
-    target: str,
-    argv: Sequence[str],
+    job: JobOptions,
     *,
     rank: RankInfo,
     directory: str | None = None,
-    mode: str | None = None,
-    output_format: str = "text",
-    budget: int | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
-    output: Any = None,
-    module: bool = False,
-    engine: str | None = None,
-    selected: set[str] | None = None,
 ) -> int:
-    """Run ``target`` (a module with ``module``) as ``rank``; write its report; merge the job's if it is the last
-    rank.
+    """Run ``job.target`` (a module with ``job.module``) as ``rank``; write its report; merge the job's if it is the
+    last rank.
 
-    ``output`` (a `syncfree.output.ReportOutput`): where the merged report goes (``--output-file``) and whether the
-    script's stdout moves to stderr meanwhile (a machine format on stdout); only the merging rank writes to it."""
+    ``job.output`` (a `syncfree.output.ReportOutput`): where the merged report goes (``--output-file``) and whether
+    the script's stdout moves to stderr meanwhile (a machine format on stdout); only the merging rank writes to it."""
     from syncfree.distributed.emit import write_merged
     from syncfree.distributed.merge import MergedReport
     from syncfree.distributed.rankfiles import (
@@ -65,6 +57,7 @@ def run_rank(
     )
     from syncfree.session import ModuleNotRunnable, run_script
 
+    target, argv, module, output = job.target, job.argv, job.module, job.output
     out = out or sys.stdout
     state = state if state is not None else {}
     # Absolute before the script runs: it may change the working directory.
@@ -91,7 +84,7 @@ def run_rank(
     moved = output.program_output() if output is not None else contextlib.nullcontext()
     try:
         with moved:
-            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine)
+            result = run_script(target, list(argv), mode=job.mode, module=module, on_exit=on_exit, engine=job.engine)
     except SyntaxError as error:
         return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
     except OSError as error:
@@ -118,11 +111,11 @@ def run_rank(
             print(f"syncfree: rank 0 wrote its report to {_shown(folder)}; the last rank to finish prints the "
                   f"merged report (syncfree merge {_shown(folder)} does too)", file=sys.stderr)
         return result.exit_code
-    merged = MergedReport(run, directory=_shown(folder), selected=selected)
+    merged = MergedReport(run, directory=_shown(folder), selected=job.selected)
     if output is not None:
         out = output.stream()
     try:
-        write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
+        write_merged(merged, job.output_format, out, budget=job.budget, tool_version=__version__)
         out.flush()
     except BrokenPipeError:
         pass
