@@ -106,3 +106,34 @@ def test_one_rank_nccl_blocking_wait():
     assert counts(warn)[(where, 17)] == [1]  # and each wait()
     for line in (14, 17, 18):
         assert counts(warn)[(where, line)] == counts(predicted)[(where, line)]
+
+
+def test_the_notebook_bundle_carries_each_ranks_measured_blocked_time(tmp_path):
+    """What the JupyterLab table shows (%syncfree merge DIR, syncfree/distributed/display.py) for a measured job:
+    each rank's count and blocked time per site, the ranks ranked by blocked time."""
+    from syncfree.distributed.display import merged_data
+    from syncfree.distributed.merge import MergedReport
+
+    script = DATA / "dist_gloo_cuda.py"
+    command = [sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2", "--exit-zero",
+               "--rank-report-dir", str(tmp_path), str(script)]
+    result = subprocess.run(command, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    data = merged_data(MergedReport.from_directory(tmp_path))
+    try:
+        from syncfree.distributed.display import validate_merged
+
+        validate_merged(data)
+    except ImportError:  # no jsonschema on the GPU machine
+        pass
+    sites = {(s["file"], s["line"]): s for s in data["sites"]}
+    where = "tests/gpu/data/dist_gloo_cuda.py"
+    for line in (8, 9):
+        rows = sites[(where, line)]["per_rank"]
+        print(f"  line {line}: " + ", ".join(f"rank {r['rank']} ×{r['count']} {r['blocked_ms']} ms" for r in rows))
+        assert [r["count"] for r in rows] == [3, 3]
+        assert all(isinstance(r["blocked_ms"], float) for r in rows)  # measured on each rank
+    assert sites[(where, 14)]["divergent"] and [r["count"] for r in sites[(where, 14)]["per_rank"]] == [1, 0]
+    assert all(isinstance(t["blocked_ms"], float) for t in data["ranks"])
+    assert data["extremes"] is not None and data["totals"]["blocked_ms"] > 0
+    assert "ranked by blocked time" in data["summary"]
