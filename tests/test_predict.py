@@ -844,6 +844,55 @@ def test_nested_attention_rules_on_a_gpu(source, kinds):
     assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
 
 
+#: matrix_exp's syncs depend on its matrices' 1-norms (predict.UNMEASURED_RULES; the two
+#: OpInfo samples the table measured: 6 for one 5 x 5 matrix of norm 27.5, 3 for a batch).
+MATRIX_EXP_PREAMBLE = """\
+import torch
+torch.manual_seed(0)
+large = torch.randn(5, 5, device='cuda') * 5
+small = torch.randn(5, 5, device='cuda') * 0.01
+batch = torch.randn(4, 5, 5, device='cuda')
+nan = torch.full((3, 3), float('nan'), device='cuda')
+one = torch.randn(1, 1, device='cuda')
+"""
+
+MATRIX_EXP_RULES = [
+    ("y = torch.matrix_exp(large)", 6),  # scaling and squaring
+    ("y = torch.linalg.matrix_exp(small)", 2),  # a Taylor degree below the last
+    ("y = batch.matrix_exp()", 3),  # several matrices: scaling and squaring for all
+    ("y = torch.matrix_exp(nan)", 1),  # the norm read, no interval
+    ("y = torch.matrix_exp(one)", 0),  # exp
+]
+
+
+@pytest.mark.parametrize("source, count", MATRIX_EXP_RULES)
+def test_matrix_exp_syncs_follow_the_norms(source, count):
+    # Before: the op table's largest count, 6, for every call.
+    recorder, namespace = CollectingRecorder(), {}
+    preamble, _ = compile_cell(MATRIX_EXP_PREAMBLE)
+    code, _ = compile_cell(source)
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(code, namespace)
+        assert namespace["y"].is_cuda
+    assert recorder.kinds == ["library"] * count
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, count", MATRIX_EXP_RULES)
+def test_matrix_exp_rules_on_a_gpu(source, count):
+    namespace: dict = {}
+    exec(compile(MATRIX_EXP_PREAMBLE, "<preamble>", "exec"), namespace)
+    torch.cuda.synchronize()
+    code, filename = compile_cell(source)
+    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
+        exec(code, namespace)
+    observed = sum(site.count for site in recorder.sites)
+    assert observed == count, (source, [(s.kind, s.count) for s in recorder.sites])
+
+
 def test_transformer_padding_workload_per_line():
     """tests/gpu/data/transformer_padding.py (its GPU truth: tests/gpu/test_workloads_gpu.py):
     the H100 (torch 2.11) counted 59 syncs, predict mode 49 before: the encoder's forward

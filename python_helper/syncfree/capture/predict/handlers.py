@@ -330,6 +330,42 @@ def _encoder_layer_syncs(args: tuple, kwargs: dict) -> int:
                                    False, mask)
 
 
+#: mexp_impl's Taylor-degree thresholds on the 1-norm (aten/src/ATen/native/LinearAlgebra.cpp,
+#: thetas_float / thetas_double); the norms above the fifth take the scaling-and-squaring
+#: path (compute_T18_scale_square).
+_MATRIX_EXP_LARGE_NORM = {"float": 1.461661507209034e+00, "double": 2.996158913811580e-01}
+
+
+def _matrix_exp_syncs(args: tuple, kwargs: dict) -> int:
+    """The syncs of ``matrix_exp`` on CUDA, from the matrices' 1-norms (which the CPU
+    computes from the same values). aten/src/ATen/native/LinearAlgebra.cpp, mexp_impl: a
+    batch of several matrices goes straight to compute_T18_scale_square, whose
+    unique_consecutive and section sizes read back make 3 (measured: OpInfo's 5 x 5 x 5
+    sample, H100). One matrix: its norm copied to the host (1), the index of its norm
+    interval copied back to the device (1), and past the last interval the scaling path
+    (3) plus index_put_ with that host index (1): 2, or 6 (measured: OpInfo's 5 x 5
+    sample, norm 27.5). Sizes 0 and 1 (clone, exp) and an empty batch: 0."""
+    import torch
+
+    a = args[0] if args else kwargs.get("input", kwargs.get("A"))
+    if not isinstance(a, torch.Tensor) or a.dim() < 2 or a.size(-1) < 2:
+        return 0
+    batch = a.numel() // (a.size(-1) * a.size(-2))
+    if batch == 0:
+        return 0
+    if batch > 1:
+        return 3
+    double = a.dtype in (torch.float64, torch.complex128)
+    large = _MATRIX_EXP_LARGE_NORM["double" if double else "float"]
+    norm = float(a.detach().abs().sum(-2).amax(-1).reshape(-1)[0])
+    syncs = 1  # norm.to(kCPU)
+    if norm <= large:  # an interval below the last (NaN is in none)
+        syncs += 1
+    if norm >= large:
+        syncs += 5
+    return syncs
+
+
 def _handle_pin_memory(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     import torch
 
@@ -550,6 +586,9 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         # (aten/src/ATen/native/cudnn/RNN.cpp), nothing read back
         **{getattr(torch, name): _from_torch_source(lambda a, k: 0)
            for name in ("lstm", "gru", "rnn_tanh", "rnn_relu") if hasattr(torch, name)},
+        # matrix_exp: from the 1-norms (the measured table keeps only its largest count)
+        **{f: _from_torch_source(_matrix_exp_syncs) for f in (
+            torch.matrix_exp, T.matrix_exp, getattr(torch.linalg, "matrix_exp", torch.matrix_exp))},
         T.to_padded_tensor: _from_torch_source(
             lambda a, k: 1 if getattr(a[0], "is_nested", False) else 0),
         torch._pack_padded_sequence: _handle_packed_sequence,
