@@ -213,3 +213,43 @@ describe('the merged report renderer', () => {
     expect(node.querySelectorAll('tbody tr')).toHaveLength(MERGED_ROWS + 3);
   });
 });
+
+describe('a job of many ranks', () => {
+  it('shows min, median and max with their ranks, and the least and most blocked rank', () => {
+    const blocked = [4, 4.5, 40, 5, 4.2, 4.1];
+    const site = mergedSite(53, [20, 20, 21, 20, 20, 2], {
+      per_rank: [20, 20, 21, 20, 20, 2].map((count, rank) => ({ rank, count, blocked_ms: blocked[rank] })),
+      blocked_ms: 61.8
+    });
+    const report = pairReport([site]);
+    report.world_size = 6;
+    report.ranks = blocked.map((ms, rank) => ({
+      rank,
+      syncs: site.per_rank[rank].count,
+      counted: site.per_rank[rank].count,
+      blocked_ms: ms,
+      unattributed: 0,
+      exit_code: 0,
+      hostname: 'node-a'
+    }));
+    const node = render(report);
+    expect(texts(node.querySelectorAll('thead th'))).toEqual([
+      'where',
+      'what',
+      'min',
+      'median',
+      'max',
+      'blocked',
+      'total',
+      'rule'
+    ]);
+    expect(texts(node.querySelectorAll('tbody td.jp-syncfree-num'))).toEqual([
+      '×2 (rank 5)',
+      '×20',
+      '×21 (rank 2)',
+      '4.00 ms (rank 0) – 40.0 ms (rank 2)',
+      '×103 · 61.8 ms'
+    ]);
+    expect(texts(node.querySelectorAll('tfoot td.jp-syncfree-num'))[3]).toBe('4.00 ms (rank 0) – 40.0 ms (rank 2)');
+  });
+});

@@ -21,7 +21,7 @@ export interface IRankColumn {
   readonly title: string;
   /** A rank's own column (its rank), or one of the spread columns. */
   readonly rank: number | null;
-  readonly spread: 'min' | 'median' | 'max' | null;
+  readonly spread: 'min' | 'median' | 'max' | 'blocked' | null;
 }
 
 /** Whether the table has a column per rank (up to `spread_after` ranks) or min/median/max. */
@@ -42,7 +42,18 @@ export function rankColumns(report: MergedReport): IRankColumn[] {
   return [
     { label: 'min', title: `the fewest syncs a rank made here (of ${n} ranks)`, rank: null, spread: 'min' },
     { label: 'median', title: `the median over the ${n} ranks`, rank: null, spread: 'median' },
-    { label: 'max', title: `the most syncs a rank made here (of ${n} ranks)`, rank: null, spread: 'max' }
+    { label: 'max', title: `the most syncs a rank made here (of ${n} ranks)`, rank: null, spread: 'max' },
+    // Where the ranks measured their blocked time, the rank that waited longest stands out.
+    ...(report.ranks.some(totals => totals.blocked_ms !== null)
+      ? [
+          {
+            label: 'blocked',
+            title: 'the least and the most time a rank was blocked here',
+            rank: null,
+            spread: 'blocked' as const
+          }
+        ]
+      : [])
   ];
 }
 
@@ -142,6 +153,17 @@ function rankCells(rows: readonly RankCount[], columns: readonly IRankColumn[], 
     }
     if (!spread) {
       return { text: '', title: '', absent: false };
+    }
+    if (column.spread === 'blocked') {
+      const { leastBlocked: least, mostBlocked: most } = spread;
+      if (!least || !most) {
+        return { text: '—', title: 'not measured', absent: false };
+      }
+      return {
+        text: `${formatMs(least.blocked_ms)} (rank ${least.rank}) – ${formatMs(most.blocked_ms)} (rank ${most.rank})`,
+        title: column.title,
+        absent: false
+      };
     }
     if (column.spread === 'median') {
       return { text: `×${formatNumber(spread.median)}`, title: 'the median over the ranks', absent: false };
