@@ -437,6 +437,12 @@ def test_a_notebook_rows_library_line_and_phase():
             "message": "truth value of a tensor synced 4x inside fakeframe", "library": library, "phase": "once"}
     d = _cell_site_diagnostic("nb.ipynb", 1, cell, {"mode": "warn"}, site)
     assert d.inside == library and d.phase == "once"
+    # A one-off row has no first call apart (all of it is paid once); a recurring one has.
+    once = _cell_site_diagnostic("nb.ipynb", 1, cell, {"mode": "warn"}, dict(site, blocked_ms=9.0, first_ms=6.0))
+    assert (once.first_ms, once.first_calls) == (None, None)
+    recurring = {k: v for k, v in site.items() if k != "phase"} | {"blocked_ms": 9.0, "first_ms": 6.0}
+    d = _cell_site_diagnostic("nb.ipynb", 1, cell, {"mode": "warn"}, recurring)
+    assert (d.first_ms, d.first_calls) == (6.0, 1)
 
 
 def _qualnames(path: Path) -> set[str]:
