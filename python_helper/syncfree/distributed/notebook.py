@@ -164,13 +164,19 @@ def run_command(tokens: Sequence[str], out: TextIO | None = None) -> MergedRepor
 
 def _stream(command: list[str], out: TextIO) -> int:
     """Run ``command``, copying its output (stderr with stdout, as ``!command`` shows them)
-    into ``out`` line by line as it comes; its exit status. An interrupt stops the whole
-    job the way Ctrl-C in a terminal does: SIGINT to its process group (torchrun stops its
-    ranks, which still write their reports), SIGKILL if it is not over in a minute."""
+    into ``out`` line by line as it comes; its exit status.
+
+    The job stays in the kernel's process group, as a command typed in a terminal is in the
+    terminal's: JupyterLab's interrupt (SIGINT to the kernel's process group, jupyter_client
+    provisioning/local_provisioner.py) reaches the launcher, torchrun and the ranks at once,
+    as Ctrl-C does, and torchrun stops the ranks, which still write their reports; a kernel
+    that is shut down or restarted takes the job with it. After an interrupt the cell waits
+    for the job to end; a second interrupt is sent on to the launcher (which then stops
+    torchrun at once), and a job still running a minute later is killed."""
     # Unbuffered: a rank's prints reach the cell as they happen, not when its pipe buffer fills.
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                               env=env, start_new_session=True, text=True, errors="replace", bufsize=1)
+                               env=env, text=True, errors="replace", bufsize=1)
     try:
         assert process.stdout is not None
         for line in process.stdout:
@@ -178,14 +184,16 @@ def _stream(command: list[str], out: TextIO) -> int:
             out.flush()
         return process.wait()
     except KeyboardInterrupt:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGINT)
         try:
-            process.wait(timeout=60)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+        except KeyboardInterrupt:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=60)
+            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                process.kill()
+                process.wait()
         raise
     finally:
         if process.stdout is not None:
