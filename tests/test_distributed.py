@@ -727,7 +727,7 @@ def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch):
 
     merged = merged_pair()
     bundle = merged._repr_mimebundle_()
-    assert set(bundle) == {display.MIME_TYPE, "text/plain"}
+    assert set(bundle) == {display.MIME_TYPE, "text/html", "text/plain"}
     data = bundle[display.MIME_TYPE]
     display.validate_merged(data)
     assert bundle["text/plain"] == merged.text()
@@ -742,10 +742,27 @@ def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch):
     # A relative file is made absolute against the rank's working folder.
     relative = MergedReport([rank_report(0, [site("train.py", 3, 1)], cwd="/job", world=1)])
     assert relative.to_dict()["sites"][0]["path"] == "/job/train.py"
+    # Frontends without the extension: a column per rank, the divergent site marked, the totals.
+    page = bundle["text/html"]
+    assert '<th style="' in page and ">rank 0</th>" in page and ">rank 1</th>" in page
+    assert page.count(">divergent</span>") == 1
+    assert ">×2</td><td" in page and ">—</td>" in page and ">per rank</td>" in page and ">×12</td>" in page
     monkeypatch.setattr(display, "MAX_SITES", 1)
     data = display.merged_data(merged)
     assert [s["line"] for s in data["sites"]] == [53] and data["truncated"] == 1
     display.validate_merged(data)
+
+
+def test_the_html_fallback_escapes_every_string_and_spreads_many_ranks():
+    from syncfree.distributed.display import merged_data, merged_html
+
+    hostile = '<img src=x onerror="alert(1)">'
+    reports = [rank_report(rank, [site(hostile, 3, 20 if rank else 2)], world=6, cwd="/job",
+                           notes=(hostile,)) for rank in range(6)]
+    page = merged_html(merged_data(MergedReport(reports)))
+    assert "<img" not in page and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+    assert ">min</th>" in page and ">rank 0</th>" not in page
+    assert ">×2 (rank 0)</td>" in page and ">×20</td>" in page and ">×20 (rank 1)</td>" in page
 
 
 def test_merge_magic_shows_the_merged_report_of_a_folder(ip, tmp_path):

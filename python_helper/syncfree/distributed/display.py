@@ -1,7 +1,7 @@
 """A merged report in Jupyter: one display output that the JupyterLab extension renders as
 a table (src/merged/: a column per rank, divergent sites marked, sites that open their
-file), with the text of ``syncfree merge`` for every other frontend (VS Code, nbconvert,
-a terminal IPython).
+file), with an HTML table (VS Code, nbviewer, GitHub) and the text of ``syncfree merge``
+(nbconvert to text, a terminal IPython) for the other frontends.
 
     display_merged(MergedReport.from_directory("syncfree-ranks"))
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from .merge import SPREAD_AFTER, MergedReport
 
-__all__ = ["MAX_SITES", "MIME_TYPE", "SCHEMA_PATH", "display_merged", "merged_data", "mime_bundle",
+__all__ = ["MAX_SITES", "MIME_TYPE", "SCHEMA_PATH", "display_merged", "merged_data", "merged_html", "mime_bundle",
            "validate_merged"]
 
 #: The MIME type of a merged report (src/merged/tokens.ts says the same).
@@ -47,8 +47,71 @@ def merged_data(merged: MergedReport) -> dict[str, Any]:
     return data
 
 
+# As report.py's table for one cell (report_html).
+_CELL = "padding:2px 8px;text-align:left;border-bottom:1px solid rgba(128,128,128,0.3);"
+_NUM = _CELL.replace("text-align:left", "text-align:right") + "white-space:nowrap;"
+
+
+def merged_html(data: dict[str, Any]) -> str:
+    """A table (text/html) for frontends without the extension (VS Code, nbviewer, GitHub): the
+    sites with a column per rank (min/median/max past ``spread_after``), divergent sites marked,
+    the per-rank totals. Every string is escaped; colours are inherited or translucent."""
+    import statistics
+    from html import escape as e
+
+    ranks = [t["rank"] for t in data["ranks"]]
+    spread = len(ranks) > data["spread_after"]
+
+    def cells(rows: list[dict[str, Any]], absent: str) -> str:
+        if not spread:
+            by_rank = {row["rank"]: row for row in rows}
+            return "".join(f'<td style="{_NUM}">{e(_count(by_rank.get(rank), absent))}</td>' for rank in ranks)
+        low = min(rows, key=lambda row: (row["count"], row["rank"]))
+        high = max(rows, key=lambda row: (row["count"], -row["rank"]))
+        median = statistics.median(row["count"] for row in rows)
+        return (f'<td style="{_NUM}">×{low["count"]} (rank {low["rank"]})</td>'
+                f'<td style="{_NUM}">×{median:g}</td>'
+                f'<td style="{_NUM}">×{high["count"]} (rank {high["rank"]})</td>')
+
+    heads = ["min", "median", "max"] if spread else [f"rank {rank}" for rank in ranks]
+    head = (f'<th style="{_CELL}">Where</th><th style="{_CELL}">What</th>'
+            + "".join(f'<th style="{_NUM}">{e(h)}</th>' for h in heads) + f'<th style="{_NUM}">Total</th>')
+    rows = []
+    for site in data["sites"]:
+        where = f'{site["file"]}:{site["line"]}' if site["file"] else f'line {site["line"]}'
+        what = e(site["label"].replace("`", ""))
+        if site["rule"]:
+            what += f' <span style="opacity:0.7" title="{e(site["title"] or "")}">{e(site["rule"])}</span>'
+        if site["divergent"]:
+            what += ' <span style="border:1px solid;border-radius:8px;padding:0 4px;opacity:0.8">divergent</span>'
+        rows.append(f'<tr><td style="{_CELL}">{e(where)}</td><td style="{_CELL}">{what}</td>'
+                    f'{cells(site["per_rank"], "—")}<td style="{_NUM}">{e(_count(site))}</td></tr>')
+    totals = [{"rank": t["rank"], "count": t["counted"], "blocked_ms": t["blocked_ms"]} for t in data["ranks"]]
+    total = {"count": data["totals"]["counted"], "blocked_ms": data["totals"]["blocked_ms"]}
+    rows.append(f'<tr style="font-weight:600"><td style="{_CELL}" colspan="2">per rank</td>{cells(totals, "×0")}'
+                f'<td style="{_NUM}">{e(_count(total))}</td></tr>')
+    headline = f"syncfree ({data['mode']}, {data['device']}): {data['summary']}"
+    parts = ['<div class="jp-syncfree-merged-report" style="font-size:0.9em;line-height:1.4">',
+             f'<div style="font-weight:600;margin-bottom:2px">{e(headline)}</div>',
+             f'<table style="border-collapse:collapse;margin:0"><thead><tr>{head}</tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>']
+    parts += [f'<div style="opacity:0.75">note: {e(note)}</div>' for note in data["notes"]]
+    parts += [f'<div>warning: {e(problem)}</div>' for problem in data["problems"]]
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def _count(row: dict[str, Any] | None, absent: str = "×0") -> str:
+    """``×10``, ``×10 · 4.2 ms``; ``absent`` for none (``—``: a rank that never made the sync)."""
+    if not row or not row["count"]:
+        return absent
+    blocked = row.get("blocked_ms")
+    return f"×{row['count']}" + (f" · {blocked:.1f} ms" if isinstance(blocked, (int, float)) else "")
+
+
 def mime_bundle(merged: MergedReport) -> dict[str, Any]:
-    return {MIME_TYPE: merged_data(merged), "text/plain": merged.text()}
+    data = merged_data(merged)
+    return {MIME_TYPE: data, "text/html": merged_html(data), "text/plain": merged.text()}
 
 
 def display_merged(merged: MergedReport) -> None:
