@@ -138,4 +138,4 @@ fixtures: $(VENV)/.deps
 	PYTHONPATH=python_helper $(PY) ui-tests/tests/notebooks/generate.py
 
 clean:
-	rm -rf lib tsconfig.tsbuildinfo python_helper/syncfree/labextension src/_report.ts src/_settings.ts ui-tests/test-results
+	rm -rf lib tsconfig.tsbuildinfo python_helper/syncfree/labextension src/_report.ts src/_settings.ts src/_merged.ts ui-tests/test-results
