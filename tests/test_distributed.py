@@ -795,18 +795,21 @@ def test_merge_magic_shows_the_merged_report_of_a_folder(ip, tmp_path):
     ("%syncfree run --nproc-per-node 2", "%syncfree run: the script to run is missing"),
     ("%syncfree run --nproc-per-node 2 -o x.json train.py", "%syncfree run: -o: the notebook shows the merged report"),
     ("%syncfree run --nproc-per-node 2 missing.py", "%syncfree run: cannot read missing.py: no such file"),
+    ("%syncfree run --nproc-per-node 2 -m", "%syncfree run: -m takes a module name"),
     ("%syncfree run --nproc-per-node 0 train.py", "%syncfree run: argument --nproc-per-node/--nproc_per_node: "
                                                   "--nproc-per-node takes a number >= 1"),
 ])
 def test_the_distributed_magics_say_bad_input_in_one_line(ip, tmp_path, line, message):
     from IPython.core.error import UsageError
+    from IPython.utils.capture import capture_output
 
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "rank-00000.json").write_text("{}")
     (tmp_path / "empty" / "merged.json").write_text("[]")
     names = {"missing": tmp_path / "missing", "empty": tmp_path / "empty"}
-    with pytest.raises(UsageError) as raised:
+    with pytest.raises(UsageError) as raised, capture_output() as captured:
         ip.run_line_magic("syncfree", line.format(**names).split(" ", 1)[1])
+    assert captured.stderr == ""  # no usage text above the one line
     assert str(raised.value).startswith(message.format(**names))
     assert "\n" not in str(raised.value)
 

@@ -116,7 +116,8 @@ def run_command(tokens: Sequence[str], out: TextIO | None = None) -> MergedRepor
     if not program:
         raise UsageProblem("the script to run is missing: %syncfree run --nproc-per-node N train.py ARGS")
     try:
-        _program(args, program, run_parser)
+        with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text: the one line below says it
+            _program(args, program, run_parser)
     except SystemExit:
         raise UsageProblem("-m takes a module name") from None
     if args.notebook is not None or args.target == "-":
