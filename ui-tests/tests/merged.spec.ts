@@ -86,6 +86,50 @@ test.describe('the merged report of a distributed job', () => {
   });
 });
 
+test.describe('interrupting a distributed job', () => {
+  // galata's kernel tracking proxies POST /api/kernels/* expecting JSON; an interrupt answers 204 with no body.
+  test.use({ kernels: null });
+
+  test("JupyterLab's interrupt stops every rank as Ctrl-C does, and what they made is drawn", async ({
+    page,
+    tmpPath
+  }) => {
+    test.setTimeout(240000);
+    const waiting = [
+      'import time',
+      'import torch',
+      'import torch.distributed as dist',
+      'dist.init_process_group("nccl")',
+      'torch.ones(1, device="cuda").sum().item()',
+      'if dist.get_rank() == 0:',
+      '    print("ready", flush=True)',
+      'time.sleep(300)',
+      ''
+    ].join('\n');
+    await page.contents.uploadContent(waiting, 'text', `${tmpPath}/waiting.py`);
+    await page.notebook.createNew('interrupt.ipynb');
+    await page.notebook.setCell(
+      0,
+      'code',
+      '%load_ext syncfree\n%syncfree run --standalone --nproc-per-node 2 waiting.py'
+    );
+    void page.notebook.runCell(0);
+    const output = page.locator('.jp-Notebook .jp-Cell').first().locator('.jp-OutputArea');
+    await expect(output).toContainText('ready', { timeout: 120000 });
+    // The notebook's interrupt: SIGINT to the kernel's process group (jupyter_client's local provisioner).
+    await page.evaluate(() => (window as any).jupyterapp.commands.execute('notebook:interrupt-kernel'));
+    const merged = output.locator('.jp-syncfree-merged');
+    await expect(merged.locator('tbody tr td')).toHaveText(['waiting.py:5', '.item()', '×1', '×1', '×2', /^SF101/], {
+      timeout: 60000
+    });
+    await expect(merged.locator('.jp-syncfree-error')).toHaveText([
+      'rank 0 exited with status 130',
+      'rank 1 exited with status 130'
+    ]);
+    await expect(output).toContainText('KeyboardInterrupt');
+  });
+});
+
 test.describe('README screenshot', () => {
   test.skip(!process.env.SYNCFREE_SCREENSHOTS, 'set SYNCFREE_SCREENSHOTS=1 (make screenshots)');
 
