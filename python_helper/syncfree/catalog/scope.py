@@ -252,11 +252,9 @@ class CellScope:
         self.aliases: dict[str, str] = {**DEFAULT_ALIASES, **earlier.aliases}
         self.imported: set[str] = set(earlier.imported)
         self.default_device: Device | None = earlier.default_device
+        # Each node's parent, filled by the walk as it enters a node (before visiting it): a rule asking for the
+        # parents of the node it matches and of its ancestors finds them; a walk stopped early costs what it walked.
         self.parents: dict[ast.AST, ast.AST] = {}
-        # Each node's children, reversed, as the walk's stack wants them (kept: the walk visits every node again).
-        # Both are filled one top-level statement at a time, as the walk reaches it (_index): a walk stopped early
-        # costs what it walked.
-        self._children: dict[int, list[ast.AST]] = {}
         self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
@@ -269,20 +267,16 @@ class CellScope:
         self.host = HostCode.of(tree)
         self._collect_imports(_imports(tree))
 
-    def _index(self, top: ast.stmt) -> None:
-        """Parents and children of every node under a top-level statement, before the walk enters it."""
-        parents, children_of = self.parents, self._children
-        parents[top] = self.tree
-        nodes: list[ast.AST] = [top]
+    def _adopt(self, node: ast.AST) -> None:
+        """Record the parents of a node's children, and of the children of the parts the walk goes through by hand
+        (a function's arguments, a with's items, a try's handlers, a match's cases, a comprehension's generators)."""
+        parents = self.parents
+        nodes = [node]
         for parent in nodes:
-            if type(parent) in _LEAVES:
-                continue
-            children = child_nodes(parent)
-            for child in children:
+            for child in child_nodes(parent):
                 parents[child] = parent
-            nodes.extend(children)
-            children.reverse()
-            children_of[id(parent)] = children
+                if type(child) in _PARTS:
+                    nodes.append(child)
 
     def bindings(self) -> Bindings:
         """What this cell leaves for the next one (call after :meth:`walk`)."""
@@ -339,15 +333,13 @@ class CellScope:
         """The names an expression reads or binds (``ast.walk`` over its ``Name`` nodes, without the generators)."""
         found = []
         stack = [node]
-        children_of = self._children
         while stack:
             item = stack.pop()
             if type(item) in _LEAVES:
                 if type(item) is ast.Name:
                     found.append(item.id)  # type: ignore[attr-defined]
                 continue
-            children = children_of.get(id(item))
-            stack.extend(children if children is not None else child_nodes(item))
+            stack.extend(reversed(child_nodes(item)))
         return found
 
     # ----------------------------------------------------------------------------------------------- names
@@ -964,7 +956,7 @@ class CellScope:
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
-            self._index(statement)
+            self.parents[statement] = self.tree
             self._statement(statement)
         top = self._env
         index = 0
@@ -1022,6 +1014,8 @@ class CellScope:
 
     def _statement(self, node: ast.stmt) -> None:
         visit = self._visit
+        if type(node) in _COMPOUND:
+            self._adopt(node)  # simple statements: _generic records their parts' parents as it enters them
         if isinstance(node, ast.If):
             visit(node)
             self._expression(node.test)
@@ -1231,17 +1225,28 @@ class CellScope:
         limit allows.
         """
         stack: list[ast.AST | object] = [node]
-        visit, children_of, record_call, types = self._visit, self._children, self._record_call, self._types
+        visit, parents, record_call, types = self._visit, self.parents, self._record_call, self._types
+        functions = _CHILDREN
         while stack:
             item = stack.pop()
             kind = type(item)  # parsed trees hold the node classes themselves, no subclasses
             if item is _LEAVE_SCOPE:
                 self._leave_scope()
                 continue
+            if kind in _LEAVES:
+                if types is None or kind in types:
+                    visit(item)  # type: ignore[arg-type]
+                continue
+            if kind in _COMPREHENSIONS or kind is ast.Lambda:
+                self._adopt(item)  # type: ignore[arg-type]
+                children = None
+            else:
+                function = functions.get(kind)
+                children = (function or _children_function(item))(item)  # type: ignore[arg-type]
+                for child in children:
+                    parents[child] = item  # type: ignore[assignment]
             if types is None or kind in types:
                 visit(item)  # type: ignore[arg-type]
-            if kind in _LEAVES:
-                continue
             if kind is ast.Call:
                 record_call(item)  # type: ignore[arg-type]
             elif kind in _COMPREHENSIONS:
@@ -1254,11 +1259,8 @@ class CellScope:
                 stack.append(_LEAVE_SCOPE)
                 stack.append(item.body)  # type: ignore[attr-defined]
                 continue
-            children = children_of.get(id(item))
-            if children is None:
-                children = child_nodes(item)  # type: ignore[arg-type]
-                children.reverse()
-            stack.extend(children)
+            children.reverse()  # type: ignore[union-attr]
+            stack.extend(children)  # type: ignore[arg-type]
 
     def _leave_scope(self) -> None:
         self._env = self._env.parents
@@ -1287,6 +1289,11 @@ _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, 
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
 _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
+# Statements the walk takes apart by hand (_statement), and the parts of nodes it goes through by hand.
+_COMPOUND = frozenset({ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try,
+                       getattr(ast, "TryStar", ast.Try), ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                       ast.Match})
+_PARTS = frozenset({ast.arguments, ast.withitem, ast.ExceptHandler, ast.match_case, ast.comprehension})
 
 
 _BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
