@@ -71,7 +71,13 @@ def _writes(statement: ast.stmt, name: str) -> bool:
         targets = [statement.target]
     elif isinstance(statement, (ast.For, ast.AsyncFor)):
         targets = [statement.target]
-    return any(type(n) is ast.Name and n.id == name for t in targets for n in ast.walk(t))
+    for target in targets:
+        if type(target) is ast.Name:  # the usual target, without ast.walk's generator
+            if target.id == name:
+                return True
+        elif any(type(n) is ast.Name and n.id == name for n in ast.walk(target)):
+            return True
+    return False
 
 
 def reduced_before(node: ast.AST, name: str, scope: CellScope) -> ast.Call | None:

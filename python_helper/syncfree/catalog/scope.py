@@ -1296,7 +1296,6 @@ _COMPOUND = frozenset({ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.A
 _PARTS = frozenset({ast.arguments, ast.withitem, ast.ExceptHandler, ast.match_case, ast.comprehension})
 
 
-_BLOCK_ITEMS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
@@ -1304,15 +1303,24 @@ def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     the statements alone: imports are statements, and statements hold no expressions that hold statements."""
     found: list[ast.Import | ast.ImportFrom] = []
     nodes: list[ast.AST] = [tree]
+    blocks = _BLOCK_FIELDS
     for node in nodes:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            found.append(node)
+        kind = type(node)
+        if kind is ast.Import or kind is ast.ImportFrom:
+            found.append(node)  # type: ignore[arg-type]
             continue
-        for name in type(node)._fields:
-            value = getattr(node, name, None)
-            if isinstance(value, list):
-                nodes.extend(item for item in value if isinstance(item, _BLOCK_ITEMS))
+        for name in blocks.get(kind, ()):
+            nodes.extend(getattr(node, name))
     return found
+
+
+# The fields that hold statements, handlers or match cases, per node type (Parser/Python.asdl), in field order.
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: tuple(name for name in ("body", "handlers", "orelse", "finalbody", "cases") if name in kind._fields)
+    for kind in (ast.Module, ast.Interactive, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
+                 ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Match, ast.Try,
+                 getattr(ast, "TryStar", ast.Try), ast.ExceptHandler, ast.match_case)
+}
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
