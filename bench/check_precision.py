@@ -6,8 +6,11 @@ in this Python without importing it, the script runs the command a user runs::
     syncfree check <the package's folder> --format json --exit-zero
 
 times it, and prints the findings per rule (certain / likely). It then times a parallel ``ast.parse`` of the same
-files (a process pool over every core, one parse per file: the floor for a checker that must parse them) and
-prints the ratio. Where ``tests/data/check_precision.json`` holds findings read by hand for the installed version of
+files, the floor for a checker that must parse them, compared like with like: a command of its own (interpreter
+start-up and the listing of the files included, as in the check), a process pool as large as the check's (the
+cores this process may use), forked alike and fed in chunks of the same size, each worker reading and parsing whole
+files. The two commands run ``--repeat`` times, interleaved (a burst of load elsewhere hits both alike), and the
+medians give the ratio. Where ``tests/data/check_precision.json`` holds findings read by hand for the installed version of
 the library, it prints the sampled precision (strict: only the findings labelled true count as true; "plausible"
 ones, whose device the code does not tell, count against it) and the labelled findings the rules no longer report.
 
@@ -30,8 +33,10 @@ import importlib.metadata
 import importlib.util
 import json
 import linecache
+import multiprocessing
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -56,12 +61,16 @@ def package_folder(name: str) -> Path | None:
     return Path(spec.origin).parent
 
 
+#: The syncfree sources the check command runs from (--sources: another commit's, to compare speed).
+SOURCES = ROOT / "python_helper"
+
+
 def run_check(folder: Path) -> tuple[float, list[dict]]:
     """Wall seconds of the ``syncfree check`` command on a folder and its json diagnostics."""
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "syncfree", "check", str(folder), "--format", "json", "--exit-zero"],
-        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")},
+        capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(SOURCES)},
     )
     seconds = time.perf_counter() - start
     if done.returncode != 0:
@@ -78,13 +87,23 @@ def _parse(path: Path) -> int:
             return 0
 
 
-def parallel_parse(files: list[Path]) -> float:
-    """Wall seconds to parse every file once, in a process pool over every core (started inside the timing, as
-    the command starts its own)."""
+def parse_floor(folder: str) -> int:
+    """The floor command: list the files as ``syncfree check`` does, parse each once in a pool like the check's
+    (syncfree/cli/check.py's ``_check_files``: as many workers as usable cores, fork, the same chunks)."""
+    files = [path for path in expand_paths([folder]) if path.suffix == ".py"]
+    jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+    with ProcessPoolExecutor(min(jobs, len(files)), mp_context=context) as pool:
+        parsed = sum(pool.map(_parse, files, chunksize=max(1, min(16, len(files) // (jobs * 8)))))
+    print(parsed)
+    return 0
+
+
+def parallel_parse(folder: Path) -> float:
+    """Wall seconds of the floor command (:func:`parse_floor`) on a folder."""
     start = time.perf_counter()
-    with ProcessPoolExecutor(os.cpu_count() or 1) as pool:
-        for _ in pool.map(_parse, files, chunksize=16):
-            pass
+    subprocess.run([sys.executable, __file__, "--parse-floor", str(folder)], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")})
     return time.perf_counter() - start
 
 
@@ -126,7 +145,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES), help="comma-separated package names")
     parser.add_argument("--draw", type=int, metavar="N", help="print N unlabelled findings to label, then stop")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs of the check and of the parse floor (medians)")
+    parser.add_argument("--sources", type=Path, metavar="DIR", help="time the check from these syncfree sources (a "
+                        "python_helper folder, e.g. `git archive COMMIT python_helper | tar -x -C /tmp/old`)")
+    parser.add_argument("--parse-floor", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.parse_floor:
+        return parse_floor(args.parse_floor)
+    if args.sources:
+        global SOURCES
+        SOURCES = args.sources.resolve()
     labels = json.loads(LABELS.read_text())["libraries"] if LABELS.exists() else {}
     print(f"{os.cpu_count()} cores; strict precision counts only findings labelled true")
     for name in args.libraries.split(","):
@@ -145,14 +173,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {name} {version}: {len(findings)} findings")
             draw(findings, folder, args.draw, args.seed, labelled)
             continue
-        parse_seconds = parallel_parse(files)
+        check_times, parse_times = [check_seconds], [parallel_parse(folder)]
+        for _ in range(args.repeat - 1):
+            check_times.append(run_check(folder)[0])
+            parse_times.append(parallel_parse(folder))
+        check_seconds, parse_seconds = statistics.median(check_times), statistics.median(parse_times)
         per_rule = collections.Counter((f["rule"], f["certainty"]) for f in findings)
         rules = sorted({rule for rule, _ in per_rule}, key=lambda rule: -(per_rule[rule, "certain"] + per_rule[rule, "likely"]))
         print(f"== {name} {version}: {len(files):,} files, {lines:,} lines: {len(findings):,} findings "
               f"({len(diagnostics) - len(findings)} files that do not parse)")
         print("   " + ", ".join(_rule_count(rule, per_rule) for rule in rules))
         print(f"   check {check_seconds:.1f} s; parallel ast.parse {parse_seconds:.1f} s; "
-              f"ratio {check_seconds / parse_seconds:.2f}")
+              f"ratio {check_seconds / parse_seconds:.2f} (medians of {len(check_times)}; load average "
+              f"{os.getloadavg()[0]:.1f})")
         if labelled:
             reported = {(relative(f["path"], folder), f["line"], f["rule"]) for f in findings}
             result = precision(labelled, reported)
