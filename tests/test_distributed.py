@@ -721,7 +721,7 @@ def run_cell(ip, cell: str):
     return result, captured.stdout, [o.data for o in captured.outputs if MIME_TYPE in o.data]
 
 
-def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch):
+def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch, tmp_path):
     pytest.importorskip("jsonschema")
     from syncfree.distributed import display
 
@@ -737,7 +737,10 @@ def test_the_notebook_bundle_is_the_schema_with_a_text_fallback(monkeypatch):
         ("examples/ddp_train.py", 55, True, "Formatting a CUDA tensor into a string waits for the GPU")]
     assert data["sites"][1]["per_rank"] == [{"rank": 0, "count": 2, "blocked_ms": None},
                                             {"rank": 1, "count": 0, "blocked_ms": None}]
-    assert data["sites"][0]["path"] == str(EXAMPLE)  # absolute: what JupyterLab opens
+    # Relative to the kernel's working folder (the notebook's): what JupyterLab opens, and no absolute path saved.
+    monkeypatch.chdir(tmp_path)
+    elsewhere = display.merged_data(merged)["sites"][0]["path"]
+    assert elsewhere == os.path.relpath(EXAMPLE, tmp_path).replace(os.sep, "/") and elsewhere.startswith("../")
     assert data["ranks"][0]["counted"] == 12 and data["spread_after"] == SPREAD_AFTER
     # A relative file is made absolute against the rank's working folder.
     relative = MergedReport([rank_report(0, [site("train.py", 3, 1)], cwd="/job", world=1)])
@@ -829,7 +832,7 @@ def test_run_magic_runs_the_job_streams_its_output_and_shows_the_merged_report(i
     rows = {s["line"]: s for s in data["sites"]}
     assert [r["count"] for r in rows[8]["per_rank"]] == [3, 3] and not rows[8]["divergent"]
     assert [r["count"] for r in rows[10]["per_rank"]] == [1, 0] and rows[10]["divergent"]
-    assert rows[8]["path"] == str(tmp_path / "job.py")
+    assert rows[8]["path"] == "job.py"  # the kernel's working folder is the job's
     assert sorted(p.name for p in (tmp_path / "ranks").glob("rank-*.json")) == ["rank-00000.json", "rank-00001.json"]
     assert ip.user_ns["_syncfree_merged"].to_dict()["totals"]["divergent_sites"] == 1
 

@@ -1,4 +1,5 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
 import {
   MERGED_MIME_TYPE,
   MergedReport,
@@ -6,7 +7,7 @@ import {
   extremesText,
   median,
   rankColumns,
-  serverPath,
+  fileBrowserPath,
   siteRankCells,
   spreadOf,
   totalsRankCells
@@ -29,7 +30,7 @@ function mergedSite(line: number, counts: number[], extra: Partial<MergedSite> =
     blocked_ms: null,
     divergent: counts.some(c => c === 0),
     per_rank: counts.map((count, rank) => ({ rank, count, blocked_ms: null })),
-    path: '/home/me/work/examples/ddp_train.py',
+    path: 'examples/ddp_train.py',
     ...extra
   };
 }
@@ -71,14 +72,15 @@ function pairReport(
     problems: [],
     spread_after: 4,
     truncated: 0,
-    directory: null,
-    home: '/home/me'
+    directory: null
   };
 }
 
 function render(data: unknown, actions = {}): HTMLElement {
   const renderer = new MergedReportRenderer({ mimeType: MERGED_MIME_TYPE } as IRenderMime.IRendererOptions, actions);
   void renderer.renderModel({ data: { [MERGED_MIME_TYPE]: data } } as unknown as IRenderMime.IMimeModel);
+  // In a notebook the output is attached after it is rendered.
+  Widget.attach(renderer, document.body);
   return renderer.node;
 }
 
@@ -122,17 +124,16 @@ describe('the merged report model', () => {
     expect(extremesText(pairReport([mergedSite(53, [10, 10])]))).toBeNull();
   });
 
-  it("finds a file in the lab's file browser only under the server's root", () => {
-    expect(serverPath('/srv/lab/examples/a.py', '/srv/lab', null)).toBe('examples/a.py');
-    expect(serverPath('/srv/lab/examples/a.py', '/srv/lab/', null)).toBe('examples/a.py');
-    expect(serverPath('/srv/other/a.py', '/srv/lab', null)).toBeNull();
-    expect(serverPath('/srv/lab2/a.py', '/srv/lab', null)).toBeNull();
-    expect(serverPath('/srv/lab/../etc/passwd', '/srv/lab', null)).toBeNull();
-    expect(serverPath('/home/me/work/a.py', '~/work', '/home/me')).toBe('a.py');
-    expect(serverPath('/home/me/work/a.py', '~', '/home/me')).toBe('work/a.py');
-    expect(serverPath('/home/me/work/a.py', '~/work', null)).toBeNull();
-    expect(serverPath('C:\\lab\\a.py', 'C:\\lab', null)).toBe('a.py');
-    expect(serverPath('relative/a.py', '/srv/lab', null)).toBeNull();
+  it("finds a site's file from the notebook's folder, never above the server's root", () => {
+    expect(fileBrowserPath('examples/a.py', 'work/train.ipynb')).toBe('work/examples/a.py');
+    expect(fileBrowserPath('a.py', 'train.ipynb')).toBe('a.py');
+    expect(fileBrowserPath('../src/a.py', 'work/nb/train.ipynb')).toBe('work/src/a.py');
+    expect(fileBrowserPath('./a.py', 'work/train.ipynb')).toBe('work/a.py');
+    expect(fileBrowserPath('../a.py', 'train.ipynb')).toBeNull();
+    expect(fileBrowserPath('../../etc/passwd', 'work/train.ipynb')).toBeNull();
+    expect(fileBrowserPath('/etc/passwd', 'work/train.ipynb')).toBeNull();
+    expect(fileBrowserPath('C:/lab/a.py', 'train.ipynb')).toBeNull();
+    expect(fileBrowserPath('', 'train.ipynb')).toBeNull();
   });
 });
 
@@ -190,15 +191,18 @@ describe('the merged report renderer', () => {
 
   it('links a site to its line once the lab says it can open the file', async () => {
     const opened: [string, number][] = [];
-    const locate = jest.fn(async (absolute: string) => (absolute.startsWith('/home/me/') ? absolute.slice(9) : null));
+    // As the lab's: the notebook holding the output says where its folder is, so the output must be in it.
+    const locate = jest.fn(async (path: string, from: HTMLElement) =>
+      from.isConnected && path.startsWith('examples/') ? `work/${path}` : null
+    );
     const report = pairReport();
-    report.sites[1].path = '/elsewhere/train.py';
+    report.sites[1].path = '../elsewhere/train.py';
     const node = render(report, { locate, openFile: (path: string, line: number) => opened.push([path, line]) });
     await Promise.resolve();
     await Promise.resolve();
     const links = node.querySelectorAll<HTMLButtonElement>('button.jp-syncfree-open-file');
     expect(texts(links)).toEqual(['examples/ddp_train.py:53']);
-    expect(locate).toHaveBeenCalledWith('/home/me/work/examples/ddp_train.py', '/home/me');
+    expect(locate).toHaveBeenCalledWith('examples/ddp_train.py', node);
     links[0].click();
     expect(opened).toEqual([['work/examples/ddp_train.py', 53]]);
     // Outside what the lab can open: plain text.

@@ -1,15 +1,13 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import type { CodeEditor } from '@jupyterlab/codeeditor';
+import { INotebookTracker } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { landingColumn } from '../positions';
 import { PACKAGE } from '../tokens';
-import { serverPath } from './model';
+import { fileBrowserPath } from './model';
 import { mergedRendererFactory } from './renderer';
 
 export { MERGED_MIME_TYPE } from './model';
-
-/** Files already looked up (path on the kernel's machine -> path in the file browser). */
-const located = new Map<string, Promise<string | null>>();
 
 /**
  * Registers the merged-report renderer (a distributed job's ranks in one table) with the
@@ -21,27 +19,29 @@ export const mergedRendererPlugin: JupyterFrontEndPlugin<void> = {
   description: "Renders a distributed job's merged syncfree report: a column per rank, divergent sites marked.",
   autoStart: true,
   requires: [IRenderMimeRegistry],
-  activate: (app: JupyterFrontEnd, rendermime: IRenderMimeRegistry) => {
-    // JupyterLab's (and Notebook 7's) paths carry the server's root folder (PageConfig
-    // `serverRoot`, @jupyterlab/application lab.ts); other hosts open no files.
-    const root = (app as { paths?: { directories?: { serverRoot?: string } } }).paths?.directories?.serverRoot ?? '';
-    // A file the ranks ran is one the lab can open when it lies under the server's root
-    // folder and the server has it (the kernel may run on another machine than the server).
-    const locate = (absolute: string, home: string | null): Promise<string | null> => {
-      const key = `${home ?? ''}\n${absolute}`;
-      let found = located.get(key);
-      if (!found) {
-        const path = root ? serverPath(absolute, root, home) : null;
-        found =
-          path === null
-            ? Promise.resolve(null)
-            : app.serviceManager.contents.get(path, { content: false }).then(
-                model => (model.type === 'file' ? path : null),
-                () => null
-              );
-        located.set(key, found);
+  optional: [INotebookTracker],
+  activate: (app: JupyterFrontEnd, rendermime: IRenderMimeRegistry, tracker: INotebookTracker | null) => {
+    const contents = app.serviceManager.contents;
+    // Files already looked up (path in the file browser -> whether the server has it).
+    const found = new Map<string, Promise<boolean>>();
+    // A site's file is one the lab can open when, taken from the folder of the notebook that
+    // holds the output (where its kernel started), the server has it: a kernel elsewhere
+    // (another machine, a changed working folder) gives no link rather than a wrong one.
+    const locate = async (path: string, from: HTMLElement): Promise<string | null> => {
+      const panel = tracker?.find(candidate => candidate.node.contains(from));
+      const target = panel ? fileBrowserPath(path, contents.localPath(panel.context.path)) : null;
+      if (target === null) {
+        return null;
       }
-      return found;
+      let exists = found.get(target);
+      if (!exists) {
+        exists = contents.get(target, { content: false }).then(
+          model => model.type === 'file',
+          () => false
+        );
+        found.set(target, exists);
+      }
+      return (await exists) ? target : null;
     };
     const openFile = (path: string, line: number) => void openAtLine(app, path, line);
     rendermime.addFactory(mergedRendererFactory({ locate, openFile }), 0);

@@ -249,30 +249,25 @@ export function extremesText(report: MergedReport): string | null {
 }
 
 /**
- * The path of `absolute` in JupyterLab's file browser (relative to the server's root
- * folder, PageConfig `serverRoot`), or null when it is outside that folder. The root may
- * start with '~' (jupyter_server names the home folder so): the kernel's `home` stands in.
+ * The path in JupyterLab's file browser of a site's file: `path` is relative to the
+ * kernel's working folder (display.py), where JupyterLab starts a notebook's kernel, so it
+ * is resolved from the notebook's folder (`notebookPath`, relative to the server's root).
+ * Null when it leaves the server's root or is not a relative path.
  */
-export function serverPath(absolute: string, serverRoot: string, home: string | null | undefined): string | null {
-  let root = serverRoot.replace(/\\/g, '/');
-  const file = absolute.replace(/\\/g, '/');
-  if (root === '~' || root.startsWith('~/')) {
-    if (!home) {
-      return null;
+export function fileBrowserPath(path: string, notebookPath: string): string | null {
+  if (!path || path.startsWith('/') || /^[A-Za-z]:/.test(path)) {
+    return null;
+  }
+  const parts = notebookPath.split('/').slice(0, -1);
+  for (const part of path.split('/')) {
+    if (part === '..') {
+      if (parts.length === 0) {
+        return null; // above the server's root: not a file the lab shows
+      }
+      parts.pop();
+    } else if (part !== '.' && part !== '') {
+      parts.push(part);
     }
-    root = home.replace(/\\/g, '/').replace(/\/+$/, '') + root.slice(1);
   }
-  if (!root || (!file.startsWith('/') && !/^[A-Za-z]:\//.test(file))) {
-    return null;
-  }
-  root = root.replace(/\/+$/, '');
-  if (root === '') {
-    return file.slice(1) || null;
-  }
-  if (!file.startsWith(`${root}/`)) {
-    return null;
-  }
-  const relative = file.slice(root.length + 1);
-  // A path through '..' could leave the root: not one the file browser shows.
-  return relative && !relative.split('/').includes('..') ? relative : null;
+  return parts.length > 0 ? parts.join('/') : null;
 }

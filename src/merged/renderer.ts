@@ -1,4 +1,5 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import type { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
 import { appendWithInlineCode, el, withInlineCode } from '../dom';
 import { CSS_PREFIX } from '../tokens';
@@ -25,10 +26,11 @@ export const MERGED_ROWS = 12;
 /** What the table's sites can do; both optional (other hosts cannot open files). */
 export interface IMergedActions {
   /**
-   * Where the lab shows a file the ranks ran (`absolute` on the kernel's machine): its
-   * path in the file browser, or null when the lab cannot open it.
+   * Where the lab shows a file the ranks ran (`path`, relative to the kernel's working
+   * folder) for the output holding `from`: its path in the file browser, or null when the
+   * lab cannot open it.
    */
-  locate?: (absolute: string, home: string | null) => Promise<string | null>;
+  locate?: (path: string, from: HTMLElement) => Promise<string | null>;
   /** Open a file of the file browser at a 1-based line. */
   openFile?: (path: string, line: number) => void;
 }
@@ -49,8 +51,14 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
     this.addClass(`${CSS_PREFIX}-merged`);
   }
 
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    this._linkPending();
+  }
+
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
     this.node.textContent = '';
+    this._pendingLinks = [];
     const report = parseMerged(model.data[this._options.mimeType]);
     if (!report) {
       this.node.appendChild(
@@ -84,6 +92,9 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
     for (const problem of report.problems) {
       this.node.appendChild(el('div', `${CSS_PREFIX}-error`, problem));
     }
+    if (this.isAttached) {
+      this._linkPending();
+    }
     return Promise.resolve();
   }
 
@@ -113,7 +124,7 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
       const where = row.insertCell();
       where.className = `${CSS_PREFIX}-where`;
       where.textContent = siteWhere(site);
-      this._linkWhenOpenable(report, site, where);
+      this._linkWhenOpenable(site, where);
       const what = row.insertCell();
       appendWithInlineCode(what, siteWhat(report, site));
       if (site.divergent) {
@@ -158,24 +169,40 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
     return box;
   }
 
-  /** Once the lab says it can open the site's file, its "file:line" becomes a link to the line. */
-  private _linkWhenOpenable(report: MergedReport, site: MergedSite, cell: HTMLElement): void {
+  /**
+   * Once the lab says it can open the site's file, its "file:line" becomes a link to the
+   * line. Asked once the output is in its notebook (rendered before it is attached): the
+   * file is found from the notebook's folder.
+   */
+  private _linkWhenOpenable(site: MergedSite, cell: HTMLElement): void {
+    if (site.path && this._actions.locate && this._actions.openFile) {
+      this._pendingLinks.push([site, cell]);
+    }
+  }
+
+  private _linkPending(): void {
     const { locate, openFile } = this._actions;
-    if (!site.path || !locate || !openFile) {
+    const pending = this._pendingLinks;
+    this._pendingLinks = [];
+    if (!locate || !openFile) {
       return;
     }
-    void locate(site.path, report.home ?? null).then(path => {
-      if (path === null || this.isDisposed) {
-        return;
-      }
-      const link = el('button', `${CSS_PREFIX}-open-file`, siteWhere(site));
-      link.type = 'button';
-      link.title = `Open ${path} at line ${site.line}`;
-      link.addEventListener('click', () => openFile(path, site.line));
-      cell.textContent = '';
-      cell.appendChild(link);
-    });
+    for (const [site, cell] of pending) {
+      void locate(site.path!, this.node).then(path => {
+        if (path === null || this.isDisposed || !cell.isConnected) {
+          return;
+        }
+        const link = el('button', `${CSS_PREFIX}-open-file`, siteWhere(site));
+        link.type = 'button';
+        link.title = `Open ${path} at line ${site.line}`;
+        link.addEventListener('click', () => openFile(path, site.line));
+        cell.textContent = '';
+        cell.appendChild(link);
+      });
+    }
   }
+
+  private _pendingLinks: [MergedSite, HTMLElement][] = [];
 }
 
 export function mergedRendererFactory(actions: IMergedActions = {}): IRenderMime.IRendererFactory {

@@ -113,7 +113,7 @@ test.describe('interrupting a distributed job', () => {
       'code',
       '%load_ext syncfree\n%syncfree run --standalone --nproc-per-node 2 waiting.py'
     );
-    void page.notebook.runCell(0);
+    const run = page.notebook.runCell(0);
     const output = page.locator('.jp-Notebook .jp-Cell').first().locator('.jp-OutputArea');
     await expect(output).toContainText('ready', { timeout: 120000 });
     // The notebook's interrupt: SIGINT to the kernel's process group (jupyter_client's local provisioner).
@@ -127,6 +127,7 @@ test.describe('interrupting a distributed job', () => {
       'rank 1 exited with status 130'
     ]);
     await expect(output).toContainText('KeyboardInterrupt');
+    await run; // the kernel is idle again
   });
 });
 

@@ -40,11 +40,23 @@ def merged_data(merged: MergedReport) -> dict[str, Any]:
     data["version"] = 1
     data["spread_after"] = SPREAD_AFTER
     data["directory"] = merged.directory
-    # JupyterLab names its root with '~' for the home folder (jupyter_server's
-    # server_root_dir); the renderer maps the sites' absolute paths through it.
-    home = os.path.expanduser("~")
-    data["home"] = home if home != "~" else None
+    # Each site's file relative to the kernel's working folder, which JupyterLab starts in the
+    # notebook's folder: the renderer opens it from there. No absolute path (a home folder, a
+    # user name) is saved in the notebook with the output.
+    here = os.getcwd()
+    for site in data["sites"]:
+        site["path"] = _from(here, site["path"])
     return data
+
+
+def _from(here: str, path: str | None) -> str | None:
+    """``path`` relative to ``here`` in '/' form; None when it has no relative form (another drive)."""
+    if not path or not os.path.isabs(path):
+        return None
+    try:
+        return os.path.relpath(path, here).replace(os.sep, "/")
+    except ValueError:
+        return None
 
 
 # As report.py's table for one cell (report_html).
