@@ -461,3 +461,78 @@ def test_doctests_are_not_run_on_the_standins(pytester):
             """
     ''')
     run(pytester, "--syncfree", "--doctest-modules").assert_outcomes(passed=1)
+
+
+def test_a_failure_on_the_standins_says_so(pytester):
+    # A test that passes plain on the CPU (its CUDA branch skipped) and fails on the CUDA
+    # branch under --syncfree: the failure and the summary say it ran on the stand-ins,
+    # so a user comparing with the plain run knows why the outcome differs.
+    pytester.makepyfile(test_branch="""
+        import pytest, torch
+
+        def test_cuda_branch():
+            weight = torch.ones(3, 2)
+            if not torch.cuda.is_available():
+                return
+            assert weight.cuda().sum() == 7
+
+        @pytest.fixture
+        def on_gpu():
+            if torch.cuda.is_available():
+                raise RuntimeError("no such GPU kernel")
+
+        def test_fixture_branch(on_gpu):
+            pass
+
+        @pytest.mark.sync_free
+        def test_syncs():
+            torch.ones(2, device="cuda").sum().item()
+    """)
+    plain = run(pytester)
+    plain.assert_outcomes(passed=2, failed=1)  # the marked test, watched without --syncfree
+    assert "ran on CPU stand-ins" not in plain.stdout.str()  # a SyncError says "predicted"
+    for args in ((), ("-n", "2")):
+        if args:
+            pytest.importorskip("xdist")
+        result = run(pytester, "--syncfree", *args)
+        result.assert_outcomes(failed=2, errors=1)
+        out = result.stdout.str()
+        assert out.count("- syncfree: ran on CPU stand-ins for CUDA -") == 2, out
+        assert out.count("torch.cuda.is_available() answered True") == 2, out
+        section = _syncfree_section(result)
+        assert section[-3:] == [
+            "  2 tests failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
+            "(the CUDA path a GPU runs; each failure says so):",
+            "    test_branch.py::test_cuda_branch",
+            "    test_branch.py::test_fixture_branch",
+        ], section
+
+
+def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
+    # A test on the stand-ins sees CUDA; a child started with spawn (a new interpreter)
+    # must too, as on a GPU machine, or the two take different paths (torch's
+    # init_device_mesh makes a group of its own when CUDA is there: the parent waited
+    # forever for a child that never joined, in pytorch-optimizer's sharded Muon tests).
+    pytester.makepyfile(test_spawn="""
+        import multiprocessing as mp
+        import pytest, torch
+
+        def child(queue, device):
+            x = torch.ones(2, device=device)
+            queue.put((torch.cuda.is_available(), str(x.device)))
+
+        @pytest.mark.parametrize("method", ["spawn", "forkserver", "fork"])
+        def test_child_sees_what_the_test_sees(method):
+            ctx = mp.get_context(method)
+            queue = ctx.Queue()
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            process = ctx.Process(target=child, args=(queue, device))
+            process.start()
+            answer = queue.get(timeout=60)
+            process.join(timeout=60)
+            assert process.exitcode == 0
+            assert answer == (torch.cuda.is_available(), "cuda:0" if device == "cuda" else "cpu")
+    """)
+    run(pytester).assert_outcomes(passed=3)  # the plain CPU build in parent and child
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=3)

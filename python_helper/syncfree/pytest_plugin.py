@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 
 from .pytest_marker import MARKER, add_marker, add_options
-from .pytest_worlds import PLAIN, STANDINS, FixtureWorlds, Host, is_unittest_item, on_standins
+from .pytest_worlds import PLAIN, STANDINS, ChildProcesses, FixtureWorlds, Host, is_unittest_item, on_standins
 
 # --syncfree-cuda (a suite's CUDA tests on CPU stand-ins): a plugin of its own.
 pytest_plugins = ["syncfree.pytest_cuda"]
 
 _SUMMARY_SITES = 20
+_SHOWN_FAILED = 5
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -43,6 +44,10 @@ def pytest_configure(config: pytest.Config) -> None:
     add_marker(config)
     state = config.stash[_STATE] = _State(config)
     config.pluginmanager.register(state, "syncfree-state")
+    # A process a test on the stand-ins starts as a new interpreter runs on them too.
+    children = ChildProcesses()
+    children.install()
+    config.add_cleanup(children.restore)
 
 
 class _State:
@@ -52,9 +57,12 @@ class _State:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.entries: list[tuple[str, dict]] = []  # (test id, summary entry)
+        self.failed_on_standins: dict[str, None] = {}  # test ids, in the order of failure
         self.worlds = FixtureWorlds()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.failed and getattr(report, "syncfree_standins", False):
+            self.failed_on_standins[_shown_id(self.config, report.nodeid)] = None
         entry = getattr(report, "syncfree", None)
         if report.when == "call" and isinstance(entry, dict):
             self.entries.append((_shown_id(self.config, report.nodeid), entry))
@@ -279,9 +287,24 @@ def _summary_entry(report) -> dict:
             "sites": sites}
 
 
+_STANDINS_SECTION = (
+    "This test ran on predict mode's CPU stand-ins for CUDA (no CUDA device here): "
+    "torch.cuda.is_available() answered True and its 'cuda' tensors were CPU tensors "
+    "standing in for CUDA ones, so it took the CUDA path a GPU machine takes; plain pytest "
+    "on this machine runs its CPU path. A GPU would run the same CUDA path.")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    if report.failed and item.stash.get(_STANDINS, None) is not None \
+            and not _is_sync_error(call):
+        # A failure on the stand-ins says so: the user compares it with a plain run that
+        # passed on the CPU path. A section of the report (shown under the failure, as
+        # captured output is; pytest-xdist carries report sections to the controller).
+        # A SyncError is the verdict on the test's syncs, whose message says "predicted".
+        report.sections.append(("syncfree: ran on CPU stand-ins for CUDA", _STANDINS_SECTION))
+        report.syncfree_standins = True  # for the summary (the controller's, under xdist)
     if call.when != "call":
         return report
     watch = item.stash.get(_WATCH, None)
@@ -293,12 +316,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.syncfree = _summary_entry(watch_report)
     # A SyncError is the test's finding, not a crash in the plugin: show its message
     # alone, as pytest shows an assertion, rather than a traceback into syncfree.
-    if call.excinfo is not None:
-        from .session import SyncError
-
-        if isinstance(call.excinfo.value, SyncError):
-            report.longrepr = f"syncfree: {call.excinfo.value}"
+    if _is_sync_error(call):
+        report.longrepr = f"syncfree: {call.excinfo.value}"
     return report
+
+
+def _is_sync_error(call: pytest.CallInfo) -> bool:
+    if call.excinfo is None:
+        return False
+    from .session import SyncError
+
+    return isinstance(call.excinfo.value, SyncError)
 
 
 def _shown_id(config: pytest.Config, nodeid: str) -> str:
@@ -367,3 +395,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         write(f"  {site['text']}  [{nodeid}]")
     if len(rows) > _SUMMARY_SITES:
         write(f"  ... and {len(rows) - _SUMMARY_SITES} more sites")
+    failed = sorted(state.failed_on_standins)
+    if failed:
+        tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"
+        write(f"  {tests} failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() "
+              "was True (the CUDA path a GPU runs; each failure says so):")
+        for nodeid in failed[:_SHOWN_FAILED]:
+            write(f"    {nodeid}")
+        if len(failed) > _SHOWN_FAILED:
+            write(f"    ... and {len(failed) - _SHOWN_FAILED} more")

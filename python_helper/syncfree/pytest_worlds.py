@@ -153,6 +153,81 @@ class FixtureWorlds:
         fixturedef.finish = finish
 
 
+def standins_answer_here() -> bool:
+    """Whether this process answers ``torch.cuda.is_available()`` through syncfree (the
+    stand-ins of a watched test, or ``--syncfree-cuda``) rather than as its CUDA build does."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    from .capture.predict import real_cuda_available
+
+    return torch.cuda.is_available() and not real_cuda_available()
+
+
+class OnStandins:
+    """A multiprocessing child's target that runs on the stand-ins in the child too.
+
+    A test on the stand-ins sees CUDA; a process it starts with the spawn or forkserver
+    start method (``torch.multiprocessing.spawn``, ``get_context("spawn").Process``, a
+    spawn ``Pool`` or DataLoader workers) is a new interpreter that would see the plain CPU
+    build, and the two would take different paths where a GPU machine's take the same
+    (torch's ``init_device_mesh`` makes a group of its own when CUDA is there and the
+    default group is gloo: the parent waits for a child that never joins). The child
+    opens predict mode's stand-ins around the target; its syncs are not the test's
+    report. A forked child inherits the parent's stand-ins and runs the target as is."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        import torch
+
+        from .capture.predict import real_cuda_available
+
+        if real_cuda_available() or torch.cuda.is_available():  # a GPU, or forked
+            return self.target(*args, **kwargs)
+        with on_standins(FixtureWorlds()):
+            return self.target(*args, **kwargs)
+
+
+class ChildProcesses:
+    """``multiprocessing``'s ``BaseProcess.start`` wrapping the target of a process
+    started while this process answers CUDA through syncfree (`OnStandins`), from
+    `install` to `restore`. The process object's target is put back once started (where
+    ``start`` keeps it)."""
+
+    def __init__(self) -> None:
+        self._real_start: Any = None
+
+    def install(self) -> None:
+        from multiprocessing import process
+
+        if self._real_start is not None:
+            return
+        real_start = self._real_start = process.BaseProcess.start
+
+        @functools.wraps(real_start)
+        def start(process_self: Any) -> None:
+            target = getattr(process_self, "_target", None)
+            if target is None or isinstance(target, OnStandins) or not standins_answer_here():
+                return real_start(process_self)
+            process_self._target = OnStandins(target)
+            try:
+                return real_start(process_self)  # spawn pickles the process object here
+            finally:
+                if "_target" in vars(process_self):  # start() drops it (bpo-30775)
+                    process_self._target = target
+
+        process.BaseProcess.start = start
+
+    def restore(self) -> None:
+        from multiprocessing import process
+
+        if self._real_start is not None:
+            process.BaseProcess.start = self._real_start
+            self._real_start = None
+
+
 def is_unittest_item(item: Any) -> bool:
     unittest_module = sys.modules.get("_pytest.unittest")
     return unittest_module is not None and isinstance(item, unittest_module.TestCaseFunction)
