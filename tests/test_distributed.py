@@ -833,6 +833,7 @@ def test_run_magic_runs_the_job_streams_its_output_and_shows_the_merged_report(i
     assert [r["count"] for r in rows[8]["per_rank"]] == [3, 3] and not rows[8]["divergent"]
     assert [r["count"] for r in rows[10]["per_rank"]] == [1, 0] and rows[10]["divergent"]
     assert rows[8]["path"] == "job.py"  # the kernel's working folder is the job's
+    assert data["directory"] == "ranks" and str(tmp_path) not in json.dumps(data)  # no absolute path saved
     assert sorted(p.name for p in (tmp_path / "ranks").glob("rank-*.json")) == ["rank-00000.json", "rank-00001.json"]
     assert ip.user_ns["_syncfree_merged"].to_dict()["totals"]["divergent_sites"] == 1
 

@@ -150,8 +150,8 @@ def run_command(tokens: Sequence[str], out: TextIO | None = None) -> MergedRepor
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
     if merged is not None and merged.reports:
-        if not keep:
-            merged.directory = None  # removed: nothing to merge again
+        # As the user named it (no absolute path saved with the output); None once removed.
+        merged.directory = args.rank_report_dir if keep else None
         display_merged(merged)
     else:
         print("syncfree: no rank wrote a report", file=out)
