@@ -209,12 +209,16 @@ describe('the merged report renderer', () => {
     expect(node.querySelectorAll('tbody tr')[1].querySelector('td')!.textContent).toBe('examples/ddp_train.py:55');
   });
 
-  it('shows the costliest sites first and the rest on request', () => {
+  it('shows the costliest sites first and the rest on request, linked as well', async () => {
     const sites = Array.from({ length: MERGED_ROWS + 3 }, (_, i) => mergedSite(i + 1, [1, 1]));
-    const node = render(pairReport(sites));
+    const actions = { locate: async (path: string) => path, openFile: () => undefined };
+    const node = render(pairReport(sites), actions);
     expect(node.querySelectorAll('tbody tr')).toHaveLength(MERGED_ROWS);
     node.querySelector<HTMLButtonElement>('.jp-syncfree-more')!.click();
     expect(node.querySelectorAll('tbody tr')).toHaveLength(MERGED_ROWS + 3);
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(node.querySelectorAll('button.jp-syncfree-open-file')).toHaveLength(MERGED_ROWS + 3);
   });
 });
 

@@ -163,7 +163,10 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
     if (!all && report.sites.length > MERGED_ROWS) {
       const more = el('button', `${CSS_PREFIX}-more jp-mod-styled`, `Show all ${report.sites.length} sites`);
       more.type = 'button';
-      more.addEventListener('click', () => box.replaceWith(this._table(report, true)));
+      more.addEventListener('click', () => {
+        box.replaceWith(this._table(report, true));
+        this._linkPending();
+      });
       box.appendChild(more);
     }
     return box;
