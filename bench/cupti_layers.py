@@ -1,20 +1,28 @@
 """Which CUDA calls a blocking call makes, layer by layer, and what a CUPTI callback costs.
 
-    PYTHONPATH=python_helper python3 bench/cupti_layers.py [--iterations 5000] [--repeats 5]
+    PYTHONPATH=python_helper python3 bench/cupti_layers.py [--part 1|2|all] [--repeats 7]
 
 Part 1 (the facts the CUPTI engine rests on, capture/cupti_engine.py): for torch, CuPy,
 Numba and Triton operations that block, the runtime and driver calls that CUPTI reports
 (both layers, every synchronize/copy call, nesting shown with braces), and whether every
 runtime call of ``BLOCKING_RUNTIME`` reached a driver call of ``BLOCKING_DRIVER`` (then the
-driver layer alone sees every blocking call). Part 2: the cost per sync of a callback on
-the 5000 x (``x @ w``; ``.item()``) loop: an empty callback on the driver layer, on both
-layers, the engine's callback, and the plain loop again after unsubscribing. Needs CUDA
-and cupti-python; says so and exits 0 otherwise.
+driver layer alone sees every blocking call).
+
+Part 2 (run first: it needs a process that never attached CUPTI): what CUPTI costs on the
+5000 x (``x @ w``; ``.item()``) loop and on a small MLP trained with one ``.item()`` a step,
+taken apart: subscribed with no callback enabled (what CUPTI adds to every CUDA call), an
+empty Python callback on the driver layer's blocking calls (cupti-python's cost per
+callback), one that reads ``data.callback_site``, the engine's callback counting only, the
+same on both layers; each against a plain loop of the same round (shuffled rounds, median
+of the paired ratios), and the plain loop of those rounds against one measured before
+CUPTI was ever attached. Needs CUDA and cupti-python; says so and exits 0 otherwise.
+
 """
 
 from __future__ import annotations
 
 import argparse
+import random
 import re
 import statistics
 import sys
@@ -28,27 +36,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=500, help="steps of the MLP loop")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--part", choices=("1", "2", "all"), default="all")
     args = parser.parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
         print("bench/cupti_layers.py needs a CUDA device: nothing measured")
         return 0
-    from syncfree.capture.cupti_engine import (
-        BLOCKING_DRIVER,
-        BLOCKING_RUNTIME,
-        CuptiUnavailable,
-        blocking_callback,
-        callback_ids,
-        load_cupti,
-    )
+    from syncfree.capture.cupti_engine import CuptiUnavailable, load_cupti
 
     try:
         cupti = load_cupti()
     except CuptiUnavailable as exc:
         print(f"bench/cupti_layers.py: {exc}")
         return 0
+    if args.part in ("2", "all"):
+        costs(torch, cupti, args)  # first: the plain loop of a process without CUPTI
+    if args.part in ("1", "all"):
+        layers(torch, cupti)
+    return 0
+
+
+def layers(torch, cupti) -> None:
+    """Part 1: the runtime and driver calls of each blocking operation."""
+    from syncfree.capture.cupti_engine import BLOCKING_DRIVER, BLOCKING_RUNTIME
+
     runtime = cupti.runtime_api_trace_cbid
     driver = cupti.driver_api_trace_cbid
     rt_domain, drv_domain = int(cupti.CallbackDomain.RUNTIME_API), int(cupti.CallbackDomain.DRIVER_API)
@@ -104,29 +118,37 @@ def main(argv: list[str] | None = None) -> int:
     cupti.unsubscribe(handle)
     print(f"runtime blocking calls that reached no blocking driver call: {sorted(set(all_missing)) or 'none'}")
 
-    print("== Part 2: cost per sync, 5000 x (y = x @ w; s += y.sum().item()), 256x256, "
-          f"median of {args.repeats}")
+    print(f"runtime blocking calls that reached no blocking driver call: {sorted(set(all_missing)) or 'none'}")
+
+
+def costs(torch, cupti, args) -> None:
+    """Part 2: what CUPTI costs, taken apart (see the module docstring)."""
+    from syncfree.capture.cupti_engine import blocking_callback, callback_ids
+
     x = torch.randn(256, 256, device="cuda")
     w = torch.randn(256, 256, device="cuda")
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.randn(256, 256, device="cuda")
+    target = torch.randint(0, 10, (256,), device="cuda")
 
-    def loop():
+    def item_loop():
         s = 0.0
         for _ in range(args.iterations):
             y = x @ w
             s += y.sum().item()
-        torch.cuda.synchronize()
-        return s
 
-    def timed() -> float:
-        values = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            loop()
-            values.append(time.perf_counter() - t)
-        return statistics.median(values)
+    def mlp_loop():
+        for _ in range(args.steps):
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(data), target)
+            loss.backward()
+            opt.step()
+            loss.item()
 
-    loop()
-    results = {"plain loop": timed()}
+    loops = {"item": (item_loop, args.iterations), "MLP": (mlp_loop, args.steps)}
+    enter = int(cupti.ApiCallbackSite.API_ENTER)
     seen = [0]
 
     def count(frame, blocked):
@@ -135,29 +157,66 @@ def main(argv: list[str] | None = None) -> int:
     def empty(userdata, domain, cbid, data):
         pass
 
-    variants = {
-        "empty callback, driver layer": (empty, ("driver",)),
-        "empty callback, both layers": (empty, ("driver", "runtime")),
-        "engine callback (count only), driver layer": (blocking_callback(count, enter), ("driver",)),
-        "engine callback (count only), both layers": (blocking_callback(count, enter), ("driver", "runtime")),
-    }
-    for name, (callback, layers) in variants.items():
-        handle = cupti.subscribe(callback, None)
-        for domain, cbid in callback_ids(cupti, layers):
-            cupti.enable_callback(1, handle, domain, cbid)
-        seen[0] = 0
+    def reads_site(userdata, domain, cbid, data):
+        data.callback_site  # noqa: B018 (what reading one field of the callback data costs)
+
+    def subscribed(callback, layers):
+        def run(loop):
+            handle = cupti.subscribe(callback, None)
+            try:
+                for domain, cbid in callback_ids(cupti, layers):
+                    cupti.enable_callback(1, handle, domain, cbid)
+                return timed(loop)
+            finally:
+                cupti.unsubscribe(handle)
+        return run
+
+    def timed(loop) -> float:
+        torch.cuda.synchronize()
+        started = time.perf_counter()
         loop()
-        per_loop = seen[0]
-        results[name] = timed()
-        cupti.unsubscribe(handle)
-        if callback is not empty:
-            results[name + f" [{per_loop} syncs a loop]"] = results.pop(name)
-    results["plain loop after unsubscribing"] = timed()
-    base = results["plain loop"]
-    for name, value in results.items():
-        print(f"  {name:58s} {value:7.3f} s  {value / base:5.2f}x  "
-              f"{(value - base) / args.iterations * 1e6:+6.2f} us/sync")
-    return 0
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
+    variants = {
+        "plain loop": timed,
+        "subscribed, no callback enabled": subscribed(empty, ()),
+        "empty callback, driver layer": subscribed(empty, ("driver",)),
+        "callback reading data.callback_site, driver": subscribed(reads_site, ("driver",)),
+        "engine callback (count only), driver layer": subscribed(blocking_callback(count, enter),
+                                                                 ("driver",)),
+        "engine callback (count only), both layers": subscribed(blocking_callback(count, enter),
+                                                                ("driver", "runtime")),
+    }
+    print(f"== Part 2: what CUPTI costs: {args.iterations} x (y = x @ w; s += y.sum().item()), "
+          f"256x256; MLP {args.steps} steps, one .item() a step; {args.repeats} shuffled rounds, "
+          "median of ratios to the plain loop of the same round")
+    rng = random.Random(0)
+    before = {}
+    for label, (loop, _) in loops.items():  # CUPTI never attached yet in this process
+        loop()
+        before[label] = [timed(loop) for _ in range(args.repeats)]
+    for label, (loop, per) in loops.items():
+        times: dict[str, list[float]] = {name: [] for name in variants}
+        names = list(variants)
+        for name in names:
+            variants[name](loop)  # warm-up
+        seen[0] = 0
+        variants["engine callback (count only), driver layer"](loop)
+        counted = seen[0]
+        for _ in range(args.repeats):
+            rng.shuffle(names)
+            for name in names:
+                times[name].append(variants[name](loop))
+        base = times["plain loop"]
+        print(f"  {label} loop: plain before any CUPTI {statistics.median(before[label]):.3f} s; "
+              f"plain between the rounds {statistics.median(base):.3f} s; "
+              f"the engine's callback counted {counted} a loop")
+        for name, values in times.items():
+            ratios = [v / b for v, b in zip(values, base)]
+            added = statistics.median([v - b for v, b in zip(values, base)]) / per * 1e6
+            print(f"    {name:50s} {statistics.median(values):7.3f} s  "
+                  f"{statistics.median(ratios):5.2f}x  {added:+7.2f} us/sync")
 
 
 def _scenarios(torch):

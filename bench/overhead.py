@@ -2,13 +2,12 @@
 (as %%syncfree runs it) vs the CUPTI engine vs ``syncfree.watch()`` over a script's function
 vs torch.profiler, and a training-shaped loop.
 
-    PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 11] [--strict]
+    PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 15] [--strict]
+    PYTHONPATH=python_helper python3 bench/overhead.py --cpu     # the hook's cost, no GPU needed
 
 The loop (sync-facts.md, "Overhead of ways to observe"): 5000 iterations of
 ``y = x @ w; s += y.sum().item()`` on 256x256 CUDA tensors, compiled under a cell filename
-as ``%%syncfree`` compiles a cell. Each variant runs ``--repeats`` times after a warm-up;
-the variants run round-robin and the median of each is reported with its ratio to the
-plain loop and the added time per sync. The recorder is made as every surface makes it
+as ``%%syncfree`` compiles a cell. The recorder is made as every surface makes it
 (``syncfree.session.new_recorder``); the ``syncfree.watch()`` variant runs the same loop
 defined in a real ``.py`` file (attribution to user files, as for scripts and tests).
 "debug mode floor" is what any engine built on torch's debug-mode warnings pays: warn mode,
@@ -16,10 +15,28 @@ the ``always`` filter and a minimal ``showwarning`` that walks to the cell frame
 dict entry. "CUPTI engine" is the recorder with ``engine="cupti"`` (capture/cupti_engine.py;
 skipped, with the reason, without cupti-python). The MLP loop: a small MLP trained with
 AdamW on one batch, one ``.item()`` of the loss per step (``--steps``).
-Targets: recorder (warn mode, attribution and aggregation) <= the floor + 0.03 and
-``watch()`` <= 1.10x, recorder with blocked time <= 1.15x, CUPTI engine <= 1.5x, on the MLP
-loop <= 1.05x. Without CUDA it
-says so and exits 0. ``--strict`` exits 1 when a target is missed.
+
+How it stays trustworthy in one run: after a warm-up, ``--repeats`` rounds each run every
+variant once, in a shuffled order (``--seed``), so that drift of the CPU and GPU clocks
+reaches every variant alike and no variant always follows the same one. A variant's ratio
+is the median over the rounds of its time over the plain loop's time *of the same round*
+(its spread, the quartiles of those ratios, is printed beside it); the time added per sync
+is the median of the paired differences. The CUPTI variants run in rounds of their own
+after the others, with their own plain loops: CUPTI, once attached, may leave the driver
+slower for the rest of the process, so the debug-mode variants are measured before it ever
+is, and the plain loop after CUPTI is printed against the one before it. torch.profiler
+runs last.
+
+Targets: the recorder (warn mode, attribution and aggregation) and the recorder with
+blocked time (the default of ``%%syncfree``, ``syncfree run`` and ``watch()``) <= the floor
++ 0.03; ``watch()`` <= 1.10x of its plain loop; CUPTI engine <= 1.5x, on the MLP loop <=
+1.05x. ``--strict`` exits 1 when a target is missed. Without CUDA it says so and exits 0.
+
+``--cpu`` measures the same Python path without a GPU: the loop calls ``warnings.warn``
+with torch's sync message where the GPU loop calls ``.item()`` (the warning reaches the
+hook through the same C warnings machinery, from the same frame), and reports the CPU time
+each variant adds per sync (thread time, so that other processes on the machine do not
+count).
 """
 
 from __future__ import annotations
@@ -27,10 +44,12 @@ from __future__ import annotations
 import argparse
 import linecache
 import platform
+import random
 import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
@@ -59,22 +78,41 @@ for _ in range(steps):
     losses.append(loss.item())
 """
 MLP_FILENAME = "<syncfree-bench-mlp>"
-TARGETS = {"recorder": 1.10, "recorder + blocked": 1.15, "syncfree.watch() (.py file)": 1.10,
-           "CUPTI engine": 1.5, "MLP: CUPTI engine": 1.05}
+# --cpu: the .item() of the GPU loop becomes a call that raises torch's sync warning from
+# the cell's frame, as torch's PyWarningHandler does (PyErr_WarnEx, stacklevel 1) when the
+# C++ call returns; `len(y)` stands for the other call of the line (y.sum()).
+CPU_CELL = """\
+s = 0.0
+for _ in range(iterations):
+    y = message
+    s += len(y) + (warn(y, category) or 0)
+"""
+# What torch 2.11 warns with (c10/cuda/CUDAFunctions.cpp, through TORCH_WARN's formatting).
+CPU_MESSAGE = ("called a synchronizing CUDA operation (Triggered internally at "
+               "/pytorch/c10/cuda/CUDAFunctions.cpp:173.)")
+SYNC_PREFIX = "called a synchronizing CUDA operation"
+TARGETS = {"syncfree.watch() (.py file)": 1.10, "CUPTI engine": 1.5, "MLP: CUPTI engine": 1.05}
+FLOOR_MARGIN = 0.03  # the recorder's target: the floor's ratio + this
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--repeats", type=int, default=11)
+    parser.add_argument("--repeats", type=int, default=15, help="rounds (each runs every variant once)")
     parser.add_argument("--steps", type=int, default=1000, help="steps of the MLP loop")
+    parser.add_argument("--seed", type=int, default=0, help="of the shuffled order of each round")
+    parser.add_argument("--cpu", action="store_true",
+                        help="measure the hook's Python path on CPU (no GPU needed)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args(argv)
+    if args.cpu:
+        return cpu_main(args)
 
     import torch
 
     if not torch.cuda.is_available():
-        print("bench/overhead.py needs a CUDA device (torch sees none): nothing measured")
+        print("bench/overhead.py needs a CUDA device (torch sees none): nothing measured "
+              "(--cpu measures the hook's Python path)")
         return 0
 
     import importlib.util
@@ -104,34 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         return run
 
     def floor():
-        # Debug mode's floor: what any warnings-based engine pays per sync.
-        counts: dict = {}
-        filters = warnings.filters[:]
-        showwarning = warnings.showwarning
-        getframe = sys._getframe
-
-        def minimal(message, category, filename, lineno, file=None, line=None):
-            if not str(message).startswith("called a synchronizing CUDA operation"):
-                return  # torch's one-time "prototype feature" warning
-            frame = getframe(1)
-            while frame is not None and frame.f_code.co_filename != FILENAME:
-                frame = frame.f_back
-            if frame is None:
-                return
-            key = (id(frame.f_code), frame.f_lasti)
-            counts[key] = counts.get(key, 0) + 1
-
-        warnings.filterwarnings("always", "called a synchronizing CUDA operation")
-        warnings.showwarning = minimal
-        mode = torch.cuda.get_sync_debug_mode()
-        torch.cuda.set_sync_debug_mode(1)
-        try:
-            plain()
-        finally:
-            torch.cuda.set_sync_debug_mode(mode)
-            warnings.showwarning = showwarning
-            warnings.filters[:] = filters
-            warnings._filters_mutated()
+        with debug_mode_floor(FILENAME) as counts:
+            mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode(1)
+            try:
+                plain()
+            finally:
+                torch.cuda.set_sync_debug_mode(mode)
         assert sum(counts.values()) == args.iterations, counts
 
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
@@ -153,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             with recorder:
                 mlp()
             assert recorder.syncs == args.steps, (recorder.syncs, recorder.notes)
+            assert getattr(recorder, "engine", "debug") == engine, recorder.notes
         return run
 
     folder = tempfile.mkdtemp(prefix="syncfree-bench-")
@@ -166,13 +184,20 @@ def main(argv: list[str] | None = None) -> int:
         module.loop(x, w, args.iterations)
 
     def watched():
-        with syncfree.watch("warn", measure_blocked=False) as watch:
+        with syncfree.watch("warn") as watch:  # blocked time on, as by default
             plain_script()
         (site,) = watch.report.sites  # attributed to the .py file's line 5
         assert (site.file, site.line, site.count) == (str(script), 5, args.iterations), \
             watch.report.text()
 
-    def timed(run) -> float:
+    burst = compile(CELL.replace("range(iterations)", "range(300)"), "<syncfree-bench-burst>", "exec")
+
+    def timer(run: Callable[[], None]) -> float:
+        # The same short burst of the loop before every timed run, so that each one starts
+        # with the GPU and CPU clocks where the loop keeps them (the H100's plain loop spread
+        # by +-10% between rounds without it), whatever ran before it.
+        exec(burst, {"x": x, "w": w})
+        torch.cuda.synchronize()
         started = time.perf_counter()
         run()
         torch.cuda.synchronize()
@@ -183,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
         with torch.profiler.profile(activities=activities, with_stack=True):
             plain()
 
-    variants = {
+    rng = random.Random(args.seed)
+    # Phase 1: debug mode and its floor, before CUPTI was ever attached in this process.
+    debug = rounds({
         "plain loop": plain,
         "debug mode floor": floor,
         "recorder": recorded(False),
@@ -192,45 +219,211 @@ def main(argv: list[str] | None = None) -> int:
         "syncfree.watch() (.py file)": watched,
         "MLP: plain loop": mlp,
         "MLP: recorder + blocked": mlp_recorded("debug"),
-    }
+    }, args.repeats, timer, rng)
+    # Phase 2: the CUPTI engine, with plain loops of its own rounds.
     problem = cupti_problem()
+    cupti: dict[str, list[float]] = {}
     if problem is None:
-        variants["CUPTI engine"] = recorded(True, "cupti")
-        variants["MLP: CUPTI engine"] = mlp_recorded("cupti")
-    for run in variants.values():
-        run()  # warm-up: cuBLAS handles, code caches
-    torch.cuda.synchronize()
-    # Round-robin, so that drift of the clocks (CPU and GPU) reaches every variant alike.
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(args.repeats):
-        for name, run in variants.items():
-            times[name].append(timed(run))
-    # The profiler last: once CUPTI is attached it slows every later kernel launch.
-    profiled()
-    times["torch.profiler with_stack"] = [timed(profiled) for _ in range(args.repeats)]
-    seconds = {name: statistics.median(values) for name, values in times.items()}
+        cupti = rounds({
+            "plain loop": plain,
+            "CUPTI engine": recorded(True, "cupti"),
+            "MLP: plain loop": mlp,
+            "MLP: CUPTI engine": mlp_recorded("cupti"),
+        }, args.repeats, timer, rng)
+    # Phase 3: the profiler, for comparison (a few rounds: it is slow).
+    profiler = rounds({"plain loop": plain, "torch.profiler with_stack": profiled},
+                      max(3, args.repeats // 3), timer, rng)
 
     print(f"syncfree bench: {args.iterations} x (y = x @ w; s += y.sum().item()), 256x256, "
-          f"median of {args.repeats} | {torch.cuda.get_device_name()} | torch {torch.__version__} "
-          f"| Python {platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 -> 10, "
-          "AdamW, one .item() a step")
+          f"{args.repeats} rounds, median of paired ratios (quartiles) | "
+          f"{torch.cuda.get_device_name()} | torch {torch.__version__} "
+          f"| Python {platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 "
+          "-> 10, AdamW, one .item() a step")
+    floor_ratio = paired(debug["debug mode floor"], debug["plain loop"])[0]
+    targets = dict(TARGETS)
+    targets["recorder"] = targets["recorder + blocked"] = round(floor_ratio + FLOOR_MARGIN, 2)
+    missed: list[str] = []
+    rows = [(name, times, debug[_base(name)], _per(name, args)) for name, times in debug.items()]
     if problem is not None:
         print(f"  CUPTI engine: not measured ({problem})")
-    missed = []
-    targets = dict(TARGETS, recorder=round(seconds["debug mode floor"] / seconds["plain loop"] + 0.03, 2))
-    for name, value in seconds.items():
-        base = seconds["plain loop (.py file)" if ".py file" in name else
-                       "MLP: plain loop" if name.startswith("MLP") else "plain loop"]
-        ratio = value / base
+    else:
+        rows.append(("plain loop, CUPTI used before", _median_ratio_row(cupti["plain loop"],
+                                                                          debug["plain loop"]),
+                     None, args.iterations))
+        rows += [(name, times, cupti[_base(name)], _per(name, args))
+                 for name, times in cupti.items() if name not in ("plain loop", "MLP: plain loop")]
+    rows.append(("torch.profiler with_stack", profiler["torch.profiler with_stack"],
+                 profiler["plain loop"], args.iterations))
+    for name, times, base, per in rows:
+        if base is None:  # already a row of its own
+            print(times)
+            continue
+        ratio, low, high, added = paired(times, base)
         target = targets.get(name)
         verdict = ""
         if target is not None:
             verdict = f"target <= {target:.2f}x: {'ok' if ratio <= target else 'MISSED'}"
             if ratio > target:
                 missed.append(name)
-        per_sync = (value - base) / (args.steps if name.startswith("MLP") else args.iterations) * 1e6
-        print(f"  {name:28s} {value:8.3f} s  {ratio:5.2f}x  {per_sync:+6.2f} us/sync  {verdict}")
+        if times is base:  # a plain loop: how much its own rounds spread
+            q1, _, q3 = statistics.quantiles(times, n=4) if len(times) >= 4 else \
+                (min(times), 0.0, max(times))
+            spread = (q3 - q1) / statistics.median(times) / 2 * 100
+            print(f"  {name:30s} {statistics.median(times):7.3f} s  1.00x  (its rounds: "
+                  f"+-{spread:.1f}% between quartiles)")
+            continue
+        print(f"  {name:30s} {statistics.median(times):7.3f} s  {ratio:5.2f}x ({low:.2f}-{high:.2f})"
+              f"  {added / per * 1e6:+6.2f} us/sync  {verdict}")
     return 1 if args.strict and missed else 0
+
+
+def _base(name: str) -> str:
+    return ("plain loop (.py file)" if ".py file" in name else
+            "MLP: plain loop" if name.startswith("MLP") else "plain loop")
+
+
+def _per(name: str, args) -> int:
+    return args.steps if name.startswith("MLP") else args.iterations
+
+
+def _median_ratio_row(after: list[float], before: list[float]) -> str:
+    ratio = statistics.median(after) / statistics.median(before)
+    return (f"  {'plain loop, CUPTI used before':30s} {statistics.median(after):7.3f} s  "
+            f"{ratio:5.2f}x of the plain loop before CUPTI was attached (unpaired)")
+
+
+def rounds(variants: dict[str, Callable[[], None]], repeats: int, timer: Callable[..., float],
+           rng: random.Random) -> dict[str, list[float]]:
+    """Each variant's times: a warm-up, then ``repeats`` rounds of every variant once, in a
+    shuffled order."""
+    for run in variants.values():
+        timer(run)  # warm-up: cuBLAS handles, code caches, first syncs of each site
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    names = list(variants)
+    for _ in range(repeats):
+        rng.shuffle(names)
+        for name in names:
+            times[name].append(timer(variants[name]))
+    return times
+
+
+def paired(times: list[float], base: list[float]) -> tuple[float, float, float, float]:
+    """(median ratio, its lower and upper quartile, median added seconds) of ``times`` over
+    ``base``, round by round."""
+    ratios = [t / b for t, b in zip(times, base)]
+    if len(ratios) >= 4:
+        low, _, high = statistics.quantiles(ratios, n=4)
+    else:
+        low, high = min(ratios), max(ratios)
+    return (statistics.median(ratios), low, high,
+            statistics.median([t - b for t, b in zip(times, base)]))
+
+
+class debug_mode_floor:
+    """``with debug_mode_floor(filename) as counts``: the ``always`` filter for torch's sync
+    warning and a minimal ``showwarning`` that walks to the frame of ``filename`` and
+    counts per (code, instruction): what any engine built on debug-mode warnings pays."""
+
+    def __init__(self, filename: str) -> None:
+        self.filename = filename
+        self.counts: dict = {}
+
+    def __enter__(self) -> dict:
+        counts, filename, getframe = self.counts, self.filename, sys._getframe
+
+        def minimal(message, category, filename_, lineno, file=None, line=None):
+            if not str(message).startswith(SYNC_PREFIX):
+                return  # torch's one-time "prototype feature" warning
+            frame = getframe(1)
+            while frame is not None and frame.f_code.co_filename != filename:
+                frame = frame.f_back
+            if frame is None:
+                return
+            key = (id(frame.f_code), frame.f_lasti)
+            counts[key] = counts.get(key, 0) + 1
+
+        self._filters = warnings.filters[:]
+        self._showwarning = warnings.showwarning
+        warnings.filterwarnings("always", SYNC_PREFIX)
+        warnings.showwarning = minimal
+        return counts
+
+    def __exit__(self, *exc) -> None:
+        warnings.showwarning = self._showwarning
+        warnings.filters[:] = self._filters
+        warnings._filters_mutated()
+
+
+def cpu_main(args) -> int:
+    """--cpu: the per-sync cost of the hook's Python path, in CPU time, without a GPU."""
+    import torch  # noqa: F401 (the recorder imports it; importing it here keeps it out of the timing)
+
+    from syncfree.capture import SyncRecorder, dispatch
+    from syncfree.capture import recorder as recorder_module
+    from syncfree.capture.stall import StallClock
+
+    code = compile(CPU_CELL, FILENAME, "exec")
+    iterations = args.iterations * 4  # CPU syncs are cheap: more of them for a stable figure
+
+    def namespace(warn) -> dict:
+        return {"iterations": iterations, "message": CPU_MESSAGE, "category": UserWarning,
+                "warn": warn}
+
+    def plain():
+        exec(code, namespace(isinstance))  # a C call of two arguments that warns nothing
+
+    def floor():
+        with debug_mode_floor(FILENAME) as counts:
+            exec(code, namespace(warnings.warn))
+        assert sum(counts.values()) == iterations, counts
+
+    def recorded(measure_blocked: bool):
+        def run():
+            recorder = SyncRecorder("warn", measure_blocked=measure_blocked,
+                                    cell_files={FILENAME: 0}, findings={FILENAME: []})
+            with recorder:
+                clock = None
+                if measure_blocked:
+                    # Without CUDA the recorder starts no clock: start the one it starts
+                    # on a GPU (SyncRecorder._install_hooks).
+                    clock = recorder._clock = StallClock(
+                        recorder._cell_files, hook_globals=(vars(recorder_module), vars(dispatch)))
+                    assert clock.start(), "no profiling slot free"
+                try:
+                    exec(code, namespace(warnings.warn))
+                finally:
+                    if clock is not None:
+                        clock.stop()
+                        recorder._clock = None
+            (site,) = recorder.sites
+            assert (site.line, site.count) == (4, iterations), site.to_report()
+            if measure_blocked:
+                assert site.measured == iterations, site.measured
+        return run
+
+    def timer(run) -> float:
+        started = time.thread_time()
+        run()
+        return time.thread_time() - started
+
+    times = rounds({"plain loop": plain, "debug mode floor": floor, "recorder": recorded(False),
+                    "recorder + blocked": recorded(True)},
+                   args.repeats, timer, random.Random(args.seed))
+    print(f"syncfree bench --cpu: {iterations} x (len(y) + warnings.warn(torch's sync message)), "
+          f"{args.repeats} rounds, CPU time added per sync over the plain loop (median, quartiles)"
+          f" | Python {platform.python_version()} | {platform.processor() or platform.machine()}")
+    base = times["plain loop"]
+    for name, values in times.items():
+        added = sorted((t - b) / iterations * 1e6 for t, b in zip(values, base))
+        low, mid, high = statistics.quantiles(added, n=4) if len(added) >= 4 else \
+            (added[0], statistics.median(added), added[-1])
+        print(f"  {name:22s} {statistics.median(values) / iterations * 1e6:6.3f} us/iteration  "
+              f"{mid:+6.3f} us/sync ({low:+.3f} to {high:+.3f})")
+    floor_added = statistics.median(f - b for f, b in zip(times["debug mode floor"], base))
+    for name in ("recorder", "recorder + blocked"):
+        over = statistics.median(t - b for t, b in zip(times[name], base)) - floor_added
+        print(f"  {name} - floor: {over / iterations * 1e6:+.3f} us/sync")
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from syncfree.capture.cupti_engine import (
     CuptiRecorder,
     CuptiSession,
     blocking_callback,
+    single_layer_callback,
 )
 from syncfree.capture.sites import UserFiles
 
@@ -185,6 +186,106 @@ def test_ctrl_c_inside_the_callback_reaches_the_main_thread():
         callback(None, DRIVER, 126, EXIT)  # swallowed there, raised again here
         for _ in range(1000):
             time.sleep(0.001)
+
+
+class Side:
+    """Callback data that counts how often the callback asks which side of a call it is
+    (reading a field of cupti-python's data costs more than the rest of the callback)."""
+
+    reads = 0
+
+    def __init__(self, site: int) -> None:
+        self._site = site
+
+    @property
+    def callback_site(self) -> int:
+        Side.reads += 1
+        return self._site
+
+
+def test_one_layer_counts_each_call_once_asking_cupti_only_now_and_then():
+    calls = []
+    callback = single_layer_callback(lambda frame, blocked: calls.append((frame, blocked)))
+    enter, exit_ = Side(0), Side(1)
+    Side.reads = 0
+    for _ in range(500):
+        callback(None, DRIVER, 126, enter)
+        callback(None, DRIVER, 126, exit_)
+    assert len(calls) == 500
+    assert Side.reads <= cupti_engine.CHECK_FIRST + 1000 // cupti_engine.CHECK_EVERY
+
+
+def test_one_layer_an_exit_whose_enter_came_before_the_subscription_is_not_counted():
+    calls = []
+    callback = single_layer_callback(lambda frame, blocked: calls.append(blocked))
+    callback(None, DRIVER, 126, EXIT)  # the thread was waiting when the watch began
+    for _ in range(3):
+        callback(None, DRIVER, 126, ENTER)
+        time.sleep(0.01)
+        callback(None, DRIVER, 126, EXIT)
+    assert len(calls) == 3 and all(0.01 <= b < 1.0 for b in calls)
+
+
+def test_one_layer_a_thread_out_of_step_keeps_its_counts_and_is_put_right():
+    calls = []
+    callback = single_layer_callback(lambda frame, blocked: calls.append(blocked))
+    for _ in range(cupti_engine.CHECK_FIRST):  # in step, checked
+        callback(None, DRIVER, 126, ENTER)
+        callback(None, DRIVER, 126, EXIT)
+    callback(None, DRIVER, 126, EXIT)  # entered while its callback was being enabled
+    real = cupti_engine.CHECK_EVERY
+    for _ in range(real):
+        callback(None, DRIVER, 126, ENTER)
+        callback(None, DRIVER, 126, EXIT)
+    assert len(calls) - cupti_engine.CHECK_FIRST in (real, real + 1)  # every call once
+    calls.clear()
+    callback(None, DRIVER, 126, ENTER)
+    time.sleep(0.02)
+    callback(None, DRIVER, 126, EXIT)
+    assert len(calls) == 1 and 0.02 <= calls[0] < 1.0  # in step again: timed from its enter
+
+
+def test_one_layer_threads_apart_and_calls_made_while_recording_ignored():
+    calls = []
+
+    def record(frame, blocked):
+        calls.append(frame.f_code.co_name)
+        callback(None, DRIVER, 126, ENTER)  # e.g. a first-sync classification touching CUDA
+        callback(None, DRIVER, 126, EXIT)
+
+    callback = single_layer_callback(record)
+    inside, done = threading.Event(), threading.Event()
+
+    def worker():
+        callback(None, DRIVER, 126, ENTER)
+        inside.set()
+        done.wait(5)
+        callback(None, DRIVER, 126, EXIT)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    inside.wait(5)
+    for _ in range(10):
+        callback(None, DRIVER, 17, ENTER)
+        callback(None, DRIVER, 17, EXIT)
+    done.set()
+    thread.join(5)
+    assert sorted(calls) == ["test_one_layer_threads_apart_and_calls_made_while_recording_ignored"] * 10 \
+        + ["worker"]
+
+
+def test_the_session_on_one_layer_infers_the_side_of_most_events():
+    api = FakeCupti()
+    calls = []
+    session = CuptiSession(lambda frame, blocked: calls.append(frame), api=api)
+    session.start()
+    enter, exit_ = Side(0), Side(1)
+    Side.reads = 0
+    for _ in range(200):
+        api.callback(None, DRIVER, 126, enter)
+        api.callback(None, DRIVER, 126, exit_)
+    session.stop()
+    assert len(calls) == 200 and Side.reads < 20
 
 
 # ---------------------------------------------------------------------------- the session

@@ -16,8 +16,9 @@ and records one sync per outermost blocking call of a thread:
 - **How long.** ``perf_counter`` at the outermost enter and exit: the blocked time.
 - Warnings play no part, so a program's warnings handling cannot blind it.
 
-The callback is kept to a depth update at enter and, at exit, a frame lookup and the
-recorder's dictionary update (bench/overhead.py measures it). CUPTI takes one subscriber
+The callback is kept to a timestamp at enter and, at exit, a frame lookup and the
+recorder's dictionary update (bench/overhead.py measures it); with one layer it infers
+enter from exit instead of reading cupti-python's callback data (`single_layer_callback`). CUPTI takes one subscriber
 per process: when torch.profiler, Nsight Systems or another tool holds it, `CuptiBusy`
 names the holder and the recorder falls back to debug mode (`CuptiRecorder`).
 
@@ -37,6 +38,8 @@ from types import FrameType
 from typing import Any
 
 from .recorder import SyncRecorder
+
+_get_ident = threading.get_ident
 
 #: Blocking CUDA runtime calls (the names of cupti-python's ``runtime_api_trace_cbid``):
 #: device, stream and event synchronize, and the synchronous copies. A name a CUPTI
@@ -154,6 +157,74 @@ def blocking_callback(record: Callable[[FrameType | None, float], None], enter_s
     return on_blocking_call
 
 
+#: A single-layer callback asks CUPTI which side of a call an event is (enter or exit) on a
+#: thread's first events and then on one event in `CHECK_EVERY`; in between it infers it.
+CHECK_FIRST = 4
+CHECK_EVERY = 64
+
+
+def single_layer_callback(record: Callable[[FrameType | None, float], None], enter_site: int = 0,
+                          on_error: Callable[[BaseException], None] | None = None):
+    """`blocking_callback` for one layer (`LAYERS`, the driver's): the same counts, frames
+    and blocked times, without reading ``data.callback_site`` at every event.
+
+    Reading a field of cupti-python's callback data costs more than the rest of the
+    callback (about 4 us on an H100, bench/cupti_layers.py part 2). Within one layer the
+    blocking calls of a thread never nest, so its events alternate enter, exit, enter...
+    and the side of an event follows from the one before. CUPTI is asked on a thread's
+    first `CHECK_FIRST` events, which sets the alternation right for a thread that was
+    already inside a call when the subscription began (that exit is not counted, as in
+    `blocking_callback`), and on one event in `CHECK_EVERY` after that, so that a thread
+    out of step (one that entered a call while its callback was being enabled) is put
+    right within a few syncs; out of step, counts and frames stay right (each inferred
+    exit is a real enter, at the same Python frame as the call's exit) and only that
+    thread's blocked times are wrong. CUDA calls made while recording (a site's first
+    sync) are ignored, enter and exit.
+    """
+    # Per thread: [phase (0 between calls, 1 inside one, 2 recording), enter time, events].
+    states: dict[int, list] = {}
+    clock = perf_counter
+    ident = threading.get_ident
+    getframe = sys._getframe
+
+    def on_blocking_call(userdata, domain, cbid, data):
+        state = states.get(ident())
+        if state is None:
+            state = states[ident()] = [0, 0.0, 0]
+        phase = state[0]
+        if phase == 2:
+            return
+        seen = state[2] = state[2] + 1
+        if seen <= CHECK_FIRST or not seen % CHECK_EVERY:
+            if data.callback_site == enter_site:
+                phase = 0
+            elif not phase:  # an exit whose enter came before the subscription
+                return
+            else:
+                phase = 1
+        if not phase:
+            state[0] = 1
+            state[1] = clock()
+            return
+        blocked = clock() - state[1]
+        state[0] = 2
+        try:
+            try:
+                frame = getframe(1)
+            except ValueError:  # a thread that never ran Python code (a C++ worker)
+                frame = None
+            record(frame, blocked)
+        except KeyboardInterrupt:
+            _thread.interrupt_main()
+        except Exception as exc:  # never into CUDA's caller
+            if on_error is not None:
+                on_error(exc)
+        finally:
+            state[0] = 0
+
+    return on_blocking_call
+
+
 def callback_ids(cupti, layers: Iterable[str] = LAYERS) -> list[tuple[int, int]]:
     """(domain, cbid) of every blocking call of ``layers`` that this CUPTI knows."""
     ids = []
@@ -188,8 +259,8 @@ class CuptiSession:
     def start(self) -> None:
         cupti = self._api if self._api is not None else load_cupti()
         self._api = cupti
-        callback = blocking_callback(self._record, int(cupti.ApiCallbackSite.API_ENTER),
-                                     self._on_error)
+        make = single_layer_callback if len(set(self._layers)) == 1 else blocking_callback
+        callback = make(self._record, int(cupti.ApiCallbackSite.API_ENTER), self._on_error)
         handle = self._subscribe(cupti, callback)
         self._handle = handle  # before enabling: stop() unsubscribes whatever follows
         try:
@@ -233,16 +304,19 @@ class CuptiSession:
         return self._handle is not None
 
 
-def _explicit_calls(torch) -> dict:
-    """Code objects of torch's explicit synchronize functions -> the kind debug mode gives
-    them (explicit.py wraps the same functions)."""
-    codes = {}
+def _explicit_calls(torch) -> tuple[dict[int, str], list]:
+    """id() of the code objects of torch's explicit synchronize functions -> the kind debug
+    mode gives them (explicit.py wraps the same functions), and those code objects, kept
+    alive so that no id is reused. Keyed by id: hashing a code object hashes its constants,
+    on every blocking call."""
+    kinds, codes = {}, []
     for owner, name in ((torch.cuda, "synchronize"), (torch.cuda.Event, "synchronize"),
                         (getattr(torch, "accelerator", None), "synchronize")):
         code = getattr(getattr(owner, name, None), "__code__", None)
         if code is not None:
-            codes[code] = "explicit"
-    return codes
+            kinds[id(code)] = "explicit"
+            codes.append(code)
+    return kinds, codes
 
 
 def _result_name(cupti, exc: BaseException) -> str:
@@ -270,7 +344,8 @@ class CuptiRecorder(SyncRecorder):
             raise ValueError(f"the CUPTI engine records warn mode only, not {self.mode!r}")
         self.engine = "cupti"
         self._cupti_api = cupti_api
-        self._explicit: dict = {}
+        self._explicit: dict[int, str] = {}
+        self._explicit_codes: list = []
 
     def _install_hooks(self, torch, undo) -> None:
         undo.push(_release, self)
@@ -282,17 +357,31 @@ class CuptiRecorder(SyncRecorder):
                       "only the syncs that go through torch)")
             super()._install_hooks(torch, undo)
             return
-        self._explicit = _explicit_calls(torch)
+        self._explicit, self._explicit_codes = _explicit_calls(torch)
         self.cuda = True
 
     def record_blocking(self, frame: FrameType | None, blocked_s: float) -> None:
         """One blocking CUDA call whose calling thread's innermost Python frame is
         ``frame`` (None: a thread without Python code), blocked ``blocked_s`` seconds."""
-        # For a known site the recorder's cache makes this one walk of frames and one dict
-        # update (classification at a site's first sync). torch's explicit synchronize
-        # calls are named as debug mode's wrappers name them.
-        kind = self._explicit.get(frame.f_code) if frame is not None else None
-        self.record_sync(frame, kind, blocked_s=blocked_s if self.measure_blocked else None)
+        # The hot path, once per blocking call: for a known site on a top-level line of the
+        # cell, one dict lookup (the key `_record` would build: kind None, not predicted,
+        # no detail, then `_stack_key`); otherwise the recorder's general path, which
+        # walks the frames and classifies at a site's first sync. torch's explicit
+        # synchronize calls (never module code) are named as debug mode's wrappers name them.
+        blocked = blocked_s if self.measure_blocked else None
+        if frame is None:
+            self.record_sync(None, None, blocked_s=blocked)
+            return
+        code = frame.f_code
+        if self.parent is None and code.co_name == "<module>" and code.co_filename in self._cell_files:
+            tally = self._cache.get((None, False, None, _get_ident(), id(code), frame.f_lasti))
+            if tally is not None:
+                tally.count += 1
+                if blocked is not None:
+                    tally.blocked_s += blocked
+                    tally.measured += 1
+                return
+        self.record_sync(frame, self._explicit.get(id(code)), blocked_s=blocked)
 
     def sync_warning(self, frame: FrameType) -> None:
         # Debug mode, installed for another recorder, reports a torch sync that CUPTI has
@@ -310,22 +399,17 @@ _users: list[CuptiRecorder] = []
 _session: list[CuptiSession] = []
 
 
-def _routing():
-    """(owner, unowned): the recorder a sync made in the current thread or task belongs to,
-    and where syncs that nobody owns are counted (dispatch.py)."""
-    try:
-        from . import dispatch
-    except ImportError:  # before the dispatcher: the innermost CUPTI recorder
-        return (lambda: _users[-1] if _users else None), (lambda count=1: None)
-    return dispatch.owner, dispatch.unowned
-
-
 def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
     if not _session:
-        owner, unowned = _routing()
+        from . import dispatch
+
+        owner_get, process, unowned = dispatch._owner_get, dispatch._process, dispatch.unowned
 
         def deliver(frame, blocked):
-            target = owner()
+            # dispatch.owner(), inlined: this runs once per blocking call.
+            target = owner_get()
+            if target is None or not target.running:
+                target = process[-1] if process else None
             if isinstance(target, CuptiRecorder):
                 if target.engine == "cupti":
                     target.record_blocking(frame, blocked)
@@ -354,4 +438,5 @@ def _release(recorder: CuptiRecorder) -> None:
 
 
 __all__ = ["BLOCKING_DRIVER", "BLOCKING_RUNTIME", "LAYERS", "CuptiBusy", "CuptiRecorder",
-           "CuptiSession", "CuptiUnavailable", "blocking_callback", "callback_ids", "load_cupti"]
+           "CuptiSession", "CuptiUnavailable", "blocking_callback", "callback_ids", "load_cupti",
+           "single_layer_callback"]

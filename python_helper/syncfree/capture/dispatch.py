@@ -88,7 +88,8 @@ _running: list[Any] = []      # every recorder between enter and exit, any scope
 _debug_users: list[Any] = []  # recorders using the debug-mode engine
 _installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
 _filter_lists: list[list] = []  # the filters lists syncfree's entries were put in
-_entries: list[tuple] = []      # syncfree's two filter entries while installed
+_entries: list[tuple] = []      # syncfree's filter entries while installed
+_exact: list[str | None] = []   # torch's sync message as it arrives, once seen (see _learn)
 _mode_before: list[int] = []    # torch's debug mode before the first install
 _real: dict[str, Any] = {}      # the functions replaced: "showwarnmsg", "set", "get", "mutated"
 _program_mode: list[int] = []   # the debug mode the program set while the engine ran
@@ -192,8 +193,11 @@ def unowned(count: int = 1) -> None:
 def _showwarnmsg(msg: Any) -> None:
     # The hot path: on a GPU loop it runs once per sync (bench/overhead.py measures it):
     # a prefix test, one ContextVar read, then the owner's frame walk and dict lookup.
-    if not str(msg.message).startswith(SYNC_MESSAGE):
+    text = str(msg.message)
+    if not text.startswith(SYNC_MESSAGE):
         return _real["showwarnmsg"](msg)
+    if not _exact:
+        _learn(text)
     recorder = _owner_get()
     if recorder is None or not recorder.running:
         recorder = _process[-1] if _process else None
@@ -220,7 +224,10 @@ def _as_the_program_asked(msg: Any) -> None:
 def _filters_mutated() -> None:
     """Lib/warnings.py calls this after every change of the filters (simplefilter,
     filterwarnings, resetwarnings, catch_warnings enter and exit)."""
-    _put_entries_first()
+    # Under the lock: a sync in another thread may be putting the entries first right now
+    # (_learn), and two interleaved moves would leave an entry twice in the list.
+    with _lock:
+        _put_entries_first()
     _real["mutated"]()
 
 
@@ -231,13 +238,45 @@ def _put_entries_first() -> None:
     filters = warnings.filters
     if not isinstance(filters, list):
         return
-    if len(filters) >= 2 and filters[0] is entries[0] and filters[1] is entries[1]:
+    if len(filters) >= len(entries) and all(f is e for f, e in zip(filters, entries)):
         return
     if not any(f is filters for f in _filter_lists):
         _filter_lists.append(filters)  # before the insert: leaving finds it
     remove_entries(filters, tuple(entries))
-    filters.insert(0, entries[1])
-    filters.insert(0, entries[0])
+    filters[0:0] = entries
+
+
+def _sync_entries() -> list[tuple]:
+    # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
+    entries = [("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0),
+               ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)]
+    if _exact and _exact[0] is not None:
+        entries.insert(0, ("always", _exact[0], Warning, None, 0))
+    return entries
+
+
+def _learn(text: str) -> None:
+    """The first sync warning's text becomes a filter entry of its own, first in the list:
+    C's filter check compares a plain-str message with ``==`` where a pattern costs a
+    ``match()`` call per sync (check_matched in Python/_warnings.c). torch's message is the
+    same text at every sync (TORCH_WARN in warn_or_error_on_sync adds the C++ file and line
+    of that one function); any other text still meets the pattern behind it. Only where
+    the warnings module runs on that C implementation: Lib/warnings.py's Python fallback
+    would call ``.match`` on the str."""
+    with _lock:
+        if _exact:
+            return
+        if not _C_FILTERS:
+            _exact.append(None)
+            return
+        _exact.append(text)
+        if _entries:
+            _entries.insert(0, ("always", text, Warning, None, 0))
+            _put_entries_first()
+
+
+# warn() and warn_explicit() of Python/_warnings.c (builtins), not Lib/warnings.py's fallback.
+_C_FILTERS = type(warnings.warn_explicit) is type(len)
 
 
 def _set_sync_debug_mode(debug_mode: Any) -> None:
@@ -285,10 +324,8 @@ def attach_debug(recorder: Any, torch: Any, cuda: bool) -> None:
 
 
 def _install(torch: Any, cuda: bool) -> None:
-    # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync.
     if not _entries:
-        _entries[:] = [("always", re.compile(re.escape(SYNC_MESSAGE)), Warning, None, 0),
-                       ("ignore", re.compile(re.escape(_PROTOTYPE_MESSAGE)), Warning, None, 0)]
+        _entries[:] = _sync_entries()
     _put_entries_first()
     _replace(warnings, "_showwarnmsg", _showwarnmsg, "showwarnmsg")
     if hasattr(warnings, "_filters_mutated"):  # Python 3.14 moved it (Lib/_py_warnings.py)

@@ -336,8 +336,14 @@ class SyncRecorder:
         # one dict lookup, with the walk inlined for the common case of a sync on a
         # top-level line of the cell (bench/overhead.py measures it).
         __tracebackhide__ = True
+        ident = _get_ident()
         clock = self._clock
-        blocked = clock.pause() if clock is not None else None
+        if clock is None:
+            blocked = None
+        elif clock.monitored == ident:  # StallClock.pause(), inlined for sys.monitoring
+            blocked = perf_counter() - clock.stamp[0]
+        else:
+            blocked = clock.pause()
         try:
             # A wrapper another tool put around the hook runs in the warnings module.
             while frame.f_globals is WARNINGS_GLOBALS:
@@ -346,7 +352,7 @@ class SyncRecorder:
             code = frame.f_code
             files = self._cell_files
             if code.co_name == "<module>" and code.co_filename in files:
-                key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
+                key = (ident, id(code), frame.f_lasti)  # == _stack_key(frame, files)
             else:
                 key = _stack_key(frame, files, self.boundary)
             tally = self._cache.get(key)
@@ -361,14 +367,17 @@ class SyncRecorder:
             while parent is not None:  # the recorders around this one in its thread
                 if parent.running:
                     parent_tally = parent._count(frame, blocked)
-                    if parent.mode == "error" and _get_ident() == parent._thread:
+                    if parent.mode == "error" and ident == parent._thread:
                         parent._error_site = parent_tally
                         stop = True
                 parent = parent.parent
         finally:
             if clock is not None:
-                clock.resume()
-        if stop and _get_ident() == self._thread and self._stops_at(tally):
+                if clock.monitored == ident:  # StallClock.resume(), inlined
+                    clock.stamp[0] = perf_counter()
+                else:
+                    clock.resume()
+        if stop and ident == self._thread and self._stops_at(tally):
             # Error mode is warn mode plus this error, raised in the recorder's own thread
             # only (torch's error mode would stop every thread of the process); torch
             # raises it from the syncing call, as filterwarnings("error") would.

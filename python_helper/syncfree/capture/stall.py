@@ -52,7 +52,10 @@ class StallClock:
     """
 
     def __init__(self, cell_files: Mapping[str, int], hook_globals: tuple[dict, dict]) -> None:
-        self._stamp = [0.0]
+        self._stamp = self.stamp = [0.0]  # perf_counter() of the cell's last call
+        # The thread being timed while sys.monitoring times it, else None: the hook then
+        # reads and resets `stamp` itself (pause() and resume() have nothing to switch).
+        self.monitored: int | None = None
         self._thread = threading.get_ident()
         self._cell_files = cell_files
         self._hook_globals = hook_globals
@@ -90,6 +93,7 @@ class StallClock:
                 monitoring.register_callback(tool, monitoring.events.CALL, None)
                 monitoring.free_tool_id(tool)
             self._tool = None
+            self.monitored = None
         elif self._callback is not None and sys.getprofile() is self._callback:
             sys.setprofile(None)
         elif self._callback is not None and not self._paused:
@@ -131,6 +135,7 @@ class StallClock:
                                             monitoring.DISABLE)
             monitoring.register_callback(tool, monitoring.events.CALL, callback)
             monitoring.set_events(tool, monitoring.events.CALL)
+            self.monitored = self._thread
             return True
         return False
 
@@ -149,10 +154,16 @@ class StallClock:
 def _monitoring_callback(stamp: list, cell_files: Mapping[str, int], owner: int, disable):
     clock = perf_counter
     ident = threading.get_ident
+    # The cell's filenames seen so far: a set lookup on the hot path, where `cell_files`
+    # may be a UserFiles whose membership test is a Python method (scripts, tests).
+    seen: set[str] = set()
 
     def on_cell_call(code, offset, callable_, arg0):
-        if code.co_filename not in cell_files:
-            return disable  # never called again for this call site
+        filename = code.co_filename
+        if filename not in seen:
+            if filename not in cell_files:
+                return disable  # never called again for this call site
+            seen.add(filename)
         if ident() == owner:
             stamp[0] = clock()
         return None
