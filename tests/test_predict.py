@@ -1041,3 +1041,25 @@ def test_through_sync_recorder_pattern_totals(name):
     expected = DOCUMENTED_EXCEPTIONS.get(name, measured_syncs(PATTERNS[name]))
     assert recorder.syncs - before == expected
     assert sum(site.count for site in recorder.sites) == expected  # all on the cell's lines
+
+
+@pytest.mark.parametrize("operation", [
+    "weight == weight_cuda", "weight_cuda + weight", "weight_cuda.mv(vec)",
+    "torch.cat([weight_cuda, weight])", "weight.clone().mul_(weight_cuda)",
+])
+def test_a_cpu_operand_with_a_cuda_one_raises_as_on_a_gpu(operation):
+    # A CUDA kernel takes no CPU operand but a 0-dim one: on a GPU these raise. On the
+    # stand-ins they ran, so torch-optimizer's `assert weight == weight_cuda` (a CPU
+    # copy against a CUDA one) failed on the bool of a 50-element tensor instead, and
+    # `a + b` passed where a GPU raises (tests/gpu/test_suites_gpu.py on the GPU).
+    namespace = {"torch": torch}
+    with PredictSession(CollectingRecorder()):
+        exec("weight = torch.randn(10, 5)\nweight_cuda = weight.cuda()\nvec = torch.randn(5)\n"
+             "scalar = torch.tensor(2.0)\nindex = torch.tensor([0, 3])\n", namespace)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device, "
+                                               "but found at least two devices, cuda:0 and cpu!"):
+            exec(operation, namespace)
+        # a CPU scalar operand, a CPU index and a copy from the host are what CUDA takes
+        for allowed in ("weight_cuda * scalar", "weight_cuda == scalar", "weight_cuda[index]",
+                        "weight_cuda.copy_(weight)", "weight_cuda.mv(vec.cuda())"):
+            assert eval(allowed, namespace).is_cuda, allowed

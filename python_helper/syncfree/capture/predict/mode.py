@@ -121,6 +121,8 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return func(*args, **kwargs)  # no tensor in, no device named: nothing to mark
     # kept: storages of host inputs, where in-place and out= results stay
     virtual_input, kept = registry.split_inputs(inputs)
+    if virtual_input and kept and getattr(func, "__name__", None) in _SAME_DEVICE_OPS:
+        _check_same_device(registry, inputs)
     if virtual_input:  # an op no handler covers: the measured table (capture/optable.py)
         syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
         if syncs:
@@ -137,6 +139,31 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         for out in _tensors_in(result):
             registry.mark_pinned(out)
     return result
+
+
+# Ops whose CUDA kernels take no CPU operand but a 0-dim one (a CPU scalar): elementwise
+# arithmetic and comparisons (TensorIteratorBase::compute_types, check_all_same_device in
+# aten/src/ATen/TensorIterator.cpp), and matrix products and cat, whose wrappers check
+# every argument's device (torchgen's check_and_update_common_device). On the CPU stand-ins
+# these would run, and a test comparing a CPU tensor with its CUDA copy would fail for
+# another reason than on a GPU, or pass where a GPU raises.
+_SAME_DEVICE_OPS = frozenset({
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "eq", "ne", "lt", "le", "gt", "ge", "eq_", "ne_", "lt_", "le_", "gt_", "ge_",
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
+    "__mul__", "__rmul__", "__imul__", "__truediv__", "__rtruediv__", "__itruediv__",
+    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "true_divide",
+    "maximum", "minimum", "isclose", "allclose",
+    "__matmul__", "__rmatmul__", "matmul", "mm", "mv", "bmm", "dot", "cat", "concat", "stack",
+})
+_SAME_DEVICE_MESSAGE = ("Expected all tensors to be on the same device, but found at least two "
+                        "devices, cuda:0 and cpu!")
+
+
+def _check_same_device(registry: Any, inputs: list) -> None:
+    for tensor in inputs:
+        if not registry.is_cuda(tensor) and tensor.device.type == "cpu" and tensor.dim() > 0:
+            raise RuntimeError(_SAME_DEVICE_MESSAGE)
 
 
 _optable_module: Any = None
