@@ -1,6 +1,7 @@
 import { Widget } from '@lumino/widgets';
 import { ROWS_SHOWN, SyncsPanel, deltaText } from '../sidebar/panel';
 import { IRankInput, ISiteFilter, SiteRanking, filterChoices } from '../sidebar/ranking';
+import { RankKey, compareRankKeys, rankKey, steadyMs } from '../sidebar/cost';
 
 const rankSites = (inputs: IRankInput[], filter?: ISiteFilter) => new SiteRanking(inputs, filter).flat();
 import { loopReport, report, site } from './fixtures';
@@ -175,6 +176,197 @@ describe('rankSites', () => {
   });
 });
 
+/*
+ * The panel ranks as the reports do: python_helper/syncfree/capture/sites.py rank_key, the
+ * cases of tests/test_sites.py::test_rank_key_puts_the_cost_after_the_first_call_first and
+ * the keys the Python gives (printed by `rank_key(*args)`).
+ */
+describe('rankKey, a port of sites.py rank_key', () => {
+  type Args = [boolean, number | null, number | null, number];
+  // [one_off, blocked_ms, first_ms, count] -> the Python's key.
+  const timed: [Args, RankKey][] = [
+    [
+      [false, 100.99, 100.0, 100],
+      [false, -0.99, -100]
+    ],
+    [
+      [false, 100.0, 1.0, 100],
+      [false, -99.0, -100]
+    ],
+    [
+      [true, 150.0, 40.0, 16],
+      [true, -150.0, -16]
+    ],
+    [
+      [false, 5.0, null, 2],
+      [false, -5.0, -2]
+    ],
+    [
+      [false, 2.0, 3.5, 4],
+      [false, -0.0, -4]
+    ],
+    [
+      [false, 103.0, 100.0, 3],
+      [false, -3.0, -3]
+    ],
+    [
+      [true, 0.3, null, 1],
+      [true, -0.3, -1]
+    ]
+  ];
+  const sortedBy = (keys: RankKey[]) =>
+    keys
+      .map((key, i) => ({ key, i }))
+      .sort((a, b) => compareRankKeys(a.key, b.key) || a.i - b.i)
+      .map(k => k.i);
+
+  it('gives the keys the Python gives to timed sites', () => {
+    for (const [args, key] of timed) {
+      const ported = rankKey(...args);
+      expect(ported[0]).toBe(key[0]);
+      expect(ported[1]).toBeCloseTo(key[1], 9);
+      expect(ported[2]).toBe(key[2]);
+    }
+    expect(steadyMs(103.0, 100.0)).toBe(3.0);
+    expect(steadyMs(2.0, 3.5)).toBe(0);
+    expect(steadyMs(0.1 + 0.2, 0.1)).toBe(0.2); // rounded to 3 decimals, as round(x, 3)
+    expect(steadyMs(null, null)).toBeNull();
+  });
+
+  it('ranks the cost after the first call first, one-off sites after every recurring one', () => {
+    const warmUp = rankKey(false, 100.99, 100.0, 100); // 100 ms once, then 0.01 ms per call
+    const perStep = rankKey(false, 100.0, 1.0, 100); // 1 ms every step
+    const moduleMove = rankKey(true, 150.0, 40.0, 16); // paid once
+    expect(sortedBy([moduleMove, warmUp, perStep])).toEqual([2, 1, 0]);
+    expect(sortedBy(timed.map(([args]) => rankKey(...args)))).toEqual(sortedBy(timed.map(([, key]) => key)));
+  });
+
+  it('ranks by count without times (predict mode), recurring first', () => {
+    const untimed: Args[] = [
+      [false, null, null, 3],
+      [true, null, null, 16],
+      [false, null, null, 7]
+    ];
+    expect(compareRankKeys(rankKey(false, null, null, 7), rankKey(false, null, null, 3))).toBeLessThan(0);
+    expect(sortedBy(untimed.map(args => rankKey(...args)))).toEqual([2, 0, 1]);
+    // Where the Python never looks (its runs are timed throughout or not at all): an untimed
+    // site of another cell's run after every timed one of its phase.
+    expect(compareRankKeys(rankKey(false, 0, null, 1), rankKey(false, null, null, 500))).toBeLessThan(0);
+    expect(compareRankKeys(rankKey(false, null, null, 500), rankKey(true, 9, null, 1))).toBeLessThan(0);
+  });
+});
+
+/** A notebook's cells after a measured run: warm-up, per-step and one-off syncs. */
+function phasedInputs(): IRankInput[] {
+  const cell = (cellId: string, cellNumber: number, sites: ReturnType<typeof site>[]): IRankInput => ({
+    cellId,
+    cellNumber,
+    previous: null,
+    lineCount: 9,
+    report: report({ sites, findings: [] })
+  });
+  return [
+    // A 150 ms module move, paid once, in a cell of its own.
+    cell('setup', 1, [
+      site({
+        line: 2,
+        chain: [2],
+        kind: 'copy',
+        label: 'a copy to the GPU',
+        count: 16,
+        blocked_ms: 150,
+        first_ms: 40,
+        phase: 'once'
+      })
+    ]),
+    cell('train', 2, [
+      // 100 ms at the first call, then 0.01 ms per call.
+      site({ line: 4, chain: [4], count: 100, blocked_ms: 100.99, first_ms: 100 }),
+      // 1 ms every step, 50 steps.
+      site({
+        line: 5,
+        chain: [5],
+        kind: 'nonzero',
+        label: '`torch.nonzero`',
+        count: 50,
+        blocked_ms: 50,
+        first_ms: 1
+      }),
+      // A checkpoint saved once at the end.
+      site({
+        line: 7,
+        chain: [7],
+        kind: 'copy',
+        label: 'a copy to the host',
+        count: 30,
+        blocked_ms: 120,
+        first_ms: 5,
+        phase: 'once'
+      })
+    ])
+  ];
+}
+
+describe('the Syncs panel ranks as the reports do (first call, once)', () => {
+  const key = (r: { cellId: string; line: number }) => `${r.cellId}:${r.line}`;
+
+  it('ranks recurring sites by their time after the first call, one-off ones after them', () => {
+    const ranking = new SiteRanking(phasedInputs());
+    expect(ranking.flat().map(key)).toEqual(['train:5', 'train:4', 'setup:2', 'train:7']);
+    // The cell where something recurs first, though the setup cell blocked longer in all.
+    const groups = ranking.groups();
+    expect(groups.map(g => [g.cellId, g.sites.map(s => s.line)])).toEqual([
+      ['train', [5, 4, 7]],
+      ['setup', [2]]
+    ]);
+    expect(groups[0]).toMatchObject({ oneOff: false, rankMs: 49.99, once: { sites: 1, syncs: 30, blockedMs: 120 } });
+    expect(groups[1]).toMatchObject({ oneOff: true, rankMs: 150 });
+    expect(ranking.onceTotals()).toEqual({ sites: 2, syncs: 46, blockedMs: 270 });
+    const [perStep, warmUp] = ranking.flat();
+    expect(warmUp.firstCall).toBe('first sync 100 ms, then 0.010 ms per sync ×99');
+    expect(perStep.firstCall).toBe('first sync 1.00 ms, then 1.00 ms per sync ×49');
+    expect(ranking.flat().find(r => r.line === 7)!.firstCall).toBeNull(); // paid once: no split
+  });
+
+  it('ranks predicted sites by count, recurring first', () => {
+    const predicted = report({
+      mode: 'predict',
+      sites: [
+        site({ line: 2, chain: [2], kind: 'copy', count: 16, blocked_ms: null, phase: 'once' }),
+        site({ line: 4, chain: [4], count: 3, blocked_ms: null }),
+        site({ line: 5, chain: [5], kind: 'nonzero', count: 7, blocked_ms: null })
+      ],
+      findings: []
+    });
+    const ranking = new SiteRanking([{ cellId: 'p', cellNumber: 1, report: predicted, previous: null }]);
+    expect(ranking.flat().map(r => r.line)).toEqual([5, 4, 2]);
+    expect(ranking.flat(Infinity, { key: 'count', descending: true }).map(r => r.line)).toEqual([5, 4, 2]);
+  });
+
+  it('keeps a column sort the user picked, recurring rows before one-off ones by count or time', () => {
+    const ranking = new SiteRanking(phasedInputs());
+    expect(ranking.flat(Infinity, { key: 'count', descending: true }).map(key)).toEqual([
+      'train:4',
+      'train:5',
+      'train:7',
+      'setup:2'
+    ]);
+    expect(ranking.flat(Infinity, { key: 'blocked', descending: false }).map(key)).toEqual([
+      'train:4',
+      'train:5',
+      'train:7',
+      'setup:2'
+    ]);
+    // Sorted by place, the phases mix (each row says "once" itself).
+    expect(ranking.flat(Infinity, { key: 'location', descending: false }).map(key)).toEqual([
+      'setup:2',
+      'train:4',
+      'train:5',
+      'train:7'
+    ]);
+  });
+});
+
 describe('SyncsPanel', () => {
   function panel(source: IRankInput[] | null, jump = jest.fn()) {
     const widget = new SyncsPanel({ jump });
@@ -336,6 +528,59 @@ describe('SyncsPanel', () => {
     expect(measured.node.querySelector('.jp-syncfree-sidebar-totals')!.textContent).toBe(
       '103 syncs in 3 cells · 42.9 ms blocked'
     );
+  });
+
+  it('lists the syncs paid once under their own heading, and a first call under the blocked time', () => {
+    const { widget } = panel(phasedInputs());
+    const drawn = () =>
+      Array.from(widget.node.querySelector('.jp-syncfree-sidebar-list')!.children)
+        .slice(1) // the column headers
+        .map(node =>
+          node.classList.contains('jp-syncfree-sidebar-row')
+            ? `${(node as HTMLElement).dataset.cellId}:${(node as HTMLElement).dataset.line}`
+            : node.classList.contains('jp-syncfree-sidebar-once')
+              ? `once: ${node.querySelector('.jp-syncfree-sidebar-once-totals')!.textContent}`
+              : `cell ${(node as HTMLElement).dataset.cellId}`
+        );
+    expect(drawn()).toEqual([
+      'cell train',
+      'train:5',
+      'train:4',
+      'once: 30 syncs · 120 ms',
+      'train:7',
+      'cell setup',
+      'once: 16 syncs · 150 ms',
+      'setup:2'
+    ]);
+    const heading = widget.node.querySelector('.jp-syncfree-sidebar-once')!;
+    expect(heading.querySelector('.jp-syncfree-sidebar-once-name')!.textContent).toBe('Once (setup, compilation)');
+    expect(heading.getAttribute('data-nav')).toBeNull(); // the arrow keys go from row to row
+    const warmUp = widget.rows[1];
+    const blocked = warmUp.querySelector<HTMLElement>('.jp-syncfree-sidebar-blocked')!;
+    expect(blocked.firstChild!.textContent).toBe('101 ms');
+    expect(blocked.querySelector('.jp-syncfree-sidebar-first')!.textContent).toBe('first 100 ms');
+    expect(blocked.title).toContain('first sync 100 ms, then 0.010 ms per sync ×99');
+    expect(warmUp.title).toContain('first sync 100 ms, then 0.010 ms per sync ×99');
+    const once = widget.rows[2];
+    expect(once.querySelector('.jp-syncfree-sidebar-phase')!.textContent).toBe('once');
+    expect(once.querySelector('.jp-syncfree-sidebar-first')).toBeNull();
+    expect(once.title).toContain('once: the line runs once');
+    expect(
+      widget.node.querySelector('[data-cell-id="train"] .jp-syncfree-sidebar-cell-totals')!.getAttribute('title')
+    ).toBe('ranked by 50.0 ms blocked after the first calls; 30 syncs paid once (setup, compilation), 120 ms');
+
+    // Flat: one heading over every cell's one-off rows, after every recurring row.
+    widget.groupByCell = false;
+    widget.render();
+    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms', 'setup:2', 'train:7']);
+    // A column the user picks: by place, no heading (the rows say "once" themselves) ...
+    widget.node.querySelector<HTMLElement>('[data-sort="location"]')!.click();
+    expect(drawn()).toEqual(['setup:2', 'train:4', 'train:5', 'train:7']);
+    // ... by count, recurring first whichever way, under the heading again.
+    widget.node.querySelector<HTMLElement>('[data-sort="count"]')!.click();
+    expect(drawn()).toEqual(['train:4', 'train:5', 'once: 46 syncs · 270 ms', 'train:7', 'setup:2']);
+    widget.node.querySelector<HTMLElement>('[data-sort="count"]')!.click();
+    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms', 'setup:2', 'train:7']);
   });
 
   it('sets report strings as text', () => {

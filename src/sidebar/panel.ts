@@ -4,6 +4,7 @@ import { CSS_PREFIX } from '../tokens';
 import {
   DEFAULT_SORT,
   ICellGroup,
+  IOnceTotals,
   IRankInput,
   IRankedSite,
   ISiteFilter,
@@ -12,7 +13,8 @@ import {
   SiteRanking,
   SortKey,
   filterChoices,
-  firstDirection
+  firstDirection,
+  rowBand
 } from './ranking';
 import { formatCount, formatMs, plainText, plural, syncCountText } from '../model';
 import { el, withInlineCode } from '../dom';
@@ -96,9 +98,49 @@ const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
       { key: 'rule', label: 'Rule', title: 'Sort by catalog rule' }
     ]
   },
-  { name: 'count', sorts: [{ key: 'count', label: 'Count', title: 'Sort by how many times it synced' }] },
-  { name: 'blocked', sorts: [{ key: 'blocked', label: 'Blocked', title: 'Sort by blocked time (costliest first)' }] }
+  {
+    name: 'count',
+    sorts: [
+      {
+        key: 'count',
+        label: 'Count',
+        title: 'Sort by how many times it synced (recurring syncs first, then those paid once)'
+      }
+    ]
+  },
+  {
+    name: 'blocked',
+    sorts: [
+      {
+        key: 'blocked',
+        label: 'Blocked',
+        title:
+          'Sort by blocked time, costliest first: recurring syncs by their time after the first call, then those paid once by their total'
+      }
+    ]
+  }
 ];
+
+/** What a one-off phase means (report.py PHASE_WORDS, the card's badge). */
+const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; title: string }> = {
+  once: {
+    badge: 'once',
+    words: 'once: the line runs once',
+    title: 'This line runs once per run (setup, a final checkpoint): paid once, not every step'
+  },
+  compile: {
+    badge: 'once: compiling',
+    words: 'once: torch.compile compiling',
+    title: 'Synced while torch.compile compiled or autotuned: paid once, not every call'
+  }
+};
+
+/** The heading over the syncs paid once, as the reports' "once (setup, compilation)". */
+const ONCE_HEADING = 'Once (setup, compilation)';
+const ONCE_TITLE =
+  'Syncs paid once per run, not every step: lines that run once (setup, a final checkpoint) and torch.compile compiling. Listed after the recurring syncs, by their whole blocked time.';
+const FIRST_CALL_TITLE =
+  'The first sync of a line pays the warm-up (library handles, lazy loading, a compilation): the rows are ranked by what the further calls cost';
 
 /**
  * The Syncs panel, a problems panel (as jupyterlab-lsp's diagnostics and VS Code's
@@ -235,16 +277,32 @@ export class SyncsPanel extends Panel {
     grid.setAttribute('aria-label', 'Syncs in this notebook');
     grid.appendChild(this._columnHeaders());
     const limit = this._expanded ? Infinity : ROWS_SHOWN;
+    // Sorted by cost or count, the syncs paid once follow the recurring ones under a heading
+    // of their own (as the reports list them); sorted otherwise, each row says so itself.
+    const banded = this._shownSort.key === 'count' || this._shownSort.key === 'blocked';
+    const addRows = (sites: IRankedSite[], once: () => IOnceTotals | null, showCell: boolean) => {
+      let headed = false;
+      sites.forEach((site, i) => {
+        if (banded && !headed && rowBand(site) === 1) {
+          headed = true;
+          const totals = once();
+          if (totals) {
+            grid.appendChild(this._onceHeading(totals, showCell));
+          }
+        }
+        grid.appendChild(this._row(site, showCell, i));
+      });
+    };
     if (this._groupByCell) {
       for (const group of ranking.groups(limit, this._shownSort)) {
         const collapsed = this._collapsed.has(group.cellId);
         grid.appendChild(this._groupHeader(group, collapsed));
         if (!collapsed) {
-          group.sites.forEach((site, i) => grid.appendChild(this._row(site, false, i)));
+          addRows(group.sites, () => group.once, false);
         }
       }
     } else {
-      ranking.flat(limit, this._shownSort).forEach((site, i) => grid.appendChild(this._row(site, true, i)));
+      addRows(ranking.flat(limit, this._shownSort), () => ranking.onceTotals(), true);
     }
     this._content.appendChild(grid);
     if (!this._expanded && ranking.size > ROWS_SHOWN) {
@@ -388,6 +446,24 @@ export class SyncsPanel extends Panel {
     return row;
   }
 
+  /** "Once (setup, compilation) 16 syncs · 120 ms": over the rows paid once. */
+  private _onceHeading(once: IOnceTotals, flat: boolean): HTMLElement {
+    const head = el('div', `${S}-once`);
+    head.setAttribute('role', 'row');
+    head.setAttribute('aria-level', flat ? '1' : '2');
+    head.title = ONCE_TITLE;
+    const cell = el('span', `${S}-once-label`);
+    cell.setAttribute('role', 'gridcell');
+    cell.appendChild(el('span', `${S}-once-name`, ONCE_HEADING));
+    const parts = [plural(once.syncs, 'sync')];
+    if (once.blockedMs !== null) {
+      parts.push(formatMs(once.blockedMs));
+    }
+    cell.appendChild(el('span', `${S}-once-totals`, parts.join(' · ')));
+    head.appendChild(cell);
+    return head;
+  }
+
   private _groupHeader(group: ICellGroup, collapsed: boolean): HTMLElement {
     const head = el('div', `${S}-cell`);
     head.setAttribute('role', 'row');
@@ -405,7 +481,20 @@ export class SyncsPanel extends Panel {
     if (group.blockedMs !== null) {
       parts.push(formatMs(group.blockedMs));
     }
-    cell.appendChild(el('span', `${S}-cell-totals`, parts.join(' · ')));
+    const totals = el('span', `${S}-cell-totals`, parts.join(' · '));
+    // What the cell is ranked by, where that is not its total (cost.ts).
+    const ranked: string[] = [];
+    if (!group.oneOff && group.rankMs !== null && group.blockedMs !== null && group.rankMs !== group.blockedMs) {
+      ranked.push(`ranked by ${formatMs(group.rankMs)} blocked after the first calls`);
+    }
+    if (group.once && !group.oneOff) {
+      const blocked = group.once.blockedMs !== null ? `, ${formatMs(group.once.blockedMs)}` : '';
+      ranked.push(`${plural(group.once.syncs, 'sync')} paid once (setup, compilation)${blocked}`);
+    }
+    if (ranked.length) {
+      totals.title = ranked.join('; ');
+    }
+    cell.appendChild(totals);
     if (group.delta) {
       const change: string[] = [];
       if (group.delta.syncs !== 0) {
@@ -490,9 +579,21 @@ export class SyncsPanel extends Panel {
       }
       what.appendChild(rule);
     }
+    const phase = site.phase === 'once' || site.phase === 'compile' ? PHASE_WORDS[site.phase] : null;
+    if (phase) {
+      // Paid once, not every step (issue 21): the card's badge.
+      const badge = el('span', `${S}-phase`, phase.badge);
+      badge.title = phase.title;
+      what.appendChild(badge);
+    }
     if (site.source !== 'static') {
       cell('count', formatCount(site.count));
-      cell('blocked', formatMs(site.blockedMs));
+      const blocked = cell('blocked', formatMs(site.blockedMs));
+      if (site.firstCall && site.firstMs !== null) {
+        // The first call apart: the row is ranked by what the calls after it cost.
+        blocked.appendChild(el('span', `${S}-first`, `first ${formatMs(site.firstMs)}`));
+        blocked.title = `${site.firstCall}. ${FIRST_CALL_TITLE}`;
+      }
     } else {
       cell('count', '—');
       cell('blocked', 'not run');
@@ -509,7 +610,9 @@ export class SyncsPanel extends Panel {
           ? 'out of date: the cell was edited since this run'
           : null;
     const where = site.currentLine === null ? `line ${site.line} (deleted)` : `line ${line}`;
-    row.title = [`${where}: ${whatText}`, ruleText, site.message, staleNote].filter(Boolean).join(' — ');
+    row.title = [`${where}: ${whatText}`, site.firstCall, phase?.words, ruleText, site.message, staleNote]
+      .filter(Boolean)
+      .join(' — ');
     return row;
   }
 

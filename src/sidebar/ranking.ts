@@ -1,7 +1,6 @@
 import type { Finding, LibraryLine, SyncReport, SyncSite } from '../_report';
 import {
   MarkerSource,
-  compareCost,
   findingLine,
   findingsWithoutSites,
   isPredicted,
@@ -13,6 +12,8 @@ import {
   siteSource,
   weightOf
 } from '../model';
+import { firstCallText } from '../gutter/card';
+import { RankKey, SitePhase, compareRankKeys, isOneOff, rankCost, siteRankKey } from './cost';
 
 /** One cell's report, as the sidebar ranks it. */
 export interface IRankInput {
@@ -72,6 +73,15 @@ export interface IRankedSite {
   delta: ISiteDelta | null;
   /** Where inside an installed package the sync happened, under this line (issue 21). */
   library?: LibraryLine | null;
+  /** When its syncs are paid: every step (`recurring`), or once (`once`, `compile`). */
+  phase: SitePhase;
+  /** Blocked time of the site's first sync, its first call (part of `blockedMs`); null untimed. */
+  firstMs: number | null;
+  /**
+   * "first sync 98.0 ms, then 0.013 ms per sync ×19" for a recurring site with a first call
+   * and more syncs after it (the card's words); null otherwise.
+   */
+  firstCall: string | null;
 }
 
 export interface ISiteFilter {
@@ -97,12 +107,29 @@ export function firstDirection(key: SortKey): boolean {
   return key === 'count' || key === 'blocked';
 }
 
+/** Syncs paid once (setup, compilation): how many, and their blocked time. */
+export interface IOnceTotals {
+  sites: number;
+  syncs: number;
+  blockedMs: number | null;
+}
+
 /** The sites of one cell, for the grouped view. */
 export interface ICellGroup {
   cellId: string;
   cellNumber: number;
   syncs: number;
   blockedMs: number | null;
+  /**
+   * What the cell is ranked by (cost.ts rankKey, as `syncfree run` ranks a row of several
+   * sites): its recurring sites' blocked time after their first calls; or, when nothing in
+   * it recurs, the whole blocked time of its one-off sites. Null untimed.
+   */
+  rankMs: number | null;
+  /** Nothing in the cell recurs: its syncs are all paid once (or it has only static findings). */
+  oneOff: boolean;
+  /** The cell's listed syncs paid once; null when it has none. */
+  once: IOnceTotals | null;
   sites: IRankedSite[];
   /** Change of the cell's totals since its previous run; null without one. */
   delta: { syncs: number; blockedMs: number | null; fixed: number } | null;
@@ -129,8 +156,10 @@ const warnedOutOfRange = new WeakSet<SyncReport>();
 /** A cell's rows before they are drawn: its report's own objects, ranked within the cell. */
 interface ICellEntry {
   input: IRankInput;
-  /** The sites in range that pass the filter, most costly first. */
+  /** The sites in range that pass the filter, most costly first (cost.ts rankKey). */
   sites: SyncSite[];
+  /** The rank key of each of `sites`, in the same order. */
+  keys: RankKey[];
   /** Static findings on lines where nothing synced, in range and passing the filter. */
   findings: Finding[];
   /** The previous run's sites by call chain and kind, made when a row needs it. */
@@ -138,9 +167,13 @@ interface ICellEntry {
 }
 
 /**
- * The sites of every cell with the most costly first: by blocked time, then count,
- * then notebook order. Sites without a measured time rank after measured ones with the
- * same count; static findings (nothing ran) come last.
+ * The sites of every cell with the most costly first, as `syncfree run` and the notebook
+ * summary rank them (cost.ts rankKey, a port of sites.py rank_key): recurring sites by
+ * their blocked time after the first call, then count; the one-off ones (the line runs
+ * once, or torch.compile compiled) after every recurring one, by their whole blocked time,
+ * then count; then notebook order. Without times (predict mode), by count. Sites without a
+ * measured time rank after measured ones of their phase; static findings (nothing ran) come
+ * last.
  *
  * Rows are made only for what is drawn: each cell's sites are ranked within the cell
  * (their report's own objects), the flat list merges the cells' rankings up to the
@@ -201,10 +234,18 @@ export class SiteRanking {
         }
       }
       if (sites.length + findings.length > 0) {
-        sites.sort(compareCost);
+        // Each site's key made once (10,000 sites are ranked on every redraw).
+        const keyed = sites.map(site => ({ site, key: siteRankKey(site) }));
+        keyed.sort((a, b) => compareRankKeys(a.key, b.key) || a.site.line - b.site.line);
         // Stable: findings on one line keep the report's order.
         findings.sort((a, b) => a.range.line - b.range.line);
-        this._entries.push({ input, sites, findings, before: null });
+        this._entries.push({
+          input,
+          sites: keyed.map(k => k.site),
+          keys: keyed.map(k => k.key),
+          findings,
+          before: null
+        });
         this._size += sites.length + findings.length;
       }
     }
@@ -234,6 +275,11 @@ export class SiteRanking {
     return { syncs, blockedMs: blocked, sites, cells: this._entries.length, predicted: predicted && sites > 0 };
   }
 
+  /** The listed syncs paid once (setup, compilation), over every cell; null when none. */
+  onceTotals(): IOnceTotals | null {
+    return onceTotalsOf(this._entries.flatMap(entry => entry.sites));
+  }
+
   /**
    * The first `limit` rows across cells, most costly first, or in the order of another
    * column (`sort`: every row is made and sorted, as asked by a click on a header).
@@ -247,8 +293,7 @@ export class SiteRanking {
     // Merge the cells' rankings: a heap of cells by their next site.
     const next = new Map<ICellEntry, number>();
     const heap: ICellEntry[] = [];
-    const head = (entry: ICellEntry) => entry.sites[next.get(entry)!];
-    const before = (a: ICellEntry, b: ICellEntry) => compareSites(head(a), a.input, head(b), b.input) < 0;
+    const before = (a: ICellEntry, b: ICellEntry) => compareHeads(a, next.get(a)!, b, next.get(b)!) < 0;
     const up = (i: number) => {
       while (i > 0) {
         const parent = (i - 1) >> 1;
@@ -310,9 +355,10 @@ export class SiteRanking {
   }
 
   /**
-   * The cells, costliest first by the totals their headers show (blocked time, then
-   * syncs), each with its rows, most costly first: `limit` rows in all, the last group
-   * cut short.
+   * The cells, costliest first (cost.ts rankKey over each cell's sites, as `syncfree run`
+   * ranks a row of several: the recurring ones' blocked time after their first calls, then
+   * syncs; cells where nothing recurs after the others), each with its rows, most costly
+   * first: `limit` rows in all, the last group cut short.
    */
   groups(limit = Infinity, sort: ISiteSort = DEFAULT_SORT): ICellGroup[] {
     if (!isDefaultSort(sort)) {
@@ -419,7 +465,10 @@ export class SiteRanking {
       weight: weightOf(site.count, site.blocked_ms),
       message: site.message,
       delta,
-      library: site.library ?? null
+      library: site.library ?? null,
+      phase: site.phase ?? 'recurring',
+      firstMs: site.first_ms ?? null,
+      firstCall: firstCallText(site)
     };
   }
 
@@ -441,7 +490,10 @@ export class SiteRanking {
       source: 'static',
       weight: 0,
       message: finding.message,
-      delta: null
+      delta: null,
+      phase: 'recurring',
+      firstMs: null,
+      firstCall: null
     };
   }
 
@@ -449,14 +501,26 @@ export class SiteRanking {
   private _size = 0;
 }
 
-/** Two sites of any cells: costliest first (model.ts compareCost), then cell, then line. */
-function compareSites(a: SyncSite, cellA: IRankInput, b: SyncSite, cellB: IRankInput): number {
+/** The sites at `i` and `j` of two cells: costliest first (cost.ts rankKey), then cell, then line. */
+function compareHeads(a: ICellEntry, i: number, b: ICellEntry, j: number): number {
   return (
-    (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) ||
-    b.count - a.count ||
-    cellA.cellNumber - cellB.cellNumber ||
-    a.line - b.line
+    compareRankKeys(a.keys[i], b.keys[j]) ||
+    a.input.cellNumber - b.input.cellNumber ||
+    a.sites[i].line - b.sites[j].line
   );
+}
+
+/**
+ * Where a row goes when sorted by count or blocked time, in either direction: recurring
+ * syncs, then those paid once (under their own heading), then static findings (did not run).
+ */
+export function rowBand(row: Pick<IRankedSite, 'source' | 'phase'>): 0 | 1 | 2 {
+  return row.source === 'static' ? 2 : isOneOff(row.phase) ? 1 : 0;
+}
+
+/** What a row is ranked by within its band (cost.ts rankCost); -1 untimed. */
+function rowCost(row: IRankedSite): number {
+  return rankCost(isOneOff(row.phase), row.blockedMs, row.firstMs) ?? -1;
 }
 
 /** The rule's title contains the text (the rule code is the second searched part). */
@@ -468,6 +532,13 @@ function ruleMatches(report: SyncReport, code: string | null | undefined, text: 
 /** Two rows by a column other than the default ranking, ties by cell then line. */
 export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): number {
   const where = a.cellNumber - b.cellNumber || (a.currentLine ?? a.line) - (b.currentLine ?? b.line);
+  if (sort.key === 'count' || sort.key === 'blocked') {
+    // Recurring syncs first whichever way: one paid once is not weighed against one paid every step.
+    const band = rowBand(a) - rowBand(b);
+    if (band !== 0) {
+      return band;
+    }
+  }
   let by = 0;
   switch (sort.key) {
     case 'location':
@@ -477,10 +548,11 @@ export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): nu
       by = plainText(a.label).localeCompare(plainText(b.label));
       break;
     case 'count':
-      by = a.count - b.count || (a.blockedMs ?? -1) - (b.blockedMs ?? -1);
+      by = a.count - b.count || rowCost(a) - rowCost(b);
       break;
     case 'blocked':
-      by = (a.blockedMs ?? -1) - (b.blockedMs ?? -1) || a.count - b.count;
+      // Descending, this is the ranking (cost.ts rankKey): a recurring row by its time after the first call.
+      by = rowCost(a) - rowCost(b) || a.count - b.count;
       break;
     case 'rule':
       by = (a.rule ?? '~').localeCompare(b.rule ?? '~');
@@ -490,18 +562,41 @@ export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): nu
 }
 
 /**
- * Two cells by the totals their headers show: blocked time then syncs, or syncs then
- * blocked time (count); cells with no measured time after those with one. 0 for ties.
+ * Two cells: those where something recurs first, whichever way; then by the cost they
+ * are ranked by (`rankMs`: descending, the rank key of a row of several sites) then
+ * syncs, or syncs then that cost (count); cells with no measured time after those with
+ * one. 0 for ties.
  */
 function compareGroups(
-  a: Pick<ICellGroup, 'syncs' | 'blockedMs'>,
-  b: Pick<ICellGroup, 'syncs' | 'blockedMs'>,
+  a: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff'>,
+  b: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff'>,
   sort: ISiteSort
 ): number {
-  const blocked = (a.blockedMs ?? -1) - (b.blockedMs ?? -1);
+  const band = Number(a.oneOff) - Number(b.oneOff);
+  if (band !== 0) {
+    return band;
+  }
+  const cost = (a.rankMs ?? -1) - (b.rankMs ?? -1);
   const syncs = a.syncs - b.syncs;
-  const by = sort.key === 'count' ? syncs || blocked : blocked || syncs;
+  const by = sort.key === 'count' ? syncs || cost : cost || syncs;
   return sort.descending ? -by : by;
+}
+
+/** The syncs paid once among `sites`; null when none is. */
+function onceTotalsOf(sites: readonly SyncSite[]): IOnceTotals | null {
+  let count = 0;
+  let syncs = 0;
+  let blocked: number | null = null;
+  for (const site of sites) {
+    if (isOneOff(site.phase)) {
+      count += 1;
+      syncs += site.count;
+      if (site.blocked_ms !== null) {
+        blocked = (blocked ?? 0) + site.blocked_ms;
+      }
+    }
+  }
+  return count > 0 ? { sites: count, syncs, blockedMs: blocked } : null;
 }
 
 /** A cell's totals over its listed sites, and their change since its previous run. */
@@ -509,12 +604,24 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   const { input } = entry;
   let syncs = 0;
   let blocked: number | null = null;
+  // As `syncfree run` makes a row of several sites (cli/run_script.py _rows): paid once only
+  // when every site is; what was paid once in it (recurring sites' first calls, one-off sites
+  // whole) is left out of what it is ranked by.
+  let first: number | null = null;
+  let oneOff = true;
   for (const site of entry.sites) {
     syncs += site.count;
     if (site.blocked_ms !== null) {
       blocked = (blocked ?? 0) + site.blocked_ms;
     }
+    const once = isOneOff(site.phase);
+    oneOff = oneOff && once;
+    const paidOnce = once ? site.blocked_ms : (site.first_ms ?? null);
+    if (paidOnce !== null) {
+      first = (first ?? 0) + paidOnce;
+    }
   }
+  const rankMs = rankCost(oneOff, blocked, first);
   let delta: ICellGroup['delta'] = null;
   if (input.previous) {
     const now = input.report.totals;
@@ -526,7 +633,16 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
       fixed: input.previous.sites.filter(s => !current.has(siteKey(s))).length
     };
   }
-  return { cellId: input.cellId, cellNumber: input.cellNumber, syncs, blockedMs: blocked, delta };
+  return {
+    cellId: input.cellId,
+    cellNumber: input.cellNumber,
+    syncs,
+    blockedMs: blocked,
+    rankMs,
+    oneOff,
+    once: onceTotalsOf(entry.sites),
+    delta
+  };
 }
 
 function isDefaultSort(sort: ISiteSort): boolean {

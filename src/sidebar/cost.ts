@@ -1,0 +1,79 @@
+/**
+ * What a sync site costs and how the Syncs panel ranks it: a port of
+ * `syncfree.capture.sites.rank_key` (python_helper/syncfree/capture/sites.py), the key that
+ * `syncfree.watch`, `syncfree run` and the notebook summary rank by, so the panel lists the
+ * same order as the reports. Recurring sites come first, by their blocked time after the
+ * first call (the total less `first_ms`: the first call pays the warm-up), then by count;
+ * one-off sites (phase `once` or `compile`) after them, by their whole blocked time, then
+ * count. Without times (predict mode): by count alone.
+ */
+
+/** A site's phase (report.schema.json SyncSite.phase); absent means recurring. */
+export type SitePhase = 'once' | 'compile' | 'recurring';
+
+/** Paid once, not every step: the line runs once, or torch.compile compiled. */
+export function isOneOff(phase: SitePhase | null | undefined): boolean {
+  return (phase ?? 'recurring') !== 'recurring';
+}
+
+/** Python's round(x, 3), enough for the blocked times a report carries (3 decimals). */
+function round3(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}
+
+/**
+ * A site's blocked time after its first call (never below 0: both are rounded); null when
+ * nothing was timed. sites.py `steady_ms`.
+ */
+export function steadyMs(blockedMs: number | null, firstMs: number | null | undefined): number | null {
+  if (blockedMs === null) {
+    return null;
+  }
+  return round3(Math.max(blockedMs - (firstMs ?? 0), 0));
+}
+
+/**
+ * What a site is ranked by within its phase: a one-off site's whole blocked time, a recurring
+ * one's time after the first call; null without times.
+ */
+export function rankCost(oneOff: boolean, blockedMs: number | null, firstMs: number | null | undefined): number | null {
+  return oneOff ? blockedMs : steadyMs(blockedMs, firstMs);
+}
+
+/** `[one_off, -cost, -count]`, compared in order, smaller first (a Python tuple). */
+export type RankKey = readonly [oneOff: boolean, negCost: number, negCount: number];
+
+/**
+ * sites.py `rank_key(one_off, blocked_ms, first_ms, count)`. One difference, where the
+ * Python never looks: a run is timed throughout or not at all, so `rank_key` takes an
+ * untimed site's cost as 0; the panel lists cells of different runs side by side (a GPU
+ * kernel's saved reports and a CPU kernel's predictions), and puts an untimed site after
+ * every timed one of its phase (as the card and summary do, model.ts compareCost). Among
+ * sites that are all timed, or all untimed, the order is the Python's.
+ */
+export function rankKey(
+  oneOff: boolean,
+  blockedMs: number | null,
+  firstMs: number | null | undefined,
+  count: number
+): RankKey {
+  return [oneOff, -(rankCost(oneOff, blockedMs, firstMs) ?? -1), -count];
+}
+
+/** Two keys as Python compares tuples: negative when `a` ranks first, 0 for a tie. */
+export function compareRankKeys(a: RankKey, b: RankKey): number {
+  return Number(a[0]) - Number(b[0]) || a[1] - b[1] || a[2] - b[2];
+}
+
+/** The fields of a report site (or a row made of one) that its rank depends on. */
+export interface IRankedCost {
+  phase?: SitePhase | null;
+  blocked_ms: number | null;
+  first_ms?: number | null;
+  count: number;
+}
+
+/** The rank key of a report site. */
+export function siteRankKey(site: IRankedCost): RankKey {
+  return rankKey(isOneOff(site.phase), site.blocked_ms, site.first_ms, site.count);
+}
