@@ -12,8 +12,9 @@ Part 2 (run first: it needs a process that never attached CUPTI): what CUPTI cos
 5000 x (``x @ w``; ``.item()``) loop and on a small MLP trained with one ``.item()`` a step,
 taken apart: subscribed with no callback enabled (what CUPTI adds to every CUDA call), an
 empty Python callback on the driver layer's blocking calls (cupti-python's cost per
-callback), one that reads ``data.callback_site``, the engine's callback counting only, the
-same on both layers; each against a plain loop of the same round (shuffled rounds, median
+callback), one that reads ``data.callback_site``, the engine's callback counting only (as
+the engine runs it on one layer, and reading the callback data at every event as on two),
+the same on both layers; each against a plain loop of the same round (shuffled rounds, median
 of the paired ratios), and the plain loop of those rounds against one measured before
 CUPTI was ever attached. Needs CUDA and cupti-python; says so and exits 0 otherwise.
 
@@ -123,7 +124,7 @@ def layers(torch, cupti) -> None:
 
 def costs(torch, cupti, args) -> None:
     """Part 2: what CUPTI costs, taken apart (see the module docstring)."""
-    from syncfree.capture.cupti_engine import blocking_callback, callback_ids
+    from syncfree.capture.cupti_engine import blocking_callback, callback_ids, single_layer_callback
 
     x = torch.randn(256, 256, device="cuda")
     w = torch.randn(256, 256, device="cuda")
@@ -183,8 +184,10 @@ def costs(torch, cupti, args) -> None:
         "subscribed, no callback enabled": subscribed(empty, ()),
         "empty callback, driver layer": subscribed(empty, ("driver",)),
         "callback reading data.callback_site, driver": subscribed(reads_site, ("driver",)),
-        "engine callback (count only), driver layer": subscribed(blocking_callback(count, enter),
+        "engine callback (count only), driver layer": subscribed(single_layer_callback(count, enter),
                                                                  ("driver",)),
+        "same, reading data.callback_site at every event": subscribed(blocking_callback(count, enter),
+                                                                      ("driver",)),
         "engine callback (count only), both layers": subscribed(blocking_callback(count, enter),
                                                                 ("driver", "runtime")),
     }

@@ -3,6 +3,7 @@ restoration of every global it touches, error mode, explicit syncs, threads, blo
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -12,11 +13,11 @@ import warnings
 
 import pytest
 
-from standins import ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
+from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder, dispatch, explicit  # noqa: E402
+from syncfree.capture import SYNC_MESSAGE, SyncRecorder, dispatch, explicit  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fake_cuda")
 
@@ -41,6 +42,27 @@ def sites(recorder):
 
 
 # ----------------------------------------------------------------------------- counting
+
+
+def test_the_first_sync_puts_its_exact_text_first_in_the_filters_and_other_texts_still_count(
+        global_state, monkeypatch):
+    monkeypatch.setattr(dispatch, "_exact", [])  # whatever an earlier test taught it
+    # C compares a plain-str filter message with == (Python/_warnings.c, check_matched),
+    # cheaper per sync than the pattern's match(); any other sync text meets the pattern.
+    before = global_state()
+    other = functools.partial(warnings.warn, SYNC_MESSAGE + " (Triggered internally at other.cpp:9.)",
+                              UserWarning)
+    seen = []
+    recorder = run("for i in range(3):\n    t.item()\n    seen.append(warnings.filters[0])\nother()\n",
+                   namespace={"t": FakeTensor(), "seen": seen, "warnings": warnings, "other": other})
+    assert sites(recorder) == [(2, "item", 3), (4, "other", 1)]
+    assert {entry for entry in seen} == {("always", SYNC_WARNING, Warning, None, 0)}
+    _assert_restored(before, global_state())
+    # The next recorder starts with it.
+    recorder = SyncRecorder("warn", cell_files={"<none>": 0})
+    with recorder:
+        assert warnings.filters[0] == ("always", SYNC_WARNING, Warning, None, 0)
+    _assert_restored(before, global_state())
 
 
 def test_every_sync_in_a_loop_is_counted_on_its_line():
