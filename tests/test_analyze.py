@@ -300,6 +300,14 @@ def test_device_inference(source, expected):
         ("def f(x: torch.Tensor):\n    if x is not None and x in cache:\n        return x\n", []),
         ("def f(lengths):\n    if (torch.arange(8) < lengths).all():\n        pass\n", []),
         ("x = torch.ones(3, device='cuda')\nif torch.rand([]) < x.mean():\n    pass\n", [("SF103", 3, "certain")]),
+        # SF601: a parameter annotated as a Python number stores a Python scalar (x[mask] = 0 does not sync)
+        ("def f(x: torch.Tensor, n: int):\n    x[x == 0] = -4 * n\n", []),
+        ("def f(x: torch.Tensor, n):\n    x[x == 0] = -4 * n\n", [("SF601", 3, "likely")]),
+        # SF706: a branch that raises binds nothing for the code after the if (alpha is a float either way)
+        ("def f(a: float, b: float, c):\n    if c:\n        alpha = a\n    elif b:\n        alpha = b\n"
+         "    else:\n        raise ValueError(c)\n    return torch.distributions.Beta(alpha, alpha)\n", []),
+        ("def f(a: float, b, c):\n    if c:\n        alpha = a\n    else:\n        alpha = b\n"
+         "    return torch.distributions.Beta(alpha, alpha)\n", [("SF706", 7, "likely")]),
         # SF102: torch.seed() returns a Python int (torch/random.py)
         ("import sys\ndef f(self):\n    self.seed = int(torch.seed() % sys.maxsize)\n", []),
         # SF605: an int count (a name, arithmetic, a size) does not sync; a tensor of counts does

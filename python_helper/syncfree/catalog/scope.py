@@ -158,6 +158,8 @@ _MODULE_WRAPPERS = frozenset(
     }
 )
 _BUILTINS = frozenset(dir(builtins))
+_EXITS = frozenset({ast.Raise, ast.Return})  # not continue/break: the loop's later code sees their bindings
+_NUMBER_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool"})
 _PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
 # torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
 # module was built (losses, activations, dropout, pooling, reshaping).
@@ -1003,7 +1005,8 @@ class CellScope:
             for name, value in (narrowed[index] if narrowed else {}).items():
                 if overlay.get(name) is value:
                     del overlay[name]  # narrowed, not rebound: after the if the name holds what it held before
-            outcomes.append(overlay)
+            if not (block and type(block[-1]) in _EXITS):
+                outcomes.append(overlay)  # a block that raises or returns binds nothing for the code after it
         for name in set().union(*outcomes):
             result = None
             for outcome in outcomes:
@@ -1172,7 +1175,8 @@ class CellScope:
             if argument is None:
                 continue
             annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
-            value = Value("tensor") if annotation == "torch.Tensor" else UNKNOWN
+            # The annotation is believed both ways: a Tensor, or a Python number (`alpha: float`, `k: int`).
+            value = Value("tensor") if annotation == "torch.Tensor" else PYTHON if annotation in _NUMBER_TYPES else UNKNOWN
             if calls and argument not in (arguments.vararg, arguments.kwarg):
                 passed = [call.get(argument.arg, UNKNOWN) for call in calls]
                 value = passed[0]
