@@ -1,7 +1,7 @@
 """Public libraries' own pytest suites under ``pytest --syncfree``: does any test change
 outcome?
 
-    .venv/bin/python bench/third_party_suites.py [--suite NAME ...] [--xdist] [--workdir DIR]
+    .venv/bin/python bench/third_party_suites.py [--suite NAME ...] [--xdist] [--cuda-variants]
 
 Each suite is a pinned sdist from PyPI (``pip download --no-deps --no-binary :all:``: its
 tests ship in it) unpacked under ``--workdir`` and run from there against this
@@ -10,11 +10,13 @@ metadata names must already be satisfied here, so no run ever pulls another torc
 suite is skipped with the unmet requirement named otherwise).
 
 Each suite runs as plain ``pytest`` and as ``pytest --syncfree`` (every test watched; on
-this CPU-only machine, on predict mode's stand-ins), and with ``--xdist`` also as
-``pytest --syncfree -n 2``. Printed per suite: tests, outcomes, the tests whose outcome
-changed (plain outcome -> syncfree outcome, with syncfree's failure line), the syncs
-predicted (and in how many tests), and the wall time of each run with its ratio to plain.
-The figure asked of syncfree: no test changes outcome.
+this CPU-only machine, on predict mode's stand-ins); with ``--xdist`` also as ``pytest
+--syncfree -n 2``; with ``--cuda-variants`` its CUDA tests (its own switch, such as
+pytorch-optimizer's ``--device cuda``) under ``--syncfree-cuda``. Printed per suite: tests,
+outcomes, the tests whose outcome changed (plain outcome -> syncfree outcome, with
+syncfree's failure line), the syncs predicted (and in how many tests), and the wall time
+of each run with its ratio to plain. The figure asked of syncfree: no test changes
+outcome under ``--syncfree``.
 
 This file is also the small pytest plugin (``-p third_party_suites``) that records each
 test's outcome and predicted syncs as JSON, from the reports pytest (or pytest-xdist's
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -44,7 +47,8 @@ class Suite:
     tests: list[str]  # paths inside the unpacked sdist
     env: dict[str, str] = field(default_factory=dict)
     addopts: str | None = None  # replaces the suite's own addopts (coverage plugins not here)
-    note: str = ""
+    # the suite's own way to run its tests on CUDA, for --cuda-variants (--syncfree-cuda)
+    cuda_args: list[str] | None = None
 
 
 SUITES: dict[str, Suite] = {
@@ -61,7 +65,7 @@ SUITES: dict[str, Suite] = {
          "tests/test_wrapper_optimizers.py", "tests/test_base.py",
          "tests/test_lr_schedulers.py", "tests/test_loss_functions.py", "tests/optimizers",
          "tests/utils"],
-        addopts="-p no:pastebin -p no:doctest --disable-warnings"),
+        addopts="-p no:pastebin -p no:doctest --disable-warnings", cuda_args=["--device", "cuda"]),
 }
 
 
@@ -89,6 +93,8 @@ def pytest_runtest_logreport(report) -> None:
         entry["outcome"] = "skipped"
     if report.failed and not entry["message"]:
         entry["message"] = _failure_line(report)
+    if report.skipped and not xfail and isinstance(report.longrepr, tuple):
+        entry["message"] = str(report.longrepr[2])[:200]  # the skip reason
 
 
 def _failure_line(report) -> str:
@@ -193,14 +199,29 @@ def counts(outcomes: dict) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in sorted(tally.items(), key=lambda kv: -kv[1]))
 
 
+# A skip reason that says the test wants a GPU (as syncfree.pytest_cuda reads one).
+_CUDA_REASON = re.compile(r"\b(cuda|gpus?)\b", re.IGNORECASE)
+
+
 def compare(plain: dict, watched: dict) -> list[tuple[str, str, str, str]]:
+    """(test id, plain outcome, watched outcome, what the watched run said) per change; a
+    test that skipped plain for want of CUDA and ran its CUDA path watched says so."""
     changes = []
     for nodeid in sorted(set(plain) | set(watched)):
         before = plain.get(nodeid, {}).get("outcome", "absent")
         after = watched.get(nodeid, {}).get("outcome", "absent")
         if before != after:
-            changes.append((nodeid, before, after, watched.get(nodeid, {}).get("message", "")))
+            message = watched.get(nodeid, {}).get("message", "")
+            reason = plain.get(nodeid, {}).get("message", "")
+            if before == "skipped" and _CUDA_REASON.search(reason):
+                message = f"skipped plain for want of CUDA ({reason}): its CUDA path ran" + (
+                    f"; {message}" if message else "")
+            changes.append((nodeid, before, after, message))
     return changes
+
+
+def cuda_path(change: tuple[str, str, str, str]) -> bool:
+    return "its CUDA path ran" in change[3]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -208,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(SUITES),
                         help="suites to run (default: all)")
     parser.add_argument("--xdist", action="store_true", help="also run pytest --syncfree -n 2")
+    parser.add_argument("--cuda-variants", action="store_true",
+                        help="also run the suite's CUDA variants (its own option, e.g. --device "
+                             "cuda) with --syncfree-cuda")
     parser.add_argument("--timeout", type=float, default=1800,
                         help="seconds one pytest run may take (default 1800)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/syncfree-suites"),
@@ -231,6 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         runs = [("plain", []), ("--syncfree", ["--syncfree"])]
         if options.xdist:
             runs.append(("--syncfree -n 2", ["--syncfree", "-p", "xdist", "-n", "2"]))
+        if options.cuda_variants and suite.cuda_args:
+            # Not the figure's comparison: the CUDA path of every test, on the stand-ins,
+            # against the CPU path of the plain run.
+            runs.append(("--syncfree-cuda", ["--syncfree-cuda", *suite.cuda_args]))
         results = {}
         for label, extra in runs:
             out = workdir / f"{name}.{label.strip('-').replace(' ', '_')}.json"
@@ -241,7 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             syncs = sum(e["syncs"] for e in outcomes.values())
             syncing = sum(1 for e in outcomes.values() if e["syncs"])
             changes = compare(plain, outcomes) if label != "plain" else []
-            failures += len(changes)
+            if label != "--syncfree-cuda":  # the figure: --syncfree (with or without -n 2)
+                failures += len(changes) - sum(map(cuda_path, changes))
             extra = "" if label == "plain" else (
                 f"; {len(changes)} outcome change{'s' if len(changes) != 1 else ''}; "
                 f"{syncs} syncs predicted in {syncing} tests")
@@ -249,12 +278,15 @@ def main(argv: list[str] | None = None) -> int:
             for nodeid, before, after, message in changes:
                 print(f"      {nodeid}: {before} -> {after}" + (f"  ({message})" if message else ""))
             if label != "plain":
-                rows.append((name, len(plain), label, len(changes), syncs, syncing,
-                             wall / plain_wall))
+                rows.append((name, len(plain), label, len(changes),
+                             sum(map(cuda_path, changes)), syncs, syncing, wall / plain_wall))
     if rows:
-        print("\nsuite              tests  run               changes  syncs (tests)  time")
-        for name, tests, label, changes, syncs, syncing, ratio in rows:
-            print(f"{name:18} {tests:5}  {label:16}  {changes:7}  {syncs:6} ({syncing:4})  x{ratio:.2f}")
+        print("\nsuite              tests  run               changes (CUDA path)  syncs (tests)  time")
+        for name, tests, label, changes, cuda, syncs, syncing, ratio in rows:
+            print(f"{name:18} {tests:5}  {label:16}  {changes:7} ({cuda:9})  {syncs:6} ({syncing:4})"
+                  f"  x{ratio:.2f}")
+        print("CUDA path: the test skipped plain for want of CUDA and ran its CUDA path on the "
+              "stand-ins, as on a GPU machine")
     return 1 if failures else 0
 
 

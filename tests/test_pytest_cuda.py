@@ -157,3 +157,29 @@ def test_the_summary_names_tests_whose_compiled_code_ran_eagerly(pytester):
         "  torch.compile'd code ran eagerly in 1 test (predict mode cannot compile for a GPU*",
         "    test_compiles.py::test_it_compiles: `scale` ×2",
     ])
+
+
+def test_cpu_code_at_import_runs_where_cuda_is_answered(pytester):
+    # Once is_available() says CUDA, torch asks more: Adam.step on CPU parameters asks the
+    # current stream whether it is capturing (Optimizer._accelerator_graph_capture_health_check).
+    # pytorch-optimizer's test modules step every optimizer at import to probe what it
+    # supports: "Cannot access accelerator device when none is available" stopped the
+    # collection under --syncfree-cuda.
+    pytester.makepyfile(test_probe="""
+        import torch
+
+        def probe():
+            p = torch.nn.Parameter(torch.ones(2))
+            p.grad = torch.ones(2)
+            torch.optim.Adam([p]).step()
+            return p.detach().clone()
+
+        STEPPED = probe()
+
+        def test_probe_on_the_standins():
+            assert torch.cuda.current_device() == 0 and not torch.cuda.is_current_stream_capturing()
+            assert STEPPED.tolist() != [1.0, 1.0]
+            assert probe().tolist() == STEPPED.tolist()
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree-cuda")
+    result.assert_outcomes(passed=1)

@@ -12,7 +12,8 @@ one-GPU machine from ``pytest_load_initial_conftests`` on, before conftests and 
 modules are imported: ``torch.cuda.is_available()``, ``device_count()``,
 ``get_device_capability()``, ``get_device_name()``, ``get_device_properties()``,
 ``is_bf16_supported()`` and ``torch.accelerator``'s ``is_available()``,
-``device_count()``, ``current_accelerator()``. Every test is then watched in predict mode
+``device_count()``, ``current_accelerator()``, with the current device (0) and an idle
+current stream for code that asks next. Every test is then watched in predict mode
 (``--syncfree-cuda`` implies ``--syncfree``), where ``device="cuda"`` makes tensors on the
 stand-ins. The answers are put back when pytest's configuration is cleaned up. syncfree
 itself still knows the real answer (`real_cuda_available` unwraps them).
@@ -116,12 +117,24 @@ class AvailabilityAnswers:
         self._replace(cuda, "get_device_name", lambda device=None: properties.name)
         self._replace(cuda, "get_device_properties", lambda device=None: properties)
         self._replace(cuda, "is_bf16_supported", lambda *args, **kwargs: True)
+        # What code asks once it has seen CUDA, outside a test too (a module stepping an
+        # optimizer at import: torch.optim.Adam's _accelerator_graph_capture_health_check
+        # asks the current stream whether it is capturing): a device with an idle stream.
+        # A predict session inside a test answers them with its own stand-ins meanwhile.
+        stream = IdleStream()
+        self._replace(cuda, "current_device", lambda: 0)
+        self._replace(cuda, "current_stream", lambda device=None: stream)
+        self._replace(cuda, "default_stream", lambda device=None: stream)
+        self._replace(cuda, "is_current_stream_capturing", lambda: False)
         accelerator = getattr(torch, "accelerator", None)
         if accelerator is not None:
             self._replace(accelerator, "is_available", lambda: True)
             self._replace(accelerator, "device_count", lambda: 1)
             self._replace(accelerator, "current_accelerator",
                           lambda check_available=False: torch.device("cuda"))
+            for name in ("current_device_index", "current_device_idx"):
+                self._replace(accelerator, name, lambda: 0)
+            self._replace(accelerator, "current_stream", lambda device=None: stream)
         return True
 
     def _replace(self, owner: Any, name: str, answer: Any) -> None:
@@ -139,6 +152,35 @@ class AvailabilityAnswers:
         while self._saved:
             owner, name, real = self._saved.pop()
             setattr(owner, name, real)
+
+
+class IdleStream:
+    """The current CUDA stream outside a test's stand-ins under ``--syncfree-cuda``: no
+    CUDA tensor exists there, so nothing is queued on it."""
+
+    cuda_stream = 0
+    priority = 0
+
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("cuda", 0)
+
+    def is_capturing(self) -> bool:
+        return False
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        return None
+
+    def wait_stream(self, stream: Any) -> None:
+        return None
+
+    def wait_event(self, event: Any) -> None:
+        return None
 
 
 class _CudaSkips:
