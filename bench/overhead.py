@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.cuda.get_device_name()} | torch {torch.__version__} "
           f"| Python {platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 "
           "-> 10, AdamW, one .item() a step")
+    print(f"  (this machine: {clock_cost()}; blocked time and the CUPTI engine read the clock "
+          "2-4 times a sync)")
     floor_ratio = paired(debug["debug mode floor"], debug["plain loop"])[0]
     targets = dict(TARGETS)
     targets["recorder"] = targets["recorder + blocked"] = round(floor_ratio + FLOOR_MARGIN, 2)
@@ -290,6 +292,20 @@ def _median_ratio_row(after: list[float], before: list[float]) -> str:
     ratio = statistics.median(after) / statistics.median(before)
     return (f"  {'plain loop, CUPTI used before':30s} {statistics.median(after):7.3f} s  "
             f"{ratio:5.2f}x of the plain loop before CUPTI was attached (unpaired)")
+
+
+def clock_cost() -> str:
+    """What one ``perf_counter()`` costs here, and the kernel's clock source: on a virtual
+    machine whose clock is read by a system call it costs a microsecond or more."""
+    import timeit
+
+    cost = min(timeit.repeat("perf_counter()", "from time import perf_counter", number=100_000,
+                             repeat=5)) / 100_000 * 1e9
+    try:
+        source = Path("/sys/devices/system/clocksource/clocksource0/current_clocksource").read_text().strip()
+    except OSError:
+        source = "unknown"
+    return f"perf_counter() {cost:.0f} ns, clock source {source}"
 
 
 def rounds(variants: dict[str, Callable[[], None]], repeats: int, timer: Callable[..., float],
@@ -411,7 +427,7 @@ def cpu_main(args) -> int:
                    args.repeats, timer, random.Random(args.seed))
     print(f"syncfree bench --cpu: {iterations} x (len(y) + warnings.warn(torch's sync message)), "
           f"{args.repeats} rounds, CPU time added per sync over the plain loop (median, quartiles)"
-          f" | Python {platform.python_version()} | {platform.processor() or platform.machine()}")
+          f" | Python {platform.python_version()} | {clock_cost()}")
     base = times["plain loop"]
     for name, values in times.items():
         added = sorted((t - b) / iterations * 1e6 for t, b in zip(values, base))
