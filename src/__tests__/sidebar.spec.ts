@@ -583,6 +583,27 @@ describe('SyncsPanel', () => {
     expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms', 'setup:2', 'train:7']);
   });
 
+  it('ranks predicted rows by count, recurring first, and says it sorts by count', () => {
+    const predicted = report({
+      mode: 'predict',
+      sites: [
+        site({ line: 2, chain: [2], kind: 'to_device', count: 16, blocked_ms: null, phase: 'once' }),
+        site({ line: 4, chain: [4], count: 3, blocked_ms: null }),
+        site({ line: 5, chain: [5], kind: 'to_host', count: 16, blocked_ms: null, phase: 'compile' })
+      ],
+      findings: []
+    });
+    const { widget } = panel([{ cellId: 'p', cellNumber: 1, report: predicted, previous: null }]);
+    expect(widget.rows.map(r => r.dataset.line)).toEqual(['4', '2', '5']);
+    const heading = widget.node.querySelector('.jp-syncfree-sidebar-once')!;
+    expect(heading.nextElementSibling).toBe(widget.rows[1]);
+    expect(heading.querySelector('.jp-syncfree-sidebar-once-totals')!.textContent).toBe('32 syncs');
+    expect(widget.rows[2].querySelector('.jp-syncfree-sidebar-phase')!.textContent).toBe('once: compiling');
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-column-count')!.getAttribute('aria-sort')).toBe(
+      'descending'
+    );
+  });
+
   it('sets report strings as text', () => {
     const evil = '<img src=x onerror="window.pwned=1">';
     const { widget } = panel([

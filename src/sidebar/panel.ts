@@ -270,7 +270,9 @@ export class SyncsPanel extends Panel {
       this._content.appendChild(el('div', `${S}-empty`, 'No sync matches these filters.'));
       return;
     }
-    // Until the user picks a column: blocked time, or count where nothing was timed.
+    // Until the user picks a column, the ranking (cost.ts rankKey), shown as by blocked time,
+    // or by count where nothing was timed (without times the ranking is by count).
+    const sort = this._sort ?? DEFAULT_SORT;
     this._shownSort = this._sort ?? (totals.blockedMs === null ? COUNT_SORT : DEFAULT_SORT);
     const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}`);
     grid.setAttribute('role', 'treegrid');
@@ -294,7 +296,7 @@ export class SyncsPanel extends Panel {
       });
     };
     if (this._groupByCell) {
-      for (const group of ranking.groups(limit, this._shownSort)) {
+      for (const group of ranking.groups(limit, sort)) {
         const collapsed = this._collapsed.has(group.cellId);
         grid.appendChild(this._groupHeader(group, collapsed));
         if (!collapsed) {
@@ -302,7 +304,7 @@ export class SyncsPanel extends Panel {
         }
       }
     } else {
-      addRows(ranking.flat(limit, this._shownSort), () => ranking.onceTotals(), true);
+      addRows(ranking.flat(limit, sort), () => ranking.onceTotals(), true);
     }
     this._content.appendChild(grid);
     if (!this._expanded && ranking.size > ROWS_SHOWN) {

@@ -13,7 +13,7 @@ import {
   weightOf
 } from '../model';
 import { firstCallText } from '../gutter/card';
-import { RankKey, SitePhase, compareRankKeys, isOneOff, rankCost, siteRankKey } from './cost';
+import { RankKey, SitePhase, compareRankKeys, isOneOff, rankCost, rankKey, siteRankKey } from './cost';
 
 /** One cell's report, as the sidebar ranks it. */
 export interface IRankInput {
@@ -518,9 +518,9 @@ export function rowBand(row: Pick<IRankedSite, 'source' | 'phase'>): 0 | 1 | 2 {
   return row.source === 'static' ? 2 : isOneOff(row.phase) ? 1 : 0;
 }
 
-/** What a row is ranked by within its band (cost.ts rankCost); -1 untimed. */
-function rowCost(row: IRankedSite): number {
-  return rankCost(isOneOff(row.phase), row.blockedMs, row.firstMs) ?? -1;
+/** A row's rank key (cost.ts rankKey), as its site's. */
+function rowRankKey(row: IRankedSite): RankKey {
+  return rankKey(isOneOff(row.phase), row.blockedMs, row.firstMs, row.count);
 }
 
 /** The rule's title contains the text (the rule code is the second searched part). */
@@ -548,11 +548,11 @@ export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): nu
       by = plainText(a.label).localeCompare(plainText(b.label));
       break;
     case 'count':
-      by = a.count - b.count || rowCost(a) - rowCost(b);
+      by = a.count - b.count || compareRankKeys(rowRankKey(b), rowRankKey(a));
       break;
     case 'blocked':
-      // Descending, this is the ranking (cost.ts rankKey): a recurring row by its time after the first call.
-      by = rowCost(a) - rowCost(b) || a.count - b.count;
+      // Descending, the ranking (cost.ts rankKey): a recurring row by its time after the first call.
+      by = compareRankKeys(rowRankKey(b), rowRankKey(a));
       break;
     case 'rule':
       by = (a.rule ?? '~').localeCompare(b.rule ?? '~');
