@@ -340,8 +340,10 @@ class SyncRecorder:
         clock = self._clock
         if clock is None:
             blocked = None
-        elif clock.monitored == ident:  # StallClock.pause(), inlined for sys.monitoring
-            blocked = perf_counter() - clock.stamp[0]
+        elif clock.monitored == ident:  # StallClock.pause() and resume(), inlined (stall.py)
+            now = perf_counter()
+            blocked = now - clock.stamp[0]
+            clock.stamp[0] = now
         else:
             blocked = clock.pause()
         try:
@@ -372,11 +374,8 @@ class SyncRecorder:
                         stop = True
                 parent = parent.parent
         finally:
-            if clock is not None:
-                if clock.monitored == ident:  # StallClock.resume(), inlined
-                    clock.stamp[0] = perf_counter()
-                else:
-                    clock.resume()
+            if clock is not None and clock.monitored != ident:
+                clock.resume()
         if stop and ident == self._thread and self._stops_at(tally):
             # Error mode is warn mode plus this error, raised in the recorder's own thread
             # only (torch's error mode would stop every thread of the process); torch

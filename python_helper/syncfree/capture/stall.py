@@ -54,7 +54,12 @@ class StallClock:
     def __init__(self, cell_files: Mapping[str, int], hook_globals: tuple[dict, dict]) -> None:
         self._stamp = self.stamp = [0.0]  # perf_counter() of the cell's last call
         # The thread being timed while sys.monitoring times it, else None: the hook then
-        # reads and resets `stamp` itself (pause() and resume() have nothing to switch).
+        # reads and resets `stamp` itself with one clock read (pause() and resume() have
+        # nothing to switch), so the next interval starts as the hook does rather than
+        # after it: a sync with no call of its own right after another sync also counts
+        # that hook's work (a microsecond or two). A clock read can cost a microsecond on
+        # a virtual machine (bench/overhead.py prints what it costs), and this is one
+        # read fewer per sync.
         self.monitored: int | None = None
         self._thread = threading.get_ident()
         self._cell_files = cell_files
