@@ -102,6 +102,57 @@ def test_one_count_per_sync_whatever_layers_fire():
     print(f"\nsyncfree-gpu: cupti engine .item() x7: {report.text()}")
 
 
+def _worker_syncs(x, started, watching, syncs: int, cycles: int) -> None:
+    import torch
+
+    torch.cuda._sleep(cycles * 25)  # a long kernel: the next line waits for it
+    started.set()
+    x.sum().item()  # waiting here when the watch begins: its exit is not counted
+    watching.wait(10)
+    for _ in range(syncs):
+        torch.cuda._sleep(cycles)
+        x.sum().item()  # WORKER_LINE
+
+
+WORKER_LINE = _worker_syncs.__code__.co_firstlineno + 9
+
+
+def test_a_thread_already_waiting_when_the_watch_begins_is_counted_from_its_next_call():
+    # The engine's one-layer callback infers enter and exit from their alternation; a
+    # thread inside a blocking call when CUPTI is subscribed starts with an exit. That exit
+    # is not counted, and the thread's next calls are counted and timed from their enter.
+    import threading
+    import time
+
+    import torch
+
+    import syncfree
+
+    x = torch.randn(64, 64, device="cuda")
+    cycles = 40_000_000  # ~20 ms on an H100's 1.98 GHz
+    ready = threading.Event()
+    ready.set()
+    _worker_syncs(x, threading.Event(), ready, 1, cycles // 100)  # warm-up (the kernel's first load)
+    started, watching = threading.Event(), threading.Event()
+    worker = threading.Thread(target=_worker_syncs, args=(x, started, watching, 3, cycles),
+                              name="syncfree-worker")
+    worker.start()
+    assert started.wait(10)
+    time.sleep(0.05)  # the worker is inside its long wait
+    with syncfree.watch(engine="cupti", all_threads=True) as watch:
+        watching.set()
+        worker.join(30)
+    report = watch.report
+    sites = [s for s in report.sites if s.line == WORKER_LINE]
+    assert [s.count for s in sites] == [3], report.text()
+    blocked = sites[0].blocked_ms
+    # Three ~20 ms kernels; the ~500 ms wait that began before the watch is not in it.
+    assert blocked is not None and 30 <= blocked <= 300, report.text()
+    assert report.syncs == 3, report.text()
+    print(f"\nsyncfree-gpu: cupti engine, a thread waiting as the watch began: 3 syncs counted after it, "
+          f"blocked {blocked:.1f} ms (3 x ~20 ms kernels)")
+
+
 def test_warnings_handling_cannot_blind_it():
     import torch
 
