@@ -36,6 +36,7 @@ import linecache
 import multiprocessing
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -65,14 +66,20 @@ def package_folder(name: str) -> Path | None:
 SOURCES = ROOT / "python_helper"
 
 
-def run_check(folder: Path) -> tuple[float, list[dict]]:
-    """Wall seconds of the ``syncfree check`` command on a folder and its json diagnostics."""
-    start = time.perf_counter()
+def _children_cpu() -> float:
+    """CPU seconds of the finished child processes and theirs (a command's pool workers included)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_check(folder: Path) -> tuple[tuple[float, float], list[dict]]:
+    """Wall and CPU seconds of the ``syncfree check`` command on a folder, and its json diagnostics."""
+    start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
         [sys.executable, "-m", "syncfree", "check", str(folder), "--format", "json", "--exit-zero"],
         capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(SOURCES)},
     )
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start, _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"syncfree check failed on {folder} ({done.returncode}): {done.stderr.strip()[:500]}")
     return seconds, json.loads(done.stdout)
@@ -99,12 +106,12 @@ def parse_floor(folder: str) -> int:
     return 0
 
 
-def parallel_parse(folder: Path) -> float:
-    """Wall seconds of the floor command (:func:`parse_floor`) on a folder."""
-    start = time.perf_counter()
+def parallel_parse(folder: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of the floor command (:func:`parse_floor`) on a folder."""
+    start, cpu = time.perf_counter(), _children_cpu()
     subprocess.run([sys.executable, __file__, "--parse-floor", str(folder)], check=True, stdout=subprocess.DEVNULL,
                    env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")})
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _children_cpu() - cpu
 
 
 def relative(path: str, folder: Path) -> str:
@@ -177,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.repeat - 1):
             check_times.append(run_check(folder)[0])
             parse_times.append(parallel_parse(folder))
-        check_seconds, parse_seconds = statistics.median(check_times), statistics.median(parse_times)
+        check_seconds, parse_seconds = (statistics.median(wall for wall, _ in t) for t in (check_times, parse_times))
+        check_cpu, parse_cpu = (statistics.median(cpu for _, cpu in t) for t in (check_times, parse_times))
         per_rule = collections.Counter((f["rule"], f["certainty"]) for f in findings)
         rules = sorted({rule for rule, _ in per_rule}, key=lambda rule: -(per_rule[rule, "certain"] + per_rule[rule, "likely"]))
         print(f"== {name} {version}: {len(files):,} files, {lines:,} lines: {len(findings):,} findings "
@@ -185,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print("   " + ", ".join(_rule_count(rule, per_rule) for rule in rules))
         print(f"   check {check_seconds:.1f} s; parallel ast.parse {parse_seconds:.1f} s; "
               f"ratio {check_seconds / parse_seconds:.2f} (medians of {len(check_times)}; load average "
-              f"{os.getloadavg()[0]:.1f})")
+              f"{os.getloadavg()[0]:.1f}); CPU time {check_cpu:.1f} s against {parse_cpu:.1f} s, ratio "
+              f"{check_cpu / parse_cpu:.2f}")
         if labelled:
             reported = {(relative(f["path"], folder), f["line"], f["rule"]) for f in findings}
             result = precision(labelled, reported)
