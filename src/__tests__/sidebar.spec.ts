@@ -562,7 +562,7 @@ describe('SyncsPanel', () => {
     expect(blocked.title).toContain('first sync 100 ms, then 0.010 ms per sync ×99');
     expect(warmUp.title).toContain('first sync 100 ms, then 0.010 ms per sync ×99');
     const once = widget.rows[2];
-    expect(once.querySelector('.jp-syncfree-sidebar-phase')!.textContent).toBe('once');
+    expect(once.querySelector('.jp-syncfree-sidebar-phase')).toBeNull(); // its heading says so
     expect(once.querySelector('.jp-syncfree-sidebar-first')).toBeNull();
     expect(once.title).toContain('once: the line runs once');
     expect(
@@ -576,6 +576,12 @@ describe('SyncsPanel', () => {
     // A column the user picks: by place, no heading (the rows say "once" themselves) ...
     widget.node.querySelector<HTMLElement>('[data-sort="location"]')!.click();
     expect(drawn()).toEqual(['setup:2', 'train:4', 'train:5', 'train:7']);
+    expect(widget.rows.map(r => r.querySelector('.jp-syncfree-sidebar-phase')?.textContent ?? '')).toEqual([
+      'once',
+      '',
+      '',
+      'once'
+    ]);
     // ... by count, recurring first whichever way, under the heading again.
     widget.node.querySelector<HTMLElement>('[data-sort="count"]')!.click();
     expect(drawn()).toEqual(['train:4', 'train:5', 'once: 46 syncs · 270 ms', 'train:7', 'setup:2']);
@@ -598,9 +604,17 @@ describe('SyncsPanel', () => {
     const heading = widget.node.querySelector('.jp-syncfree-sidebar-once')!;
     expect(heading.nextElementSibling).toBe(widget.rows[1]);
     expect(heading.querySelector('.jp-syncfree-sidebar-once-totals')!.textContent).toBe('32 syncs');
-    expect(widget.rows[2].querySelector('.jp-syncfree-sidebar-phase')!.textContent).toBe('once: compiling');
+    expect(widget.rows[2].title).toContain('once: torch.compile compiling');
     expect(widget.node.querySelector('.jp-syncfree-sidebar-column-count')!.getAttribute('aria-sort')).toBe(
       'descending'
+    );
+    // Sorted by rule: no heading, each row paid once says so under its count.
+    widget.sort = { key: 'rule', descending: false };
+    widget.render();
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-once')).toBeNull();
+    const compiling = widget.rows.find(r => r.dataset.line === '5')!;
+    expect(compiling.querySelector('.jp-syncfree-sidebar-count .jp-syncfree-sidebar-phase')!.textContent).toBe(
+      'compiling'
     );
   });
 

@@ -121,7 +121,7 @@ const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
   }
 ];
 
-/** What a one-off phase means (report.py PHASE_WORDS, the card's badge). */
+/** What a one-off phase means (report.py PHASE_WORDS; the card's badge says the same). */
 const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; title: string }> = {
   once: {
     badge: 'once',
@@ -129,7 +129,7 @@ const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; ti
     title: 'This line runs once per run (setup, a final checkpoint): paid once, not every step'
   },
   compile: {
-    badge: 'once: compiling',
+    badge: 'compiling',
     words: 'once: torch.compile compiling',
     title: 'Synced while torch.compile compiled or autotuned: paid once, not every call'
   }
@@ -292,7 +292,7 @@ export class SyncsPanel extends Panel {
             grid.appendChild(this._onceHeading(totals, showCell));
           }
         }
-        grid.appendChild(this._row(site, showCell, i));
+        grid.appendChild(this._row(site, showCell, i, banded));
       });
     };
     if (this._groupByCell) {
@@ -522,7 +522,8 @@ export class SyncsPanel extends Panel {
     return head;
   }
 
-  private _row(site: IRankedSite, showCell: boolean, index: number): HTMLElement {
+  /** A site's row; `underHeadings`: a row paid once is under the once heading, which says so. */
+  private _row(site: IRankedSite, showCell: boolean, index: number, underHeadings: boolean): HTMLElement {
     const row = el('div', `${S}-row ${S}-row-${site.source}${site.stale ? ` ${CSS_PREFIX}-stale` : ''}`);
     row.setAttribute('role', 'row');
     row.setAttribute('aria-level', showCell ? '1' : '2');
@@ -582,14 +583,15 @@ export class SyncsPanel extends Panel {
       what.appendChild(rule);
     }
     const phase = site.phase === 'once' || site.phase === 'compile' ? PHASE_WORDS[site.phase] : null;
-    if (phase) {
-      // Paid once, not every step (issue 21): the card's badge.
-      const badge = el('span', `${S}-phase`, phase.badge);
-      badge.title = phase.title;
-      what.appendChild(badge);
-    }
     if (site.source !== 'static') {
-      cell('count', formatCount(site.count));
+      const count = cell('count', formatCount(site.count));
+      if (phase && !underHeadings) {
+        // Paid once, not every step (issue 21), where no heading says it: under the count,
+        // which it qualifies (the narrow panel's "what" column has no room to spare).
+        const badge = el('span', `${S}-phase`, phase.badge);
+        badge.title = phase.title;
+        count.appendChild(badge);
+      }
       const blocked = cell('blocked', formatMs(site.blockedMs));
       if (site.firstCall && site.firstMs !== null) {
         // The first call apart: the row is ranked by what the calls after it cost.
