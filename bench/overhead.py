@@ -21,7 +21,8 @@ variant once, in a shuffled order (``--seed``), so that drift of the CPU and GPU
 reaches every variant alike and no variant always follows the same one. A variant's ratio
 is the median over the rounds of its time over the plain loop's time *of the same round*
 (its spread, the quartiles of those ratios, is printed beside it); the time added per sync
-is the median of the paired differences. The CUPTI variants run in rounds of their own
+is the median of the paired differences; "fastest" is the fastest run's time over the
+fastest plain run's (interference only adds time). The CUPTI variants run in rounds of their own
 after the others, with their own plain loops: CUPTI, once attached, may leave the driver
 slower for the rest of the process, so the debug-mode variants are measured before it ever
 is, and the plain loop after CUPTI is printed against the one before it. torch.profiler
@@ -274,8 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:30s} {statistics.median(times):7.3f} s  1.00x  (its rounds: "
                   f"+-{spread:.1f}% between quartiles)")
             continue
+        # Beside it, the fastest run over the fastest plain run: interference only adds time,
+        # so on a noisy machine the minima show the cost itself (timeit's reasoning).
+        fastest = min(times) / min(base)
         print(f"  {name:30s} {statistics.median(times):7.3f} s  {ratio:5.2f}x ({low:.2f}-{high:.2f})"
-              f"  {added / per * 1e6:+6.2f} us/sync  {verdict}")
+              f"  {added / per * 1e6:+6.2f} us/sync  fastest {fastest:.2f}x  {verdict}")
     return 1 if args.strict and missed else 0
 
 
