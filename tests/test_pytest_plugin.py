@@ -502,7 +502,7 @@ def test_a_failure_on_the_standins_says_so(pytester):
         section = _syncfree_section(result)
         assert section[-3:] == [
             "  2 tests failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
-            "(the CUDA path a GPU runs; each failure says so):",
+            "(plain pytest runs their CPU path; each failure says so):",
             "    test_branch.py::test_cuda_branch",
             "    test_branch.py::test_fixture_branch",
         ], section

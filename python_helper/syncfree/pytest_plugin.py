@@ -290,8 +290,8 @@ def _summary_entry(report) -> dict:
 _STANDINS_SECTION = (
     "This test ran on predict mode's CPU stand-ins for CUDA (no CUDA device here): "
     "torch.cuda.is_available() answered True and its 'cuda' tensors were CPU tensors "
-    "standing in for CUDA ones, so it took the CUDA path a GPU machine takes; plain pytest "
-    "on this machine runs its CPU path. A GPU would run the same CUDA path.")
+    "standing in for CUDA ones, so any CUDA path in it ran, as on a GPU machine; plain "
+    "pytest on this machine runs its CPU path.")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -399,7 +399,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if failed:
         tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"
         write(f"  {tests} failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() "
-              "was True (the CUDA path a GPU runs; each failure says so):")
+              "was True (plain pytest runs their CPU path; each failure says so):")
         for nodeid in failed[:_SHOWN_FAILED]:
             write(f"    {nodeid}")
         if len(failed) > _SHOWN_FAILED:
