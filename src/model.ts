@@ -5,6 +5,7 @@
  * Pure functions over the report types, no DOM.
  */
 import type { Finding, Rule, SyncReport, SyncSite } from './_report';
+import { compareRankKeys, siteRankKey } from './sidebar/cost';
 
 /** How a marked line or a row got there: a sync seen on a GPU, predicted on CPU, or static. */
 export type MarkerSource = 'measured' | 'predicted' | 'static';
@@ -134,7 +135,9 @@ export function findingsWithoutSites(report: SyncReport): Finding[] {
  * one), then count, then line. The summary, the panel and the card all order by it.
  */
 export function compareCost(a: SyncSite, b: SyncSite): number {
-  return (b.blocked_ms ?? -1) - (a.blocked_ms ?? -1) || b.count - a.count || a.line - b.line;
+  // The reports' rank key (sites.py rank_key, ported in sidebar/cost.ts): recurring sites by
+  // their blocked time after the first call, one-off ones after them; then by line.
+  return compareRankKeys(siteRankKey(a), siteRankKey(b)) || a.line - b.line;
 }
 
 /** The sites, costliest first (a new array). */

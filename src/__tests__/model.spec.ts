@@ -82,6 +82,15 @@ describe('the report model', () => {
     expect(compareCost(sites[0], sites[4])).toBeLessThan(0);
   });
 
+  it('ranks as the reports do: a first call or a one-off site does not outrank a per-step sync', () => {
+    const sites = [
+      site({ line: 1, count: 20, blocked_ms: 100.2, first_ms: 100 }),
+      site({ line: 2, count: 20, blocked_ms: 20 }),
+      site({ line: 3, count: 1, blocked_ms: 150, phase: 'once' })
+    ];
+    expect(costliestFirst(sites).map(s => s.line)).toEqual([2, 1, 3]);
+  });
+
   it('orders the summary, the panel and the card the same way', () => {
     const r = report({
       sites: [

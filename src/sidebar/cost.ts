@@ -48,7 +48,7 @@ export type RankKey = readonly [oneOff: boolean, negCost: number, negCount: numb
  * Python never looks: a run is timed throughout or not at all, so `rank_key` takes an
  * untimed site's cost as 0; the panel lists cells of different runs side by side (a GPU
  * kernel's saved reports and a CPU kernel's predictions), and puts an untimed site after
- * every timed one of its phase (as the card and summary do, model.ts compareCost). Among
+ * every timed one of its phase (model.ts compareCost, which the card and the notebook summary use, goes through this key too). Among
  * sites that are all timed, or all untimed, the order is the Python's.
  */
 export function rankKey(

@@ -170,8 +170,9 @@ def steady_ms(blocked_ms: float | None, first_ms: float | None) -> float | None:
 
 
 def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, count: int) -> tuple:
-    """How sites are ranked in every listing (watch, ``syncfree run``, the Syncs panel's
-    model.ts compareCost): recurring ones first, by their blocked time after the first call
+    """How sites are ranked in every listing (watch, ``syncfree run``; in JupyterLab the
+    port in src/sidebar/cost.ts, used by the Syncs panel, the card and the notebook summary
+    through model.ts compareCost): recurring ones first, by their blocked time after the first call
     (the total less `first_ms`: what the rest of the run paid, measured, nothing
     extrapolated), then by count; one-off ones (``once``/``compile``) after them, by their
     whole blocked time, then count. A first call that took 100 ms and then 0.01 ms per call
