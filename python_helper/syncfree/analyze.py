@@ -189,7 +189,10 @@ class _Analysis:
         kind = type(node)
         rules = self.by_type.get(kind)
         if kind is ast.Call and self.by_callee:
-            chosen = self.by_callee.get(self.scope.callee_name(node))  # type: ignore[arg-type]
+            func = node.func  # type: ignore[attr-defined]
+            # t.item(), torch.nonzero(...): the callee's last name is the attribute's, qualified or not
+            name = func.attr if type(func) is ast.Attribute else self.scope.callee_name(node)  # type: ignore[arg-type]
+            chosen = self.by_callee.get(name)
             if chosen:
                 rules = [*rules, *chosen] if rules else chosen
         if rules:
