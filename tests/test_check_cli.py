@@ -261,3 +261,31 @@ def test_a_checked_file_leaves_nothing_for_the_cycle_collector(tmp_path):
     finally:
         if enabled:
             gc.enable()
+
+
+HOST_CODE = '''\
+import torch
+
+class FooImageProcessor(BaseImageProcessor):
+    def preprocess(self, images):
+        return images.max().item()
+'''
+
+
+def test_possible_findings_are_shown_only_when_asked_for(tmp_path):
+    """Code that runs on the host by construction (a data processor's preprocessing) gives findings of certainty
+    'possible': left out by default (precision on real libraries), reported with --possible, marked as such in the
+    text, counted apart in the summary, a SARIF 'note' rather than a warning."""
+    path = tmp_path / "image_processing_foo.py"
+    path.write_text(HOST_CODE)
+    default = syncfree("check", str(path))
+    assert default.returncode == 0, default.stdout + default.stderr
+    assert "No syncs found in 1 file." in default.stdout
+    shown = syncfree("check", "--possible", str(path))
+    assert shown.returncode == 1, shown.stdout + shown.stderr
+    assert "image_processing_foo.py:5:" in shown.stdout and "(possible)" in shown.stdout
+    assert "(0 certain, 0 likely, 1 possible)" in shown.stdout
+    sarif = json.loads(syncfree("check", "--possible", "--format", "sarif", str(path)).stdout)
+    assert [result["level"] for result in sarif["runs"][0]["results"]] == ["note"]
+    github = syncfree("check", "--possible", "--format", "github", str(path)).stdout
+    assert github.startswith("::notice ")

@@ -51,7 +51,7 @@ class Diagnostic:
     message: str
     cell: int | None = None
     cell_id: str | None = None
-    certainty: str = "certain"  # certain | likely | measured | predicted
+    certainty: str = "certain"  # certain | likely | possible | measured | predicted
     fix: str | None = None  # the fix's safety (safe | review) when the catalog has a rewrite
     count: int | None = None  # run: how often the site synced
     blocked_ms: float | None = None  # run: time the CPU waited there
@@ -133,8 +133,8 @@ def write_diagnostics(
 
 def _text_line(d: Diagnostic, style: Style) -> str:
     extra = ""
-    if d.certainty == "likely":
-        extra += " (likely)"
+    if d.certainty in ("likely", "possible"):
+        extra += f" ({d.certainty})"
     if d.count is not None:
         extra += f" ×{d.count}"
     if d.blocked_ms:
@@ -202,7 +202,7 @@ def _github_escape(text: str, *, property_value: bool = False) -> str:
 
 
 def _github_line(d: Diagnostic) -> str:
-    level = "error" if d.rule == SYNTAX_ERROR else "warning"
+    level = "error" if d.rule == SYNTAX_ERROR else "notice" if d.certainty == "possible" else "warning"
     where = f" (cell {d.cell})" if d.cell is not None else ""
     title = f"syncfree {d.rule}{where}"
     properties = [f"file={_github_escape(d.path, property_value=True)}"]
@@ -307,7 +307,7 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
         "ruleId": d.rule,
         "ruleIndex": rule_index,
         **({"partialFingerprints": {"syncfreeFinding/v1": d.fingerprint}} if d.fingerprint else {}),
-        "level": "error" if d.rule == SYNTAX_ERROR else "warning",
+        "level": "error" if d.rule == SYNTAX_ERROR else "note" if d.certainty == "possible" else "warning",
         "message": {"text": clean_text(d.message)},
         "locations": [location],
     }

@@ -55,12 +55,14 @@ def check(
     unsafe_fixes: bool = False,
     statistics: bool = False,
     progress: bool | None = None,
+    possible: bool = False,
 ) -> int:
     """Check the files; ``jobs`` worker processes (default: the cores this process may use) share them.
 
     ``fix``: apply the safe rewrites (``unsafe_fixes``: the ones marked for review too) in place, then report what
     is left. ``diff``: print those rewrites as a unified diff and change nothing. ``statistics``: counts per rule
-    instead of the findings. ``progress``: a count of the files done on stderr (default: when stderr is a terminal
+    instead of the findings. ``possible``: the findings of certainty "possible" too (code that runs on the host by
+    construction, catalog/host_code.py), left out by default. ``progress``: a count of the files done on stderr (default: when stderr is a terminal
     and the run is long).
     """
     out = out or sys.stdout
@@ -78,7 +80,7 @@ def check(
     syntax_errors = checked = fixed = 0
     diffs: list[str] = []
     meter = _Progress(len(files), progress)
-    for result in _check_files(files, select, ignore, jobs, fixing):
+    for result in _check_files(files, select, ignore, jobs, fixing, possible):
         meter.step()
         if result.problem is not None:
             meter.clear()
@@ -202,11 +204,11 @@ _POOL_MIN_FILES, _POOL_MIN_BYTES = 8, 256_000
 
 
 def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] | None,
-                 jobs: int | None, fixing: FixMode | None = None) -> Iterator[FileResult]:
+                 jobs: int | None, fixing: FixMode | None = None, possible: bool = False) -> Iterator[FileResult]:
     """Each file's result in the order given. Files are independent, so a process pool shares them out over the
     cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
     jobs = jobs or _usable_cores()
-    check_one = functools.partial(check_file, select=select, ignore=ignore, fixing=fixing)
+    check_one = functools.partial(check_file, select=select, ignore=ignore, fixing=fixing, possible=possible)
     on_disk = [path for path in files if str(path) != "-"]
     if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
         yield from map(check_one, files)
@@ -246,7 +248,7 @@ def _worker_started() -> None:
 
 
 def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
-               fixing: FixMode | None = None) -> FileResult:
+               fixing: FixMode | None = None, possible: bool = False) -> FileResult:
     """Read one file (``-``: stdin) and analyse it: every cell of a notebook, in order, each seeing what the cells
     above it bound. Each source is parsed once (twice only when it holds IPython syntax or does not parse).
 
@@ -256,11 +258,11 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
     # One pause for the whole file: the collector resumes once its trees are freed (by reference counting), not
     # between the parse and the walk, when a collection would walk every node of a young tree (collector.py).
     with cycle_collection_paused():
-        return _check_file(path, select, ignore, fixing)
+        return _check_file(path, select, ignore, fixing, possible)
 
 
 def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
-                fixing: FixMode | None) -> FileResult:
+                fixing: FixMode | None, possible: bool = False) -> FileResult:
     try:
         if str(path) == "-":
             stdin = getattr(sys.stdin, "buffer", None)  # bytes, decoded as `python -` decodes them
@@ -277,7 +279,7 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
     bindings = Bindings()  # a notebook's cells see what the cells above them bound
     for cell in cells:
         before = Bindings(dict(bindings.names), dict(bindings.aliases), set(bindings.imported), bindings.default_device)
-        findings, problem = _analyse(cell, select, ignore, bindings)
+        findings, problem = _analyse(cell, select, ignore, bindings, possible)
         if fixing is not None and problem is None and str(path) != "-":
             chosen = [finding for finding in findings if fixing.takes(finding)]
             new_source = _rewritten(cell.source, chosen) if chosen else None
@@ -285,7 +287,7 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
                 fixed += len(chosen)
                 cell = SourceCell(cell.path, cell.number, new_source, cell.cell_id)
                 bindings = before
-                findings, problem = _analyse(cell, select, ignore, bindings)
+                findings, problem = _analyse(cell, select, ignore, bindings, possible)
         rewritten.append(cell)
         if problem is not None:
             diagnostics.append(problem)
@@ -355,7 +357,7 @@ def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]
 
 
 def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | None,
-             bindings: Bindings) -> tuple[list[dict[str, Any]], Diagnostic | None]:
+             bindings: Bindings, possible: bool = False) -> tuple[list[dict[str, Any]], Diagnostic | None]:
     """The cell's findings, or the diagnostic saying it does not parse."""
     with cycle_collection_paused(), warnings.catch_warnings():  # a large file's tree is no garbage (syncfree.collector)
         warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes and the like: not ours to report
@@ -365,8 +367,9 @@ def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | Non
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             tree = None  # IPython syntax (%magic, !cmd) to blank first, or no Python at all
     if tree is not None:
-        return analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings, tree=tree), None
-    findings = analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings)
+        return analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings, tree=tree,
+                              possible=possible), None
+    findings = analyze_source(cell.source, select=select, ignore=ignore, earlier=bindings, possible=possible)
     # Findings mean the source parsed once its IPython lines were blanked; only a cell without any can be one that
     # does not parse.
     return findings, (_syntax_error(cell) if not findings else None)
@@ -425,17 +428,18 @@ def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[t
 
 
 def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None, fixed: int = 0) -> str:
-    counts = {"certain": 0, "likely": 0}
+    counts = {"certain": 0, "likely": 0, "possible": 0}
     fixable = 0
     for d in diagnostics:
         if d.rule != SYNTAX_ERROR:
             counts[d.certainty] = counts.get(d.certainty, 0) + 1
             fixable += d.fix is not None
-    total = counts["certain"] + counts["likely"]
+    total = sum(counts.values())
     where = f"{files} file{'s' if files != 1 else ''}"
     if total:
         text = (f"Found {total} sync{'s' if total != 1 else ''} in {where} ({counts['certain']} certain, "
-                f"{counts['likely']} likely); {fixable} with a rewrite.")
+                f"{counts['likely']} likely" + (f", {counts['possible']} possible" if counts["possible"] else "")
+                + f"); {fixable} with a rewrite.")
     else:
         text = f"No syncs found in {where}."
     if fixed:
@@ -456,6 +460,9 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--diff", action="store_true",
                         help="print the rewrites --fix would apply as a unified diff and change nothing (exit 1 if any)")
     parser.add_argument("--statistics", action="store_true", help="print the number of findings per rule instead of the findings")
+    parser.add_argument("--possible", action="store_true",
+                        help="also report the findings of certainty 'possible' (code that runs on the host by construction, "
+                        "such as a data processor's preprocessing: it syncs only if given CUDA tensors), left out by default")
     parser.add_argument("--exclude", type=_patterns, metavar="PATTERNS",
                         help="comma-separated glob patterns to leave out, instead of the configuration's exclude: a plain "
                         "name (models, *_pb2.py) matches a file or folder of that name anywhere, a pattern with / a path "
@@ -478,7 +485,7 @@ def check_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     if args.extend_exclude:
         exclusion = exclusion | Exclusion(args.extend_exclude)
     return {"exclude": exclusion, "fix": args.fix, "diff": args.diff, "unsafe_fixes": args.unsafe_fixes,
-            "statistics": args.statistics}
+            "statistics": args.statistics, "possible": args.possible}
 
 
 def _patterns(text: str) -> list[str]:
