@@ -148,15 +148,28 @@ def test_the_summary_names_tests_whose_compiled_code_ran_eagerly(pytester):
 
         def test_plain():
             assert scale(torch.ones(2)).item() == 4.0
+
+        def test_counts_compiled_frames():  # as pytorch-optimizer's compile tests do
+            frames = []
+            def backend(graph, inputs):
+                frames.append(graph)
+                return graph.forward
+            counted = torch.compile(lambda t: t * 3, backend=backend)
+            assert counted(torch.ones(2)).tolist() == [3.0, 3.0]
+            assert len(frames) > 0
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree",
                                            "-W", "ignore::DeprecationWarning")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
-        "  torch.compile'd code ran eagerly in 1 test (predict mode cannot compile for a GPU*",
+        "  torch.compile'd code ran eagerly in 2 tests (predict mode cannot compile for a GPU*",
+        "    test_compiles.py::test_counts_compiled_frames: `*lambda*` ×1",
         "    test_compiles.py::test_it_compiles: `scale` ×2",
     ])
+    # the failure says why the frame count is 0 under --syncfree
+    result.stdout.fnmatch_lines(["*- syncfree: torch.compile ran eagerly -*",
+                                 "*ran eagerly in predict mode (it cannot compile for a GPU)*"])
 
 
 def test_cpu_code_at_import_runs_where_cuda_is_answered(pytester):

@@ -226,6 +226,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             # An attribute of the report: pytest-xdist carries a report's attributes to
             # the controller (_pytest/reports.py, _report_to_json).
             report.syncfree_eager_compiles = grown
+            if report.failed:  # a check that the code compiled (a frame counter) fails here
+                names = ", ".join(f"`{name}`" for name in sorted(grown))
+                report.sections.append(("syncfree: torch.compile ran eagerly", (
+                    f"{names} ran eagerly in predict mode (it cannot compile for a GPU): "
+                    "nothing was compiled, so a check that compilation happened (a backend's "
+                    "frame count, dynamo's counters, fullgraph errors) fails here and not on "
+                    "a GPU machine.")))
     return report
 
 
