@@ -785,10 +785,10 @@ NESTED_RULES = [
     # a layer's fused attention: the cumulative sequence lengths of q and of k/v
     ("y = layer(nt)", ["library"] * 2),
     ("y = mha(nt, nt, nt, need_weights=False)", ["library"] * 2),
-    # not the fused attention: a sequence of length 1, a head dim of 6, float64
+    # not the fused attention: a sequence of length 1, a head dim of 6; float64 (no fused kernel)
     ("y = layer(nt_one)", []),
     ("y = layer_6(nt_24)", []),
-    ("y = layer_64(nt_64)", []),
+    ("y = layer_64(nt_64)", ["library"]),  # measured on the H100: 1 (the handler says so)
     # a dense input: no nested metadata to copy
     ("y = layer(seq)", []),
 ]
@@ -816,8 +816,9 @@ def test_nested_attention_rules_from_torch_source(source, kinds):
 
 
 def test_nested_attention_rule_follows_the_sdp_switches():
-    """With memory-efficient attention switched off a float32 query takes the unfused
-    path on a GPU (flash attention takes float16/bfloat16 only): no copies."""
+    """With memory-efficient attention switched off a float32 query gets no fused kernel
+    on a GPU (flash attention takes float16/bfloat16 only): no copies, and not the one sync
+    a float64 query makes there (the H100: test_nested_attention_off_switch_on_a_gpu)."""
     enabled = torch.backends.cuda.mem_efficient_sdp_enabled()
     torch.backends.cuda.enable_mem_efficient_sdp(False)
     try:
@@ -825,6 +826,29 @@ def test_nested_attention_rule_follows_the_sdp_switches():
     finally:
         torch.backends.cuda.enable_mem_efficient_sdp(enabled)
     assert _run_nested_rule("y = layer(nt)") == ["library"] * 2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_nested_attention_off_switch_on_a_gpu():
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(NESTED_PREAMBLE, "<preamble>", "exec"), namespace)
+    torch.cuda.synchronize()
+    code, filename = compile_cell("y = layer(nt)")
+    enabled = torch.backends.cuda.mem_efficient_sdp_enabled()
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # why no fused kernel was taken
+            with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
+                exec(code, namespace)
+    finally:
+        torch.backends.cuda.enable_mem_efficient_sdp(enabled)
+    observed = sum(site.count for site in recorder.sites)
+    print(f"\nsyncfree-gpu: nested attention, memory-efficient attention off: {observed} syncs")
+    assert observed == 0  # what test_nested_attention_rule_follows_the_sdp_switches predicts (0 on the H100)
 
 
 @pytest.mark.gpu
@@ -851,6 +875,10 @@ import torch
 torch.manual_seed(0)
 large = torch.randn(5, 5, device='cuda') * 5
 small = torch.randn(5, 5, device='cuda') * 0.01
+tiny = torch.full((5, 5), 1e-5, device='cuda')
+degree_4 = torch.full((5, 5), 0.002, device='cuda')
+degree_8 = torch.full((5, 5), 0.02, device='cuda')
+degree_12 = torch.full((5, 5), 0.2, device='cuda')
 batch = torch.randn(4, 5, 5, device='cuda')
 nan = torch.full((3, 3), float('nan'), device='cuda')
 one = torch.randn(1, 1, device='cuda')
@@ -858,7 +886,10 @@ one = torch.randn(1, 1, device='cuda')
 
 MATRIX_EXP_RULES = [
     ("y = torch.matrix_exp(large)", 6),  # scaling and squaring
-    ("y = torch.linalg.matrix_exp(small)", 2),  # a Taylor degree below the last
+    ("y = torch.matrix_exp(tiny)", 2),  # degree 2 (norm 5e-5): the interval's index, no coefficients
+    ("y = torch.matrix_exp(degree_4)", 4),  # norm 0.01: compute_T4 copies two coefficient tensors
+    ("y = torch.matrix_exp(degree_8)", 6),  # norm 0.1: compute_T8 four
+    ("y = torch.matrix_exp(degree_12)", 3),  # norm 1.0: compute_T12 one matrix
     ("y = batch.matrix_exp()", 3),  # several matrices: scaling and squaring for all
     ("y = torch.matrix_exp(nan)", 1),  # the norm read, no interval
     ("y = torch.matrix_exp(one)", 0),  # exp
