@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from syncfree.capture.filters import parse_quietly
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.scope import Bindings, CellScope
 from syncfree.collector import paused as cycle_collection_paused
@@ -118,10 +118,11 @@ def analyze_source(
     with cycle_collection_paused():
         if tree is None:
             try:
-                # Invalid escape sequences and the like would otherwise print in the user's notebook. Not
-                # catch_warnings: it swaps the filters list of every thread, so a watched thread's sync warning could
-                # meet the copy in between (capture/filters.py).
-                tree = parse_quietly(python_source)
+                with warnings.catch_warnings():
+                    # Invalid escape sequences and the like would otherwise print in the user's notebook.
+                    warnings.simplefilter("ignore", SyntaxWarning)
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    tree = ast.parse(python_source)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
         analysis = _Analysis(tree, python_source, rules, first_line, earlier, limit=limit)
