@@ -293,11 +293,13 @@ def display_report(report: Mapping) -> None:
 # --------------------------------------------------------------------------- validation
 
 
-@lru_cache(maxsize=1)
-def _validator():
+@lru_cache(maxsize=None)
+def schema_validator(path: Path = SCHEMA_PATH):
+    """A Draft 7 validator of the JSON schema at ``path`` (the report's by default; the
+    merged report's in distributed/display.py), made once."""
     import jsonschema
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema = json.loads(path.read_text(encoding="utf-8"))
     jsonschema.Draft7Validator.check_schema(schema)
     return jsonschema.Draft7Validator(schema)
 
@@ -308,6 +310,6 @@ def validate_report(report: Mapping) -> None:
     Needs the ``jsonschema`` package (the ``test`` extra). The report must also survive a
     JSON round trip unchanged, as it does when saved in a notebook.
     """
-    _validator().validate(report)
+    schema_validator().validate(report)
     if json.loads(json.dumps(report)) != report:
         raise ValueError("report does not survive a JSON round trip")

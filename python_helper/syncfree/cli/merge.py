@@ -14,7 +14,7 @@ from typing import TextIO
 from syncfree import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
 
-__all__ = ["merge"]
+__all__ = ["merge", "read_folder"]
 
 
 def merge(directory: str, *, output_format: str = "text", budget: int | None = None,
@@ -22,21 +22,10 @@ def merge(directory: str, *, output_format: str = "text", budget: int | None = N
           selected: set[str] | None = None) -> int:
     from syncfree.distributed.emit import write_merged
     from syncfree.distributed.merge import MergedReport
-    from syncfree.distributed.rankfiles import read_rank_reports
 
     out = out or sys.stdout
     state = state if state is not None else {}
-    try:
-        folder = read_rank_reports(directory)
-    except FileNotFoundError:
-        raise UsageProblem(f"cannot read {directory}: no such folder") from None
-    except NotADirectoryError:
-        raise UsageProblem(f"{directory} is not a folder of rank reports") from None
-    except OSError as problem:
-        raise UsageProblem(f"cannot read {directory}: {problem.strerror or problem}") from None
-    if not folder.reports:
-        detail = f" ({folder.problems[0]})" if folder.problems else ""
-        raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json){detail}")
+    folder = read_folder(directory)
     merged = MergedReport.from_folder(folder, selected=selected)
     write_merged(merged, output_format, out, budget=budget, tool_version=__version__)
     out.flush()
@@ -53,3 +42,23 @@ def merge(directory: str, *, output_format: str = "text", budget: int | None = N
               file=sys.stderr)
     state["status"] = EXIT_FOUND if over else EXIT_CLEAN
     return state["status"]
+
+
+def read_folder(directory: str):
+    """The rank reports in ``directory`` (``rankfiles.RankFolder``); a folder that cannot be
+    read or holds none is a UsageProblem (one line), for ``syncfree merge`` and
+    ``%syncfree merge`` alike."""
+    from syncfree.distributed.rankfiles import read_rank_reports
+
+    try:
+        folder = read_rank_reports(directory)
+    except FileNotFoundError:
+        raise UsageProblem(f"cannot read {directory}: no such folder") from None
+    except NotADirectoryError:
+        raise UsageProblem(f"{directory} is not a folder of rank reports (rank-NNNNN.json)") from None
+    except OSError as problem:
+        raise UsageProblem(f"cannot read {directory}: {problem.strerror or problem}") from None
+    if not folder.reports:
+        detail = f" ({folder.problems[0]})" if folder.problems else ""
+        raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json){detail}")
+    return folder

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -133,18 +132,11 @@ def display_merged(merged: MergedReport) -> None:
     display(mime_bundle(merged), raw=True)
 
 
-@lru_cache(maxsize=1)
-def _validator():
-    import jsonschema
-
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    jsonschema.Draft7Validator.check_schema(schema)
-    return jsonschema.Draft7Validator(schema)
-
-
 def validate_merged(data: Any) -> None:
     """Raise ``jsonschema.ValidationError`` unless ``data`` is a valid merged report (needs
     the ``jsonschema`` package, the ``test`` extra)."""
-    _validator().validate(data)
+    from syncfree.report import schema_validator
+
+    schema_validator(SCHEMA_PATH).validate(data)
     if json.loads(json.dumps(data)) != data:
         raise ValueError("merged report does not survive a JSON round trip")

@@ -66,17 +66,9 @@ def _merged(directory: str, selected: set[str] | None) -> MergedReport:
             hint = ("merge takes the folder of rank reports that the ranks wrote (syncfree run --rank-report-dir "
                     "DIR keeps it); a --format json report has lost the per-rank totals and notes")
         raise UsageProblem(f"{directory} is a file: {hint}")
-    try:
-        merged = MergedReport.from_directory(directory, selected=selected)
-    except FileNotFoundError:
-        raise UsageProblem(f"cannot read {directory}: no such folder") from None
-    except NotADirectoryError:
-        raise UsageProblem(f"{directory} is not a folder of rank reports (rank-NNNNN.json)") from None
-    except OSError as problem:
-        raise UsageProblem(f"cannot read {directory}: {problem.strerror or problem}") from None
-    if not merged.reports:
-        raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json)")
-    return merged
+    from syncfree.cli.merge import read_folder
+
+    return MergedReport.from_folder(read_folder(directory), selected=selected)
 
 
 def merge_command(tokens: Sequence[str]) -> MergedReport:
