@@ -600,3 +600,62 @@ def test_logits_processors_and_models_are_not_host_code():
     source = PROCESSOR.replace("TorchvisionBackend", "LogitsProcessor").replace("ImageProcessor", "LogitsProcessor")
     source = source.replace("(Pipeline)", "(nn.Module)")
     assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]
+
+
+DATA_PIPELINE = '''\
+import torch
+from torch.utils.data import Sampler, Dataset as BaseDataset
+
+class WeightedBatchSampler(Sampler[list]):
+    def __init__(self, weights):
+        self.weights = weights
+
+    def _draw(self):
+        return int(torch.multinomial(self.weights, 1).item())
+
+    def __iter__(self):
+        yield self._draw()
+
+class CropDataset(BaseDataset):
+    def __init__(self, images):
+        self.images = images
+
+    def crop(self, image):
+        top = image.argmax().item()
+        return image[top:]
+
+    def __getitem__(self, index):
+        return self.crop(self.images[index])
+
+    def statistics(self, batch):
+        return batch.mean().item()
+
+class OnGpu(torch.utils.data.Dataset):
+    def __getitem__(self, index):
+        return self.data[index].sum().item()
+
+class TokenSampler(nn.Module):
+    def forward(self, logits):
+        return logits.argmax().item()
+'''
+
+
+def test_samplers_and_datasets_of_torch_utils_data_are_host_code():
+    """A sampler (every method) and what a dataset's __getitem__ reaches run in the data pipeline, on the host: their
+    likely findings become possible. A dataset's other methods, and a class named like a sampler that is not
+    torch.utils.data's, keep theirs."""
+    everything = rules_at(DATA_PIPELINE, possible=True)
+    by_line = {line: (rule, certainty) for rule, line, certainty in everything}
+    lines = DATA_PIPELINE.splitlines()
+
+    def at(text: str) -> tuple[str, str]:
+        return by_line[next(number for number, line in enumerate(lines, 1) if text in line)]
+
+    assert at("torch.multinomial(self.weights, 1).item()") == ("SF101", "possible")  # any method of a sampler
+    assert at("image.argmax().item()") == ("SF101", "possible")  # reached from __getitem__
+    assert at("self.data[index].sum().item()") == ("SF101", "possible")  # torch.utils.data.Dataset spelled out
+    assert at("batch.mean().item()") == ("SF101", "likely")  # not reached from the data entry points
+    assert at("logits.argmax().item()") == ("SF101", "likely")  # a model named like a sampler
+    source = DATA_PIPELINE.replace("from torch.utils.data import", "from mylib.data import")
+    source = source.replace("torch.utils.data.Dataset", "mylib.Dataset")
+    assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]

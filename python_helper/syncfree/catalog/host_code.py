@@ -21,6 +21,14 @@ shows, not by the class. A function is host code when
 
 Processor classes are recognized by their bases' names (the file need not import transformers: modular files and
 copies subclass each other), and a class deriving from one in the same file is one too.
+
+PyTorch's data pipeline draws the same line (torch/utils/data/dataloader.py): a ``Sampler`` yields the indices the
+``DataLoader`` fetches and a ``Dataset`` turns an index into a sample, in the main process or in a worker process,
+before ``pin_memory`` and the user's ``.to(device)``. Every method of a sampler class is host code, and so is what a
+dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach (a batch sampler's choice weights, a
+dataset's random crop: CPU tensors made without a device). Those bases count only when the file imports them from
+``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
+sampler) run on the GPU.
 """
 
 from __future__ import annotations
@@ -66,6 +74,11 @@ _PROCESSOR_SUFFIXES = (
 # Processors of model outputs: logits processors run inside generate() on the model's device.
 _NOT_PROCESSORS = ("LogitsProcessor", "LogitsWarper")
 _PIPELINE_ROOTS = frozenset({"preprocess", "postprocess"})
+# torch/utils/data/sampler.py, distributed.py and dataset.py.
+_SAMPLER_BASES = frozenset({"Sampler", "BatchSampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
+                            "WeightedRandomSampler", "DistributedSampler"})
+_DATASET_BASES = frozenset({"Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset"})
+_DATASET_ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__", "__len__"})
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -88,16 +101,48 @@ def _is_pipeline_base(name: str) -> bool:
     return name.endswith("Pipeline") and name != "DiffusionPipeline"
 
 
+def _data_bases(tree: ast.Module) -> dict[str, str]:
+    """The names under which the file's top level imports torch.utils.data's sampler and dataset classes, with their
+    kind (``from torch.utils.data import Sampler as S``: ``{"S": "sampler"}``)."""
+    found: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.utils.data"):
+            for alias in node.names:
+                kind = _data_kind(alias.name)
+                if kind is not None:
+                    found[alias.asname or alias.name] = kind
+    return found
+
+
+def _data_kind(name: str) -> str | None:
+    return "sampler" if name in _SAMPLER_BASES else "dataset" if name in _DATASET_BASES else None
+
+
+def _data_base(node: ast.expr, imported: dict[str, str]) -> str | None:
+    """``Sampler[int]`` imported from torch.utils.data, or ``torch.utils.data.Sampler``/``data.Dataset`` spelled out."""
+    if isinstance(node, ast.Subscript):
+        return _data_base(node.value, imported)
+    if isinstance(node, ast.Name):
+        return imported.get(node.id)
+    if isinstance(node, ast.Attribute) and isinstance(node.value, (ast.Attribute, ast.Name)):
+        owner = node.value.attr if isinstance(node.value, ast.Attribute) else node.value.id
+        if owner in ("data", "sampler", "dataset", "distributed") and "utils" in ast.unparse(node.value).split("."):
+            return _data_kind(node.attr)
+    return None
+
+
 def _is_preprocessing_entry(name: str) -> bool:
     return name in ("__call__", "preprocess") or name.startswith(("_preprocess", "preprocess_"))
 
 
 class HostCode:
     """Collects, during the static walk, which function defines and calls which; :meth:`functions` then gives the
-    host-code functions. Made only for a file that defines a processor or pipeline class (:meth:`of`)."""
+    host-code functions. Made only for a file that defines a processor, pipeline, sampler or dataset class
+    (:meth:`of`)."""
 
     def __init__(self, kinds: dict[str, str]) -> None:
-        self._kinds = kinds  # class name -> "processor" | "pipeline" (from the bases, in-file subclasses included)
+        # class name -> "processor" | "pipeline" | "sampler" | "dataset" (from the bases, in-file subclasses included)
+        self._kinds = kinds
         self._class_of: dict[int, ast.ClassDef] = {}
         self._methods: dict[str, list[Function]] = {}  # method name -> methods of that name in processor classes
         self._functions: dict[int, Function] = {}
@@ -105,13 +150,14 @@ class HostCode:
 
     @classmethod
     def of(cls, tree: ast.Module) -> HostCode | None:
-        """A collector for ``tree``, or None when it defines no processor or pipeline class at its top level (most
-        files: nothing to collect)."""
+        """A collector for ``tree``, or None when it defines no processor, pipeline, sampler or dataset class at its
+        top level (most files: nothing to collect)."""
         kinds: dict[str, str] = {}
         changed = True
         classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
         if not classes:
             return None
+        data = _data_bases(tree)
         while changed:  # in-file subclasses, in any order of definition
             changed = False
             for node in classes:
@@ -119,7 +165,7 @@ class HostCode:
                     continue
                 for base in node.bases:
                     name = _base_name(base)
-                    kind = kinds.get(name) or (
+                    kind = kinds.get(name) or _data_base(base, data) or (
                         "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name) else None
                     )
                     if kind is not None:
@@ -162,8 +208,11 @@ class HostCode:
             if owner is None:
                 continue
             kind = self._kinds[owner.name]
-            if (kind == "processor" and _is_preprocessing_entry(node.name)) or (
-                kind == "pipeline" and node.name in _PIPELINE_ROOTS
+            if (
+                (kind == "processor" and _is_preprocessing_entry(node.name))
+                or (kind == "pipeline" and node.name in _PIPELINE_ROOTS)
+                or kind == "sampler"
+                or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)
         reached = self._reach(roots)
