@@ -281,8 +281,9 @@ def _watched_method(item: pytest.Item, method):
 def _summary_entry(report) -> dict:
     """What the summary needs of a test's `WatchReport`, as plain data that pytest-xdist
     carries from a worker to the controller with the test's report."""
-    sites = [{"text": report.site_line(site), "count": site.count,
-              "blocked_ms": site.blocked_ms} for site in report.sites + report.allowed]
+    # one_off and first_ms: what the summary ranks by (syncfree.capture.sites.rank_key).
+    sites = [{"text": report.site_line(site), "count": site.count, "blocked_ms": site.blocked_ms,
+              "one_off": site.one_off, "first_ms": site.first_ms} for site in report.sites + report.allowed]
     return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
             "sites": sites}
 
@@ -373,6 +374,8 @@ def syncfree(request: pytest.FixtureRequest) -> SyncfreeFixture:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    from .capture.sites import rank_key
+
     state = config.stash.get(_STATE, None)
     if state is None or not config.getoption("syncfree"):
         return
@@ -387,12 +390,22 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
           f"{len(entries)} watched test{'s' if len(entries) != 1 else ''}"
           + (" (CPU stand-ins: no CUDA device)" if predicted else ""))
     rows = [(site, nodeid) for nodeid, e in syncing for site in e["sites"]]
-    # Ties in the order of the tests' ids, so a run under xdist (reports arrive in any
-    # order) prints what a run without it does.
-    rows.sort(key=lambda row: (-(row[0]["blocked_ms"] or 0.0), -row[0]["count"], row[1],
-                               row[0]["text"]))
-    for site, nodeid in rows[:_SUMMARY_SITES]:
-        write(f"  {site['text']}  [{nodeid}]")
+    # Ranked as a watch's report ranks its sites (sites.rank_key): recurring ones first, by their
+    # blocked time after the first call; those paid once (setup, compilation) after them, under a
+    # line of their own, as WatchReport.text lists them. Ties in the order of the tests' ids, so a
+    # run under xdist (reports arrive in any order) prints what a run without it does.
+    rows.sort(key=lambda row: (*rank_key(_one_off(row[0]), row[0]["blocked_ms"], row[0].get("first_ms"),
+                                         row[0]["count"]), row[1], row[0]["text"]))
+    recurring = [row for row in rows if not _one_off(row[0])]
+    once = [row for row in rows if _one_off(row[0])]
+    shown = rows[:_SUMMARY_SITES]
+    for site, nodeid in shown[:len(recurring)]:
+        write(_row_text(site, nodeid))
+    firsts = [site["first_ms"] for site, _ in recurring if site.get("first_ms") is not None]
+    if once or firsts:
+        write(f"  {_once_line([site for site, _ in once], firsts)}")
+    for site, nodeid in shown[len(recurring):]:
+        write(_row_text(site, nodeid))
     if len(rows) > _SUMMARY_SITES:
         write(f"  ... and {len(rows) - _SUMMARY_SITES} more sites")
     failed = sorted(state.failed_on_standins)
@@ -404,3 +417,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             write(f"    {nodeid}")
         if len(failed) > _SHOWN_FAILED:
             write(f"    ... and {len(failed) - _SHOWN_FAILED} more")
+
+
+def _row_text(site: dict, nodeid: str) -> str:
+    """The site's line with its test's id after it, before the library line under it, if any."""
+    first, newline, rest = site["text"].partition("\n")
+    return f"  {first}  [{nodeid}]{newline}{rest}"
+
+
+def _one_off(site: dict) -> bool:
+    return bool(site.get("one_off"))
+
+
+def _once_line(once: list[dict], firsts: list[float]) -> str:
+    """``once (setup, compilation): 7 sync(s), blocked 80.0 ms; the first calls of the 2
+    recurring sites above: blocked 3.1 ms``: WatchReport.text's line, over every test."""
+    blocked = [site["blocked_ms"] for site in once if site["blocked_ms"] is not None]
+    text = f"once (setup, compilation): {sum(site['count'] for site in once)} sync(s)"
+    if blocked:
+        text += f", blocked {sum(blocked):.1f} ms"
+    if firsts:
+        text += (f"; the first calls of the {len(firsts)} recurring site{'s' if len(firsts) != 1 else ''}"
+                 f" above: blocked {sum(firsts):.1f} ms")
+    return text
