@@ -89,6 +89,15 @@ for _ in range(iterations):
     s += len(y) + (warn(y, category) or 0)
 """
 # What torch 2.11 warns with (c10/cuda/CUDAFunctions.cpp, through TORCH_WARN's formatting).
+# --cpu's syncfree.watch() variant: the same loop in a function of a real .py file.
+CPU_SCRIPT = """\
+def loop(iterations, message, category, warn):
+    s = 0
+    for _ in range(iterations):
+        y = message
+        s += len(y) + (warn(y, category) or 0)
+    return s
+"""
 CPU_MESSAGE = ("called a synchronizing CUDA operation (Triggered internally at "
                "/pytorch/c10/cuda/CUDAFunctions.cpp:173.)")
 SYNC_PREFIX = "called a synchronizing CUDA operation"
@@ -376,11 +385,15 @@ class debug_mode_floor:
 
 def cpu_main(args) -> int:
     """--cpu: the per-sync cost of the hook's Python path, in CPU time, without a GPU."""
+    import importlib.util
+    import tempfile
+
     import torch  # noqa: F401 (the recorder imports it; importing it here keeps it out of the timing)
 
-    from syncfree.capture import SyncRecorder, dispatch
-    from syncfree.capture import recorder as recorder_module
-    from syncfree.capture.stall import StallClock
+    import syncfree
+    from syncfree import session
+    from syncfree.capture import SyncRecorder
+    from syncfree.report import device_info
 
     code = compile(CPU_CELL, FILENAME, "exec")
     iterations = args.iterations * 4  # CPU syncs are cheap: more of them for a stable figure
@@ -402,48 +415,94 @@ def cpu_main(args) -> int:
             recorder = SyncRecorder("warn", measure_blocked=measure_blocked,
                                     cell_files={FILENAME: 0}, findings={FILENAME: []})
             with recorder:
-                clock = None
-                if measure_blocked:
-                    # Without CUDA the recorder starts no clock: start the one it starts
-                    # on a GPU (SyncRecorder._install_hooks).
-                    clock = recorder._clock = StallClock(
-                        recorder._cell_files, hook_globals=(vars(recorder_module), vars(dispatch)))
-                    assert clock.start(), "no profiling slot free"
-                try:
-                    exec(code, namespace(warnings.warn))
-                finally:
-                    if clock is not None:
-                        clock.stop()
-                        recorder._clock = None
+                exec(code, namespace(warnings.warn))
             (site,) = recorder.sites
             assert (site.line, site.count) == (4, iterations), site.to_report()
             if measure_blocked:
                 assert site.measured == iterations, site.measured
         return run
 
+    folder = tempfile.mkdtemp(prefix="syncfree-bench-")
+    script = Path(folder) / "bench_cpu_loop.py"
+    script.write_text(CPU_SCRIPT)
+    spec = importlib.util.spec_from_file_location("bench_cpu_loop", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def plain_script():
+        module.loop(iterations, CPU_MESSAGE, UserWarning, isinstance)
+
+    def watched():
+        with syncfree.watch("warn") as watch:  # blocked time on, as by default
+            module.loop(iterations, CPU_MESSAGE, UserWarning, warnings.warn)
+        (site,) = watch.report.sites  # attributed to the .py file's line 5
+        assert (site.file, site.line, site.count, site.measured) == \
+            (str(script), 5, iterations, iterations), watch.report.text()
+
     def timer(run) -> float:
         started = time.thread_time()
         run()
         return time.thread_time() - started
 
-    times = rounds({"plain loop": plain, "debug mode floor": floor, "recorder": recorded(False),
-                    "recorder + blocked": recorded(True)},
-                   args.repeats, timer, random.Random(args.seed))
+    with _as_on_a_gpu(session, SyncRecorder, device_info):
+        times = rounds({"plain loop": plain, "debug mode floor": floor,
+                        "recorder": recorded(False), "recorder + blocked": recorded(True),
+                        "plain loop (.py file)": plain_script,
+                        "syncfree.watch() (.py file)": watched},
+                       args.repeats, timer, random.Random(args.seed))
     print(f"syncfree bench --cpu: {iterations} x (len(y) + warnings.warn(torch's sync message)), "
           f"{args.repeats} rounds, CPU time added per sync over the plain loop (median, quartiles)"
           f" | Python {platform.python_version()} | {clock_cost()}")
-    base = times["plain loop"]
     for name, values in times.items():
+        base = times[_base(name)]
         added = sorted((t - b) / iterations * 1e6 for t, b in zip(values, base))
         low, mid, high = statistics.quantiles(added, n=4) if len(added) >= 4 else \
             (added[0], statistics.median(added), added[-1])
-        print(f"  {name:22s} {statistics.median(values) / iterations * 1e6:6.3f} us/iteration  "
+        print(f"  {name:28s} {statistics.median(values) / iterations * 1e6:6.3f} us/iteration  "
               f"{mid:+6.3f} us/sync ({low:+.3f} to {high:+.3f})")
-    floor_added = statistics.median(f - b for f, b in zip(times["debug mode floor"], base))
-    for name in ("recorder", "recorder + blocked"):
+    floor_added = statistics.median(f - b for f, b in zip(times["debug mode floor"], times["plain loop"]))
+    for name in ("recorder", "recorder + blocked", "syncfree.watch() (.py file)"):
+        base = times[_base(name)]
         over = statistics.median(t - b for t, b in zip(times[name], base)) - floor_added
         print(f"  {name} - floor: {over / iterations * 1e6:+.3f} us/sync")
     return 0
+
+
+class _as_on_a_gpu:
+    """--cpu: the recorder and ``watch()`` take the path they take on a GPU (warn mode,
+    blocked time) although torch sees no CUDA device: ``watch("warn")`` gets warn mode
+    rather than predict mode, and a recorder that measures blocked time starts the clock
+    it starts on a GPU (SyncRecorder._install_hooks starts none without CUDA)."""
+
+    def __init__(self, session, recorder_class, device_info) -> None:
+        self.session, self.recorder_class, self.device_info = session, recorder_class, device_info
+
+    def __enter__(self) -> None:
+        from syncfree.capture import dispatch
+        from syncfree.capture import recorder as recorder_module
+        from syncfree.capture.stall import StallClock
+
+        session, device_info = self.session, self.device_info
+        self._choose_mode = session._choose_mode
+        self._install_hooks = install_hooks = self.recorder_class._install_hooks
+
+        def choose_mode(requested):
+            return session.Engine(requested or "warn", device_info("cuda", "none (bench --cpu)"))
+
+        def install(recorder, torch, undo):
+            install_hooks(recorder, torch, undo)
+            if recorder.measure_blocked and recorder.mode == "warn" and recorder._clock is None:
+                clock = recorder._clock = StallClock(
+                    recorder._cell_files, hook_globals=(vars(recorder_module), vars(dispatch)))
+                undo.push(recorder._stop_clock)
+                assert clock.start(), "no profiling slot free"
+
+        session._choose_mode = choose_mode
+        self.recorder_class._install_hooks = install
+
+    def __exit__(self, *exc) -> None:
+        self.session._choose_mode = self._choose_mode
+        self.recorder_class._install_hooks = self._install_hooks
 
 
 if __name__ == "__main__":
