@@ -404,7 +404,7 @@ class Watch:
         self._token = None                      # the dispatcher's routing of this context
         self._running = False
         self._started = 0.0
-        self._where = ""
+        self._where: str | tuple[str, int] = ""
         self._delivered_to: Callable[..., Any] | None = None  # the decorated function
         self._parent: Watch | None = None  # the decorator's watch, for a call's watch
 
@@ -477,7 +477,9 @@ class Watch:
         if self._running:
             raise RuntimeError("this watch is already running; make a new one")
         self.report = None
-        self._where = f"{_display_path(boundary.f_code.co_filename)}:{boundary.f_lineno}" \
+        # Where the watch began, for the message of a watch that never ends: the path is
+        # made readable only then (os.path.relpath costs more than the rest of _begin).
+        self._where = (boundary.f_code.co_filename, boundary.f_lineno) \
             if self._delivered_to is None else f"{self._delivered_to.__qualname__}()"
         if self.engine.mode != "static":
             # Inside another watch of this thread or task, a %%syncfree cell or a watched
@@ -660,7 +662,10 @@ class _Unended:
     def at_exit(self) -> None:
         for watch in list(self._watches.values()):
             syncs = watch._syncs_so_far()
-            print(f"syncfree: the watch of {watch._where} never ended (the program exited "
+            where = watch._where
+            if isinstance(where, tuple):
+                where = f"{_display_path(where[0])}:{where[1]}"
+            print(f"syncfree: the watch of {where} never ended (the program exited "
                   f"inside it); {syncs} sync{'s' if syncs != 1 else ''} seen in it were not "
                   "reported", file=sys.stderr)
         self._watches.clear()

@@ -1052,6 +1052,14 @@ def _instruction_node(code: CodeType, lasti: int) -> ast.expr | None:
         text = lines[0][col:end_col]
     else:
         text = lines[0][col:] + "".join(lines[1:-1]) + lines[-1][:end_col]
+    return _expression(text)
+
+
+@functools.lru_cache(maxsize=1024)
+def _expression(text: str) -> ast.expr | None:
+    """The AST of one instruction's source text (read, never changed, by its callers):
+    each watch and each decorated call attributes its sites afresh, and the same few lines
+    came back to the parser every time (three parses a new site)."""
     try:
         # The user's code already compiled; parsing a piece of it again must not repeat
         # its SyntaxWarnings to the user (nor swap the filters list: filters.py).
