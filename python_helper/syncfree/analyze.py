@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ast
 import re
-import warnings
 from collections.abc import Iterable
 from typing import Any
 
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.scope import Bindings, CellScope
 from syncfree.collector import paused as cycle_collection_paused
+from syncfree.parsing import parse_quietly
 
 __all__ = [
     "PYTHON_CELL_MAGICS",
@@ -118,11 +118,10 @@ def analyze_source(
     with cycle_collection_paused():
         if tree is None:
             try:
-                with warnings.catch_warnings():
-                    # Invalid escape sequences and the like would otherwise print in the user's notebook.
-                    warnings.simplefilter("ignore", SyntaxWarning)
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    tree = ast.parse(python_source)
+                # Invalid escape sequences and the like would otherwise print in the user's notebook. Not
+                # catch_warnings: two threads' blocks that interleave leave its copy of the filters behind
+                # (syncfree.parsing).
+                tree = parse_quietly(python_source)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 return []  # not Python we can read (ValueError: a null byte); the cell's own run reports the error
         analysis = _Analysis(tree, python_source, rules, first_line, earlier, limit=limit)

@@ -1,0 +1,129 @@
+r"""Python source to an AST, without the parser's warnings reaching the user.
+
+CPython's parser warns about some code it still accepts: an invalid escape sequence
+(``'\d'``, ``b'\N'``, ``f'\{'``, an octal escape above ``\377``: DeprecationWarning on 3.11,
+SyntaxWarning from 3.12; Parser/string_parser.c, warn_invalid_escape_sequence) and a number
+glued to a keyword (``1if x else 2``, ``0x1for``: SyntaxWarning "invalid decimal literal";
+the tokenizer's verify_end_of_number). The program that compiles such code sees them once,
+as it should; syncfree's own parses of the same code (the static pass, a library function's
+layout) must not show them again.
+
+``warnings.catch_warnings`` cannot hide them from inside a library: it swaps the process's
+``warnings.filters`` for a copy and puts the list it saved back on exit (Lib/warnings.py).
+Two threads' blocks that interleave leave a copy, ``ignore`` entries and all, for good (A
+saves L0 and sets L1, B saves L1 and sets L2, A puts L0 back, B puts L1 back): the
+program's DeprecationWarnings were then silent for the rest of the process. The program's
+other threads meet the copy in between, and an interrupt on the way out leaves it too. So:
+
+* `parser_may_warn` tells from the text alone, erring towards yes, whether the parser could
+  warn at all. Most code cannot, and is parsed with the filters untouched.
+* The rest is parsed under two ``ignore`` entries of the parse's own, put first in the
+  current list (never a copy) and taken out again by identity. Their message pattern
+  matches in the parsing thread only, during its parse (the filter check calls its
+  ``match``: check_matched in Python/_warnings.c; Lib/warnings.py does the same), so no
+  other thread's warnings change and concurrent parses never meet. They are taken out twice
+  over: an interrupt at any line, even in the first taking-out, leaves none behind
+  (tests/test_leaks.py interrupts each line).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import warnings
+from threading import get_ident
+
+#: The parser versions whose warnings `parser_may_warn` was checked against (3.11-3.13:
+#: tests/test_filters.py compares it with the running parser); a later parser may warn
+#: about more, so there every source counts as one that may warn.
+_CHECKED = sys.version_info < (3, 14)
+
+# A backslash followed by what no str or bytes literal accepts after it (\N, \u and \U
+# count: bytes warn about them), or by an octal escape above \377. It is an invalid escape
+# if it escapes, i.e. an even number of backslashes precedes it (a run pairs up from its
+# start). A line continuation (backslash, newline) is valid: the parser sees "\r\n" and
+# "\r" as "\n". Backslashes in comments and raw strings may count too: they only cost a
+# quiet parse.
+_BACKSLASH_BEFORE_INVALID = re.compile(r"""\\(?![\n\r\\'"abfnrtvx0-3]|[4-7](?![0-7]{2}))""")
+
+# A digit, then one of the keywords the tokenizer warns about, in one run of letters,
+# digits, underscores and points: a number literal if the digit follows no ASCII letter,
+# digit or underscore ("1if", "0x1for", "1.5else", the "5or" of "1e-5or"); identifiers
+# that merely hold digits ("conv2d_input") are not.
+_DIGIT_BEFORE_KEYWORD = re.compile(r"[0-9][0-9A-Za-z_.]*?(?:and|else|for|if|in|is|not|or)")
+_ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+
+
+def parser_may_warn(source: str) -> bool:
+    """Whether parsing ``source`` could make the parser warn (False: it cannot)."""
+    if not _CHECKED:
+        return True
+    # Regular expressions that start at a rare character, then a look at each match: a
+    # pattern that looked behind at every position cost a tenth of the parse itself.
+    if "\\" in source:
+        for found in _BACKSLASH_BEFORE_INVALID.finditer(source):
+            at = start = found.start()
+            while at and source[at - 1] == "\\":
+                at -= 1
+            if (start - at) % 2 == 0:
+                return True
+    at = 0
+    while (found := _DIGIT_BEFORE_KEYWORD.search(source, at)) is not None:
+        start = found.start()
+        if not start or source[start - 1] not in _ASCII_WORD:
+            return True
+        at = start + 1
+    return False
+
+
+class _ThisParse:
+    """The message pattern of a quiet parse's filter entries: it matches the parsing
+    thread's warnings until the parse ends, nothing after."""
+
+    __slots__ = ("ident", "on")
+
+    def __init__(self) -> None:
+        self.ident = get_ident()
+        self.on = True
+
+    def match(self, text: object) -> bool:
+        return self.on and get_ident() == self.ident
+
+    def __repr__(self) -> str:
+        return f"<syncfree's quiet parse in thread {self.ident}>"
+
+
+def parse_quietly(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse(source, mode=mode)`` with the parser's warnings ignored, in this thread
+    only; the program's warning filters are as they were after it, whatever interrupts it."""
+    if not parser_may_warn(source):
+        return ast.parse(source, mode=mode)
+    filters = warnings.filters
+    if type(filters) is not list:  # replaced by the program: nothing of ours goes into it
+        return ast.parse(source, mode=mode)
+    this = _ThisParse()
+    entries = [("ignore", this, SyntaxWarning, None, 0), ("ignore", this, DeprecationWarning, None, 0)]
+    # No filters_changed() (capture/filters.py) on the way in or out: the entries change
+    # the outcome of no warning but this parse's, which the parser issues with no registry,
+    # so no "already warned" registry can be out of date.
+    try:
+        try:
+            filters[0:0] = entries  # one step, so no interrupt lands between the two
+            return ast.parse(source, mode=mode)
+        finally:
+            _take_out(filters, this, entries)
+    finally:
+        _take_out(filters, this, entries)  # again: an interrupt may have cut the first short
+
+
+def _take_out(filters: list, this: _ThisParse, entries: list) -> None:
+    this.on = False  # first: an entry that stays anywhere (a copy made meanwhile) matches nothing
+    for entry in entries:
+        try:
+            filters.remove(entry)  # one step; only this entry compares equal to it
+        except ValueError:
+            pass
+
+
+__all__ = ["parse_quietly", "parser_may_warn"]
