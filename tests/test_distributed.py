@@ -222,6 +222,106 @@ def test_blocked_time_ranks_the_sites_and_the_ranks():
     assert "blocked 42.0 ms" in merged.summary() and "ranked by blocked time" in merged.summary()
 
 
+def timed(file: str, line: int, count: int, blocked: float, first: float | None = None,
+          phase: str | None = None) -> dict:
+    """A measured site as a rank's report carries it: ``first_ms`` (its first call's blocked time)
+    and ``phase`` (once, compile) where a report has them."""
+    entry = site(file, line, count, blocked=blocked, predicted=False)
+    if first is not None:
+        entry["first_ms"] = first
+    if phase is not None:
+        entry["phase"] = phase
+    return entry
+
+
+def warm_up_job() -> MergedReport:
+    """On each rank: a setup line paid once (80 ms), a per-step line (4 steps at 15 ms) and a line
+    whose first call pays 100 ms of warm-up, then 0.01 ms per step."""
+    return MergedReport([rank_report(rank, [
+        timed("/job/t.py", 5, 1, 80.0, phase="once"),
+        timed("/job/t.py", 20, 4, 60.0, first=15.0),
+        timed("/job/t.py", 30, 5, 100.04, first=100.0),
+    ], mode="warn") for rank in range(2)])
+
+
+def test_the_merge_ranks_sites_as_the_reports_do():
+    merged = warm_up_job()
+    # Recurring sites by their blocked time after the first calls (90 ms, then 0.08 ms over both
+    # ranks), the one-off line after them, though each is the larger total (200 ms, 160 ms).
+    assert [(s.line, s.phase, s.first_ms) for s in merged.sites] == [(20, None, 30.0), (30, None, 200.0),
+                                                                    (5, "once", None)]
+    summary = merged.summary()
+    assert ("ranked by blocked time after the first call, recurring first; 2 once (setup, compilation), "
+            "160.0 ms and 230.0 ms at the first calls of the recurring rows.") in summary
+    assert ("  t.py:5: `.item()` waits for the GPU [rank 0 ×1 (80.0 ms), rank 1 ×1 (80.0 ms)] [once], SF101"
+            in merged.text())
+    # What the notebook's table and the json carry of it (merged.schema.json).
+    sites = merged.to_dict()["sites"]
+    assert [(s["line"], s.get("phase"), s.get("first_ms")) for s in sites] == [(20, None, 30.0), (30, None, 200.0),
+                                                                               (5, "once", None)]
+    assert sites[0]["per_rank"][0] == {"rank": 0, "count": 4, "blocked_ms": 60.0, "first_ms": 15.0}
+    assert sites[2]["per_rank"][0] == {"rank": 0, "count": 1, "blocked_ms": 80.0}
+    # syncfree merge's formats say it as syncfree run does.
+    out = io.StringIO()
+    write_merged(merged, "text", out)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("t.py:20:1: SF101 ") and "blocked 120.0 ms (first syncs 30.0 ms, then" in lines[0]
+    assert lines[2].startswith("t.py:5:1: SF101 ") and lines[2].endswith("[once]")
+    out = io.StringIO()
+    write_merged(merged, "json", out)
+    entries = json.loads(out.getvalue())
+    assert [(e["line"], e.get("phase"), e.get("first_ms"), e.get("first_calls")) for e in entries] == [
+        (20, None, 30.0, 2), (30, None, 200.0, 2), (5, "once", None, None)]
+    # Frontends without the extension: the one-off row badged.
+    from syncfree.distributed.display import merged_data, merged_html
+
+    assert merged_html(merged_data(merged)).count(">once</span>") == 1
+
+
+def test_a_line_once_on_one_rank_and_recurring_on_another_recurs():
+    merged = MergedReport([rank_report(0, [timed("/job/t.py", 5, 1, 80.0, phase="once")], mode="warn"),
+                           rank_report(1, [timed("/job/t.py", 5, 3, 30.0, first=20.0)], mode="warn")])
+    (line,) = merged.sites
+    # The once rank's whole time is paid once, as the recurring rank's first call is.
+    assert (line.phase, line.first_ms, line.firsts) == (None, 100.0, 2)
+    assert line.rank_key() == (False, -10.0, -4)
+
+
+def test_rank_reports_without_first_calls_or_phases_rank_by_blocked_time():
+    # Written before phases and first calls were kept: recurring, by their whole blocked time;
+    # their merged report has neither and is valid as before.
+    pytest.importorskip("jsonschema")
+    from syncfree.distributed import display
+
+    old = [rank_report(rank, [site("/job/t.py", 1, 1, blocked=80.0, predicted=False),
+                              site("/job/t.py", 2, 4, blocked=60.0, predicted=False)], mode="warn")
+           for rank in range(2)]
+    merged = MergedReport(old)
+    assert [(s.line, s.phase, s.first_ms) for s in merged.sites] == [(1, None, None), (2, None, None)]
+    assert merged.summary().endswith(", ranked by blocked time.")
+    data = display.merged_data(merged)
+    display.validate_merged(data)
+    assert all("phase" not in s and "first_ms" not in s for s in data["sites"])
+    assert all("first_ms" not in row for s in data["sites"] for row in s["per_rank"])
+    # The new fields validate too.
+    display.validate_merged(display.merged_data(warm_up_job()))
+
+
+def test_many_ranks_compare_a_recurring_site_by_the_time_after_the_first_call():
+    # Rank 0's first call pays 80 ms of warm-up; rank 3 waits longest at every further step.
+    reports = [rank_report(rank, [timed("/job/t.py", 3, 10, 80.0 + 9 * 1.0 if rank == 0 else
+                                        2.0 + 9 * (4.0 if rank == 3 else 1.0),
+                                        first=80.0 if rank == 0 else 2.0)], world=6, mode="warn")
+               for rank in range(6)]
+    merged = MergedReport(reports)
+    assert merged.site_message(merged.sites[0]).endswith(
+        "; blocked after the first call 9.0 ms (rank 0) to 36.0 ms (rank 3)]")
+    # A one-off site's ranks by their whole time.
+    once = MergedReport([rank_report(rank, [timed("/job/t.py", 3, 1, 10.0 * (rank + 1), phase="once")], world=6,
+                                     mode="warn") for rank in range(6)])
+    assert once.site_message(once.sites[0]).endswith("; blocked 10.0 ms (rank 0) to 60.0 ms (rank 5)]")
+
+
 def test_many_ranks_show_min_median_max():
     reports = [rank_report(r, [site("/job/t.py", 3, 10 + (r == 5) * 7)], world=8) for r in range(8)]
     merged = MergedReport(reports)

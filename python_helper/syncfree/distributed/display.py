@@ -95,6 +95,9 @@ def merged_html(data: dict[str, Any]) -> str:
             what += f' <span style="opacity:0.7" title="{e(site["title"] or "")}">{e(site["rule"])}</span>'
         if site["divergent"]:
             what += ' <span style="border:1px solid;border-radius:8px;padding:0 4px;opacity:0.8">divergent</span>'
+        if site.get("phase"):  # paid once: ranked after the recurring sites (the JupyterLab table's badge)
+            badge = "once: compiling" if site["phase"] == "compile" else "once"
+            what += f' <span style="border:1px solid;border-radius:8px;padding:0 4px;opacity:0.6">{badge}</span>'
         rows.append(f'<tr><td style="{_CELL}">{e(where)}</td><td style="{_CELL}">{what}</td>'
                     f'{cells(site["per_rank"], "—")}<td style="{_NUM}">{e(_count(site))}</td></tr>')
     totals = [{"rank": t["rank"], "count": t["counted"], "blocked_ms": t["blocked_ms"]} for t in data["ranks"]]

@@ -36,7 +36,9 @@ def _diagnostic(merged: MergedReport, site: MergedSite) -> RankedDiagnostic:
     return RankedDiagnostic(site.file or "", site.line, col, site.line, end_col, site.rule or site.kind,
                             merged.site_message(site),
                             certainty="predicted" if site.predicted else "measured",
-                            count=site.count, blocked_ms=site.blocked_ms,
+                            count=site.count, blocked_ms=site.blocked_ms, phase=site.phase,
+                            first_ms=site.first_ms,
+                            first_calls=site.firsts if site.first_ms is not None else None,
                             ranks=tuple(site.per_rank(merged.ranks)),
                             divergent=site.divergent(merged.ranks))
 

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from syncfree.capture.sites import rank_key, steady_ms
 from syncfree.kinds import kind_label
 
 from .rankfiles import RankReport, RankReportFolder
@@ -61,6 +62,20 @@ class MergedSite:
     in_children: bool = False   # made in the ranks' forked children (DataLoader and Pool workers)
     counts: dict[int, int] = field(default_factory=dict)
     blocked: dict[int, float] = field(default_factory=dict)  # ranks whose blocked time was measured
+    # "once" (a line that runs once: setup, a final checkpoint) or "compile" (torch.compile) on
+    # every rank and chain that made it; None: recurring (SyncSite.phase)
+    phase: str | None = None
+    # Per rank, the blocked time paid once inside a recurring row: the first call (first sync) of
+    # each of its sites and the whole of a site of it that runs once, as `syncfree run` sums its
+    # rows (cli/run_script.py); part of `blocked`. Absent for a rank whose report has no first_ms
+    # (not measured, or written before it was).
+    first: dict[int, float] = field(default_factory=dict)
+    firsts: int = 0  # how many syncs `first` sums over the ranks
+
+    @property
+    def one_off(self) -> bool:
+        """Paid once on every rank, not every step (setup, compilation)."""
+        return self.phase is not None
 
     @property
     def count(self) -> int:
@@ -71,6 +86,31 @@ class MergedSite:
         return round(sum(self.blocked.values()), 3) if self.blocked else None
 
     @property
+    def first_ms(self) -> float | None:
+        """What the recurring row's first calls blocked on all ranks, part of `blocked_ms`."""
+        return round(sum(self.first.values()), 3) if self.first and not self.one_off else None
+
+    def rank_key(self) -> tuple:
+        """How it ranks among the merged sites, as every report ranks its sites
+        (syncfree.capture.sites.rank_key): recurring ones by their blocked time after the
+        first calls, summed over the ranks; one-off ones after them, by their whole."""
+        return rank_key(self.one_off, self.blocked_ms, self.first_ms, self.count)
+
+    def phase_fields(self) -> dict[str, Any]:
+        """``phase`` where the row is paid once, ``first_ms`` where its first calls were timed:
+        as a report's site carries them (report.schema.json), absent otherwise."""
+        fields: dict[str, Any] = {"phase": self.phase} if self.phase else {}
+        if self.first_ms is not None:
+            fields["first_ms"] = self.first_ms
+        return fields
+
+    def rank_cost(self, rank: int) -> float | None:
+        """What a rank's part is compared by (the least and most blocked rank here): a recurring
+        row's blocked time after the first call, a one-off row's whole blocked time."""
+        blocked = self.blocked.get(rank)
+        return blocked if self.one_off else steady_ms(blocked, self.first.get(rank))
+
+    @property
     def ranks(self) -> list[int]:
         return sorted(self.counts)
 
@@ -79,14 +119,24 @@ class MergedSite:
         return not set(ranks) <= set(self.counts)
 
     def per_rank(self, ranks: Sequence[int]) -> list[dict[str, Any]]:
-        """Count and blocked time on each of ``ranks`` (0 where the rank never made it)."""
-        return [{"rank": rank, "count": self.counts.get(rank, 0),
-                 "blocked_ms": round(self.blocked[rank], 3) if rank in self.blocked else None}
-                for rank in ranks]
+        """Count and blocked time on each of ``ranks`` (0 where the rank never made it), and
+        what the rank's first calls blocked of it (``first_ms``) where the row recurs and the
+        rank measured it."""
+        rows = []
+        for rank in ranks:
+            row: dict[str, Any] = {"rank": rank, "count": self.counts.get(rank, 0),
+                                   "blocked_ms": round(self.blocked[rank], 3) if rank in self.blocked else None}
+            if not self.one_off and rank in self.first and rank in self.blocked:
+                row["first_ms"] = round(self.first[rank], 3)
+            rows.append(row)
+        return rows
 
     def spread(self, ranks: Sequence[int]) -> str:
         """``rank 0 ×20, rank 1 ×20`` or, past `SPREAD_AFTER` ranks, ``min ×2 (rank 3),
-        median ×20, max ×21 (rank 0)``; blocked times where measured."""
+        median ×20, max ×21 (rank 0)``; blocked times where measured: past `SPREAD_AFTER`
+        ranks, the least and the most blocked rank, compared (and shown) by their time after
+        the first call on a recurring row whose ranks measured it (`rank_cost`), as the sites
+        are ranked."""
         rows = self.per_rank(ranks)
         if len(rows) <= SPREAD_AFTER:
             return ", ".join(f"rank {row['rank']} ×{row['count']}" + _blocked(row["blocked_ms"]) for row in rows)
@@ -95,12 +145,12 @@ class MergedSite:
         median = statistics.median(row["count"] for row in rows)
         text = (f"min ×{low['count']} (rank {low['rank']}), median ×{median:g}, "
                 f"max ×{high['count']} (rank {high['rank']})")
-        measured = [row for row in rows if row["blocked_ms"] is not None]
+        measured = [(self.rank_cost(row["rank"]), row["rank"]) for row in rows if row["blocked_ms"] is not None]
         if measured:
-            least = min(measured, key=lambda row: row["blocked_ms"])
-            most = max(measured, key=lambda row: row["blocked_ms"])
-            text += (f"; blocked {least['blocked_ms']:.1f} ms (rank {least['rank']}) to "
-                     f"{most['blocked_ms']:.1f} ms (rank {most['rank']})")
+            least, most = min(measured), max(measured, key=lambda cost: (cost[0], -cost[1]))
+            after = " after the first call" if not self.one_off and any("first_ms" in row for row in rows) else ""
+            text += (f"; blocked{after} {least[0]:.1f} ms (rank {least[1]}) to "
+                     f"{most[0]:.1f} ms (rank {most[1]})")
         return text
 
 
@@ -207,19 +257,32 @@ class MergedReport:
                     continue
                 # One row per line and rule (and own/child process), whatever chains led there.
                 key = (chain[-1], site.get("rule") or site["kind"], bool(site.get("allowed")), in_child)
+                # A rank report without a phase (written before phases were) is recurring.
+                phase = site.get("phase") if site.get("phase") in ("once", "compile") else None
                 entry = merged.get(key)
                 if entry is None:
                     entry = merged[key] = MergedSite(
                         file=_display_path(site.get("file"), cwd), line=site["line"], chain=chain,
                         kind=site["kind"], rule=site.get("rule"), label=label,
                         predicted=bool(site.get("predicted")), allowed=bool(site.get("allowed")),
-                        path=_absolute(site.get("file"), cwd), in_children=in_child)
+                        path=_absolute(site.get("file"), cwd), in_children=in_child, phase=phase)
+                elif entry.phase != phase:
+                    # Paid once only where every rank and chain into the line is (as `syncfree run`
+                    # regroups: a function called once at setup and in the loop recurs).
+                    entry.phase = None if phase is None or entry.phase is None else "once"
                 # Sites of one rank that differ only by thread add up on that line.
                 entry.counts[rank] = entry.counts.get(rank, 0) + site["count"]
-                if isinstance(site.get("blocked_ms"), (int, float)):
-                    entry.blocked[rank] = entry.blocked.get(rank, 0.0) + float(site["blocked_ms"])
-        return sorted(merged.values(), key=lambda s: (s.in_children, -(s.blocked_ms or 0.0), -s.count,
-                                                      s.file or "", s.line, s.kind))
+                blocked = site.get("blocked_ms")
+                if isinstance(blocked, (int, float)):
+                    entry.blocked[rank] = entry.blocked.get(rank, 0.0) + float(blocked)
+                    # What this site paid once: all of it when it runs once, else its first call.
+                    once_ms, once_count = (blocked, site["count"]) if phase is not None else (site.get("first_ms"), 1)
+                    if isinstance(once_ms, (int, float)):
+                        entry.first[rank] = entry.first.get(rank, 0.0) + float(once_ms)
+                        entry.firsts += once_count
+        # Ranked as every report ranks its sites (MergedSite.rank_key): recurring ones by their blocked
+        # time after the first calls, one-off ones after them; the ranks' forked children after all.
+        return sorted(merged.values(), key=lambda s: (s.in_children, *s.rank_key(), s.file or "", s.line, s.kind))
 
     @staticmethod
     def _rank_totals(report: RankReport, left_out: int = 0) -> RankTotals:
@@ -325,7 +388,9 @@ class MergedReport:
         return lines
 
     def summary(self) -> str:
-        """``41 syncs on 2 ranks at 3 sites (predicted), ranked by count; 1 divergent site``."""
+        """``41 syncs on 2 of 2 ranks at 3 sites, blocked 80.2 ms, ranked by blocked time after the
+        first call, recurring first; 4 once (setup, compilation), 60.1 ms; 1 divergent site (made
+        on some ranks only).``: the words of ``syncfree run``'s summary (cli/run_script.py)."""
         n_sites = len(self.sites)
         text = (f"{self.counted} sync{'s' if self.counted != 1 else ''} on {len(self.reports)} of "
                 f"{self.world_size} rank{'s' if self.world_size != 1 else ''} at {n_sites} site"
@@ -338,7 +403,14 @@ class MergedReport:
             text += f"; {allowed} allowed"
         if left_out:
             text += f"; {left_out} of rules not selected left out"
-        text += f", ranked by {'count' if self.blocked_ms is None else 'blocked time'}"
+        own = [site for site in self.sites if not site.in_children]
+        if self.blocked_ms is None:
+            text += ", ranked by count"
+        else:
+            # Reports written before first calls were timed apart rank by the whole blocked time.
+            after = any(site.first_ms is not None for site in own)
+            text += f", ranked by blocked time{' after the first call' if after else ''}"
+        text += _once_text(own)
         divergent = len(self.divergent_sites)
         if divergent:
             text += f"; {divergent} divergent site{'s' if divergent != 1 else ''} (made on some ranks only)"
@@ -393,7 +465,7 @@ class MergedReport:
         for site in self.sites:
             where = f"{site.file}:{site.line}" if site.file else f"line {site.line}"
             lines.append(f"  {where}: {self.site_message(site)}{' [allowed]' if site.allowed else ''}"
-                         + (f", {site.rule}" if site.rule else ""))
+                         + (f" [{site.phase}]" if site.phase else "") + (f", {site.rule}" if site.rule else ""))
         lines += [f"  {line}" for line in self.rank_lines()]
         lines += [f"  note: {n}" for n in self.notes()]
         lines += [f"  warning: {p}" for p in self.problems_text()]
@@ -423,12 +495,27 @@ class MergedReport:
                        "kind": s.kind, "rule": s.rule, "title": RULES[s.rule].title if s.rule in RULES else None,
                        "label": s.label, "predicted": s.predicted,
                        "allowed": s.allowed, "in_children": s.in_children, "count": s.count,
-                       "blocked_ms": s.blocked_ms,
+                       "blocked_ms": s.blocked_ms, **s.phase_fields(),
                        "divergent": s.divergent(ranks), "per_rank": s.per_rank(ranks), "path": s.path}
                       for s in self.sites],
             "notes": self.notes(),
             "problems": self.problems_text(),
         }
+
+
+def _once_text(sites: Sequence[MergedSite]) -> str:
+    """``, recurring first; 16 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of
+    the recurring rows``: `syncfree run`'s words (cli/run_script.py) over the merged sites."""
+    once = [site for site in sites if site.one_off]
+    firsts = [site.first_ms for site in sites if site.first_ms is not None]
+    count = sum(site.count for site in once)
+    blocked = [site.blocked_ms for site in once if site.blocked_ms is not None]
+    parts = []
+    if count:
+        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
+    if firsts:
+        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
+    return (", recurring first; " + " and ".join(parts)) if parts else ""
 
 
 def _rank_list(ranks: Sequence[int]) -> str:
