@@ -2,10 +2,10 @@
 (as %%syncfree runs it) vs the CUPTI engine vs ``syncfree.watch()`` over a script's function
 vs torch.profiler, and a training-shaped loop.
 
-    PYTHONPATH=python_helper python3 bench/overhead.py [--iterations 5000] [--repeats 15] [--strict]
+    PYTHONPATH=python_helper python3 bench/overhead.py [--seconds 200] [--iterations 2000] [--strict]
     PYTHONPATH=python_helper python3 bench/overhead.py --cpu     # the hook's cost, no GPU needed
 
-The loop (sync-facts.md, "Overhead of ways to observe"): 5000 iterations of
+The loop (sync-facts.md, "Overhead of ways to observe"): ``--iterations`` of
 ``y = x @ w; s += y.sum().item()`` on 256x256 CUDA tensors, compiled under a cell filename
 as ``%%syncfree`` compiles a cell. The recorder is made as every surface makes it
 (``syncfree.session.new_recorder``); the ``syncfree.watch()`` variant runs the same loop
@@ -16,28 +16,31 @@ dict entry. "CUPTI engine" is the recorder with ``engine="cupti"`` (capture/cupt
 skipped, with the reason, without cupti-python). The MLP loop: a small MLP trained with
 AdamW on one batch, one ``.item()`` of the loss per step (``--steps``).
 
-How it stays trustworthy in one run: after a warm-up, ``--repeats`` rounds each run every
-variant once, in a shuffled order (``--seed``), so that drift of the CPU and GPU clocks
-reaches every variant alike and no variant always follows the same one. A variant's ratio
-is the median over the rounds of its time over the plain loop's time *of the same round*
-(its spread, the quartiles of those ratios, is printed beside it); the time added per sync
-is the median of the paired differences; "fastest" is the fastest run's time over the
-fastest plain run's (interference only adds time). The CUPTI variants run in rounds of their own
-after the others, with their own plain loops: CUPTI, once attached, may leave the driver
-slower for the rest of the process, so the debug-mode variants are measured before it ever
-is, and the plain loop after CUPTI is printed against the one before it. torch.profiler
-runs last.
+How one run decides (bench/paired.py): every timed run of a variant is paired with a run of
+its plain loop right before or after it (in a random order), the variants are shuffled in
+every round, and rounds go on until the phase's share of ``--seconds`` is spent. A
+variant's ratio is the median of its pairs' ratios, its added time per sync the median of
+the pairs' differences, each with a 95% confidence interval (order statistics: no
+assumption on the noise); the recorder's distance to the floor is the median of their
+per-round differences, with its interval. A target is "met" when the whole interval is
+within it, "MISSED" when the whole interval is beyond it, "undecided" otherwise (give it
+more ``--seconds``). The CUPTI variants run in rounds of their own after the others (CUPTI,
+once attached, may leave the driver slower for the rest of the process, so the debug-mode
+variants are measured before it ever is; the plain loop after CUPTI is printed against the
+one before it), and torch.profiler last.
 
 Targets: the recorder (warn mode, attribution and aggregation) and the recorder with
 blocked time (the default of ``%%syncfree``, ``syncfree run`` and ``watch()``) <= the floor
 + 0.03; ``watch()`` <= 1.10x of its plain loop; CUPTI engine <= 1.5x, on the MLP loop <=
-1.05x. ``--strict`` exits 1 when a target is missed. Without CUDA it says so and exits 0.
+1.05x. ``--strict`` exits 1 when a target is not met (missed or undecided). Without CUDA
+it says so and exits 0.
 
 ``--cpu`` measures the same Python path without a GPU: the loop calls ``warnings.warn``
 with torch's sync message where the GPU loop calls ``.item()`` (the warning reaches the
 hook through the same C warnings machinery, from the same frame), and reports the CPU time
 each variant adds per sync (thread time, so that other processes on the machine do not
-count).
+count), in the same paired rounds. Without a GPU ``watch("warn")`` would run predict mode:
+``--cpu`` makes it take the GPU's path (warn mode, the blocked-time clock).
 """
 
 from __future__ import annotations
@@ -54,6 +57,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import Estimate, Pairs, added_difference, measure, ratio_difference, spread  # noqa: E402
 
 CELL = """\
 s = 0.0
@@ -107,16 +113,23 @@ FLOOR_MARGIN = 0.03  # the recorder's target: the floor's ratio + this
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--repeats", type=int, default=15, help="rounds (each runs every variant once)")
-    parser.add_argument("--steps", type=int, default=1000, help="steps of the MLP loop")
-    parser.add_argument("--seed", type=int, default=0, help="of the shuffled order of each round")
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="time budget of the timed rounds, all phases together (default 200; "
+                             "--cpu: 30)")
+    parser.add_argument("--iterations", type=int, default=2000, help="syncs of one run of the loop")
+    parser.add_argument("--steps", type=int, default=400, help="steps of one run of the MLP loop")
+    parser.add_argument("--min-rounds", type=int, default=6,
+                        help="rounds run whatever the budget (6: the least a 95%% interval needs)")
+    parser.add_argument("--seed", type=int, default=0, help="of the shuffled orders")
     parser.add_argument("--cpu", action="store_true",
                         help="measure the hook's Python path on CPU (no GPU needed)")
-    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 when a target is not met (missed, or undecided by this run)")
     args = parser.parse_args(argv)
     if args.cpu:
         return cpu_main(args)
+    if args.seconds is None:
+        args.seconds = 200.0
 
     import torch
 
@@ -219,92 +232,114 @@ def main(argv: list[str] | None = None) -> int:
             plain()
 
     rng = random.Random(args.seed)
-    # Phase 1: debug mode and its floor, before CUPTI was ever attached in this process.
-    debug = rounds({
-        "plain loop": plain,
-        "debug mode floor": floor,
-        "recorder": recorded(False),
-        "recorder + blocked": recorded(True),
-        "plain loop (.py file)": plain_script,
-        "syncfree.watch() (.py file)": watched,
-        "MLP: plain loop": mlp,
-        "MLP: recorder + blocked": mlp_recorded("debug"),
-    }, args.repeats, timer, rng)
-    # Phase 2: the CUPTI engine, with plain loops of its own rounds.
+    bases = {"plain loop": plain, "plain loop (.py file)": plain_script, "MLP: plain loop": mlp}
     problem = cupti_problem()
-    cupti: dict[str, list[float]] = {}
+    # The budget: most of it to the debug-mode phase (five pairs a round), the CUPTI phase's
+    # share when it runs, the profiler's last (it is slow and only for comparison).
+    shares = (0.55, 0.3, 0.15) if problem is None else (0.85, 0.0, 0.15)
+    started = time.monotonic()
+    # Phase 1: debug mode and its floor, before CUPTI was ever attached in this process.
+    debug, debug_rounds = measure({
+        "debug mode floor": (floor, "plain loop"),
+        "recorder": (recorded(False), "plain loop"),
+        "recorder + blocked": (recorded(True), "plain loop"),
+        "syncfree.watch() (.py file)": (watched, "plain loop (.py file)"),
+        "MLP: recorder + blocked": (mlp_recorded("debug"), "MLP: plain loop"),
+    }, bases, timer, seconds=args.seconds * shares[0], rng=rng, min_rounds=args.min_rounds)
+    # Phase 2: the CUPTI engine, paired with plain loops of its own rounds.
+    cupti: dict[str, Pairs] = {}
+    cupti_rounds = 0
     if problem is None:
-        cupti = rounds({
-            "plain loop": plain,
-            "CUPTI engine": recorded(True, "cupti"),
-            "MLP: plain loop": mlp,
-            "MLP: CUPTI engine": mlp_recorded("cupti"),
-        }, args.repeats, timer, rng)
-    # Phase 3: the profiler, for comparison (a few rounds: it is slow).
-    profiler = rounds({"plain loop": plain, "torch.profiler with_stack": profiled},
-                      max(3, args.repeats // 3), timer, rng)
+        cupti, cupti_rounds = measure({
+            "CUPTI engine": (recorded(True, "cupti"), "plain loop"),
+            "MLP: CUPTI engine": (mlp_recorded("cupti"), "MLP: plain loop"),
+        }, bases, timer, seconds=args.seconds * shares[1], rng=rng, min_rounds=args.min_rounds)
+    # Phase 3: the profiler, for comparison.
+    profiler, profiler_rounds = measure({"torch.profiler with_stack": (profiled, "plain loop")},
+                                        bases, timer, seconds=args.seconds * shares[2], rng=rng,
+                                        min_rounds=3)
+    elapsed = time.monotonic() - started
 
-    print(f"syncfree bench: {args.iterations} x (y = x @ w; s += y.sum().item()), 256x256, "
-          f"{args.repeats} rounds, median of paired ratios (quartiles) | "
-          f"{torch.cuda.get_device_name()} | torch {torch.__version__} "
-          f"| Python {platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 "
-          "-> 10, AdamW, one .item() a step")
+    print(f"syncfree bench: {args.iterations} x (y = x @ w; s += y.sum().item()), 256x256 | "
+          f"{torch.cuda.get_device_name()} | torch {torch.__version__} | Python "
+          f"{platform.python_version()}; MLP: {args.steps} steps, 256x256 -> 512 -> 512 -> 10, "
+          "AdamW, one .item() a step")
+    print(f"  {debug_rounds} rounds (CUPTI {cupti_rounds}, profiler {profiler_rounds}) in "
+          f"{elapsed:.0f} s, each run paired with its plain loop's run beside it; median of the "
+          "pairs [95% interval]")
     print(f"  (this machine: {clock_cost()}; blocked time and the CUPTI engine read the clock "
           "2-4 times a sync)")
-    floor_ratio = paired(debug["debug mode floor"], debug["plain loop"])[0]
-    targets = dict(TARGETS)
-    targets["recorder"] = targets["recorder + blocked"] = round(floor_ratio + FLOOR_MARGIN, 2)
-    missed: list[str] = []
-    rows = [(name, times, debug[_base(name)], _per(name, args)) for name, times in debug.items()]
-    if problem is not None:
-        print(f"  CUPTI engine: not measured ({problem})")
-    else:
-        rows.append(("plain loop, CUPTI used before", _median_ratio_row(cupti["plain loop"],
-                                                                          debug["plain loop"]),
-                     None, args.iterations))
-        rows += [(name, times, cupti[_base(name)], _per(name, args))
-                 for name, times in cupti.items() if name not in ("plain loop", "MLP: plain loop")]
-    rows.append(("torch.profiler with_stack", profiler["torch.profiler with_stack"],
-                 profiler["plain loop"], args.iterations))
-    for name, times, base, per in rows:
-        if base is None:  # already a row of its own
-            print(times)
-            continue
-        ratio, low, high, added = paired(times, base)
-        target = targets.get(name)
-        verdict = ""
-        if target is not None:
-            verdict = f"target <= {target:.2f}x: {'ok' if ratio <= target else 'MISSED'}"
-            if ratio > target:
-                missed.append(name)
-        if times is base:  # a plain loop: how much its own rounds spread
-            q1, _, q3 = statistics.quantiles(times, n=4) if len(times) >= 4 else \
-                (min(times), 0.0, max(times))
-            spread = (q3 - q1) / statistics.median(times) / 2 * 100
-            print(f"  {name:30s} {statistics.median(times):7.3f} s  1.00x  (its rounds: "
-                  f"+-{spread:.1f}% between quartiles)")
-            continue
-        # Beside it, the fastest run over the fastest plain run: interference only adds time,
-        # so on a noisy machine the minima show the cost itself (timeit's reasoning).
-        fastest = min(times) / min(base)
-        print(f"  {name:30s} {statistics.median(times):7.3f} s  {ratio:5.2f}x ({low:.2f}-{high:.2f})"
-              f"  {added / per * 1e6:+6.2f} us/sync  fastest {fastest:.2f}x  {verdict}")
+    missed = print_rows(debug, cupti, profiler, problem, args.iterations, args.steps)
     return 1 if args.strict and missed else 0
 
 
-def _base(name: str) -> str:
-    return ("plain loop (.py file)" if ".py file" in name else
-            "MLP: plain loop" if name.startswith("MLP") else "plain loop")
+def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[str, Pairs],
+               problem: str | None, iterations: int, steps: int) -> list[str]:
+    """The GPU run's table; returns the targets not met."""
+    missed: list[str] = []
+
+    def base_row(name: str, pairs: list[Pairs]) -> None:
+        times = [t for p in pairs for t in p.base]
+        print(f"  {name:30s} {statistics.median(times):7.3f} s  1.00x  (its runs: "
+              f"+-{spread(times):.1f}% between quartiles)")
+
+    def row(name: str, pairs: Pairs, per: int, unit: str, target: float | None = None) -> None:
+        ratio, added = pairs.ratio(), pairs.added(per)
+        text = (f"  {name:30s} {statistics.median(pairs.variant):7.3f} s  {_interval(ratio, 'x')}"
+                f"  {_interval(added, ' us/' + unit, scale=1e6, signed=True)}")
+        if target is not None:
+            text += f"  target <= {target:.2f}x: {_judged(ratio.verdict(target), missed, name)}"
+        print(text)
+
+    def floor_row(name: str) -> None:
+        over = ratio_difference(debug[name], debug["debug mode floor"])
+        print(f"  {'  ' + name + ' - floor':30s} {'':9s} {_interval(over, 'x', signed=True)}  "
+              f"target <= +{FLOOR_MARGIN:.2f}x: "
+              f"{_judged(over.verdict(FLOOR_MARGIN), missed, name + ' - floor')}")
+
+    base_row("plain loop", [debug[n] for n in ("debug mode floor", "recorder", "recorder + blocked")])
+    row("debug mode floor", debug["debug mode floor"], iterations, "sync")
+    for name in ("recorder", "recorder + blocked"):
+        row(name, debug[name], iterations, "sync")
+        floor_row(name)
+    watch = "syncfree.watch() (.py file)"
+    base_row("plain loop (.py file)", [debug[watch]])
+    row(watch, debug[watch], iterations, "sync", TARGETS[watch])
+    # Per sync against the recorder of the same rounds (their plain loops differ: a ratio
+    # would compare two denominators): what a watch adds over a cell's recorder.
+    over = added_difference(debug[watch], debug["recorder + blocked"], iterations)
+    print(f"  {'  watch - recorder + blocked':30s} {'':9s} "
+          f"{_interval(over, ' us/sync', scale=1e6, signed=True)}")
+    base_row("MLP: plain loop", [debug["MLP: recorder + blocked"]])
+    row("MLP: recorder + blocked", debug["MLP: recorder + blocked"], steps, "step")
+    if problem is not None:
+        print(f"  CUPTI engine: not measured ({problem})")
+    else:
+        after = statistics.median(cupti["CUPTI engine"].base)
+        before = statistics.median([t for n in ("debug mode floor", "recorder", "recorder + blocked")
+                                    for t in debug[n].base])
+        print(f"  {'plain loop, CUPTI used before':30s} {after:7.3f} s  {after / before:5.2f}x of "
+              "the plain loop before CUPTI was attached (unpaired)")
+        row("CUPTI engine", cupti["CUPTI engine"], iterations, "sync", TARGETS["CUPTI engine"])
+        row("MLP: CUPTI engine", cupti["MLP: CUPTI engine"], steps, "step", TARGETS["MLP: CUPTI engine"])
+    row("torch.profiler with_stack", profiler["torch.profiler with_stack"], iterations, "sync")
+    if missed:
+        print(f"  not met: {', '.join(missed)}")
+    return missed
 
 
-def _per(name: str, args) -> int:
-    return args.steps if name.startswith("MLP") else args.iterations
+def _interval(estimate: Estimate, unit: str, *, scale: float = 1.0, signed: bool = False) -> str:
+    """``1.12x [1.10-1.14]``, ``+6.50 us/sync [+5.40 to +7.60]``."""
+    form = "+.2f" if signed else ".2f"
+    mid, low, high = (format(v * scale, form) for v in (estimate.median, estimate.low, estimate.high))
+    joint = " to " if signed else "-"
+    return f"{mid}{unit} [{low}{joint}{high}]"
 
 
-def _median_ratio_row(after: list[float], before: list[float]) -> str:
-    ratio = statistics.median(after) / statistics.median(before)
-    return (f"  {'plain loop, CUPTI used before':30s} {statistics.median(after):7.3f} s  "
-            f"{ratio:5.2f}x of the plain loop before CUPTI was attached (unpaired)")
+def _judged(verdict: str, missed: list[str], name: str) -> str:
+    if verdict != "met":
+        missed.append(f"{name} ({verdict})")
+    return verdict if verdict != "undecided" else "undecided (the interval holds the target: more --seconds)"
 
 
 def clock_cost() -> str:
@@ -319,33 +354,6 @@ def clock_cost() -> str:
     except OSError:
         source = "unknown"
     return f"perf_counter() {cost:.0f} ns, clock source {source}"
-
-
-def rounds(variants: dict[str, Callable[[], None]], repeats: int, timer: Callable[..., float],
-           rng: random.Random) -> dict[str, list[float]]:
-    """Each variant's times: a warm-up, then ``repeats`` rounds of every variant once, in a
-    shuffled order."""
-    for run in variants.values():
-        timer(run)  # warm-up: cuBLAS handles, code caches, first syncs of each site
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    names = list(variants)
-    for _ in range(repeats):
-        rng.shuffle(names)
-        for name in names:
-            times[name].append(timer(variants[name]))
-    return times
-
-
-def paired(times: list[float], base: list[float]) -> tuple[float, float, float, float]:
-    """(median ratio, its lower and upper quartile, median added seconds) of ``times`` over
-    ``base``, round by round."""
-    ratios = [t / b for t, b in zip(times, base)]
-    if len(ratios) >= 4:
-        low, _, high = statistics.quantiles(ratios, n=4)
-    else:
-        low, high = min(ratios), max(ratios)
-    return (statistics.median(ratios), low, high,
-            statistics.median([t - b for t, b in zip(times, base)]))
 
 
 class debug_mode_floor:
@@ -392,7 +400,8 @@ def cpu_main(args) -> int:
 
     import syncfree
     from syncfree import session
-    from syncfree.capture import SyncRecorder
+    from syncfree.capture import SyncRecorder, dispatch
+    from syncfree.capture.sites import UserFiles
     from syncfree.report import device_info
 
     code = compile(CPU_CELL, FILENAME, "exec")
@@ -432,6 +441,22 @@ def cpu_main(args) -> int:
     def plain_script():
         module.loop(iterations, CPU_MESSAGE, UserWarning, isinstance)
 
+    def recorded_script():
+        # The recorder as a watch makes it (user files, the entering frame as the
+        # boundary), without the watch around it: the difference to the cell's recorder is
+        # the walk over the function's frames at each sync, the difference to watch() is
+        # what a watch adds on enter, at its first sync and on exit.
+        recorder = SyncRecorder("warn", cell_files=UserFiles(), scope="context")
+        recorder.boundary = sys._getframe()
+        with recorder:
+            token = dispatch.route(recorder)
+            try:
+                module.loop(iterations, CPU_MESSAGE, UserWarning, warnings.warn)
+            finally:
+                dispatch.unroute(token, recorder)
+        (site,) = recorder.sites
+        assert (site.line, site.count, site.measured) == (5, iterations, iterations), site.to_report()
+
     def watched():
         with syncfree.watch("warn") as watch:  # blocked time on, as by default
             module.loop(iterations, CPU_MESSAGE, UserWarning, warnings.warn)
@@ -444,27 +469,35 @@ def cpu_main(args) -> int:
         run()
         return time.thread_time() - started
 
+    bases = {"plain loop": plain, "plain loop (.py file)": plain_script}
+    variants = {
+        "debug mode floor": (floor, "plain loop"),
+        "recorder": (recorded(False), "plain loop"),
+        "recorder + blocked": (recorded(True), "plain loop"),
+        "recorder + blocked (.py file)": (recorded_script, "plain loop (.py file)"),
+        "syncfree.watch() (.py file)": (watched, "plain loop (.py file)"),
+    }
     with _as_on_a_gpu(session, SyncRecorder, device_info):
-        times = rounds({"plain loop": plain, "debug mode floor": floor,
-                        "recorder": recorded(False), "recorder + blocked": recorded(True),
-                        "plain loop (.py file)": plain_script,
-                        "syncfree.watch() (.py file)": watched},
-                       args.repeats, timer, random.Random(args.seed))
+        pairs, count = measure(variants, bases, timer,
+                               seconds=args.seconds if args.seconds is not None else 30.0,
+                               rng=random.Random(args.seed), min_rounds=args.min_rounds)
     print(f"syncfree bench --cpu: {iterations} x (len(y) + warnings.warn(torch's sync message)), "
-          f"{args.repeats} rounds, CPU time added per sync over the plain loop (median, quartiles)"
-          f" | Python {platform.python_version()} | {clock_cost()}")
-    for name, values in times.items():
-        base = times[_base(name)]
-        added = sorted((t - b) / iterations * 1e6 for t, b in zip(values, base))
-        low, mid, high = statistics.quantiles(added, n=4) if len(added) >= 4 else \
-            (added[0], statistics.median(added), added[-1])
-        print(f"  {name:28s} {statistics.median(values) / iterations * 1e6:6.3f} us/iteration  "
-              f"{mid:+6.3f} us/sync ({low:+.3f} to {high:+.3f})")
-    floor_added = statistics.median(f - b for f, b in zip(times["debug mode floor"], times["plain loop"]))
-    for name in ("recorder", "recorder + blocked", "syncfree.watch() (.py file)"):
-        base = times[_base(name)]
-        over = statistics.median(t - b for t, b in zip(times[name], base)) - floor_added
-        print(f"  {name} - floor: {over / iterations * 1e6:+.3f} us/sync")
+          f"{count} rounds, CPU time (thread time) each variant adds per sync over its plain "
+          f"loop's run beside it: median of the pairs [95% interval] | Python "
+          f"{platform.python_version()} | {clock_cost()}")
+    for base in bases:
+        times = [t for name, (_, b) in variants.items() if b == base for t in pairs[name].base]
+        print(f"  {base:30s} {statistics.median(times) / iterations * 1e6:6.3f} us/iteration")
+    for name, p in pairs.items():
+        print(f"  {name:30s} {statistics.median(p.variant) / iterations * 1e6:6.3f} us/iteration  "
+              f"{_interval(p.added(iterations), ' us/sync', scale=1e6, signed=True)}")
+    for name, other in (("recorder", "debug mode floor"), ("recorder + blocked", "debug mode floor"),
+                        ("recorder + blocked (.py file)", "recorder + blocked"),
+                        ("syncfree.watch() (.py file)", "recorder + blocked (.py file)"),
+                        ("syncfree.watch() (.py file)", "debug mode floor")):
+        over = added_difference(pairs[name], pairs[other], iterations)
+        label = f"{name} - {'floor' if other == 'debug mode floor' else other}"
+        print(f"  {label:60s} {_interval(over, ' us/sync', scale=1e6, signed=True)}")
     return 0
 
 
