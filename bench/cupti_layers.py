@@ -1,6 +1,6 @@
 """Which CUDA calls a blocking call makes, layer by layer, and what a CUPTI callback costs.
 
-    PYTHONPATH=python_helper python3 bench/cupti_layers.py [--part 1|2|all] [--repeats 7]
+    PYTHONPATH=python_helper python3 bench/cupti_layers.py [--part 1|2|all] [--seconds 150]
 
 Part 1 (the facts the CUPTI engine rests on, capture/cupti_engine.py): for torch, CuPy,
 Numba and Triton operations that block, the runtime and driver calls that CUPTI reports
@@ -9,20 +9,26 @@ runtime call of ``BLOCKING_RUNTIME`` reached a driver call of ``BLOCKING_DRIVER`
 driver layer alone sees every blocking call).
 
 Part 2 (run first: it needs a process that never attached CUPTI): what CUPTI costs on the
-5000 x (``x @ w``; ``.item()``) loop and on a small MLP trained with one ``.item()`` a step,
-taken apart: subscribed with no callback enabled (what CUPTI adds to every CUDA call), an
-empty Python callback on the driver layer's blocking calls (cupti-python's cost per
-callback), one that reads ``data.callback_site``, the engine's callback counting only (as
-the engine runs it on one layer, and reading the callback data at every event as on two),
-the same on both layers; each against a plain loop of the same round (shuffled rounds, median
-of the paired ratios), and the plain loop of those rounds against one measured before
-CUPTI was ever attached. Needs CUDA and cupti-python; says so and exits 0 otherwise.
+``x @ w; .item()`` loop and on a small MLP trained with one ``.item()`` a step (the loops of
+bench/overhead.py, compiled as cells), taken apart: subscribed with no callback enabled
+(what CUPTI adds to every CUDA call: the floor under the engine), an empty Python callback
+on the driver layer's blocking calls (cupti-python's cost per callback), one that reads
+``data.callback_site``, the engine's callback counting only (as the engine runs it on one
+layer, and reading the callback data at every event as on two), the same on both layers,
+and the CUPTI engine itself (the recorder with ``engine="cupti"``); each timed from after
+its subscription to before its unsubscription. In the protocol of bench/overhead.py
+(bench/paired.py): each run paired with a plain run beside it, shuffled rounds until the
+loop's share of ``--seconds`` is spent, medians with 95% intervals; the engine's distance
+to the subscription alone is the median of their per-round differences. The plain loop of
+those rounds is printed against one measured before CUPTI was ever attached. Needs CUDA
+and cupti-python; says so and exits 0 otherwise.
 
 """
 
 from __future__ import annotations
 
 import argparse
+import linecache
 import random
 import re
 import statistics
@@ -32,13 +38,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from paired import Pairs, measure, ratio_difference, shown, spread  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--iterations", type=int, default=5000)
-    parser.add_argument("--steps", type=int, default=500, help="steps of the MLP loop")
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--iterations", type=int, default=2000, help="syncs of one run of the loop")
+    parser.add_argument("--steps", type=int, default=400, help="steps of one run of the MLP loop")
+    parser.add_argument("--seconds", type=float, default=150.0,
+                        help="part 2's time budget (a third to the loop, the rest to the MLP)")
+    parser.add_argument("--min-rounds", type=int, default=6)
     parser.add_argument("--part", choices=("1", "2", "all"), default="all")
     args = parser.parse_args(argv)
     import torch
@@ -119,12 +130,13 @@ def layers(torch, cupti) -> None:
     cupti.unsubscribe(handle)
     print(f"runtime blocking calls that reached no blocking driver call: {sorted(set(all_missing)) or 'none'}")
 
-    print(f"runtime blocking calls that reached no blocking driver call: {sorted(set(all_missing)) or 'none'}")
-
 
 def costs(torch, cupti, args) -> None:
     """Part 2: what CUPTI costs, taken apart (see the module docstring)."""
+    import overhead
+
     from syncfree.capture.cupti_engine import blocking_callback, callback_ids, single_layer_callback
+    from syncfree.session import choose_engine, new_recorder
 
     x = torch.randn(256, 256, device="cuda")
     w = torch.randn(256, 256, device="cuda")
@@ -133,22 +145,20 @@ def costs(torch, cupti, args) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     data = torch.randn(256, 256, device="cuda")
     target = torch.randint(0, 10, (256,), device="cuda")
+    cells = {}
+    for label, source, filename in (("item", overhead.CELL, overhead.FILENAME),
+                                    ("MLP", overhead.MLP, overhead.MLP_FILENAME)):
+        linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+        cells[label] = (compile(source, filename, "exec"), filename)
 
     def item_loop():
-        s = 0.0
-        for _ in range(args.iterations):
-            y = x @ w
-            s += y.sum().item()
+        exec(cells["item"][0], {"x": x, "w": w, "iterations": args.iterations})
 
     def mlp_loop():
-        for _ in range(args.steps):
-            opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(data), target)
-            loss.backward()
-            opt.step()
-            loss.item()
+        exec(cells["MLP"][0], {"torch": torch, "model": model, "opt": opt, "data": data,
+                               "target": target, "losses": [], "steps": args.steps})
 
-    loops = {"item": (item_loop, args.iterations), "MLP": (mlp_loop, args.steps)}
+    loops = {"item": (item_loop, args.iterations, "sync"), "MLP": (mlp_loop, args.steps, "step")}
     enter = int(cupti.ApiCallbackSite.API_ENTER)
     seen = [0]
 
@@ -161,8 +171,15 @@ def costs(torch, cupti, args) -> None:
     def reads_site(userdata, domain, cbid, data):
         data.callback_site  # noqa: B018 (what reading one field of the callback data costs)
 
+    def timed(loop) -> float:
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        loop()
+        torch.cuda.synchronize()
+        return time.perf_counter() - started
+
     def subscribed(callback, layers):
-        def run(loop):
+        def run(loop) -> float:
             handle = cupti.subscribe(callback, None)
             try:
                 for domain, cbid in callback_ids(cupti, layers):
@@ -172,15 +189,19 @@ def costs(torch, cupti, args) -> None:
                 cupti.unsubscribe(handle)
         return run
 
-    def timed(loop) -> float:
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        loop()
-        torch.cuda.synchronize()
-        return time.perf_counter() - started
+    def engine(label):
+        def run(loop) -> float:
+            filename = cells[label][1]
+            recorder = new_recorder(choose_engine("warn", "cupti"), measure_blocked=True,
+                                    files={filename: 0}, findings={filename: []})
+            with recorder:
+                took = timed(loop)
+            assert recorder.engine == "cupti", recorder.notes
+            assert recorder.syncs == loops[label][1], (recorder.syncs, recorder.notes)
+            return took
+        return run
 
     variants = {
-        "plain loop": timed,
         "subscribed, no callback enabled": subscribed(empty, ()),
         "empty callback, driver layer": subscribed(empty, ("driver",)),
         "callback reading data.callback_site, driver": subscribed(reads_site, ("driver",)),
@@ -191,35 +212,46 @@ def costs(torch, cupti, args) -> None:
         "engine callback (count only), both layers": subscribed(blocking_callback(count, enter),
                                                                 ("driver", "runtime")),
     }
-    print(f"== Part 2: what CUPTI costs: {args.iterations} x (y = x @ w; s += y.sum().item()), "
-          f"256x256; MLP {args.steps} steps, one .item() a step; {args.repeats} shuffled rounds, "
-          "median of ratios to the plain loop of the same round")
     rng = random.Random(0)
     before = {}
-    for label, (loop, _) in loops.items():  # CUPTI never attached yet in this process
-        loop()
-        before[label] = [timed(loop) for _ in range(args.repeats)]
-    for label, (loop, per) in loops.items():
-        times: dict[str, list[float]] = {name: [] for name in variants}
-        names = list(variants)
-        for name in names:
-            variants[name](loop)  # warm-up
+    for label, (loop, _, _) in loops.items():  # CUPTI never attached yet in this process
+        timed(loop)
+        before[label] = [timed(loop) for _ in range(max(args.min_rounds, 5))]
+    print(f"== Part 2: what CUPTI costs: {args.iterations} x (y = x @ w; s += y.sum().item()), "
+          f"256x256; MLP {args.steps} steps, one .item() a step. Each run paired with a plain "
+          "run beside it, shuffled rounds; median of the pairs [95% interval]")
+    for label, (loop, per, unit) in loops.items():
+        runs = {name: (lambda run=run, loop=loop: run(loop), "plain loop")
+                for name, run in {**variants, "CUPTI engine": engine(label)}.items()}
         seen[0] = 0
         variants["engine callback (count only), driver layer"](loop)
         counted = seen[0]
-        for _ in range(args.repeats):
-            rng.shuffle(names)
-            for name in names:
-                times[name].append(variants[name](loop))
-        base = times["plain loop"]
-        print(f"  {label} loop: plain before any CUPTI {statistics.median(before[label]):.3f} s; "
-              f"plain between the rounds {statistics.median(base):.3f} s; "
+        share = 1 / 3 if label == "item" else 2 / 3
+        pairs, rounds = measure(runs, {"plain loop": lambda loop=loop: timed(loop)},
+                                lambda run: run(), seconds=args.seconds * share, rng=rng,
+                                min_rounds=args.min_rounds)
+        plain = [t for p in pairs.values() for t in p.base]
+        print(f"  {label} loop, {rounds} rounds: plain before any CUPTI "
+              f"{statistics.median(before[label]):.3f} s; plain in the rounds "
+              f"{statistics.median(plain):.3f} s (+-{spread(plain):.1f}% between quartiles); "
               f"the engine's callback counted {counted} a loop")
-        for name, values in times.items():
-            ratios = [v / b for v, b in zip(values, base)]
-            added = statistics.median([v - b for v, b in zip(values, base)]) / per * 1e6
-            print(f"    {name:50s} {statistics.median(values):7.3f} s  "
-                  f"{statistics.median(ratios):5.2f}x  {added:+7.2f} us/sync")
+        for name, p in pairs.items():
+            print(f"    {name:50s} {statistics.median(p.variant):7.3f} s  "
+                  f"{shown(p.ratio(), 'x')}  {shown(p.added(per), f' us/{unit}', scale=1e6, signed=True)}")
+        floor = pairs["subscribed, no callback enabled"]
+        over = ratio_difference(pairs["CUPTI engine"], floor)
+        print(f"    {'CUPTI engine - subscription alone':50s} {'':9s} {shown(over, 'x', signed=True)}")
+        if label == "MLP":
+            _target_line(pairs["CUPTI engine"], floor)
+
+
+def _target_line(engine: Pairs, floor: Pairs) -> None:
+    """The MLP target (<= 1.05x, bench/overhead.py) against what the subscription alone costs."""
+    target = 1.05
+    floor_ratio = floor.ratio()
+    print(f"    MLP target <= {target:.2f}x: the engine {engine.ratio().verdict(target)}; the "
+          f"subscription alone {floor_ratio.verdict(target)} "
+          f"({shown(floor_ratio, 'x')}: no callback runs there, every CUDA call pays it)")
 
 
 def _scenarios(torch):

@@ -59,7 +59,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from paired import Estimate, Pairs, added_difference, measure, ratio_difference, spread  # noqa: E402
+from paired import Pairs, added_difference, measure, ratio_difference, shown, spread  # noqa: E402
 
 CELL = """\
 s = 0.0
@@ -233,10 +233,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = random.Random(args.seed)
     bases = {"plain loop": plain, "plain loop (.py file)": plain_script, "MLP: plain loop": mlp}
-    problem = cupti_problem()
     # The budget: most of it to the debug-mode phase (five pairs a round), the CUPTI phase's
-    # share when it runs, the profiler's last (it is slow and only for comparison).
-    shares = (0.55, 0.3, 0.15) if problem is None else (0.85, 0.0, 0.15)
+    # share when it can run, the profiler's last (it is slow and only for comparison). Only
+    # looked up here: loading cupti-python waits until the debug-mode phase is done.
+    has_cupti = importlib.util.find_spec("cupti") is not None
+    shares = (0.55, 0.3, 0.15) if has_cupti else (0.85, 0.0, 0.15)
     started = time.monotonic()
     # Phase 1: debug mode and its floor, before CUPTI was ever attached in this process.
     debug, debug_rounds = measure({
@@ -249,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     # Phase 2: the CUPTI engine, paired with plain loops of its own rounds.
     cupti: dict[str, Pairs] = {}
     cupti_rounds = 0
+    problem = cupti_problem()
     if problem is None:
         cupti, cupti_rounds = measure({
             "CUPTI engine": (recorded(True, "cupti"), "plain loop"),
@@ -285,15 +287,15 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
 
     def row(name: str, pairs: Pairs, per: int, unit: str, target: float | None = None) -> None:
         ratio, added = pairs.ratio(), pairs.added(per)
-        text = (f"  {name:30s} {statistics.median(pairs.variant):7.3f} s  {_interval(ratio, 'x')}"
-                f"  {_interval(added, ' us/' + unit, scale=1e6, signed=True)}")
+        text = (f"  {name:30s} {statistics.median(pairs.variant):7.3f} s  {shown(ratio, 'x')}"
+                f"  {shown(added, ' us/' + unit, scale=1e6, signed=True)}")
         if target is not None:
             text += f"  target <= {target:.2f}x: {_judged(ratio.verdict(target), missed, name)}"
         print(text)
 
     def floor_row(name: str) -> None:
         over = ratio_difference(debug[name], debug["debug mode floor"])
-        print(f"  {'  ' + name + ' - floor':30s} {'':9s} {_interval(over, 'x', signed=True)}  "
+        print(f"  {'  ' + name + ' - floor':30s} {'':9s} {shown(over, 'x', signed=True)}  "
               f"target <= +{FLOOR_MARGIN:.2f}x: "
               f"{_judged(over.verdict(FLOOR_MARGIN), missed, name + ' - floor')}")
 
@@ -309,7 +311,7 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
     # would compare two denominators): what a watch adds over a cell's recorder.
     over = added_difference(debug[watch], debug["recorder + blocked"], iterations)
     print(f"  {'  watch - recorder + blocked':30s} {'':9s} "
-          f"{_interval(over, ' us/sync', scale=1e6, signed=True)}")
+          f"{shown(over, ' us/sync', scale=1e6, signed=True)}")
     base_row("MLP: plain loop", [debug["MLP: recorder + blocked"]])
     row("MLP: recorder + blocked", debug["MLP: recorder + blocked"], steps, "step")
     if problem is not None:
@@ -326,14 +328,6 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
     if missed:
         print(f"  not met: {', '.join(missed)}")
     return missed
-
-
-def _interval(estimate: Estimate, unit: str, *, scale: float = 1.0, signed: bool = False) -> str:
-    """``1.12x [1.10-1.14]``, ``+6.50 us/sync [+5.40 to +7.60]``."""
-    form = "+.2f" if signed else ".2f"
-    mid, low, high = (format(v * scale, form) for v in (estimate.median, estimate.low, estimate.high))
-    joint = " to " if signed else "-"
-    return f"{mid}{unit} [{low}{joint}{high}]"
 
 
 def _judged(verdict: str, missed: list[str], name: str) -> str:
@@ -490,14 +484,14 @@ def cpu_main(args) -> int:
         print(f"  {base:30s} {statistics.median(times) / iterations * 1e6:6.3f} us/iteration")
     for name, p in pairs.items():
         print(f"  {name:30s} {statistics.median(p.variant) / iterations * 1e6:6.3f} us/iteration  "
-              f"{_interval(p.added(iterations), ' us/sync', scale=1e6, signed=True)}")
+              f"{shown(p.added(iterations), ' us/sync', scale=1e6, signed=True)}")
     for name, other in (("recorder", "debug mode floor"), ("recorder + blocked", "debug mode floor"),
                         ("recorder + blocked (.py file)", "recorder + blocked"),
                         ("syncfree.watch() (.py file)", "recorder + blocked (.py file)"),
                         ("syncfree.watch() (.py file)", "debug mode floor")):
         over = added_difference(pairs[name], pairs[other], iterations)
         label = f"{name} - {'floor' if other == 'debug mode floor' else other}"
-        print(f"  {label:60s} {_interval(over, ' us/sync', scale=1e6, signed=True)}")
+        print(f"  {label:60s} {shown(over, ' us/sync', scale=1e6, signed=True)}")
     return 0
 
 

@@ -96,6 +96,13 @@ def added_difference(a: Pairs, b: Pairs, per: int) -> Estimate:
                       for av, ab, bv, bb in zip(a.variant, a.base, b.variant, b.base)])
 
 
+def shown(estimate: Estimate, unit: str, *, scale: float = 1.0, signed: bool = False) -> str:
+    """``1.12x [1.10-1.14]``, ``+6.50 us/sync [+5.40 to +7.60]``."""
+    form = "+.2f" if signed else ".2f"
+    mid, low, high = (format(v * scale, form) for v in (estimate.median, estimate.low, estimate.high))
+    return f"{mid}{unit} [{low}{' to ' if signed else '-'}{high}]"
+
+
 def spread(times: Sequence[float]) -> float:
     """Half the interquartile range over the median, in percent: how much runs of one
     variant differ from one another."""
@@ -138,4 +145,4 @@ def measure(variants: Mapping[str, tuple[Callable[[], None], str]],
 
 
 __all__ = ["CONFIDENCE", "Estimate", "Pairs", "added_difference", "measure", "median_ci", "ratio_difference",
-           "spread"]
+           "shown", "spread"]

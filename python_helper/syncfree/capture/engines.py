@@ -13,6 +13,7 @@ before the sync happens, which a CUPTI callback cannot do.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Iterable
@@ -82,7 +83,10 @@ def cupti_problem() -> str | None:
     return _version_mismatch()
 
 
+@functools.lru_cache(maxsize=1)
 def _version_mismatch() -> str | None:
+    # Once per process: importlib.metadata reads the installed distributions' metadata
+    # (milliseconds), and every watch(engine="cupti") and every recorder asked this.
     try:
         from importlib.metadata import version
 
