@@ -307,6 +307,24 @@ def test_rank_reports_without_first_calls_or_phases_rank_by_blocked_time():
     display.validate_merged(display.merged_data(warm_up_job()))
 
 
+def test_the_ranks_are_compared_by_their_recurring_sites_after_the_first_calls():
+    # Rank 0 saves a checkpoint once (500 ms); rank 1 waits three times longer at every step.
+    merged = MergedReport([
+        rank_report(0, [timed("/job/t.py", 5, 1, 500.0, phase="once"), timed("/job/t.py", 20, 10, 30.0, first=3.0)],
+                    mode="warn"),
+        rank_report(1, [timed("/job/t.py", 20, 10, 90.0, first=3.0)], mode="warn"),
+    ])
+    assert [(t.rank, t.blocked_ms, t.recurring_ms) for t in merged.totals] == [(0, 530.0, 27.0), (1, 90.0, 87.0)]
+    least, most = merged.extremes()
+    assert (least.rank, most.rank) == (0, 1)
+    assert ("  most blocked at recurring sites after their first calls: rank 1 87.0 ms of 90.0 ms; "
+            "least: rank 0 27.0 ms of 530.0 ms") in merged.text()
+    data = merged.to_dict()
+    assert data["extremes"] == {"least": 0, "most": 1} and data["ranks"][1]["recurring_ms"] == 87.0
+    # Predict mode (nothing timed) and rank reports without first calls: as before.
+    assert all(t.recurring_ms is None for t in MergedReport([rank_report(0, [site("/job/t.py", 1, 2)])]).totals)
+
+
 def test_many_ranks_compare_a_recurring_site_by_the_time_after_the_first_call():
     # Rank 0's first call pays 80 ms of warm-up; rank 3 waits longest at every further step.
     reports = [rank_report(rank, [timed("/job/t.py", 3, 10, 80.0 + 9 * 1.0 if rank == 0 else

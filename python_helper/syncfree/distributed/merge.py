@@ -176,6 +176,10 @@ class RankTotals:
     unattributed: int           # syncs outside the user's code (library, other threads)
     exit_code: int
     hostname: str
+    # What the rank blocked at its recurring sites after their first calls (MergedSite.rank_cost):
+    # what the ranks are compared by, as the sites are ranked. None when its report timed no first
+    # call apart (predict mode, a report written before first calls were kept).
+    recurring_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -199,6 +203,8 @@ class MergedReport:
         self.directory = directory
         self.sites = self._merge_sites()
         self.totals = [self._rank_totals(r, self.left_out.get(r.rank.rank, 0)) for r in self.reports]
+        for totals in self.totals:
+            totals.recurring_ms = self._recurring_ms(totals.rank)
 
     @classmethod
     def from_folder(cls, folder: RankReportFolder, selected: set[str] | None = None) -> MergedReport:
@@ -284,6 +290,14 @@ class MergedReport:
         # time after the first calls, one-off ones after them; the ranks' forked children after all.
         return sorted(merged.values(), key=lambda s: (s.in_children, *s.rank_key(), s.file or "", s.line, s.kind))
 
+    def _recurring_ms(self, rank: int) -> float | None:
+        """The rank's blocked time at the counted recurring sites after their first calls (0 where
+        it made none); None when no rank's report timed a first call apart."""
+        if not any(site.first for site in self.sites):
+            return None
+        recurring = [site for site in self.sites if not site.one_off and not site.allowed and rank in site.blocked]
+        return round(sum(site.rank_cost(rank) or 0.0 for site in recurring), 3)
+
     @staticmethod
     def _rank_totals(report: RankReport, left_out: int = 0) -> RankTotals:
         totals = report.report["totals"]
@@ -339,11 +353,15 @@ class MergedReport:
         return [s for s in self.sites if s.divergent(self.ranks)]
 
     def extremes(self) -> tuple[RankTotals, RankTotals] | None:
-        """(least, most): by blocked time when every rank measured it, else by counted
-        syncs; None with fewer than two ranks."""
+        """(least, most): by the blocked time of the recurring sites after their first calls
+        where every rank timed first calls apart (as the sites are ranked: a rank's warm-up or
+        its one-off checkpoint does not make it the slowest at every step), else by blocked
+        time when every rank measured it, else by counted syncs; None with fewer than two ranks."""
         if len(self.totals) < 2:
             return None
-        if all(t.blocked_ms is not None for t in self.totals):
+        if all(t.recurring_ms is not None for t in self.totals):
+            key = lambda t: (t.recurring_ms, t.counted)  # noqa: E731
+        elif all(t.blocked_ms is not None for t in self.totals):
             key = lambda t: (t.blocked_ms, t.counted)  # noqa: E731
         else:
             key = lambda t: (t.counted, 0.0)  # noqa: E731
@@ -435,7 +453,14 @@ class MergedReport:
         extremes = self.extremes()
         if extremes is not None:
             least, most = extremes
-            if (least.blocked_ms, least.counted) != (most.blocked_ms, most.counted):
+            if least.recurring_ms is not None and most.recurring_ms is not None:
+                if (least.recurring_ms, least.counted) != (most.recurring_ms, most.counted):
+                    def after(t: RankTotals) -> str:
+                        return f"rank {t.rank} {t.recurring_ms:.1f} ms of {t.blocked_ms or 0.0:.1f} ms"
+
+                    lines.append(f"most blocked at recurring sites after their first calls: {after(most)}; "
+                                 f"least: {after(least)}")
+            elif (least.blocked_ms, least.counted) != (most.blocked_ms, most.counted):
                 lines.append(f"most: {one(most)}; least: {one(least)}")
         for t in self.totals:
             if t.unattributed:
