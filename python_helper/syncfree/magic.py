@@ -30,7 +30,6 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from . import collector
 from .analyze import analyze_source
 from .capture import SyncRecorder
-from .capture.filters import FiltersKept
 from .capture.sites import MAX_FRAMES
 from .report import MAX_FINDINGS, display_report
 from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
@@ -279,9 +278,8 @@ class SyncfreeMagics(Magics):
                     code_text = "\n" * (first_line - 1) + shell.transform_cell(cell)
                     filename = shell.compile.cache(code_text, self._execution_count(),
                                                    raw_code=code_text)
-            with FiltersKept():  # the static pass's catch_warnings, should an interrupt cut it short
-                # In cell lines; IPython syntax lines skipped.
-                findings = analyze_source(text.raw, tree=tree, limit=MAX_FINDINGS)
+            # In cell lines; IPython syntax lines skipped.
+            findings = analyze_source(text.raw, tree=tree, limit=MAX_FINDINGS)
             try:
                 # The cell's own value is shown from inside the run (under the recorder,
                 # at its line): showing it is a sync (repr copies a CUDA tensor's values).
@@ -534,8 +532,7 @@ class SyncfreeMagics(Magics):
         engine = choose_engine(options.mode, options.engine, sources=[raw])
         if engine.mode == "static":
             return
-        with FiltersKept():
-            findings = analyze_source(raw, limit=MAX_FINDINGS)
+        findings = analyze_source(raw, limit=MAX_FINDINGS)
         files = {**dict.fromkeys(names, blank), **_timed_files(raw, 1)}
         recorder = new_recorder(engine, files=files,
                                 findings=dict.fromkeys(files, findings),

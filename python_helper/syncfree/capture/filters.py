@@ -1,41 +1,16 @@
-"""Warning filters that never outlive the engine's use of them.
+"""Changes the engine makes to ``warnings.filters`` itself, in place.
 
-``warnings.catch_warnings`` swaps ``warnings.filters`` for a copy on enter and puts the
-original back on exit (Lib/warnings.py). An interrupt that lands between the two leaves the
-copy in place for good, with the ``ignore`` entries the block added (the static pass used
-to leave a permanent ``ignore SyntaxWarning`` that way), and another thread that warns in
-between sees the copy. Here:
-
-* `parse_quietly` parses Python without letting the parser's warnings reach the user: it
-  inserts its own two ``ignore`` entries into the current list and removes them again by
-  identity, never replacing the list object.
-* `FiltersKept` wraps code that may use ``catch_warnings`` (syncfree's static pass): after
-  it, whatever interrupted it, ``warnings.filters`` is the very list object it was before.
+The dispatcher (dispatch.py) keeps its entries first in whatever list is current and takes
+them out again by identity; editing the list directly must bump the filters version as
+``warnings.filterwarnings`` does. The engine never swaps the list: ``catch_warnings`` does
+(Lib/warnings.py), and two threads' blocks that interleave, or an interrupt on the way out,
+leave a copy behind for good. Parsing without the parser's warnings is
+`syncfree.parsing.parse_quietly`, which does neither.
 """
 
 from __future__ import annotations
 
-import ast
 import warnings
-from typing import Any
-
-# What CPython's parser warns with (invalid escape sequences, invalid decimal literals):
-# SyntaxWarning from 3.12, DeprecationWarning before.
-_PARSER_CATEGORIES = (SyntaxWarning, DeprecationWarning)
-
-
-def parse_quietly(source: str, mode: str = "exec") -> ast.AST:
-    """``ast.parse(source, mode=mode)`` with the parser's warnings ignored."""
-    entries = tuple(("ignore", None, category, None, 0) for category in _PARSER_CATEGORIES)
-    filters = warnings.filters
-    try:
-        for entry in entries:
-            filters.insert(0, entry)
-        filters_changed()
-        return ast.parse(source, mode=mode)
-    finally:
-        remove_entries(filters, entries)
-        filters_changed()
 
 
 def remove_entries(filters: list, entries: tuple) -> None:
@@ -45,25 +20,6 @@ def remove_entries(filters: list, entries: tuple) -> None:
             if filters[i] is entry:
                 del filters[i]
                 break
-
-
-class FiltersKept:
-    """``with FiltersKept(): ...``: the warning filters list object is put back after."""
-
-    __slots__ = ("_filters",)
-
-    def __init__(self) -> None:
-        self._filters: Any = None
-
-    def __enter__(self) -> FiltersKept:
-        self._filters = warnings.filters
-        return self
-
-    def __exit__(self, *exc: Any) -> bool:
-        if self._filters is not None and warnings.filters is not self._filters:
-            warnings.filters = self._filters
-            filters_changed()
-        return False
 
 
 def filters_changed() -> None:
@@ -78,4 +34,4 @@ def filters_changed() -> None:
             warnings._filters_mutated_lock_held()
 
 
-__all__ = ["FiltersKept", "filters_changed", "parse_quietly", "remove_entries"]
+__all__ = ["filters_changed", "remove_entries"]

@@ -32,7 +32,6 @@ from types import FrameType, TracebackType
 
 from . import dispatch, explicit, interrupts, sites
 from .dispatch import SYNC_MESSAGE
-from .filters import FiltersKept
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo
@@ -334,8 +333,7 @@ class SyncRecorder:
             try:
                 from syncfree.analyze import analyze_source
 
-                with FiltersKept():  # its catch_warnings, should an interrupt cut it short
-                    findings = analyze_source(text, first_line=1 + offset)
+                findings = analyze_source(text, first_line=1 + offset)
             except Exception as exc:  # without findings the frames and opcodes still name it
                 self.note(f"static analysis of the cell failed ({type(exc).__name__}: {exc})")
                 findings = []

@@ -27,7 +27,7 @@ from typing import NamedTuple
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from .. import collector
 from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
-from .filters import parse_quietly
+from ..parsing import parse_quietly
 
 MAX_SITES = 1000          # report.schema.json: sites maxItems
 MAX_CHAIN = 32            # report.schema.json: SyncSite.chain maxItems
@@ -465,10 +465,7 @@ def _library_findings(code: CodeType) -> Sequence[Mapping]:
     try:
         from syncfree.analyze import analyze_source
 
-        from .filters import FiltersKept
-
-        with FiltersKept():
-            findings = analyze_source(text if text is not None else "".join(lines), first_line=1)
+        findings = analyze_source(text if text is not None else "".join(lines), first_line=1)
     except Exception:  # noqa: BLE001 - without findings the opcode still names the sync
         findings = []
     if len(_library_findings_cache) >= 1024:
