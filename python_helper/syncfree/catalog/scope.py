@@ -254,13 +254,19 @@ class CellScope:
         self.aliases: dict[str, str] = {**DEFAULT_ALIASES, **earlier.aliases}
         self.imported: set[str] = set(earlier.imported)
         self.default_device: Device | None = earlier.default_device
-        # Each node's parent, filled by the walk as it enters a node (before visiting it): a rule asking for the
-        # parents of the node it matches and of its ancestors finds them; a walk stopped early costs what it walked.
+        # Each node's parent (ask :meth:`parent`): the walk records those of the statements as it enters a compound
+        # statement; those of the expressions inside a statement are recorded when a rule first asks for one of
+        # them (most statements hold nothing a rule asks about, and recording every node's parent cost a fifth of
+        # the walk): the statement the walk is in is taken apart then, and the whole cell if the node is elsewhere.
         self.parents: dict[ast.AST, ast.AST] = {}
+        self._statement_now: ast.AST | None = None
+        self._taken_apart: set[int] = set()  # ids of the statements whose expressions' parents are recorded
+        self._all_recorded = False
         self._env: ChainMap[str, Value] = ChainMap(dict(earlier.names))
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
+        self._walkers: dict[type, Callable[[ast.AST, CellScope, int], None]] | None = None  # set by walk()
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         # The function whose body the walk is in (None at the top level) and the class whose body it is in: what
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
@@ -321,7 +327,7 @@ class CellScope:
 
     def siblings(self, statement: ast.stmt) -> tuple[list[ast.stmt], int]:
         """The statement list holding ``statement`` and its index there."""
-        parent = self.parents.get(statement, self.tree)
+        parent = self.parent(statement) or self.tree
         for field_name in ("body", "orelse", "finalbody", "handlers"):
             block = getattr(parent, field_name, None)
             if isinstance(block, list) and statement in block:
@@ -329,7 +335,36 @@ class CellScope:
         return [statement], 0
 
     def parent(self, node: ast.AST) -> ast.AST | None:
-        return self.parents.get(node)
+        found = self.parents.get(node)
+        if found is None and not self._all_recorded and node is not self.tree:
+            found = self._record_parents(node)
+        return found
+
+    def _record_parents(self, node: ast.AST) -> ast.AST | None:
+        """The parent of a node the walk has not recorded: those of the statement being walked are recorded first
+        (down to, not into, the statements it holds, which have theirs), then, if the node is elsewhere (or in no
+        statement of this cell), those of the whole cell."""
+        parents = self.parents
+        statement = self._statement_now
+        if statement is not None and id(statement) not in self._taken_apart:
+            self._taken_apart.add(id(statement))
+            nodes = [statement]
+            for item in nodes:
+                for child in child_nodes(item):
+                    parents[child] = item
+                    if not isinstance(child, ast.stmt):
+                        nodes.append(child)
+            found = parents.get(node)
+            if found is not None:
+                return found
+        self._all_recorded = True
+        nodes = [self.tree]
+        for item in nodes:
+            children = child_nodes(item)
+            for child in children:
+                parents[child] = item
+            nodes += children
+        return parents.get(node)
 
     def names_in(self, node: ast.AST) -> list[str]:
         """The names an expression reads or binds (``ast.walk`` over its ``Name`` nodes, without the generators)."""
@@ -953,6 +988,10 @@ class CellScope:
         """
         self._visit = visit
         self._types = types
+        try:
+            self._walkers = _WALKERS.setdefault(types, {})  # type: ignore[arg-type]
+        except TypeError:  # an unhashable container of types: the walk without generated functions
+            self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, list[dict[str, Value]]] = {}
         for statement in self.tree.body:
@@ -1016,9 +1055,16 @@ class CellScope:
         self._changed()
 
     def _statement(self, node: ast.stmt) -> None:
-        visit = self._visit
+        outer, self._statement_now = self._statement_now, node
         if type(node) in _COMPOUND:
-            self._adopt(node)  # simple statements: _generic records their parts' parents as it enters them
+            self._adopt(node)  # the statements it holds: their parents (siblings() reads them)
+            self._compound(node)
+        else:
+            self._simple(node)
+        self._statement_now = outer
+
+    def _compound(self, node: ast.stmt) -> None:
+        visit = self._visit
         if isinstance(node, ast.If):
             visit(node)
             self._expression(node.test)
@@ -1065,17 +1111,21 @@ class CellScope:
                     self._expression(case.guard)
                 cases.append(case.body)
             self._branches(*cases, [])
-        else:
-            self._simple(node)
 
     def _simple(self, node: ast.stmt) -> None:
         self._generic(node)
-        if isinstance(node, ast.Assign):
-            value = self.value(node.value)
-            for target in node.targets:
-                self._bind_target(target, value, node.value)
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            self._bind_target(node.target, self.value(node.value), node.value)
+        kind = type(node)
+        if kind is ast.Assign:
+            # The value is worked out only for a target that binds a name: `self.conv = nn.Conv2d(...)`, the most
+            # common assignment of a model's code, binds none (evaluation reads the scope and changes nothing).
+            value = None
+            for target in node.targets:  # type: ignore[attr-defined]
+                if type(target) not in _NAMELESS_TARGETS:
+                    if value is None:
+                        value = self.value(node.value)  # type: ignore[attr-defined]
+                    self._bind_target(target, value, node.value)  # type: ignore[attr-defined]
+        elif kind is ast.AnnAssign and node.value is not None and type(node.target) is ast.Name:  # type: ignore[attr-defined]
+            self._bind_target(node.target, self.value(node.value), node.value)  # type: ignore[attr-defined]
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             self.bind(node.target.id, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -1146,7 +1196,8 @@ class CellScope:
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == len(target.elts):
                 for element_target, element in zip(target.elts, source.elts):
-                    self._bind_target(element_target, self.value(element), element)
+                    if type(element_target) not in _NAMELESS_TARGETS:
+                        self._bind_target(element_target, self.value(element), element)
                 return
             for element_target in target.elts:
                 inner = element_target.value if isinstance(element_target, ast.Starred) else element_target
@@ -1225,11 +1276,22 @@ class CellScope:
     def _generic(self, node: ast.AST) -> None:
         """Visit a node and everything under it, parents first, giving comprehensions and lambdas their own names.
 
-        An explicit stack rather than recursion: generated code nests expressions deeper than Python's recursion
-        limit allows.
+        Through functions made per node type for the node types being visited (:func:`_walker`): each visits its
+        node and calls those of its children directly, the leaves (names, constants) handled in line. Nested deeper
+        than ``_DEPTH`` (``a + b + c + ...`` of generated code), a subtree goes to :meth:`_generic_deep`, which
+        visits it the same way without recursion.
         """
+        walkers = self._walkers
+        if walkers is None:
+            self._generic_deep(node)
+        else:
+            (walkers.get(type(node)) or _walker(walkers, node))(node, self, 0)
+
+    def _generic_deep(self, node: ast.AST) -> None:
+        """:meth:`_generic` through an explicit stack rather than recursion: generated code nests expressions deeper
+        than Python's recursion limit allows."""
         stack: list[ast.AST | object] = [node]
-        visit, parents, record_call, types = self._visit, self.parents, self._record_call, self._types
+        visit, record_call, types = self._visit, self._record_call, self._types
         functions = _CHILDREN
         while stack:
             item = stack.pop()
@@ -1241,14 +1303,6 @@ class CellScope:
                 if types is None or kind in types:
                     visit(item)  # type: ignore[arg-type]
                 continue
-            if kind in _COMPREHENSIONS or kind is ast.Lambda:
-                self._adopt(item)  # type: ignore[arg-type]
-                children = None
-            else:
-                function = functions.get(kind)
-                children = (function or _children_function(item))(item)  # type: ignore[arg-type]
-                for child in children:
-                    parents[child] = item  # type: ignore[assignment]
             if types is None or kind in types:
                 visit(item)  # type: ignore[arg-type]
             if kind is ast.Call:
@@ -1257,14 +1311,19 @@ class CellScope:
                 self._comprehension(item)  # type: ignore[arg-type]
                 continue
             elif kind is ast.Lambda:
-                arguments = {a.arg: UNKNOWN for a in ast.walk(item.args) if isinstance(a, ast.arg)}  # type: ignore[attr-defined]
-                self._env = self._env.new_child(arguments)
-                self._changed()
+                self._enter_lambda(item)  # type: ignore[arg-type]
                 stack.append(_LEAVE_SCOPE)
                 stack.append(item.body)  # type: ignore[attr-defined]
                 continue
-            children.reverse()  # type: ignore[union-attr]
-            stack.extend(children)  # type: ignore[arg-type]
+            function = functions.get(kind)
+            children = (function or _children_function(item))(item)  # type: ignore[arg-type]
+            children.reverse()
+            stack.extend(children)
+
+    def _enter_lambda(self, node: ast.Lambda) -> None:
+        arguments = {a.arg: UNKNOWN for a in ast.walk(node.args) if isinstance(a, ast.arg)}
+        self._env = self._env.new_child(arguments)
+        self._changed()
 
     def _leave_scope(self) -> None:
         self._env = self._env.parents
@@ -1289,6 +1348,7 @@ class CellScope:
         self._changed()
 
 
+_NAMELESS_TARGETS = frozenset({ast.Attribute, ast.Subscript})  # assigning to these binds no name
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
 _COMPREHENSIONS = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp})
@@ -1300,6 +1360,76 @@ _COMPOUND = frozenset({ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.A
 _PARTS = frozenset({ast.arguments, ast.withitem, ast.ExceptHandler, ast.match_case, ast.comprehension})
 
 
+
+
+#: How deep the generated walkers recurse into one expression before the rest goes through an explicit stack.
+_DEPTH = 48
+#: Per choice of node types to visit (``walk``'s ``types``): the walker of each node type met so far.
+_WALKERS: dict[Container[type] | None, dict[type, Callable[[ast.AST, CellScope, int], None]]] = {}
+
+
+def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node: object) -> Callable[[ast.AST, CellScope, int], None]:
+    """The function that walks nodes of ``node``'s type as :meth:`CellScope._generic_deep` does (the same visits in
+    the same order, the same names bound), made from the type's fields at its first node: visit the node when its
+    type is chosen, then each child in field order, the leaves (``Name``, ``Constant``) in line. Kept in
+    ``walkers``, the table of the chosen types (its key in ``_WALKERS``)."""
+    kind = type(node)
+    if not isinstance(node, ast.AST):  # an identifier in Global.names, a constant in MatchSingleton.value
+        walkers[kind] = _skip
+        return _skip
+    types = next(key for key, table in _WALKERS.items() if table is walkers)
+    chosen = types is None or kind in types
+    leaves = [leaf for leaf in _LEAVES if types is None or leaf in types]
+    lines = ["def walk(node, scope, depth):",
+             "    if depth > DEPTH:",
+             "        scope._generic_deep(node)",
+             "        return"]
+    if chosen:
+        lines.append("    scope._visit(node)")
+    if kind in _LEAVES:
+        lines.append("    return")
+    elif kind is ast.Call:
+        lines += ["    func = type(node.func)",
+                  "    if scope.host is not None or func is Name or func is NamedExpr:",
+                  "        scope._record_call(node)"]
+    elif kind in _COMPREHENSIONS:
+        lines += ["    scope._comprehension(node)", "    return"]
+    elif kind is ast.Lambda:
+        lines += ["    scope._enter_lambda(node)",
+                  "    body = node.body",
+                  "    (walkers.get(type(body)) or make(walkers, body))(body, scope, depth + 1)",
+                  "    scope._leave_scope()",
+                  "    return"]
+    if kind not in _LEAVES and kind not in _COMPREHENSIONS and kind is not ast.Lambda:
+        lines.append("    depth += 1")
+        for name, holds in _field_kinds(node):
+            if holds is _ONE:
+                lines += [f"    child = node.{name}", "    if child is not None:"]
+                indent = "        "
+            else:
+                lines.append(f"    for child in node.{name}:")
+                indent = "        "
+                if holds is _MIXED_LIST:
+                    lines.append("        if child is not None:")
+                    indent = "            "
+            lines.append(f"{indent}child_kind = type(child)")
+            lines.append(f"{indent}if child_kind is Name or child_kind is Constant:")
+            if leaves:
+                lines.append(f"{indent}    if child_kind in LEAVES:")
+                lines.append(f"{indent}        scope._visit(child)")
+            else:
+                lines.append(f"{indent}    pass")
+            lines.append(f"{indent}else:")
+            lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth)")
+    namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
+                                 "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
+    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    function = walkers[kind] = namespace["walk"]
+    return function
+
+
+def _skip(node: object, scope: CellScope, depth: int) -> None:
+    pass
 
 
 def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
