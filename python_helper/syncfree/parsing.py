@@ -94,14 +94,14 @@ class _ThisParse:
         return f"<syncfree's quiet parse in thread {self.ident}>"
 
 
-def parse_quietly(source: str, mode: str = "exec") -> ast.AST:
-    """``ast.parse(source, mode=mode)`` with the parser's warnings ignored, in this thread
+def parse_quietly(source: str, mode: str = "exec", filename: str = "<unknown>") -> ast.AST:
+    """``ast.parse(source, filename, mode)`` with the parser's warnings ignored, in this thread
     only; the program's warning filters are as they were after it, whatever interrupts it."""
     if not parser_may_warn(source):
-        return ast.parse(source, mode=mode)
+        return ast.parse(source, filename, mode)
     filters = warnings.filters
     if type(filters) is not list:  # replaced by the program: nothing of ours goes into it
-        return ast.parse(source, mode=mode)
+        return ast.parse(source, filename, mode)
     this = _ThisParse()
     entries = [("ignore", this, SyntaxWarning, None, 0), ("ignore", this, DeprecationWarning, None, 0)]
     # No filters_changed() (capture/filters.py) on the way in or out: the entries change
@@ -110,7 +110,7 @@ def parse_quietly(source: str, mode: str = "exec") -> ast.AST:
     try:
         try:
             filters[0:0] = entries  # one step, so no interrupt lands between the two
-            return ast.parse(source, mode=mode)
+            return ast.parse(source, filename, mode)
         finally:
             _take_out(filters, this, entries)
     finally:
