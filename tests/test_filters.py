@@ -216,3 +216,41 @@ def test_a_watched_file_with_an_invalid_escape_shows_no_parser_warning(tmp_path,
     assert w.report.syncs == 1
     assert any("re.compile('\\d+')" in source for source in analysed)  # the static pass ran on it
     assert _parser_warnings(seen) == []
+
+
+def test_an_entry_left_in_a_copy_made_during_a_parse_matches_nothing_after_it(monkeypatch):
+    """Another thread's catch_warnings entered during the parse copies the list with the
+    parse's entries in it; once the parse is over they hide nothing, not even in the
+    thread that parsed."""
+    real_parse = ast.parse
+    parsing_now, copied, leave = threading.Event(), threading.Event(), threading.Event()
+
+    def parse(source, *args, **kwargs):
+        parsing_now.set()
+        assert copied.wait(10)
+        return real_parse(source, *args, **kwargs)
+
+    def programs_block() -> None:
+        assert parsing_now.wait(10)
+        with warnings.catch_warnings():
+            copied.set()
+            assert leave.wait(10)
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        programs_list = warnings.filters
+        monkeypatch.setattr(ast, "parse", parse)
+        other = threading.Thread(target=programs_block)
+        other.start()
+        try:
+            parse_quietly(ESCAPE_CELL)
+            monkeypatch.setattr(ast, "parse", real_parse)
+            assert warnings.filters is not programs_list  # the other thread's copy
+            assert any(isinstance(e[1], parsing._ThisParse) for e in warnings.filters)
+            warnings.warn("the parsing thread's own, after", DeprecationWarning)
+        finally:
+            leave.set()
+            other.join(10)
+        assert warnings.filters is programs_list
+        assert not any(isinstance(e[1], parsing._ThisParse) for e in warnings.filters)
+    assert [str(w.message) for w in seen] == ["the parsing thread's own, after"]
