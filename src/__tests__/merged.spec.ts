@@ -260,4 +260,83 @@ describe('a job of many ranks', () => {
     ]);
     expect(texts(node.querySelectorAll('tfoot td.jp-syncfree-num'))[3]).toBe('4.00 ms (rank 0) – 40.0 ms (rank 2)');
   });
+
+  it('compares the ranks of a recurring site by their blocked time after the first call, as merge.py does', () => {
+    // Rank 0's first call pays 80 ms of warm-up; rank 3 waits longest at every further step.
+    const rows = [0, 1, 2, 3, 4, 5].map(rank => ({
+      rank,
+      count: 10,
+      blocked_ms: rank === 0 ? 89 : rank === 3 ? 38 : 11,
+      first_ms: rank === 0 ? 80 : 2
+    }));
+    const site = mergedSite(3, [10, 10, 10, 10, 10, 10], { per_rank: rows, blocked_ms: 171, first_ms: 90 });
+    const report = pairReport([site]);
+    report.ranks = rows.map(row => ({ ...report.ranks[0], rank: row.rank, blocked_ms: row.blocked_ms }));
+    const columns = rankColumns(report);
+    const cells = siteRankCells(site, columns);
+    expect(cells[3].text).toBe('9.00 ms (rank 0) – 36.0 ms (rank 3)');
+    expect(cells[3].title).toBe(
+      'the least and the most time a rank was blocked here, after the first call (which pays the warm-up)'
+    );
+    expect(cells[2].title).toContain('most blocked after the first call: rank 3, 36.0 ms');
+    // A site paid once: by the whole of it (per_rank carries no first_ms then).
+    const once = mergedSite(4, [1, 1, 1, 1, 1, 1], {
+      phase: 'once',
+      per_rank: rows.map(row => ({ rank: row.rank, count: 1, blocked_ms: row.blocked_ms })),
+      blocked_ms: 171
+    });
+    expect(siteRankCells(once, columns)[3].text).toBe('11.0 ms (rank 1) – 89.0 ms (rank 0)');
+  });
+});
+
+describe('ranks that timed their first calls apart', () => {
+  it('are compared by their recurring sites after the first calls, as merge.py compares them', () => {
+    // Rank 0 saved a checkpoint once (500 ms); rank 1 waited three times longer at every step.
+    const report = pairReport([mergedSite(20, [10, 10])]);
+    report.ranks = [
+      { ...report.ranks[0], rank: 0, blocked_ms: 530, recurring_ms: 27 },
+      { ...report.ranks[1], rank: 1, blocked_ms: 90, recurring_ms: 87 }
+    ];
+    report.extremes = { least: 0, most: 1 };
+    expect(extremesText(report)).toBe(
+      'Most blocked at recurring sites after their first calls: rank 1: 87.0 ms of 90.0 ms · least: rank 0: 27.0 ms of 530 ms'
+    );
+    // Past spread_after ranks, the totals row's blocked column compares them the same way.
+    const six = [0, 1, 2, 3, 4, 5].map(rank => ({
+      ...report.ranks[0],
+      rank,
+      blocked_ms: rank === 0 ? 530 : 90,
+      recurring_ms: rank === 0 ? 27 : rank === 4 ? 87 : 40
+    }));
+    const many = { ...report, ranks: six };
+    const cells = totalsRankCells(many, rankColumns(many));
+    expect(cells[3].text).toBe('27.0 ms (rank 0) – 87.0 ms (rank 4)');
+    // Without them (predict mode, older reports): by the whole, as before.
+    const old = { ...many, ranks: six.map(({ recurring_ms, ...rest }) => rest) };
+    expect(totalsRankCells(old, rankColumns(old))[3].text).toBe('90.0 ms (rank 1) – 530 ms (rank 0)');
+  });
+});
+
+describe('sites paid once', () => {
+  it('are badged after the recurring ones, and a recurring total says what it is ranked by', () => {
+    const measured = (count: number, blocked: number) => [0, 1].map(rank => ({ rank, count, blocked_ms: blocked }));
+    const report = pairReport([
+      mergedSite(20, [4, 4], { per_rank: measured(4, 60), blocked_ms: 120, first_ms: 30, predicted: false }),
+      mergedSite(5, [1, 1], { per_rank: measured(1, 80), blocked_ms: 160, phase: 'once', predicted: false }),
+      mergedSite(7, [1, 1], { per_rank: measured(1, 50), blocked_ms: 100, phase: 'compile', predicted: false })
+    ]);
+    const node = render(report);
+    const rows = node.querySelectorAll('tbody tr');
+    expect(rows[0].querySelector('.jp-syncfree-phase-mark')).toBeNull();
+    const marks = [...node.querySelectorAll<HTMLElement>('.jp-syncfree-phase-mark')];
+    expect(marks.map(mark => mark.textContent)).toEqual(['once', 'once: compiling']);
+    expect(marks[0].title).toContain('paid once, not every step; ranked after the recurring syncs');
+    expect(texts(rows[1].querySelectorAll('td'))[1]).toBe('.item()once');
+    const total = rows[0].querySelectorAll<HTMLElement>('td.jp-syncfree-num')[2];
+    expect(total.textContent).toBe('×8 · 120 ms');
+    expect(total.title).toBe(
+      '90.0 ms blocked after the first calls (what the sites are ranked by), 30.0 ms at the first calls (warm-up)'
+    );
+    expect(rows[1].querySelectorAll<HTMLElement>('td.jp-syncfree-num')[2].title).toBe('');
+  });
 });

@@ -7,6 +7,7 @@
  */
 import type { MergedReport, MergedSite, RankCount, RankTotals } from '../_merged';
 import { formatMs, plural } from '../model';
+import { isOneOff, rankCost } from '../sidebar/cost';
 
 export type { MergedReport, MergedSite, RankCount, RankTotals } from '../_merged';
 
@@ -68,21 +69,33 @@ export function countText(count: number, blockedMs: number | null): string {
   return blockedMs === null ? `×${count}` : `×${count} · ${formatMs(blockedMs)}`;
 }
 
+/** A rank and what it blocked at a site, as the ranks are compared there. */
+export interface IRankBlocked {
+  rank: number;
+  ms: number;
+}
+
 /** The fewest and most syncs a rank made at a site (and which rank), and the median. */
 export interface ISpread {
   min: RankCount;
   median: number;
   max: RankCount;
-  /** The ranks that blocked least and most here, over those that measured it. */
-  leastBlocked: RankCount | null;
-  mostBlocked: RankCount | null;
+  /**
+   * The ranks that blocked least and most here, over those that measured it: on a recurring
+   * site by their blocked time after the first call where they measured it apart
+   * (`afterFirstCall`), as the sites are ranked (cost.ts rankCost, merge.py `MergedSite.rank_cost`).
+   */
+  leastBlocked: IRankBlocked | null;
+  mostBlocked: IRankBlocked | null;
+  afterFirstCall: boolean;
 }
 
 /**
  * min/median/max as merge.py's `MergedSite.spread` takes them: on equal counts the lowest
- * rank is named, both for the min and for the max.
+ * rank is named, both for the min and for the max. `oneOff`: the site is paid once (its
+ * phase), so its ranks are compared by their whole blocked time.
  */
-export function spreadOf(rows: readonly RankCount[]): ISpread | null {
+export function spreadOf(rows: readonly RankCount[], oneOff = false): ISpread | null {
   if (rows.length === 0) {
     return null;
   }
@@ -96,15 +109,19 @@ export function spreadOf(rows: readonly RankCount[]): ISpread | null {
       max = row;
     }
   }
-  const measured = rows.filter(row => row.blocked_ms !== null);
-  const byBlocked = (a: RankCount, b: RankCount) => a.blocked_ms! - b.blocked_ms! || a.rank - b.rank;
-  const sorted = [...measured].sort(byBlocked);
+  const measured = rows
+    .filter(row => row.blocked_ms !== null)
+    .map(row => ({ rank: row.rank, ms: rankCost(oneOff, row.blocked_ms, row.first_ms)! }));
+  // Least: the lowest cost, the lowest rank on a tie; most: the highest, the lowest rank on a tie.
+  const sorted = [...measured].sort((a, b) => a.ms - b.ms || a.rank - b.rank);
+  const most = sorted.length ? sorted.filter(row => row.ms === sorted[sorted.length - 1].ms)[0] : null;
   return {
     min,
     median: median(rows.map(row => row.count)),
     max,
     leastBlocked: sorted[0] ?? null,
-    mostBlocked: sorted[sorted.length - 1] ?? null
+    mostBlocked: most,
+    afterFirstCall: !oneOff && rows.some(row => row.first_ms !== undefined)
   };
 }
 
@@ -130,19 +147,34 @@ export interface IRankCell {
 
 /** The cells of a site under `columns` (rankColumns). */
 export function siteRankCells(site: MergedSite, columns: readonly IRankColumn[]): IRankCell[] {
-  return rankCells(site.per_rank, columns, true);
+  return rankCells(site.per_rank, columns, true, isOneOff(site.phase));
 }
 
 /** The totals row under `columns`: each rank's counted syncs (min/median/max past spread_after). */
 export function totalsRankCells(report: MergedReport, columns: readonly IRankColumn[]): IRankCell[] {
-  const rows = report.ranks.map(t => ({ rank: t.rank, count: t.counted, blocked_ms: t.blocked_ms }));
+  // Where the ranks timed first calls apart, they are compared by their recurring sites' time after
+  // them (`recurring_ms`, as merge.py's extremes): the rest of their blocked time is paid once.
+  const rows = report.ranks.map(t => {
+    const row: RankCount = { rank: t.rank, count: t.counted, blocked_ms: t.blocked_ms };
+    const recurring = t.recurring_ms;
+    if (recurring !== undefined && recurring !== null && t.blocked_ms !== null) {
+      row.first_ms = Math.max(t.blocked_ms - recurring, 0);
+    }
+    return row;
+  });
   return rankCells(rows, columns, false);
 }
 
 /** `rows` under `columns`; with `site`, a rank that made no sync there is an absent cell ("—"). */
-function rankCells(rows: readonly RankCount[], columns: readonly IRankColumn[], site: boolean): IRankCell[] {
+function rankCells(
+  rows: readonly RankCount[],
+  columns: readonly IRankColumn[],
+  site: boolean,
+  oneOff = false
+): IRankCell[] {
   const byRank = new Map(rows.map(row => [row.rank, row]));
-  const spread = columns.some(column => column.spread !== null) ? spreadOf(rows) : null;
+  const spread = columns.some(column => column.spread !== null) ? spreadOf(rows, oneOff) : null;
+  const after = spread?.afterFirstCall ? ' after the first call' : '';
   return columns.map(column => {
     if (column.rank !== null) {
       const row = byRank.get(column.rank) ?? { rank: column.rank, count: 0, blocked_ms: null };
@@ -160,8 +192,8 @@ function rankCells(rows: readonly RankCount[], columns: readonly IRankColumn[], 
         return { text: '—', title: 'not measured', absent: false };
       }
       return {
-        text: `${formatMs(least.blocked_ms)} (rank ${least.rank}) – ${formatMs(most.blocked_ms)} (rank ${most.rank})`,
-        title: column.title,
+        text: `${formatMs(least.ms)} (rank ${least.rank}) – ${formatMs(most.ms)} (rank ${most.rank})`,
+        title: spread.afterFirstCall ? `${column.title}, after the first call (which pays the warm-up)` : column.title,
         absent: false
       };
     }
@@ -171,7 +203,7 @@ function rankCells(rows: readonly RankCount[], columns: readonly IRankColumn[], 
     const row = column.spread === 'min' ? spread.min : spread.max;
     const blocked = column.spread === 'min' ? spread.leastBlocked : spread.mostBlocked;
     const blockedText = blocked
-      ? `; ${column.spread === 'min' ? 'least' : 'most'} blocked: rank ${blocked.rank}, ${formatMs(blocked.blocked_ms)}`
+      ? `; ${column.spread === 'min' ? 'least' : 'most'} blocked${after}: rank ${blocked.rank}, ${formatMs(blocked.ms)}`
       : '';
     return { text: namedCount(row), title: `${column.title}${blockedText}`, absent: site && row.count === 0 };
   });
@@ -209,6 +241,41 @@ export function siteWhat(report: MergedReport, site: MergedSite): string {
   return marks.length ? `${site.label} (${marks.join(', ')})` : site.label;
 }
 
+/**
+ * The badge of a site paid once on every rank, and its tooltip, in the words of the notebook
+ * card's (gutter/card.ts): "once" (setup, a final checkpoint) or "once: compiling"; null for a
+ * recurring site. Such sites are ranked after the recurring ones.
+ */
+export function phaseMark(site: MergedSite): { text: string; title: string } | null {
+  if (site.phase === 'compile') {
+    return {
+      text: 'once: compiling',
+      title:
+        'Synced while torch.compile compiled or autotuned: paid once, not every call; ranked after the recurring syncs'
+    };
+  }
+  if (site.phase === 'once') {
+    return {
+      text: 'once',
+      title:
+        'This line runs once per run (setup, a final checkpoint): paid once, not every step; ranked after the recurring syncs'
+    };
+  }
+  return null;
+}
+
+/**
+ * The total's tooltip on a recurring site whose first calls were timed apart: "90.0 ms after
+ * the first calls (what it is ranked by), 30.0 ms at them"; null otherwise.
+ */
+export function totalTitle(site: MergedSite): string | null {
+  if (site.first_ms === undefined || site.blocked_ms === null || isOneOff(site.phase)) {
+    return null;
+  }
+  const after = rankCost(false, site.blocked_ms, site.first_ms)!;
+  return `${formatMs(after)} blocked after the first calls (what the sites are ranked by), ${formatMs(site.first_ms)} at the first calls (warm-up)`;
+}
+
 /** The divergent mark's tooltip: which ranks made the sync ("made on rank 0 only", "on ranks 0, 2 of 4"). */
 export function divergentTitle(report: MergedReport, site: MergedSite): string {
   const made = site.per_rank.filter(row => row.count > 0).map(row => row.rank);
@@ -231,9 +298,16 @@ function rankTotalsText(totals: RankTotals): string {
   return `rank ${totals.rank}: ${plural(totals.counted, 'sync')}${blocked}`;
 }
 
+/** "rank 1: 87.0 ms of 90.0 ms": a rank's recurring blocked time after the first calls, of its whole. */
+function recurringText(totals: RankTotals): string {
+  return `rank ${totals.rank}: ${formatMs(totals.recurring_ms)} of ${formatMs(totals.blocked_ms ?? 0)}`;
+}
+
 /**
- * "Most: rank 0: 9 syncs · least: rank 1: 8 syncs", or null when the ranks did the same
- * (merge.py `rank_lines` leaves the line out then too) or there are fewer than two.
+ * "Most: rank 0: 9 syncs · least: rank 1: 8 syncs", or, where the ranks timed first calls apart
+ * (merge.py compares them by `recurring_ms` then), "Most blocked at recurring sites after their
+ * first calls: rank 1: 87.0 ms of 90.0 ms · least: rank 0: 27.0 ms of 530 ms"; null when the
+ * ranks did the same (merge.py `rank_lines` leaves the line out then too) or there are fewer than two.
  */
 export function extremesText(report: MergedReport): string | null {
   const extremes = report.extremes;
@@ -242,7 +316,16 @@ export function extremesText(report: MergedReport): string | null {
   }
   const least = report.ranks.find(t => t.rank === extremes.least);
   const most = report.ranks.find(t => t.rank === extremes.most);
-  if (!least || !most || (least.blocked_ms === most.blocked_ms && least.counted === most.counted)) {
+  if (!least || !most) {
+    return null;
+  }
+  if (typeof least.recurring_ms === 'number' && typeof most.recurring_ms === 'number') {
+    if (least.recurring_ms === most.recurring_ms && least.counted === most.counted) {
+      return null;
+    }
+    return `Most blocked at recurring sites after their first calls: ${recurringText(most)} · least: ${recurringText(least)}`;
+  }
+  if (least.blocked_ms === most.blocked_ms && least.counted === most.counted) {
     return null;
   }
   return `Most: ${rankTotalsText(most)} · least: ${rankTotalsText(least)}`;

@@ -11,11 +11,13 @@ import {
   divergentTitle,
   extremesText,
   mergedHeadline,
+  phaseMark,
   rankColumns,
   siteRankCells,
   siteRule,
   siteWhat,
   siteWhere,
+  totalTitle,
   totalsRankCells
 } from './model';
 import { parseMerged } from './parse';
@@ -98,7 +100,10 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
     return Promise.resolve();
   }
 
-  /** The sites, costliest first, with a column per rank (or the spread) and a totals row. */
+  /**
+   * The sites in the merge's order (recurring ones by their blocked time after the first calls,
+   * those paid once after them, badged), with a column per rank (or the spread) and a totals row.
+   */
   private _table(report: MergedReport, all: boolean): HTMLElement {
     const box = el('div', `${CSS_PREFIX}-sites`);
     const table = el('table', `${CSS_PREFIX}-table ${CSS_PREFIX}-merged-table`);
@@ -132,6 +137,12 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
         mark.title = divergentTitle(report, site);
         what.appendChild(mark);
       }
+      const phase = phaseMark(site);
+      if (phase) {
+        const mark = el('span', `${CSS_PREFIX}-phase-mark`, phase.text);
+        mark.title = phase.title;
+        what.appendChild(mark);
+      }
       for (const cell of siteRankCells(site, columns)) {
         const td = row.insertCell();
         td.className = `${CSS_PREFIX}-num${cell.absent ? ` ${CSS_PREFIX}-absent` : ''}`;
@@ -141,6 +152,10 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
       const total = row.insertCell();
       total.className = `${CSS_PREFIX}-num`;
       total.textContent = countText(site.count, site.blocked_ms);
+      const title = totalTitle(site);
+      if (title) {
+        total.title = title;
+      }
       const rule = row.insertCell();
       appendWithInlineCode(rule, siteRule(site));
     }

@@ -65,6 +65,10 @@ test.describe('the merged report of a distributed job', () => {
     const rankZeroOnly = rows.filter({ hasText: 'job.py:10' });
     await expect(rankZeroOnly).toHaveClass(/jp-syncfree-divergent/);
     await expect(rankZeroOnly.locator('.jp-syncfree-divergent-mark')).toHaveText('divergent');
+    // Line 10 runs once (a module-level `if`): badged, and ranked after the recurring line 8.
+    await expect(rankZeroOnly.locator('.jp-syncfree-phase-mark')).toHaveText('once');
+    await expect(every.locator('.jp-syncfree-phase-mark')).toHaveCount(0);
+    await expect(rows.first()).toContainText('job.py:8');
     await expect(rankZeroOnly.locator('td.jp-syncfree-num')).toHaveText(['×1', '—', '×1']);
     await expect(merged.locator('tfoot th, tfoot td')).toHaveText(['per rank', '×4', '×3', '×7', '']);
     await expect(merged.locator('.jp-syncfree-extremes')).toHaveText('Most: rank 0: 4 syncs · least: rank 1: 3 syncs');
@@ -119,9 +123,13 @@ test.describe('interrupting a distributed job', () => {
     // The notebook's interrupt: SIGINT to the kernel's process group (jupyter_client's local provisioner).
     await page.evaluate(() => (window as any).jupyterapp.commands.execute('notebook:interrupt-kernel'));
     const merged = output.locator('.jp-syncfree-merged');
-    await expect(merged.locator('tbody tr td')).toHaveText(['waiting.py:5', '.item()', '×1', '×1', '×2', /^SF101/], {
-      timeout: 60000
-    });
+    // A module-level line: paid once (its "once" badge in the what cell).
+    await expect(merged.locator('tbody tr td')).toHaveText(
+      ['waiting.py:5', '.item()once', '×1', '×1', '×2', /^SF101/],
+      {
+        timeout: 60000
+      }
+    );
     await expect(merged.locator('.jp-syncfree-error')).toHaveText([
       'rank 0 exited with status 130',
       'rank 1 exited with status 130'
