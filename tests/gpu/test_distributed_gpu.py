@@ -137,3 +137,14 @@ def test_the_notebook_bundle_carries_each_ranks_measured_blocked_time(tmp_path):
     assert all(isinstance(t["blocked_ms"], float) for t in data["ranks"])
     assert data["extremes"] is not None and data["totals"]["blocked_ms"] > 0
     assert "ranked by blocked time" in data["summary"]
+    # Ranked as every report ranks its sites (sites.rank_key): the recurring lines by their time after the first
+    # calls, which each rank timed apart; the ranks compared by that time at their recurring sites.
+    from syncfree.capture.sites import rank_key
+
+    own = [s for s in data["sites"] if not s["in_children"]]
+    keys = [rank_key("phase" in s, s["blocked_ms"], s.get("first_ms"), s["count"]) for s in own]
+    assert keys == sorted(keys), own
+    for line in (8, 9):
+        assert all(isinstance(r.get("first_ms"), float) for r in sites[(where, line)]["per_rank"])
+    assert all(isinstance(t["recurring_ms"], float) for t in data["ranks"])
+    print(f"  summary: {data['summary']}")

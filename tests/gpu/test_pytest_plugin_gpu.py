@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -95,9 +96,54 @@ def test_pytest_plugin_on_cuda_testcases_failed_tests_chains_and_xdist(tmp_path)
         print("syncfree-gpu: pytest-xdist not installed here: -n 2 not compared")
         return
     _, workers = _run(tmp_path, "--syncfree", "-n", "2")
-    # the same sites and counts (rows rank by blocked time, which differs from run to run)
-    assert sorted(line.split(", blocked")[0] for line in _section(workers)) == \
-        sorted(line.split(", blocked")[0] for line in section), workers
+    # the same sites and counts (rows rank by blocked time, which differs from run to run, as
+    # do the first calls' total on the 'once (setup, compilation)' line)
+    assert sorted(_untimed(line) for line in _section(workers)) == \
+        sorted(_untimed(line) for line in section), workers
+
+
+def _untimed(line: str) -> str:
+    return re.sub(r"\d+(\.\d+)? ms", "_ ms", line.split(", blocked")[0])
+
+
+RANKED_SUITE = """\
+import torch
+
+
+def step(x, w):
+    return (x @ w).sum().item()  # every step
+
+
+def test_train():
+    x = torch.randn(64, 64, device="cuda")
+    w = torch.randn(64, 64, device="cuda")
+    big = torch.randn(8192, 8192, device="cuda")
+    (big @ big @ big).sum().item()  # the warm-up: one large read, the larger total
+    for _ in range(50):
+        step(x, w)
+    compiled = torch.compile(lambda t: (t * 2).relu().sum())
+    for _ in range(3):
+        compiled(x).item()
+"""
+
+
+def test_the_summary_ranks_a_per_step_sync_above_a_larger_warm_up(tmp_path):
+    """``--syncfree``'s summary ranks as a watch's report does (sites.rank_key): the per-step
+    ``.item()`` (50 small reads) above the warm-up's one large read, whose blocked time is all
+    its first call; what torch.compile paid once after the 'once (setup, compilation)' line."""
+    (tmp_path / "test_cuda_suite.py").write_text(RANKED_SUITE)
+    (tmp_path / "run_tests.py").write_text(RUNNER)
+    result, out = _run(tmp_path, "--syncfree")
+    assert "1 passed" in out, out
+    section = _section(out)
+    print("\nsyncfree-gpu: --syncfree summary ranked by the time after the first call:\n"
+          + "\n".join("    " + line for line in section))
+    rows = [line for line in section[2:] if line.startswith("  test_cuda_suite.py:")]
+    step = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:5: .item() ×50"))
+    warm_up = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:12: .item() ×1"))
+    assert step < warm_up, section
+    once = next(i for i, line in enumerate(section) if line.startswith("  once (setup, compilation): "))
+    assert all(not line.startswith("  test_cuda_suite.py:5:") for line in section[once:]), section
 
 
 AUTOCAST_PROBE = """\
