@@ -266,7 +266,7 @@ class CellScope:
         self._cache: dict[int, Value] = {}
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
-        self._walkers: dict[type, Callable[[ast.AST, CellScope, int], None]] | None = None  # set by walk()
+        self._walkers: dict[type, _Walker] | None = None  # set by walk()
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         # The function whose body the walk is in (None at the top level) and the class whose body it is in: what
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
@@ -1273,7 +1273,7 @@ class CellScope:
         self._env = self._env.parents
         self.bind(node.name, Value("module_class") if is_module else UNKNOWN)
 
-    def _generic(self, node: ast.AST) -> None:
+    def _generic(self, node: ast.AST, parent: ast.AST | None = None) -> None:
         """Visit a node and everything under it, parents first, giving comprehensions and lambdas their own names.
 
         Through functions made per node type for the node types being visited (:func:`_walker`): each visits its
@@ -1285,7 +1285,7 @@ class CellScope:
         if walkers is None:
             self._generic_deep(node)
         else:
-            (walkers.get(type(node)) or _walker(walkers, node))(node, self, 0)
+            (walkers.get(type(node)) or _walker(walkers, node))(node, self, 0, parent)
 
     def _generic_deep(self, node: ast.AST) -> None:
         """:meth:`_generic` through an explicit stack rather than recursion: generated code nests expressions deeper
@@ -1335,15 +1335,16 @@ class CellScope:
         self._env = self._env.new_child()
         self._changed()
         for generator in node.generators:
-            self._generic(generator.iter)
+            self.parents[generator] = node
+            self._generic(generator.iter, generator)
             self._bind_iteration(generator.target, generator.iter)
-            self._generic(generator.target)
+            self._generic(generator.target, generator)
             self._visit(generator)
             for condition in generator.ifs:
-                self._generic(condition)
+                self._generic(condition, generator)
         elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         for element in elements:
-            self._generic(element)
+            self._generic(element, node)
         self._env = self._env.parents
         self._changed()
 
@@ -1362,13 +1363,15 @@ _PARTS = frozenset({ast.arguments, ast.withitem, ast.ExceptHandler, ast.match_ca
 
 
 
+# A generated walker: (node, scope, depth, parent) -> None.
+_Walker = Callable[[ast.AST, "CellScope", int, "ast.AST | None"], None]
 #: How deep the generated walkers recurse into one expression before the rest goes through an explicit stack.
 _DEPTH = 48
 #: Per choice of node types to visit (``walk``'s ``types``): the walker of each node type met so far.
-_WALKERS: dict[Container[type] | None, dict[type, Callable[[ast.AST, CellScope, int], None]]] = {}
+_WALKERS: dict[Container[type] | None, dict[type, _Walker]] = {}
 
 
-def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node: object) -> Callable[[ast.AST, CellScope, int], None]:
+def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     """The function that walks nodes of ``node``'s type as :meth:`CellScope._generic_deep` does (the same visits in
     the same order, the same names bound), made from the type's fields at its first node: visit the node when its
     type is chosen, then each child in field order, the leaves (``Name``, ``Constant``) in line. Kept in
@@ -1380,8 +1383,10 @@ def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node
     types = next(key for key, table in _WALKERS.items() if table is walkers)
     chosen = types is None or kind in types
     leaves = [leaf for leaf in _LEAVES if types is None or leaf in types]
-    lines = ["def walk(node, scope, depth):",
-             "    if depth > DEPTH:",
+    lines = ["def walk(node, scope, depth, parent):"]
+    if kind not in _LEAVES:  # the parents of names and constants are recorded when asked for (CellScope.parent)
+        lines += ["    if parent is not None:", "        scope.parents[node] = parent"]
+    lines += ["    if depth > DEPTH:",
              "        scope._generic_deep(node)",
              "        return"]
     if chosen:
@@ -1397,7 +1402,7 @@ def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node
     elif kind is ast.Lambda:
         lines += ["    scope._enter_lambda(node)",
                   "    body = node.body",
-                  "    (walkers.get(type(body)) or make(walkers, body))(body, scope, depth + 1)",
+                  "    (walkers.get(type(body)) or make(walkers, body))(body, scope, depth + 1, node)",
                   "    scope._leave_scope()",
                   "    return"]
     if kind not in _LEAVES and kind not in _COMPREHENSIONS and kind is not ast.Lambda:
@@ -1420,7 +1425,7 @@ def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node
             else:
                 lines.append(f"{indent}    pass")
             lines.append(f"{indent}else:")
-            lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth)")
+            lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
                                  "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
     exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
@@ -1428,7 +1433,7 @@ def _walker(walkers: dict[type, Callable[[ast.AST, CellScope, int], None]], node
     return function
 
 
-def _skip(node: object, scope: CellScope, depth: int) -> None:
+def _skip(node: object, scope: CellScope, depth: int, parent: ast.AST | None) -> None:
     pass
 
 
