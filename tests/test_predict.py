@@ -657,7 +657,8 @@ def test_compiled_code_runs_eagerly_and_the_report_says_so():
     (note,) = recorder.notes
     assert note.startswith("torch.compile ran eagerly in predict mode: "
                            "`test_compiled_code_runs_eagerly_and_the_report_says_so.<locals>"
-                           ".scale_and_sum` called at line 3 ×3, `Net` called at line 4 ×1.")
+                           ".scale_and_sum` called at line 3 ×3, `Net` called at line 4 ×1 "
+                           "(a tensor on the virtual CUDA device reaches it).")
     assert "predicted op by op" in note
     # nothing compiled, nothing said
     quiet = CollectingRecorder()

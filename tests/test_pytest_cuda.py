@@ -149,22 +149,28 @@ def test_the_summary_names_tests_whose_compiled_code_ran_eagerly(pytester):
         def test_plain():
             assert scale(torch.ones(2)).item() == 4.0
 
-        def test_counts_compiled_frames():  # as pytorch-optimizer's compile tests do
+        def count_frames(device):  # as pytorch-optimizer's compile tests do
             frames = []
             def backend(graph, inputs):
                 frames.append(graph)
                 return graph.forward
             counted = torch.compile(lambda t: t * 3, backend=backend)
-            assert counted(torch.ones(2)).tolist() == [3.0, 3.0]
+            assert counted(torch.ones(2, device=device)).tolist() == [3.0, 3.0]
             assert len(frames) > 0
+
+        def test_counts_compiled_frames():  # CPU tensors: compiled for real
+            count_frames("cpu")
+
+        def test_counts_compiled_frames_on_cuda():  # a virtual CUDA tensor: eager
+            count_frames("cuda" if torch.cuda.is_available() else "cpu")
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree",
                                            "-W", "ignore::DeprecationWarning")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
         "  torch.compile'd code ran eagerly in 2 tests (predict mode cannot compile for a GPU*",
-        "    test_compiles.py::test_counts_compiled_frames: `*lambda*` ×1",
+        "    test_compiles.py::test_counts_compiled_frames_on_cuda: `*lambda*` ×1",
         "    test_compiles.py::test_it_compiles: `scale` ×2",
     ])
     # the failure says why the frame count is 0 under --syncfree

@@ -73,9 +73,11 @@ Counting conventions (ground truth: ``shared/sync-facts.md`` and the 73 patterns
 Predictions that rest on torch's source rather than on a measurement (listed in
 :data:`UNMEASURED_RULES`; re-measure on a GPU before relying on them) are kept few.
 
-``torch.compile``'d code runs eagerly in a session (dynamo's ``force_eager`` stance), so
-its syncs are predicted op by op, and the report's notes name each compiled function that
-ran so and where it was called (:data:`COMPILE_NOTE_PREFIX`).
+``torch.compile``'d code (compiles.py) compiles for real when no virtual CUDA value reaches
+it (CPU code: the session steps aside for the call, and torch's compiler sees the real
+``torch.cuda``); where one does, or where its code uses the CUDA device, it runs eagerly, its
+syncs are predicted op by op, and the report's notes name each compiled function that ran
+so, where it was called and why (:data:`COMPILE_NOTE_PREFIX`).
 
 Known limits: torch function modes are per thread, so code in threads the cell starts
 runs without the stand-ins (the DataLoader's pinning thread is handled); syncs in custom

@@ -1,19 +1,49 @@
-"""``torch.compile`` in predict mode: compiled code runs eagerly (dynamo's ``force_eager``
-stance), so its syncs are predicted op by op, and the report's notes name each compiled
-function that ran so and where it was called (:data:`COMPILE_NOTE_PREFIX`).
+"""``torch.compile`` in predict mode: compiled for real where no virtual CUDA value can reach
+the compiled code, run eagerly (its syncs predicted op by op) where one does.
 
-Compiling for real on the stand-ins does not give a GPU's syncs: dynamo fails on the
-patched torch.cuda (its eager backend re-registers torch.cuda.current_stream), inductor
-asks the device properties of a CUDA device to generate Triton code for, and the compiled
-graph's CPU kernels would be invisible to the mode (no syncs, no virtual results), while a
-GPU also syncs while compiling (autotuning).
+Each call of compiled code asks dynamo's ``_callback_from_stance`` for its frame callback
+(torch/_dynamo/eval_frame.py, ``_TorchDynamoContext.__call__``'s ``compile_wrapper``, with
+the call's ``fn``, ``args`` and ``kwargs`` in its frame); that is where predict mode
+decides, per call:
+
+* **For real**, when nothing virtual can flow in: no tensor was ever put on the virtual
+  device in this process, or none is reachable from the call (its arguments, the
+  function's closure, defaults and the globals its code names, a bound module's or
+  optimizer's tensors; :func:`_reaches_virtual`). The session steps aside for the call: its
+  ``TorchFunctionMode`` is popped (dynamo would trace the mode's ``__torch_function__``),
+  and torch's compiler (dynamo, inductor, AOT autograd, fake tensors) gets the real
+  ``torch.cuda`` functions where it asks them (patches.py, ``_Patches.replace``), so CPU
+  code compiles as on a CPU machine, with the user's backend, and counts as compiled. The
+  compiled code still sees the stand-ins (``torch.cuda.is_available()`` is True there).
+  Two checks guard the verdict while the compiler traces: a tensor dynamo wraps that is
+  virtually on CUDA (a global, an attribute the walk did not reach), or a CUDA device in the
+  traced code (``device='cuda'``, ``.cuda()``: fake tensors refuse it on a CPU build), ends
+  the real compile before the frame runs, and the call goes on eagerly from that frame, its
+  syncs predicted and the note written.
+* **Eagerly** otherwise (dynamo's callback is withheld for the call, as dynamo's
+  ``force_eager`` stance does), and the report's notes name each compiled function that ran
+  so and where it was called (:data:`COMPILE_NOTE_PREFIX`): a GPU would compile it, and its
+  syncs are predicted op by op as eager code.
+
+Compiling code that a virtual CUDA value reaches does not give a GPU's syncs: the compiled
+graph's CPU kernels would be invisible to the mode (no syncs, no virtual results), inductor
+would generate CPU code, and a GPU also syncs while compiling (autotuning).
+
+Real compiles need dynamo imported before the session's patches went in (patches.py,
+:func:`prepare_dynamo`): dynamo keys its handling of torch functions by the function objects
+it finds at import and on first use (trace_rules.py ``get_torch_obj_rule_map``,
+variables/torch.py ``_get_handlers``); a ``torch.compile`` whose first import of dynamo
+happens inside a session runs eagerly (and says so).
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
+import threading
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +62,9 @@ COMPILE_NOTE_PREFIX = "torch.compile ran eagerly"
 #: test (pytest_cuda.py), whatever watch the test ran under.
 eager_compiled_calls: dict[str, int] = {}
 
+# Objects the reachability walk visits before it gives up (and the call runs eagerly).
+_WALK_BUDGET = 20_000
+
 
 class _EagerCompiles:
     """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
@@ -46,21 +79,11 @@ class _EagerCompiles:
     def __init__(self, session: PredictSession) -> None:
         self.session = session
         self.calls: dict[tuple[str, str], int] = {}
+        self.reasons: set[str] = set()
         self.noted = False
 
-    def wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        eager = self
-
-        @functools.wraps(original)
-        def callback_from_stance(callback: Any) -> Any:
-            if callback is not None and callback is not False and eager.session.active:
-                eager.seen(sys._getframe(1))
-            return original(callback)
-
-        return callback_from_stance
-
-    def seen(self, frame: Any) -> None:
-        """A compiled function is being called; ``frame`` is dynamo's wrapper's."""
+    def seen(self, frame: Any, reason: str) -> None:
+        """A compiled function runs eagerly; ``frame`` is dynamo's compile_wrapper's."""
         import torch
 
         fn = frame.f_locals.get("fn") if frame.f_code.co_name == "compile_wrapper" else None
@@ -89,6 +112,7 @@ class _EagerCompiles:
                 where = f"{filename if relative.startswith('..') else relative}:{caller.f_lineno}"
         key = (name, where)
         self.calls[key] = self.calls.get(key, 0) + 1
+        self.reasons.add(reason)
         eager_compiled_calls[name] = eager_compiled_calls.get(name, 0) + 1
 
     def note(self) -> None:
@@ -100,43 +124,191 @@ class _EagerCompiles:
         named = sorted(self.calls.items(), key=lambda item: -item[1])
         parts = [f"`{name}` called at {where} ×{n}" for (name, where), n in named[:self.MAX_NAMED]]
         more = f" and {len(named) - self.MAX_NAMED} more" if len(named) > self.MAX_NAMED else ""
-        note(f"{COMPILE_NOTE_PREFIX} in predict mode: {', '.join(parts)}{more}. Without a GPU "
-             "it cannot compile for one: the syncs of the compiled code are predicted op by "
-             "op as eager code; on a GPU compiling also syncs (once per graph) and a graph "
+        why = "; ".join(sorted(self.reasons))
+        note(f"{COMPILE_NOTE_PREFIX} in predict mode: {', '.join(parts)}{more} ({why}). Without "
+             "a GPU it cannot compile for one: the syncs of the compiled code are predicted op "
+             "by op as eager code; on a GPU compiling also syncs (once per graph) and a graph "
              "break can move a sync")
 
 
+# Why a call ran eagerly (the note lists the reasons met).
+_VIRTUAL_INPUT = "a tensor on the virtual CUDA device reaches it"
+_UNSURE = "too many objects reach it to rule out a virtual CUDA tensor"
+_CUDA_IN_CODE = "its code uses the CUDA device"
+_DYNAMO_LATE = "torch._dynamo was first imported inside predict mode"
+_MODE_NOT_ON_TOP = "another torch function mode runs above predict mode's"
+
+
+# -- per-thread state of real compiles ---------------------------------------------------
+
+class _RealCall:
+    """One call of compiled code that predict mode stepped aside for."""
+
+    __slots__ = ("frame", "session", "mode", "started", "fell_back")
+
+    def __init__(self, frame: Any, session: PredictSession, mode: Any) -> None:
+        self.frame = frame  # dynamo's compile_wrapper frame of this call
+        self.session = session
+        self.mode = mode  # the PredictMode popped for the call
+        self.started = False
+        self.fell_back = False
+
+    def rejoin(self) -> None:
+        """Put the session's mode back on this thread's stack and force eager again
+        (once: at the frame that falls back, or at the end of the call)."""
+        mode, self.mode = self.mode, None
+        if mode is None:
+            return
+        try:
+            if self.session.active:
+                import torch
+
+                torch._C._push_on_torch_function_stack(mode)
+        finally:
+            _RealStance.leave()
+
+
+_local = threading.local()
+
+
+def _real_calls() -> list[_RealCall]:
+    calls = getattr(_local, "calls", None)
+    if calls is None:
+        calls = _local.calls = []
+    return calls
+
+
+def compiling_for_real() -> bool:
+    """Whether this thread runs compiled code that predict mode stepped aside for (and
+    that has not fallen back to eager)."""
+    calls = getattr(_local, "calls", None)
+    return bool(calls) and not calls[-1].fell_back
+
+
+# The packages of torch's compiler: a stand-in asked from there answers as the real
+# function (patches.py), so that compiling CPU code sees a CPU machine.
+_COMPILER_DIRS = ("_dynamo", "_inductor", "_functorch", "_subclasses", "fx", "_higher_order_ops",
+                  "_export", "_prims", "_prims_common", "_decomp", "_refs", "_logging", "_library")
+_COMPILER_FILES = ("_guards.py", os.path.join("utils", "_triton.py"))
+# torch.cuda and torch.accelerator call each other: the asker is the first frame past them.
+_PASSED_DIRS = ("cuda", "accelerator")
+
+
+@functools.cache
+def _compiler_prefixes() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    import torch
+
+    root = os.path.dirname(torch.__file__) + os.sep
+    compiler = tuple(root + d + os.sep for d in _COMPILER_DIRS) + tuple(
+        root + f for f in _COMPILER_FILES)
+    passed = tuple(root + d + os.sep for d in _PASSED_DIRS)
+    return compiler, passed
+
+
+def asked_by_compiler(frame: Any) -> bool:
+    """Whether the caller ``frame`` (past torch.cuda's own and this package's frames) is
+    torch's compiler, in a thread that compiles for real."""
+    if not compiling_for_real():
+        return False
+    compiler, passed = _compiler_prefixes()
+    ours = _predict_files()
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(passed) or filename in ours):
+            return filename.startswith(compiler)
+        frame = frame.f_back
+    return False
+
+
+# -- installing ---------------------------------------------------------------------------
+
+def prepare_dynamo(session: PredictSession) -> None:
+    """Before any patch goes in: whether dynamo's tables of torch functions hold the real
+    ones, so that real compiles can be allowed in this session."""
+    session._dynamo_ready = False
+    if "torch._dynamo" not in sys.modules:
+        return
+    try:
+        import torch
+        from torch._dynamo import trace_rules
+        from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
+
+        # Built at dynamo's import: a dynamo first imported inside a session holds the
+        # stand-ins (and keeps them). _get_handlers is built on first use: build it now.
+        ready = torch.cuda.synchronize in trace_rules.get_torch_obj_rule_map()
+        TorchInGraphFunctionVariable._get_handlers()
+    except Exception:  # another torch: no real compiles  # noqa: BLE001
+        return
+    session._dynamo_ready = bool(ready)
+
+
 def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> None:
-    """Run compiled code eagerly while ``session`` lasts, and note it at the end."""
+    """Decide per call of compiled code while ``session`` lasts; note eager runs at its end."""
     import torch
 
     session._undo.push(session._eager_compiles.note)
-    disable_dynamo(session)
+    hook_dynamo(session)
     patch(torch, "compile", _compile_wrapper(session, torch.compile))
 
 
-def disable_dynamo(session: PredictSession) -> None:
-    """Compiled code runs eagerly from now on (once per process-wide patch set)."""
-    # Dynamo's "force_eager" stance, not `config.disable`: under `disable` dynamo's
-    # frame callback marks each code object it meets SKIP for good, so functions
-    # compiled before the session never compiled (or recompiled) again after it.
-    # With the stance the callback is not installed at all (eval_frame.py,
-    # _callback_from_stance) and nothing about a code object is remembered.
-    # The stance is process-wide: compiled code in other threads runs eagerly too
-    # while the session lasts.
+def hook_dynamo(session: PredictSession) -> None:
+    """Put the per-call decision into dynamo (once per process-wide patch set)."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     stance_type = getattr(eval_frame, "DynamoStance", None)
-    if session._dynamo_disabled or stance_type is None or claims._active_session is not session:
+    if (session._dynamo_hooked or stance_type is None
+            or claims._active_session is not session):
         return
-    session._dynamo_disabled = True
-    session._patches.replace(eval_frame, "_stance", stance_type(stance="force_eager"))
-    # Each call of compiled code asks _callback_from_stance for its frame callback
-    # (eval_frame.py, _TorchDynamoContext.__call__'s compile_wrapper): where the
-    # report learns which compiled function ran eagerly, and from where.
-    original = getattr(eval_frame, "_callback_from_stance", None)
-    if original is not None:
-        session._patches.replace(eval_frame, "_callback_from_stance",
-                                 session._eager_compiles.wrapper(original))
+    session._dynamo_hooked = True
+    replace = session._patches.replace
+    # Dynamo's "force_eager" stance while the session lasts, not `config.disable`: under
+    # `disable` dynamo's frame callback marks each code object it meets SKIP for good, so
+    # functions compiled before the session never compiled (or recompiled) again after
+    # it; with the stance nothing about a code object is remembered. The stance also
+    # keeps a `fullgraph=True` function run eagerly from failing as "found no compiled
+    # frames" (compile_wrapper checks that under the default stance only). A call
+    # compiled for real runs under the stance the program had (_RealStance).
+    replace(eval_frame, "_stance", stance_type(stance="force_eager"))
+    replace(eval_frame, "_callback_from_stance",
+            _deciding_callback_from_stance(session, eval_frame._callback_from_stance))
+    replace(eval_frame, "_maybe_set_eval_frame",
+            _rejoining_set_eval_frame(eval_frame._maybe_set_eval_frame))
+    builder = sys.modules.get("torch._dynamo.variables.builder")
+    wrap_tensor = getattr(getattr(builder, "VariableBuilder", None), "wrap_tensor", None)
+    if wrap_tensor is not None:
+        replace(builder.VariableBuilder, "wrap_tensor", _checking_wrap_tensor(session, wrap_tensor))
+    output_graph = sys.modules.get("torch._dynamo.output_graph")
+    user_compiler = getattr(getattr(output_graph, "OutputGraph", None), "call_user_compiler", None)
+    if user_compiler is not None:
+        replace(output_graph.OutputGraph, "call_user_compiler", _checking_user_compiler(user_compiler))
+
+
+class _RealStance:
+    """The program's own dynamo stance while any thread runs a call compiled for real
+    (the stance is process-wide: the first such call puts it back, the last one out
+    forces eager again)."""
+
+    lock = threading.Lock()
+    depth = 0
+    forced: Any = None
+
+    @classmethod
+    def enter(cls, session: PredictSession) -> None:
+        eval_frame = sys.modules["torch._dynamo.eval_frame"]
+        with cls.lock:
+            if cls.depth == 0:
+                cls.forced = eval_frame._stance
+                eval_frame._stance = session.real(eval_frame, "_stance")
+            cls.depth += 1
+
+    @classmethod
+    def leave(cls) -> None:
+        eval_frame = sys.modules["torch._dynamo.eval_frame"]
+        with cls.lock:
+            cls.depth -= 1
+            if cls.depth == 0:
+                forced, cls.forced = cls.forced, None
+                if claims._active_session is not None and forced is not None:
+                    eval_frame._stance = forced  # else the patches are gone: leave it
 
 
 def _compile_wrapper(session: PredictSession,
@@ -145,7 +317,278 @@ def _compile_wrapper(session: PredictSession,
     def compile(*args: Any, **kwargs: Any) -> Any:
         compiled = original_compile(*args, **kwargs)  # imports torch._dynamo
         owner = claims._active_session  # this one, or, once it ended, none (patches gone)
-        disable_dynamo(owner or session)
+        hook_dynamo(owner or session)
         return compiled
 
     return compile
+
+
+# -- the decision -------------------------------------------------------------------------
+
+def _deciding_callback_from_stance(session: PredictSession,
+                                   original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def callback_from_stance(callback: Any) -> Any:
+        if callback is None or callback is False:
+            return original(callback)
+        frame = sys._getframe(1)
+        if frame.f_code.co_name != "compile_wrapper" or frame.f_globals.get("__name__") \
+                != "torch._dynamo.eval_frame":
+            return original(callback)  # `with torch._dynamo.optimize(...)`: forced eager
+        calls = _real_calls()
+        if calls:  # inside compiled code that predict mode stepped aside for
+            return original(callback)  # the program's stance (or forced eager: fell back)
+        owner = claims._thread_modes.get(claims._get_ident())
+        if owner is None or owner._mode is None or not owner.active:
+            # A thread without a session's mode: nothing of it is predicted; as before.
+            return original(callback)
+        reason = _why_eager(owner, frame)
+        if reason is not None:
+            owner._eager_compiles.seen(frame, reason)
+            return original(callback)  # forced eager
+        _RealStance.enter(owner)
+        inner = original(callback)
+        if inner is None or inner is False:  # the program's own stance runs it eagerly
+            _RealStance.leave()
+            return inner
+        import torch
+
+        call = _RealCall(frame, owner, torch._C._pop_torch_function_stack())  # ours: on top
+        calls.append(call)
+        return _RealCallback(inner, call)
+
+    return callback_from_stance
+
+
+def _why_eager(session: PredictSession, frame: Any) -> str | None:
+    """Why the call of compiled code in ``frame`` (compile_wrapper's) must run eagerly."""
+    import torch
+
+    registry = session.registry
+    if registry is not None and registry.marked:  # else nothing was ever put on the device
+        found = _reaches_virtual(registry, frame.f_locals)
+        if found is None:
+            return _UNSURE
+        if found:
+            return _VIRTUAL_INPUT
+    installer = claims._active_session  # whose patches (and dynamo check) are in
+    if installer is None or not installer._dynamo_ready:
+        return _DYNAMO_LATE
+    n = torch._C._len_torch_function_stack()
+    if n == 0 or torch._C._get_function_stack_at(n - 1) is not session._mode:
+        return _MODE_NOT_ON_TOP
+    return None
+
+
+def _reaches_virtual(registry: Any, call: dict[str, Any]) -> bool | None:
+    """Whether a virtual CUDA tensor is reachable from a compiled call (None: unsure).
+
+    Walks the arguments, the function (its bound object, closure, defaults, and the globals
+    and module attributes its code names, nested code included) and the objects' state,
+    through the C-level referents (``gc.get_referents``: no user code runs), up to a
+    budget. Classes and modules are not walked whole: a module only by the names the code
+    uses. Where the walk cannot look (a C extension's state, a name built at run time), the
+    tracer's check (``_checking_wrap_tensor``) sees the tensors dynamo reads.
+    """
+    import torch
+
+    tensor_type = torch.Tensor
+    fn = call.get("fn")
+    roots: list[Any] = [call.get("args", ()), call.get("kwargs", {}), fn]
+    names: set[str] = set()
+    seen: set[int] = set()
+    budget = _WALK_BUDGET
+    library = (os.path.dirname(torch.__file__) + os.sep, _package_dir())
+    skipped = (str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.device,
+               torch.Size, type, types.CodeType, types.BuiltinFunctionType)
+    while roots:
+        obj = roots.pop()
+        key = id(obj)
+        if key in seen:
+            continue
+        seen.add(key)
+        budget -= 1
+        if budget < 0:
+            return None
+        cls = type(obj)
+        if issubclass(cls, tensor_type):
+            with torch._C.DisableTorchFunction():
+                if registry.is_cuda(obj):
+                    return True
+            continue
+        if issubclass(cls, skipped):
+            continue
+        if cls is types.ModuleType or issubclass(cls, types.ModuleType):
+            namespace = vars(obj)
+            roots.extend(namespace[n] for n in names if n in namespace)
+            continue
+        if cls is types.FunctionType:
+            if obj.__code__.co_filename.startswith(library):
+                continue  # torch's own functions, and the stand-ins (their session)
+            _code_names(obj.__code__, names)
+            globals_ = obj.__globals__
+            roots.extend(globals_[n] for n in names if n in globals_)
+            roots.extend(c.cell_contents for c in (obj.__closure__ or ()) if _filled(c))
+            roots.extend(obj.__defaults__ or ())
+            roots.extend((obj.__kwdefaults__ or {}).values())
+            roots.extend(vars(obj).values())  # functools.wraps' __wrapped__
+            continue
+        roots.extend(gc.get_referents(obj))
+    return False
+
+
+@functools.cache
+def _package_dir() -> str:
+    """syncfree's own folder (the stand-ins' closures hold the session, and all of it)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def _code_names(code: types.CodeType, names: set[str]) -> None:
+    names.update(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _code_names(const, names)
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+# -- while compiling for real -------------------------------------------------------------
+
+class _CudaInTrace(Exception):
+    """Raised in dynamo when the code it traces for a real compile meets the CUDA device:
+    a tensor virtually on CUDA, or a CUDA tensor in the graph."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason  # dynamo adds its hints to the message
+
+
+def _checking_wrap_tensor(session: PredictSession,
+                          original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def wrap_tensor(self: Any, value: Any) -> Any:
+        if compiling_for_real():
+            registry = session.registry
+            if registry is not None and registry.marked and registry.is_cuda(value):
+                raise _CudaInTrace(_VIRTUAL_INPUT)
+        return original(self, value)
+
+    return wrap_tensor
+
+
+def _checking_user_compiler(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``OutputGraph.call_user_compiler``: a graph with a CUDA tensor in it (fake tensors
+    let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs) never
+    reaches the backend of a real compile (torch/_dynamo/output_graph.py)."""
+
+    @functools.wraps(original)
+    def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
+        if compiling_for_real() and _graph_uses_cuda(gm, example_inputs):
+            raise _CudaInTrace(_CUDA_IN_CODE)
+        return original(self, gm, example_inputs)
+
+    return call_user_compiler
+
+
+def _graph_uses_cuda(gm: Any, example_inputs: Any) -> bool:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    values = list(example_inputs)
+    for node in gm.graph.nodes:
+        values.extend(tree_leaves(node.meta.get("example_value")))
+        values.extend(v for v in tree_leaves((node.args, node.kwargs))
+                      if isinstance(v, (torch.device, str)))
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            value = value.device
+        if isinstance(value, torch.device) and value.type == "cuda":
+            return True
+        if isinstance(value, str) and (value == "cuda" or value.startswith("cuda:")):
+            return True
+    return False
+
+
+def _skip_frame() -> Any:
+    """Run this frame and those it calls without dynamo, remembering nothing about its code
+    (torch/_dynamo/types.py ConvertFrameReturn; eval_frame's SKIP strategy)."""
+    from torch._dynamo.types import ConvertFrameReturn, FrameAction, FrameExecStrategy
+
+    return ConvertFrameReturn(
+        frame_exec_strategy=FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP),
+        apply_to_code=False)
+
+
+class _RealCallback:
+    """Dynamo's frame callback for a call compiled for real: falls back to eager at the
+    frame where the tracer meets the virtual CUDA device."""
+
+    def __init__(self, inner: Any, call: _RealCall) -> None:
+        self._inner = inner
+        self._call = call
+        # The C eval-frame hook reads the backend off the callback (cache entries are per
+        # backend: torch/csrc/dynamo/eval_frame.c, get_backend).
+        self._torchdynamo_orig_backend = getattr(inner, "_torchdynamo_orig_backend", inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def __call__(self, frame: Any, *args: Any, **kwargs: Any) -> Any:
+        call = self._call
+        if call.fell_back:
+            return _skip_frame()
+        try:
+            return self._inner(frame, *args, **kwargs)
+        except Exception as exc:
+            reason = _cuda_cause(exc)
+            if reason is None:
+                raise
+        # Nothing of this frame ran yet; what ran before it saw no virtual value.
+        call.fell_back = True
+        call.rejoin()
+        call.session._eager_compiles.seen(call.frame, reason)
+        return _skip_frame()
+
+
+def _cuda_cause(exc: BaseException) -> str | None:
+    """Whether tracing failed on the (virtual) CUDA device, and how to say so."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, _CudaInTrace):
+            return exc.reason
+        text = str(exc).lower()
+        # Fake tensors on a CPU build: "PyTorch is not linked with support for cuda devices";
+        # torch.cuda's lazy init: "Torch not compiled with CUDA enabled".
+        if "cuda" in text and ("not linked" in text or "not compiled" in text):
+            return _CUDA_IN_CODE
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _rejoining_set_eval_frame(original: Callable[..., Any]) -> Callable[..., Any]:
+    """``_maybe_set_eval_frame``, which compile_wrapper calls once as the call starts and
+    once as it ends (its outermost ``finally``): at the end of a call compiled for real,
+    the session's mode goes back on the stack."""
+
+    @functools.wraps(original)
+    def maybe_set_eval_frame(callback: Any) -> Any:
+        result = original(callback)
+        calls = getattr(_local, "calls", None)
+        if calls and calls[-1].frame is sys._getframe(1):
+            call = calls[-1]
+            if not call.started:
+                call.started = True
+            else:
+                calls.pop()
+                call.frame = None
+                call.rejoin()
+        return result
+
+    return maybe_set_eval_frame

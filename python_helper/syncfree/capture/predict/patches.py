@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,9 @@ class _Patches:
     def replace(self, owner: Any, name: str, value: Any) -> None:
         existed = name in vars(owner)
         self._saved.append((owner, name, existed, vars(owner).get(name)))
+        if type(value) is types.FunctionType and type(owner) is types.ModuleType \
+                and owner.__name__ in _COMPILER_ASKS:
+            value = _real_for_compiler(value, getattr(owner, name, None))
         setattr(owner, name, value)
 
     def original(self, owner: Any, name: str) -> Any:
@@ -68,6 +72,30 @@ class _Patches:
             saved.pop()
 
 
+# Modules whose stand-ins torch's compiler asks while it compiles (dynamo saves the CUDA RNG
+# state and asks for the current stream, fake tensors and inductor ask is_available and the
+# device properties).
+_COMPILER_ASKS = frozenset({"torch.cuda", "torch.accelerator"})
+
+
+def _real_for_compiler(stand_in: Callable[..., Any], real: Any) -> Callable[..., Any]:
+    """``stand_in``, but the real function for torch's compiler while it compiles code that
+    predict mode stepped aside for (compiles.py): compiling CPU code sees a CPU machine, and
+    the compiled code itself still sees the stand-ins."""
+    # pytest --syncfree-cuda answers as a GPU machine for the whole run (pytest_cuda.py)
+    real = getattr(real, "_syncfree_real", real)
+    if not callable(real):
+        return stand_in
+
+    @functools.wraps(stand_in)
+    def stand_in_or_real(*args: Any, **kwargs: Any) -> Any:
+        if compiles.compiling_for_real() and compiles.asked_by_compiler(sys._getframe(1)):
+            return real(*args, **kwargs)
+        return stand_in(*args, **kwargs)
+
+    return stand_in_or_real
+
+
 def install(session: PredictSession) -> None:
     """Install the patches for ``session`` (the first session in: claims.py), each undone
     by ``session._patches.restore``."""
@@ -77,6 +105,7 @@ def install(session: PredictSession) -> None:
 
     cuda = torch.cuda
     patch = session._patches.replace
+    compiles.prepare_dynamo(session)  # before anything is patched
 
     def synchronize(device: Any = None) -> None:
         session.record("explicit", _user_frame())
@@ -155,7 +184,7 @@ def install(session: PredictSession) -> None:
     patch(cudnn, "is_acceptable", _cudnn_wrapper(session, cudnn.is_acceptable))
     # torch.save of virtual CUDA tensors: tagged cuda:0, one copy per storage.
     checkpoints.install_saving(session, patch)
-    # torch.compile'd code runs eagerly, and the report says so (compiles.py).
+    # torch.compile'd code: compiled for real, or run eagerly and noted (compiles.py).
     compiles.install(session, patch)
     # torch/utils/_foreach_utils.py looks this up on torch._C at each call and then
     # moves scalars to the device keys it returns (clip_grad_norm_, optimizers).

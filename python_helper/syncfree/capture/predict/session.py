@@ -53,7 +53,8 @@ class PredictSession:
         self._undo: contextlib.ExitStack | None = None
         self._mode: Any = None
         self._default_stream: _Stream | None = None
-        self._dynamo_disabled = False
+        self._dynamo_hooked = False
+        self._dynamo_ready = False  # compiles.prepare_dynamo
         self._eager_compiles = _EagerCompiles(self)
         self._marked_before = 0
         self._thread = threading.get_ident()

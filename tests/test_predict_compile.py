@@ -1,0 +1,293 @@
+"""``torch.compile`` under predict mode (syncfree/capture/predict/compiles.py): compiled for
+real where no virtual CUDA value reaches the compiled code, run eagerly (syncs predicted,
+a note) where one does or where the code itself uses the CUDA device.
+
+torch._dynamo is imported here at collection, before any session patches torch: real
+compiles need dynamo's tables of torch functions built on the real ones (a dynamo first
+imported inside predict mode runs compiled code eagerly, and the note says so).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+torch = pytest.importorskip("torch")
+dynamo = pytest.importorskip("torch._dynamo")
+
+from torch._dynamo.testing import CompileCounter  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
+
+from syncfree.capture.predict import (  # noqa: E402
+    COMPILE_NOTE_PREFIX,
+    PredictSession,
+    compiles,  # noqa: E402
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+class Recorder:
+    """The two methods predict mode calls on a recorder."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def record_sync(self, frame, kind=None, *, predicted=False):
+        self.kinds.append(kind)
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+def compile_notes(recorder: Recorder) -> list[str]:
+    return [n for n in recorder.notes if n.startswith(COMPILE_NOTE_PREFIX)]
+
+
+# ----------------------------------------------------------------- CPU code compiles for real
+
+
+@pytest.mark.parametrize("fullgraph", [False, True])
+def test_compiled_code_on_cpu_tensors_compiles_for_real(fullgraph):
+    counter = CompileCounter()
+    scale = torch.full((3,), 2.0)  # closed over
+
+    @torch.compile(backend=counter, fullgraph=fullgraph)
+    def step(t):
+        return (t * scale).sum()
+
+    recorder = Recorder()
+    graphs_before = counters["stats"]["unique_graphs"]
+    depth = torch._C._len_torch_function_stack()
+    with PredictSession(recorder):
+        assert torch._C._len_torch_function_stack() == depth + 1
+        results = [step(torch.ones(3)).item() for _ in range(3)]
+        assert torch._C._len_torch_function_stack() == depth + 1  # the mode is back
+    assert results == [6.0, 6.0, 6.0]
+    assert counter.frame_count == 1  # compiled once, then run from dynamo's cache
+    assert counters["stats"]["unique_graphs"] == graphs_before + 1  # dynamo's own count
+    assert recorder.kinds == [] and recorder.notes == []
+
+
+def test_a_module_and_an_optimizer_step_on_cpu_compile_for_real():
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 2)
+
+        def forward(self, t):
+            return self.linear(t).relu().sum()
+
+    net_counter, step_counter = CompileCounter(), CompileCounter()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        net = Net()
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        compiled_net = torch.compile(net, backend=net_counter)
+        compiled_step = torch.compile(optimizer.step, backend=step_counter)
+        for _ in range(2):
+            compiled_net(torch.ones(2, 4)).backward()
+            compiled_step()
+    assert net_counter.frame_count >= 1 and step_counter.frame_count >= 1
+    assert compile_notes(recorder) == []
+
+
+def test_cpu_code_compiles_for_real_while_a_virtual_tensor_lives_elsewhere():
+    counter = CompileCounter()
+    compiled = torch.compile(lambda t: t.exp().sum(), backend=counter)
+    recorder = Recorder()
+    with PredictSession(recorder):
+        model = torch.nn.Linear(2, 2).cuda()  # virtually on CUDA, not reached by the call
+        compiled(torch.zeros(2))
+        model(torch.ones(1, 2, device="cuda")).sum().item()
+    assert counter.frame_count == 1
+    assert recorder.kinds == ["to_device", "to_device", "item"] and compile_notes(recorder) == []
+
+
+def test_compiled_code_still_sees_the_stand_ins():
+    counter = CompileCounter()
+
+    @torch.compile(backend=counter)
+    def per_device(t):
+        return t * torch.cuda.device_count(), torch.cuda.is_available()
+
+    with PredictSession(Recorder()):
+        scaled, available = per_device(torch.ones(2))
+    assert scaled.tolist() == [1.0, 1.0] and available is True  # as on a one-GPU machine
+    assert counter.frame_count >= 1
+
+
+def test_the_mode_comes_back_when_compiled_code_raises():
+    counter = CompileCounter()
+
+    @torch.compile(backend=counter)
+    def fails(t):
+        doubled = t * 2
+        dynamo.graph_break()  # the first graph compiles; the rest raises
+        raise ValueError(f"bad {doubled.shape[0]}")
+
+    depth = torch._C._len_torch_function_stack()
+    with PredictSession(Recorder()):
+        with pytest.raises(ValueError, match="bad 2"):
+            fails(torch.ones(2))
+        assert torch._C._len_torch_function_stack() == depth + 1 and counter.frame_count == 1
+        x = torch.ones(2, device="cuda")
+        assert x.is_cuda  # the mode still runs the stand-ins
+    assert torch._C._len_torch_function_stack() == depth
+
+
+def test_dynamo_is_as_before_after_the_session():
+    eval_frame = sys.modules["torch._dynamo.eval_frame"]
+    builder = sys.modules["torch._dynamo.variables.builder"]
+    output_graph = sys.modules["torch._dynamo.output_graph"]
+
+    def state():
+        return (eval_frame._stance, eval_frame._callback_from_stance,
+                eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["wrap_tensor"],
+                vars(output_graph.OutputGraph)["call_user_compiler"], torch.compile)
+
+    before = state()
+    counter = CompileCounter()
+    compiled = torch.compile(lambda t: t + 1, backend=counter)
+    with PredictSession(Recorder()):
+        assert state() != before
+        compiled(torch.ones(1))
+    assert state() == before
+    assert counter.frame_count == 1
+    compiled(torch.ones(2, 2))  # and compiles as before, outside
+    assert counter.frame_count == 2
+
+
+# ------------------------------------------------------ a virtual CUDA value: eager, noted
+
+
+def _closure(counter):
+    weights = torch.ones(3, device="cuda")
+    return torch.compile(lambda: (weights * 2).sum(), backend=counter)
+
+
+def _argument(counter):
+    x = torch.ones(3, device="cuda")
+    compiled = torch.compile(lambda t: (t * 2).sum(), backend=counter)
+    return lambda: compiled(x)
+
+
+GLOBAL_WEIGHTS = None
+
+
+def _global(counter):
+    global GLOBAL_WEIGHTS
+    GLOBAL_WEIGHTS = torch.ones(3, device="cuda")
+    return torch.compile(lambda: (GLOBAL_WEIGHTS * 2).sum(), backend=counter)
+
+
+def _module(counter):
+    net = torch.nn.Linear(3, 1).cuda()
+    compiled = torch.compile(net, backend=counter)
+    return lambda: compiled(torch.ones(1, 3, device="cuda")).sum()
+
+
+def _optimizer(counter):
+    net = torch.nn.Linear(3, 1).cuda()
+    net(torch.ones(1, 3, device="cuda")).sum().backward()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+    compiled = torch.compile(optimizer.step, backend=counter)
+    return lambda: (compiled(), net.weight.sum())[1]
+
+
+@pytest.mark.parametrize("make", [_closure, _argument, _global, _module, _optimizer],
+                         ids=["closure", "argument", "global", "module", "optimizer"])
+def test_compiled_code_a_virtual_tensor_reaches_runs_eagerly_with_the_note(make):
+    counter = CompileCounter()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        call = make(counter)
+        recorder.kinds.clear()  # the module moves
+        for _ in range(2):
+            result = call()
+            assert result.is_cuda
+            result.item()
+    assert counter.frame_count == 0
+    assert recorder.kinds == ["item", "item"]
+    (note,) = compile_notes(recorder)
+    assert "×2 (a tensor on the virtual CUDA device reaches it)" in note
+    assert "predicted op by op" in note
+
+
+def test_the_tracer_catches_a_virtual_tensor_the_walk_missed(monkeypatch):
+    # Where the walk cannot look (a C extension's state, a name built at run time), the
+    # tensor dynamo wraps while it traces is checked: nothing of the frame has run yet.
+    monkeypatch.setattr(compiles, "_reaches_virtual", lambda registry, call: False)
+    counter = CompileCounter()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        x = torch.ones(3, device="cuda")
+        compiled = torch.compile(lambda t: (t * 2).sum(), backend=counter)
+        assert compiled(x).item() == 6.0
+    assert counter.frame_count == 0 and recorder.kinds == ["item"]
+    (note,) = compile_notes(recorder)
+    assert "(a tensor on the virtual CUDA device reaches it)" in note
+
+
+def _moves_to_cuda(t):
+    return t.cuda().sum().item()
+
+
+def _makes_on_cuda(t):
+    return (torch.zeros(3, device="cuda") + 1).sum().item() + t.sum().item()
+
+
+def _picks_cuda(t):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return t.to(device).sum().item()
+
+
+@pytest.mark.parametrize("code", [_moves_to_cuda, _makes_on_cuda, _picks_cuda],
+                         ids=["cuda()", "device=cuda", "is_available"])
+def test_code_that_uses_the_cuda_device_falls_back_to_eager(code):
+    # CPU inputs, but the code goes to the GPU: compiled on a CPU build it would fail (or,
+    # worse, run on the CPU path); run eagerly, its syncs are predicted as on a GPU.
+    counter = CompileCounter()
+    compiled = torch.compile(code, backend=counter)
+    eager, recorder = Recorder(), Recorder()
+    with PredictSession(eager):
+        expected = code(torch.ones(3))
+    with PredictSession(recorder):
+        assert compiled(torch.ones(3)) == expected
+    assert counter.frame_count == 0
+    assert recorder.kinds == eager.kinds and "item" in recorder.kinds
+    (note,) = compile_notes(recorder)
+    assert "(its code uses the CUDA device)" in note
+
+
+def test_a_dynamo_first_imported_inside_predict_mode_runs_eagerly_and_says_so(pytester):
+    # In a fresh interpreter: dynamo's tables of torch functions, built at its import,
+    # would hold the stand-ins.
+    pytester.makepyfile(first_import="""
+        import torch
+        from syncfree.capture.predict import PredictSession
+
+        class Recorder:
+            notes = []
+            def note(self, text): self.notes.append(text)
+            def record_sync(self, frame, kind=None, *, predicted=False): pass
+
+        with PredictSession(Recorder()):
+            compiled = torch.compile(lambda t: t + 1, backend="eager")
+            assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
+        print(Recorder.notes)
+    """)
+    result = pytester.runpython(pytester.path / "first_import.py")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["*torch._dynamo was first imported inside predict mode*"])
