@@ -68,6 +68,7 @@ class Value:
 
 
 UNKNOWN = Value()
+_UNSEEN = object()  # no answer kept yet (None is an answer)
 PYTHON = Value("python")
 
 DEFAULT_ALIASES = {
@@ -176,7 +177,7 @@ _STATELESS_MODULES = frozenset(
 
 def device_of_literal(text: object) -> Device | None:
     """'cuda', 'cuda:1' -> cuda; 'cpu' -> cpu; anything else -> None."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or ("cuda" not in text and "cpu" not in text):
         return None
     kind = text.split(":", 1)[0].strip()
     return "cuda" if kind == "cuda" else "cpu" if kind == "cpu" else None
@@ -402,10 +403,10 @@ class CellScope:
         """``torch.nn.functional.one_hot`` for ``F.one_hot`` and the like; None when the base is a variable."""
         # Rules ask this of the same nodes many times per statement; the answer holds until a name is bound.
         key = id(node)
-        if key in self._names:
-            return self._names[key]
-        name = self._names[key] = self._qualified_name(node)
-        return name
+        name = self._names.get(key, _UNSEEN)
+        if name is _UNSEEN:
+            name = self._names[key] = self._qualified_name(node)
+        return name  # type: ignore[return-value]
 
     def _qualified_name(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
@@ -481,6 +482,13 @@ class CellScope:
     # ----------------------------------------------------------------------------------------------- queries
     def value(self, node: ast.AST) -> Value:
         """The abstract value of an expression in the environment of the statement being visited."""
+        if type(node) is ast.Name:  # what the name holds now (the cache would hold the same: it goes at each bind)
+            name = node.id  # type: ignore[attr-defined]
+            for names in self._env.maps:
+                found = names.get(name)
+                if found is not None:
+                    return found
+            return UNKNOWN
         cache = self._cache
         found = cache.get(id(node))
         if found is not None:
@@ -1017,8 +1025,9 @@ class CellScope:
         self._names.clear()
 
     def bind(self, name: str, value: Value) -> None:
-        self._env[name] = value
-        self._changed()
+        self._env.maps[0][name] = value  # ChainMap.__setitem__'s own step, without its call
+        self._cache.clear()
+        self._names.clear()
 
     def _block(self, statements: Iterable[ast.stmt]) -> None:
         for statement in statements:
