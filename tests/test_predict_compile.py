@@ -271,10 +271,12 @@ def test_code_that_uses_the_cuda_device_falls_back_to_eager(code):
     assert "(its code uses the CUDA device)" in note
 
 
-def test_a_dynamo_first_imported_inside_predict_mode_runs_eagerly_and_says_so(pytester):
-    # In a fresh interpreter: dynamo's tables of torch functions, built at its import,
-    # would hold the stand-ins.
+def test_a_dynamo_first_imported_inside_predict_mode_records_the_real_torch(pytester):
+    # In a fresh interpreter, as `syncfree run script.py` or a notebook cell runs: dynamo
+    # builds its tables of torch functions at its import; under the session's patches they
+    # would hold the stand-ins (for good), and real compiles could not be allowed.
     pytester.makepyfile(first_import="""
+        import sys
         import torch
         from syncfree.capture.predict import PredictSession
 
@@ -284,10 +286,16 @@ def test_a_dynamo_first_imported_inside_predict_mode_runs_eagerly_and_says_so(py
             def record_sync(self, frame, kind=None, *, predicted=False): pass
 
         with PredictSession(Recorder()):
-            compiled = torch.compile(lambda t: t + 1, backend="eager")
+            assert "torch._dynamo" not in sys.modules
+            from torch._dynamo.testing import CompileCounter
+            assert torch.cuda.is_available()  # the stand-ins are back after the import
+            counter = CompileCounter()
+            compiled = torch.compile(lambda t: t + 1, backend=counter)
             assert compiled(torch.ones(2)).tolist() == [2.0, 2.0]
-        print(Recorder.notes)
+        from torch._dynamo import trace_rules
+        assert torch.cuda.synchronize in trace_rules.get_torch_obj_rule_map()
+        print("frames", counter.frame_count, "notes", Recorder.notes)
     """)
     result = pytester.runpython(pytester.path / "first_import.py")
     assert result.ret == 0, result.stderr.str()
-    result.stdout.fnmatch_lines(["*torch._dynamo was first imported inside predict mode*"])
+    result.stdout.fnmatch_lines(["frames 1 notes []"])

@@ -135,7 +135,8 @@ class _EagerCompiles:
 _VIRTUAL_INPUT = "a tensor on the virtual CUDA device reaches it"
 _UNSURE = "too many objects reach it to rule out a virtual CUDA tensor"
 _CUDA_IN_CODE = "its code uses the CUDA device"
-_DYNAMO_LATE = "torch._dynamo was first imported inside predict mode"
+_DYNAMO_LATE = ("torch._dynamo was first imported inside predict mode, beside another "
+                "session")
 _MODE_NOT_ON_TOP = "another torch function mode runs above predict mode's"
 
 
@@ -225,21 +226,67 @@ def asked_by_compiler(frame: Any) -> bool:
 def prepare_dynamo(session: PredictSession) -> None:
     """Before any patch goes in: whether dynamo's tables of torch functions hold the real
     ones, so that real compiles can be allowed in this session."""
-    session._dynamo_ready = False
-    if "torch._dynamo" not in sys.modules:
-        return
+    session._dynamo_ready = "torch._dynamo" in sys.modules and _dynamo_tables_real()
+
+
+def _dynamo_tables_real() -> bool:
+    """Whether dynamo's tables of torch functions hold the functions torch has now (call
+    it where no patch is in place)."""
     try:
         import torch
         from torch._dynamo import trace_rules
         from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
 
-        # Built at dynamo's import: a dynamo first imported inside a session holds the
-        # stand-ins (and keeps them). _get_handlers is built on first use: build it now.
+        # Built at dynamo's import (a dynamo imported under the patches holds the stand-ins,
+        # and keeps them); _get_handlers is built on first use: built now.
         ready = torch.cuda.synchronize in trace_rules.get_torch_obj_rule_map()
         TorchInGraphFunctionVariable._get_handlers()
     except Exception:  # another torch: no real compiles  # noqa: BLE001
-        return
-    session._dynamo_ready = bool(ready)
+        return False
+    return bool(ready)
+
+
+class _DynamoImport:
+    """A ``sys.meta_path`` finder, while a session lasts and dynamo is not imported yet:
+    ``torch._dynamo`` (first imported by ``torch.compile``, ``import torch._dynamo``, a
+    ``from torch._dynamo.testing import ...``) is executed with the session's patches set
+    aside, so that dynamo records the real torch functions (importlib's loader protocol)."""
+
+    def __init__(self, session: PredictSession) -> None:
+        self.session = session
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch._dynamo" or len(claims._claims) > 1:
+            return None  # another session's thread would meet the real functions meanwhile
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _RealTorchLoader(spec.loader, self.session)
+        return spec
+
+    def remove(self) -> None:
+        while self in sys.meta_path:
+            sys.meta_path.remove(self)
+
+
+class _RealTorchLoader:
+    def __init__(self, loader: Any, session: PredictSession) -> None:
+        self.loader = loader
+        self.session = session
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        session = self.session
+        with session._patches.set_aside():
+            self.loader.exec_module(module)
+            ready = _dynamo_tables_real()
+        if claims._active_session is session:
+            session._dynamo_ready = ready
+            hook_dynamo(session)
 
 
 def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> None:
@@ -247,6 +294,10 @@ def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> 
     import torch
 
     session._undo.push(session._eager_compiles.note)
+    if "torch._dynamo" not in sys.modules:
+        finder = _DynamoImport(session)
+        session._undo.push(finder.remove)
+        sys.meta_path.insert(0, finder)
     hook_dynamo(session)
     patch(torch, "compile", _compile_wrapper(session, torch.compile))
 

@@ -13,10 +13,11 @@ nn.MultiheadAttention, cuDNN's weight check, the rest of ``torch.cuda`` (cuda_ap
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from . import checkpoints, claims, compiles, cuda_api
@@ -60,6 +61,26 @@ class _Patches:
             if saved_owner is owner and saved_name == name:
                 return old if existed else getattr(owner, name, None)
         return getattr(owner, name, None)
+
+    @contextlib.contextmanager
+    def set_aside(self) -> Iterator[None]:
+        """The originals in place for a while; the patches go back in after (compiles.py:
+        torch._dynamo is imported in between, as it records torch's functions)."""
+        current = []
+        for owner, name, existed, old in reversed(self._saved):
+            current.append((owner, name, name in vars(owner), vars(owner).get(name)))
+            if existed:
+                setattr(owner, name, old)
+            elif name in vars(owner):
+                delattr(owner, name)
+        try:
+            yield
+        finally:
+            for owner, name, present, value in reversed(current):
+                if present:
+                    setattr(owner, name, value)
+                elif name in vars(owner):
+                    delattr(owner, name)
 
     def restore(self) -> None:
         saved = self._saved
