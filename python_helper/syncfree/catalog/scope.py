@@ -1001,7 +1001,7 @@ class CellScope:
         except TypeError:  # an unhashable container of types: the walk without generated functions
             self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
-        self._call_arguments: dict[int, list[dict[str, Value]]] = {}
+        self._call_arguments: dict[int, dict[str, Value]] = {}  # function id -> parameter -> what the calls pass
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1229,7 +1229,7 @@ class CellScope:
         self.function = node
         self._env = enclosing.new_child()
         self._changed()
-        calls = self._call_arguments.get(id(node), [])
+        calls = self._call_arguments.get(id(node))
         arguments = node.args
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
@@ -1237,11 +1237,8 @@ class CellScope:
             annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
             # The annotation is believed both ways: a Tensor, or a Python number (`alpha: float`, `k: int`).
             value = Value("tensor") if annotation == "torch.Tensor" else PYTHON if annotation in _NUMBER_TYPES else UNKNOWN
-            if calls and argument not in (arguments.vararg, arguments.kwarg):
-                passed = [call.get(argument.arg, UNKNOWN) for call in calls]
-                value = passed[0]
-                for other in passed[1:]:
-                    value = join(value, other)
+            if calls is not None and argument not in (arguments.vararg, arguments.kwarg):
+                value = calls.get(argument.arg, UNKNOWN)
             self.bind(argument.arg, value)
         self._block(node.body)
 
@@ -1255,16 +1252,26 @@ class CellScope:
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return
         parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
-        passed: dict[str, Value] = {}
-        for name, argument in zip(parameters, call.args):
-            if isinstance(argument, ast.Starred):
-                return  # f(*args): the text does not say which parameter gets what
-            passed[name] = self.value(argument)
+        if any(type(argument) is ast.Starred for argument in call.args[: len(parameters)]):
+            return  # f(*args): the text does not say which parameter gets what
+        if any(item.arg is None for item in call.keywords):
+            return  # f(**kwargs): nor here
+        arguments: dict[str, ast.expr] = dict(zip(parameters, call.args))
         for item in call.keywords:
-            if item.arg is None:
-                return
-            passed[item.arg] = self.value(item.value)
-        self._call_arguments.setdefault(id(function), []).append(passed)
+            arguments[item.arg] = item.value  # type: ignore[index]
+        # What the calls so far pass, joined parameter by parameter in call order (a parameter missing from it was
+        # left out by some call: unknown, whatever the others pass, so its arguments need no working out).
+        joined = self._call_arguments.get(id(function))
+        if joined is None:
+            self._call_arguments[id(function)] = {name: self.value(node) for name, node in arguments.items()}
+            return
+        for name in list(joined):
+            node = arguments.get(name)
+            value = join(joined[name], self.value(node)) if node is not None else UNKNOWN
+            if value == UNKNOWN:
+                del joined[name]
+            else:
+                joined[name] = value
 
     def _class(self, node: ast.ClassDef) -> None:
         self._visit(node)
