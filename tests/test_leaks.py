@@ -381,12 +381,14 @@ def test_torch_compile_untouched_outside_a_predict_session():
     with SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []}) as rec:
         exec(code, namespace)
     assert [s.kind for s in rec.sites] == ["item"]  # ran eagerly, op by op, in the session
-    assert counters["frames"]["ok"] == frames_before  # nothing compiled in the session
+    # only `late`, on CPU tensors, compiled in the session (for real: no CUDA tensor reached it)
+    assert counters["frames"]["ok"] == frames_before + 1
 
+    in_session = counters["frames"]["ok"]
     assert compiled(torch.ones(5)).item() == 10.0  # a new shape after the session
-    assert counters["frames"]["ok"] > frames_before  # ... recompiles
+    assert counters["frames"]["ok"] > in_session  # ... recompiles
     after_new_shape = counters["frames"]["ok"]
-    namespace["late"](torch.ones(2))  # compiled inside the session, first called there
+    namespace["late"](torch.ones(3, 3))  # compiled inside the session, a new shape after it
     assert counters["frames"]["ok"] > after_new_shape
     assert not dynamo.config.disable
 
