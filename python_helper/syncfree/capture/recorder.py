@@ -40,10 +40,11 @@ MODES = ("warn", "error", "predict")
 SCOPES = ("process", "context")
 _CACHE_LIMIT = 65536  # distinct stacks remembered; past it the cache starts over
 _MAX_NOTES = 20
-# (filename, line offset) -> (the text analysed, its findings), for files no recorder was
-# given findings for (scripts, tests, watch()): one static pass per file and text, not per
-# recorder. Findings are read, never changed.
-_analysed: dict[tuple[str, int], tuple[str, Sequence[Mapping]]] = {}
+# (filename, line offset) -> ((length, hash) of the text analysed, its findings), for files
+# no recorder was given findings for (scripts, tests, watch()): one static pass per file
+# and text, not per recorder. The text itself is not kept (a 10,000-line cell under a
+# watch). Findings are read, never changed.
+_analysed: dict[tuple[str, int], tuple[tuple[int, int], Sequence[Mapping]]] = {}
 _ANALYSED_LIMIT = 64
 
 class SyncRecorder:
@@ -326,8 +327,9 @@ class SyncRecorder:
             # decorated train_step) is not analysed again while its text is the same: the
             # pass costs some 45 us a line (a 1,000-line script: 45 ms at the first sync
             # of every watch).
+            fingerprint = (len(text), hash(text))
             analysed = _analysed.get((filename, offset))
-            if analysed is not None and analysed[0] == text:
+            if analysed is not None and analysed[0] == fingerprint:
                 self._findings[filename] = analysed[1]
                 return analysed[1]
             try:
@@ -340,7 +342,7 @@ class SyncRecorder:
             else:
                 if len(_analysed) >= _ANALYSED_LIMIT:
                     _analysed.pop(next(iter(_analysed)), None)
-                _analysed[(filename, offset)] = (text, findings)
+                _analysed[(filename, offset)] = (fingerprint, findings)
             self._findings[filename] = findings
         return findings
 
