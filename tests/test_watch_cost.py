@@ -64,3 +64,28 @@ def test_an_edited_file_is_analysed_again(userlib, static_passes):
     assert _passes_over(static_passes, path) == 1  # the new text, once
     assert len(static_passes) >= 2
     assert [(s.rule, s.line) for s in w.report.sites] == [("SF101", 5)]
+
+
+def test_an_instructions_source_is_parsed_once_for_every_watch(userlib, monkeypatch):
+    # A new site's first sync parses the source of the syncing instruction (and of the
+    # calls above it) to name the operation; each watch used to parse them all again.
+    from syncfree.capture import sites
+
+    parsed: list[str] = []
+    real = sites.parse_quietly
+
+    def counted(source, mode="exec"):
+        parsed.append(source)
+        return real(source, mode=mode)
+
+    monkeypatch.setattr(sites, "parse_quietly", counted)
+    sites._expression.cache_clear()
+    reports = []
+    for _ in range(3):
+        with syncfree.watch() as w:
+            userlib.read(torch.ones(8, device="cuda"))
+        reports.append(w.report)
+    # The calling line's call, parsed to tell a direct call (a line that runs once) from a
+    # callback.
+    assert parsed.count('(userlib.read(torch.ones(8, device="cuda"))\n)') == 1
+    assert [(s.kind, s.rule, s.line) for r in reports for s in r.sites] == [("item", "SF101", 5)] * 3
