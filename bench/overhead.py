@@ -309,9 +309,9 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
     row(watch, debug[watch], iterations, "sync", TARGETS[watch])
     # Per sync against the recorder of the same rounds (their plain loops differ: a ratio
     # would compare two denominators): what a watch adds over a cell's recorder.
-    over = added_difference(debug[watch], debug["recorder + blocked"], iterations)
-    print(f"  {'  watch - recorder + blocked':30s} {'':9s} "
-          f"{shown(over, ' us/sync', scale=1e6, signed=True)}")
+    for other, label in (("recorder + blocked", "recorder + blocked"), ("debug mode floor", "floor")):
+        over = added_difference(debug[watch], debug[other], iterations)
+        print(f"  {'  watch - ' + label:30s} {'':9s} {shown(over, ' us/sync', scale=1e6, signed=True)}")
     base_row("MLP: plain loop", [debug["MLP: recorder + blocked"]])
     row("MLP: recorder + blocked", debug["MLP: recorder + blocked"], steps, "step")
     if problem is not None:
