@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import claims
-from .mode import _predict_files
+from .mode import _predict_files, _predict_mode_here
 
 if TYPE_CHECKING:
     from .session import PredictSession
@@ -385,10 +385,11 @@ def _deciding_callback_from_stance(session: PredictSession,
         frame = sys._getframe(1)
         if frame.f_code.co_name != "compile_wrapper" or frame.f_globals.get("__name__") \
                 != "torch._dynamo.eval_frame":
-            return original(callback)  # `with torch._dynamo.optimize(...)`: forced eager
+            # `with torch._dynamo.optimize(...)`: eager where a session's mode runs
+            return None if _predict_mode_here() else original(callback)
         calls = _real_calls()
         if calls:  # inside compiled code that predict mode stepped aside for
-            return original(callback)  # the program's stance (or forced eager: fell back)
+            return None if calls[-1].fell_back else original(callback)  # the program's stance
         owner = claims._thread_modes.get(claims._get_ident())
         if owner is None or owner._mode is None or not owner.active:
             # A thread without a session's mode: nothing of it is predicted; as before.
@@ -396,7 +397,9 @@ def _deciding_callback_from_stance(session: PredictSession,
         reason = _why_eager(owner, frame)
         if reason is not None:
             owner._eager_compiles.seen(frame, reason)
-            return original(callback)  # forced eager
+            # Eager whatever the stance (a torch.compiler.set_stance inside the session
+            # replaces the forced one): dynamo must never trace the session's mode.
+            return None
         _RealStance.enter(owner)
         inner = original(callback)
         if inner is None or inner is False:  # the program's own stance runs it eagerly
