@@ -135,8 +135,8 @@ class _EagerCompiles:
 _VIRTUAL_INPUT = "a tensor on the virtual CUDA device reaches it"
 _UNSURE = "too many objects reach it to rule out a virtual CUDA tensor"
 _CUDA_IN_CODE = "its code uses the CUDA device"
-_DYNAMO_LATE = ("torch._dynamo was first imported inside predict mode, beside another "
-                "session")
+_DYNAMO_LATE = ("torch._dynamo was first imported inside predict mode while another thread "
+                "ran a session")
 _MODE_NOT_ON_TOP = "another torch function mode runs above predict mode's"
 
 
@@ -256,7 +256,8 @@ class _DynamoImport:
         self.session = session
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "torch._dynamo" or len(claims._claims) > 1:
+        here = claims._get_ident()
+        if name != "torch._dynamo" or any(s._thread != here for s in claims._claims):
             return None  # another session's thread would meet the real functions meanwhile
         from importlib.machinery import PathFinder
 
