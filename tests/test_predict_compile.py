@@ -299,3 +299,17 @@ def test_a_dynamo_first_imported_inside_predict_mode_records_the_real_torch(pyte
     result = pytester.runpython(pytester.path / "first_import.py")
     assert result.ret == 0, result.stderr.str()
     result.stdout.fnmatch_lines(["frames 1 notes []"])
+
+
+def test_a_session_entered_again_decides_again_and_notes_again():
+    # pytest --syncfree enters one session object per fixture world, again and again: each
+    # entry installs the patches anew, dynamo's hooks and the eager note included.
+    counter = CompileCounter()
+    compiled = torch.compile(lambda t: (t * 2).sum(), backend=counter)
+    recorder = Recorder()
+    session = PredictSession(recorder)
+    for _ in range(2):
+        with session:
+            compiled(torch.ones(2, device="cuda")).item()
+    assert counter.frame_count == 0 and recorder.kinds == ["item", "item"]
+    assert len(compile_notes(recorder)) == 2  # one per entry

@@ -294,7 +294,9 @@ def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> 
     """Decide per call of compiled code while ``session`` lasts; note eager runs at its end."""
     import torch
 
-    session._undo.push(session._eager_compiles.note)
+    # Per patch set: a session entered again after its patches were restored hooks again
+    # (else its compiled calls would run under the program's stance, dynamo tracing the mode).
+    session._dynamo_hooked = False
     if "torch._dynamo" not in sys.modules:
         finder = _DynamoImport(session)
         session._undo.push(finder.remove)

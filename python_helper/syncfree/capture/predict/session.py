@@ -83,6 +83,10 @@ class PredictSession:
             # on a GPU. It holds weak references only.
             self.registry = _kernel_registry()
             self._marked_before = self.registry.marked
+            # Each entry notes its own compiled calls run eagerly (compiles.py), whichever
+            # session installed the patches.
+            self._eager_compiles = _EagerCompiles(self)
+            undo.push(self._eager_compiles.note)
             undo.push(_release_patches, self)
             _hold_patches(self)
             undo.push(_release_thread_mode, self)
