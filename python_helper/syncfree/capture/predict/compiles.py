@@ -15,25 +15,34 @@ decides, per call:
   ``torch.cuda`` functions where it asks them (patches.py, ``_Patches.replace``), so CPU
   code compiles as on a CPU machine, with the user's backend, and counts as compiled. The
   compiled code still sees the stand-ins (``torch.cuda.is_available()`` is True there).
-  Two checks guard the verdict while the compiler traces: a tensor dynamo wraps that is
-  virtually on CUDA (a global, an attribute the walk did not reach), or a CUDA device in the
-  traced code (``device='cuda'``, ``.cuda()``: fake tensors refuse it on a CPU build), ends
-  the real compile before the frame runs, and the call goes on eagerly from that frame, its
-  syncs predicted and the note written.
+  Two checks guard the verdict while the compiler traces (``VariableBuilder.wrap_tensor``,
+  ``OutputGraph.call_user_compiler``): a tensor dynamo wraps that is virtually on CUDA (one
+  the walk did not reach), or a CUDA device in the traced graph (``device='cuda'``;
+  ``.cuda()`` is refused by fake tensors on a CPU build) ends the real compile before that
+  frame runs, and the call goes on eagerly from that frame, its syncs predicted and noted.
+  What ran before it saw no virtual value: a resume function or a called frame is a frame
+  of its own, and its inputs are traced.
 * **Eagerly** otherwise (dynamo's callback is withheld for the call, as dynamo's
   ``force_eager`` stance does), and the report's notes name each compiled function that ran
-  so and where it was called (:data:`COMPILE_NOTE_PREFIX`): a GPU would compile it, and its
-  syncs are predicted op by op as eager code.
+  so, where it was called and why (:data:`COMPILE_NOTE_PREFIX`): a GPU would compile it,
+  and its syncs are predicted op by op as eager code.
 
 Compiling code that a virtual CUDA value reaches does not give a GPU's syncs: the compiled
 graph's CPU kernels would be invisible to the mode (no syncs, no virtual results), inductor
 would generate CPU code, and a GPU also syncs while compiling (autotuning).
 
-Real compiles need dynamo imported before the session's patches went in (patches.py,
-:func:`prepare_dynamo`): dynamo keys its handling of torch functions by the function objects
-it finds at import and on first use (trace_rules.py ``get_torch_obj_rule_map``,
-variables/torch.py ``_get_handlers``); a ``torch.compile`` whose first import of dynamo
-happens inside a session runs eagerly (and says so).
+Real compiles need dynamo's tables of torch functions built on the real ones: dynamo keys
+its handling of torch functions by the objects it finds at import and on first use
+(trace_rules.py ``get_torch_obj_rule_map``, variables/torch.py ``_get_handlers``). Imported
+before the session, they are checked and completed before any patch goes in
+(:func:`prepare_dynamo`); first imported inside a session, dynamo is executed with the
+patches set aside (:class:`_DynamoImport`), unless another thread runs a session meanwhile:
+then compiled code runs eagerly (and the note says why).
+
+Known limits: the stance is process-wide, so while one thread runs a call compiled for real
+another thread's ``fullgraph=True`` call run eagerly may fail as "found no compiled frames";
+what dynamo runs without tracing it (the C call at a graph break) is not checked: a CUDA
+device met only there fails as on a CPU machine instead of falling back.
 """
 
 from __future__ import annotations
