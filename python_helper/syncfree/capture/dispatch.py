@@ -68,8 +68,6 @@ import threading
 import warnings
 from typing import Any
 
-from .filters import filters_changed, remove_entries
-
 #: The start of torch's warning (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync) and of
 #: the RuntimeError it raises in error mode.
 SYNC_MESSAGE = "called a synchronizing CUDA operation"
@@ -245,6 +243,33 @@ def _put_entries_first() -> None:
     remove_entries(filters, tuple(entries))
     filters[0:0] = entries
 
+
+
+def remove_entries(filters: list, entries: tuple) -> None:
+    """Remove each of ``entries`` from ``filters`` by identity (idempotent).
+
+    Here, not in a module of its own: the first sync of a process runs it from the warning
+    path (_learn), before the recorder's hook pauses the stall clock, and on Python 3.10/3.11
+    the clock's profile callback leaves only this module's calls (and the warnings
+    module's) out of a sync's blocked time (stall.py). Called from another module, it
+    restarted the interval: the first sync of a process read about 0 ms blocked."""
+    for entry in entries:
+        for i in range(len(filters) - 1, -1, -1):
+            if filters[i] is entry:
+                del filters[i]
+                break
+
+
+def filters_changed() -> None:
+    # warnings.filterwarnings() bumps the filters version so that the modules' "already
+    # warned" registries are invalidated (Lib/warnings.py); editing warnings.filters
+    # directly must do the same, or a warning seen before would be skipped.
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if mutated is not None:
+        mutated()
+    else:  # Python 3.14: Lib/_py_warnings.py
+        with warnings._lock:
+            warnings._filters_mutated_lock_held()
 
 # Case-sensitive patterns: filterwarnings() would add re.I, a cost on every sync. Compiled
 # once: each watch installs the engine afresh (re.escape alone cost ~10 us an install).

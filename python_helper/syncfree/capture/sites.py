@@ -1059,7 +1059,7 @@ def _expression(text: str) -> ast.expr | None:
     came back to the parser every time (three parses a new site)."""
     try:
         # The user's code already compiled; parsing a piece of it again must not repeat
-        # its SyntaxWarnings to the user (nor swap the filters list: filters.py).
+        # its SyntaxWarnings to the user (nor swap the filters list: syncfree/parsing.py).
         tree = parse_quietly("(" + text + "\n)", mode="eval")
     except SyntaxError:
         return None
