@@ -495,11 +495,24 @@ class CellScope:
             return found
         # Evaluate a long left-leaning chain (x + x + ..., t.a().b().c()) from its innermost operand out, so that
         # each step finds its operand cached and the recursion stays shallow.
+        # (A name ends the chain: its value is read from the scope, not kept.)
         chain = []
-        inner: ast.AST | None = node
+        inner: Any = node
         while inner is not None and id(inner) not in cache:
             chain.append(inner)
-            inner = _leftmost_operand(inner)
+            kind = type(inner)
+            if kind is ast.Attribute or kind is ast.Subscript:
+                inner = inner.value
+            elif kind is ast.Call:
+                inner = inner.func.value if type(inner.func) is ast.Attribute else None
+            elif kind is ast.BinOp or kind is ast.Compare:
+                inner = inner.left
+            elif kind is ast.UnaryOp:
+                inner = inner.operand
+            else:
+                break
+            if type(inner) is ast.Name:
+                break
         for link in reversed(chain):
             cache[id(link)] = self._evaluate(link)
         return cache[id(node)]
@@ -1532,20 +1545,6 @@ def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
         else:
             kinds.append((name, _ONE))
     return tuple(kinds)
-
-
-def _leftmost_operand(node: ast.AST) -> ast.AST | None:
-    """The operand evaluated first, for the expressions that chain."""
-    kind = type(node)
-    if kind is ast.Attribute or kind is ast.Subscript:
-        return node.value  # type: ignore[attr-defined]
-    if kind is ast.Call:
-        return node.func.value if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
-    if kind is ast.BinOp or kind is ast.Compare:
-        return node.left  # type: ignore[attr-defined]
-    if kind is ast.UnaryOp:
-        return node.operand  # type: ignore[attr-defined]
-    return None
 
 
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
