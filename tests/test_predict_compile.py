@@ -313,3 +313,17 @@ def test_a_session_entered_again_decides_again_and_notes_again():
             compiled(torch.ones(2, device="cuda")).item()
     assert counter.frame_count == 0 and recorder.kinds == ["item", "item"]
     assert len(compile_notes(recorder)) == 2  # one per entry
+
+
+def test_a_walk_that_runs_out_of_budget_stays_eager_and_says_so(monkeypatch):
+    monkeypatch.setattr(compiles, "_WALK_BUDGET", 3)
+    counter = CompileCounter()
+    compiled = torch.compile(lambda tensors: sum(t.sum() for t in tensors), backend=counter)
+    recorder = Recorder()
+    with PredictSession(recorder):
+        keep = torch.ones(1, device="cuda")  # something is virtual: the walk runs
+        assert compiled([torch.ones(2) for _ in range(8)]).item() == 16.0
+        assert keep.is_cuda
+    assert counter.frame_count == 0
+    (note,) = compile_notes(recorder)
+    assert "(too many objects reach it to rule out a virtual CUDA tensor)" in note
