@@ -195,8 +195,12 @@ def costs(torch, cupti, args) -> None:
             filename = cells[label][1]
             recorder = new_recorder(choose_engine("warn", "cupti"), measure_blocked=True,
                                     files={filename: 0}, findings={filename: []})
-            with recorder:
-                took = timed(loop)
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            with recorder:  # timed's own synchronize() calls stay outside: CUPTI would count them
+                loop()
+            torch.cuda.synchronize()
+            took = time.perf_counter() - started
             assert recorder.engine == "cupti", recorder.notes
             assert recorder.syncs == loops[label][1], (recorder.syncs, recorder.notes)
             return took
