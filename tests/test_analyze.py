@@ -659,3 +659,13 @@ def test_samplers_and_datasets_of_torch_utils_data_are_host_code():
     source = DATA_PIPELINE.replace("from torch.utils.data import", "from mylib.data import")
     source = source.replace("torch.utils.data.Dataset", "mylib.Dataset")
     assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]
+
+
+def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
+    """SF904 looks back for the collective that wrote a tensor only in cells that can call one: this cell's text
+    names none, but an earlier cell bound ``ar`` to all_reduce."""
+    cell = "t = torch.ones(1, device='cuda')\nar(t)\nif t > 0:\n    pass\n"
+    earlier = Bindings()
+    analyze_source("import torch\nfrom torch.distributed import all_reduce as ar\n", earlier=earlier)
+    assert ("SF904", 3, "likely") in rules_at(cell, earlier=earlier)
+    assert "SF904" not in {rule for rule, _, _ in rules_at(cell.replace("ar(t)", "print(t.shape)"), earlier=earlier)}

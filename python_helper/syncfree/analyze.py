@@ -193,7 +193,7 @@ class _Analysis:
             name = func.attr if type(func) is ast.Attribute else self.scope.callee_name(node)  # type: ignore[arg-type]
             chosen = self.by_callee.get(name)
             if chosen:
-                rules = [*rules, *chosen] if rules else chosen
+                rules = chosen  # the rules for every call are in each name's list (_dispatch)
         if rules:
             scope = self.scope
             for rule in rules:
@@ -266,6 +266,10 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
                         by_name.setdefault(name, []).append(rule)
                 else:
                     by_type.setdefault(node_type, []).append(rule)
+        # A call's rules: those of its callee's name after those of every call, in one list made here rather than
+        # joined at each call.
+        every_call = by_type.get(ast.Call, [])
+        by_name = {name: [*every_call, *chosen] for name, chosen in by_name.items()}
         types = frozenset({*by_type, *((ast.Call,) if by_name else ())})
         found = _DISPATCH[key] = (by_type, by_name, types)
     return found

@@ -80,10 +80,30 @@ def _writes(statement: ast.stmt, name: str) -> bool:
     return False
 
 
+#: What the name of every collective of OUTPUT_ARGUMENT holds (all_reduce, reduce, reduce_scatter_tensor;
+#: all_gather, all_gather_into_tensor; broadcast).
+_COLLECTIVE_TEXT = ("reduce", "all_gather", "broadcast")
+
+
+def may_call_collectives(scope: CellScope) -> bool:
+    """Whether a call in this cell can name a collective of OUTPUT_ARGUMENT: its text holds one of their names, or
+    an earlier cell bound a short name to one (``from torch.distributed import all_reduce as ar``). Most files
+    call none, and the look back of `reduced_before` at every ``if`` and read is then skipped."""
+    found = scope.memo.get("may_call_collectives")
+    if found is None:
+        source = scope.source
+        found = scope.memo["may_call_collectives"] = any(text in source for text in _COLLECTIVE_TEXT) or any(
+            target in OUTPUT_ARGUMENT for target in scope.aliases.values()
+        )
+    return found
+
+
 def reduced_before(node: ast.AST, name: str, scope: CellScope) -> ast.Call | None:
     """The collective that last wrote ``name`` before the statement holding
     ``node``, in its block or an enclosing one (``if rank == 0: print(t.item())`` after
     ``dist.all_reduce(t)``); None when ``name`` was bound otherwise in between."""
+    if not may_call_collectives(scope):
+        return None
     statement = statement_of(node, scope)
     while statement is not None:
         block, index = scope.siblings(statement)
