@@ -73,7 +73,9 @@ def _run(tmp_path, *args):
 def _section(out: str) -> list[str]:
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if "= syncfree =" in line)
-    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    # Under -q the run ends with a bare "1 passed ..." line, not a "=" rule.
+    end = next((i for i in range(start + 1, len(lines))
+                if lines[i].startswith("=") or re.match(r"\d+ (passed|failed)", lines[i])), len(lines))
     return lines[start:end]
 
 
