@@ -264,3 +264,12 @@ def test_rank_key_puts_the_cost_after_the_first_call_first():
     assert sorted([module_move, warm_up, per_step]) == [per_step, warm_up, module_move]
     # Predict mode: nothing timed, by count as before.
     assert rank_key(False, None, None, 7) < rank_key(False, None, None, 3)
+
+
+def test_once_text_says_the_one_off_syncs_and_the_recurring_rows_first_calls():
+    from syncfree.capture.sites import once_text
+
+    assert once_text([], []) == ""
+    assert once_text([(16, 80.0), (2, None)], [2.0, 1.1]) == (
+        ", recurring first; 18 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of the recurring rows")
+    assert once_text([(3, None)], []) == ", recurring first; 3 once (setup, compilation)"

@@ -169,6 +169,20 @@ def steady_ms(blocked_ms: float | None, first_ms: float | None) -> float | None:
     return round(max(blocked_ms - (first_ms or 0.0), 0.0), 3)
 
 
+def once_text(once: list[tuple[int, float | None]], firsts: list[float]) -> str:
+    """``, recurring first; 16 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of the recurring
+    rows``: what a ranking by `rank_key` says of its order. ``once``: (count, blocked ms or None) of the one-off rows;
+    ``firsts``: the recurring rows' first-call blocked times (paid once too, so listed with them)."""
+    count = sum(n for n, _ in once)
+    blocked = [ms for _, ms in once if ms is not None]
+    parts = []
+    if count:
+        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
+    if firsts:
+        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
+    return (", recurring first; " + " and ".join(parts)) if parts else ""
+
+
 def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, count: int) -> tuple:
     """How sites are ranked in every listing (watch, ``syncfree run``; in JupyterLab the
     port in src/sidebar/cost.ts, used by the Syncs panel, the card and the notebook summary

@@ -235,19 +235,12 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
 
 
 def _once_text(rows: list[_Row]) -> str:
-    """``, recurring first; 16 once (setup, compilation)``: the syncs paid once are ranked after the others; with
-    blocked time, what they cost and what the recurring rows' first calls cost (listed with them: paid once)."""
+    """`sites.once_text` of the rows of this process (forked children's are listed apart)."""
+    from syncfree.capture.sites import once_text
+
     own = [row for row in rows if not row.processes]
-    once = [row for row in own if row.phase]
-    firsts = [row.first_ms for row in own if not row.phase and row.first_ms is not None]
-    count = sum(row.count for row in once)
-    blocked = [row.blocked_ms for row in once if row.blocked_ms is not None]
-    parts = []
-    if count:
-        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
-    if firsts:
-        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
-    return (", recurring first; " + " and ".join(parts)) if parts else ""
+    return once_text([(row.count, row.blocked_ms) for row in own if row.phase],
+                     [row.first_ms for row in own if not row.phase and row.first_ms is not None])
 
 
 def _what(site: dict[str, Any]) -> str:

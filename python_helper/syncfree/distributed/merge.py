@@ -529,18 +529,11 @@ class MergedReport:
 
 
 def _once_text(sites: Sequence[MergedSite]) -> str:
-    """``, recurring first; 16 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of
-    the recurring rows``: `syncfree run`'s words (cli/run_script.py) over the merged sites."""
-    once = [site for site in sites if site.one_off]
-    firsts = [site.first_ms for site in sites if site.first_ms is not None]
-    count = sum(site.count for site in once)
-    blocked = [site.blocked_ms for site in once if site.blocked_ms is not None]
-    parts = []
-    if count:
-        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
-    if firsts:
-        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
-    return (", recurring first; " + " and ".join(parts)) if parts else ""
+    """`syncfree run`'s words (`sites.once_text`) over the merged sites: the first calls are the recurring sites'."""
+    from syncfree.capture.sites import once_text
+
+    return once_text([(site.count, site.blocked_ms) for site in sites if site.one_off],
+                     [site.first_ms for site in sites if not site.one_off and site.first_ms is not None])
 
 
 def _rank_list(ranks: Sequence[int]) -> str:
