@@ -661,6 +661,20 @@ def test_samplers_and_datasets_of_torch_utils_data_are_host_code():
     assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]
 
 
+def test_a_distribution_of_python_numbers_samples_on_the_cpu():
+    """torch.distributions makes Python parameters into CPU tensors (broadcast_all, Beta's torch.tensor([a, b])):
+    what it samples is on the CPU; a distribution of a CUDA tensor samples on CUDA."""
+    source = (
+        "import torch\n"
+        "def f(alpha: float, x):\n"
+        "    a = torch.distributions.Beta(alpha, alpha).sample().item()\n"
+        "    b = torch.distributions.Beta(0.4, 0.4).sample((4,)).tolist()\n"
+        "    c = torch.distributions.Normal(x.cuda(), 1.0, validate_args=False).sample().item()\n"
+        "    d = torch.distributions.Normal(x, 1.0, validate_args=False).sample().item()\n"
+    )
+    found = {(rule, line): certainty for rule, line, certainty in rules_at(source, ignore=["SF910", "SF302"])}
+    assert found == {("SF101", 5): "certain", ("SF101", 6): "likely"}
+
 def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
     """SF904 looks back for the collective that wrote a tensor only in cells that can call one: this cell's text
     names none, but an earlier cell bound ``ar`` to all_reduce."""

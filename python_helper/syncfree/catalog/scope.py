@@ -32,10 +32,11 @@ class Value:
 
     kind: ``tensor``, ``tensors`` (an iterable of tensors, e.g. ``model.parameters()``), ``module``,
     ``module_class``, ``numpy``, ``python`` (numbers, strings, lists of those), ``sequence`` (a list/tuple literal),
-    ``device``, ``event``, ``stream``, ``grad_scaler``, ``work`` (an async collective's handle), ``function`` or
-    ``unknown``. ``device`` is known only when the text says so. ``int_data`` keeps the elements of a 1-D integer
-    tensor built from constants (so ``repeat_interleave`` can know its output size); ``ndim`` a tensor's number of
-    dimensions where the text shows it (``torch.zeros(8, 8)``), which decides whether ``x[0, 0] = 0`` syncs.
+    ``device``, ``event``, ``stream``, ``grad_scaler``, ``work`` (an async collective's handle), ``function``,
+    ``distribution`` (a ``torch.distributions`` object: ``device`` is where it samples) or ``unknown``. ``device``
+    is known only when the text says so. ``int_data`` keeps the elements of a 1-D integer tensor built from
+    constants (so ``repeat_interleave`` can know its output size); ``ndim`` a tensor's number of dimensions where
+    the text shows it (``torch.zeros(8, 8)``), which decides whether ``x[0, 0] = 0`` syncs.
     """
 
     kind: str = "unknown"
@@ -108,6 +109,8 @@ _TENSOR_NONE_METHODS = frozenset("backward retain_grad record_stream register_ho
 _TENSOR_PYTHON_ATTRIBUTES = frozenset(
     "shape dtype ndim is_cuda requires_grad is_leaf layout names is_sparse is_quantized is_meta itemsize nbytes".split()
 )
+# What a torch.distributions object draws: tensors on its parameters' device.
+_SAMPLING_METHODS = frozenset({"sample", "rsample", "sample_n"})
 _TENSOR_SAME_ATTRIBUTES = frozenset("T mT H mH data grad real imag".split())
 _BOOL_RESULTS = frozenset(
     "isnan isinf isfinite isposinf isneginf isreal logical_and logical_or logical_xor logical_not eq ne gt lt ge le "
@@ -728,6 +731,8 @@ class CellScope:
             return Value("optimizer", const="fused" if fused else None)
         if name in _MODULE_WRAPPERS and call.args:
             return self.value(call.args[0])
+        if name.startswith("torch.distributions.") and short[:1].isupper():
+            return self._distribution(call)
         if name.startswith("torch.distributed."):
             return Value("work") if is_constant(keyword_value(call, "async_op"), True) else PYTHON
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") and short[:1].isupper():
@@ -758,6 +763,21 @@ class CellScope:
         if name.startswith("math."):
             return PYTHON
         return UNKNOWN
+
+    def _distribution(self, call: ast.Call) -> Value:
+        """``torch.distributions.Beta(a, b)``: a ``distribution`` on the default device when every parameter is a
+        Python number (torch/distributions/utils.py ``broadcast_all`` makes numbers into ``torch.tensor(v)`` of the
+        default dtype, without a device, unless a tensor is among them; ``Beta`` turns two numbers into
+        ``torch.tensor([float(a), float(b)])``), on its tensors' device when they share a known one, else of
+        unknown device. What ``sample()``/``rsample()`` of it return is on that device."""
+        operands = [UNKNOWN if isinstance(a, ast.Starred) else self.value(a) for a in call.args]
+        operands += [self.value(k.value) for k in call.keywords if k.arg not in (None, "validate_args")]
+        if not operands or any(v.kind not in ("python", "tensor") for v in operands):
+            return Value("distribution")
+        tensors = [v for v in operands if v.kind == "tensor"]
+        if not tensors:
+            return Value("distribution", self.default_device)
+        return Value("distribution", combine_devices(tensors))
 
     def _grad_scaler(self, name: str, call: ast.Call) -> Value:
         """A GradScaler; ``const`` "off" when the text shows it does nothing on a GPU (``enabled=False``, or a
@@ -893,6 +913,8 @@ class CellScope:
             if method == "forward":
                 return Value("tensor", receiver.device)
             return UNKNOWN
+        if receiver.kind == "distribution":
+            return Value("tensor", receiver.device) if method in _SAMPLING_METHODS else UNKNOWN
         if receiver.kind == "grad_scaler" and method == "scale" and call.args:
             return self.value(call.args[0])
         if receiver.kind == "numpy":
