@@ -661,6 +661,84 @@ def test_samplers_and_datasets_of_torch_utils_data_are_host_code():
     assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]
 
 
+OPTIMIZER = '''\
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+def _get_value(x):
+    return x.item() if isinstance(x, torch.Tensor) else x
+
+def _check_scalar(value):
+    if torch.is_tensor(value):
+        value = float(value.detach().cpu())
+    else:
+        value = float(value)
+
+def _single_tensor_step(params, grads, state_steps, lr):
+    for param, grad, step_t in zip(params, grads, state_steps):
+        step = _get_value(step_t)
+        if torch.is_tensor(step):
+            cap = torch.tensor(0.999, dtype=step.dtype, device=step.device)
+        else:
+            cap = 0.999
+        if grad.norm().item() > 1.0:
+            grad.div_(2)
+        param.add_(grad, alpha=-lr)
+
+class MyAdam(Optimizer):
+    def __init__(self, params, lr=1e-3):
+        _check_scalar(lr)
+        super().__init__(params, dict(lr=lr))
+
+    def step(self):
+        for group in self.param_groups:
+            lr = group["lr"].item() if isinstance(group["lr"], Tensor) else group["lr"]
+            _single_tensor_step(group["params"], [p.grad for p in group["params"]], [], lr)
+
+def is_causal(mask):
+    flag = torch.all(mask <= 0)
+    return flag.item() if isinstance(flag, torch.Tensor) else flag
+
+class Logger:
+    def log(self, metrics):
+        return {k: v.item() if isinstance(v, Tensor) else v for k, v in metrics.items()}
+'''
+
+
+def test_an_optimizers_step_counts_and_scalars_are_possible_syncs():
+    """In optimizer code, the tensor branch of a number-or-tensor test (torch.optim's _get_value: step counts are
+    CPU tensors unless capturable or fused, hyperparameters Python numbers) is a possible sync, left out by default.
+    A gradient's norm in the same function, a function the optimizer does not reach, another class, and a file that
+    defines no optimizer keep theirs."""
+    everything = rules_at(OPTIMIZER, possible=True)
+    by_line: dict[int, list[tuple[str, str]]] = {}
+    for rule, line, certainty in everything:
+        by_line.setdefault(line, []).append((rule, certainty))
+    lines = OPTIMIZER.splitlines()
+
+    def at(text: str) -> list[tuple[str, str]]:
+        return by_line[next(number for number, line in enumerate(lines, 1) if text in line)]
+
+    assert at("return x.item() if isinstance(x, torch.Tensor)") == [("SF101", "possible")]  # reached via a helper
+    assert at("float(value.detach().cpu())") == [("SF301", "possible")]  # reached from __init__
+    assert at("torch.tensor(0.999, dtype=step.dtype") == [("SF401", "possible")]  # device=step.device
+    assert at('group["lr"].item()') == [("SF101", "likely")]  # a subscript is tested, not a name: kept
+    assert at("grad.norm().item()") == [("SF101", "likely")]  # a gradient in the same function
+    assert at("return flag.item()") == [("SF101", "likely")]  # a mask check beside the optimizer, not reached
+    assert at("v.item() if isinstance(v, Tensor)") == [("SF101", "likely")]  # a logger's metrics
+    assert not [finding for finding in rules_at(OPTIMIZER) if finding[2] == "possible"]
+    # No optimizer class, no torch.optim.optimizer internals: no demotion.
+    source = OPTIMIZER.replace("(Optimizer)", "(object)")
+    assert not [finding for finding in rules_at(source, possible=True) if finding[2] == "possible"]
+    # A file of optimizer internals (it imports torch.optim.optimizer's private helpers) is optimizer code whole.
+    helpers = "from torch.optim.optimizer import _default_to_fused_or_foreach\n" + source
+    assert ("SF101", "possible") in [
+        (rule, certainty) for rule, line, certainty in rules_at(helpers, possible=True)
+        if lines[line - 2].strip().startswith("return flag.item()")
+    ]
+
+
 def test_a_distribution_of_python_numbers_samples_on_the_cpu():
     """torch.distributions makes Python parameters into CPU tensors (broadcast_all, Beta's torch.tensor([a, b])):
     what it samples is on the CPU; a distribution of a CUDA tensor samples on CUDA."""

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
+from syncfree.catalog.optimizer_scalars import OptimizerScalars
 from syncfree.catalog.scope import Bindings, CellScope
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.parsing import parse_quietly
@@ -105,7 +106,8 @@ def analyze_source(
 
     ``possible``: keep the findings of certainty ``possible`` too (code that runs on the host by construction, such
     as a data processor's preprocessing: it syncs only if the user asks it for a CUDA device; see
-    :mod:`syncfree.catalog.host_code`). They are left out by default.
+    :mod:`syncfree.catalog.host_code`; an optimizer's step counts and scalars, on the GPU only for a capturable or
+    fused optimizer: :mod:`syncfree.catalog.optimizer_scalars`). They are left out by default.
 
     ``limit``: stop once more than this many findings are found (a report holds 1,000: ``MAX_FINDINGS``), at a
     top-level statement. The findings returned are then every finding before that statement, so the first
@@ -172,6 +174,8 @@ class _Analysis:
         self.by_type, self.by_callee, self.types = _dispatch(rules, by_callee)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
+        # An optimizer's step counts and scalars (optimizer_scalars.py): None for a file that is no optimizer code.
+        self.optimizer = OptimizerScalars.of(tree, self.scope.aliases)
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
@@ -202,6 +206,13 @@ class _Analysis:
                     key = (finding["rule"], *finding["range"].values())
                     if key not in self.findings:
                         self.findings[key] = finding
+                        optimizer = self.optimizer
+                        if (
+                            optimizer is not None
+                            and finding["certainty"] == "likely"
+                            and optimizer.demotes(found.node, scope.names_in(found.node))
+                        ):
+                            finding["certainty"] = "possible"  # a step count or scalar: CPU unless capturable/fused
                         if scope.host is not None and scope.function is not None:
                             self.functions[key] = id(scope.function)
 

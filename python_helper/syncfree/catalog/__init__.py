@@ -70,8 +70,9 @@ CATEGORIES: Mapping[int, str] = MappingProxyType(
     }
 )
 
-# possible: analyze.py's demotion of a likely finding in code that runs on the host by construction (host_code.py),
-# left out unless asked for; rules themselves say certain or likely.
+# possible: analyze.py's demotion of a likely finding in code that runs on the host by construction (host_code.py)
+# or on an optimizer's step count or scalar (optimizer_scalars.py), left out unless asked for; rules themselves say
+# certain or likely.
 Certainty = Literal["certain", "likely", "possible"]
 Safety = Literal["safe", "review", "none"]
 Position = tuple[int, int]  # (line, column) as Python's ast gives them: 1-based line, UTF-8 byte column
