@@ -62,8 +62,9 @@ def check(
     ``fix``: apply the safe rewrites (``unsafe_fixes``: the ones marked for review too) in place, then report what
     is left. ``diff``: print those rewrites as a unified diff and change nothing. ``statistics``: counts per rule
     instead of the findings. ``possible``: the findings of certainty "possible" too (code that runs on the host by
-    construction, catalog/host_code.py), left out by default. ``progress``: a count of the files done on stderr (default: when stderr is a terminal
-    and the run is long).
+    construction, catalog/host_code.py; an optimizer's step counts and scalars, catalog/optimizer_scalars.py), left
+    out by default. ``progress``: a count of the files done on stderr (default: when stderr is a terminal and the
+    run is long).
     """
     out = out or sys.stdout
     state = state if state is not None else {}
