@@ -154,7 +154,7 @@ def test_dynamo_is_as_before_after_the_session():
 
     def state():
         return (eval_frame._stance, eval_frame._callback_from_stance,
-                eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["wrap_tensor"],
+                eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["_wrap"],
                 vars(output_graph.OutputGraph)["call_user_compiler"], torch.compile)
 
     before = state()

@@ -147,6 +147,7 @@ _CUDA_IN_CODE = "its code uses the CUDA device"
 _DYNAMO_LATE = ("torch._dynamo was first imported inside predict mode while another thread "
                 "ran a session")
 _MODE_NOT_ON_TOP = "another torch function mode runs above predict mode's"
+_UNCHECKED = "this torch's dynamo offers no place to check the tensors it traces"
 
 
 # -- per-thread state of real compiles ---------------------------------------------------
@@ -335,14 +336,20 @@ def hook_dynamo(session: PredictSession) -> None:
             _deciding_callback_from_stance(session, eval_frame._callback_from_stance))
     replace(eval_frame, "_maybe_set_eval_frame",
             _rejoining_set_eval_frame(eval_frame._maybe_set_eval_frame))
+    # The tracer's checks. `VariableBuilder._wrap`, not `wrap_tensor`: the builder reaches
+    # `wrap_tensor` through a table built once per process (`_type_dispatch_impl`,
+    # functools.cache) that holds the function the class had then, so a patch of it put in
+    # after dynamo wrapped its first value (any compile before the session) is never called.
     builder = sys.modules.get("torch._dynamo.variables.builder")
-    wrap_tensor = getattr(getattr(builder, "VariableBuilder", None), "wrap_tensor", None)
-    if wrap_tensor is not None:
-        replace(builder.VariableBuilder, "wrap_tensor", _checking_wrap_tensor(session, wrap_tensor))
+    wrap = getattr(getattr(builder, "VariableBuilder", None), "_wrap", None)
+    if wrap is not None:
+        replace(builder.VariableBuilder, "_wrap", _checking_wrap(session, wrap))
     output_graph = sys.modules.get("torch._dynamo.output_graph")
     user_compiler = getattr(getattr(output_graph, "OutputGraph", None), "call_user_compiler", None)
     if user_compiler is not None:
-        replace(output_graph.OutputGraph, "call_user_compiler", _checking_user_compiler(user_compiler))
+        replace(output_graph.OutputGraph, "call_user_compiler",
+                _checking_user_compiler(session, user_compiler))
+    session._trace_checked = wrap is not None and user_compiler is not None
 
 
 class _RealStance:
@@ -440,6 +447,8 @@ def _why_eager(session: PredictSession, frame: Any) -> str | None:
     installer = claims._active_session  # whose patches (and dynamo check) are in
     if installer is None or not installer._dynamo_ready:
         return _DYNAMO_LATE
+    if registry is not None and registry.marked and not installer._trace_checked:
+        return _UNCHECKED  # a tensor the walk missed would be compiled unseen
     n = torch._C._len_torch_function_stack()
     if n == 0 or torch._C._get_function_stack_at(n - 1) is not session._mode:
         return _MODE_NOT_ON_TOP
@@ -454,7 +463,8 @@ def _reaches_virtual(registry: Any, call: dict[str, Any]) -> bool | None:
     through the C-level referents (``gc.get_referents``: no user code runs), up to a
     budget. Classes and modules are not walked whole: a module only by the names the code
     uses. Where the walk cannot look (a C extension's state, a name built at run time), the
-    tracer's check (``_checking_wrap_tensor``) sees the tensors dynamo reads.
+    tracer's checks (``_checking_wrap``, ``_checking_user_compiler``) see the tensors dynamo
+    reads.
     """
     import torch
 
@@ -535,28 +545,46 @@ class _CudaInTrace(Exception):
         self.reason = reason  # dynamo adds its hints to the message
 
 
-def _checking_wrap_tensor(session: PredictSession,
-                          original: Callable[..., Any]) -> Callable[..., Any]:
+def _checking_wrap(session: PredictSession,
+                   original: Callable[..., Any]) -> Callable[..., Any]:
+    """``VariableBuilder._wrap``, through which dynamo turns each value it reads (a frame's
+    argument, a global, an attribute, a closure's cell) into its tracker: a tensor virtually
+    on CUDA ends the real compile (torch/_dynamo/variables/builder.py)."""
+
     @functools.wraps(original)
-    def wrap_tensor(self: Any, value: Any) -> Any:
-        if compiling_for_real():
-            registry = session.registry
-            if registry is not None and registry.marked and registry.is_cuda(value):
-                raise _CudaInTrace(_VIRTUAL_INPUT)
+    def _wrap(self: Any, value: Any) -> Any:
+        if compiling_for_real() and _is_virtual(session, value):
+            raise _CudaInTrace(_VIRTUAL_INPUT)
         return original(self, value)
 
-    return wrap_tensor
+    return _wrap
 
 
-def _checking_user_compiler(original: Callable[..., Any]) -> Callable[..., Any]:
+def _is_virtual(session: PredictSession, value: Any) -> bool:
+    import torch
+
+    registry = session.registry
+    if registry is None or not registry.marked or not isinstance(value, torch.Tensor):
+        return False
+    with torch._C.DisableTorchFunction():  # a subclass's __torch_function__ is not asked
+        return registry.is_cuda(value)
+
+
+def _checking_user_compiler(session: PredictSession,
+                            original: Callable[..., Any]) -> Callable[..., Any]:
     """``OutputGraph.call_user_compiler``: a graph with a CUDA tensor in it (fake tensors
-    let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs) never
-    reaches the backend of a real compile (torch/_dynamo/output_graph.py)."""
+    let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs), or
+    one whose inputs include a tensor virtually on CUDA (``example_inputs`` are the real
+    tensors the graph will be called with; a second look, whatever path wrapped them),
+    never reaches the backend of a real compile (torch/_dynamo/output_graph.py)."""
 
     @functools.wraps(original)
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
-        if compiling_for_real() and _graph_uses_cuda(gm, example_inputs):
-            raise _CudaInTrace(_CUDA_IN_CODE)
+        if compiling_for_real():
+            if any(_is_virtual(session, value) for value in example_inputs):
+                raise _CudaInTrace(_VIRTUAL_INPUT)
+            if _graph_uses_cuda(gm, example_inputs):
+                raise _CudaInTrace(_CUDA_IN_CODE)
         return original(self, gm, example_inputs)
 
     return call_user_compiler
