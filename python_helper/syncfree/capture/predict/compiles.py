@@ -350,6 +350,14 @@ def hook_dynamo(session: PredictSession) -> None:
         replace(output_graph.OutputGraph, "call_user_compiler",
                 _checking_user_compiler(session, user_compiler))
     session._trace_checked = wrap is not None and user_compiler is not None
+    # A tensor guard of code compiled for real also asks that the tensor is not virtual:
+    # else a later call whose tensor (in a place the walk misses) went on the virtual
+    # device meanwhile passes the guards (a CPU tensor, same dtype and shape) and runs the
+    # compiled code untraced.
+    guards = sys.modules.get("torch._dynamo.guards")
+    tensor_match = getattr(getattr(guards, "GuardBuilder", None), "TENSOR_MATCH", None)
+    if tensor_match is not None:
+        replace(guards.GuardBuilder, "TENSOR_MATCH", _checking_tensor_match(session, tensor_match))
 
 
 class _RealStance:
@@ -561,13 +569,38 @@ def _checking_wrap(session: PredictSession,
 
 
 def _is_virtual(session: PredictSession, value: Any) -> bool:
+    registry = session.registry
+    return registry is not None and _registry_has(registry, value)
+
+
+def _registry_has(registry: Any, value: Any) -> bool:
     import torch
 
-    registry = session.registry
-    if registry is None or not registry.marked or not isinstance(value, torch.Tensor):
+    if not registry.marked or not isinstance(value, torch.Tensor):
         return False
     with torch._C.DisableTorchFunction():  # a subclass's __torch_function__ is not asked
         return registry.is_cuda(value)
+
+
+def _checking_tensor_match(session: PredictSession,
+                           original: Callable[..., Any]) -> Callable[..., Any]:
+    """``GuardBuilder.TENSOR_MATCH`` while compiling for real: one more guard on the tensor,
+    that it is not virtually on CUDA (torch/_dynamo/guards.py). A call where it is fails
+    the guards, and the frame is traced again: the tracer's check falls back to eager."""
+    registry = session.registry  # the kernel's, for good: the guard must not hold the session
+
+    @functools.wraps(original)
+    def TENSOR_MATCH(self: Any, guard: Any, value: Any = None) -> None:  # noqa: N802
+        original(self, guard, value)
+        if compiling_for_real() and registry is not None:
+            def not_virtual(tensor: Any) -> bool:
+                return not _registry_has(registry, tensor)
+
+            self.get_guard_manager(guard).add_lambda_guard(
+                not_virtual, [f"syncfree: {guard.name} is not on predict mode's virtual CUDA device"],
+                getattr(guard, "user_stack", None))
+
+    return TENSOR_MATCH
 
 
 def _checking_user_compiler(session: PredictSession,
@@ -619,6 +652,33 @@ def _skip_frame() -> Any:
         apply_to_code=False)
 
 
+class _CheckedBackend:
+    """The backend a cache entry of code compiled for real in predict mode is filed under.
+
+    Dynamo's C hook reuses a frame's compiled code for a call only where the entry's
+    backend is the call's (the same object, or of one type and equal:
+    torch/csrc/dynamo/extra_state.cpp, backend_match). Code compiled outside predict mode
+    (before the session, or between sessions) was traced without the checks, and its tensor
+    guards pass for a virtual CUDA tensor (a CPU tensor with the same dtype and shape): under
+    this key a real call never reuses it, and the frame is traced again, checked. Entries
+    made under it are reused by later real calls (of any session) and by no call outside
+    predict mode (each side compiles once)."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _CheckedBackend and other.backend is self.backend
+
+    def __hash__(self) -> int:
+        return id(self.backend)
+
+    def __repr__(self) -> str:
+        return f"syncfree predict mode's {self.backend!r}"
+
+
 class _RealCallback:
     """Dynamo's frame callback for a call compiled for real: falls back to eager at the
     frame where the tracer meets the virtual CUDA device."""
@@ -626,9 +686,13 @@ class _RealCallback:
     def __init__(self, inner: Any, call: _RealCall) -> None:
         self._inner = inner
         self._call = call
-        # The C eval-frame hook reads the backend off the callback (cache entries are per
-        # backend: torch/csrc/dynamo/eval_frame.c, get_backend).
-        self._torchdynamo_orig_backend = getattr(inner, "_torchdynamo_orig_backend", inner)
+        # The C eval-frame hook reads the backend off the callback, following
+        # `_torchdynamo_orig_backend` to its end (torch/csrc/dynamo/eval_frame.c,
+        # get_backend), and reuses a cache entry only for its backend (_CheckedBackend).
+        backend = inner
+        while hasattr(backend, "_torchdynamo_orig_backend"):
+            backend = backend._torchdynamo_orig_backend
+        self._torchdynamo_orig_backend = _CheckedBackend(backend)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
