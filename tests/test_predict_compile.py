@@ -152,10 +152,12 @@ def test_dynamo_is_as_before_after_the_session():
     eval_frame = sys.modules["torch._dynamo.eval_frame"]
     builder = sys.modules["torch._dynamo.variables.builder"]
     output_graph = sys.modules["torch._dynamo.output_graph"]
+    guards = sys.modules["torch._dynamo.guards"]
 
     def state():
         return (eval_frame._stance, eval_frame._callback_from_stance,
                 eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["_wrap"],
+                vars(guards.GuardBuilder)["TENSOR_MATCH"],
                 vars(output_graph.OutputGraph)["call_user_compiler"], torch.compile)
 
     before = state()

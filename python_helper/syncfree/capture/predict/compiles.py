@@ -15,13 +15,17 @@ decides, per call:
   ``torch.cuda`` functions where it asks them (patches.py, ``_Patches.replace``), so CPU
   code compiles as on a CPU machine, with the user's backend, and counts as compiled. The
   compiled code still sees the stand-ins (``torch.cuda.is_available()`` is True there).
-  Two checks guard the verdict while the compiler traces (``VariableBuilder.wrap_tensor``,
-  ``OutputGraph.call_user_compiler``): a tensor dynamo wraps that is virtually on CUDA (one
-  the walk did not reach), or a CUDA device in the traced graph (``device='cuda'``;
-  ``.cuda()`` is refused by fake tensors on a CPU build) ends the real compile before that
-  frame runs, and the call goes on eagerly from that frame, its syncs predicted and noted.
-  What ran before it saw no virtual value: a resume function or a called frame is a frame
-  of its own, and its inputs are traced.
+  Checks guard the verdict while the compiler traces (``VariableBuilder._wrap``,
+  ``OutputGraph.call_user_compiler``): a tensor dynamo wraps, or a graph input, that is
+  virtually on CUDA (one the walk did not reach), or a CUDA device in the traced graph
+  (``device='cuda'``; ``.cuda()`` is refused by fake tensors on a CPU build) ends the real
+  compile before that frame runs, and the call goes on eagerly from that frame, its syncs
+  predicted and noted. What ran before it saw no virtual value: a resume function or a
+  called frame is a frame of its own, and its inputs are traced. Compiled code is reused
+  only where it was traced so: a real call files its cache entries under its own backend
+  key (:class:`_CheckedBackend`; code compiled outside predict mode is traced again, once),
+  and each tensor guard of such code also asks that the tensor is not virtual (a later
+  call where it went on the virtual device is traced again, and falls back).
 * **Eagerly** otherwise (dynamo's callback is withheld for the call, as dynamo's
   ``force_eager`` stance does), and the report's notes name each compiled function that ran
   so, where it was called and why (:data:`COMPILE_NOTE_PREFIX`): a GPU would compile it,
