@@ -10,6 +10,7 @@ imported inside predict mode runs compiled code eagerly, and the note says so).
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 
@@ -151,10 +152,12 @@ def test_dynamo_is_as_before_after_the_session():
     eval_frame = sys.modules["torch._dynamo.eval_frame"]
     builder = sys.modules["torch._dynamo.variables.builder"]
     output_graph = sys.modules["torch._dynamo.output_graph"]
+    guards = sys.modules["torch._dynamo.guards"]
 
     def state():
         return (eval_frame._stance, eval_frame._callback_from_stance,
-                eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["wrap_tensor"],
+                eval_frame._maybe_set_eval_frame, vars(builder.VariableBuilder)["_wrap"],
+                vars(guards.GuardBuilder)["TENSOR_MATCH"],
                 vars(output_graph.OutputGraph)["call_user_compiler"], torch.compile)
 
     before = state()
@@ -225,13 +228,23 @@ def test_compiled_code_a_virtual_tensor_reaches_runs_eagerly_with_the_note(make)
     assert "predicted op by op" in note
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known gap, open: after tests/test_magic.py in the same process (dynamo used before the session), the trace-time "
-    "check does not stop the real compile of a frame a virtual CUDA tensor reaches when the walk missed it; passes in "
-    "a fresh process"))
-def test_the_tracer_catches_a_virtual_tensor_the_walk_missed(monkeypatch):
+@pytest.mark.parametrize("before", [None, "compile", "session"],
+                         ids=["fresh", "a compile before", "a session before"])
+def test_the_tracer_catches_a_virtual_tensor_the_walk_missed(monkeypatch, before):
     # Where the walk cannot look (a C extension's state, a name built at run time), the
     # tensor dynamo wraps while it traces is checked: nothing of the frame has run yet.
+    # Whatever used dynamo before in the process: dynamo builds its table of wrap functions
+    # by type once, on the first value it wraps (VariableBuilder._type_dispatch_impl), and
+    # a check put into that table's function after it was built was never asked.
+    builder = sys.modules["torch._dynamo.variables.builder"]
+    builder.VariableBuilder._type_dispatch_impl.cache_clear()  # as in a fresh process
+    if before == "compile":
+        assert torch.compile(lambda t: t + 1, backend="eager")(torch.ones(2)).tolist() == [2, 2]
+        dynamo.reset()  # which leaves that table as it is
+    elif before == "session":
+        with PredictSession(Recorder()):
+            assert torch.compile(lambda t: t + 1, backend="eager")(torch.ones(2)).tolist() == [2, 2]
+        dynamo.reset()
     monkeypatch.setattr(compiles, "_reaches_virtual", lambda registry, call: False)
     counter = CompileCounter()
     recorder = Recorder()
@@ -240,6 +253,68 @@ def test_the_tracer_catches_a_virtual_tensor_the_walk_missed(monkeypatch):
         compiled = torch.compile(lambda t: (t * 2).sum(), backend=counter)
         assert compiled(x).item() == 6.0
     assert counter.frame_count == 0 and recorder.kinds == ["item"]
+    (note,) = compile_notes(recorder)
+    assert "(a tensor on the virtual CUDA device reaches it)" in note
+
+
+def test_the_graph_inputs_are_checked_however_dynamo_wrapped_them(monkeypatch):
+    # The second look, at the backend's door: the graph's real inputs (a tensor wrapped by
+    # a path the first check does not see still is one of them).
+    monkeypatch.setattr(compiles, "_reaches_virtual", lambda registry, call: False)
+    monkeypatch.setattr(compiles, "_checking_wrap", lambda session, original: original)
+    counter = CompileCounter()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        x = torch.ones(3, device="cuda")
+        compiled = torch.compile(lambda t: (t * 2).sum(), backend=counter)
+        assert compiled(x).item() == 6.0
+    assert counter.frame_count == 0 and recorder.kinds == ["item"]
+    (note,) = compile_notes(recorder)
+    assert "(a tensor on the virtual CUDA device reaches it)" in note
+
+
+def _reads_a_runtime_name(holder):
+    return (getattr(holder, "w" + "x") * 2).sum()
+
+
+def test_code_compiled_before_the_session_is_traced_again_and_checked(monkeypatch):
+    # Compiled outside predict mode with a CPU tensor where the walk cannot look: its
+    # guards pass for a virtual CUDA tensor (a CPU tensor of the same dtype and shape), so
+    # reused in the session it would run untraced, its syncs lost.
+    holder = types.SimpleNamespace(wx=torch.ones(3))
+    counter = CompileCounter()
+    compiled = torch.compile(_reads_a_runtime_name, backend=counter)
+    assert compiled(holder).item() == 6.0 and counter.frame_count == 1
+    monkeypatch.setattr(compiles, "_reaches_virtual", lambda registry, call: False)
+    recorder = Recorder()
+    with PredictSession(recorder):
+        assert compiled(holder).item() == 6.0  # CPU: compiled for real (once more)
+        assert counter.frame_count == 2 and recorder.kinds == []
+        holder.wx = torch.ones(3, device="cuda")
+        assert compiled(holder).item() == 6.0
+    assert counter.frame_count == 2 and recorder.kinds == ["item"]
+    (note,) = compile_notes(recorder)
+    assert "(a tensor on the virtual CUDA device reaches it)" in note
+
+
+def test_a_tensor_that_goes_virtual_after_the_compile_fails_its_guard(monkeypatch):
+    # Compiled for real in the session while the tensor was on the host; once it is on the
+    # virtual device, the compiled code is not reused for it (a guard asks), and back on
+    # the host it is.
+    monkeypatch.setattr(compiles, "_reaches_virtual", lambda registry, call: False)
+    holder = types.SimpleNamespace(wx=torch.ones(3))
+    counter = CompileCounter()
+    compiled = torch.compile(_reads_a_runtime_name, backend=counter)
+    recorder = Recorder()
+    with PredictSession(recorder):
+        assert compiled(holder).item() == 6.0 and compiled(holder).item() == 6.0
+        assert counter.frame_count == 1 and recorder.kinds == []
+        holder.wx = torch.ones(3, device="cuda")
+        assert compiled(holder).item() == 6.0
+        assert recorder.kinds == ["item"]
+        holder.wx = torch.ones(3)
+        assert compiled(holder).item() == 6.0
+    assert counter.frame_count == 1 and recorder.kinds == ["item"]
     (note,) = compile_notes(recorder)
     assert "(a tensor on the virtual CUDA device reaches it)" in note
 

@@ -15,13 +15,17 @@ decides, per call:
   ``torch.cuda`` functions where it asks them (patches.py, ``_Patches.replace``), so CPU
   code compiles as on a CPU machine, with the user's backend, and counts as compiled. The
   compiled code still sees the stand-ins (``torch.cuda.is_available()`` is True there).
-  Two checks guard the verdict while the compiler traces (``VariableBuilder.wrap_tensor``,
-  ``OutputGraph.call_user_compiler``): a tensor dynamo wraps that is virtually on CUDA (one
-  the walk did not reach), or a CUDA device in the traced graph (``device='cuda'``;
-  ``.cuda()`` is refused by fake tensors on a CPU build) ends the real compile before that
-  frame runs, and the call goes on eagerly from that frame, its syncs predicted and noted.
-  What ran before it saw no virtual value: a resume function or a called frame is a frame
-  of its own, and its inputs are traced.
+  Checks guard the verdict while the compiler traces (``VariableBuilder._wrap``,
+  ``OutputGraph.call_user_compiler``): a tensor dynamo wraps, or a graph input, that is
+  virtually on CUDA (one the walk did not reach), or a CUDA device in the traced graph
+  (``device='cuda'``; ``.cuda()`` is refused by fake tensors on a CPU build) ends the real
+  compile before that frame runs, and the call goes on eagerly from that frame, its syncs
+  predicted and noted. What ran before it saw no virtual value: a resume function or a
+  called frame is a frame of its own, and its inputs are traced. Compiled code is reused
+  only where it was traced so: a real call files its cache entries under its own backend
+  key (:class:`_CheckedBackend`; code compiled outside predict mode is traced again, once),
+  and each tensor guard of such code also asks that the tensor is not virtual (a later
+  call where it went on the virtual device is traced again, and falls back).
 * **Eagerly** otherwise (dynamo's callback is withheld for the call, as dynamo's
   ``force_eager`` stance does), and the report's notes name each compiled function that ran
   so, where it was called and why (:data:`COMPILE_NOTE_PREFIX`): a GPU would compile it,
@@ -147,6 +151,7 @@ _CUDA_IN_CODE = "its code uses the CUDA device"
 _DYNAMO_LATE = ("torch._dynamo was first imported inside predict mode while another thread "
                 "ran a session")
 _MODE_NOT_ON_TOP = "another torch function mode runs above predict mode's"
+_UNCHECKED = "this torch's dynamo offers no place to check the tensors it traces"
 
 
 # -- per-thread state of real compiles ---------------------------------------------------
@@ -335,14 +340,28 @@ def hook_dynamo(session: PredictSession) -> None:
             _deciding_callback_from_stance(session, eval_frame._callback_from_stance))
     replace(eval_frame, "_maybe_set_eval_frame",
             _rejoining_set_eval_frame(eval_frame._maybe_set_eval_frame))
+    # The tracer's checks. `VariableBuilder._wrap`, not `wrap_tensor`: the builder reaches
+    # `wrap_tensor` through a table built once per process (`_type_dispatch_impl`,
+    # functools.cache) that holds the function the class had then, so a patch of it put in
+    # after dynamo wrapped its first value (any compile before the session) is never called.
     builder = sys.modules.get("torch._dynamo.variables.builder")
-    wrap_tensor = getattr(getattr(builder, "VariableBuilder", None), "wrap_tensor", None)
-    if wrap_tensor is not None:
-        replace(builder.VariableBuilder, "wrap_tensor", _checking_wrap_tensor(session, wrap_tensor))
+    wrap = getattr(getattr(builder, "VariableBuilder", None), "_wrap", None)
+    if wrap is not None:
+        replace(builder.VariableBuilder, "_wrap", _checking_wrap(session, wrap))
     output_graph = sys.modules.get("torch._dynamo.output_graph")
     user_compiler = getattr(getattr(output_graph, "OutputGraph", None), "call_user_compiler", None)
     if user_compiler is not None:
-        replace(output_graph.OutputGraph, "call_user_compiler", _checking_user_compiler(user_compiler))
+        replace(output_graph.OutputGraph, "call_user_compiler",
+                _checking_user_compiler(session, user_compiler))
+    session._trace_checked = wrap is not None and user_compiler is not None
+    # A tensor guard of code compiled for real also asks that the tensor is not virtual:
+    # else a later call whose tensor (in a place the walk misses) went on the virtual
+    # device meanwhile passes the guards (a CPU tensor, same dtype and shape) and runs the
+    # compiled code untraced.
+    guards = sys.modules.get("torch._dynamo.guards")
+    tensor_match = getattr(getattr(guards, "GuardBuilder", None), "TENSOR_MATCH", None)
+    if tensor_match is not None:
+        replace(guards.GuardBuilder, "TENSOR_MATCH", _checking_tensor_match(session, tensor_match))
 
 
 class _RealStance:
@@ -440,6 +459,8 @@ def _why_eager(session: PredictSession, frame: Any) -> str | None:
     installer = claims._active_session  # whose patches (and dynamo check) are in
     if installer is None or not installer._dynamo_ready:
         return _DYNAMO_LATE
+    if registry is not None and registry.marked and not installer._trace_checked:
+        return _UNCHECKED  # a tensor the walk missed would be compiled unseen
     n = torch._C._len_torch_function_stack()
     if n == 0 or torch._C._get_function_stack_at(n - 1) is not session._mode:
         return _MODE_NOT_ON_TOP
@@ -454,7 +475,8 @@ def _reaches_virtual(registry: Any, call: dict[str, Any]) -> bool | None:
     through the C-level referents (``gc.get_referents``: no user code runs), up to a
     budget. Classes and modules are not walked whole: a module only by the names the code
     uses. Where the walk cannot look (a C extension's state, a name built at run time), the
-    tracer's check (``_checking_wrap_tensor``) sees the tensors dynamo reads.
+    tracer's checks (``_checking_wrap``, ``_checking_user_compiler``) see the tensors dynamo
+    reads.
     """
     import torch
 
@@ -535,28 +557,71 @@ class _CudaInTrace(Exception):
         self.reason = reason  # dynamo adds its hints to the message
 
 
-def _checking_wrap_tensor(session: PredictSession,
-                          original: Callable[..., Any]) -> Callable[..., Any]:
+def _checking_wrap(session: PredictSession,
+                   original: Callable[..., Any]) -> Callable[..., Any]:
+    """``VariableBuilder._wrap``, through which dynamo turns each value it reads (a frame's
+    argument, a global, an attribute, a closure's cell) into its tracker: a tensor virtually
+    on CUDA ends the real compile (torch/_dynamo/variables/builder.py)."""
+
     @functools.wraps(original)
-    def wrap_tensor(self: Any, value: Any) -> Any:
-        if compiling_for_real():
-            registry = session.registry
-            if registry is not None and registry.marked and registry.is_cuda(value):
-                raise _CudaInTrace(_VIRTUAL_INPUT)
+    def _wrap(self: Any, value: Any) -> Any:
+        if compiling_for_real() and _is_virtual(session, value):
+            raise _CudaInTrace(_VIRTUAL_INPUT)
         return original(self, value)
 
-    return wrap_tensor
+    return _wrap
 
 
-def _checking_user_compiler(original: Callable[..., Any]) -> Callable[..., Any]:
+def _is_virtual(session: PredictSession, value: Any) -> bool:
+    registry = session.registry
+    return registry is not None and _registry_has(registry, value)
+
+
+def _registry_has(registry: Any, value: Any) -> bool:
+    import torch
+
+    if not registry.marked or not isinstance(value, torch.Tensor):
+        return False
+    with torch._C.DisableTorchFunction():  # a subclass's __torch_function__ is not asked
+        return registry.is_cuda(value)
+
+
+def _checking_tensor_match(session: PredictSession,
+                           original: Callable[..., Any]) -> Callable[..., Any]:
+    """``GuardBuilder.TENSOR_MATCH`` while compiling for real: one more guard on the tensor,
+    that it is not virtually on CUDA (torch/_dynamo/guards.py). A call where it is fails
+    the guards, and the frame is traced again: the tracer's check falls back to eager."""
+    registry = session.registry  # the kernel's, for good: the guard must not hold the session
+
+    @functools.wraps(original)
+    def TENSOR_MATCH(self: Any, guard: Any, value: Any = None) -> None:  # noqa: N802
+        original(self, guard, value)
+        if compiling_for_real() and registry is not None:
+            def not_virtual(tensor: Any) -> bool:
+                return not _registry_has(registry, tensor)
+
+            self.get_guard_manager(guard).add_lambda_guard(
+                not_virtual, [f"syncfree: {guard.name} is not on predict mode's virtual CUDA device"],
+                getattr(guard, "user_stack", None))
+
+    return TENSOR_MATCH
+
+
+def _checking_user_compiler(session: PredictSession,
+                            original: Callable[..., Any]) -> Callable[..., Any]:
     """``OutputGraph.call_user_compiler``: a graph with a CUDA tensor in it (fake tensors
-    let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs) never
-    reaches the backend of a real compile (torch/_dynamo/output_graph.py)."""
+    let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs), or
+    one whose inputs include a tensor virtually on CUDA (``example_inputs`` are the real
+    tensors the graph will be called with; a second look, whatever path wrapped them),
+    never reaches the backend of a real compile (torch/_dynamo/output_graph.py)."""
 
     @functools.wraps(original)
     def call_user_compiler(self: Any, gm: Any, example_inputs: Any) -> Any:
-        if compiling_for_real() and _graph_uses_cuda(gm, example_inputs):
-            raise _CudaInTrace(_CUDA_IN_CODE)
+        if compiling_for_real():
+            if any(_is_virtual(session, value) for value in example_inputs):
+                raise _CudaInTrace(_VIRTUAL_INPUT)
+            if _graph_uses_cuda(gm, example_inputs):
+                raise _CudaInTrace(_CUDA_IN_CODE)
         return original(self, gm, example_inputs)
 
     return call_user_compiler
@@ -591,6 +656,33 @@ def _skip_frame() -> Any:
         apply_to_code=False)
 
 
+class _CheckedBackend:
+    """The backend a cache entry of code compiled for real in predict mode is filed under.
+
+    Dynamo's C hook reuses a frame's compiled code for a call only where the entry's
+    backend is the call's (the same object, or of one type and equal:
+    torch/csrc/dynamo/extra_state.cpp, backend_match). Code compiled outside predict mode
+    (before the session, or between sessions) was traced without the checks, and its tensor
+    guards pass for a virtual CUDA tensor (a CPU tensor with the same dtype and shape): under
+    this key a real call never reuses it, and the frame is traced again, checked. Entries
+    made under it are reused by later real calls (of any session) and by no call outside
+    predict mode (each side compiles once)."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is _CheckedBackend and other.backend is self.backend
+
+    def __hash__(self) -> int:
+        return id(self.backend)
+
+    def __repr__(self) -> str:
+        return f"syncfree predict mode's {self.backend!r}"
+
+
 class _RealCallback:
     """Dynamo's frame callback for a call compiled for real: falls back to eager at the
     frame where the tracer meets the virtual CUDA device."""
@@ -598,9 +690,13 @@ class _RealCallback:
     def __init__(self, inner: Any, call: _RealCall) -> None:
         self._inner = inner
         self._call = call
-        # The C eval-frame hook reads the backend off the callback (cache entries are per
-        # backend: torch/csrc/dynamo/eval_frame.c, get_backend).
-        self._torchdynamo_orig_backend = getattr(inner, "_torchdynamo_orig_backend", inner)
+        # The C eval-frame hook reads the backend off the callback, following
+        # `_torchdynamo_orig_backend` to its end (torch/csrc/dynamo/eval_frame.c,
+        # get_backend), and reuses a cache entry only for its backend (_CheckedBackend).
+        backend = inner
+        while hasattr(backend, "_torchdynamo_orig_backend"):
+            backend = backend._torchdynamo_orig_backend
+        self._torchdynamo_orig_backend = _CheckedBackend(backend)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

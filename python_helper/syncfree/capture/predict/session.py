@@ -55,6 +55,7 @@ class PredictSession:
         self._default_stream: _Stream | None = None
         self._dynamo_hooked = False
         self._dynamo_ready = False  # compiles.prepare_dynamo
+        self._trace_checked = False  # compiles.hook_dynamo: the tracer's checks are in
         self._eager_compiles = _EagerCompiles(self)
         self._marked_before = 0
         self._thread = threading.get_ident()
