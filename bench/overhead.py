@@ -121,11 +121,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-rounds", type=int, default=6,
                         help="rounds run whatever the budget (6: the least a 95%% interval needs)")
     parser.add_argument("--seed", type=int, default=0, help="of the shuffled orders")
+    parser.add_argument("--shares", default=None,
+                        help="the budget's split between the debug-mode, CUPTI and profiler phases, "
+                             "e.g. 0.2,0.75,0.05 to decide the CUPTI targets (default 0.55,0.3,0.15; "
+                             "without cupti-python 0.85,0,0.15); a phase still runs its least rounds")
     parser.add_argument("--cpu", action="store_true",
                         help="measure the hook's Python path on CPU (no GPU needed)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when a target is not met (missed, or undecided by this run)")
     args = parser.parse_args(argv)
+    if args.shares:
+        try:
+            args.shares = tuple(float(share) for share in args.shares.split(","))
+        except ValueError:
+            args.shares = ()
+        if len(args.shares) != 3 or min(args.shares) < 0 or sum(args.shares) <= 0:
+            parser.error("--shares takes three fractions, e.g. 0.2,0.75,0.05")
     if args.cpu:
         return cpu_main(args)
     if args.seconds is None:
@@ -238,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     # looked up here: loading cupti-python waits until the debug-mode phase is done.
     has_cupti = importlib.util.find_spec("cupti") is not None
     shares = (0.55, 0.3, 0.15) if has_cupti else (0.85, 0.0, 0.15)
+    if args.shares:
+        shares = args.shares
     started = time.monotonic()
     # Phase 1: debug mode and its floor, before CUPTI was ever attached in this process.
     debug, debug_rounds = measure({
