@@ -111,7 +111,7 @@ def test_a_corrupt_cache_is_ignored_and_rewritten(tmp_path, analysed):
     assert _run([a, b], cache) == expected and analysed == []  # written again
 
 
-def test_fix_and_stdin_bypass_the_cache(tmp_path, analysed):
+def test_diff_bypasses_the_cache(tmp_path, analysed):
     a, _, _ = _files(tmp_path)
     cache = tmp_path / "cache"
     _run([a], cache)
