@@ -10,7 +10,9 @@ files, the floor for a checker that must parse them, compared like with like: a 
 start-up and the listing of the files included, as in the check), a process pool as large as the check's (the
 cores this process may use), forked alike and fed in chunks of the same size, each worker reading and parsing whole
 files. The two commands run ``--repeat`` times, interleaved (a burst of load elsewhere hits both alike), and the
-medians give the ratio. Where ``tests/data/check_precision.json`` holds findings read by hand for the installed version of
+medians give the ratio. The check runs cold (an empty cache folder of its own each round, so the figure includes
+reading and hashing each file and writing the cache) and then warm (the same folder again: unchanged files, their
+results read back from syncfree/cli/cache.py's cache). Where ``tests/data/check_precision.json`` holds findings read by hand for the installed version of
 the library, it prints the sampled precision (strict: only the findings labelled true count as true; "plausible"
 ones, whose device the code does not tell, count against it) and the labelled findings the rules no longer report.
 
@@ -40,6 +42,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -72,17 +75,25 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_check(folder: Path) -> tuple[tuple[float, float], list[dict]]:
-    """Wall and CPU seconds of the ``syncfree check`` command on a folder, and its json diagnostics."""
+def run_check(folder: Path, cache: Path | None = None) -> tuple[tuple[float, float], list[dict]]:
+    """Wall and CPU seconds of the ``syncfree check`` command on a folder, and its json diagnostics. ``cache``: the
+    cache folder it uses (an empty one: a cold run; the same again: a warm one); None: ``--no-cache`` where the
+    sources have a cache (the check as it was before there was one)."""
+    options = ["--cache-dir", str(cache)] if cache is not None else ["--no-cache"] if _has_cache() else []
     start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(
-        [sys.executable, "-m", "syncfree", "check", str(folder), "--format", "json", "--exit-zero"],
+        [sys.executable, "-m", "syncfree", "check", str(folder), "--format", "json", "--exit-zero", *options],
         capture_output=True, text=True, check=False, env={**os.environ, "PYTHONPATH": str(SOURCES)},
     )
     seconds = time.perf_counter() - start, _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"syncfree check failed on {folder} ({done.returncode}): {done.stderr.strip()[:500]}")
     return seconds, json.loads(done.stdout)
+
+
+def _has_cache() -> bool:
+    """Whether the sources timed have the per-file cache (``--sources`` may name a commit from before it)."""
+    return (SOURCES / "syncfree" / "cli" / "cache.py").exists()
 
 
 def _parse(path: Path) -> int:
@@ -152,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--libraries", default=",".join(DEFAULT_LIBRARIES), help="comma-separated package names")
     parser.add_argument("--draw", type=int, metavar="N", help="print N unlabelled findings to label, then stop")
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs of the check and of the parse floor (medians)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds of the check (cold and warm) and of the "
+                        "parse floor (medians)")
     parser.add_argument("--sources", type=Path, metavar="DIR", help="time the check from these syncfree sources (a "
                         "python_helper folder, e.g. `git archive COMMIT python_helper | tar -x -C /tmp/old`)")
     parser.add_argument("--parse-floor", metavar="FOLDER", help=argparse.SUPPRESS)
@@ -172,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         version = importlib.metadata.version(name)
         files = list(expand_paths([str(folder)]))
         lines = sum(len(path.read_bytes().splitlines()) for path in files)
-        check_seconds, diagnostics = run_check(folder)
+        _, diagnostics = run_check(folder)  # findings (no cache: --no-cache)
         findings = [d for d in diagnostics if d["rule"] != "E999"]
         entry = labels.get(name, {})
         labelled = entry.get("findings", []) if entry.get("version") == version else []
@@ -180,9 +192,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {name} {version}: {len(findings)} findings")
             draw(findings, folder, args.draw, args.seed, labelled)
             continue
-        check_times, parse_times = [check_seconds], [parallel_parse(folder)]
-        for _ in range(args.repeat - 1):
-            check_times.append(run_check(folder)[0])
+        # Each round: a cold check (an empty cache folder: every file read, hashed, parsed and analysed, the cache
+        # written), a warm one (the same folder: the results read back), the parse floor.
+        check_times, warm_times, parse_times = [], [], []
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory(prefix="syncfree-cache-") as cache:
+                check_times.append(run_check(folder, Path(cache) if _has_cache() else None)[0])
+                if _has_cache():
+                    warm_times.append(run_check(folder, Path(cache))[0])
             parse_times.append(parallel_parse(folder))
         check_seconds, parse_seconds = (statistics.median(wall for wall, _ in t) for t in (check_times, parse_times))
         check_cpu, parse_cpu = (statistics.median(cpu for _, cpu in t) for t in (check_times, parse_times))
@@ -194,7 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   check {check_seconds:.1f} s; parallel ast.parse {parse_seconds:.1f} s; "
               f"ratio {check_seconds / parse_seconds:.2f} (medians of {len(check_times)}; load average "
               f"{os.getloadavg()[0]:.1f}); CPU time {check_cpu:.1f} s against {parse_cpu:.1f} s, ratio "
-              f"{check_cpu / parse_cpu:.2f}")
+              f"{check_cpu / parse_cpu:.2f}" + (" (cold: an empty cache)" if warm_times else ""))
+        if warm_times:
+            warm_seconds = statistics.median(wall for wall, _ in warm_times)
+            warm_cpu = statistics.median(cpu for _, cpu in warm_times)
+            print(f"   warm (unchanged files, results from the cache): check {warm_seconds:.2f} s, ratio "
+                  f"{warm_seconds / parse_seconds:.2f}; CPU time {warm_cpu:.2f} s, ratio {warm_cpu / parse_cpu:.2f}")
         if labelled:
             reported = {(relative(f["path"], folder), f["line"], f["rule"]) for f in findings}
             result = precision(labelled, reported)

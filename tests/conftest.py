@@ -6,11 +6,21 @@ IPython is not imported here: the GPU machine runs tests/gpu without it.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
 import pytest
+
+# `syncfree check` from the command line keeps a result cache (syncfree/cli/cache.py): the suite's commands keep
+# theirs in a folder of their own, not in the checkout's .syncfree_cache.
+if "SYNCFREE_CACHE_DIR" not in os.environ:
+    os.environ["SYNCFREE_CACHE_DIR"] = tempfile.mkdtemp(prefix="syncfree-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["SYNCFREE_CACHE_DIR"], ignore_errors=True)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 

@@ -29,7 +29,8 @@ from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.analyze import Bindings, analyze_source, apply_fixes, neutralize_ipython
-from syncfree.catalog import RULES
+from syncfree.catalog import RULES, select_rules
+from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
@@ -56,6 +57,7 @@ def check(
     statistics: bool = False,
     progress: bool | None = None,
     possible: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> int:
     """Check the files; ``jobs`` worker processes (default: the cores this process may use) share them.
 
@@ -64,7 +66,8 @@ def check(
     instead of the findings. ``possible``: the findings of certainty "possible" too (code that runs on the host by
     construction, catalog/host_code.py; an optimizer's step counts and scalars, catalog/optimizer_scalars.py), left
     out by default. ``progress``: a count of the files done on stderr (default: when stderr is a terminal and the
-    run is long).
+    run is long). ``cache_dir``: keep each file's result there and reuse it while the file's bytes, syncfree and the
+    options are unchanged (:mod:`syncfree.cli.cache`; the command line's default, not this function's).
     """
     out = out or sys.stdout
     state = state if state is not None else {}
@@ -81,7 +84,9 @@ def check(
     syntax_errors = checked = fixed = 0
     diffs: list[str] = []
     meter = _Progress(len(files), progress)
-    for result in _check_files(files, select, ignore, jobs, fixing, possible):
+    # --fix and --diff rewrite files and work out diffs: they check every file afresh.
+    cache = _open_cache(cache_dir, select, ignore, possible) if fixing is None else None
+    for result in _check_files(files, select, ignore, jobs, fixing, possible, cache):
         meter.step()
         if result.problem is not None:
             meter.clear()
@@ -204,8 +209,59 @@ class FixMode:
 _POOL_MIN_FILES, _POOL_MIN_BYTES = 8, 256_000
 
 
+def _open_cache(folder: str | os.PathLike[str] | None, select: list[str] | None, ignore: list[str] | None,
+                possible: bool) -> ResultCache | None:
+    if folder is None:
+        return None
+    try:
+        rules = [rule.code for rule in select_rules(select, ignore)]
+    except ValueError:
+        return None  # an unknown code: the first file's analysis says so
+    return ResultCache(Path(folder), rules, possible)
+
+
 def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] | None,
-                 jobs: int | None, fixing: FixMode | None = None, possible: bool = False) -> Iterator[FileResult]:
+                 jobs: int | None, fixing: FixMode | None = None, possible: bool = False,
+                 cache: ResultCache | None = None) -> Iterator[FileResult]:
+    """Each file's result in the order given; with a ``cache``, a file whose bytes it holds a result for is not
+    checked again, and the results of the others are added to it."""
+    if cache is None:
+        yield from _check_all(files, select, ignore, jobs, fixing, possible)
+        return
+    known: dict[int, FileResult] = {}
+    digests: dict[int, str] = {}
+    missing: list[Path] = []
+    for index, path in enumerate(files):
+        if str(path) == "-":
+            missing.append(path)
+            continue
+        try:
+            data = path.read_bytes()
+        except OSError:
+            missing.append(path)  # the worker reports it
+            continue
+        digest = digests[index] = file_digest(data)
+        found = cache.get(str(path), digest)
+        if found is None:
+            missing.append(path)
+        else:
+            known[index] = FileResult(found[0], found[1])
+    fresh = _check_all(missing, select, ignore, jobs, fixing, possible)
+    try:
+        for index, path in enumerate(files):
+            result = known.get(index)
+            if result is None:
+                result = next(fresh)
+                digest = digests.get(index)
+                if digest is not None and result.problem is None:
+                    cache.put(str(path), digest, result.diagnostics, result.syntax_errors)
+            yield result
+    finally:
+        cache.save()
+
+
+def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | None,
+               jobs: int | None, fixing: FixMode | None = None, possible: bool = False) -> Iterator[FileResult]:
     """Each file's result in the order given. Files are independent, so a process pool shares them out over the
     cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
     jobs = jobs or _usable_cores()
@@ -470,6 +526,12 @@ def add_check_options(parser: argparse.ArgumentParser) -> None:
                         "from the working directory")
     parser.add_argument("--extend-exclude", type=_patterns, metavar="PATTERNS",
                         help="patterns to leave out in addition to the configuration's exclude")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="check every file afresh, and keep no results (default: a file unchanged since an earlier "
+                        "run with the same options and syncfree gets that run's result from the cache)")
+    parser.add_argument("--cache-dir", metavar="DIR",
+                        help=f"the cache's folder (default: $SYNCFREE_CACHE_DIR, else {DEFAULT_CACHE_DIR} next to the "
+                        "configuring pyproject.toml, else in the working directory)")
 
 
 def check_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
@@ -485,8 +547,12 @@ def check_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     exclusion = Exclusion(args.exclude) if args.exclude is not None else Exclusion(config.exclude, root)
     if args.extend_exclude:
         exclusion = exclusion | Exclusion(args.extend_exclude)
+    if args.no_cache:
+        cache_dir = None
+    else:
+        cache_dir = args.cache_dir or os.environ.get("SYNCFREE_CACHE_DIR") or str((root or Path()) / DEFAULT_CACHE_DIR)
     return {"exclude": exclusion, "fix": args.fix, "diff": args.diff, "unsafe_fixes": args.unsafe_fixes,
-            "statistics": args.statistics, "possible": args.possible}
+            "statistics": args.statistics, "possible": args.possible, "cache_dir": cache_dir}
 
 
 def _patterns(text: str) -> list[str]:

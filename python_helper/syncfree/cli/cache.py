@@ -1,0 +1,157 @@
+"""``syncfree check``'s cache of per-file results, as ruff's ``.ruff_cache``: a file whose bytes, path, syncfree
+code and result-changing options are those of an earlier run is not read by a worker, parsed or analysed again.
+
+One JSON file per choice of settings, ``<cache dir>/<syncfree version>/<settings hash>.json``: the settings hash
+covers the bytes of syncfree's own sources (so an edited rule invalidates everything), the Python version (its
+``ast`` may differ), the rules chosen (their codes) and ``--possible``. Inside, each path maps to the hash of the
+file's bytes and the file's diagnostics. JSON, not pickle: a cache folder is a file anyone could have committed, and
+reading it must not run code; an entry that is not as written (a corrupt or truncated file) counts as absent.
+
+The cache folder (default ``.syncfree_cache`` next to the ``pyproject.toml`` that configured the run, else in the
+working directory; ``--cache-dir`` or ``SYNCFREE_CACHE_DIR`` to move it, ``--no-cache`` to do without) holds a
+``CACHEDIR.TAG`` and a ``.gitignore`` of ``*``, as ruff's does. A folder that cannot be written leaves the run
+uncached, never failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from syncfree import __version__
+from syncfree.output import Diagnostic
+
+__all__ = ["DEFAULT_CACHE_DIR", "ResultCache", "file_digest"]
+
+DEFAULT_CACHE_DIR = ".syncfree_cache"
+_FIELDS = tuple(field.name for field in dataclasses.fields(Diagnostic))
+#: An entry not used by any run for this long is dropped when the cache is next written.
+_KEEP_SECONDS = 30 * 24 * 3600
+_TOUCH_SECONDS = 24 * 3600  # a hit refreshes an entry's time at most once a day (a warm run writes nothing)
+_CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                 "# This file is a cache directory tag created by syncfree.\n"
+                 "# For information about cache directory tags see https://bford.info/cachedir/\n")
+
+_code_digest: str | None = None
+
+
+def code_digest() -> str:
+    """A hash of every file of the syncfree package (its rules, the walk, the CLI), computed once per process."""
+    global _code_digest
+    if _code_digest is None:
+        package = Path(__file__).resolve().parents[1]
+        digest = hashlib.blake2b(digest_size=16)
+        for path in sorted(package.rglob("*")):
+            if path.suffix in (".py", ".json", ".toml", ".txt") and "__pycache__" not in path.parts:
+                digest.update(str(path.relative_to(package)).encode() + b"\0")
+                digest.update(path.read_bytes() + b"\0")
+        _code_digest = digest.hexdigest()
+    return _code_digest
+
+
+def file_digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+class ResultCache:
+    """The cached results of one choice of settings (see the module docstring)."""
+
+    def __init__(self, folder: Path, rules: Iterable[str], possible: bool) -> None:
+        self.folder = Path(folder)
+        settings = json.dumps([__version__, code_digest(), sys.version, sorted(rules), bool(possible)])
+        name = hashlib.blake2b(settings.encode(), digest_size=16).hexdigest()
+        self.file = self.folder / __version__ / f"{name}.json"
+        self.entries: dict[str, list[Any]] = {}
+        self.changed = False
+        self.now = int(time.time())
+        try:
+            data = json.loads(self.file.read_bytes())
+            if isinstance(data, dict) and isinstance(data.get("entries"), dict):
+                self.entries = data["entries"]
+        except (OSError, ValueError, RecursionError):
+            pass  # no cache yet, or one not as written: start empty
+
+    def get(self, path: str, digest: str) -> tuple[list[Diagnostic], int] | None:
+        """The diagnostics and syntax-error count stored for this path with these bytes, None if there are none."""
+        entry = self.entries.get(path)
+        try:
+            if entry is None or entry[0] != digest:
+                return None
+            diagnostics = [_diagnostic(row) for row in entry[2]]
+            syntax_errors = entry[1]
+            if type(syntax_errors) is not int:
+                return None
+        except (TypeError, ValueError, IndexError, KeyError):
+            return None  # an entry not as written: check the file again
+        if self.now - _int(entry[3]) > _TOUCH_SECONDS:
+            entry[3] = self.now
+            self.changed = True
+        return diagnostics, syntax_errors
+
+    def put(self, path: str, digest: str, diagnostics: list[Diagnostic], syntax_errors: int) -> None:
+        self.entries[path] = [digest, syntax_errors, [_row(d) for d in diagnostics], self.now]
+        self.changed = True
+
+    def save(self) -> None:
+        """Write the cache (only if something changed), atomically; entries unused for a month are dropped."""
+        if not self.changed:
+            return
+        kept = {path: entry for path, entry in self.entries.items()
+                if isinstance(entry, list) and len(entry) == 4 and self.now - _int(entry[3]) <= _KEEP_SECONDS}
+        try:
+            _prepare(self.folder)
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.file.parent, prefix=".tmp-", suffix=".json")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as stream:
+                    json.dump({"entries": kept}, stream, separators=(",", ":"))
+                os.replace(temporary, self.file)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        except OSError:
+            pass  # a read-only tree or a full disk: the run stays uncached
+        self.changed = False
+
+
+def _prepare(folder: Path) -> None:
+    """Create the cache folder with ruff's markers: a CACHEDIR.TAG (backup tools skip it) and a .gitignore of ``*``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (("CACHEDIR.TAG", _CACHEDIR_TAG), (".gitignore", "# Automatically created by syncfree.\n*\n")):
+        marker = folder / name
+        if not marker.exists():
+            marker.write_text(text, encoding="utf-8")
+
+
+def _int(value: object) -> int:
+    return value if type(value) is int else 0
+
+
+def _row(diagnostic: Diagnostic) -> list[Any]:
+    return [getattr(diagnostic, name) for name in _FIELDS]
+
+
+def _diagnostic(row: list[Any]) -> Diagnostic:
+    if type(row) is not list or len(row) != len(_FIELDS):
+        raise ValueError("not a cached diagnostic")
+    values = dict(zip(_FIELDS, row))
+    for name in ("fix_edits", "chains"):  # tuples of tuples, as JSON lists of lists
+        if values[name] is not None:
+            values[name] = tuple(tuple(item) for item in values[name])
+    if values["processes"] is not None:
+        values["processes"] = tuple(values["processes"])
+    for name in ("path", "rule", "message"):
+        if type(values[name]) is not str:
+            raise ValueError("not a cached diagnostic")
+    for name in ("line", "col", "end_line", "end_col"):
+        if type(values[name]) is not int:
+            raise ValueError("not a cached diagnostic")
+    return Diagnostic(**values)
