@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+from .capture import interrupts
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 
 __all__ = ["Engine", "SyncError", "Watch", "WatchReport", "ScriptRun", "choose_engine",
@@ -558,6 +559,15 @@ class Watch:
     def _syncs_so_far(self) -> int:
         recorder = self._recorder
         return recorder.syncs if recorder is not None else 0
+
+
+# A watch's enter and exit start and end its recorder: an interrupt that lands in them is
+# held back like one in the engine, raised once the watch has ended (capture/interrupts.py).
+# Without it, one on the first instruction of __exit__ (before its ``try``) left the
+# recorder running: every wrapper, the debug mode and the filters stayed.
+interrupts.engine_code(Watch.__enter__, Watch.__exit__, Watch._begin, Watch._resume,
+                       Watch._suspend, Watch._end, Watch._abandon)
+interrupts.teardown_code(Watch.__exit__, Watch._end, Watch._abandon)
 
 
 def _watched_generator(call: Watch, gen):
