@@ -365,6 +365,21 @@ def test_an_interrupt_held_back_too_long_still_waits_for_the_recorders_exit(fake
         assert diff(before, snapshot()) == []
 
 
+def test_an_interrupt_held_back_too_long_between_a_watchs_route_and_its_token(fake_debug):
+    """At each signal check of Watch._resume, as one held back MAX_HOLD_S: one after
+    dispatch.route returned, before its token was stored, left the context routed to the
+    abandoned recorder (the route is undone without the token now)."""
+    from syncfree.session import Watch
+
+    before = snapshot()
+    lines, injected, leaks = injection.inject_everywhere(
+        warn_watch_among_the_programs_filters, snapshot, repair=_repair,
+        make=_opcodes([Watch._resume], expired=True))
+    assert lines >= 2 and injected == lines
+    assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
 def test_interrupt_at_a_sample_of_the_attach_and_detach_instructions(fake_debug):
     """Every 11th signal check of the engine's attach and detach, and of the enters and
     exits around them, in a warn watch with explicit.py's wrappers: as a signal arrives,

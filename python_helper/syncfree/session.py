@@ -403,6 +403,7 @@ class Watch:
         self.report: WatchReport | None = None
         self._recorder = None
         self._token = None                      # the dispatcher's routing of this context
+        self._routed_before = None              # ... and what it routed to before
         self._running = False
         self._started = 0.0
         self._where: str | tuple[str, int] = ""
@@ -502,15 +503,18 @@ class Watch:
         if recorder is not None:
             from .capture import dispatch
 
+            # Kept first: an interrupt between the route and the store of its token leaves
+            # the context routed to the recorder, and _abandon puts this back.
+            self._routed_before = dispatch.routed()
             self._token = dispatch.route(recorder)
 
     def _suspend(self) -> None:
         """The block's code stops running here (a yield, the end)."""
         token, self._token = self._token, None
-        if token is not None:
+        if token is not None or self._recorder is not None:  # no token: one an interrupt lost
             from .capture import dispatch
 
-            dispatch.unroute(token, self._recorder)
+            dispatch.unroute(token, self._recorder, self._routed_before)
 
     def _end(self, exc: BaseException | None, *, check_budget: bool = True) -> None:
         __tracebackhide__ = True
@@ -550,7 +554,7 @@ class Watch:
         if recorder is not None:
             from .capture import dispatch
 
-            dispatch.unroute(token, recorder)
+            dispatch.unroute(token, recorder, self._routed_before)
             try:
                 recorder.__exit__(None, None, None)
             finally:
