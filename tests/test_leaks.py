@@ -10,6 +10,11 @@
   ``sys.unraisablehook`` are as before, no recorder or predict session is left active, and
   the interrupt was raised (none swallowed). Every line: ``SYNCFREE_LEAKS=1``; every 23rd
   line of two scenarios always.
+* SIGINT at every instruction where CPython runs a pending signal handler (a function's
+  entry, a call's return, a backward jump) of the code that attaches and detaches the
+  engines' patches and of the enters and exits around it (tests/injection.py,
+  OpcodeInjector), as a signal and as one the engine has held back MAX_HOLD_S already:
+  where a line-based injection does not reach (the first instruction of Watch.__exit__).
 * Nested recorders in predict mode; the engine never asks a patched API for the truth.
 * ``torch.compile`` is untouched for code outside a predict session.
 * Other threads see the real device queries; error mode stops the cell's thread only.
