@@ -55,15 +55,23 @@ def _owners():
               torch.serialization]
     if hasattr(torch, "accelerator"):
         owners.append(torch.accelerator)
+    if torch.distributed.is_available():  # explicit_distributed.py's wrappers
+        c10d = torch.distributed.distributed_c10d
+        owners += [torch.distributed, c10d, c10d.Work]
     return owners
 
 
+_DISTRIBUTED = ("barrier", *__import__("syncfree.capture.explicit_distributed",
+                                        fromlist=["_COLLECTIVES"])._COLLECTIVES)
 #: Large namespaces: only the names the engine replaces (the rest are compared whole).
 _SMALL_OWNERS = {
     "torch": ("load", "compile"),
     "torch._C": ("_group_tensors_by_device_and_dtype",),
     "torch._dynamo.eval_frame": ("_stance",),
     "torch.serialization": ("default_restore_location",),
+    "torch.distributed": _DISTRIBUTED,
+    "torch.distributed.distributed_c10d": _DISTRIBUTED,
+    "Work": ("wait",),
 }
 
 
