@@ -7,10 +7,19 @@ delivers SIGINT there as CPython does: it calls the installed Python handler wit
 raise it at the next check outside the engine, capture/interrupts.py). A KeyboardInterrupt
 raised by the trace function leaves the frame at that line and CPython removes the trace
 function. A helper module (not conftest.py): tests/gpu has a conftest of its own.
+
+`OpcodeInjector` interrupts at instruction granularity instead, in given code objects only
+(a recorder's and a watch's enter and exit, the attach and detach of each engine): at the
+N-th point where CPython runs a pending signal handler (Python/ceval.c, CHECK_EVAL_BREAKER:
+a function's first instruction, the return of a call, a backward jump), which a real signal
+hits and a line-based injection does not (the first instruction of ``Watch.__exit__``, the
+return of ``setattr`` before the bookkeeping on the next line). With ``expired`` it is an
+interrupt the engine has held back for `interrupts.MAX_HOLD_S` already, as under load.
 """
 
 from __future__ import annotations
 
+import dis
 import signal
 import sys
 import time
@@ -43,29 +52,94 @@ class Injector:
         if event == "line":
             self.lines += 1
             if self.lines == self.at:
-                self.fired = True
-                code = frame.f_code
-                self.where = f"{Path(code.co_filename).name}:{frame.f_lineno} ({code.co_name})"
-                handler = signal.getsignal(signal.SIGINT)
-                if callable(handler):
-                    handler(signal.SIGINT, frame)
-                else:
-                    raise KeyboardInterrupt(f"injected at line {self.at}")
+                self.fire(frame)
         return self.local_trace
+
+    def fire(self, frame, expired: bool = False) -> None:
+        """Deliver SIGINT at ``frame`` as CPython does (``expired``: to an engine that has
+        held it back for MAX_HOLD_S already)."""
+        self.fired = True
+        code = frame.f_code
+        self.where = f"{Path(code.co_filename).name}:{frame.f_lineno} ({code.co_name})"
+        handler = signal.getsignal(signal.SIGINT)
+        if expired and handler is interrupts._handler:
+            interrupts._held_since[:] = [time.monotonic() - interrupts.MAX_HOLD_S - 0.1]
+        if callable(handler):
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt(f"injected at {self.where}")
+
+
+#: Instructions after which CPython checks for a pending signal (the return of a call),
+#: and those that check it themselves (backward jumps); a function's entry is the other.
+_CALLS = ("CALL", "CALL_FUNCTION_EX", "CALL_KW")
+_BACKWARD = ("JUMP_BACKWARD", "POP_JUMP_BACKWARD_IF_")  # not JUMP_BACKWARD_NO_INTERRUPT
+_OPNAMES: dict = {}
+
+
+def _opnames(code) -> dict:
+    names = _OPNAMES.get(code)
+    if names is None:
+        names = _OPNAMES[code] = {i.offset: i.opname for i in dis.get_instructions(code)}
+    return names
+
+
+class _FrameOpcodes:
+    """The opcode trace of one frame: the instruction before (a call's return is a check)."""
+
+    __slots__ = ("injector", "previous")
+
+    def __init__(self, injector: OpcodeInjector) -> None:
+        self.injector = injector
+        self.previous: str | None = None  # None: the function's first instruction
+
+    def trace(self, frame, event, arg):
+        if event != "opcode":
+            return self.trace
+        name = _opnames(frame.f_code).get(frame.f_lasti, "")
+        previous, self.previous = self.previous, name
+        if previous is None or previous in _CALLS or (name.startswith(_BACKWARD)
+                                                      and not name.endswith("NO_INTERRUPT")):
+            injector = self.injector
+            injector.lines += 1
+            if injector.lines == injector.at:
+                injector.fire(frame, injector.expired)
+        return self.trace
+
+
+class OpcodeInjector(Injector):
+    """Interrupting at the ``at``-th signal check (see the module docstring) executed in
+    the code objects ``codes``; ``lines`` counts those checks."""
+
+    def __init__(self, at: int | None, codes: set, expired: bool = False) -> None:
+        super().__init__(at)
+        self.codes = codes
+        self.expired = expired
+
+    def global_trace(self, frame, event, arg):
+        if frame.f_code in self.codes:
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+            return _FrameOpcodes(self).trace
+        return None
 
 
 # The injector's functions run on top of the traced engine frame: a held-back interrupt
 # that the handler meets there belongs to the engine frame below (interrupts.in_engine).
-interrupts.transparent.update({Injector.local_trace.__code__, Injector.global_trace.__code__})
+interrupts.transparent.update({Injector.local_trace.__code__, Injector.global_trace.__code__,
+                               Injector.fire.__code__, OpcodeInjector.global_trace.__code__,
+                               _FrameOpcodes.trace.__code__})
 
 
 def _check_signals() -> None:
     """A Python call: CPython runs pending signal handlers on entering it."""
 
 
-def run_traced(scenario: Callable[[], object], at: int | None) -> Injector:
-    """Run ``scenario`` once, interrupted at executed engine line ``at``."""
-    injector = Injector(at)
+def run_traced(scenario: Callable[[], object], at: int | None,
+               make: Callable[[int | None], Injector] = Injector) -> Injector:
+    """Run ``scenario`` once, interrupted at executed engine line ``at`` (``make``: the
+    injector, e.g. an `OpcodeInjector`)."""
+    injector = make(at)
     sys.settrace(injector.global_trace)
     try:
         try:
@@ -93,25 +167,27 @@ def diff(before: dict, after: dict) -> list[str]:
 
 
 def inject_everywhere(scenario: Callable[[], object], snapshot: Callable[[], dict], *,
-                      every: int = 1, repair: Callable[[], None] | None = None
+                      every: int = 1, repair: Callable[[], None] | None = None,
+                      make: Callable[[int | None], Injector] = Injector
                       ) -> tuple[int, int, list[str]]:
-    """Run ``scenario`` once per executed engine line (or every ``every``-th line),
-    interrupted there, comparing ``snapshot()`` before and after each run; return (lines
-    executed per run, injections made, leaks found). ``repair`` puts the process back after
-    a leak, so that the next injection is judged on its own."""
-    run_traced(scenario, None)  # warm up: first-use imports and caches
-    lines = run_traced(scenario, None).lines
+    """Run ``scenario`` once per executed engine line (or every ``every``-th line; with an
+    `OpcodeInjector` from ``make``, per signal check), interrupted there, comparing
+    ``snapshot()`` before and after each run; return (lines executed per run, injections
+    made, leaks found). ``repair`` puts the process back after a leak, so that the next
+    injection is judged on its own."""
+    run_traced(scenario, None, make)  # warm up: first-use imports and caches
+    lines = run_traced(scenario, None, make).lines
     leaks: list[str] = []
     injected = 0
     for at in range(1, lines + 1, every):
         before = snapshot()
-        injector = run_traced(scenario, at)
+        injector = run_traced(scenario, at, make)
         injected += injector.fired
         changed = diff(before, snapshot())
         if injector.fired and not injector.delivered:
             changed.append("the interrupt was swallowed")
         if changed:
-            leaks.append(f"interrupt at engine line {at}, {injector.where}: {', '.join(changed)}")
+            leaks.append(f"interrupt at engine point {at}, {injector.where}: {', '.join(changed)}")
             if repair is not None:
                 repair()
     return lines, injected, leaks

@@ -10,6 +10,11 @@
   ``sys.unraisablehook`` are as before, no recorder or predict session is left active, and
   the interrupt was raised (none swallowed). Every line: ``SYNCFREE_LEAKS=1``; every 23rd
   line of two scenarios always.
+* SIGINT at every instruction where CPython runs a pending signal handler (a function's
+  entry, a call's return, a backward jump) of the code that attaches and detaches the
+  engines' patches and of the enters and exits around it (tests/injection.py,
+  OpcodeInjector), as a signal and as one the engine has held back MAX_HOLD_S already:
+  where a line-based injection does not reach (the first instruction of Watch.__exit__).
 * Nested recorders in predict mode; the engine never asks a patched API for the truth.
 * ``torch.compile`` is untouched for code outside a predict session.
 * Other threads see the real device queries; error mode stops the cell's thread only.
@@ -50,15 +55,23 @@ def _owners():
               torch.serialization]
     if hasattr(torch, "accelerator"):
         owners.append(torch.accelerator)
+    if torch.distributed.is_available():  # explicit_distributed.py's wrappers
+        c10d = torch.distributed.distributed_c10d
+        owners += [torch.distributed, c10d, c10d.Work]
     return owners
 
 
+_DISTRIBUTED = ("barrier", *__import__("syncfree.capture.explicit_distributed",
+                                        fromlist=["_COLLECTIVES"])._COLLECTIVES)
 #: Large namespaces: only the names the engine replaces (the rest are compared whole).
 _SMALL_OWNERS = {
     "torch": ("load", "compile"),
     "torch._C": ("_group_tensors_by_device_and_dtype",),
     "torch._dynamo.eval_frame": ("_stance",),
     "torch.serialization": ("default_restore_location",),
+    "torch.distributed": _DISTRIBUTED,
+    "torch.distributed.distributed_c10d": _DISTRIBUTED,
+    "Work": ("wait",),
 }
 
 
@@ -142,6 +155,8 @@ def _repair() -> None:
     for recorder in list(dispatch._debug_users):
         dispatch.detach_debug(recorder)
     dispatch._owner.set(None)
+    explicit._receivers.clear()
+    explicit.detach(None)  # no receiver left: the originals go back
     predict_claims._active_session = None
     predict_claims._claims.clear()
     predict_claims._patch_holders.clear()
@@ -285,6 +300,144 @@ def test_interrupt_at_every_engine_line_of_a_warn_cell(fake_debug):
 @_INJECT
 def test_interrupt_at_every_engine_line_of_an_error_cell(fake_debug):
     _check("error (stand-in CUDA)", lambda: warn_cell("error"))
+
+
+# ----------------------------------------------------------------------------- instructions
+
+
+def _attach_detach_functions() -> list:
+    """The code that installs and removes the engine's patches (explicit.py's wrappers,
+    the debug-mode engine, predict mode's patches), and the enters and exits that call it."""
+    from syncfree.capture.predict import claims, patches
+    from syncfree.capture.predict.session import PredictSession
+    from syncfree.capture.undo import Undo
+    from syncfree.session import Watch
+
+    return [explicit.attach, explicit.detach, dispatch.attach_debug, dispatch._install,
+            dispatch._replace, dispatch.detach_debug, dispatch.enter, dispatch.leave,
+            SyncRecorder.__enter__, SyncRecorder.__exit__, SyncRecorder._install_hooks,
+            SyncRecorder._detach_explicit, SyncRecorder._close_undo, Undo.close,
+            interrupts.hold, interrupts.release, Watch.__enter__, Watch.__exit__, Watch._begin,
+            Watch._resume, Watch._suspend, Watch._end, Watch._abandon, PredictSession.__enter__,
+            PredictSession.__exit__, PredictSession.close, claims._hold_patches,
+            claims._release_patches, patches.install, patches._Patches.replace,
+            patches._Patches.restore]
+
+
+def _opcodes(functions=None, expired: bool = False):
+    codes = {f.__code__ for f in (functions or _attach_detach_functions())}
+    return lambda at: injection.OpcodeInjector(at, codes, expired)
+
+
+def predict_watch() -> int:
+    import syncfree
+
+    with syncfree.watch() as w:
+        x = torch.ones(2, device="cuda")
+        x.sum().item()
+        torch.cuda.synchronize()
+    return w.report.syncs
+
+
+def inject_at_instructions(name: str, scenario, expired: bool, every: int = 1):
+    lines, injected, leaks = injection.inject_everywhere(
+        scenario, snapshot, every=every, repair=_repair, make=_opcodes(expired=expired))
+    leaks = [f"{name}: {leak}" for leak in leaks]
+    for leak in leaks:
+        print(f"[leaks] {leak[:400]}")
+    print(f"\n[leaks] {name}: {lines} signal checks in attach/detach per run, {injected} "
+          f"interrupts injected, {len(leaks)} leaks")
+    _TOTALS["injections"] += injected
+    _TOTALS["leaks"] += len(leaks)
+    return lines, injected, leaks
+
+
+def test_an_interrupt_on_the_first_instruction_of_a_watchs_exit_leaves_nothing(fake_debug):
+    """A function's entry is a signal check, before its ``try``: there Watch.__exit__ (not
+    in capture/, so library code to the handler, the user's `with` one frame out) got the
+    KeyboardInterrupt and never ended its recorder: explicit.py's wrappers, the debug mode,
+    the filters and the SIGINT handler stayed. Held back now (interrupts.engine_code)."""
+    from syncfree.session import Watch
+
+    before = snapshot()
+    injector = injection.run_traced(warn_watch_among_the_programs_filters, 1,
+                                    _opcodes([Watch.__exit__]))
+    assert injector.fired and injector.delivered, injector.where
+    assert diff(before, snapshot()) == []
+
+
+def test_an_interrupt_held_back_too_long_still_waits_for_the_recorders_exit(fake_debug):
+    """Held back MAX_HOLD_S (a loaded machine), an interrupt was raised where it landed,
+    even on the first instruction of SyncRecorder.__exit__, before its ``try``: nothing was
+    put back. While the engine puts things back it waits up to MAX_TEARDOWN_HOLD_S."""
+    for scenario in (warn_cell, predict_cell):
+        before = snapshot()
+        injector = injection.run_traced(scenario, 1, _opcodes([SyncRecorder.__exit__],
+                                                              expired=True))
+        assert injector.fired and injector.delivered, injector.where
+        assert diff(before, snapshot()) == []
+
+
+def test_an_interrupt_held_back_too_long_between_a_watchs_route_and_its_token(fake_debug):
+    """At each signal check of Watch._resume, as one held back MAX_HOLD_S: one after
+    dispatch.route returned, before its token was stored, left the context routed to the
+    abandoned recorder (the route is undone without the token now)."""
+    from syncfree.session import Watch
+
+    before = snapshot()
+    lines, injected, leaks = injection.inject_everywhere(
+        warn_watch_among_the_programs_filters, snapshot, repair=_repair,
+        make=_opcodes([Watch._resume], expired=True))
+    assert lines >= 2 and injected == lines
+    assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+def test_interrupt_at_a_sample_of_the_attach_and_detach_instructions(fake_debug):
+    """Every 11th signal check of the engine's attach and detach, and of the enters and
+    exits around them, in a warn watch with explicit.py's wrappers: as a signal arrives,
+    and as one held back MAX_HOLD_S already (all of them: SYNCFREE_LEAKS=1)."""
+    before = snapshot()
+    for expired in (False, True):
+        lines, injected, leaks = inject_at_instructions(
+            f"warn watch, instructions{' (held too long)' if expired else ''} (sample)",
+            warn_watch_among_the_programs_filters, expired, every=11)
+        assert lines > 200 and injected == len(range(1, lines + 1, 11))
+        assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+def _check_instructions(name, scenario, expired):
+    before = snapshot()
+    lines, injected, leaks = inject_at_instructions(name, scenario, expired)
+    assert lines > 50 and injected == lines
+    assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+@_INJECT
+@pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
+def test_interrupt_at_every_attach_and_detach_instruction_of_a_warn_watch(fake_debug, expired):
+    _check_instructions("warn watch, instructions", warn_watch_among_the_programs_filters,
+                        expired)
+
+
+@_INJECT
+@pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
+def test_interrupt_at_every_attach_and_detach_instruction_of_an_error_cell(fake_debug, expired):
+    _check_instructions("error cell, instructions", lambda: warn_cell("error"), expired)
+
+
+@_INJECT
+@pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
+def test_interrupt_at_every_attach_and_detach_instruction_of_a_predict_watch(expired):
+    _check_instructions("predict watch, instructions", predict_watch, expired)
+
+
+@_INJECT
+@pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
+def test_interrupt_at_every_attach_and_detach_instruction_of_nested_recorders(expired):
+    _check_instructions("nested predict, instructions", nested_predict_cell, expired)
 
 
 # ----------------------------------------------------------------------------- nesting
@@ -500,9 +653,9 @@ def test_an_interrupt_is_held_back_for_a_bounded_time(monkeypatch):
     monkeypatch.setattr(interrupts, "MAX_HOLD_S", 0.2)
     monkeypatch.setattr(interrupts, "_REARM_DELAY_S", 0.5)  # re-armed after the checks below
     engine_frames = []
-    undo = __import__("syncfree.capture.undo", fromlist=["Undo"]).Undo()
-    undo.push(lambda: engine_frames.append(sys._getframe(1)))
-    undo.close()
+    # A frame of explicit.py's wrapper: the engine, not putting anything back.
+    explicit._wrap(lambda: engine_frames.append(sys._getframe(1)), "test")()
+    assert interrupts.in_engine(engine_frames[0]) and not interrupts.in_teardown(engine_frames[0])
     owner = object()
     interrupts.hold(owner)
     try:
@@ -521,6 +674,44 @@ def test_an_interrupt_is_held_back_for_a_bounded_time(monkeypatch):
     finally:
         interrupts.release(owner)
     assert interrupts._held_since == []
+
+
+def test_an_interrupt_held_back_too_long_waits_while_the_engine_puts_things_back(monkeypatch):
+    """Past MAX_HOLD_S, an interrupt that lands in a recorder's or a watch's exit (or
+    anything they called) is still held back, up to MAX_TEARDOWN_HOLD_S."""
+    from syncfree.capture.undo import Undo
+
+    monkeypatch.setattr(interrupts, "MAX_HOLD_S", 0.2)
+    monkeypatch.setattr(interrupts, "MAX_TEARDOWN_HOLD_S", 1.0)
+    monkeypatch.setattr(interrupts, "_REARM_DELAY_S", 0.5)  # re-armed after the checks below
+    frames = []
+    undo = Undo()
+    undo.push(lambda: frames.append(sys._getframe(0)))  # a step, called by Undo.close
+    undo.close()
+    assert interrupts.in_teardown(frames[0]) and interrupts.in_engine(frames[0].f_back)
+    teardown = frames[0].f_back  # Undo.close's frame
+    owner = object()
+    interrupts.hold(owner)
+    try:
+        interrupts._handler(signal.SIGINT, teardown)  # held back
+        interrupts._held_since[0] -= 0.5  # past MAX_HOLD_S
+        interrupts._handler(signal.SIGINT, teardown)  # ... still held back: putting back
+        assert interrupts.outstanding() == 2
+        interrupts._held_since[0] -= 1.0  # past MAX_TEARDOWN_HOLD_S: a restore that hangs
+        with pytest.raises(KeyboardInterrupt):
+            interrupts._handler(signal.SIGINT, teardown)
+    finally:
+        deadline = time.monotonic() + 5  # the two re-armed ones, raised here
+        while interrupts.outstanding() and time.monotonic() < deadline:
+            try:
+                time.sleep(0.001)
+            except KeyboardInterrupt:
+                pass
+        try:
+            injection._check_signals()
+        except KeyboardInterrupt:
+            pass
+        interrupts.release(owner)
 
 
 def test_an_interrupt_dropped_by_a_finalizer_is_raised_again(monkeypatch):

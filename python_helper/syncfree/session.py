@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+from .capture import interrupts
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 
 __all__ = ["Engine", "SyncError", "Watch", "WatchReport", "ScriptRun", "choose_engine",
@@ -402,6 +403,7 @@ class Watch:
         self.report: WatchReport | None = None
         self._recorder = None
         self._token = None                      # the dispatcher's routing of this context
+        self._routed_before = None              # ... and what it routed to before
         self._running = False
         self._started = 0.0
         self._where: str | tuple[str, int] = ""
@@ -501,15 +503,18 @@ class Watch:
         if recorder is not None:
             from .capture import dispatch
 
+            # Kept first: an interrupt between the route and the store of its token leaves
+            # the context routed to the recorder, and _abandon puts this back.
+            self._routed_before = dispatch.routed()
             self._token = dispatch.route(recorder)
 
     def _suspend(self) -> None:
         """The block's code stops running here (a yield, the end)."""
         token, self._token = self._token, None
-        if token is not None:
+        if token is not None or self._recorder is not None:  # no token: one an interrupt lost
             from .capture import dispatch
 
-            dispatch.unroute(token, self._recorder)
+            dispatch.unroute(token, self._recorder, self._routed_before)
 
     def _end(self, exc: BaseException | None, *, check_budget: bool = True) -> None:
         __tracebackhide__ = True
@@ -549,7 +554,7 @@ class Watch:
         if recorder is not None:
             from .capture import dispatch
 
-            dispatch.unroute(token, recorder)
+            dispatch.unroute(token, recorder, self._routed_before)
             try:
                 recorder.__exit__(None, None, None)
             finally:
@@ -558,6 +563,15 @@ class Watch:
     def _syncs_so_far(self) -> int:
         recorder = self._recorder
         return recorder.syncs if recorder is not None else 0
+
+
+# A watch's enter and exit start and end its recorder: an interrupt that lands in them is
+# held back like one in the engine, raised once the watch has ended (capture/interrupts.py).
+# Without it, one on the first instruction of __exit__ (before its ``try``) left the
+# recorder running: every wrapper, the debug mode and the filters stayed.
+interrupts.engine_code(Watch.__enter__, Watch.__exit__, Watch._begin, Watch._resume,
+                       Watch._suspend, Watch._end, Watch._abandon)
+interrupts.teardown_code(Watch.__exit__, Watch._end, Watch._abandon)
 
 
 def _watched_generator(call: Watch, gen):

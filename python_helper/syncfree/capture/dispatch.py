@@ -123,10 +123,19 @@ def route(recorder: Any) -> contextvars.Token:
     return _owner.set(recorder)
 
 
-def unroute(token: contextvars.Token | None, recorder: Any) -> None:
+def routed() -> Any:
+    """The recorder the current context is routed to (None: none), running or not."""
+    return _owner_get()
+
+
+def unroute(token: contextvars.Token | None, recorder: Any, before: Any = None) -> None:
     """Undo `route` (idempotent; in another context, or out of order, the value is put
-    back by hand)."""
+    back by hand). Without a token (an interrupt between `route` and the store of its
+    token), a context still routed to ``recorder`` goes back to ``before``, what `routed`
+    said before the route."""
     if token is None:
+        if recorder is not None and _owner_get() is recorder:
+            _owner.set(before)
         return
     try:
         _owner.reset(token)

@@ -17,6 +17,20 @@ recorder's exit with everything restored. Never for longer than `MAX_HOLD_S`: en
 that loops or blocks is still stopped. Anywhere else it hands the signal to the handler it replaced, so
 Python's default handler raises KeyboardInterrupt right there, as without syncfree.
 
+The engine is this package's code, and the functions outside it that start and end a
+recorder (`syncfree.watch`'s enter and exit, session.py), registered with `engine_code`:
+syncfree's other modules count as library code, held back only when the engine called
+them, so without it an interrupt that landed on the first instruction of ``Watch.__exit__``
+(a function's entry is a check, before its ``try``) was raised there, in the user's `with`
+statement's view, and the watch's recorder was never ended: every wrapper, explicit.py's
+included, the debug mode and the filters stayed.
+
+Held back longer while the engine puts things back: where a frame of a function
+registered with `teardown_code` (a recorder's or a watch's exit, `Undo.close`) is on the
+stack, up to `MAX_TEARDOWN_HOLD_S`, so that an interrupt held back for `MAX_HOLD_S`
+elsewhere is not raised on the way out, e.g. on the first instruction of
+``SyncRecorder.__exit__``, before its ``try``, which leaves everything installed.
+
 A KeyboardInterrupt that lands in a finalizer (weakref callback, generator closed by the
 garbage collector, ``__del__``) is dropped by CPython; while SIGINT is held, the engine's
 ``sys.unraisablehook`` raises it again instead.
@@ -47,6 +61,10 @@ _REARM_DELAY_S = 0.001
 #: Held back no longer than this: should the engine itself loop or block, Ctrl-C still
 #: stops it (possibly leaving state behind, which beats a kernel that cannot be stopped).
 MAX_HOLD_S = 2.0
+#: ... and no longer than this while the engine puts things back (`teardown_code`): a
+#: restore that hangs is still stopped.
+MAX_TEARDOWN_HOLD_S = 20.0
+_TEARDOWN_DEPTH = 64  # frames looked at for a teardown function (only once held MAX_HOLD_S)
 _held_since: list[float] = []  # when the interrupt being held back first arrived
 
 _holders: list[Any] = []           # owners between hold() and release(), main thread only
@@ -56,10 +74,25 @@ _outstanding: list[int] = []       # one entry per interrupt held back, not yet 
                                    # (append/pop: atomic from any thread)
 _previous_unraisable: list[Any] = []  # the sys.unraisablehook ours replaced
 
+_engine_code: set[Any] = set()    # code outside this package that counts as the engine
+_teardown_code: set[Any] = set()  # code that puts things back (held up to MAX_TEARDOWN_HOLD_S)
+
 #: Code objects looked through, to the frame they run for: a ``sys.settrace`` function
 #: (tests/test_leaks.py registers its injector's) runs in a frame of its own on top of the
 #: traced engine frame.
 transparent: set[Any] = set()
+
+
+def engine_code(*functions: Any) -> None:
+    """Count ``functions`` (outside this package: a watch's enter and exit) as the engine:
+    an interrupt that lands in them, or in library code they called, is held back."""
+    _engine_code.update(f.__code__ for f in functions)
+
+
+def teardown_code(*functions: Any) -> None:
+    """Mark ``functions`` as putting things back: an interrupt that lands while one of them
+    runs (anywhere below it) is held back up to `MAX_TEARDOWN_HOLD_S`, not `MAX_HOLD_S`."""
+    _teardown_code.update(f.__code__ for f in functions)
 
 
 def hold(owner: Any) -> None:
@@ -107,7 +140,9 @@ def held() -> bool:
 
 def _handler(signum: int, frame: FrameType | None) -> None:
     now = time.monotonic()
-    if in_engine(frame) and (not _held_since or now - _held_since[0] < MAX_HOLD_S):
+    if in_engine(frame) and (not _held_since or now - _held_since[0] < MAX_HOLD_S
+                             or (now - _held_since[0] < MAX_TEARDOWN_HOLD_S
+                                 and in_teardown(frame))):
         # Re-armed from another thread, a moment later: re-arming here would run this
         # handler again at once, inside itself (the check after the call).
         if not _held_since:
@@ -155,10 +190,13 @@ def in_engine(frame: FrameType | None) -> bool:
     (within a few frames); False at the first frame of the user's code."""
     depth = 0
     while frame is not None and depth < _DEPTH:
-        if frame.f_code in transparent:  # a tracer running on the traced frame's behalf
+        code = frame.f_code
+        if code in transparent:  # a tracer running on the traced frame's behalf
             frame = frame.f_back
             continue
-        filename = frame.f_code.co_filename
+        if code in _engine_code:
+            return True
+        filename = code.co_filename
         place = _places.get(filename, _MISSING)
         if place is _MISSING:
             place = _places[filename] = _place_of(filename)
@@ -166,6 +204,18 @@ def in_engine(frame: FrameType | None) -> bool:
             return True
         if place is False:
             return False
+        frame = frame.f_back
+        depth += 1
+    return False
+
+
+def in_teardown(frame: FrameType | None) -> bool:
+    """Whether a function registered with `teardown_code` is running at ``frame`` or
+    below it on the stack (it called the code there)."""
+    depth = 0
+    while frame is not None and depth < _TEARDOWN_DEPTH:
+        if frame.f_code in _teardown_code:
+            return True
         frame = frame.f_back
         depth += 1
     return False
@@ -190,4 +240,5 @@ def _place_of(filename: str) -> bool | None:
     return False
 
 
-__all__ = ["hold", "release", "held", "in_engine", "outstanding"]
+__all__ = ["engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding", "release",
+           "teardown_code"]

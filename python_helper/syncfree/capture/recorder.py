@@ -34,7 +34,7 @@ from . import dispatch, explicit, interrupts, sites
 from .dispatch import SYNC_MESSAGE
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
-from .undo import Undo
+from .undo import Undo, close_all
 
 MODES = ("warn", "error", "predict")
 SCOPES = ("process", "context")
@@ -562,6 +562,11 @@ class SyncRecorder:
             "truncated_frames": self.frames_truncated,
             "predict_table": _predict_table(self) if self.mode == "predict" else None,
         }
+
+
+# An interrupt held back MAX_HOLD_S elsewhere is still held back on the way out (its first
+# instruction, before the ``try``, would leave everything installed): interrupts.py.
+interrupts.teardown_code(SyncRecorder.__exit__, SyncRecorder._close_undo, Undo.close, close_all)
 
 
 def _predict_table(recorder: SyncRecorder) -> dict | None:
