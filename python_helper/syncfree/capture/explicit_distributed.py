@@ -35,13 +35,23 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["targets"]
+__all__ = ["blocking_wait_set", "forget_works", "targets"]
 
 _COLLECTIVES = (
     "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
     "broadcast", "reduce", "all_to_all", "all_to_all_single", "gather", "scatter", "send", "recv",
 )
 _BLOCKING_WAIT_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+# Async works whose wait blocks the host: id -> (work, what). Emptied when the last recorder
+# detaches (forget_works): a work never waited inside the run would otherwise keep its
+# tensors alive, now that explicit.py keeps the wrappers for the next run.
+_tagged: dict[int, tuple[Any, str]] = {}
+
+
+def forget_works() -> None:
+    _tagged.clear()
 
 
 class _State(threading.local):
@@ -57,8 +67,8 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
         return []
     c10d = dist.distributed_c10d
     state = _State()
-    blocking_wait = any(os.environ.get(n, "0").strip() not in ("", "0") for n in _BLOCKING_WAIT_VARIABLES)
-    tagged: dict[int, tuple[Any, str]] = {}  # async works whose wait blocks the host: id -> (work, what)
+    blocking_wait = blocking_wait_set()
+    tagged = _tagged
 
     def wait_blocks(args: tuple, kwargs: dict) -> str | None:
         work = args[0] if args else None
@@ -142,6 +152,12 @@ def targets(torch: Any, wrap: Callable[..., Callable[..., Any]]) -> list[tuple[o
                 found.append((module, name, f"dist.{name}()",
                               functools.partial(_make, marking, name, collective_reason(name))))
     return found
+
+
+def blocking_wait_set() -> bool:
+    """Whether c10d waits on every NCCL collective (``TORCH_NCCL_BLOCKING_WAIT``): read when
+    the wrappers are made, and part of the key under which explicit.py keeps them."""
+    return any(os.environ.get(n, "0").strip() not in ("", "0") for n in _BLOCKING_WAIT_VARIABLES)
 
 
 def _make(marking: Callable[..., Any], name: str, reason: Callable[[dict], str | None],
