@@ -466,6 +466,44 @@ def test_the_explicit_wrappers_are_made_once_and_remade_when_what_they_wrap_chan
     assert not explicit._receivers and not explicit._installed
 
 
+def test_two_threads_attaching_at_once_install_one_set_of_wrappers(fake_cuda, monkeypatch):
+    # Without the lock both found no receiver and installed: the second set wrapped the
+    # first, and each explicit sync was counted twice.
+    import threading
+
+    original = torch.cuda.synchronize
+    inside, go_on = threading.Event(), threading.Event()
+    real_wrappers = explicit._wrappers
+
+    def slow_wrappers(torch_module):
+        entries = real_wrappers(torch_module)
+        if threading.current_thread().name == "first":
+            inside.set()
+            go_on.wait(0.5)  # the second thread attaches meanwhile, if nothing stops it
+        return entries
+
+    monkeypatch.setattr(explicit, "_wrappers", slow_wrappers)
+    receivers = [object(), object()]
+    first = threading.Thread(target=explicit.attach, args=(receivers[0], torch), name="first")
+    first.start()
+    inside.wait(5)
+    second = threading.Thread(target=explicit.attach, args=(receivers[1], torch), name="second")
+    second.start()
+    second.join(0.2)
+    go_on.set()
+    first.join(5)
+    second.join(5)
+    try:
+        installed = [entry for entry in explicit._installed if entry[1] == "synchronize"
+                     and entry[0] is torch.cuda]
+        assert len(installed) == 1 and installed[0][2] is original
+        assert len(explicit._receivers) == 2
+    finally:
+        for receiver in receivers:
+            explicit.detach(receiver)
+    assert torch.cuda.synchronize is original and not explicit._installed
+
+
 # ----------------------------------------------------------------------------- blocked time
 
 

@@ -61,15 +61,18 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
     Each wrapper is listed in ``_installed`` before it is set, so `detach` finds it even
     when an interrupt lands in between (detach after a partial attach is harmless).
     """
-    if not _receivers and not _installed:
-        for owner, attribute, _, wrapper in _wrappers(torch):
-            # The class's own dict entry (a plain function for Event.synchronize), so that
-            # restoring puts back the very same object.
-            original = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
-                else getattr(owner, attribute)
-            _installed.append((owner, attribute, original, wrapper))
-            setattr(owner, attribute, wrapper)
-    _receivers.append(receiver)
+    # dispatch's lock: two threads entering their watches at once would otherwise both
+    # find no receiver and install wrappers over each other's (each sync counted twice).
+    with dispatch._lock:
+        if not _receivers and not _installed:
+            for owner, attribute, _, wrapper in _wrappers(torch):
+                # The class's own dict entry (a plain function for Event.synchronize), so
+                # that restoring puts back the very same object.
+                original = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
+                    else getattr(owner, attribute)
+                _installed.append((owner, attribute, original, wrapper))
+                setattr(owner, attribute, wrapper)
+        _receivers.append(receiver)
 
 
 def _wrappers(torch) -> list[tuple[object, str, object, Callable[..., Any]]]:
@@ -99,6 +102,11 @@ def detach(receiver: ExplicitSyncReceiver) -> list[str]:
     only once its original is back. Returns notes for the report when something else
     replaced a wrapper meanwhile (the cell did it; that replacement is left in place).
     """
+    with dispatch._lock:
+        return _detach(receiver)
+
+
+def _detach(receiver: ExplicitSyncReceiver) -> list[str]:
     notes: list[str] = []
     for i in range(len(_receivers) - 1, -1, -1):
         # Normally the last one; a recorder left out of order is still removed.
