@@ -202,3 +202,27 @@ def test_cpu_code_at_import_runs_where_cuda_is_answered(pytester):
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree-cuda")
     result.assert_outcomes(passed=1)
+
+
+def test_a_hosts_close_exits_its_watch_whatever_interrupts_the_bookkeeping():
+    # The watch used to be forgotten first: an interrupt there left the stand-ins installed
+    # for the rest of the process.
+    from syncfree.pytest_worlds import Host
+
+    class Hosts(list):
+        def remove(self, item):
+            super().remove(item)
+            raise KeyboardInterrupt
+
+    class Worlds:
+        hosts = Hosts()
+
+    host = Host(Worlds())
+    host.open()
+    assert torch.cuda.is_available()  # the stand-ins answer
+    with pytest.raises(KeyboardInterrupt):
+        host.close()
+    assert host.watch is None and not Worlds.hosts
+    from syncfree.capture.predict import real_cuda_available
+
+    assert torch.cuda.is_available() == real_cuda_available()  # the stand-ins are gone

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from syncfree.capture import interrupts
+
 STANDINS, PLAIN = "stand-ins", "plain"
 
 # pytest's fixtures that run the user's xunit-style set-up (_pytest/python.py,
@@ -64,13 +66,19 @@ class Host:
                 recorder.boundary = self.boundary
 
     def close(self, exc: BaseException | None = None) -> None:
-        watch, self.watch = self.watch, None
-        if watch is not None:
+        # The watch is exited before it is forgotten: an interrupt landing in between (the
+        # handler holds it back only inside the engine) left its stand-ins installed.
+        watch = self.watch
+        if watch is None:
+            return
+        try:
+            watch.__exit__(type(exc) if exc is not None else None, exc,
+                           exc.__traceback__ if exc is not None else None)
+        finally:
+            self.watch = None
             hosts = self.worlds.hosts
             if self in hosts:
                 hosts.remove(self)
-            watch.__exit__(type(exc) if exc is not None else None, exc,
-                           exc.__traceback__ if exc is not None else None)
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
@@ -231,3 +239,9 @@ class ChildProcesses:
 def is_unittest_item(item: Any) -> bool:
     unittest_module = sys.modules.get("_pytest.unittest")
     return unittest_module is not None and isinstance(item, unittest_module.TestCaseFunction)
+
+
+# A stand-in host's close exits its watch: an interrupt landing there is held back as in the
+# watch's own exit (capture/interrupts.py), so the stand-ins are never left installed.
+interrupts.engine_code(Host.close)
+interrupts.teardown_code(Host.close)
