@@ -134,11 +134,14 @@ def test_unreadable_files_exit_2_but_the_rest_is_checked(tmp_path, capsys):
     good.write_text(SYNCING)
     broken = tmp_path / "broken.ipynb"
     broken.write_text("{not json")
-    status, out, err = run_cli(capsys, "check", str(tmp_path / "missing.py"), str(broken), str(good), str(tmp_path / "x.txt"))
+    (tmp_path / "x.txt").write_text("text")
+    status, out, err = run_cli(capsys, "check", str(tmp_path / "missing.py"), str(broken), str(good), str(tmp_path / "x.txt"),
+                               str(tmp_path / "missing_folder"))
     assert status == 2
     assert f"cannot read {tmp_path / 'missing.py'}" in err
     assert f"cannot read {broken} as a notebook" in err
-    assert "not a .py file or an .ipynb notebook" in err
+    assert f"{tmp_path / 'x.txt'}: not a .py file or an .ipynb notebook" in err
+    assert f"cannot read {tmp_path / 'missing_folder'}: No such file or directory" in err
     assert " SF101 " in out
 
 

@@ -95,6 +95,8 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
 def read_cells(path: Path) -> list[SourceCell]:
     """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook."""
     if path.suffix not in (".py", ".ipynb"):
+        if not path.exists():  # the first thing to hear, worded as for a missing .py file
+            raise UsageProblem(f"cannot read {path}: No such file or directory")
         raise UsageProblem(f"{path}: not a .py file or an .ipynb notebook")
     if path.suffix != ".ipynb":
         return [SourceCell(str(path), None, read_python(path))]
