@@ -565,16 +565,16 @@ ALLOWED_SUITE = """
 ALLOWED_SECTION = [
     "2 syncs predicted in 2 of 5 watched tests (CPU stand-ins: no CUDA device); "
     "6 allowed by comments, not counted",
-    "  test_allowed.py:24: copy to the host ×1, predicted, SF301  [test_allowed.py::test_mixed_line]",
-    "  test_allowed.py:14: .item() ×1, predicted, SF101  [test_allowed.py::test_plain]",
+    "  test_allowed.py:21: copy to the host ×1, predicted, SF301  [test_allowed.py::test_mixed_line]",
+    "  test_allowed.py:13: .item() ×1, predicted, SF101  [test_allowed.py::test_plain]",
     "  allowed by comments (not counted): 6 sync(s) at 4 sites",
-    "  test_allowed.py:8: .item() ×3, predicted, SF101  [test_allowed.py::test_allowed_item]"
+    "  test_allowed.py:7: .item() ×3, predicted, SF101  [test_allowed.py::test_allowed_item]"
     "  [allowed: # syncfree: allow[SF101]]",
-    "  test_allowed.py:11: copy to the host ×1, predicted, SF301  [test_allowed.py::test_bare_allow]"
+    "  test_allowed.py:10: copy to the host ×1, predicted, SF301  [test_allowed.py::test_bare_allow]"
     "  [allowed: # syncfree: allow]",
-    "  test_allowed.py:18: .item() ×1, predicted, SF101  [test_allowed.py::test_marked_allowed]"
+    "  test_allowed.py:17: .item() ×1, predicted, SF101  [test_allowed.py::test_marked_allowed]"
     "  [allowed: # syncfree: allow[item]]",
-    "  test_allowed.py:24: .item() ×1, predicted, SF101  [test_allowed.py::test_mixed_line]"
+    "  test_allowed.py:21: .item() ×1, predicted, SF101  [test_allowed.py::test_mixed_line]"
     "  [allowed: # syncfree: allow[SF101]]",
 ]
 
@@ -630,5 +630,6 @@ def test_allowed_syncs_travel_from_xdist_workers_marked(pytester):
     alone.assert_outcomes(passed=5)
     workers = run(pytester, "--syncfree", "-n", "2")
     workers.assert_outcomes(passed=5)
-    assert [line for line in _syncfree_section(workers)[1:] if line] == ALLOWED_SECTION
-    assert _syncfree_section(workers) == _syncfree_section(alone)
+    section = [line for line in _syncfree_section(workers)[1:] if line]
+    assert section == ALLOWED_SECTION, section
+    assert section == [line for line in _syncfree_section(alone)[1:] if line]
