@@ -25,6 +25,21 @@ if "SYNCFREE_CACHE_DIR" not in os.environ:
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 
 
+@pytest.fixture(autouse=True)
+def _checkout_in_pytester_subprocesses(request):
+    """A pytester subprocess runs in a folder of its own, where a relative
+    ``PYTHONPATH=python_helper`` finds nothing: its pytest then loads the installed
+    syncfree's plugin (another checkout's, for an editable install in a shared venv),
+    not this checkout's. Its PYTHONPATH starts with this checkout's python_helper."""
+    if "pytester" not in request.fixturenames:
+        yield
+        return
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    here = str(Path(__file__).resolve().parents[1] / "python_helper")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
+    yield
+
+
 class FakeDebugMode:
     """torch.cuda.{is_available,get_sync_debug_mode,set_sync_debug_mode} of a CUDA build."""
 

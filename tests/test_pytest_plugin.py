@@ -534,3 +534,102 @@ def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
             assert answer == (torch.cuda.is_available(), "cuda:0" if device == "cuda" else "cpu")
     """)
     run(pytester, "--syncfree").assert_outcomes(passed=3)
+
+
+# Syncs on lines a `# syncfree: allow` comment covers: the last line syncs twice, an .item()
+# that its allow[SF101] covers and a copy to the host (SF301) that it does not.
+ALLOWED_SUITE = """
+    import pytest
+    import torch
+
+    def test_allowed_item():
+        x = torch.ones(3, device="cuda")
+        for _ in range(3):
+            x.sum().item()  # syncfree: allow[SF101]
+
+    def test_bare_allow():
+        torch.ones(3, device="cuda").cpu()  # syncfree: allow
+
+    def test_plain():
+        torch.ones(3, device="cuda").sum().item()
+
+    @pytest.mark.sync_free
+    def test_marked_allowed():
+        torch.ones(3, device="cuda").sum().item()  # syncfree: allow[item]
+
+    def test_mixed_line():
+        x = torch.ones(3, device="cuda")
+        x.sum().item() + x.cpu().sum().item()  # syncfree: allow[SF101]
+"""
+
+ALLOWED_SECTION = [
+    "2 syncs predicted in 2 of 5 watched tests (CPU stand-ins: no CUDA device); "
+    "6 allowed by comments, not counted",
+    "  test_allowed.py:21: copy to the host ×1, predicted, SF301  [test_allowed.py::test_mixed_line]",
+    "  test_allowed.py:13: .item() ×1, predicted, SF101  [test_allowed.py::test_plain]",
+    "  allowed by comments (not counted): 6 sync(s) at 4 sites",
+    "  test_allowed.py:7: .item() ×3, predicted, SF101  [test_allowed.py::test_allowed_item]"
+    "  [allowed: # syncfree: allow[SF101]]",
+    "  test_allowed.py:10: copy to the host ×1, predicted, SF301  [test_allowed.py::test_bare_allow]"
+    "  [allowed: # syncfree: allow]",
+    "  test_allowed.py:17: .item() ×1, predicted, SF101  [test_allowed.py::test_marked_allowed]"
+    "  [allowed: # syncfree: allow[item]]",
+    "  test_allowed.py:21: .item() ×1, predicted, SF101  [test_allowed.py::test_mixed_line]"
+    "  [allowed: # syncfree: allow[SF101]]",
+]
+
+
+def test_the_summary_shows_allowed_syncs_apart_and_does_not_count_them(pytester):
+    pytester.makepyfile(test_allowed=ALLOWED_SUITE)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=5)
+    assert [line for line in _syncfree_section(result)[1:] if line] == ALLOWED_SECTION
+
+
+def test_an_allow_for_one_rule_does_not_allow_another_sync_on_its_line(pytester):
+    pytester.makepyfile(test_rules="""
+        import pytest
+        import torch
+
+        @pytest.mark.sync_free
+        def test_copy_on_an_item_line():
+            x = torch.ones(3, device="cuda")
+            x.sum().item() + x.cpu().sum().item()  # syncfree: allow[SF101]
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(failed=1)  # the copy to the host counts
+    section = [line for line in _syncfree_section(result)[1:] if line]
+    assert section == [
+        "1 sync predicted in 1 of 1 watched test (CPU stand-ins: no CUDA device); 1 allowed by comments, not counted",
+        "  test_rules.py:7: copy to the host ×1, predicted, SF301  [test_rules.py::test_copy_on_an_item_line]",
+        "  allowed by comments (not counted): 1 sync(s) at 1 site",
+        "  test_rules.py:7: .item() ×1, predicted, SF101  [test_rules.py::test_copy_on_an_item_line]"
+        "  [allowed: # syncfree: allow[SF101]]",
+    ], section
+
+
+def test_a_run_whose_syncs_are_all_allowed_counts_none(pytester):
+    pytester.makepyfile(test_all_allowed="""
+        import torch
+
+        def test_allowed():
+            torch.ones(3, device="cuda").sum().item()  # syncfree: allow
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=1)
+    section = [line for line in _syncfree_section(result)[1:] if line]
+    assert section[0] == ("0 syncs predicted in 0 of 1 watched test (CPU stand-ins: no CUDA device); "
+                          "1 allowed by comments, not counted"), section
+    assert section[2].endswith("  [allowed: # syncfree: allow]"), section
+
+
+def test_allowed_syncs_travel_from_xdist_workers_marked(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_allowed=ALLOWED_SUITE)
+    alone = run(pytester, "--syncfree")
+    alone.assert_outcomes(passed=5)
+    workers = run(pytester, "--syncfree", "-n", "2")
+    workers.assert_outcomes(passed=5)
+    section = [line for line in _syncfree_section(workers)[1:] if line]
+    assert section == ALLOWED_SECTION, section
+    assert section == [line for line in _syncfree_section(alone)[1:] if line]

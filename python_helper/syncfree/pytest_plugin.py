@@ -11,8 +11,9 @@ options stay known: `syncfree.pytest_marker`).
 * The ``syncfree`` fixture gives a `SyncfreeFixture`: ``syncfree.watch()`` and
   ``syncfree.sync_free()`` blocks for finer assertions.
 * ``--syncfree`` watches every test and ranks their syncs in the terminal summary, failed
-  tests included; under pytest-xdist each test's sites travel with its report to the
-  controller.
+  tests included; syncs on lines a ``# syncfree: allow`` comment covers are listed apart,
+  each with its comment, and left out of the totals, which say how many were allowed.
+  Under pytest-xdist each test's sites travel with its report to the controller.
 
 The logic is `syncfree.session`'s; this module only places it in pytest's run.
 """
@@ -34,6 +35,7 @@ pytest_plugins = ["syncfree.pytest_cuda"]
 
 _SUMMARY_SITES = 20
 _SHOWN_FAILED = 5
+_SHOWN_ALLOWED = 10  # sites allowed by comments, listed apart
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -280,10 +282,23 @@ def _watched_method(item: pytest.Item, method):
 
 def _summary_entry(report) -> dict:
     """What the summary needs of a test's `WatchReport`, as plain data that pytest-xdist
-    carries from a worker to the controller with the test's report."""
-    # one_off and first_ms: what the summary ranks by (syncfree.capture.sites.rank_key).
-    sites = [{"text": report.site_line(site), "count": site.count, "blocked_ms": site.blocked_ms,
-              "one_off": site.one_off, "first_ms": site.first_ms} for site in report.sites + report.allowed]
+    carries from a worker to the controller with the test's report. Each site says
+    whether a ``# syncfree: allow`` comment covers it (``allowed``, as `WatchReport.to_dict`
+    says) and which comment (``allowed_by``); ``counted`` leaves allowed syncs out."""
+    import linecache
+
+    from .session import allow_comment
+
+    def entry(site, allowed: bool) -> dict:
+        # one_off and first_ms: what the summary ranks by (syncfree.capture.sites.rank_key).
+        data = {"text": report.site_line(site), "count": site.count, "blocked_ms": site.blocked_ms,
+                "one_off": site.one_off, "first_ms": site.first_ms, "allowed": allowed}
+        if allowed:  # read where the test ran (the worker's files, under xdist)
+            line = linecache.getline(site.file, site.line) if site.file else ""
+            data["allowed_by"] = allow_comment(line, site.kind, site.rule) or "# syncfree: allow"
+        return data
+
+    sites = [entry(site, False) for site in report.sites] + [entry(site, True) for site in report.allowed]
     return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
             "sites": sites}
 
@@ -382,20 +397,26 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     entries = state.entries
     write = terminalreporter.write_line
     terminalreporter.section("syncfree")
-    syncing = [(nodeid, e) for nodeid, e in entries if e["syncs"]]
-    total = sum(e["syncs"] for _, e in entries)
+    # Syncs on lines a `# syncfree: allow` comment covers are shown apart and counted in no
+    # total but their own, as `syncfree run` and WatchReport.text treat them.
+    syncing = [(nodeid, e) for nodeid, e in entries if _counted(e)]
+    total = sum(_counted(e) for _, e in entries)
+    allowed = sum(e["syncs"] - _counted(e) for _, e in entries)
     predicted = any(e["predicted"] for _, e in entries)
     verb = "predicted" if predicted else "seen"
     write(f"{total} sync{'s' if total != 1 else ''} {verb} in {len(syncing)} of "
           f"{len(entries)} watched test{'s' if len(entries) != 1 else ''}"
-          + (" (CPU stand-ins: no CUDA device)" if predicted else ""))
-    rows = [(site, nodeid) for nodeid, e in syncing for site in e["sites"]]
+          + (" (CPU stand-ins: no CUDA device)" if predicted else "")
+          + (f"; {allowed} allowed by comments, not counted" if allowed else ""))
+    rows = [(site, nodeid) for nodeid, e in entries for site in e["sites"]]
     # Ranked as a watch's report ranks its sites (sites.rank_key): recurring ones first, by their
     # blocked time after the first call; those paid once (setup, compilation) after them, under a
     # line of their own, as WatchReport.text lists them. Ties in the order of the tests' ids, so a
     # run under xdist (reports arrive in any order) prints what a run without it does.
     rows.sort(key=lambda row: (*rank_key(_one_off(row[0]), row[0]["blocked_ms"], row[0].get("first_ms"),
                                          row[0]["count"]), row[1], row[0]["text"]))
+    allowed_rows = [row for row in rows if row[0].get("allowed")]
+    rows = [row for row in rows if not row[0].get("allowed")]
     recurring = [row for row in rows if not _one_off(row[0])]
     once = [row for row in rows if _one_off(row[0])]
     shown = rows[:_SUMMARY_SITES]
@@ -408,6 +429,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         write(_row_text(site, nodeid))
     if len(rows) > _SUMMARY_SITES:
         write(f"  ... and {len(rows) - _SUMMARY_SITES} more sites")
+    if allowed_rows:
+        syncs = sum(site["count"] for site, _ in allowed_rows)
+        write(f"  allowed by comments (not counted): {syncs} sync(s) at {len(allowed_rows)} "
+              f"site{'s' if len(allowed_rows) != 1 else ''}")
+        for site, nodeid in allowed_rows[:_SHOWN_ALLOWED]:
+            write(_row_text(site, nodeid, f"  [allowed: {site.get('allowed_by') or '# syncfree: allow'}]"))
+        if len(allowed_rows) > _SHOWN_ALLOWED:
+            write(f"  ... and {len(allowed_rows) - _SHOWN_ALLOWED} more allowed sites")
     failed = sorted(state.failed_on_standins)
     if failed:
         tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"
@@ -419,10 +448,16 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             write(f"    ... and {len(failed) - _SHOWN_FAILED} more")
 
 
-def _row_text(site: dict, nodeid: str) -> str:
-    """The site's line with its test's id after it, before the library line under it, if any."""
+def _row_text(site: dict, nodeid: str, mark: str = "") -> str:
+    """The site's line with its test's id (and ``mark``) after it, before the library line
+    under it, if any."""
     first, newline, rest = site["text"].partition("\n")
-    return f"  {first}  [{nodeid}]{newline}{rest}"
+    return f"  {first}  [{nodeid}]{mark}{newline}{rest}"
+
+
+def _counted(entry: dict) -> int:
+    """A test's syncs that count: all but those allowed by comments."""
+    return entry.get("counted", entry["syncs"])
 
 
 def _one_off(site: dict) -> bool:

@@ -166,13 +166,19 @@ def allowed_by_comment(text: str, kind: str, rule: str | None) -> bool:
     """Whether a source line's ``# syncfree: allow`` comment covers a sync: a bare
     ``allow`` covers every sync of the line, ``allow[item]`` or ``allow[SF101]`` (comma
     separated) those of that kind or rule."""
+    return allow_comment(text, kind, rule) is not None
+
+
+def allow_comment(text: str, kind: str, rule: str | None) -> str | None:
+    """The ``# syncfree: allow...`` comment of a source line, as written, when it covers
+    a sync of that kind and rule (`allowed_by_comment`); None when none does."""
     match = _ALLOW.search(text)
     if match is None:
-        return False
+        return None
     if match.group(1) is None:
-        return True
+        return match.group(0)
     names = {n.strip().lower() for n in match.group(1).split(",") if n.strip()}
-    return kind.lower() in names or (rule or "").lower() in names
+    return match.group(0) if kind.lower() in names or (rule or "").lower() in names else None
 
 
 # --------------------------------------------------------------------------- reports
