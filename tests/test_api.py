@@ -90,6 +90,12 @@ def test_allow_comment_forms():
     assert allowed_by_comment("x.item()  # syncfree: allow[SF101, SF601]", "item", "SF101")
     assert not allowed_by_comment("x.item()  # syncfree: allow[mask_index]", "item", "SF101")
     assert not allowed_by_comment("x.item()  # allow", "item", "SF101")
+    # The same reading as `syncfree check`'s (syncfree/allow.py): code prefixes as noqa takes
+    # them, empty brackets allow every sync, a longer word is no allow comment.
+    assert allowed_by_comment("x.item()  # syncfree: allow[SF1]", "item", "SF101")
+    assert not allowed_by_comment("x.item()  # syncfree: allow[SF6]", "item", "SF101")
+    assert allowed_by_comment("x.item()  # syncfree: allow[]", "item", "SF101")
+    assert not allowed_by_comment("x.item()  # syncfree: allowance for later", "item", "SF101")
 
 
 def test_the_block_exception_wins_over_the_budget(userlib):

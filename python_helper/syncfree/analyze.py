@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from syncfree.allow import allowances, allowed
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.optimizer_scalars import OptimizerScalars
 from syncfree.catalog.scope import Bindings, CellScope
@@ -38,45 +39,6 @@ PYTHON_CELL_MAGICS = frozenset({"syncfree", "time", "timeit", "prun", "capture",
 
 _MAGIC_ASSIGNMENT = re.compile(r"^\s*[\w.\[\], ()*]+=\s*[%!]")
 
-#: ``# syncfree: allow`` (every sync on the line), ``# syncfree: allow[item]`` (a kind of sync),
-#: ``# syncfree: allow[SF101, SF6]`` (rule codes or prefixes, as ``noqa`` takes them).
-_ALLOW = re.compile(r"#\s*syncfree:\s*allow\b(?:\[([^\]]*)\])?", re.IGNORECASE)
-
-def allowances(source: str, *, first_line: int = 1) -> dict[int, frozenset[str] | None]:
-    """The allow comments of ``source`` by line number (``first_line`` as in :func:`analyze_source`).
-
-    A line maps to None when it allows every sync, else to the lower-cased kinds and codes in the brackets. A comment
-    is recognized wherever ``#`` starts it on the line; text inside a string that looks like one counts too (as
-    ``noqa`` does in flake8), which errs towards allowing.
-    """
-    found: dict[int, frozenset[str] | None] = {}
-    if "syncfree" not in source:
-        return found
-    for index, line in enumerate(source.splitlines()):
-        match = _ALLOW.search(line)
-        if match is None:
-            continue
-        names = match.group(1)
-        number = index + first_line
-        if names is None or not names.strip():
-            found[number] = None
-        else:
-            found[number] = frozenset(name.strip().lower() for name in names.split(",") if name.strip())
-    return found
-
-
-def allowed(allows: dict[int, frozenset[str] | None], line: int, *, rule: str | None, kind: str | None) -> bool:
-    """Whether a sync of ``rule``/``kind`` on ``line`` is allowed by the comments in ``allows`` (see
-    :func:`allowances`). Codes match by prefix (``SF6`` allows ``SF601``); kinds match exactly (``item``)."""
-    if line not in allows:
-        return False
-    names = allows[line]
-    if names is None:
-        return True
-    if kind is not None and kind.lower() in names:
-        return True
-    code = (rule or "").lower()
-    return bool(code) and any(name.startswith("sf") and code.startswith(name) for name in names)
 
 
 def analyze_source(

@@ -20,13 +20,13 @@ import functools
 import inspect
 import linecache
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
+from .allow import comment_covering
 from .capture import interrupts
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 
@@ -159,26 +159,16 @@ def describe_error(exc: BaseException, line: int | None) -> dict:
 
 # --------------------------------------------------------------------------- allow comments
 
-_ALLOW = re.compile(r"#\s*syncfree:\s*allow(?:\[([^\]]*)\])?", re.IGNORECASE)
-
-
 def allowed_by_comment(text: str, kind: str, rule: str | None) -> bool:
-    """Whether a source line's ``# syncfree: allow`` comment covers a sync: a bare
-    ``allow`` covers every sync of the line, ``allow[item]`` or ``allow[SF101]`` (comma
-    separated) those of that kind or rule."""
-    return allow_comment(text, kind, rule) is not None
+    """Whether a source line's ``# syncfree: allow`` comment covers a sync (the syntax and its
+    matching: syncfree/allow.py, shared with the static pass)."""
+    return comment_covering(text, kind, rule) is not None
 
 
 def allow_comment(text: str, kind: str, rule: str | None) -> str | None:
     """The ``# syncfree: allow...`` comment of a source line, as written, when it covers
     a sync of that kind and rule (`allowed_by_comment`); None when none does."""
-    match = _ALLOW.search(text)
-    if match is None:
-        return None
-    if match.group(1) is None:
-        return match.group(0)
-    names = {n.strip().lower() for n in match.group(1).split(",") if n.strip()}
-    return match.group(0) if kind.lower() in names or (rule or "").lower() in names else None
+    return comment_covering(text, kind, rule)
 
 
 # --------------------------------------------------------------------------- reports
