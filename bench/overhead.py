@@ -85,6 +85,19 @@ for _ in range(steps):
     losses.append(loss.item())
 """
 MLP_FILENAME = "<syncfree-bench-mlp>"
+
+
+def mlp_loop(torch):
+    """The MLP loop's code (compiled under its cell filename) and its globals but
+    ``losses`` and ``steps``: a 256 -> 512 -> 512 -> 10 MLP on CUDA, AdamW, one batch."""
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
+                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = torch.randn(256, 256, device="cuda")
+    target = torch.randint(0, 10, (256,), device="cuda")
+    linecache.cache[MLP_FILENAME] = (len(MLP), None, MLP.splitlines(keepends=True), MLP_FILENAME)
+    return compile(MLP, MLP_FILENAME, "exec"), {"torch": torch, "model": model, "opt": opt, "data": data,
+                                                 "target": target}
 # --cpu: the .item() of the GPU loop becomes a call that raises torch's sync warning from
 # the cell's frame, as torch's PyWarningHandler does (PyErr_WarnEx, stacklevel 1) when the
 # C++ call returns; `len(y)` stands for the other call of the line (y.sum()).
@@ -185,17 +198,10 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.set_sync_debug_mode(mode)
         assert sum(counts.values()) == args.iterations, counts
 
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    data = torch.randn(256, 256, device="cuda")
-    target = torch.randint(0, 10, (256,), device="cuda")
-    linecache.cache[MLP_FILENAME] = (len(MLP), None, MLP.splitlines(keepends=True), MLP_FILENAME)
-    mlp_code = compile(MLP, MLP_FILENAME, "exec")
+    mlp_code, mlp_globals = mlp_loop(torch)
 
     def mlp():
-        exec(mlp_code, {"torch": torch, "model": model, "opt": opt, "data": data,
-                        "target": target, "losses": [], "steps": args.steps})
+        exec(mlp_code, {**mlp_globals, "losses": [], "steps": args.steps})
 
     def mlp_recorded(engine: str):
         def run():

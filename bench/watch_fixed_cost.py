@@ -17,7 +17,6 @@ reason otherwise).
 from __future__ import annotations
 
 import argparse
-import linecache
 import random
 import statistics
 import sys
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from overhead import MLP, MLP_FILENAME  # noqa: E402
+from overhead import MLP_FILENAME, mlp_loop  # noqa: E402
 from paired import measure, median_ci, shown  # noqa: E402
 
 
@@ -47,18 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     from syncfree.capture.engines import cupti_problem
     from syncfree.session import choose_engine, new_recorder
 
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                                torch.nn.ReLU(), torch.nn.Linear(512, 10)).cuda()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    data = torch.randn(256, 256, device="cuda")
-    target = torch.randint(0, 10, (256,), device="cuda")
-    linecache.cache[MLP_FILENAME] = (len(MLP), None, MLP.splitlines(keepends=True), MLP_FILENAME)
-    code = compile(MLP, MLP_FILENAME, "exec")
+    code, loop_globals = mlp_loop(torch)
 
     def plain(steps: int):
         def run():
-            exec(code, {"torch": torch, "model": model, "opt": opt, "data": data, "target": target,
-                        "losses": [], "steps": steps})
+            exec(code, {**loop_globals, "losses": [], "steps": steps})
         return run
 
     def recorded(steps: int, engine: str, blocked: bool):
