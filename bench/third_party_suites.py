@@ -175,7 +175,9 @@ def run_pytest(suite: Suite, source: Path, extra: list[str], out: Path,
                timeout: float) -> tuple[dict, float, str]:
     env = dict(os.environ, **suite.env)
     env[OUTCOMES_ENV] = str(out)
-    env["PYTHONPATH"] = os.pathsep.join([str(source), str(HERE), str(ROOT / "python_helper")])
+    # The caller's PYTHONPATH after ours (a folder of a suite's optional dependencies, say).
+    env["PYTHONPATH"] = os.pathsep.join([str(source), str(HERE), str(ROOT / "python_helper"),
+                                         *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("PYTEST_ADDOPTS", None)
     args = [sys.executable, "-m", "pytest", *suite.tests, "-q", "-p", "no:cacheprovider",
             "-p", "third_party_suites", "--tb=short", *extra]
