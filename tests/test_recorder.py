@@ -466,6 +466,25 @@ def test_the_explicit_wrappers_are_made_once_and_remade_when_what_they_wrap_chan
     assert not explicit._receivers and not explicit._installed
 
 
+def test_a_wrapper_put_back_by_whoever_replaced_it_is_removed_at_the_next_attach(fake_cuda):
+    # A predict session in another thread replaces torch.cuda.synchronize over the wrapper
+    # and, ending after the recorder, puts back what it found: the wrapper. It stayed.
+    original = torch.cuda.synchronize
+    receiver = object()
+    explicit.attach(receiver, torch)
+    wrapper = torch.cuda.synchronize
+    stand_in = lambda device=None: None  # noqa: E731
+    torch.cuda.synchronize = stand_in
+    assert explicit.detach(receiver) == [
+        "torch.cuda.synchronize was replaced during the run; syncfree left the replacement in place"]
+    assert torch.cuda.synchronize is stand_in
+    torch.cuda.synchronize = wrapper  # the other session ends
+    recorder = run("torch.cuda.synchronize()\n")
+    assert [(s.line, s.count) for s in recorder.sites] == [(1, 1)]  # counted once, not twice
+    assert torch.cuda.synchronize is original and not explicit._stale
+    assert fake_cuda.history.count("device-synchronize") == 1
+
+
 def test_two_threads_attaching_at_once_install_one_set_of_wrappers(fake_cuda, monkeypatch):
     # Without the lock both found no receiver and installed: the second set wrapped the
     # first, and each explicit sync was counted twice.

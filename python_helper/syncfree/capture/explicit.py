@@ -38,6 +38,8 @@ _installed: list[tuple[object, str, object, object]] = []  # (owner, attribute, 
 # every function they wrap is still the one in place and the environment they read is
 # the same.
 _made: list[tuple[tuple, list[tuple[object, str, object, Callable[..., Any]]]]] = []
+# Wrappers found replaced at detach: (owner, attribute, original, wrapper) (_put_back_stale).
+_stale: list[tuple[object, str, object, object]] = []
 
 
 def _targets(torch) -> list[tuple[object, str, str]]:
@@ -65,6 +67,7 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
     # find no receiver and install wrappers over each other's (each sync counted twice).
     with dispatch._lock:
         if not _receivers and not _installed:
+            _put_back_stale()
             for owner, attribute, _, wrapper in _wrappers(torch):
                 # The class's own dict entry (a plain function for Event.synchronize), so
                 # that restoring puts back the very same object.
@@ -73,6 +76,24 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
                 _installed.append((owner, attribute, original, wrapper))
                 setattr(owner, attribute, wrapper)
         _receivers.append(receiver)
+
+
+def _put_back_stale() -> None:
+    """The originals of wrappers that were replaced during a run and later put back by the
+    one that replaced them: restored now (no recorder is attached). An entry leaves
+    ``_stale`` once its attribute holds anything but the wrapper."""
+    for entry in list(_stale):
+        owner, attribute, original, wrapper = entry
+        current = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
+            else getattr(owner, attribute)
+        if current is wrapper:
+            if original is _MISSING:
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, original)
+        elif current is not original:
+            continue  # still replaced: its owner may yet put the wrapper back
+        _stale.remove(entry)
 
 
 def _wrappers(torch) -> list[tuple[object, str, object, Callable[..., Any]]]:
@@ -127,7 +148,12 @@ def _detach(receiver: ExplicitSyncReceiver) -> list[str]:
         elif current is not original:
             notes.append(f"{getattr(owner, '__name__', owner)}.{attribute} was replaced during the "
                          "run; syncfree left the replacement in place")
+            # Whoever replaced it may put the wrapper back when it ends (a predict session in
+            # another thread restores what it found): the next attach or detach restores the
+            # original then (_put_back_stale).
+            _stale.append((owner, attribute, original, wrapper))
         _installed.pop()
+    _put_back_stale()
     from .explicit_distributed import forget_works
 
     forget_works()
