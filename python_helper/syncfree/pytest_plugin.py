@@ -287,7 +287,7 @@ def _summary_entry(report) -> dict:
     says) and which comment (``allowed_by``); ``counted`` leaves allowed syncs out."""
     import linecache
 
-    from .session import allow_comment
+    from .allow import comment_covering
 
     def entry(site, allowed: bool) -> dict:
         # one_off and first_ms: what the summary ranks by (syncfree.capture.sites.rank_key).
@@ -295,7 +295,7 @@ def _summary_entry(report) -> dict:
                 "one_off": site.one_off, "first_ms": site.first_ms, "allowed": allowed}
         if allowed:  # read where the test ran (the worker's files, under xdist)
             line = linecache.getline(site.file, site.line) if site.file else ""
-            data["allowed_by"] = allow_comment(line, site.kind, site.rule) or "# syncfree: allow"
+            data["allowed_by"] = comment_covering(line, site.kind, site.rule) or "# syncfree: allow"
         return data
 
     sites = [entry(site, False) for site in report.sites] + [entry(site, True) for site in report.allowed]

@@ -165,12 +165,6 @@ def allowed_by_comment(text: str, kind: str, rule: str | None) -> bool:
     return comment_covering(text, kind, rule) is not None
 
 
-def allow_comment(text: str, kind: str, rule: str | None) -> str | None:
-    """The ``# syncfree: allow...`` comment of a source line, as written, when it covers
-    a sync of that kind and rule (`allowed_by_comment`); None when none does."""
-    return comment_covering(text, kind, rule)
-
-
 # --------------------------------------------------------------------------- reports
 
 

@@ -69,11 +69,7 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
         if not _receivers and not _installed:
             _put_back_stale()
             for owner, attribute, _, wrapper in _wrappers(torch):
-                # The class's own dict entry (a plain function for Event.synchronize), so
-                # that restoring puts back the very same object.
-                original = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
-                    else getattr(owner, attribute)
-                _installed.append((owner, attribute, original, wrapper))
+                _installed.append((owner, attribute, _current(owner, attribute), wrapper))
                 setattr(owner, attribute, wrapper)
         _receivers.append(receiver)
 
@@ -83,17 +79,28 @@ def _put_back_stale() -> None:
     one that replaced them: restored now (no recorder is attached). An entry leaves
     ``_stale`` once its attribute holds anything but the wrapper."""
     for entry in list(_stale):
-        owner, attribute, original, wrapper = entry
-        current = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
-            else getattr(owner, attribute)
-        if current is wrapper:
-            if original is _MISSING:
-                delattr(owner, attribute)
-            else:
-                setattr(owner, attribute, original)
-        elif current is not original:
-            continue  # still replaced: its owner may yet put the wrapper back
-        _stale.remove(entry)
+        if _restore(*entry):
+            _stale.remove(entry)  # else still replaced: its owner may yet put the wrapper back
+
+
+def _current(owner: object, attribute: str) -> object:
+    """What ``owner.attribute`` holds: a class's own dict entry (a plain function for
+    Event.synchronize, _MISSING when inherited), so that restoring puts back the very
+    same object."""
+    return vars(owner).get(attribute, _MISSING) if isinstance(owner, type) else getattr(owner, attribute)
+
+
+def _restore(owner: object, attribute: str, original: object, wrapper: object) -> bool:
+    """Put ``original`` back where ``wrapper`` is; True when the original is in place
+    (put back, or never replaced), False when something else holds the place."""
+    current = _current(owner, attribute)
+    if current is wrapper:
+        if original is _MISSING:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, original)
+        return True
+    return current is original
 
 
 def _wrappers(torch) -> list[tuple[object, str, object, Callable[..., Any]]]:
@@ -137,21 +144,15 @@ def _detach(receiver: ExplicitSyncReceiver) -> list[str]:
     if _receivers:
         return notes
     while _installed:
-        owner, attribute, original, wrapper = _installed[-1]
-        current = vars(owner).get(attribute, _MISSING) if isinstance(owner, type) \
-            else getattr(owner, attribute)
-        if current is wrapper:
-            if original is _MISSING:
-                delattr(owner, attribute)
-            else:
-                setattr(owner, attribute, original)
-        elif current is not original:
+        entry = _installed[-1]
+        if not _restore(*entry):
+            owner, attribute = entry[:2]
             notes.append(f"{getattr(owner, '__name__', owner)}.{attribute} was replaced during the "
                          "run; syncfree left the replacement in place")
             # Whoever replaced it may put the wrapper back when it ends (a predict session in
             # another thread restores what it found): the next attach or detach restores the
             # original then (_put_back_stale).
-            _stale.append((owner, attribute, original, wrapper))
+            _stale.append(entry)
         _installed.pop()
     _put_back_stale()
     from .explicit_distributed import forget_works
