@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     import syncfree
+    from syncfree.capture import dispatch
     from syncfree.capture.engines import cupti_problem
+    from syncfree.capture.sites import UserFiles
     from syncfree.session import choose_engine, new_recorder
 
     linecache.cache[FILENAME] = (len(CELL), None, CELL.splitlines(keepends=True), FILENAME)
@@ -204,9 +206,19 @@ def main(argv: list[str] | None = None) -> int:
     def mlp():
         exec(mlp_code, {**mlp_globals, "losses": [], "steps": args.steps})
 
-    def mlp_recorded(engine: str):
+    def mlp_floor():
+        with debug_mode_floor(MLP_FILENAME) as counts:
+            mode = torch.cuda.get_sync_debug_mode()
+            torch.cuda.set_sync_debug_mode(1)
+            try:
+                mlp()
+            finally:
+                torch.cuda.set_sync_debug_mode(mode)
+        assert sum(counts.values()) == args.steps, counts
+
+    def mlp_recorded(engine: str, measure_blocked: bool = True):
         def run():
-            recorder = new_recorder(choose_engine("warn", engine), measure_blocked=True,
+            recorder = new_recorder(choose_engine("warn", engine), measure_blocked=measure_blocked,
                                     files={MLP_FILENAME: 0}, findings={MLP_FILENAME: []})
             with recorder:
                 mlp()
@@ -230,6 +242,22 @@ def main(argv: list[str] | None = None) -> int:
         (site,) = watch.report.sites  # attributed to the .py file's line 5
         assert (site.file, site.line, site.count) == (str(script), 5, args.iterations), \
             watch.report.text()
+
+    def recorded_script():
+        # The recorder as a watch makes it (user files, the entering frame as the boundary,
+        # blocked time), without the watch around it: against the cell's recorder, the walk
+        # over the function's frames; against watch(), what a watch adds once.
+        recorder = new_recorder(choose_engine("warn", "debug"), measure_blocked=True,
+                                files=UserFiles(), scope="context")
+        recorder.boundary = sys._getframe()
+        with recorder:
+            token = dispatch.route(recorder)
+            try:
+                plain_script()
+            finally:
+                dispatch.unroute(token, recorder)
+        (site,) = recorder.sites
+        assert (site.line, site.count) == (5, args.iterations), site.to_report()
 
     burst = compile(CELL.replace("range(iterations)", "range(300)"), "<syncfree-bench-burst>", "exec")
 
@@ -264,7 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         "debug mode floor": (floor, "plain loop"),
         "recorder": (recorded(False), "plain loop"),
         "recorder + blocked": (recorded(True), "plain loop"),
+        "recorder + blocked (.py file)": (recorded_script, "plain loop (.py file)"),
         "syncfree.watch() (.py file)": (watched, "plain loop (.py file)"),
+        "MLP: debug mode floor": (mlp_floor, "MLP: plain loop"),
+        "MLP: recorder": (mlp_recorded("debug", False), "MLP: plain loop"),
         "MLP: recorder + blocked": (mlp_recorded("debug"), "MLP: plain loop"),
     }, bases, timer, seconds=args.seconds * shares[0], rng=rng, min_rounds=args.min_rounds)
     # Phase 2: the CUPTI engine, paired with plain loops of its own rounds.
@@ -324,17 +355,24 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
     for name in ("recorder", "recorder + blocked"):
         row(name, debug[name], iterations, "sync")
         floor_row(name)
-    watch = "syncfree.watch() (.py file)"
-    base_row("plain loop (.py file)", [debug[watch]])
+    watch, script = "syncfree.watch() (.py file)", "recorder + blocked (.py file)"
+    base_row("plain loop (.py file)", [debug[watch], debug[script]])
+    row(script, debug[script], iterations, "sync")
     row(watch, debug[watch], iterations, "sync")
     floor_row(watch, "watch()")
     # Per sync against the recorder of the same rounds (their plain loops differ: a ratio
-    # would compare two denominators): what a watch adds over a cell's recorder.
-    for other, label in (("recorder + blocked", "recorder + blocked"), ("debug mode floor", "floor")):
-        over = added_difference(debug[watch], debug[other], iterations)
-        print(f"  {'  watch - ' + label:30s} {'':9s} {shown(over, ' us/sync', scale=1e6, signed=True)}")
-    base_row("MLP: plain loop", [debug["MLP: recorder + blocked"]])
-    row("MLP: recorder + blocked", debug["MLP: recorder + blocked"], steps, "step")
+    # would compare two denominators): what a watch adds over a cell's recorder, and where.
+    for name, other in ((watch, "recorder + blocked"), (watch, "debug mode floor"),
+                        (script, "recorder + blocked"), (watch, script)):
+        over = added_difference(debug[name], debug[other], iterations)
+        label = f"{'watch' if name == watch else '.py recorder'} - {'floor' if other == 'debug mode floor' else other}"
+        print(f"  {'  ' + label:42s} {shown(over, ' us/sync', scale=1e6, signed=True)}")
+    mlp_names = ("MLP: debug mode floor", "MLP: recorder", "MLP: recorder + blocked")
+    base_row("MLP: plain loop", [debug[n] for n in mlp_names])
+    for name in mlp_names:
+        row(name, debug[name], steps, "step")
+    over = added_difference(debug["MLP: recorder + blocked"], debug["MLP: debug mode floor"], steps)
+    print(f"  {'  MLP: recorder + blocked - floor':42s} {shown(over, ' us/step', scale=1e6, signed=True)}")
     if problem is not None:
         print(f"  CUPTI engine: not measured ({problem})")
     else:
