@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import gc
 import importlib.metadata
 import importlib.util
 import json
@@ -105,23 +106,55 @@ def _parse(path: Path) -> int:
             return 0
 
 
-def parse_floor(folder: str) -> int:
+def _visit(node: ast.AST, AST=ast.AST) -> None:
+    # The least a Python checker that looks at every node pays: each field of each node read once, nothing done.
+    for name in node._fields:
+        value = getattr(node, name)
+        if isinstance(value, list):
+            for item in value:
+                if isinstance(item, AST):
+                    _visit(item)
+        elif isinstance(value, AST):
+            _visit(value)
+
+
+def _parse_and_visit(path: Path) -> int:
+    gc.disable()  # as the check does for each file: the tree is freed by reference counting
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                tree = ast.parse(path.read_bytes())
+            except (SyntaxError, ValueError, RecursionError):
+                return 0
+        try:
+            _visit(tree)
+        except RecursionError:  # a generated file deeper than the recursion limit
+            pass
+        return len(tree.body)
+    finally:
+        gc.enable()
+
+
+def parse_floor(folder: str, visit: bool = False) -> int:
     """The floor command: list the files as ``syncfree check`` does, parse each once in a pool like the check's
-    (syncfree/cli/check.py's ``_check_files``: as many workers as usable cores, fork, the same chunks)."""
+    (syncfree/cli/check.py's ``_check_files``: as many workers as usable cores, fork, the same chunks); with
+    ``visit``, then visit every node of the tree doing nothing."""
     files = [path for path in expand_paths([folder]) if path.suffix == ".py"]
     jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(min(jobs, len(files)), mp_context=context) as pool:
-        parsed = sum(pool.map(_parse, files, chunksize=max(1, min(16, len(files) // (jobs * 8)))))
+        parsed = sum(pool.map(_parse_and_visit if visit else _parse, files,
+                              chunksize=max(1, min(16, len(files) // (jobs * 8)))))
     print(parsed)
     return 0
 
 
-def parallel_parse(folder: Path) -> tuple[float, float]:
+def parallel_parse(folder: Path, visit: bool = False) -> tuple[float, float]:
     """Wall and CPU seconds of the floor command (:func:`parse_floor`) on a folder."""
     start, cpu = time.perf_counter(), _children_cpu()
-    subprocess.run([sys.executable, __file__, "--parse-floor", str(folder)], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")})
+    subprocess.run([sys.executable, __file__, "--visit-floor" if visit else "--parse-floor", str(folder)],
+                   check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")})
     return time.perf_counter() - start, _children_cpu() - cpu
 
 
@@ -168,9 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sources", type=Path, metavar="DIR", help="time the check from these syncfree sources (a "
                         "python_helper folder, e.g. `git archive COMMIT python_helper | tar -x -C /tmp/old`)")
     parser.add_argument("--parse-floor", metavar="FOLDER", help=argparse.SUPPRESS)
+    parser.add_argument("--visit-floor", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.parse_floor:
         return parse_floor(args.parse_floor)
+    if args.visit_floor:
+        return parse_floor(args.visit_floor, visit=True)
     if args.sources:
         global SOURCES
         SOURCES = args.sources.resolve()
@@ -194,13 +230,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         # Each round: a cold check (an empty cache folder: every file read, hashed, parsed and analysed, the cache
         # written), a warm one (the same folder: the results read back), the parse floor.
-        check_times, warm_times, parse_times = [], [], []
+        # And the parse followed by a visit of every node that does nothing: the least any checker written in Python
+        # that looks at every node pays.
+        check_times, warm_times, parse_times, visit_times = [], [], [], []
         for _ in range(args.repeat):
             with tempfile.TemporaryDirectory(prefix="syncfree-cache-") as cache:
                 check_times.append(run_check(folder, Path(cache) if _has_cache() else None)[0])
                 if _has_cache():
                     warm_times.append(run_check(folder, Path(cache))[0])
             parse_times.append(parallel_parse(folder))
+            visit_times.append(parallel_parse(folder, visit=True))
         check_seconds, parse_seconds = (statistics.median(wall for wall, _ in t) for t in (check_times, parse_times))
         check_cpu, parse_cpu = (statistics.median(cpu for _, cpu in t) for t in (check_times, parse_times))
         per_rule = collections.Counter((f["rule"], f["certainty"]) for f in findings)
@@ -212,6 +251,9 @@ def main(argv: list[str] | None = None) -> int:
               f"ratio {check_seconds / parse_seconds:.2f} (medians of {len(check_times)}; load average "
               f"{os.getloadavg()[0]:.1f}); CPU time {check_cpu:.1f} s against {parse_cpu:.1f} s, ratio "
               f"{check_cpu / parse_cpu:.2f}" + (" (cold: an empty cache)" if warm_times else ""))
+        visit_cpu = statistics.median(cpu for _, cpu in visit_times)
+        print(f"   parse + a visit of every node doing nothing: CPU time {visit_cpu:.1f} s, ratio "
+              f"{visit_cpu / parse_cpu:.2f} to the parse (the least a Python checker that looks at every node pays)")
         if warm_times:
             warm_seconds = statistics.median(wall for wall, _ in warm_times)
             warm_cpu = statistics.median(cpu for _, cpu in warm_times)
