@@ -83,6 +83,32 @@ def test_closed_pipe_ends_quietly(tmp_path):
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
+def test_run_whose_program_output_closed_the_pipe_reports_on_stderr(tmp_path):
+    # `syncfree run train.py | head -2`: the program's prints close the pipe (it dies of BrokenPipeError, as under
+    # python); the report is not lost with stdout, it goes to stderr, said in a line, and the traceback shows the
+    # program's line, not syncfree's.
+    script = tmp_path / "printing.py"
+    script.write_text("import torch\nx = torch.ones(3, device='cuda')\nfor i in range(20000):\n"
+                      "    print('line', i, x.sum().item())\n")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    done = subprocess.run(f"{sys.executable} -m syncfree run {script} | head -2", shell=True, capture_output=True,
+                          text=True, env=environment, timeout=120, cwd=tmp_path)
+    assert done.stdout == "line 0 3.0\nline 1 3.0\n"
+    assert "stdout is closed (its reader has gone); the report follows on stderr" in done.stderr, done.stderr
+    assert "printing.py:4:" in done.stderr and "SF101" in done.stderr and "syncs at 1 site" in done.stderr
+    traceback = done.stderr[done.stderr.index("Traceback"):done.stderr.index("BrokenPipeError")]
+    assert "printing.py\", line 4" in traceback and "syncfree" not in traceback, traceback
+
+
+def test_run_report_starts_on_a_line_of_its_own(tmp_path):
+    # A program whose last print leaves its line open (end="", a progress line) does not glue the report's first row
+    # to it; a program that ends its lines gets no blank line.
+    for end, expected in (('end=""', "2.0\nopen.py:2:"), ("", "2.0\nopen.py:2:")):
+        (tmp_path / "open.py").write_text(f"import torch\nprint(torch.ones(2, device='cuda').sum().item(), {end})\n")
+        done = syncfree("run", "open.py", cwd=tmp_path)
+        assert done.returncode == 1 and done.stdout.startswith(expected), done.stdout
+
+
 def test_sarif_is_valid_sarif_2_1_0(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     nbformat = pytest.importorskip("nbformat")

@@ -13,6 +13,7 @@ import io
 import json
 import os
 import re
+import select
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -395,6 +396,10 @@ class ReportOutput:
         self._buffer: io.StringIO | None = None
         self._moved: tuple[int, int] | None = None  # (saved fd 1, pid) while the program's stdout is on stderr
         self._stdout_object: TextIO | None = None  # sys.stdout while the program's is sys.stderr
+        # The text report on the program's stdout: the stream whose writes are followed while the program runs, and
+        # whether its last write ended a line ([True] until it writes).
+        self._followed: Any = None
+        self._line_ended = [True]
         if path is not None:
             _check_writable(path)
 
@@ -421,13 +426,53 @@ class ReportOutput:
 
     @contextlib.contextmanager
     def program_output(self) -> Iterator[None]:
-        """Around the program's run: its stdout goes to stderr when the report needs stdout to itself."""
+        """Around the program's run: its stdout goes to stderr when the report needs stdout to itself; the text
+        report, which follows the program's output on stdout, notes whether the program's last line was ended."""
         if self.moves_program_stdout:
             self._move_program_stdout()
+        elif self.path is None and self.format not in MACHINE_FORMATS:
+            self._follow_line_ends()
         try:
             yield
         finally:
             self.restore_stdout()
+
+    def begin_report(self) -> None:
+        """Just before the report is written to stdout: a stdout whose reader has gone (``syncfree run train.py |
+        head``: the program's output closed the pipe) or that the program closed sends the report to stderr, said in
+        a line, rather than losing it; a program whose last output to stdout did not end its line gets the line ended,
+        so that the report's first row starts a line of its own."""
+        if self.path is not None:
+            return
+        stream = self.stdout
+        if _closed_for_writing(stream):
+            print("syncfree: stdout is closed (its reader has gone); the report follows on stderr", file=sys.stderr)
+            if stream is sys.__stdout__ or stream is sys.stdout:
+                silence_stdout()  # what the program left unflushed there must not fail again at exit
+            self.stdout = sys.stderr
+        elif not self._line_ended[0] and self.format not in MACHINE_FORMATS:
+            self._line_ended[0] = True
+            stream.write("\n")
+
+    def _follow_line_ends(self) -> None:
+        # print() looks `write` up on the stream object, so an instance attribute sees each write without replacing
+        # sys.stdout (whose type programs test); writes to file descriptor 1 itself are not seen.
+        stream, ended = self.stdout, self._line_ended
+        if stream is not sys.stdout:
+            return
+        write = stream.write
+
+        def write_following(text):
+            written = write(text)
+            if text:
+                ended[0] = text[-1] == "\n"
+            return written
+
+        try:
+            stream.write = write_following  # STDOUT_FOLLOWER: a traceback through it is shown without it
+        except (AttributeError, TypeError):  # a stream without instance attributes
+            return
+        self._followed = stream
 
     def _move_program_stdout(self) -> None:
         # Both levels: the file descriptor (what subprocesses and C code write to) and sys.stdout (what print()
@@ -443,6 +488,10 @@ class ReportOutput:
 
     def restore_stdout(self) -> None:
         """Give stdout back to the report (idempotent; a forked child of the program keeps the program's)."""
+        followed, self._followed = self._followed, None
+        if followed is not None:
+            with contextlib.suppress(AttributeError):
+                del followed.write
         moved, self._moved = self._moved, None
         if moved is not None and os.getpid() != moved[1]:
             return
@@ -456,6 +505,33 @@ class ReportOutput:
             saved, _ = moved
             os.dup2(saved, 1)
             os.close(saved)
+
+
+#: (file, function) of the write follower that `ReportOutput.program_output` puts on the program's stdout.
+STDOUT_FOLLOWER = (__file__, "write_following")
+
+
+def _closed_for_writing(stream: TextIO) -> bool:
+    """Whether writing to ``stream`` cannot reach anyone: closed, or a pipe whose reader has gone (poll says
+    POLLERR on a pipe's write end without readers; streams without a file descriptor are taken as open)."""
+    if getattr(stream, "closed", False):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        events = poller.poll(0)
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):  # no descriptor, no poll (Windows)
+        return False
+    return any(event & (select.POLLERR | select.POLLNVAL) for _, event in events)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null (a closed pipe: Python would report the failed flush at exit)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass
 
 
 def _check_writable(output: str) -> None:

@@ -1105,6 +1105,8 @@ def hide_engine_frames(exc: BaseException) -> None:
 def _print_traceback(exc: BaseException) -> None:
     import traceback
 
+    from .output import STDOUT_FOLLOWER
+
     # Without the frames of runpy and syncfree: the traceback starts at the program and ends
     # at the user's (or the library's) line that synced. The exception's own traceback is
     # left whole (the recorder describes it after the atexit handlers have run).
@@ -1116,5 +1118,7 @@ def _print_traceback(exc: BaseException) -> None:
     if is_sync_stop(exc):
         while frames and frames[-1].filename.startswith(_PACKAGE_DIR):
             frames.pop()
+    elif frames and (frames[-1].filename, frames[-1].name) == STDOUT_FOLLOWER:
+        frames.pop()  # the program's print() failed in the stream's own write, under `run`'s line-end follower
     shown.stack = traceback.StackSummary.from_list(frames)
     print("".join(shown.format()), end="", file=sys.stderr)

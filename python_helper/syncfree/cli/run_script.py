@@ -124,6 +124,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     # mode's table: unmeasured ops and the table's torch version.
     for line in (f"note: {n}" for n in [*report.notes, *result.notes, *report.predict_table_lines()]):
         summary += f"\n{line}"
+    output.begin_report()
     write_diagnostics([row.diagnostic(report.predicted) for row in rows], output_format, output.stream(),
                       summary=summary, tool_version=__version__)
     output.stream().flush()

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
-from syncfree.output import clean_text
+from syncfree.output import clean_text, silence_stdout
 
 __all__ = ["EXIT_CLEAN", "EXIT_ERROR", "EXIT_FOUND", "UsageProblem", "error", "silence_stdout"]
 
@@ -19,13 +18,4 @@ class UsageProblem(Exception):
 def error(problem: object) -> None:
     """``syncfree: error: <the first line of the problem>`` on stderr."""
     print(f"syncfree: error: {clean_text(str(problem)).splitlines()[0] if str(problem) else type(problem).__name__}", file=sys.stderr)
-
-
-def silence_stdout() -> None:
-    """Point stdout at /dev/null (a closed pipe: Python would report the failed flush at exit)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):
-        pass
 
