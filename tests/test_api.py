@@ -449,3 +449,20 @@ def test_a_watch_never_ended_says_so_at_exit(tmp_path):
     assert done.stderr.strip().splitlines()[-1] == (
         f"syncfree: the watch of {script}:3 never ended (the program exited inside it); "
         "1 sync seen in it were not reported"), done.stderr
+
+
+def test_a_doctests_examples_are_your_code():
+    """A doctest's example ("<doctest mod.f[1]>", compiled from its docstring) is the line a
+    sync is attributed to, as a notebook cell's is: `pytest --syncfree --doctest-modules`
+    lists it (it was library code, its syncs in no row)."""
+    import doctest
+
+    def f():
+        """
+        >>> x = torch.ones(2, device="cuda")
+        >>> _ = x.sum().item()
+        """
+
+    with syncfree.watch() as w:
+        doctest.run_docstring_examples(f, {"torch": torch}, name="f")
+    assert [(s.file, s.line, s.kind, s.count) for s in w.report.sites] == [("<doctest f[1]>", 1, "item", 1)]

@@ -172,6 +172,10 @@ def session_state():
         state["compile"] = torch.compile
         state["group"] = torch._C._group_tensors_by_device_and_dtype
         state["pin_memory"] = pin_memory_module.pin_memory
+        state["autograd"] = (torch.autograd._engine_run_backward,
+                             torch.autograd.graph._engine_run_backward,
+                             vars(torch.autograd.Function)["apply"],
+                             vars(torch.autograd.function.BackwardCFunction)["_get_user_fn"])
         state["mode_stack"] = torch._C._len_torch_function_stack()
         state["cuda_available"] = torch.cuda.is_available()
         return state
@@ -747,6 +751,78 @@ def test_rules_on_a_gpu(source, kinds):
     """The same sources on a real GPU, counted by the warn-mode recorder."""
     namespace: dict = {}
     exec(compile(PREAMBLE, "<preamble>", "exec"), namespace)
+    torch.cuda.synchronize()
+    code, filename = compile_cell(source)
+    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
+        exec(code, namespace)
+    observed = sum(site.count for site in recorder.sites)
+    if "print" in kinds:  # one predicted event stands for torch/_tensor_str.py's reads
+        assert observed >= 1
+    else:
+        assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
+
+
+#: The backward pass's Python code (hooks, a custom Function's backward, checkpoint
+#: recomputation): source -> the kinds predicted, after BACKWARD_PREAMBLE. The engine ran
+#: it without predict mode's mode and with plain CPU gradients (capture/predict/autograd.py).
+BACKWARD_PREAMBLE = """\
+import torch
+import torch.utils.checkpoint
+w = torch.randn(8, device='cuda', requires_grad=True)
+net = torch.nn.Linear(8, 8).cuda()
+class Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, t):
+        return t * 2
+    @staticmethod
+    def backward(ctx, g):
+        if g.sum() > 0:
+            pass
+        return g * 2
+def body(t):
+    t.sum().item()
+    return t.sin()
+"""
+
+BACKWARD_RULES = [
+    ("h = w.register_hook(lambda g: g.sum().item() and None)\n(w * 2).sum().backward()\nh.remove()",
+     ["item"]),
+    ("Double.apply(w).sum().backward()", ["python_bool"]),
+    ("torch.autograd.grad(Double.apply(w).sum(), w)", ["python_bool"]),
+    ("h = net.register_full_backward_hook(lambda m, gi, go: print(go[0].norm()))\n"
+     "net(w).sum().backward()\nh.remove()", ["print"]),
+    ("w.register_hook(lambda g: g + torch.ones(8, device='cuda'))\n(w * 2).sum().backward()", []),
+    ("torch.utils.checkpoint.checkpoint(body, w, use_reentrant=True).sum().backward()",
+     ["item", "item"]),
+    ("torch.utils.checkpoint.checkpoint(body, w, use_reentrant=False).sum().backward()",
+     ["item", "item"]),
+    ("with torch.autograd.graph.save_on_cpu():\n    y = (w * w).sum()\ny.backward()",
+     ["to_host", "to_host", "to_device", "to_device"]),
+    ("xc = torch.ones(8, requires_grad=True)\nxc.register_hook(lambda g: g.sum().item() and None)\n"
+     "(xc * 2).sum().backward()", []),
+]
+
+
+@pytest.mark.parametrize("source, kinds", BACKWARD_RULES)
+def test_backward_pass_runs_on_the_stand_ins_with_virtual_gradients(source, kinds):
+    recorder, namespace = CollectingRecorder(), {}
+    preamble, _ = compile_cell(BACKWARD_PREAMBLE)
+    code, _ = compile_cell(source)
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(code, namespace)
+    assert recorder.kinds == kinds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", BACKWARD_RULES)
+def test_backward_pass_on_a_gpu(source, kinds):
+    """The same sources on a real GPU, counted by the warn-mode recorder (its hooks run on
+    autograd's device thread there)."""
+    namespace: dict = {}
+    exec(compile(BACKWARD_PREAMBLE, "<preamble>", "exec"), namespace)
     torch.cuda.synchronize()
     code, filename = compile_cell(source)
     with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:

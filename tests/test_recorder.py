@@ -902,3 +902,28 @@ def test_error_mode_stops_its_own_thread_only():
             sync_now()
     assert other == ["finished"]
     assert w.report.error is not None and w.report.syncs == 1
+
+
+def test_a_sync_on_autograds_thread_belongs_to_the_watch_that_called_backward(fake_cuda, monkeypatch):
+    """On a GPU autograd runs a CUDA graph's hooks (and a custom Function's backward) on its
+    device thread, whose context routes to no watch: a watched test whose hook synced
+    passed. Here the hook hands its sync to another thread, as the engine does, and that
+    thread runs a graph task (what torch._C._current_graph_task_id says there)."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch._C, "_current_graph_task_id", lambda: 0)
+
+    def hook(grad):
+        device_thread = threading.Thread(target=sync_now, name="pt_autograd_0")
+        device_thread.start()
+        device_thread.join()
+
+    x = torch.ones(3, requires_grad=True)
+    x.register_hook(hook)
+    with _watch_warn() as w:
+        (x * 2).sum().backward()
+    assert w.report.syncs == 1, w.report.notes
+    # Outside a backward pass a thread's sync stays nobody's (noted), as before.
+    with _watch_warn() as w:
+        _in_threads(sync_now)
+    assert w.report.syncs == 0
+    assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"

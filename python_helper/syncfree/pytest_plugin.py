@@ -99,10 +99,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _watched(item: pytest.Item) -> bool:
-    # Test functions and TestCase methods: items of other kinds (doctests, linters' items)
-    # have no body to watch, so they run as without syncfree, stand-ins included.
+    # Test functions and TestCase methods; under --syncfree on a GPU doctests too (their
+    # examples are the body: their syncs were in no total). Without CUDA a doctest keeps the
+    # outcome it has without syncfree (no stand-ins: its examples print what the CPU build
+    # gives). Items of other kinds (linters' items) run as without syncfree.
+    if _is_doctest(item):
+        if not item.config.getoption("syncfree"):
+            return False
+        from .session import choose_engine
+
+        return choose_engine(item.config.getoption("syncfree_mode")).mode != "predict"
     return isinstance(item, pytest.Function) and (
         _marker_options(item) is not None or item.config.getoption("syncfree"))
+
+
+def _is_doctest(item: pytest.Item) -> bool:
+    doctest_module = sys.modules.get("_pytest.doctest")
+    return doctest_module is not None and isinstance(item, doctest_module.DoctestItem)
 
 
 def _standins_needed(item: pytest.Item) -> str | None:
@@ -152,6 +165,12 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     __tracebackhide__ = True
+    if _is_doctest(item) and _watched(item):
+        # A doctest's examples are its body: watched as a test function's is.
+        watch = item.stash[_WATCH] = _new_watch(item)
+        with watch:
+            _set_boundary(watch, sys._getframe(1))
+            return (yield)
     if not is_unittest_item(item):
         return (yield)
     # A TestCase's call phase runs setUp, the test method and tearDown (unittest's

@@ -154,3 +154,42 @@ def test_syncfree_run_mode_error_on_cuda_stops_at_the_users_line(tmp_path):
     assert frames[-1].strip().startswith(f'File "{script}", line 5'), done.stderr
     assert "called a synchronizing CUDA operation" in done.stderr
     print("\nsyncfree-gpu: syncfree run --mode error step.py:\n" + done.stdout + done.stderr)
+
+
+def test_watch_owns_the_syncs_of_its_backward_pass_on_autograds_thread():
+    """autograd runs a CUDA graph's hooks and a custom Function's backward on its device
+    thread: the watch whose block called backward() owns their syncs (a sync_free test
+    whose gradient hook synced passed when they went unowned)."""
+    import threading
+
+    import torch
+
+    import syncfree
+
+    threads = []
+
+    class Checked(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            threads.append(threading.current_thread().name)
+            if g.sum() > 0:  # one sync
+                pass
+            return g * 2
+
+    x = torch.ones(64, device="cuda", requires_grad=True)
+    net = torch.nn.Linear(64, 64).cuda()
+    net.register_full_backward_hook(lambda m, gi, go: go[0].norm().item() and None)  # one
+    x.register_hook(lambda g: g.sum().item() and None)  # one
+    torch.cuda.synchronize()
+    with syncfree.watch() as w:
+        net(Checked.apply(x)).sum().backward()
+    assert threads and threads[0] != threading.current_thread().name, threads
+    assert w.report.syncs == 3, (w.report.text(), w.report.notes)
+    with pytest.raises(syncfree.SyncError, match="synchronized 3 times"):
+        with syncfree.sync_free():
+            net(Checked.apply(x)).sum().backward()
+    print(f"\nsyncfree-gpu: backward on {threads[0]!r}: {w.report.text()}")

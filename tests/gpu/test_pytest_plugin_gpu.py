@@ -203,3 +203,25 @@ def test_autocast_stand_in_gives_the_gpus_dtypes(tmp_path):
         for dtype in ("torch.float16", "torch.bfloat16"):
             key = f"{name}/{dtype}"
             assert gpu[key] == stand_in[key] == dtype, (key, gpu[key], stand_in[key])
+
+
+def test_syncfree_option_watches_doctests_on_a_gpu(tmp_path):
+    """`pytest --syncfree --doctest-modules` on a GPU: a doctest's syncs are in the summary
+    (doctests ran unwatched, their syncs in no total)."""
+    (tmp_path / "steps.py").write_text(textwrap.dedent('''\
+        def step():
+            """
+            >>> import torch
+            >>> x = torch.ones(2, device="cuda")
+            >>> for _ in range(2):
+            ...     _ = x.sum().item()
+            """
+    '''))
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "-p", "syncfree.pytest_plugin", "--syncfree", "--doctest-modules",
+                             "steps.py"],
+                            cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    out = result.stdout
+    assert "2 syncs seen in 1 of 1 watched test" in out, out + result.stderr
+    assert "<doctest steps.step[2]>:2: .item() ×2" in out, out
+    print(f"\nsyncfree-gpu: doctest watched: {out.splitlines()[-3:]}")

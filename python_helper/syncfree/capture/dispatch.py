@@ -92,6 +92,7 @@ _mode_before: list[int] = []    # torch's debug mode before the first install
 _real: dict[str, Any] = {}      # the functions replaced: "showwarnmsg", "set", "get", "mutated"
 _program_mode: list[int] = []   # the debug mode the program set while the engine ran
 _unowned: dict[str, int] = {}   # thread name -> syncs no recorder owned
+_backward: list[tuple[int, Any]] = []  # (thread, its context's recorder) inside a backward pass
 
 
 # ----------------------------------------------------------------------------- routing
@@ -102,7 +103,45 @@ def owner() -> Any:
     recorder = _owner_get()
     if recorder is not None and recorder.running:
         return recorder
+    if _backward:
+        recorder = _backward_owner()
+        if recorder is not None:
+            return recorder
     return _process[-1] if _process else None
+
+
+def _backward_owner() -> Any:
+    """The recorder of the thread whose backward pass this thread is running a part of.
+
+    On a GPU autograd runs a CUDA graph's nodes, and so the hooks, a custom Function's
+    ``backward`` and checkpoint recomputation, on its device thread (torch/csrc/autograd/
+    engine.cpp), which has a context of its own: a ``syncfree.watch()`` (a watched test)
+    whose block called ``loss.backward()`` did not own its hooks' syncs. While a routed
+    thread is inside the engine (`_engine_run_backward`), a thread with no owner of its own
+    that runs a graph task is that thread's; with backward passes of several recorders
+    running at once it cannot tell whose, and the sync stays unowned (noted)."""
+    owners = {id(recorder): recorder for _, recorder in list(_backward) if recorder.running}
+    if len(owners) != 1:
+        return None
+    torch = sys.modules.get("torch")
+    graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+    if graph_task is None or graph_task() < 0:  # not inside an autograd pass: not the watch's
+        return None
+    return next(iter(owners.values()))
+
+
+def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
+    """torch.autograd's engine entry (torch/autograd/graph.py), while the debug-mode engine
+    is installed: the calling context's recorder owns the pass's other threads."""
+    recorder = _owner_get()
+    if recorder is None or not recorder.running:
+        return _real["backward"](*args, **kwargs)
+    entry = (_get_ident(), recorder)
+    _backward.append(entry)
+    try:
+        return _real["backward"](*args, **kwargs)
+    finally:
+        _discard(_backward, entry)
 
 
 def owner_here() -> Any:
@@ -207,7 +246,7 @@ def _showwarnmsg(msg: Any) -> None:
         _learn(text)
     recorder = _owner_get()
     if recorder is None or not recorder.running:
-        recorder = _process[-1] if _process else None
+        recorder = (_backward_owner() if _backward else None) or (_process[-1] if _process else None)
     if recorder is not None:
         # Depth 1 is the frame that called the syncing torch function (warn is a C call);
         # the recorder skips frames of the warnings module (a wrapper another tool put
@@ -379,6 +418,9 @@ def _install(torch: Any, cuda: bool) -> None:
         _replace(torch.cuda, "set_sync_debug_mode", _set_sync_debug_mode, "set")
         _replace(torch.cuda, "get_sync_debug_mode", _get_sync_debug_mode, "get")
         _real["set"](1)
+        autograd = sys.modules.get("torch.autograd")
+        if autograd is not None and callable(getattr(autograd, "_engine_run_backward", None)):
+            _replace(autograd, "_engine_run_backward", _engine_run_backward, "backward")
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:

@@ -280,8 +280,9 @@ class UserFiles(dict):
 
     def _is_user(self, filename: str) -> bool:
         # Code compiled from a string (exec, python -c) has no file to point at; IPython's
-        # "<ipython-input-...>" cells do.
-        if not filename or filename.startswith("<") and not filename.startswith("<ipython-input"):
+        # "<ipython-input-...>" cells and doctest's examples ("<doctest mod.f[1]>") do.
+        if not filename or filename.startswith("<") and not filename.startswith(("<ipython-input",
+                                                                                  "<doctest ")):
             return False
         norm = filename.replace("\\", "/")
         if "/site-packages/" in norm or "/dist-packages/" in norm or norm.startswith("<frozen"):

@@ -409,6 +409,17 @@ def _handle_record_stream(mode: Any, func: Any, args: tuple, kwargs: dict) -> An
     return None
 
 
+def _handle_register_hook(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # A gradient hook on a virtual tensor gets a virtual gradient, as on a GPU (autograd.py).
+    tensor = args[0]
+    hook = args[1] if len(args) > 1 else kwargs.pop("hook", None)
+    if _virtual(mode, tensor) and callable(hook):
+        from .autograd import hook_on_virtual_gradient
+
+        hook = hook_on_virtual_gradient(mode.session, hook)
+    return func(tensor, hook, *args[2:], **kwargs)
+
+
 def _handle_get_device(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return 0 if mode.registry.is_cuda(args[0]) else func(*args, **kwargs)
 
@@ -589,6 +600,7 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.is_pinned: _handle_is_pinned,
         T.record_stream: _handle_record_stream,
         T.get_device: _handle_get_device,
+        T.register_hook: _handle_register_hook,
         T.__deepcopy__: _handle_deepcopy,
         # nn.TransformerEncoder's fast path with a padding mask (nested tensors):
         # NestedTensor_nested_tensor_from_mask_left_aligned ends in an equal();

@@ -3,7 +3,8 @@ session only and restored to the very same objects on every exit path.
 
 ``torch.cuda.*`` and ``torch.accelerator.*`` device queries and streams/events (they answer
 as one GPU, in the threads that run a session), the legacy CUDA tensor types,
-``torch.load``/``torch.save`` (checkpoints.py), ``torch.compile`` (compiles.py),
+``torch.load``/``torch.save`` (checkpoints.py), ``torch.compile`` (compiles.py), the
+backward pass's engine and hooks (autograd.py),
 ``torch._C._group_tensors_by_device_and_dtype`` (so that torch's foreach helpers group
 virtual tensors under the CUDA device, as on a GPU), the DataLoader's pin-memory function
 (its pinning thread has no mode), the fast-path checks of nn.TransformerEncoder and
@@ -219,6 +220,10 @@ def install(session: PredictSession) -> None:
     from . import distributed
 
     distributed.install(session, patch)
+    # The backward pass's hooks on the stand-ins, with virtual gradients (autograd.py).
+    from . import autograd
+
+    autograd.install(session, patch)
 
 
 def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
