@@ -820,14 +820,17 @@ def test_backward_pass_runs_on_the_stand_ins_with_virtual_gradients(source, kind
 @pytest.mark.parametrize("source, kinds", BACKWARD_RULES)
 def test_backward_pass_on_a_gpu(source, kinds):
     """The same sources on a real GPU, counted by the warn-mode recorder (its hooks run on
-    autograd's device thread there)."""
+    autograd's device thread there). Every sync seen counts: one made by the preamble's code
+    on autograd's thread (a Function's backward, checkpoint recomputation, save_on_cpu's
+    unpacking) has no cell frame above it there, so it is counted outside the cell's lines
+    (H100, 2026-11-28: sites alone read 0, 1 and 2 where these expect 1, 2 and 4)."""
     namespace: dict = {}
     exec(compile(BACKWARD_PREAMBLE, "<preamble>", "exec"), namespace)
     torch.cuda.synchronize()
     code, filename = compile_cell(source)
     with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
         exec(code, namespace)
-    observed = sum(site.count for site in recorder.sites)
+    observed = recorder.syncs
     if "print" in kinds:  # one predicted event stands for torch/_tensor_str.py's reads
         assert observed >= 1
     else:
