@@ -150,6 +150,22 @@ def test_os_exit_still_leaves_a_report_and_its_status(tmp_path):
     assert done.returncode == 4 and json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
 
 
+def test_os_exit_0_after_syncs_over_the_budget_fails_the_run(tmp_path):
+    # A script that ends with os._exit(0) (skipping its workers' shutdown) must not pass a CI gate its syncs fail.
+    write(tmp_path, "train.py", """\
+        import os, torch
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("done", flush=True)
+        os._exit(0)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "the program ended with os._exit(0)" in done.stdout and "exceed" not in done.stderr
+    assert syncfree("run", "--budget", "1", "train.py", cwd=tmp_path).returncode == 0
+    assert syncfree("run", "--exit-zero", "train.py", cwd=tmp_path).returncode == 0
+
+
 def test_ctrl_c_reports_the_syncs_until_then_with_status_130(tmp_path):
     import signal
     import time

@@ -78,7 +78,8 @@ class ForkedChildren:
     """Follows the forks of one program run: install with `start`, read with `collect`, remove with `stop`.
 
     ``recorder``: returns the recorder running in this process (None: nothing is recorded, children report no
-    syncs). ``on_parent_exit``: called with the status when the parent itself calls ``os._exit``.
+    syncs). ``on_parent_exit``: called with the status when the parent itself calls ``os._exit``; an int it
+    returns is the status the process ends with.
     """
 
     def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None) -> None:
@@ -193,7 +194,9 @@ class ForkedChildren:
                 self.finish_child(status)
             elif self.on_parent_exit is not None:
                 callback, self.on_parent_exit = self.on_parent_exit, None
-                callback(status)
+                chosen = callback(status)  # the status the process ends with, when the callback decides one
+                if isinstance(chosen, int):
+                    status = chosen
         except BaseException:  # noqa: BLE001 - nothing may keep the process from exiting as asked
             pass
         _real_exit(status)

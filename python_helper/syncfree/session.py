@@ -846,11 +846,12 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         assert runner.report is not None
         return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
 
-    def hard_exit(status: int) -> None:
+    def hard_exit(status: int) -> int | None:
         # os._exit in the program: no thread joined, no atexit handler (Python runs none), only the report.
         close_watch(None)
         if on_exit is not None:
-            on_exit(finish(status, None, True))
+            return on_exit(finish(status, None, True))
+        return None
 
     children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit)
     try:

@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "or with --nproc-per-node N")
             status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
-                                output=output, state=state)
+                                output=output, state=state, exit_zero=args.exit_zero)
         else:
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")

@@ -39,12 +39,14 @@ def run_python(
     output: ReportOutput | None = None,
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
+    exit_zero: bool = False,
 ) -> int:
     """``syncfree run script.py args...``: the program under the engine, its sync sites as diagnostics.
 
     ``output``: where the report goes (default: ``out``, else stdout); with a machine format it also keeps the
     program's stdout out of the report's stream. Returns the exit status; a program that calls ``os._exit(n)``
-    ends this process with status n once its report is written.
+    ends this process once its report is written, with status n, or 1 when n is 0 and its syncs exceed the budget
+    (``exit_zero``: n), as a run that ended by itself would.
     """
     output = output or ReportOutput(None, output_format, out)
     state = state if state is not None else {}
@@ -59,9 +61,10 @@ def run_python(
 
     shown_target = target if not module else f"-m {target}"
 
-    def on_exit(result: Any) -> None:  # os._exit(n) in the program: its report, then the exit it asked for
+    def on_exit(result: Any) -> int:  # os._exit(n) in the program: its report, then the status to end with
         output.restore_stdout()
-        _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
+        status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
+        return result.exit_code if exit_zero and status == EXIT_FOUND else status
 
     try:
         with output.program_output():
@@ -91,8 +94,12 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     over = counted > (budget if budget is not None else 0)
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
-    if hard or interrupted:
+    if interrupted:
         status = result.exit_code
+    elif hard:
+        # os._exit(n): the status the program asked for, but not a success that hides syncs over the budget (a
+        # training script that ends with os._exit(0) to skip its workers' shutdown would pass a CI gate).
+        status = EXIT_FOUND if result.exit_code == 0 and over else result.exit_code
     else:
         status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
                   else EXIT_FOUND if over else EXIT_CLEAN)
