@@ -73,3 +73,40 @@ def compile_cell(source: str, filename: str | None = None):
     filename = filename or f"<syncfree-test-cell-{next(_cell_numbers)}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     return compile(source, filename, "exec"), filename
+
+
+#: Library code (a path under site-packages, so no watch takes it for the user's): a
+#: stand-in for autograd's device thread, started once per process as torch starts its
+#: own, which runs what a backward pass hands it, and a gradient hook that hands it work.
+LIBRARY_THREAD_SOURCE = """\
+import queue, threading
+requests = queue.Queue()
+def device_loop():
+    while True:
+        item = requests.get()
+        if item is None:
+            return
+        work, done = item
+        try:
+            work()
+        finally:
+            done.set()
+def run_on_device(work):
+    done = threading.Event()
+    requests.put((work, done))
+    assert done.wait(10)
+def blocking(api, driver, cbid, enter, leave):
+    api.callback(None, driver, cbid, enter), api.callback(None, driver, cbid, leave)
+"""
+
+
+def library_device_thread() -> dict:
+    """The namespace of `LIBRARY_THREAD_SOURCE`, its device thread started (daemon; put None
+    on ``requests`` to end it)."""
+    import threading
+
+    namespace: dict = {}
+    exec(compile(LIBRARY_THREAD_SOURCE, "/opt/venv/lib/python3/site-packages/fakelib/engine.py", "exec"),
+         namespace)
+    threading.Thread(target=namespace["device_loop"], name="pt_autograd_0", daemon=True).start()
+    return namespace

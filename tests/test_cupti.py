@@ -5,6 +5,7 @@ the real thing on a GPU)."""
 from __future__ import annotations
 
 import enum
+import functools
 import sys
 import threading
 import time
@@ -349,6 +350,38 @@ def test_nested_cupti_recorders_share_one_subscription():
     # (dispatch.py: the recorder already recording this thread) goes on counting it too.
     assert inner.syncs == 1
     assert outer.syncs == 1 + (getattr(inner, "parent", None) is outer)
+
+
+def test_a_blocking_call_on_autograds_thread_belongs_to_the_watch_that_called_backward(monkeypatch):
+    """CUPTI sees a backward pass's blocking calls on autograd's device thread (a library
+    hook's, a C++ node's), whose context routes to no watch: a watched test (a context
+    recorder) lost them to "unowned". They are the watch's whose thread called backward,
+    attributed to that line (the device thread's own frames are the library's)."""
+    torch = pytest.importorskip("torch")
+    from standins import library_device_thread
+    from syncfree.capture import dispatch
+
+    monkeypatch.setattr(torch._C, "_current_graph_task_id", lambda: 0)
+    api = FakeCupti()
+    library = library_device_thread()
+    x = torch.ones(3, requires_grad=True)
+    blocking = functools.partial(library["blocking"], api, DRIVER, 126, ENTER, EXIT)  # no frame of this file
+    x.register_hook(lambda grad: library["run_on_device"](blocking))
+    recorder = CuptiRecorder("warn", cell_files=UserFiles(), cupti_api=api, scope="context")
+    try:
+        with recorder:
+            token = dispatch.route(recorder)
+            try:
+                (x * 2).sum().backward()
+                line = sys._getframe().f_lineno - 1
+            finally:
+                dispatch.unroute(token, recorder)
+    finally:
+        library["requests"].put(None)
+    assert recorder.engine == "cupti" and recorder.syncs == 1, recorder.notes
+    (site,) = recorder.sites
+    assert (site.file, site.line, site.count) == (__file__, line, 1)
+    assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"
 
 
 def test_a_busy_cupti_falls_back_to_debug_mode_and_says_so():

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, slow_sync, sync_now
+from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, library_device_thread, slow_sync, sync_now
 
 torch = pytest.importorskip("torch")
 
@@ -926,4 +926,32 @@ def test_a_sync_on_autograds_thread_belongs_to_the_watch_that_called_backward(fa
     with _watch_warn() as w:
         _in_threads(sync_now)
     assert w.report.syncs == 0
+    assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"
+
+
+def test_a_library_sync_on_autograds_thread_is_attributed_to_the_backward_line(fake_cuda, monkeypatch):
+    """A hook whose sync runs on the device thread (started before the watch, as torch's
+    are) in library code only, as a checkpointed library model recomputes its forward
+    there: its frames never reach the user's code, so it was counted outside the lines.
+    The walk goes on at the frame that called the backward pass, in the thread waiting."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch._C, "_current_graph_task_id", lambda: 0)
+    library = library_device_thread()
+    x = torch.ones(3, requires_grad=True)
+    x.register_hook(lambda grad: library["run_on_device"](sync_now))
+    try:
+        with _watch_warn() as w:
+            (x * 2).sum().backward()
+        line = sys._getframe().f_lineno - 1
+        with _watch_warn() as w2:  # a second pass: the same site, counted again
+            for _ in range(2):
+                (x * 2).sum().backward()
+        line2 = sys._getframe().f_lineno - 1
+    finally:
+        library["requests"].put(None)
+    assert w.report.syncs == 1, w.report.notes
+    (site,) = w.report.sites
+    assert (site.file, site.line, site.count) == (__file__, line, 1), site
+    (site,) = w2.report.sites
+    assert (site.line, site.count) == (line2, 2), site
     assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"

@@ -222,3 +222,33 @@ def test_syncfree_run_takes_cupti_for_a_script_that_imports_cupy(tmp_path):
             lines[str(diagnostic["line"])] = lines.get(str(diagnostic["line"]), 0) + diagnostic["count"]
     print(f"\nsyncfree-gpu: syncfree run (engine auto) {script}: {lines}; CUPTI activity {truth['lines']}")
     assert lines == truth["lines"]
+
+
+def test_a_watch_owns_its_backward_pass_on_autograds_thread_and_names_its_line():
+    """A watched block's backward pass makes its blocking calls on autograd's device thread
+    (the backward of a boolean index, a hook's .item()), whose context routes to no watch:
+    with CUPTI they were unowned (a note; the block counted none). Now the watch owns them
+    and every one is on the block's line that called backward, as in debug mode."""
+    import torch
+
+    import syncfree
+
+    x = torch.randn(4096, device="cuda", requires_grad=True)
+    mask = x.detach() > 0
+    hook = x.register_hook(lambda grad: grad.sum().item() and None)
+    counts = {}
+    try:
+        for engine in ("debug", "cupti"):
+            torch.cuda.synchronize()
+            with syncfree.watch("warn", engine=engine) as w:
+                x[mask].sum().backward()
+            line = sys._getframe().f_lineno - 1
+            report = w.report
+            print(f"syncfree-gpu: backward with {engine}: {report.text()}")
+            assert not [n for n in report.notes if "not attributed" in n or "no syncfree watch" in n], report.notes
+            assert report.syncs >= 2, report.text()  # the forward's nonzero, the hook's .item()
+            assert {s.line for s in report.sites if s.file == __file__} >= {line}, report.text()
+            counts[engine] = report.syncs
+    finally:
+        hook.remove()
+    assert counts["cupti"] >= counts["debug"], counts

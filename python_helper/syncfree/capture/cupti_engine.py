@@ -359,16 +359,30 @@ class CuptiRecorder(SyncRecorder):
             return
         self._explicit, self._explicit_codes = _explicit_calls(torch)
         self.cuda = True
+        # CUPTI sees the backward pass's syncs on autograd's device thread, C++ nodes
+        # included: the recorder whose context called backward owns them, attributed
+        # through that call (dispatch.backward_caller_frame), as debug mode replays them.
+        from . import dispatch
 
-    def record_blocking(self, frame: FrameType | None, blocked_s: float) -> None:
+        undo.push(dispatch.detach_backward, self)
+        dispatch.attach_backward(self)
+
+    def record_blocking(self, frame: FrameType | None, blocked_s: float,
+                        caller: FrameType | None = None) -> None:
         """One blocking CUDA call whose calling thread's innermost Python frame is
-        ``frame`` (None: a thread without Python code), blocked ``blocked_s`` seconds."""
+        ``frame`` (None: a thread without Python code), blocked ``blocked_s`` seconds;
+        ``caller``: where the frames go on (a backward pass's caller, for a call made on
+        autograd's device thread)."""
         # The hot path, once per blocking call: for a known site on a top-level line of the
         # cell, one dict lookup (the key `_record` would build: kind None, not predicted,
         # no detail, then `_stack_key`); otherwise the recorder's general path, which
         # walks the frames and classifies at a site's first sync. torch's explicit
         # synchronize calls (never module code) are named as debug mode's wrappers name them.
         blocked = blocked_s if self.measure_blocked else None
+        if caller is not None:
+            self.record_sync(frame, self._explicit.get(id(frame.f_code)) if frame is not None else None,
+                             blocked_s=blocked, caller=caller)
+            return
         if frame is None:
             self.record_sync(None, None, blocked_s=blocked)
             return
@@ -404,15 +418,21 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
         from . import dispatch
 
         owner_get, process, unowned = dispatch._owner_get, dispatch._process, dispatch.unowned
+        backward, backward_owner = dispatch._backward, dispatch._backward_owner
+        caller_frame = dispatch.backward_caller_frame
 
         def deliver(frame, blocked):
             # dispatch.owner(), inlined: this runs once per blocking call.
             target = owner_get()
             if target is None or not target.running:
-                target = process[-1] if process else None
+                target = (backward_owner() if backward else None) or (process[-1] if process else None)
             if isinstance(target, CuptiRecorder):
                 if target.engine == "cupti":
-                    target.record_blocking(frame, blocked)
+                    caller = caller_frame() if backward else None
+                    if caller is None:
+                        target.record_blocking(frame, blocked)
+                    else:
+                        target.record_blocking(frame, blocked, caller)
             elif target is None:
                 unowned()
             # else: a debug-mode recorder owns this thread; it sees torch's syncs itself

@@ -10,6 +10,15 @@ Who owns a sync
   ``gpu_sync_debug`` guard. Tasks created inside the block copy the context and so belong
   to it; threads start with an empty context and do not.
 
+A backward pass's other threads: on a GPU autograd runs a CUDA graph's nodes (hooks, a
+custom Function's ``backward``, checkpoint recomputation) on its device thread, whose
+context routes to no watch. While an engine that sees other threads' syncs runs (debug
+mode, CUPTI), ``torch.autograd._engine_run_backward`` is wrapped (`attach_backward`): a
+sync on a thread inside a graph task is the recorder's whose context called the pass
+(`_backward_owner`), and its frames go on at the frame that called the engine
+(`backward_caller_frame`), so that a library's hook is attributed to the user's
+``loss.backward()`` line, as debug mode's replayed C++ warnings are.
+
 A recorder entered while another one already records its thread or task (a watch in a
 ``%%syncfree`` cell, a decorated call inside a watch, a watch in a watch) gets that one as
 its ``parent``: the sync goes to the inner recorder, which passes it on to its parents,
@@ -92,7 +101,10 @@ _mode_before: list[int] = []    # torch's debug mode before the first install
 _real: dict[str, Any] = {}      # the functions replaced: "showwarnmsg", "set", "get", "mutated"
 _program_mode: list[int] = []   # the debug mode the program set while the engine ran
 _unowned: dict[str, int] = {}   # thread name -> syncs no recorder owned
-_backward: list[tuple[int, Any]] = []  # (thread, its context's recorder) inside a backward pass
+_backward: list[tuple[int, Any, Any]] = []  # (thread, its context's recorder or None, the frame that
+#                                              called the engine) for each backward pass in flight
+_backward_users: list[Any] = []  # recorders whose engine tracks backward passes
+_backward_real: list[Any] = []   # [torch.autograd._engine_run_backward, torch.autograd] while tracked
 
 
 # ----------------------------------------------------------------------------- routing
@@ -120,28 +132,74 @@ def _backward_owner() -> Any:
     thread is inside the engine (`_engine_run_backward`), a thread with no owner of its own
     that runs a graph task is that thread's; with backward passes of several recorders
     running at once it cannot tell whose, and the sync stays unowned (noted)."""
-    owners = {id(recorder): recorder for _, recorder in list(_backward) if recorder.running}
-    if len(owners) != 1:
-        return None
-    torch = sys.modules.get("torch")
-    graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
-    if graph_task is None or graph_task() < 0:  # not inside an autograd pass: not the watch's
+    owners = {id(recorder): recorder for _, recorder, _ in list(_backward)
+              if recorder is not None and recorder.running}
+    if len(owners) != 1 or not _in_graph_task():
         return None
     return next(iter(owners.values()))
 
 
+def backward_caller_frame() -> Any:
+    """Where the backward pass that this thread runs a part of was called: the frame that
+    called the engine in the thread that waits for it, for a sync made on autograd's
+    device thread, whose own Python frames (a library's hook, checkpoint recomputation)
+    or none at all (CUPTI sees the C++ nodes' syncs there) do not reach the user's line.
+    None on the calling thread itself (a CPU backward runs there), outside a graph task,
+    or with backward passes of several threads in flight (whose, it cannot tell)."""
+    entries = list(_backward)
+    callers = {ident for ident, _, _ in entries}
+    if len(callers) != 1 or _get_ident() in callers or not _in_graph_task():
+        return None
+    return entries[-1][2]
+
+
+def _in_graph_task() -> bool:
+    torch = sys.modules.get("torch")
+    graph_task = getattr(getattr(torch, "_C", None), "_current_graph_task_id", None)
+    return graph_task is not None and graph_task() >= 0
+
+
 def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
-    """torch.autograd's engine entry (torch/autograd/graph.py), while the debug-mode engine
-    is installed: the calling context's recorder owns the pass's other threads."""
+    """torch.autograd's engine entry (torch/autograd/graph.py), while an engine that sees
+    other threads' syncs is installed (debug mode, CUPTI): the calling context's recorder
+    owns the pass's other threads, and their syncs are attributed through the frame that
+    called the engine (`backward_caller_frame`)."""
     recorder = _owner_get()
-    if recorder is None or not recorder.running:
-        return _real["backward"](*args, **kwargs)
-    entry = (_get_ident(), recorder)
+    if recorder is not None and not recorder.running:
+        recorder = None
+    entry = (_get_ident(), recorder, _getframe(1))
     _backward.append(entry)
     try:
-        return _real["backward"](*args, **kwargs)
+        return _backward_real[0](*args, **kwargs)
     finally:
         _discard(_backward, entry)
+
+
+def attach_backward(recorder: Any) -> None:
+    """Track backward passes for ``recorder`` (the first user installs the wrapper of
+    ``torch.autograd._engine_run_backward``; the caller pushed `detach_backward` first)."""
+    with _lock:
+        if any(r is recorder for r in _backward_users):
+            return
+        if not _backward_users:
+            autograd = sys.modules.get("torch.autograd")
+            real = getattr(autograd, "_engine_run_backward", None)
+            if not callable(real):  # a torch without it: backward passes are not tracked
+                return
+            _backward_real[:] = [real, autograd]
+            autograd._engine_run_backward = _engine_run_backward
+        _backward_users.append(recorder)
+
+
+def detach_backward(recorder: Any) -> None:
+    """Idempotent; the last user out puts the engine's entry back (if it is still ours)."""
+    with _lock:
+        if not _discard(_backward_users, recorder) or _backward_users or not _backward_real:
+            return
+        real, autograd = _backward_real
+        _backward_real.clear()
+        if getattr(autograd, "_engine_run_backward", None) is _engine_run_backward:
+            autograd._engine_run_backward = real
 
 
 def owner_here() -> Any:
@@ -250,8 +308,12 @@ def _showwarnmsg(msg: Any) -> None:
     if recorder is not None:
         # Depth 1 is the frame that called the syncing torch function (warn is a C call);
         # the recorder skips frames of the warnings module (a wrapper another tool put
-        # around this hook).
-        recorder.sync_warning(_getframe(1))
+        # around this hook). On autograd's device thread the backward's caller goes on.
+        caller = backward_caller_frame() if _backward else None
+        if caller is None:
+            recorder.sync_warning(_getframe(1))
+        else:
+            recorder.sync_warning(_getframe(1), caller)
     else:
         unowned()
     if _program_mode:
@@ -418,9 +480,6 @@ def _install(torch: Any, cuda: bool) -> None:
         _replace(torch.cuda, "set_sync_debug_mode", _set_sync_debug_mode, "set")
         _replace(torch.cuda, "get_sync_debug_mode", _get_sync_debug_mode, "get")
         _real["set"](1)
-        autograd = sys.modules.get("torch.autograd")
-        if autograd is not None and callable(getattr(autograd, "_engine_run_backward", None)):
-            _replace(autograd, "_engine_run_backward", _engine_run_backward, "backward")
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:

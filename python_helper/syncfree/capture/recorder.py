@@ -188,6 +188,10 @@ class SyncRecorder:
         else:
             undo.push(self._detach_explicit)
             explicit.attach(self, torch)
+            # Syncs on autograd's device thread: this recorder's when its context called
+            # backward, attributed through that call (dispatch.backward_caller_frame).
+            undo.push(dispatch.detach_backward, self)
+            dispatch.attach_backward(self)
 
         parent = self.parent
         if parent is not None and parent._clock is not None and parent._thread == self._thread:
@@ -231,19 +235,21 @@ class SyncRecorder:
     # ------------------------------------------------------------------ recording
 
     def record_sync(self, frame: FrameType, kind: str | None = None, *, predicted: bool = False,
-                    blocked_s: float | None = None) -> None:
+                    blocked_s: float | None = None, caller: FrameType | None = None) -> None:
         """Record one sync whose innermost Python frame is ``frame``.
 
         ``kind`` names the operation when the caller knows it (explicit synchronize,
         predict mode); otherwise it is worked out from the frames and the cell's findings.
+        ``caller``: where the frames go on in another thread (the backward pass's caller,
+        for a sync on autograd's device thread: dispatch.backward_caller_frame).
         """
         __tracebackhide__ = True
-        tally = self._record(frame, kind, predicted, blocked_s, None)
+        tally = self._record(frame, kind, predicted, blocked_s, None, caller)
         stops = predicted and self.stop_at_first and self._error_site is None and self._stops_at(tally)
         parent = self.parent
         while parent is not None:
             if parent.running:
-                parent_tally = parent._record(frame, kind, predicted, blocked_s, None)
+                parent_tally = parent._record(frame, kind, predicted, blocked_s, None, caller)
                 if predicted and parent.stop_at_first and parent._error_site is None \
                         and _get_ident() == parent._thread:
                     parent._error_site = parent_tally
@@ -257,13 +263,15 @@ class SyncRecorder:
                                f"{tally.label if isinstance(tally, SyncSite) else kind})")
 
     def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
-                blocked: float | None, detail: str | None) -> SyncTally:
+                blocked: float | None, detail: str | None, caller: FrameType | None = None) -> SyncTally:
         """Record one sync told by explicit.py, predict mode or error mode (the warning
         hook has its own copy of this path)."""
         key = (kind, predicted, detail) + _stack_key(frame, self._cell_files, self.boundary)
+        if caller is not None:
+            key += _stack_key(caller, self._cell_files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
-            tally = self._resolve(frame, key, kind, predicted, detail, blocked)
+            tally = self._resolve(frame, key, kind, predicted, detail, blocked, caller)
         tally.count += 1
         if blocked is not None:
             tally.blocked_s += blocked
@@ -271,7 +279,8 @@ class SyncRecorder:
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
-                 detail: str | None, blocked: float | None = None) -> SyncTally:
+                 detail: str | None, blocked: float | None = None,
+                 caller: FrameType | None = None) -> SyncTally:
         with self._lock:
             tally = self._cache.get(key)
             if tally is not None:
@@ -279,13 +288,15 @@ class SyncRecorder:
             files = self._cell_files
             codes = []  # the code objects whose id() is in the key
             boundary = self.boundary
-            f = frame
-            while f is not None:
-                codes.append(f.f_code)
-                if f is boundary or (f.f_code.co_name == "<module>"
-                                     and f.f_code.co_filename in files):
-                    break
-                f = f.f_back
+            for f in (frame, caller):
+                while f is not None:
+                    codes.append(f.f_code)
+                    if f is boundary or (f.f_code.co_name == "<module>"
+                                         and f.f_code.co_filename in files):
+                        break
+                    f = f.f_back
+            if frame is None:  # a thread without Python code (CUPTI): the caller's frames
+                frame, caller = caller, None
             tid = threading.get_ident()
             thread = None if tid == self._thread else threading.current_thread().name
             attribution = None
@@ -293,7 +304,7 @@ class SyncRecorder:
                 try:
                     attribution = attribute(frame, self._cell_files, self._findings_for,
                                             self.max_frames, kind, table=self._table,
-                                            boundary=boundary)
+                                            boundary=boundary, caller=caller)
                 except Exception as exc:  # a fault here must not break the user's cell
                     self.note(f"syncfree could not attribute a sync ({type(exc).__name__}: "
                               f"{exc}); it is counted outside the cell's lines")
@@ -346,9 +357,10 @@ class SyncRecorder:
             self._findings[filename] = findings
         return findings
 
-    def sync_warning(self, frame: FrameType) -> None:
+    def sync_warning(self, frame: FrameType, caller: FrameType | None = None) -> None:
         """A debug-mode sync warning whose innermost Python frame is ``frame`` (the
-        dispatcher's warning hook calls this for the syncs this recorder owns)."""
+        dispatcher's warning hook calls this for the syncs this recorder owns); ``caller``:
+        where the frames go on, for a sync on autograd's device thread (`record_sync`)."""
         # The hot path: on a GPU loop it runs once per sync, so it does one frame walk and
         # one dict lookup, with the walk inlined for the common case of a sync on a
         # top-level line of the cell (bench/overhead.py measures it).
@@ -374,9 +386,11 @@ class SyncRecorder:
                 key = (ident, id(code), frame.f_lasti)  # == _stack_key(frame, files)
             else:
                 key = _stack_key(frame, files, self.boundary)
+            if caller is not None:
+                key += _stack_key(caller, files, self.boundary)
             tally = self._cache.get(key)
             if tally is None:
-                tally = self._resolve(frame, key, None, False, None, blocked)
+                tally = self._resolve(frame, key, None, False, None, blocked, caller)
             tally.count += 1
             if blocked is not None:
                 tally.blocked_s += blocked
@@ -385,7 +399,7 @@ class SyncRecorder:
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
                 if parent.running:
-                    parent_tally = parent._count(frame, blocked)
+                    parent_tally = parent._count(frame, blocked, caller)
                     if parent.mode == "error" and ident == parent._thread:
                         parent._error_site = parent_tally
                         stop = True
@@ -404,7 +418,7 @@ class SyncRecorder:
     def _stops_at(self, tally: SyncTally) -> bool:
         return not self.passes_rules or getattr(tally, "rule", None) not in self.passes_rules
 
-    def _count(self, frame: FrameType, blocked: float | None) -> SyncTally:
+    def _count(self, frame: FrameType, blocked: float | None, caller: FrameType | None = None) -> SyncTally:
         """One debug-mode sync at ``frame``: one frame walk and one dict lookup, with the
         walk inlined for the common case of a sync on a top-level line of the cell."""
         code = frame.f_code
@@ -413,9 +427,11 @@ class SyncRecorder:
             key = (_get_ident(), id(code), frame.f_lasti)  # == _stack_key(frame, files)
         else:
             key = _stack_key(frame, files, self.boundary)
+        if caller is not None:
+            key += _stack_key(caller, files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
-            tally = self._resolve(frame, key, None, False, None, blocked)
+            tally = self._resolve(frame, key, None, False, None, blocked, caller)
         tally.count += 1
         if blocked is not None:
             tally.blocked_s += blocked

@@ -648,17 +648,26 @@ TABLE_FULL = Attribution((), "other", None, (), False)
 def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: FindingsLookup,
               max_frames: int, kind: str | None = None, *,
               table: SiteTable | None = None,
-              boundary: FrameType | None = None) -> Attribution | None:
+              boundary: FrameType | None = None,
+              caller: FrameType | None = None) -> Attribution | None:
     """Attribute a sync whose innermost Python frame is ``frame``; None without a cell
     frame, `TABLE_FULL` when ``table`` (if given) would not take a site on its lines.
 
     The frames are walked up to ``boundary`` (the frame that entered a watch) or, for
     notebook cells, to the cell's module frame: what is above is the same for every sync
-    (a kernel's ~30 frames of IPython, tornado and asyncio)."""
+    (a kernel's ~30 frames of IPython, tornado and asyncio). ``caller``: where the walk
+    goes on once ``frame``'s thread has no more frames (a sync on autograd's device
+    thread goes on at the frame that called the backward pass, in the thread waiting
+    for it), so that a library's hook or a recomputed forward is attributed to the
+    user's ``loss.backward()`` line."""
     by_file = isinstance(cell_files, UserFiles)
     stack: list[FrameType] = []
     f: FrameType | None = frame
-    while f is not None:
+    while True:
+        if f is None:
+            if caller is None:
+                break
+            f, caller = caller, None
         stack.append(f)
         if f is boundary:
             break
