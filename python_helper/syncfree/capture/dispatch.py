@@ -195,6 +195,7 @@ def enter(recorder: Any) -> None:
         # The recorder already recording this thread or task goes on counting this one's
         # syncs (a watch in a cell, a decorated call in a watch): SyncRecorder.parent.
         recorder.parent = owner_here()
+        _threads.install()  # the first recorder in; `leave` by the last one out removes it
         if recorder.scope == "process":
             _process.append(recorder)
         _running.append(recorder)
@@ -207,6 +208,8 @@ def leave(recorder: Any) -> None:
         recorder.running = False
         was_running = _discard(_running, recorder)
         _discard(_process, recorder)
+        if not _running:
+            _threads.remove(recorder)
         if not was_running:
             return
         before = getattr(recorder, "_unowned_before", {})
@@ -507,6 +510,9 @@ def _discard(items: list, item: Any) -> bool:
             return True
     return False
 
+
+# Last: threads.py uses this module's names (the thread and thread-pool patches).
+from . import threads as _threads  # noqa: E402
 
 __all__ = ["SYNC_MESSAGE", "attach_debug", "detach_debug", "enter", "installed", "leave",
            "owner", "owner_here", "route", "unowned", "unroute"]
