@@ -350,19 +350,34 @@ def _thread_item(x) -> None:
     x.sum().item()
 
 
+_POOL: list[ThreadPoolExecutor] = []
+
+
 def threaded_predict_watch() -> int:
     """A predict watch whose block starts a thread and maps over a thread pool: each runs
-    routed to the watch, under a predict session of its own (capture/threads.py)."""
+    routed to the watch, under a predict session of its own (capture/threads.py). The pool
+    lives on (made once, its worker started in the first run's watch): one freed at the
+    scenario's end runs concurrent.futures' WeakKeyDictionary callback in the main thread,
+    where an interrupt re-armed a moment after the run (interrupts.py) is dropped by
+    CPython as one in a finalizer, after the engine's hold has ended."""
     import syncfree
 
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="leaks"))
     with syncfree.watch() as w:
         x = torch.ones(2, device="cuda")
         thread = threading.Thread(target=_thread_item, args=(x,))
         thread.start()
         thread.join()
-        with ThreadPoolExecutor(1) as pool:
-            list(pool.map(_thread_item, [x]))
+        list(_POOL[0].map(_thread_item, [x]))
     return w.report.syncs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shut_the_pool():
+    yield
+    while _POOL:
+        _POOL.pop().shutdown()
 
 
 def inject_at_instructions(name: str, scenario, expired: bool, every: int = 1):
