@@ -345,9 +345,12 @@ class Watch:
     code about to run); see capture/engines.py.
 
     **Scope.** A watch counts the syncs of the thread that runs it, or of the asyncio
-    task (and the tasks that task creates inside the block, which copy its context):
-    syncs of other threads are not counted into it, and each thread's watch gets its own
-    (a note says how many syncs threads without a watch made meanwhile).
+    task (and the tasks that task creates inside the block, which copy its context), and
+    of the work the block starts: the threads it starts and the tasks it submits to a
+    ``ThreadPoolExecutor`` run under it (in predict mode, non-daemon threads and pool tasks
+    on the stand-ins; capture/threads.py). Syncs of other threads are not counted into
+    it, and each thread's watch gets its own (a note says how many syncs threads without
+    a watch made meanwhile).
     ``all_threads=True`` counts every thread of the process instead, as ``syncfree run``
     and ``%%syncfree`` do. A watch inside another one of the same thread or task (or
     inside a ``%%syncfree`` cell, a watched test) reports its block's syncs, and the outer

@@ -8,7 +8,14 @@ Who owns a sync
 * A recorder of scope ``"context"`` (``syncfree.watch()``) owns the thread, or the asyncio
   task, that routes to it (`routing`): a `contextvars.ContextVar`, as vLLM scopes its
   ``gpu_sync_debug`` guard. Tasks created inside the block copy the context and so belong
-  to it; threads start with an empty context and do not.
+  to it. Threads start with an empty context: the work the block starts is routed to it
+  by hand (threads.py, installed with the first recorder and removed with the last): a
+  ``threading.Thread`` started from the routed context runs its ``run()`` routed to the
+  recorder, and a task submitted to a ``ThreadPoolExecutor`` from it runs so for the
+  task's duration (the pool's threads belong to no watch); in predict mode a non-daemon
+  thread, or the task, also runs under a `PredictSession` of its own (a daemon thread may
+  outlive the watch and would keep the stand-ins installed). A thread started from a
+  context routed to no watch (before the block, or by another thread) is not the block's.
 
 A recorder entered while another one already records its thread or task (a watch in a
 ``%%syncfree`` cell, a decorated call inside a watch, a watch in a watch) gets that one as
