@@ -7,10 +7,12 @@ IPython is not imported here: the GPU machine runs tests/gpu without it.
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 
@@ -93,6 +95,8 @@ def global_state():
             "event_synchronize": vars(torch.cuda.Event).get("synchronize"),
             "debug_mode": torch.cuda.get_sync_debug_mode() if torch.cuda.is_available() else None,
             "profile": sys.getprofile(),
+            "thread_start": threading.Thread.start,  # capture/threads.py
+            "pool_submit": concurrent.futures.ThreadPoolExecutor.submit,
         }
 
     return snapshot

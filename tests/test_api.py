@@ -350,21 +350,208 @@ def test_sync_free_on_an_async_function_fails_when_its_body_syncs(userlib):
 # ----------------------------------------------------------------------------- threads
 
 
-def test_a_thread_without_a_watch_is_not_counted_into_anothers(userlib):
+def _item(x):
+    return x.sum().item()  # the line the thread syncs on
+
+
+_ITEM_LINE = _item.__code__.co_firstlineno + 1
+
+
+def _thread_sites(report):
+    return sorted((s.line, s.kind, s.count, s.thread) for s in report.sites
+                  if s.file == __file__ and s.line == _ITEM_LINE)
+
+
+def test_a_thread_started_in_a_sync_free_block_is_its_own(userlib):
+    """A thread the watched block starts and joins runs under the block's watch (routed
+    to it, and in predict mode under a predict session of its own): its .item() fails the
+    block. It used to run without the predict mode at all: not predicted, the test passed."""
     import threading
 
-    def worker():
-        torch.cuda.synchronize()  # predict's stand-in: a sync of this thread
+    with pytest.raises(syncfree.SyncError, match="would synchronize 1 time") as raised:
+        with syncfree.sync_free():
+            x = torch.ones(2, device="cuda")
+            t = threading.Thread(target=_item, args=(x,), name="reader")
+            t.start()
+            t.join()
+    report = raised.value.report
+    assert _thread_sites(report) == [(_ITEM_LINE, "item", 1, "reader")], report.text()
+    assert not any("no syncfree watch owned" in n for n in report.notes), report.notes
 
+
+def test_a_thread_pool_mapped_in_a_watch_counts_in_it():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with pytest.raises(syncfree.SyncError, match="would synchronize 3 times, budget 0") as raised:
+        with syncfree.sync_free():
+            x = torch.ones(2, device="cuda")
+            with ThreadPoolExecutor(2) as pool:
+                assert list(pool.map(_item, [x, x, x])) == [2.0, 2.0, 2.0]
+    report = raised.value.report
+    assert sum(c for _, _, c, _ in _thread_sites(report)) == 3, report.text()
+    assert all(t.startswith("ThreadPoolExecutor") for *_, t in _thread_sites(report))
+
+
+def test_a_pool_made_before_the_watch_runs_its_tasks_for_it():
+    """Per task: the pool's threads were started outside the watch (and serve other code
+    after it), each task submitted from the block is the block's, for its duration."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from syncfree.capture import dispatch
+    from syncfree.capture.predict import claims
+
+    x = torch.ones(2, device="cpu")
+    with ThreadPoolExecutor(2) as pool:
+        pool.submit(threading.get_ident).result()  # a worker started before the watch
+        with syncfree.watch() as w:
+            y = torch.ones(2, device="cuda")
+            assert pool.submit(_item, y).result() == 2.0
+            assert list(pool.map(_item, [y, y])) == [2.0, 2.0]
+        assert w.report.syncs == 3, w.report.text()
+        assert sum(c for _, _, c, _ in _thread_sites(w.report)) == 3
+        # After the watch the workers run as before: no routing, no predict session.
+        assert pool.submit(dispatch.routed).result() is None
+        assert pool.submit(lambda: list(claims._claims)).result() == []
+        assert pool.submit(_item, x).result() == 2.0
+
+
+def test_a_pool_started_in_a_watch_is_not_bound_to_it_afterwards():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from syncfree.capture import dispatch
+    from syncfree.capture.predict import claims
+
+    pool = ThreadPoolExecutor(1)
+    try:
+        with syncfree.watch() as first:
+            x = torch.ones(2, device="cuda")
+            pool.submit(_item, x).result()  # the worker thread starts here
+        assert first.report.syncs == 1
+        assert pool.submit(dispatch.routed).result() is None
+        assert pool.submit(lambda: list(claims._claims)).result() == []
+        with syncfree.watch() as second:
+            pool.submit(_item, x).result()
+            pool.submit(_item, x).result()
+        assert (first.report.syncs, second.report.syncs) == (1, 2)
+    finally:
+        pool.shutdown()
+
+
+def test_a_budget_counts_the_threads_syncs(userlib):
+    import threading
+
+    with syncfree.sync_free(budget=2):  # the block's own sync and its thread's
+        x = torch.ones(2, device="cuda")
+        userlib.read(x)
+        t = threading.Thread(target=_item, args=(x,))
+        t.start()
+        t.join()
+    with pytest.raises(syncfree.SyncError, match="would synchronize 3 times, budget 2"):
+        with syncfree.sync_free(budget=2):
+            userlib.read(x)
+            threads = [threading.Thread(target=_item, args=(x,)) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+
+def test_a_thread_started_outside_any_watch_is_not_counted_into_one(userlib):
+    """A thread started before the watch, and one that thread starts during it, belong to
+    no watch: their syncs are noted, not counted."""
+    import threading
+
+    go = threading.Event()
+
+    def worker():
+        go.wait(10)
+        torch.cuda.synchronize()  # predict's stand-in: a sync of this thread
+        inner = threading.Thread(target=torch.cuda.synchronize, name="grandchild")
+        inner.start()
+        inner.join()
+
+    t = threading.Thread(target=worker, name="prefetch")
+    t.start()
     with syncfree.watch() as w:
         x = torch.ones(2, device="cuda")
         userlib.read(x)
-        t = threading.Thread(target=worker, name="prefetch")
-        t.start()
+        go.set()
         t.join()
     assert w.report.syncs == 1
-    assert any("1 sync(s) in thread 'prefetch', which no syncfree watch owned" in n
-               for n in w.report.notes), w.report.notes
+    for name in ("prefetch", "grandchild"):
+        assert any(f"1 sync(s) in thread {name!r}, which no syncfree watch owned" in n
+                   for n in w.report.notes), w.report.notes
+
+
+def test_a_daemon_thread_is_routed_but_runs_no_predict_session():
+    """A daemon thread may outlive the watch: it would keep the stand-ins installed."""
+    import threading
+
+    from syncfree.capture import dispatch
+    from syncfree.capture.predict import claims
+
+    seen = []
+
+    def look():
+        seen.append((dispatch.routed(), [s for s in claims._claims
+                                         if s._thread == threading.get_ident()]))
+        torch.cuda.synchronize()  # a patched function: predicted without the thread's mode
+
+    with syncfree.watch() as w:
+        t = threading.Thread(target=look, daemon=True)
+        t.start()
+        t.join()
+    [(routed, sessions)] = seen
+    assert routed is not None and sessions == []
+    assert w.report.syncs == 1
+
+
+def test_a_thread_in_a_watch_inside_syncfree_run_runs_under_one_session(tmp_path, monkeypatch):
+    """`syncfree run` predicts every program thread; a thread started inside a watch of
+    the program is the watch's: one predict session (not the run's and the watch's), its
+    sync counted once in the watch and once in the run (the watch's parent)."""
+    script = tmp_path / "threaded.py"
+    script.write_text(textwrap.dedent("""\
+        import threading
+        import torch, syncfree
+        from syncfree.capture import dispatch
+        from syncfree.capture.predict import claims
+        import threaded_results as program
+
+        sessions = program.sessions = {}
+        reports = program.reports = []
+
+        def work(x, name):
+            mine = [s for s in claims._claims if s._thread == threading.get_ident()]
+            sessions[name] = ([s.recorder for s in mine], dispatch.routed())
+            x.sum().item()
+
+        x = torch.ones(2, device="cuda")
+        plain = threading.Thread(target=work, args=(x, "plain"))
+        plain.start(); plain.join()
+        with syncfree.watch() as w:
+            inside = threading.Thread(target=work, args=(x, "inside"))
+            inside.start(); inside.join()
+        reports.append(w)
+    """))
+    import types
+
+    program = types.ModuleType("threaded_results")  # what the program leaves for the test
+    monkeypatch.setitem(sys.modules, "threaded_results", program)
+    run = syncfree.run_script(str(script))
+    assert run.exit_code == 0, run.error
+    [w] = program.reports
+    (plain_sessions, plain_routed) = program.sessions["plain"]
+    (inside_sessions, inside_routed) = program.sessions["inside"]
+    assert len(plain_sessions) == 1 and plain_routed is None  # the run's, as before
+    assert len(inside_sessions) == 1 and inside_routed is inside_sessions[0]  # the watch's
+    assert plain_sessions[0] is not inside_sessions[0]
+    assert w.report.syncs == 1, w.report.text()
+    assert run.report.syncs == 2, run.report.text()  # the plain thread's, and the watch's once
+    line = script.read_text().splitlines().index("    x.sum().item()") + 1
+    assert {s.line for s in run.report.sites} == {line}, run.report.text()
+    assert sum(s.count for s in run.report.sites) == 2, run.report.text()
 
 
 def test_watches_in_two_threads_count_their_own_from_the_first_use(tmp_path):

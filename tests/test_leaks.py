@@ -30,6 +30,7 @@ import sys
 import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -41,6 +42,7 @@ torch = pytest.importorskip("torch")
 
 from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
+from syncfree.capture import threads as capture_threads  # noqa: E402
 from syncfree.capture.predict import claims as predict_claims  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
@@ -52,7 +54,7 @@ def _owners():
     import torch.utils.data._utils.pin_memory as pin_memory_module
 
     owners = [torch.cuda, torch.cuda.Event, torch, torch._C, pin_memory_module, eval_frame,
-              torch.serialization]
+              torch.serialization, threading.Thread, ThreadPoolExecutor]
     if hasattr(torch, "accelerator"):
         owners.append(torch.accelerator)
     if torch.distributed.is_available():  # explicit_distributed.py's wrappers
@@ -72,6 +74,8 @@ _SMALL_OWNERS = {
     "torch.distributed": _DISTRIBUTED,
     "torch.distributed.distributed_c10d": _DISTRIBUTED,
     "Work": ("wait",),
+    "Thread": ("start",),  # capture/threads.py
+    "ThreadPoolExecutor": ("submit",),
 }
 
 
@@ -106,6 +110,7 @@ def snapshot() -> dict:
                                list(predict_claims._patch_holders),
                                dict(predict_claims._thread_modes))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
+    state["thread_patches"] = list(capture_threads._installed)
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
     return state
@@ -157,6 +162,7 @@ def _repair() -> None:
     dispatch._owner.set(None)
     explicit._receivers.clear()
     explicit.detach(None)  # no receiver left: the originals go back
+    capture_threads.remove(None)
     predict_claims._active_session = None
     predict_claims._claims.clear()
     predict_claims._patch_holders.clear()
@@ -321,7 +327,8 @@ def _attach_detach_functions() -> list:
             Watch._resume, Watch._suspend, Watch._end, Watch._abandon, PredictSession.__enter__,
             PredictSession.__exit__, PredictSession.close, claims._hold_patches,
             claims._release_patches, patches.install, patches._Patches.replace,
-            patches._Patches.restore]
+            patches._Patches.restore, capture_threads.install, capture_threads.remove,
+            capture_threads._replace]
 
 
 def _opcodes(functions=None, expired: bool = False):
@@ -337,6 +344,40 @@ def predict_watch() -> int:
         x.sum().item()
         torch.cuda.synchronize()
     return w.report.syncs
+
+
+def _thread_item(x) -> None:
+    x.sum().item()
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def threaded_predict_watch() -> int:
+    """A predict watch whose block starts a thread and maps over a thread pool: each runs
+    routed to the watch, under a predict session of its own (capture/threads.py). The pool
+    lives on (made once, its worker started in the first run's watch): one freed at the
+    scenario's end runs concurrent.futures' WeakKeyDictionary callback in the main thread,
+    where an interrupt re-armed a moment after the run (interrupts.py) is dropped by
+    CPython as one in a finalizer, after the engine's hold has ended."""
+    import syncfree
+
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(1, thread_name_prefix="leaks"))
+    with syncfree.watch() as w:
+        x = torch.ones(2, device="cuda")
+        thread = threading.Thread(target=_thread_item, args=(x,))
+        thread.start()
+        thread.join()
+        list(_POOL[0].map(_thread_item, [x]))
+    return w.report.syncs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _shut_the_pool():
+    yield
+    while _POOL:
+        _POOL.pop().shutdown()
 
 
 def inject_at_instructions(name: str, scenario, expired: bool, every: int = 1):
@@ -432,6 +473,31 @@ def test_interrupt_at_every_attach_and_detach_instruction_of_an_error_cell(fake_
 @pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
 def test_interrupt_at_every_attach_and_detach_instruction_of_a_predict_watch(expired):
     _check_instructions("predict watch, instructions", predict_watch, expired)
+
+
+def test_interrupt_at_a_sample_of_the_lines_of_a_watch_that_starts_threads():
+    """Every 31st executed engine line (of the main thread) of a predict watch whose
+    threads and pool tasks run under it: the thread patches go with the last recorder,
+    whatever interrupts where (the full run: SYNCFREE_LEAKS=1)."""
+    assert threaded_predict_watch() == 2  # uninterrupted: both threads' syncs counted
+    before = snapshot()
+    lines, injected, leaks = inject_everywhere("predict watch with threads (sample)",
+                                               threaded_predict_watch, every=31)
+    assert lines > 100 and injected == len(range(1, lines + 1, 31))
+    assert leaks == []
+    assert diff(before, snapshot()) == []
+
+
+@_INJECT
+def test_interrupt_at_every_engine_line_of_a_watch_that_starts_threads():
+    _check("predict watch with threads", threaded_predict_watch)
+
+
+@_INJECT
+@pytest.mark.parametrize("expired", [False, True], ids=["signal", "held-too-long"])
+def test_interrupt_at_every_attach_and_detach_instruction_of_a_watch_that_starts_threads(expired):
+    _check_instructions("predict watch with threads, instructions", threaded_predict_watch,
+                        expired)
 
 
 @_INJECT

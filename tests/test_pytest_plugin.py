@@ -99,6 +99,50 @@ def test_budget_and_mode(pytester):
     assert "not reached" not in result.stdout.str()
 
 
+def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):
+    """Work a watched test starts in a thread or a thread pool is the test's: it ran
+    without the predict mode (not predicted at all) and the test passed."""
+    pytester.makepyfile(test_threads="""
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+        import pytest, torch
+
+        def read(x):
+            return x.sum().item()
+
+        @pytest.mark.sync_free
+        def test_thread():
+            x = torch.ones(2, device="cuda")
+            t = threading.Thread(target=read, args=(x,), name="reader")
+            t.start()
+            t.join()
+
+        @pytest.mark.sync_free(budget=1)
+        def test_pool():
+            x = torch.ones(2, device="cuda")
+            with ThreadPoolExecutor(2) as pool:
+                list(pool.map(read, [x, x]))
+
+        def test_fixture_watch(syncfree):
+            with syncfree.watch() as block:
+                x = torch.ones(2, device="cuda")
+                t = threading.Thread(target=read, args=(x,))
+                t.start()
+                t.join()
+            assert block.report.syncs == 1, block.report.text()
+
+        def test_unmarked():
+            t = threading.Thread(target=read, args=(torch.ones(2),))
+            t.start()
+            t.join()
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*_ test_thread _*", "syncfree: would synchronize 1 time, budget 0",
+                                 "  test_threads.py:6: .item() ×1, predicted, SF101"])
+    result.stdout.fnmatch_lines(["*_ test_pool _*", "syncfree: would synchronize 2 times, budget 1"])
+
+
 def test_unmarked_tests_are_untouched(pytester):
     pytester.makepyfile(test_plain="""
         import torch

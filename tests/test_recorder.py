@@ -294,6 +294,8 @@ def _assert_restored(before, after):
     assert after["event_synchronize"] is before["event_synchronize"]
     assert after["debug_mode"] == before["debug_mode"]
     assert after["profile"] is before["profile"]
+    assert after["thread_start"] is before["thread_start"]
+    assert after["pool_submit"] is before["pool_submit"]
 
 
 @pytest.mark.parametrize("raised", [ValueError("boom"), KeyboardInterrupt(), SystemExit(3)],
@@ -896,12 +898,55 @@ def test_error_mode_stops_its_own_thread_only():
 
     with pytest.raises(RuntimeError, match="called a synchronizing CUDA operation"):
         with syncfree.watch("error") as w:
-            t = threading.Thread(target=worker)
+            t = threading.Thread(target=worker, name="worker")
             t.start()
             t.join()
             sync_now()
     assert other == ["finished"]
-    assert w.report.error is not None and w.report.syncs == 1
+    # The thread the block started is the block's: its sync counted, not raised there.
+    assert w.report.error is not None and w.report.syncs == 2
+    assert sorted(s.thread or "" for s in w.report.sites) == ["", "worker"]
+
+
+def _started_outside(target, name):
+    """A thread started now (outside any watch) that runs ``target`` when told to: a
+    thread no watch owns. Returns the function that runs it and joins it."""
+    go = threading.Event()
+
+    def wait_then_run():
+        if go.wait(10):
+            target()
+
+    thread = threading.Thread(target=wait_then_run, name=name)
+    thread.start()
+
+    def run_and_join():
+        go.set()
+        thread.join()
+    return run_and_join
+
+
+def test_a_thread_started_in_a_watch_is_its_own_in_warn_mode(global_state):
+    """Debug mode's path (torch's warning in the thread): a thread the block starts, and a
+    thread-pool task it submits, count in the watch; one started outside it does not."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = global_state()
+    outside = _started_outside(sync_now, "outside")
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()  # its worker started before the watch
+        with _watch_warn() as w:
+            t = threading.Thread(target=sync_now, name="inside")
+            t.start()
+            t.join()
+            pool.submit(sync_now).result()
+            outside()
+        with warnings.catch_warnings(record=True):  # after the watch: not its (shown)
+            assert pool.submit(sync_now).result() is None
+    assert w.report.syncs == 2, w.report.notes
+    assert any("1 sync(s) in thread 'outside', which no syncfree watch owned" in n
+               for n in w.report.notes), w.report.notes
+    _assert_restored(before, global_state())
 
 
 def test_a_sync_on_autograds_thread_belongs_to_the_watch_that_called_backward(fake_cuda, monkeypatch):
@@ -912,10 +957,12 @@ def test_a_sync_on_autograds_thread_belongs_to_the_watch_that_called_backward(fa
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(torch._C, "_current_graph_task_id", lambda: 0)
 
+    # The engine's device thread is not started by the watch's code (a thread the block
+    # starts is the block's anyway): one started before, told to sync by the hook.
+    device_thread = _started_outside(sync_now, "pt_autograd_0")
+
     def hook(grad):
-        device_thread = threading.Thread(target=sync_now, name="pt_autograd_0")
-        device_thread.start()
-        device_thread.join()
+        device_thread()
 
     x = torch.ones(3, requires_grad=True)
     x.register_hook(hook)
@@ -923,8 +970,9 @@ def test_a_sync_on_autograds_thread_belongs_to_the_watch_that_called_backward(fa
         (x * 2).sum().backward()
     assert w.report.syncs == 1, w.report.notes
     # Outside a backward pass a thread's sync stays nobody's (noted), as before.
+    other_thread = _started_outside(sync_now, "other")
     with _watch_warn() as w:
-        _in_threads(sync_now)
+        other_thread()
     assert w.report.syncs == 0
     assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"
 

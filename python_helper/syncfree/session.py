@@ -345,9 +345,12 @@ class Watch:
     code about to run); see capture/engines.py.
 
     **Scope.** A watch counts the syncs of the thread that runs it, or of the asyncio
-    task (and the tasks that task creates inside the block, which copy its context):
-    syncs of other threads are not counted into it, and each thread's watch gets its own
-    (a note says how many syncs threads without a watch made meanwhile).
+    task (and the tasks that task creates inside the block, which copy its context), and
+    of the work the block starts: the threads it starts and the tasks it submits to a
+    ``ThreadPoolExecutor`` run under it (in predict mode, non-daemon threads and pool tasks
+    on the stand-ins; capture/threads.py). Syncs of other threads are not counted into
+    it, and each thread's watch gets its own (a note says how many syncs threads without
+    a watch made meanwhile).
     ``all_threads=True`` counts every thread of the process instead, as ``syncfree run``
     and ``%%syncfree`` do. A watch inside another one of the same thread or task (or
     inside a ``%%syncfree`` cell, a watched test) reports its block's syncs, and the outer
@@ -826,7 +829,6 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
                    engine=engine, sources=(program_text,))
     exit_handlers = _ExitHandlers()
-    threads = _PredictedThreads()
     threads_before = set(threading.enumerate())
     run: ScriptRun | None = None
     closed = []
@@ -839,7 +841,6 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
 
     def finish(status: int, error: BaseException | None, hard: bool) -> ScriptRun:
         exit_handlers.remove()
-        threads.remove()
         children.stop()
         reports, notes = children.collect()
         children.remove_folder()
@@ -865,7 +866,11 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             children.start()
             exit_handlers.install()
             if recorder is not None and recorder.mode == "predict":
-                threads.install(recorder)
+                # Torch function modes are per thread: each non-daemon thread the program starts runs in a
+                # predict session of its own that reports to the run's recorder, as debug mode on a GPU sees
+                # every thread's syncs (capture/threads.py; a daemon thread may outlive the run and would keep
+                # the stand-ins installed).
+                recorder.predicts_threads = True
             try:
                 if module:
                     _run_module(path)
@@ -904,50 +909,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         run = finish(exit_code, failure, False)
     finally:
         exit_handlers.remove()
-        threads.remove()
         children.stop()
         children.remove_folder()
         _restore(saved, saved_cwd)
     return run
-
-
-class _PredictedThreads:
-    """Predict mode in the threads the program starts. Torch function modes are per thread, so a thread started
-    by the program would run its CUDA code on the stand-ins without the mode that predicts their syncs (the
-    engine's own threads aside, see capture/predict.py): each program thread runs in a predict session of its own
-    that reports to the run's recorder, as debug mode on a GPU sees every thread's syncs. Non-daemon threads only:
-    they are joined inside the watch, so their sessions end with the run; a daemon thread may outlive it and would
-    keep the stand-ins installed (daemon threads of libraries, such as a Pool's handlers, run no CUDA code)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self._thread_class = threading.Thread
-        self._real_start = None
-
-    def install(self, recorder: Any) -> None:
-        from .capture.predict import PredictSession
-
-        real_start = self._real_start = self._thread_class.start
-
-        def start(thread: Any) -> None:
-            if thread.daemon:
-                real_start(thread)
-                return
-            run = thread.run
-
-            def predicted_run() -> None:
-                with PredictSession(recorder):
-                    run()
-
-            thread.run = predicted_run  # the instance's: Thread._bootstrap_inner calls self.run()
-            real_start(thread)
-
-        self._thread_class.start = start
-
-    def remove(self) -> None:
-        if self._real_start is not None:
-            self._thread_class.start, self._real_start = self._real_start, None
 
 
 class _ExitHandlers:

@@ -193,3 +193,39 @@ def test_watch_owns_the_syncs_of_its_backward_pass_on_autograds_thread():
         with syncfree.sync_free():
             net(Checked.apply(x)).sum().backward()
     print(f"\nsyncfree-gpu: backward on {threads[0]!r}: {w.report.text()}")
+
+
+def _read_in_thread(x):
+    return x.sum().item()  # the thread's sync
+
+
+def test_a_thread_and_a_pool_task_of_a_watched_block_count_for_it():
+    """A thread the block starts and joins, and a ThreadPoolExecutor task it submits, run
+    routed to the block's watch (capture/threads.py): their syncs count for it, not as
+    unowned notes (a sync_free test whose worker thread synced passed)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    import syncfree
+
+    x = torch.ones(64, device="cuda")
+    torch.cuda.synchronize()
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(int).result()  # the worker started before the watch
+        with syncfree.watch() as w:
+            t = threading.Thread(target=_read_in_thread, args=(x,), name="reader")
+            t.start()
+            t.join()
+        assert w.report.syncs == 1, (w.report.text(), w.report.notes)
+        assert not any("no syncfree watch owned" in n for n in w.report.notes), w.report.notes
+        [site] = w.report.sites
+        assert (site.kind, site.thread, site.file) == ("item", "reader", __file__)
+        with pytest.raises(syncfree.SyncError, match="synchronized 2 times"):
+            with syncfree.sync_free():
+                t = threading.Thread(target=_read_in_thread, args=(x,))
+                t.start()
+                t.join()
+                pool.submit(_read_in_thread, x).result()
+    print(f"\nsyncfree-gpu: a watch's thread: {w.report.text()}")

@@ -8,7 +8,14 @@ Who owns a sync
 * A recorder of scope ``"context"`` (``syncfree.watch()``) owns the thread, or the asyncio
   task, that routes to it (`routing`): a `contextvars.ContextVar`, as vLLM scopes its
   ``gpu_sync_debug`` guard. Tasks created inside the block copy the context and so belong
-  to it; threads start with an empty context and do not.
+  to it. Threads start with an empty context: the work the block starts is routed to it
+  by hand (threads.py, installed with the first recorder and removed with the last): a
+  ``threading.Thread`` started from the routed context runs its ``run()`` routed to the
+  recorder, and a task submitted to a ``ThreadPoolExecutor`` from it runs so for the
+  task's duration (the pool's threads belong to no watch); in predict mode a non-daemon
+  thread, or the task, also runs under a `PredictSession` of its own (a daemon thread may
+  outlive the watch and would keep the stand-ins installed). A thread started from a
+  context routed to no watch (before the block, or by another thread) is not the block's.
 
 A backward pass's other threads: on a GPU autograd runs a CUDA graph's nodes (hooks, a
 custom Function's ``backward``, checkpoint recomputation) on its device thread, whose
@@ -253,6 +260,7 @@ def enter(recorder: Any) -> None:
         # The recorder already recording this thread or task goes on counting this one's
         # syncs (a watch in a cell, a decorated call in a watch): SyncRecorder.parent.
         recorder.parent = owner_here()
+        _threads.install()  # the first recorder in; `leave` by the last one out removes it
         if recorder.scope == "process":
             _process.append(recorder)
         _running.append(recorder)
@@ -265,6 +273,8 @@ def leave(recorder: Any) -> None:
         recorder.running = False
         was_running = _discard(_running, recorder)
         _discard(_process, recorder)
+        if not _running:
+            _threads.remove(recorder)
         if not was_running:
             return
         before = getattr(recorder, "_unowned_before", {})
@@ -566,6 +576,9 @@ def _discard(items: list, item: Any) -> bool:
             return True
     return False
 
+
+# Last: threads.py uses this module's names (the thread and thread-pool patches).
+from . import threads as _threads  # noqa: E402
 
 __all__ = ["SYNC_MESSAGE", "attach_debug", "detach_debug", "enter", "installed", "leave",
            "owner", "owner_here", "route", "unowned", "unroute"]

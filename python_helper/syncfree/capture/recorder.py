@@ -115,6 +115,9 @@ class SyncRecorder:
         # Rules whose syncs error mode (and predict mode's stop) records without stopping: `syncfree run --mode
         # error --ignore SF303` goes past a one-off model.to(device). A sync without a rule always stops.
         self.passes_rules: frozenset[str] = frozenset()
+        # Predict mode, scope "process": the non-daemon threads the program starts run under a predict
+        # session of their own reporting here (`syncfree run`; capture/threads.py).
+        self.predicts_threads = False
         self._error_site: SyncTally | None = None  # the sync that stopped an error-mode run
         self._started = 0.0
         self.wall_ms = 0.0

@@ -1,0 +1,141 @@
+"""Work a recorder's code starts in other threads runs under that recorder's engine.
+
+Two patches, installed by the dispatcher's first recorder and removed by its last one
+(dispatch.enter / dispatch.leave, under ``dispatch._lock``):
+
+* ``threading.Thread.start``. A thread started from a context routed to a running
+  recorder of scope ``"context"`` (a ``syncfree.watch()``, a watched test) runs its
+  ``run()`` routed to that recorder, as an asyncio task created in the block copies the
+  block's context: its syncs are the watch's, reported "in thread X". A non-daemon thread
+  also runs under a `PredictSession` of its own when the recorder predicts (torch function
+  modes are per thread: without one its CUDA code would run on the stand-ins unseen), or,
+  failing that, when a running process recorder asked for the threads of its program to
+  be predicted (``syncfree run``: ``predicts_threads``). Daemon threads get no session:
+  one may outlive the watch and would keep the stand-ins installed.
+* ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
+  a routed context runs routed to that recorder, under a `PredictSession` for the task's
+  duration when it predicts, whichever thread of the pool runs it and whenever that
+  thread was started. The pool's own worker threads are started outside the routing: a
+  worker started during a watch is not bound to it for later tasks.
+
+A thread started from a context routed to no watch (the main thread outside a watch,
+another thread of the program) is untouched: its syncs stay unowned (dispatch.py), or go
+to a process recorder. Exactly one of these wrappers runs per thread or task, so a thread
+started inside a watch inside ``syncfree run`` runs under one session and its syncs reach
+the watch, which passes them on to its parent, the run's recorder (each counts them once).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures.thread as _futures_thread
+import threading
+from typing import Any
+
+from . import dispatch
+
+_installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
+_real: dict[str, Any] = {}  # "start", "submit": the functions replaced
+
+
+def _routed_recorder() -> Any:
+    """The running recorder of scope "context" this context routes to (None: none)."""
+    recorder = dispatch._owner_get()
+    if recorder is not None and recorder.running and recorder.scope == "context":
+        return recorder
+    return None
+
+
+def _predicting_process() -> Any:
+    """The innermost running process recorder whose program's threads are predicted."""
+    for recorder in reversed(dispatch._process):
+        if recorder.running and getattr(recorder, "predicts_threads", False) \
+                and recorder.mode == "predict":
+            return recorder
+    return None
+
+
+def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)`` routed to ``recorder`` (None: as it is), under a predict
+    session reporting to ``predicting`` (None: none) while that one still runs."""
+    token = dispatch.route(recorder) if recorder is not None else None
+    try:
+        if predicting is not None and predicting.running:
+            from .predict import PredictSession
+
+            with PredictSession(predicting):
+                return func(*args, **kwargs)
+        return func(*args, **kwargs)
+    finally:
+        if token is not None:
+            dispatch.unroute(token, recorder)
+
+
+def _start(thread: Any) -> Any:
+    recorder = _routed_recorder()
+    predicting = None
+    if not thread.daemon:
+        predicting = recorder if recorder is not None and recorder.mode == "predict" \
+            else _predicting_process()
+    if recorder is None and predicting is None:
+        return _real["start"](thread)
+    run = thread.run
+
+    def run_for_recorder() -> None:
+        try:
+            _run_for(recorder, predicting, run)
+        finally:
+            if vars(thread).get("run") is run_for_recorder:
+                del thread.run  # no recorder kept alive by a finished thread
+
+    thread.run = run_for_recorder  # the instance's: Thread._bootstrap_inner calls self.run()
+    return _real["start"](thread)
+
+
+def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    recorder = _routed_recorder()
+    if recorder is None:
+        return _real["submit"](pool, fn, *args, **kwargs)
+    predicting = recorder if recorder.mode == "predict" else None
+    # The pool may start a worker thread here: it belongs to the pool, not to this watch.
+    token = dispatch._owner.set(None)
+    try:
+        return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
+    finally:
+        dispatch._owner.reset(token)
+
+
+def install() -> None:
+    """Put the patches in (idempotent; the caller holds dispatch._lock)."""
+    if _installed:
+        return
+    _replace(threading.Thread, "start", _start, "start")
+    _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
+
+
+def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
+    original = vars(owner)[name]
+    _real[key] = original
+    _installed.append((owner, name, original, replacement))
+    setattr(owner, name, replacement)
+
+
+def remove(recorder: Any) -> None:
+    """Take the patches out (idempotent; the caller holds dispatch._lock). A function the
+    program put over one stays, and ``recorder``'s report says so."""
+    while _installed:
+        owner, name, original, replacement = _installed[-1]
+        current = vars(owner).get(name)
+        if current is replacement:
+            setattr(owner, name, original)
+        elif current is not original and recorder is not None:
+            recorder.note(f"{owner.__module__}.{owner.__qualname__}.{name} was replaced during "
+                          "the run; syncfree left the replacement in place")
+        _installed.pop()
+
+
+def installed() -> bool:
+    """Whether the patches are in now (tests)."""
+    return bool(_installed)
+
+
+__all__ = ["install", "installed", "remove"]
