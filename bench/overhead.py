@@ -191,30 +191,24 @@ def main(argv: list[str] | None = None) -> int:
             assert getattr(recorder, "engine", "debug") == engine, recorder.notes
         return run
 
-    def floor():
-        with debug_mode_floor(FILENAME) as counts:
-            mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode(1)
-            try:
-                plain()
-            finally:
-                torch.cuda.set_sync_debug_mode(mode)
-        assert sum(counts.values()) == args.iterations, counts
+    def floor_of(filename: str, loop: Callable[[], None], syncs: int) -> Callable[[], None]:
+        def floor():
+            with debug_mode_floor(filename) as counts:
+                mode = torch.cuda.get_sync_debug_mode()
+                torch.cuda.set_sync_debug_mode(1)
+                try:
+                    loop()
+                finally:
+                    torch.cuda.set_sync_debug_mode(mode)
+            assert sum(counts.values()) == syncs, counts
+        return floor
 
     mlp_code, mlp_globals = mlp_loop(torch)
 
     def mlp():
         exec(mlp_code, {**mlp_globals, "losses": [], "steps": args.steps})
 
-    def mlp_floor():
-        with debug_mode_floor(MLP_FILENAME) as counts:
-            mode = torch.cuda.get_sync_debug_mode()
-            torch.cuda.set_sync_debug_mode(1)
-            try:
-                mlp()
-            finally:
-                torch.cuda.set_sync_debug_mode(mode)
-        assert sum(counts.values()) == args.steps, counts
+    floor, mlp_floor = floor_of(FILENAME, plain, args.iterations), floor_of(MLP_FILENAME, mlp, args.steps)
 
     def mlp_recorded(engine: str, measure_blocked: bool = True):
         def run():

@@ -733,14 +733,30 @@ SOURCE_RULES = [
 @pytest.mark.filterwarnings("ignore:To copy construct")
 @pytest.mark.parametrize("source, kinds", SOURCE_RULES)
 def test_rules_from_torch_source(source, kinds):
+    assert _predicted_kinds(PREAMBLE, source) == kinds
+
+
+def _predicted_kinds(preamble_source: str, source: str) -> list:
+    """The kinds predict mode records for ``source`` after ``preamble_source``."""
     recorder, namespace = CollectingRecorder(), {}
-    preamble, _ = compile_cell(PREAMBLE)
+    preamble, _ = compile_cell(preamble_source)
     code, _ = compile_cell(source)
     with PredictSession(recorder):
         exec(preamble, namespace)
         recorder.clear()
         exec(code, namespace)
-    assert recorder.kinds == kinds
+    return recorder.kinds
+
+
+def _recorded_on_a_gpu(preamble_source: str, source: str) -> SyncRecorder:
+    """The warn-mode recorder of ``source`` run on a GPU after ``preamble_source``."""
+    namespace: dict = {}
+    exec(compile(preamble_source, "<preamble>", "exec"), namespace)
+    torch.cuda.synchronize()
+    code, filename = compile_cell(source)
+    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
+        exec(code, namespace)
+    return recorder
 
 
 @pytest.mark.gpu
@@ -749,12 +765,7 @@ def test_rules_from_torch_source(source, kinds):
 @pytest.mark.parametrize("source, kinds", SOURCE_RULES)
 def test_rules_on_a_gpu(source, kinds):
     """The same sources on a real GPU, counted by the warn-mode recorder."""
-    namespace: dict = {}
-    exec(compile(PREAMBLE, "<preamble>", "exec"), namespace)
-    torch.cuda.synchronize()
-    code, filename = compile_cell(source)
-    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
-        exec(code, namespace)
+    recorder = _recorded_on_a_gpu(PREAMBLE, source)
     observed = sum(site.count for site in recorder.sites)
     if "print" in kinds:  # one predicted event stands for torch/_tensor_str.py's reads
         assert observed >= 1
@@ -805,14 +816,7 @@ BACKWARD_RULES = [
 
 @pytest.mark.parametrize("source, kinds", BACKWARD_RULES)
 def test_backward_pass_runs_on_the_stand_ins_with_virtual_gradients(source, kinds):
-    recorder, namespace = CollectingRecorder(), {}
-    preamble, _ = compile_cell(BACKWARD_PREAMBLE)
-    code, _ = compile_cell(source)
-    with PredictSession(recorder):
-        exec(preamble, namespace)
-        recorder.clear()
-        exec(code, namespace)
-    assert recorder.kinds == kinds
+    assert _predicted_kinds(BACKWARD_PREAMBLE, source) == kinds
 
 
 @pytest.mark.gpu
@@ -822,14 +826,10 @@ def test_backward_pass_on_a_gpu(source, kinds):
     """The same sources on a real GPU, counted by the warn-mode recorder (its hooks run on
     autograd's device thread there). Every sync seen counts: one made by the preamble's code
     on autograd's thread (a Function's backward, checkpoint recomputation, save_on_cpu's
-    unpacking) has no cell frame above it there, so it is counted outside the cell's lines
-    (H100, 2026-11-28: sites alone read 0, 1 and 2 where these expect 1, 2 and 4)."""
-    namespace: dict = {}
-    exec(compile(BACKWARD_PREAMBLE, "<preamble>", "exec"), namespace)
-    torch.cuda.synchronize()
-    code, filename = compile_cell(source)
-    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
-        exec(code, namespace)
+    unpacking) has no cell frame above it there; it is attributed through the frame that
+    called backward (dispatch.backward_caller_frame; before that it was counted outside the
+    cell's lines: H100, 2026-11-28, sites alone read 0, 1 and 2 where these expect 1, 2, 4)."""
+    recorder = _recorded_on_a_gpu(BACKWARD_PREAMBLE, source)
     observed = recorder.syncs
     if "print" in kinds:  # one predicted event stands for torch/_tensor_str.py's reads
         assert observed >= 1
