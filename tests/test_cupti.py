@@ -380,7 +380,7 @@ def test_a_blocking_call_on_autograds_thread_belongs_to_the_watch_that_called_ba
         library["requests"].put(None)
     assert recorder.engine == "cupti" and recorder.syncs == 1, recorder.notes
     (site,) = recorder.sites
-    assert (site.file, site.line, site.count) == (__file__, line, 1)
+    assert (site.file, site.line, site.count, site.thread) == (__file__, line, 1, None)
     assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"
 
 

@@ -827,7 +827,7 @@ def test_backward_pass_on_a_gpu(source, kinds):
     autograd's device thread there). Every sync seen counts: one made by the preamble's code
     on autograd's thread (a Function's backward, checkpoint recomputation, save_on_cpu's
     unpacking) has no cell frame above it there; it is attributed through the frame that
-    called backward (dispatch.backward_caller_frame; before that it was counted outside the
+    called backward (dispatch.backward_caller; before that it was counted outside the
     cell's lines: H100, 2026-11-28, sites alone read 0, 1 and 2 where these expect 1, 2, 4)."""
     recorder = _recorded_on_a_gpu(BACKWARD_PREAMBLE, source)
     observed = recorder.syncs

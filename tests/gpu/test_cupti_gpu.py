@@ -248,6 +248,9 @@ def test_a_watch_owns_its_backward_pass_on_autograds_thread_and_names_its_line()
             assert not [n for n in report.notes if "not attributed" in n or "no syncfree watch" in n], report.notes
             assert report.syncs >= 2, report.text()  # the forward's nonzero, the hook's .item()
             assert {s.line for s in report.sites if s.file == __file__} >= {line}, report.text()
+            # One row per line and rule, as the block's thread's (the device thread's sync too).
+            rows = [(s.file, s.line, s.rule) for s in report.sites]
+            assert len(rows) == len(set(rows)) and not any(s.thread for s in report.sites), report.text()
             counts[engine] = report.syncs
     finally:
         hook.remove()

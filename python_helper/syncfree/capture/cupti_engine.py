@@ -361,18 +361,18 @@ class CuptiRecorder(SyncRecorder):
         self.cuda = True
         # CUPTI sees the backward pass's syncs on autograd's device thread, C++ nodes
         # included: the recorder whose context called backward owns them, attributed
-        # through that call (dispatch.backward_caller_frame), as debug mode replays them.
+        # through that call (dispatch.backward_caller), as debug mode replays them.
         from . import dispatch
 
         undo.push(dispatch.detach_backward, self)
         dispatch.attach_backward(self)
 
     def record_blocking(self, frame: FrameType | None, blocked_s: float,
-                        caller: FrameType | None = None) -> None:
+                        caller: tuple[int, FrameType] | None = None) -> None:
         """One blocking CUDA call whose calling thread's innermost Python frame is
         ``frame`` (None: a thread without Python code), blocked ``blocked_s`` seconds;
-        ``caller``: where the frames go on (a backward pass's caller, for a call made on
-        autograd's device thread)."""
+        ``caller``: the thread and frame where the frames go on (a backward pass's caller,
+        for a call made on autograd's device thread: dispatch.backward_caller)."""
         # The hot path, once per blocking call: for a known site on a top-level line of the
         # cell, one dict lookup (the key `_record` would build: kind None, not predicted,
         # no detail, then `_stack_key`); otherwise the recorder's general path, which
@@ -419,7 +419,7 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
 
         owner_get, process, unowned = dispatch._owner_get, dispatch._process, dispatch.unowned
         backward, backward_owner = dispatch._backward, dispatch._backward_owner
-        caller_frame = dispatch.backward_caller_frame
+        backward_caller = dispatch.backward_caller
 
         def deliver(frame, blocked):
             # dispatch.owner(), inlined: this runs once per blocking call.
@@ -428,7 +428,7 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
                 target = (backward_owner() if backward else None) or (process[-1] if process else None)
             if isinstance(target, CuptiRecorder):
                 if target.engine == "cupti":
-                    caller = caller_frame() if backward else None
+                    caller = backward_caller() if backward else None
                     if caller is None:
                         target.record_blocking(frame, blocked)
                     else:

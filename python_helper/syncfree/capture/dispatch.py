@@ -23,7 +23,7 @@ context routes to no watch. While an engine that sees other threads' syncs runs 
 mode, CUPTI), ``torch.autograd._engine_run_backward`` is wrapped (`attach_backward`): a
 sync on a thread inside a graph task is the recorder's whose context called the pass
 (`_backward_owner`), and its frames go on at the frame that called the engine
-(`backward_caller_frame`), so that a library's hook is attributed to the user's
+(`backward_caller`), so that a library's hook is attributed to the user's
 ``loss.backward()`` line, as debug mode's replayed C++ warnings are.
 
 A recorder entered while another one already records its thread or task (a watch in a
@@ -146,18 +146,20 @@ def _backward_owner() -> Any:
     return next(iter(owners.values()))
 
 
-def backward_caller_frame() -> Any:
-    """Where the backward pass that this thread runs a part of was called: the frame that
-    called the engine in the thread that waits for it, for a sync made on autograd's
-    device thread, whose own Python frames (a library's hook, checkpoint recomputation)
-    or none at all (CUPTI sees the C++ nodes' syncs there) do not reach the user's line.
-    None on the calling thread itself (a CPU backward runs there), outside a graph task,
-    or with backward passes of several threads in flight (whose, it cannot tell)."""
+def backward_caller() -> tuple[int, Any] | None:
+    """Who called the backward pass that this thread runs a part of: the thread that waits
+    for it and the frame that called the engine there, for a sync made on autograd's device
+    thread, whose own Python frames (a library's hook, checkpoint recomputation) or none at
+    all (CUPTI sees the C++ nodes' syncs there) do not reach the user's line. The sync is
+    that thread's, as debug mode's replayed C++ warnings are. None on the calling thread
+    itself (a CPU backward runs there), outside a graph task, or with backward passes of
+    several threads in flight (whose, it cannot tell)."""
     entries = list(_backward)
     callers = {ident for ident, _, _ in entries}
     if len(callers) != 1 or _get_ident() in callers or not _in_graph_task():
         return None
-    return entries[-1][2]
+    ident, _, frame = entries[-1]
+    return ident, frame
 
 
 def _in_graph_task() -> bool:
@@ -170,7 +172,7 @@ def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
     """torch.autograd's engine entry (torch/autograd/graph.py), while an engine that sees
     other threads' syncs is installed (debug mode, CUPTI): the calling context's recorder
     owns the pass's other threads, and their syncs are attributed through the frame that
-    called the engine (`backward_caller_frame`)."""
+    called the engine (`backward_caller`)."""
     recorder = _owner_get()
     if recorder is not None and not recorder.running:
         recorder = None
@@ -319,7 +321,7 @@ def _showwarnmsg(msg: Any) -> None:
         # Depth 1 is the frame that called the syncing torch function (warn is a C call);
         # the recorder skips frames of the warnings module (a wrapper another tool put
         # around this hook). On autograd's device thread the backward's caller goes on.
-        caller = backward_caller_frame() if _backward else None
+        caller = backward_caller() if _backward else None
         if caller is None:
             recorder.sync_warning(_getframe(1))
         else:

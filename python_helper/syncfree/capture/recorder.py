@@ -192,7 +192,7 @@ class SyncRecorder:
             undo.push(self._detach_explicit)
             explicit.attach(self, torch)
             # Syncs on autograd's device thread: this recorder's when its context called
-            # backward, attributed through that call (dispatch.backward_caller_frame).
+            # backward, attributed through that call (dispatch.backward_caller).
             undo.push(dispatch.detach_backward, self)
             dispatch.attach_backward(self)
 
@@ -238,13 +238,14 @@ class SyncRecorder:
     # ------------------------------------------------------------------ recording
 
     def record_sync(self, frame: FrameType, kind: str | None = None, *, predicted: bool = False,
-                    blocked_s: float | None = None, caller: FrameType | None = None) -> None:
+                    blocked_s: float | None = None, caller: tuple[int, FrameType] | None = None) -> None:
         """Record one sync whose innermost Python frame is ``frame``.
 
         ``kind`` names the operation when the caller knows it (explicit synchronize,
         predict mode); otherwise it is worked out from the frames and the cell's findings.
-        ``caller``: where the frames go on in another thread (the backward pass's caller,
-        for a sync on autograd's device thread: dispatch.backward_caller_frame).
+        ``caller``: (thread, frame) where the frames go on in another thread, whose sync it
+        is (the backward pass's caller, for a sync on autograd's device thread:
+        dispatch.backward_caller).
         """
         __tracebackhide__ = True
         tally = self._record(frame, kind, predicted, blocked_s, None, caller)
@@ -266,12 +267,12 @@ class SyncRecorder:
                                f"{tally.label if isinstance(tally, SyncSite) else kind})")
 
     def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
-                blocked: float | None, detail: str | None, caller: FrameType | None = None) -> SyncTally:
+                blocked: float | None, detail: str | None, caller: tuple[int, FrameType] | None = None) -> SyncTally:
         """Record one sync told by explicit.py, predict mode or error mode (the warning
         hook has its own copy of this path)."""
         key = (kind, predicted, detail) + _stack_key(frame, self._cell_files, self.boundary)
         if caller is not None:
-            key += _stack_key(caller, self._cell_files, self.boundary)
+            key += _stack_key(caller[1], self._cell_files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
             tally = self._resolve(frame, key, kind, predicted, detail, blocked, caller)
@@ -283,7 +284,7 @@ class SyncRecorder:
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
                  detail: str | None, blocked: float | None = None,
-                 caller: FrameType | None = None) -> SyncTally:
+                 caller: tuple[int, FrameType] | None = None) -> SyncTally:
         with self._lock:
             tally = self._cache.get(key)
             if tally is not None:
@@ -291,6 +292,11 @@ class SyncRecorder:
             files = self._cell_files
             codes = []  # the code objects whose id() is in the key
             boundary = self.boundary
+            tid = threading.get_ident()
+            thread_name = threading.current_thread().name
+            if caller is not None:  # the sync is the backward caller's thread's
+                tid, caller = caller
+                thread_name = _thread_name(tid)
             for f in (frame, caller):
                 while f is not None:
                     codes.append(f.f_code)
@@ -300,8 +306,7 @@ class SyncRecorder:
                     f = f.f_back
             if frame is None:  # a thread without Python code (CUPTI): the caller's frames
                 frame, caller = caller, None
-            tid = threading.get_ident()
-            thread = None if tid == self._thread else threading.current_thread().name
+            thread = None if tid == self._thread else thread_name
             attribution = None
             if frame is not None:
                 try:
@@ -360,7 +365,7 @@ class SyncRecorder:
             self._findings[filename] = findings
         return findings
 
-    def sync_warning(self, frame: FrameType, caller: FrameType | None = None) -> None:
+    def sync_warning(self, frame: FrameType, caller: tuple[int, FrameType] | None = None) -> None:
         """A debug-mode sync warning whose innermost Python frame is ``frame`` (the
         dispatcher's warning hook calls this for the syncs this recorder owns); ``caller``:
         where the frames go on, for a sync on autograd's device thread (`record_sync`)."""
@@ -390,7 +395,7 @@ class SyncRecorder:
             else:
                 key = _stack_key(frame, files, self.boundary)
             if caller is not None:
-                key += _stack_key(caller, files, self.boundary)
+                key += _stack_key(caller[1], files, self.boundary)
             tally = self._cache.get(key)
             if tally is None:
                 tally = self._resolve(frame, key, None, False, None, blocked, caller)
@@ -421,7 +426,7 @@ class SyncRecorder:
     def _stops_at(self, tally: SyncTally) -> bool:
         return not self.passes_rules or getattr(tally, "rule", None) not in self.passes_rules
 
-    def _count(self, frame: FrameType, blocked: float | None, caller: FrameType | None = None) -> SyncTally:
+    def _count(self, frame: FrameType, blocked: float | None, caller: tuple[int, FrameType] | None = None) -> SyncTally:
         """One debug-mode sync at ``frame``: one frame walk and one dict lookup, with the
         walk inlined for the common case of a sync on a top-level line of the cell."""
         code = frame.f_code
@@ -431,7 +436,7 @@ class SyncRecorder:
         else:
             key = _stack_key(frame, files, self.boundary)
         if caller is not None:
-            key += _stack_key(caller, files, self.boundary)
+            key += _stack_key(caller[1], files, self.boundary)
         tally = self._cache.get(key)
         if tally is None:
             tally = self._resolve(frame, key, None, False, None, blocked, caller)
@@ -596,6 +601,11 @@ def _predict_table(recorder: SyncRecorder) -> dict | None:
 
 _getframe = sys._getframe
 _get_ident = threading.get_ident
+
+
+def _thread_name(ident: int) -> str:
+    """The name of the live thread ``ident`` (once per site: the list is short)."""
+    return next((t.name for t in threading.enumerate() if t.ident == ident), f"thread {ident}")
 
 
 def _stack_key(frame: FrameType | None, files: Mapping[str, int],
