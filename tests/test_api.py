@@ -650,6 +650,15 @@ def test_a_doctests_examples_are_your_code():
         >>> _ = x.sum().item()
         """
 
-    with syncfree.watch() as w:
-        doctest.run_docstring_examples(f, {"torch": torch}, name="f")
+    import builtins
+
+    had, underscore = hasattr(builtins, "_"), getattr(builtins, "_", None)
+    try:
+        with syncfree.watch() as w:
+            doctest.run_docstring_examples(f, {"torch": torch}, name="f")
+    finally:  # doctest leaves builtins._ = None, and IPython then stops setting a shell's `_` (test_magic.py)
+        if not had:
+            vars(builtins).pop("_", None)
+        else:
+            builtins._ = underscore
     assert [(s.file, s.line, s.kind, s.count) for s in w.report.sites] == [("<doctest f[1]>", 1, "item", 1)]
