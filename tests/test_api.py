@@ -377,6 +377,7 @@ def test_a_thread_started_in_a_sync_free_block_is_its_own(userlib):
     report = raised.value.report
     assert _thread_sites(report) == [(_ITEM_LINE, "item", 1, "reader")], report.text()
     assert not any("no syncfree watch owned" in n for n in report.notes), report.notes
+    assert "in thread reader" in report.text() and "in thread reader" in str(raised.value), report.text()
 
 
 def test_a_thread_pool_mapped_in_a_watch_counts_in_it():

@@ -139,7 +139,7 @@ def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):
     result = run(pytester)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["*_ test_thread _*", "syncfree: would synchronize 1 time, budget 0",
-                                 "  test_threads.py:6: .item() ×1, predicted, SF101"])
+                                 "  test_threads.py:6: .item() ×1, predicted, SF101, in thread reader"])
     result.stdout.fnmatch_lines(["*_ test_pool _*", "syncfree: would synchronize 2 times, budget 1"])
 
 

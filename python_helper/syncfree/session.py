@@ -225,6 +225,8 @@ class WatchReport:
             parts.append(f"blocked {site.blocked_ms:.1f} ms" + (f" ({first})" if first else ""))
         if site.rule:
             parts.append(site.rule)
+        if site.thread:  # a thread the block started: the same line in two threads is two rows
+            parts.append(f"in thread {site.thread}")
         text = ", ".join(parts)
         if site.files and len(site.files) > 1:
             chain = " <- ".join(f"{_display_path(f)}:{n}" for f, n in
