@@ -159,7 +159,7 @@ def backward_caller() -> tuple[int, Any] | None:
     if len(callers) != 1 or _get_ident() in callers or not _in_graph_task():
         return None
     ident, _, frame = entries[-1]
-    return ident, frame
+    return (ident, frame) if frame is not None else None
 
 
 def _in_graph_task() -> bool:
@@ -176,7 +176,11 @@ def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
     recorder = _owner_get()
     if recorder is not None and not recorder.running:
         recorder = None
-    entry = (_get_ident(), recorder, _getframe(1))
+    try:
+        caller = _getframe(1)
+    except ValueError:  # called from C with no Python frame: the sync keeps its own frames
+        caller = None
+    entry = (_get_ident(), recorder, caller)
     _backward.append(entry)
     try:
         return _backward_real[0](*args, **kwargs)
