@@ -994,12 +994,7 @@ def test_matrix_exp_syncs_follow_the_norms(source, count):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("source, count", MATRIX_EXP_RULES)
 def test_matrix_exp_rules_on_a_gpu(source, count):
-    namespace: dict = {}
-    exec(compile(MATRIX_EXP_PREAMBLE, "<preamble>", "exec"), namespace)
-    torch.cuda.synchronize()
-    code, filename = compile_cell(source)
-    with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
-        exec(code, namespace)
+    recorder = _recorded_on_a_gpu(MATRIX_EXP_PREAMBLE, source)
     observed = sum(site.count for site in recorder.sites)
     assert observed == count, (source, [(s.kind, s.count) for s in recorder.sites])
 

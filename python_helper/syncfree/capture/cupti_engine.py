@@ -428,11 +428,7 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
                 target = (backward_owner() if backward else None) or (process[-1] if process else None)
             if isinstance(target, CuptiRecorder):
                 if target.engine == "cupti":
-                    caller = backward_caller() if backward else None
-                    if caller is None:
-                        target.record_blocking(frame, blocked)
-                    else:
-                        target.record_blocking(frame, blocked, caller)
+                    target.record_blocking(frame, blocked, backward_caller() if backward else None)
             elif target is None:
                 unowned()
             # else: a debug-mode recorder owns this thread; it sees torch's syncs itself

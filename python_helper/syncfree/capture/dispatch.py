@@ -325,11 +325,7 @@ def _showwarnmsg(msg: Any) -> None:
         # Depth 1 is the frame that called the syncing torch function (warn is a C call);
         # the recorder skips frames of the warnings module (a wrapper another tool put
         # around this hook). On autograd's device thread the backward's caller goes on.
-        caller = backward_caller() if _backward else None
-        if caller is None:
-            recorder.sync_warning(_getframe(1))
-        else:
-            recorder.sync_warning(_getframe(1), caller)
+        recorder.sync_warning(_getframe(1), backward_caller() if _backward else None)
     else:
         unowned()
     if _program_mode:
