@@ -397,11 +397,12 @@ class CuptiRecorder(SyncRecorder):
                 return
         self.record_sync(frame, self._explicit.get(id(code)), blocked_s=blocked)
 
-    def sync_warning(self, frame: FrameType) -> None:
+    def sync_warning(self, frame: FrameType, caller: tuple[int, FrameType] | None = None) -> None:
         # Debug mode, installed for another recorder, reports a torch sync that CUPTI has
-        # already counted for this one.
+        # already counted for this one; once CUPTI was held by another tool, debug mode is
+        # this recorder's engine and the warning is its count.
         if self.engine == "debug":
-            super().sync_warning(frame)
+            super().sync_warning(frame, caller)
 
     def callback_failed(self, exc: BaseException) -> None:
         self.note(f"syncfree's CUPTI callback failed ({type(exc).__name__}: {exc}); "
