@@ -738,7 +738,7 @@ def test_rules_from_torch_source(source, kinds):
 
 def _predicted_kinds(preamble_source: str, source: str) -> list:
     """The kinds predict mode records for ``source`` after ``preamble_source``."""
-    recorder, namespace = CollectingRecorder(), {}
+    recorder, namespace = CollectingRecorder(), {"__name__": "__main__"}  # as in IPython
     preamble, _ = compile_cell(preamble_source)
     code, _ = compile_cell(source)
     with PredictSession(recorder):
@@ -750,8 +750,9 @@ def _predicted_kinds(preamble_source: str, source: str) -> list:
 
 def _recorded_on_a_gpu(preamble_source: str, source: str) -> SyncRecorder:
     """The warn-mode recorder of ``source`` run on a GPU after ``preamble_source``."""
-    namespace: dict = {}
-    exec(compile(preamble_source, "<preamble>", "exec"), namespace)
+    namespace: dict = {"__name__": "__main__"}  # as in IPython
+    preamble, _ = compile_cell(preamble_source)  # in linecache: torch.jit.script reads it
+    exec(preamble, namespace)
     torch.cuda.synchronize()
     code, filename = compile_cell(source)
     with SyncRecorder("warn", measure_blocked=False, cell_files={filename: 0}) as recorder:
@@ -829,12 +830,155 @@ def test_backward_pass_on_a_gpu(source, kinds):
     unpacking) has no cell frame above it there; it is attributed through the frame that
     called backward (dispatch.backward_caller; before that it was counted outside the
     cell's lines: H100, 2026-11-28, sites alone read 0, 1 and 2 where these expect 1, 2, 4)."""
-    recorder = _recorded_on_a_gpu(BACKWARD_PREAMBLE, source)
+    _assert_a_gpu_counts(BACKWARD_PREAMBLE, source, kinds)
+
+
+def _assert_a_gpu_counts(preamble_source: str, source: str, kinds: list) -> None:
+    """On a real GPU, every sync the warn-mode recorder sees counts: as many as predicted."""
+    recorder = _recorded_on_a_gpu(preamble_source, source)
     observed = recorder.syncs
     if "print" in kinds:  # one predicted event stands for torch/_tensor_str.py's reads
         assert observed >= 1
     else:
         assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
+
+
+#: TorchScript: the interpreter runs its graph in C++, where no mode sees an op; scripted
+#: and traced code runs its Python source in predict mode (capture/predict/torchscript.py).
+TORCHSCRIPT_PREAMBLE = """\
+import torch
+x = torch.randn(8, device='cuda')
+x4 = torch.randn(2, 4, device='cuda')
+@torch.jit.script
+def step(t: torch.Tensor) -> float:
+    return t.sum().item()
+@torch.jit.script
+def branch(t: torch.Tensor) -> torch.Tensor:
+    if bool(t.sum() > 0):
+        return t
+    return -t
+@torch.jit.script
+def calls_step(t: torch.Tensor) -> float:
+    return step(t) + 1.0
+class Positive(torch.nn.Module):
+    def forward(self, t):
+        return t[t > 0]
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.positive = Positive()
+        self.lin = torch.nn.Linear(4, 4)
+    def total(self, t: torch.Tensor) -> float:
+        return t.sum().item()
+    def forward(self, t):
+        return self.total(self.positive(self.lin(t)))
+net = torch.jit.script(Net()).cuda()
+layers = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())).cuda()
+def nonzeros(t):
+    return t.nonzero()
+traced = torch.jit.trace(nonzeros, torch.randn(3))
+"""
+
+TORCHSCRIPT_RULES = [
+    ("step(x)", ["item"]),
+    ("branch(x)", ["python_bool"]),
+    ("calls_step(x)", ["item"]),
+    ("y = branch(x)\ny.sum().item()", ["python_bool", "item"]),  # its result is on the GPU
+    ("net(x4)", ["mask_index", "item"]),
+    ("net.total(x4)", ["item"]),
+    ("y = layers(x4)\nfloat(y.sum())", ["python_scalar"]),
+    ("traced(x)", ["nonzero"]),
+]
+
+
+@pytest.mark.parametrize("source, kinds", TORCHSCRIPT_RULES)
+def test_torchscript_runs_its_python_source_on_the_stand_ins(source, kinds):
+    assert _predicted_kinds(TORCHSCRIPT_PREAMBLE, source) == kinds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", TORCHSCRIPT_RULES)
+def test_torchscript_on_a_gpu(source, kinds):
+    """The same sources run as TorchScript on a real GPU, counted by the warn-mode recorder."""
+    _assert_a_gpu_counts(TORCHSCRIPT_PREAMBLE, source, kinds)
+
+
+def test_torchscript_without_python_source_is_noted_and_its_results_are_on_the_gpu():
+    recorder, namespace = CollectingRecorder(), {"__name__": "__main__"}
+    preamble, _ = compile_cell(TORCHSCRIPT_PREAMBLE + """\
+buffer = io.BytesIO()
+torch.jit.save(torch.jit.script(Positive()), buffer)
+buffer.seek(0)
+loaded = torch.jit.load(buffer)
+class Opaque(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.log = object()  # TorchScript cannot type it: the script module drops it
+    def forward(self, t):
+        if not torch.jit.is_scripting():
+            self.log.count = 1
+        return t[t > 0]
+opaque = torch.jit.script(Opaque())
+""")
+    code, _ = compile_cell("y = loaded(x)\nz = opaque(x)\ny.sum().item()\nz.sum().item()\n")
+    namespace["io"] = io
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(code, namespace)
+    # The mask inside each is not predicted; the .item() on each result is.
+    assert recorder.kinds == ["item", "item"], recorder.calls
+    (note,) = [n for n in recorder.notes if n.startswith("TorchScript")]
+    assert "`Positive.forward` called at line 1 ×1" in note and "`Opaque.forward` called at line 2" \
+        in note and "not predicted" in note, note
+
+
+def test_a_traced_module_runs_its_python_where_its_classes_are_imported(tmp_path, monkeypatch):
+    # A traced module keeps only its class's qualified name, and its submodules cannot be
+    # called: it runs as Python when every class is found among the imported modules.
+    (tmp_path / "traced_parts.py").write_text(
+        "import torch\n"
+        "class Positive(torch.nn.Module):\n"
+        "    def forward(self, t):\n"
+        "        return t[t > 0]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import traced_parts
+
+    def make(positive_class):
+        return torch.jit.trace(torch.nn.Sequential(torch.nn.Linear(4, 4), positive_class()),
+                               torch.randn(2, 4))
+
+    namespace = {"imported": make(traced_parts.Positive), "in_a_cell": make(
+        type("Positive", (traced_parts.Positive,), {"__module__": "__main__"}))}
+    recorder = CollectingRecorder()
+    code, _ = compile_cell("x4 = torch.randn(2, 4, device='cuda')\n"
+                           "a = imported.cuda()(x4)\nb = in_a_cell.cuda()(x4)\n")
+    with PredictSession(recorder):
+        exec(code, {"torch": torch, **namespace})
+    assert [(kind, line) for kind, _, line, _ in recorder.calls if kind != "to_device"] == [
+        ("mask_index", 2)], recorder.calls
+    (note,) = [n for n in recorder.notes if n.startswith("TorchScript")]
+    assert "`Sequential.forward` called at line 3 ×1" in note, note
+
+
+def test_scripting_inside_a_session_sees_torchs_builtins_and_leaves_no_entry(session_state):
+    from torch.jit import _builtins
+
+    before = session_state()
+    table = dict(_builtins._get_builtin_table())
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        # nn.MultiheadAttention's forward calls torch.overrides.has_torch_function, which
+        # the session replaces: TorchScript compiled the replacement from source and failed.
+        mha = torch.jit.script(torch.nn.MultiheadAttention(16, 2, batch_first=True)).cuda()
+        q = torch.randn(2, 3, 16, device="cuda")
+        out, _ = mha(q, q, q)
+        assert out.is_cuda
+    assert _builtins._get_builtin_table() == table
+    assert session_state() == before
+    assert type(torch.jit.RecursiveScriptModule.__dict__.get("forward")) is not object
+    assert "forward" not in vars(torch.jit.RecursiveScriptModule)
 
 
 #: nn.TransformerEncoder's padding fast path and the fused attention on nested tensors

@@ -34,8 +34,9 @@ Where each part lives (one job per module):
   legacy ``torch.cuda.FloatTensor``-style types;
 * ``patches.py``: what a mode cannot see, patched for the session (with
   ``checkpoints.py`` for ``torch.save``/``torch.load``, ``compiles.py`` for
-  ``torch.compile``, ``cuda_api.py`` for the rest of ``torch.cuda`` and
-  ``distributed.py`` for ``torch.distributed``).
+  ``torch.compile``, ``cuda_api.py`` for the rest of ``torch.cuda``,
+  ``distributed.py`` for ``torch.distributed``, ``autograd.py`` for the backward pass and
+  ``torchscript.py`` for scripted and traced code).
 
 How it sees the operations. A ``torch.overrides.TorchFunctionMode`` receives every
 Python-level torch call (``Tensor.item/__bool__/__format__/__repr__/__getitem__``,

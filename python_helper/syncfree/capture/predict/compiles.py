@@ -61,7 +61,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import claims
-from .mode import _predict_files, _predict_mode_here
+from .mode import _calling_line, _CallNotes, _predict_files, _predict_mode_here
 
 if TYPE_CHECKING:
     from .session import PredictSession
@@ -79,7 +79,7 @@ eager_compiled_calls: dict[str, int] = {}
 _WALK_BUDGET = 20_000
 
 
-class _EagerCompiles:
+class _EagerCompiles(_CallNotes):
     """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
 
     Counted per (compiled function, calling line); one note at the end of the session
@@ -87,13 +87,9 @@ class _EagerCompiles:
     predict mode believing it compiled.
     """
 
-    MAX_NAMED = 3
-
     def __init__(self, session: PredictSession) -> None:
-        self.session = session
-        self.calls: dict[tuple[str, str], int] = {}
+        super().__init__(session)
         self.reasons: set[str] = set()
-        self.noted = False
 
     def seen(self, frame: Any, reason: str) -> None:
         """A compiled function runs eagerly; ``frame`` is dynamo's compile_wrapper's."""
@@ -106,42 +102,17 @@ class _EagerCompiles:
         else:
             name = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
                        or "a torch._dynamo.optimize block")
-        torch_dir = os.path.dirname(torch.__file__) + os.sep
-        caller = frame.f_back
-        ours = _predict_files()
-        while caller is not None and (caller.f_code.co_filename.startswith(torch_dir)
-                                      or caller.f_code.co_filename in ours):
-            caller = caller.f_back
-        where = "?"
-        if caller is not None:
-            filename = caller.f_code.co_filename
-            if filename.startswith("<"):  # a notebook cell
-                where = f"line {caller.f_lineno}"
-            else:
-                try:
-                    relative = os.path.relpath(filename)
-                except ValueError:  # another drive (Windows)
-                    relative = filename
-                where = f"{filename if relative.startswith('..') else relative}:{caller.f_lineno}"
-        key = (name, where)
-        self.calls[key] = self.calls.get(key, 0) + 1
+        where = _calling_line(frame.f_back)
+        self.count(name, where)
         self.reasons.add(reason)
         eager_compiled_calls[name] = eager_compiled_calls.get(name, 0) + 1
 
-    def note(self) -> None:
-        """Tell the recorder (once, at the end of the session)."""
-        note = getattr(self.session.recorder, "note", None)
-        if self.noted or not self.calls or note is None:
-            return
-        self.noted = True
-        named = sorted(self.calls.items(), key=lambda item: -item[1])
-        parts = [f"`{name}` called at {where} ×{n}" for (name, where), n in named[:self.MAX_NAMED]]
-        more = f" and {len(named) - self.MAX_NAMED} more" if len(named) > self.MAX_NAMED else ""
+    def text(self, calls: str) -> str:
         why = "; ".join(sorted(self.reasons))
-        note(f"{COMPILE_NOTE_PREFIX} in predict mode: {', '.join(parts)}{more} ({why}). Without "
-             "a GPU it cannot compile for one: the syncs of the compiled code are predicted op "
-             "by op as eager code; on a GPU compiling also syncs (once per graph) and a graph "
-             "break can move a sync")
+        return (f"{COMPILE_NOTE_PREFIX} in predict mode: {calls} ({why}). Without a GPU it "
+                "cannot compile for one: the syncs of the compiled code are predicted op by op "
+                "as eager code; on a GPU compiling also syncs (once per graph) and a graph "
+                "break can move a sync")
 
 
 # Why a call ran eagerly (the note lists the reasons met).

@@ -216,6 +216,40 @@ def _predict_mode_here() -> bool:
     return any(type(m) is _predict_mode_class for m in _get_current_function_mode_stack())
 
 
+def _predict_session_here() -> Any:
+    """The session of the innermost predict mode on this thread's stack, else None."""
+    if _predict_mode_class is None:
+        return None
+    from torch.overrides import _get_current_function_mode_stack
+
+    for mode in reversed(_get_current_function_mode_stack()):
+        if type(mode) is _predict_mode_class:
+            return mode.session
+    return None
+
+
+def _calling_line(frame: Any) -> str:
+    """Where ``frame`` or the first frame out from it outside torch and this package
+    is, as the report's notes show it (``line N`` in a notebook cell)."""
+    import torch
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    ours = _predict_files()
+    while frame is not None and (frame.f_code.co_filename.startswith(torch_dir)
+                                 or frame.f_code.co_filename in ours):
+        frame = frame.f_back
+    if frame is None:
+        return "?"
+    filename = frame.f_code.co_filename
+    if filename.startswith("<"):  # a notebook cell
+        return f"line {frame.f_lineno}"
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # another drive (Windows)
+        relative = filename
+    return f"{filename if relative.startswith('..') else relative}:{frame.f_lineno}"
+
+
 _SKIPPED: frozenset[str] | None = None
 
 
@@ -273,3 +307,33 @@ class _ModeRemoval:
         while C._len_torch_function_stack() < len(keep):
             C._push_on_torch_function_stack(keep[C._len_torch_function_stack()])
 
+
+
+class _CallNotes:
+    """Calls a session ran some other way than a GPU would, per (name, calling line); one
+    note at the end of the session names the most frequent (`text` words it)."""
+
+    MAX_NAMED = 3
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.calls: dict[tuple[str, str], int] = {}
+        self.noted = False
+
+    def count(self, name: str, where: str) -> None:
+        key = (name, where)
+        self.calls[key] = self.calls.get(key, 0) + 1
+
+    def note(self) -> None:
+        """Tell the recorder (once, at the end of the session)."""
+        note = getattr(self.session.recorder, "note", None)
+        if self.noted or not self.calls or note is None:
+            return
+        self.noted = True
+        named = sorted(self.calls.items(), key=lambda item: -item[1])
+        parts = [f"`{name}` called at {where} ×{n}" for (name, where), n in named[:self.MAX_NAMED]]
+        more = f" and {len(named) - self.MAX_NAMED} more" if len(named) > self.MAX_NAMED else ""
+        note(self.text(", ".join(parts) + more))
+
+    def text(self, calls: str) -> str:
+        raise NotImplementedError

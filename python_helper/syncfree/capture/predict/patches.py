@@ -8,8 +8,8 @@ backward pass's engine and hooks (autograd.py),
 ``torch._C._group_tensors_by_device_and_dtype`` (so that torch's foreach helpers group
 virtual tensors under the CUDA device, as on a GPU), the DataLoader's pin-memory function
 (its pinning thread has no mode), the fast-path checks of nn.TransformerEncoder and
-nn.MultiheadAttention, cuDNN's weight check, the rest of ``torch.cuda`` (cuda_api.py) and
-``torch.distributed`` (distributed.py).
+nn.MultiheadAttention, cuDNN's weight check, the rest of ``torch.cuda`` (cuda_api.py),
+``torch.distributed`` (distributed.py) and TorchScript's calls (torchscript.py).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ class _Patches:
 
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, bool, Any]] = []
+        # Replacements entered in TorchScript's table of builtins (``_script_builtin``).
+        self._builtins: list[Any] = []
 
     def replace(self, owner: Any, name: str, value: Any) -> None:
         existed = name in vars(owner)
@@ -54,6 +56,13 @@ class _Patches:
         if type(value) is types.FunctionType and type(owner) is types.ModuleType \
                 and owner.__name__ in _COMPILER_ASKS:
             value = _real_for_compiler(value, getattr(owner, name, None))
+        op = _script_builtin(getattr(owner, name, None))
+        if op is not None:
+            # torch.jit.script compiles a call of a torch builtin as its op, found by the
+            # function's id (torch/jit/_builtins.py); a Python stand-in it would try to
+            # compile from source, and fail. Put back with the original.
+            self._builtins.append(value)
+            _script_builtins()[id(value)] = op
         setattr(owner, name, value)
 
     def original(self, owner: Any, name: str) -> Any:
@@ -92,6 +101,24 @@ class _Patches:
             elif name in vars(owner):
                 delattr(owner, name)
             saved.pop()
+        builtins = self._builtins
+        while builtins:
+            _script_builtins().pop(id(builtins[-1]), None)  # while it lives: ids are reused
+            builtins.pop()
+
+
+def _script_builtins() -> dict[int, str]:
+    """TorchScript's table of builtins, by function id (built on first use)."""
+    from torch.jit import _builtins
+
+    return _builtins._get_builtin_table()
+
+
+def _script_builtin(function: Any) -> str | None:
+    """The TorchScript op ``function`` compiles to when it is a torch builtin, else None."""
+    if function is None or "torch.jit._builtins" not in sys.modules:
+        return None
+    return _script_builtins().get(id(function))
 
 
 # Modules whose stand-ins torch's compiler asks while it compiles (dynamo saves the CUDA RNG
@@ -224,6 +251,10 @@ def install(session: PredictSession) -> None:
     from . import autograd
 
     autograd.install(session, patch)
+    # Scripted and traced code runs its Python source; TorchScript without one is noted.
+    from . import torchscript
+
+    torchscript.install(session, patch)
 
 
 def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:

@@ -30,6 +30,7 @@ from .mode import _ModeRemoval, _new_predict_mode
 from .patches import _Patches
 from .registry import VirtualCudaRegistry, _kernel_registry
 from .standins import _Stream
+from .torchscript import UnseenTorchScript
 
 
 class PredictSession:
@@ -57,6 +58,7 @@ class PredictSession:
         self._dynamo_ready = False  # compiles.prepare_dynamo
         self._trace_checked = False  # compiles.hook_dynamo: the tracer's checks are in
         self._eager_compiles = _EagerCompiles(self)
+        self._unseen_torchscript = UnseenTorchScript(self)
         self._marked_before = 0
         self._thread = threading.get_ident()
 
@@ -88,6 +90,8 @@ class PredictSession:
             # session installed the patches.
             self._eager_compiles = _EagerCompiles(self)
             undo.push(self._eager_compiles.note)
+            self._unseen_torchscript = UnseenTorchScript(self)
+            undo.push(self._unseen_torchscript.note)
             undo.push(_release_patches, self)
             _hold_patches(self)
             undo.push(_release_thread_mode, self)
