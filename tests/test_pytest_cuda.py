@@ -178,6 +178,44 @@ def test_the_summary_names_tests_whose_compiled_code_ran_eagerly(pytester):
                                  "*ran eagerly in predict mode (it cannot compile for a GPU)*"])
 
 
+def test_the_summary_names_the_tests_whose_torchscript_predict_mode_could_not_see(pytester):
+    # A loaded TorchScript module has no Python source: its syncs are not predicted, so a
+    # sync_free test passes here that may fail on a GPU; the summary says which. Scripted
+    # code with Python source is predicted (the failure below) and not named.
+    pytester.makepyfile(test_scripts="""
+        import io
+        import pytest
+        import torch
+
+        class Positive(torch.nn.Module):
+            def forward(self, t):
+                return t[t > 0]
+
+        buffer = io.BytesIO()
+        torch.jit.save(torch.jit.script(Positive()), buffer)
+        buffer.seek(0)
+        loaded = torch.jit.load(buffer)
+        scripted = torch.jit.script(Positive())
+
+        @pytest.mark.sync_free
+        def test_loaded():
+            loaded(torch.randn(8, device="cuda"))
+
+        @pytest.mark.sync_free
+        def test_scripted():
+            scripted(torch.randn(8, device="cuda"))
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--syncfree",
+                                           "-W", "ignore::DeprecationWarning")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*= syncfree =*",
+        "  TorchScript without Python source ran in 1 test: its syncs were not predicted*",
+        "    test_scripts.py::test_loaded: `Positive.forward` ×1",
+    ])
+    assert "test_scripted: `" not in result.stdout.str()
+
+
 def test_cpu_code_at_import_runs_where_cuda_is_answered(pytester):
     # Once is_available() says CUDA, torch asks more: Adam.step on CPU parameters asks the
     # current stream whether it is capturing (Optimizer._accelerator_graph_capture_health_check).

@@ -21,7 +21,9 @@ itself still knows the real answer (`real_cuda_available` unwraps them).
 Without it, ``--syncfree``'s summary says how many tests were skipped for want of CUDA
 (their skip reason names CUDA or a GPU) and that ``--syncfree-cuda`` would run them. Either
 way it names the tests that called ``torch.compile``'d code, which predict mode runs eagerly
-(a "does it compile" test passes there without compiling anything).
+(a "does it compile" test passes there without compiling anything), and the tests that ran
+TorchScript without Python source, whose syncs predict mode cannot see (a ``sync_free``
+test passes there and may fail on a GPU).
 
 Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
 tensors at import time still fails, as predict mode runs only inside the tests.
@@ -37,7 +39,11 @@ import pytest
 OPTION = "--syncfree-cuda"
 _STANDING_IN = pytest.StashKey[bool]()  # whether this run answers the queries as a GPU's
 _SKIPS = pytest.StashKey["_CudaSkips"]()
-_COMPILED_BEFORE = pytest.StashKey[dict]()  # predict.eager_compiled_calls when the test began
+# predict's eager_compiled_calls and unseen_torchscript_calls when the test began
+_COUNTED_BEFORE = pytest.StashKey[dict]()
+# The counters, and the report attribute that carries each one's growth during a test.
+_COUNTERS = {"eager_compiled_calls": "syncfree_eager_compiles",
+             "unseen_torchscript_calls": "syncfree_unseen_torchscript"}
 _SHOWN_TESTS = 5
 
 # A skip reason that says the test wants a GPU: "CUDA not available", "requires a GPU",
@@ -184,55 +190,62 @@ class IdleStream:
 
 
 class _CudaSkips:
-    """Tests skipped for want of CUDA, and tests whose compiled code ran eagerly, for
-    ``--syncfree``'s summary (counted where the reports arrive: the controller under
-    pytest-xdist, where each report carries its test's ``syncfree_eager_compiles``)."""
+    """Tests skipped for want of CUDA, tests whose compiled code ran eagerly and tests that
+    ran TorchScript without Python source, for ``--syncfree``'s summary (counted where the
+    reports arrive: the controller under pytest-xdist, where each report carries its test's
+    ``syncfree_eager_compiles`` and ``syncfree_unseen_torchscript``)."""
 
     def __init__(self) -> None:
         self.count = 0
         self.eager: list[tuple[str, dict]] = []  # (test id, {compiled function: calls})
+        self.unseen: list[tuple[str, dict]] = []  # (test id, {TorchScript name: calls})
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.skipped and report.when in ("setup", "call") \
                 and _CUDA_REASON.search(_skip_reason(report)):
             self.count += 1
-        compiled = getattr(report, "syncfree_eager_compiles", None)
-        if report.when == "call" and isinstance(compiled, dict) and compiled:
-            self.eager.append((report.nodeid, compiled))
+        if report.when != "call":
+            return
+        for attribute, tests in (("syncfree_eager_compiles", self.eager),
+                                 ("syncfree_unseen_torchscript", self.unseen)):
+            calls = getattr(report, attribute, None)
+            if isinstance(calls, dict) and calls:
+                tests.append((report.nodeid, calls))
 
 
-def _eager_calls() -> dict:
+def _counted() -> dict:
     import sys
 
     predict = sys.modules.get("syncfree.capture.predict")
-    return dict(getattr(predict, "eager_compiled_calls", {}))
+    return {counter: dict(getattr(predict, counter, {})) for counter in _COUNTERS}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if item.config.getoption("syncfree", False):
-        item.stash[_COMPILED_BEFORE] = _eager_calls()
+        item.stash[_COUNTED_BEFORE] = _counted()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    before = item.stash.get(_COMPILED_BEFORE, None)
+    before = item.stash.get(_COUNTED_BEFORE, None)
     if call.when == "call" and before is not None:
-        now = _eager_calls()
-        grown = {name: n - before.get(name, 0) for name, n in now.items()
-                 if n > before.get(name, 0)}
-        if grown:
-            # An attribute of the report: pytest-xdist carries a report's attributes to
-            # the controller (_pytest/reports.py, _report_to_json).
-            report.syncfree_eager_compiles = grown
-            if report.failed:  # a check that the code compiled (a frame counter) fails here
-                names = ", ".join(f"`{name}`" for name in sorted(grown))
-                report.sections.append(("syncfree: torch.compile ran eagerly", (
-                    f"{names} ran eagerly in predict mode (it cannot compile for a GPU): "
-                    "nothing was compiled, so a check that compilation happened (a backend's "
-                    "frame count, dynamo's counters, fullgraph errors) fails here and not on "
-                    "a GPU machine.")))
+        for counter, now in _counted().items():
+            was = before[counter]
+            grown = {name: n - was.get(name, 0) for name, n in now.items() if n > was.get(name, 0)}
+            if grown:
+                # An attribute of the report: pytest-xdist carries a report's attributes to
+                # the controller (_pytest/reports.py, _report_to_json).
+                setattr(report, _COUNTERS[counter], grown)
+        grown = getattr(report, "syncfree_eager_compiles", None)
+        if grown and report.failed:  # a check that the code compiled (a frame count) fails
+            names = ", ".join(f"`{name}`" for name in sorted(grown))
+            report.sections.append(("syncfree: torch.compile ran eagerly", (
+                f"{names} ran eagerly in predict mode (it cannot compile for a GPU): "
+                "nothing was compiled, so a check that compilation happened (a backend's "
+                "frame count, dynamo's counters, fullgraph errors) fails here and not on "
+                "a GPU machine.")))
     return report
 
 
@@ -260,6 +273,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
             write(f"    {nodeid}: {names}")
         if len(skips.eager) > _SHOWN_TESTS:
             write(f"    ... and {len(skips.eager) - _SHOWN_TESTS} more")
+    if skips is not None and skips.unseen:
+        tests = f"{len(skips.unseen)} test{'s' if len(skips.unseen) != 1 else ''}"
+        write(f"  TorchScript without Python source ran in {tests}: its syncs were not predicted "
+              "(a GPU run sees them; a sync_free verdict there is unverified):")
+        for nodeid, calls in sorted(skips.unseen)[:_SHOWN_TESTS]:
+            names = ", ".join(f"`{name}` ×{n}" for name, n in sorted(calls.items()))
+            write(f"    {nodeid}: {names}")
+        if len(skips.unseen) > _SHOWN_TESTS:
+            write(f"    ... and {len(skips.unseen) - _SHOWN_TESTS} more")
     if config.stash.get(_STANDING_IN, False):
         write("  CUDA variants ran on CPU stand-ins (--syncfree-cuda): torch.cuda.is_available() "
               "answered True from start-up")

@@ -101,10 +101,12 @@ from .patches import real_cuda_available
 from .registry import VirtualCudaRegistry
 from .session import PredictSession
 from .standins import _DEVICE_PROPERTIES  # noqa: F401  (pytest_cuda.py reads it here)
+from .torchscript import TORCHSCRIPT_NOTE_PREFIX, unseen_torchscript_calls
 
 __all__ = [
-    "COMPILE_NOTE_PREFIX", "PREDICTED_KINDS", "UNMEASURED_RULES", "PredictSession",
-    "VirtualCudaRegistry", "eager_compiled_calls", "real_cuda_available",
+    "COMPILE_NOTE_PREFIX", "PREDICTED_KINDS", "TORCHSCRIPT_NOTE_PREFIX", "UNMEASURED_RULES",
+    "PredictSession", "VirtualCudaRegistry", "eager_compiled_calls", "real_cuda_available",
+    "unseen_torchscript_calls",
 ]
 
 #: The sync kinds predict mode reports (a subset of the report's kind vocabulary).

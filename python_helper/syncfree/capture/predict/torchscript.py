@@ -45,6 +45,11 @@ _MANGLING = re.compile(r"^__torch__\.|___torch_mangle_\d+\.")
 #: How the report's note about TorchScript run without its Python starts.
 TORCHSCRIPT_NOTE_PREFIX = "TorchScript without Python source ran in predict mode"
 
+#: Calls of TorchScript without Python source on virtual inputs by any session of this
+#: process, by name (only ever growing): what pytest --syncfree's summary reads before and
+#: after each test (pytest_cuda.py).
+unseen_torchscript_calls: dict[str, int] = {}
+
 
 def install(session: PredictSession, patch: Any) -> None:
     import torch
@@ -313,8 +318,9 @@ def _unseen(session: PredictSession, name: str, call: Any, target: Any, args: tu
     if virtual:
         with torch._C.DisableTorchFunction():
             registry.mark_results(_tensors_in(result), kept)
-        session._unseen_torchscript.count(_MANGLING.sub("", name),
-                                          _calling_line(sys._getframe(2)))
+        name = _MANGLING.sub("", name)
+        session._unseen_torchscript.count(name, _calling_line(sys._getframe(2)))
+        unseen_torchscript_calls[name] = unseen_torchscript_calls.get(name, 0) + 1
     return result
 
 
