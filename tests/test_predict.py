@@ -1313,3 +1313,51 @@ def test_a_cpu_operand_with_a_cuda_one_raises_as_on_a_gpu(operation):
         for allowed in ("weight_cuda * scalar", "weight_cuda == scalar", "weight_cuda[index]",
                         "weight_cuda.copy_(weight)", "weight_cuda.mv(vec.cuda())"):
             assert eval(allowed, namespace).is_cuda, allowed
+
+
+#: torch.func transforms: the function sees its inputs wrapped (grad's TensorWrapper, vmap's
+#: BatchedTensor, no storage) and the transform returns the plain tensors inside
+#: (capture/predict/registry.py, `_functorch_base`).
+FUNC_PREAMBLE = """\
+import torch
+from torch.func import grad, vmap, vjp, jacrev, jacfwd, hessian, functional_call
+x = torch.randn(4, 3, device='cuda')
+def loud_square(v):
+    s = (v ** 2).sum()
+    print(float(s))
+    return s
+def positive_count(v):
+    return (v > 0).sum()
+model = torch.nn.Linear(3, 1).cuda()
+params = {k: p.detach() for k, p in model.named_parameters()}
+def loss(p, b):
+    return functional_call(model, p, (b,)).pow(2).mean()
+"""
+
+FUNC_RULES = [
+    ("grad(loud_square)(x[0])", ["python_scalar"]),  # inside the transform
+    ("grad(lambda v: (v ** 2).sum())(x[0]).sum().item()", ["item"]),  # its result
+    ("vmap(lambda v: v * 2)(x).tolist()", ["tolist"]),
+    ("vmap(positive_count)(x).sum().item()", ["item"]),
+    ("jacrev(lambda v: v.sin())(x[0]).max().item()", ["item"]),
+    ("jacfwd(lambda v: v.sin())(x[0]).max().item()", ["item"]),
+    ("hessian(lambda v: (v ** 3).sum())(x[0]).sum().item()", ["item"]),
+    ("out, pull = vjp(lambda v: (v ** 2).sum(), x[0])\nfloat(pull(torch.ones((), device='cuda'))[0].sum())",
+     ["python_scalar"]),
+    ("g = vmap(grad(loss), in_dims=(None, 0))(params, x.unsqueeze(1))\ng['weight'].norm().item()",
+     ["item"]),
+]
+
+
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+@pytest.mark.parametrize("source, kinds", FUNC_RULES)
+def test_torch_func_transforms_keep_their_tensors_on_the_gpu(source, kinds):
+    assert _predicted_kinds(FUNC_PREAMBLE, source) == kinds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad")
+@pytest.mark.parametrize("source, kinds", FUNC_RULES)
+def test_torch_func_transforms_on_a_gpu(source, kinds):
+    _assert_a_gpu_counts(FUNC_PREAMBLE, source, kinds)

@@ -65,7 +65,10 @@ class VirtualCudaRegistry:
     finds it, and it goes with the storage: no table to sweep, no weak reference per
     result (predict mode marks the results of every op with a virtual input). Tensors
     without an accessible storage (sparse, wrapper subclasses), and storages that take no
-    attribute, are kept in weak identity sets.
+    attribute, are kept in weak identity sets. A ``torch.func`` transform's wrapper
+    (``grad``'s TensorWrapper, ``vmap``'s BatchedTensor: no storage) answers for the tensor
+    it wraps (`_functorch_base`): the transform's inputs are wrapped by torch in C++, where
+    no mode marks them, and its outputs are unwrapped the same way.
     """
 
     def __init__(self) -> None:
@@ -86,6 +89,9 @@ class VirtualCudaRegistry:
         try:
             storage = tensor.untyped_storage()
         except (RuntimeError, NotImplementedError, TypeError):
+            base = _functorch_base(tensor)
+            if base is not None:
+                return self.is_cuda(base)
             return tensor in self._cuda_tensors
         return getattr(storage, self._flag, False) or (
             bool(self._cuda_storages._refs) and storage in self._cuda_storages)
@@ -94,6 +100,10 @@ class VirtualCudaRegistry:
         storage = self.storage_of(tensor)
         if storage is not None:
             self.mark_storage(storage)
+            return
+        base = _functorch_base(tensor)
+        if base is not None:
+            self.mark_cuda(base)
         elif self._cuda_tensors.add(tensor):
             self.marked += 1
 
@@ -121,7 +131,7 @@ class VirtualCudaRegistry:
             try:
                 storage = tensor.untyped_storage()
             except (RuntimeError, NotImplementedError, TypeError):
-                virtual = virtual or tensor in self._cuda_tensors
+                virtual = virtual or self.is_cuda(tensor)
                 continue
             if getattr(storage, flag, False) or storage in refused:
                 virtual = True
@@ -136,8 +146,7 @@ class VirtualCudaRegistry:
             try:
                 storage = out.untyped_storage()
             except (RuntimeError, NotImplementedError, TypeError):
-                if self._cuda_tensors.add(out):
-                    self.marked += 1
+                self.mark_cuda(out)
                 continue
             if id(storage) not in kept:  # else it stays on the host input's storage
                 self.mark_storage(storage)
@@ -155,6 +164,39 @@ class VirtualCudaRegistry:
         storage = self.storage_of(tensor)
         if storage is not None:
             self._pinned_storages.add(storage)
+
+
+_functorch: Any = None  # torch._C._functorch, bound on first use (False: none)
+
+
+def _functorch_base(tensor: Any) -> Any:
+    """The plain tensor under a ``torch.func`` transform's wrappers (``grad``/``vjp``/
+    ``jacrev``'s TensorWrapper, ``vmap``'s BatchedTensor, nested to any depth), else None.
+
+    Inside ``torch.func.grad(f)(x)`` ``f`` sees its input wrapped (torch/_functorch/
+    eager_transforms.py, ``_create_differentiable``) and every op on it makes a wrapper;
+    the transform's result is the plain tensor inside. A wrapper has no storage, so without
+    this a virtual input lost its device inside ``f`` (a ``.item()`` there was not
+    predicted) and the transform returned host tensors (the caller's ``.item()`` on the
+    gradient was not predicted either).
+    """
+    global _functorch
+    if _functorch is None:
+        import torch
+
+        functorch = getattr(torch._C, "_functorch", None)
+        _functorch = functorch if hasattr(functorch, "get_unwrapped") else False
+    if not _functorch:
+        return None
+    try:
+        if not _functorch.is_functorch_wrapped_tensor(tensor):
+            return None
+        base = _functorch.get_unwrapped(tensor)
+        while _functorch.is_functorch_wrapped_tensor(base):
+            base = _functorch.get_unwrapped(base)
+    except (RuntimeError, TypeError):
+        return None
+    return base
 
 
 _registry: VirtualCudaRegistry | None = None
