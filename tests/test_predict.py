@@ -1361,3 +1361,82 @@ def test_torch_func_transforms_keep_their_tensors_on_the_gpu(source, kinds):
 @pytest.mark.parametrize("source, kinds", FUNC_RULES)
 def test_torch_func_transforms_on_a_gpu(source, kinds):
     _assert_a_gpu_counts(FUNC_PREAMBLE, source, kinds)
+
+
+#: Operators registered from Python (capture/predict/custom_ops.py): their kernels ran
+#: without the mode, so their bodies' syncs were not predicted.
+_custom_op_libraries: list = []
+
+
+def _define_custom_ops() -> None:
+    """``syncfree_test::scaled`` (torch.library.custom_op, with a backward that syncs),
+    ``syncfree_test::shift_`` (mutates its input) and ``syncfree_test::plus_max``
+    (Library.impl, two overloads); defined once per process."""
+    if hasattr(torch.ops.syncfree_test, "scaled"):
+        return
+
+    @torch.library.custom_op("syncfree_test::scaled", mutates_args=())
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return x * float(x.abs().max())
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    def backward(ctx, grad):
+        assert grad.is_cuda
+        return grad * grad.sum().item()
+
+    scaled.register_autograd(backward, setup_context=setup_context)
+
+    @torch.library.custom_op("syncfree_test::shift_", mutates_args=("x",))
+    def shift_(x: torch.Tensor) -> None:
+        x.add_(x.sum().item())
+
+    library = torch.library.Library("syncfree_test", "FRAGMENT")
+    library.define("plus_max(Tensor x) -> Tensor")
+    library.define("plus_max.twice(Tensor x, int times) -> Tensor")
+    library.impl("plus_max", lambda x: x + x.max().item(), "CompositeExplicitAutograd")
+    library.impl("plus_max.twice", lambda x, times: x * times, "CompositeExplicitAutograd")
+    _custom_op_libraries.append(library)  # an op lives as long as its Library
+
+
+CUSTOM_OP_PREAMBLE = """\
+import torch
+x = torch.randn(8, device='cuda')
+ops = torch.ops.syncfree_test
+"""
+
+CUSTOM_OP_RULES = [
+    ("ops.scaled(x)", ["python_scalar"]),
+    ("ops.scaled.default(x)", ["python_scalar"]),
+    ("y = ops.scaled(x)\ny.sum().item()", ["python_scalar", "item"]),  # its result is on the GPU
+    ("w = x.clone().requires_grad_()\nops.scaled(w).sum().backward()", ["python_scalar", "item"]),
+    ("ops.shift_(x.clone())", ["item"]),
+    ("ops.plus_max(x)", ["item"]),
+    ("ops.plus_max(x, 2).sum().item()", ["item"]),  # the packet resolves to .twice: no sync inside
+]
+
+
+@pytest.mark.parametrize("source, kinds", CUSTOM_OP_RULES)
+def test_custom_ops_run_their_python_kernels_on_the_stand_ins(source, kinds):
+    _define_custom_ops()
+    recorder, namespace = CollectingRecorder(), {"__name__": "__main__"}
+    preamble, _ = compile_cell(CUSTOM_OP_PREAMBLE)
+    code, _ = compile_cell(source)
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(code, namespace)
+    assert recorder.kinds == kinds
+    # The kernels' syncs are predicted: the op table does not call them unmeasured.
+    from syncfree.capture import optable
+
+    assert not [name for name in optable.tally_of(recorder).unmeasured if "syncfree_test" in name]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", CUSTOM_OP_RULES)
+def test_custom_ops_on_a_gpu(source, kinds):
+    _define_custom_ops()
+    _assert_a_gpu_counts(CUSTOM_OP_PREAMBLE, source, kinds)

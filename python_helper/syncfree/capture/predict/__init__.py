@@ -29,6 +29,8 @@ Where each part lives (one job per module):
   call's arguments without running user code;
 * ``mode.py``: the ``TorchFunctionMode`` and the generic path of every call (fresh results
   marked virtual, the measured op table for ops no handler covers);
+* ``custom_ops.py``: operators registered from Python (``torch.library``), whose kernels
+  run with the mode on the stack;
 * ``handlers.py`` and ``indexing.py``: what each torch call predicts;
 * ``standins.py``: the stand-in streams, events, device contexts and properties and the
   legacy ``torch.cuda.FloatTensor``-style types;

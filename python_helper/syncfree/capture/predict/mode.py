@@ -30,9 +30,11 @@ def _make_mode_class() -> type:
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from .custom_ops import call_under_the_mode, operator_types, runs_python_kernels
     from .handlers import _getters, _handlers
 
     _Tensor = torch.Tensor
+    _operator_types = operator_types()
 
     class PredictMode(TorchFunctionMode):
         """Routes torch calls to the stand-in handlers of one PredictSession."""
@@ -55,6 +57,8 @@ def _make_mode_class() -> type:
             if handler is not None:
                 return handler(self, func, args, kwargs)
             if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
+                if type(func) in _operator_types and runs_python_kernels(func):
+                    return call_under_the_mode(self, func, args, kwargs)
                 return _call_generic(self, func, args, kwargs)
             name = func.__name__
             if name == "__get__" or name == "__set__":
@@ -93,13 +97,16 @@ def _new_predict_mode(session: PredictSession) -> Any:
 _CUDA = object()  # marker: the call targets the virtual CUDA device
 
 
-def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = None,
+                  ask_table: bool = True) -> Any:
     """Run any torch call on the CPU and mark its fresh results as virtual CUDA tensors.
 
     Results are virtual when the call names a CUDA device (or is a factory under
     ``torch.set_default_device('cuda')``/``with torch.device('cuda')``), or names no
     device and has a virtual input. In-place and ``out=`` results (their storage is a
-    non-virtual input's) keep their device, as on a GPU.
+    non-virtual input's) keep their device, as on a GPU. ``run`` calls ``func`` some
+    other way (custom_ops.py); ``ask_table`` False: the call's syncs are predicted inside
+    it, not by the op table.
     """
     registry = mode.registry
     target: Any = None
@@ -117,17 +124,18 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         kwargs = dict(kwargs, pin_memory=False)
         pin = True
     inputs = _call_tensors(args, kwargs)
+    call = func if run is None else run
     if not inputs and target is None and not pin:
-        return func(*args, **kwargs)  # no tensor in, no device named: nothing to mark
+        return call(*args, **kwargs)  # no tensor in, no device named: nothing to mark
     # kept: storages of host inputs, where in-place and out= results stay
     virtual_input, kept = registry.split_inputs(inputs)
     if virtual_input and kept and getattr(func, "__name__", None) in _SAME_DEVICE_OPS:
         _check_same_device(registry, inputs)
-    if virtual_input:  # an op no handler covers: the measured table (capture/optable.py)
+    if virtual_input and ask_table:  # an op no handler covers: the measured table (capture/optable.py)
         syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
         if syncs:
             _record(mode, "library", syncs)
-    result = func(*args, **kwargs)
+    result = call(*args, **kwargs)
     if target is _CUDA or (target is None and virtual_input):
         if isinstance(result, _Tensor):
             registry.mark_results((result,), kept)
