@@ -1440,3 +1440,49 @@ def test_custom_ops_run_their_python_kernels_on_the_stand_ins(source, kinds):
 def test_custom_ops_on_a_gpu(source, kinds):
     _define_custom_ops()
     _assert_a_gpu_counts(CUSTOM_OP_PREAMBLE, source, kinds)
+
+
+#: aten operators called directly (torch.ops.aten.X): the ops behind `.item()` and device
+#: copies, which the op table has no measurement for (handlers.py, `_aten_handlers`).
+ATEN_PREAMBLE = """\
+import torch
+x = torch.randn(8, device='cuda')
+c = torch.randn(8)
+aten = torch.ops.aten
+"""
+
+ATEN_RULES = [
+    ("aten._local_scalar_dense(x[0])", ["item"]),
+    ("aten._local_scalar_dense.default(x.sum())", ["item"]),
+    ("aten.item(x[1])", ["item"]),
+    ("aten._to_copy(x, device='cpu')", ["to_host"]),
+    ("aten._to_copy(c, device='cuda').sum().item()", ["to_device", "item"]),
+    ("aten._to_copy(x, dtype=torch.float64).sum().item()", ["item"]),  # stays on the GPU
+    ("aten._to_copy(x, device='cpu', non_blocking=True)", []),
+    ("aten.copy_(c.clone(), x)", ["to_host"]),
+    ("aten.copy_.default(x.clone(), c)", ["to_device"]),
+]
+
+
+@pytest.mark.parametrize("source, kinds", ATEN_RULES)
+def test_aten_operators_called_directly(source, kinds):
+    assert _predicted_kinds(ATEN_PREAMBLE, source) == kinds
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", ATEN_RULES)
+def test_aten_operators_called_directly_on_a_gpu(source, kinds):
+    """Counted with the profiler: calls through torch.ops.aten raise no sync warning (the
+    debug mode prints a C++ warning instead, shared/sync-facts.md), so the warn-mode recorder
+    misses them. Each of these syncs is one cudaStreamSynchronize."""
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile_cell(ATEN_PREAMBLE)[0], namespace)
+    code, _ = compile_cell(source)
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as profile:
+        exec(code, namespace)
+    stream_syncs = sum(event.count for event in profile.key_averages()
+                       if event.key == "cudaStreamSynchronize")
+    assert stream_syncs == len(kinds), source

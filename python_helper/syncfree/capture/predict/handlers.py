@@ -194,6 +194,38 @@ def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return func(*args, **kwargs)
 
 
+def _handle_aten_to_copy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    """``torch.ops.aten._to_copy(x, device=...)``, what ``x.to(device)`` dispatches to: its
+    arguments after ``self`` are keyword-only (native_functions.yaml)."""
+    tensor = args[0] if args else kwargs.get("self")
+    device = kwargs.get("device")
+    if device is not None and not kwargs.get("non_blocking", False) and _holds_data(tensor):
+        to_cuda = _is_cuda_device(device)
+        if to_cuda != mode.registry.is_cuda(tensor):
+            _record(mode, "to_device" if to_cuda else "to_host")
+    return _call_generic(mode, func, args, kwargs)
+
+
+def _aten_handlers() -> dict[Any, Callable[..., Any]]:
+    """Handlers for aten operators called directly (``torch.ops.aten.X``): the ops behind the
+    Python calls whose syncs a handler predicts, under the packet and each overload. The op
+    table knows most ops by their Python name; these it has no measurement for (it said they
+    "may sync"), and each is a sync on a GPU: ``_local_scalar_dense`` is what ``.item()``
+    and ``float(t)`` run, ``_to_copy`` and ``copy_`` what a copy between devices runs."""
+    import torch
+
+    aten = torch.ops.aten
+    table: dict[Any, Callable[..., Any]] = {}
+    for packet, handler in ((aten._local_scalar_dense, _when_virtual("item")),
+                            (aten.item, _when_virtual("item")),
+                            (aten._to_copy, _handle_aten_to_copy),
+                            (aten.copy_, _handle_copy_)):
+        table[packet] = handler
+        for overload in packet.overloads():
+            table[getattr(packet, overload)] = handler
+    return table
+
+
 def _handle_deepcopy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """``Tensor.__deepcopy__(self, memo)``: the copy is where ``self`` is. Only ``self`` is
     looked at: the memo holds every object copied so far (user objects among them)."""
@@ -656,6 +688,7 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
     })
     if hasattr(torch, "asarray"):
         table[torch.asarray] = _handle_tensor_from_data
+    table.update(_aten_handlers())
     _HANDLERS = table
     return table
 
