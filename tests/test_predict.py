@@ -1473,16 +1473,64 @@ def test_aten_operators_called_directly(source, kinds):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("source, kinds", ATEN_RULES)
 def test_aten_operators_called_directly_on_a_gpu(source, kinds):
-    """Counted with the profiler: calls through torch.ops.aten raise no sync warning (the
-    debug mode prints a C++ warning instead, shared/sync-facts.md), so the warn-mode recorder
-    misses them. Each of these syncs is one cudaStreamSynchronize."""
+    assert _stream_syncs_on_a_gpu(ATEN_PREAMBLE, source) == len(kinds), source
+
+
+def _stream_syncs_on_a_gpu(preamble_source: str, source: str) -> int:
+    """The cudaStreamSynchronize calls the profiler sees while ``source`` runs on a GPU.
+
+    For syncs made through an OpOverload (``torch.ops.aten.X(...)``, a subclass's
+    ``__torch_dispatch__``): the debug mode prints a C++ warning for them and raises no
+    Python one (shared/sync-facts.md), so the warn-mode recorder misses them. Each sync
+    these tests make (a scalar read, a blocking copy) is one cudaStreamSynchronize."""
     namespace: dict = {"__name__": "__main__"}
-    exec(compile_cell(ATEN_PREAMBLE)[0], namespace)
+    exec(compile_cell(preamble_source)[0], namespace)
     code, _ = compile_cell(source)
     torch.cuda.synchronize()
     activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
     with torch.profiler.profile(activities=activities) as profile:
         exec(code, namespace)
-    stream_syncs = sum(event.count for event in profile.key_averages()
-                       if event.key == "cudaStreamSynchronize")
-    assert stream_syncs == len(kinds), source
+    return sum(event.count for event in profile.key_averages()
+               if event.key == "cudaStreamSynchronize")
+
+
+#: A wrapper subclass (torch.Tensor._make_wrapper_subclass, as torchao's quantized tensors
+#: make theirs) made on the CUDA device: it is on the GPU (capture/predict/patches.py).
+WRAPPER_PREAMBLE = """\
+import torch
+from torch.utils._pytree import tree_map
+class Logged(torch.Tensor):
+    @staticmethod
+    def __new__(cls, inner):
+        wrapper = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype,
+                                                      device=inner.device)
+        wrapper.inner = inner
+        return wrapper
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda t: t.inner if isinstance(t, Logged) else t
+        out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+        return tree_map(lambda t: Logged(t) if isinstance(t, torch.Tensor) else t, out)
+w = Logged(torch.randn(8, device='cuda'))
+"""
+
+WRAPPER_RULES = [
+    ("w.sum().item()", ["item"]),
+    ("(w * 2).max().item()", ["item"]),
+    ("float(w.mean())", ["python_scalar"]),
+    ("bool((w > 0).any())", ["python_bool"]),
+]
+
+
+@pytest.mark.parametrize("source, kinds", WRAPPER_RULES)
+def test_a_wrapper_subclass_made_on_cuda_is_on_the_gpu(source, kinds, session_state):
+    before = session_state()
+    assert _predicted_kinds(WRAPPER_PREAMBLE, source) == kinds
+    assert session_state() == before and "_make_wrapper_subclass" not in vars(torch.Tensor)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("source, kinds", WRAPPER_RULES)
+def test_a_wrapper_subclass_on_a_gpu(source, kinds):
+    assert _stream_syncs_on_a_gpu(WRAPPER_PREAMBLE, source) == len(kinds), source

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import checkpoints, claims, compiles, cuda_api
 from .mode import _new_predict_mode, _predict_mode_here, _user_frame
+from .registry import _is_cuda_device
 from .standins import (
     _DEVICE_PROPERTIES,
     _LEGACY_TYPE_NAMES,
@@ -255,6 +256,34 @@ def install(session: PredictSession) -> None:
     from . import torchscript
 
     torchscript.install(session, patch)
+    # Wrapper subclasses made on the CUDA device are virtual (set on torch.Tensor, above
+    # TensorBase's: the restore deletes it).
+    patch(torch.Tensor, "_make_wrapper_subclass",
+          staticmethod(_wrapper_subclass_maker(session, torch._C.TensorBase._make_wrapper_subclass)))
+
+
+def _wrapper_subclass_maker(session: PredictSession,
+                            original: Callable[..., Any]) -> Callable[..., Any]:
+    """``torch.Tensor._make_wrapper_subclass`` that marks a wrapper made on a CUDA device.
+
+    A wrapper subclass (torchao's quantized tensors, a user's logging or masked tensor)
+    holds its data in inner tensors and has a storage of its own without data, made in
+    C++ where no mode marks it, on the device its code names: ``device=inner.device``,
+    which for a virtual inner tensor answers ``cuda:0``. On a GPU the wrapper is on the
+    device; here it was a host tensor to the session, so an ``.item()`` on it, or on what
+    its operations return, was not predicted.
+    """
+
+    def make_wrapper_subclass(*args: Any, **kwargs: Any) -> Any:
+        wrapper = original(*args, **kwargs)
+        device = kwargs.get("device")
+        registry = session.registry
+        if device is not None and registry is not None and _is_cuda_device(device) \
+                and claims._get_ident() in claims._thread_modes:
+            registry.mark_cuda(wrapper)
+        return wrapper
+
+    return make_wrapper_subclass
 
 
 def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
