@@ -40,7 +40,7 @@ from standins import FakeTensor, compile_cell, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts  # noqa: E402
+from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts, ops_calls  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
 from syncfree.capture import threads as capture_threads  # noqa: E402
 from syncfree.capture.predict import claims as predict_claims  # noqa: E402
@@ -110,6 +110,9 @@ def snapshot() -> dict:
                                list(predict_claims._patch_holders),
                                dict(predict_claims._thread_modes))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
+    state["ops_calls"] = (list(ops_calls._users), list(ops_calls._installed),
+                          vars(torch._ops.OpOverload)["__call__"],
+                          vars(torch._ops.OpOverloadPacket)["__call__"])
     state["thread_patches"] = list(capture_threads._installed)
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
@@ -162,6 +165,8 @@ def _repair() -> None:
     dispatch._owner.set(None)
     explicit._receivers.clear()
     explicit.detach(None)  # no receiver left: the originals go back
+    ops_calls._users.clear()
+    ops_calls.detach(None)
     capture_threads.remove(None)
     predict_claims._active_session = None
     predict_claims._claims.clear()
@@ -319,7 +324,8 @@ def _attach_detach_functions() -> list:
     from syncfree.capture.undo import Undo
     from syncfree.session import Watch
 
-    return [explicit.attach, explicit.detach, dispatch.attach_debug, dispatch._install,
+    return [explicit.attach, explicit.detach, ops_calls.attach, ops_calls.detach,
+            dispatch.attach_debug, dispatch._install,
             dispatch._replace, dispatch.detach_debug, dispatch.enter, dispatch.leave,
             SyncRecorder.__enter__, SyncRecorder.__exit__, SyncRecorder._install_hooks,
             SyncRecorder._detach_explicit, SyncRecorder._close_undo, Undo.close,

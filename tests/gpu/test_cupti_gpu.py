@@ -75,6 +75,28 @@ def test_counts_every_blocking_call_line_by_line(script, tmp_path):
     assert seen["total"] == truth["total"]
 
 
+def test_debug_mode_counts_the_syncs_made_through_torch_ops(tmp_path):
+    """An operator called through torch.ops warns in C++ only, and compiled code calls its
+    fallback kernels that way: debug mode counted 0 of the 3 syncs of a compiled function
+    that CUPTI saw (H200, 2026-11-28). ops_calls.py brings those warnings to Python: the
+    debug engine's lines are CUPTI's activity records'."""
+    script = str(DATA / "ops_calls.py")
+    truth = _run(script, tmp_path=tmp_path)
+    path = os.pathsep.join(p for p in (str(REPO / "python_helper"), os.environ.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--engine", "debug", "--format",
+                           "json", script], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": path})
+    assert done.returncode == 1, done.stderr[-3000:]
+    lines: dict[str, int] = {}
+    for diagnostic in json.loads(done.stdout):
+        if Path(diagnostic["path"]).resolve() == Path(script):
+            lines[str(diagnostic["line"])] = lines.get(str(diagnostic["line"]), 0) + diagnostic["count"]
+    print(f"\nsyncfree-gpu: syncfree run --engine debug {script}: {lines}; CUPTI activity "
+          f"{truth['lines']} {truth['names']}")
+    assert "synchronizing CUDA operation" not in done.stderr  # no C++ warning left printed
+    assert lines == truth["lines"]
+
+
 def _item_loop(x, n):
     total = 0.0
     for _ in range(n):

@@ -78,6 +78,7 @@ syncfree) is noted too.
 from __future__ import annotations
 
 import contextvars
+import os
 import re
 import sys
 import threading
@@ -315,6 +316,8 @@ def _showwarnmsg(msg: Any) -> None:
     # a prefix test, one ContextVar read, then the owner's frame walk and dict lookup.
     text = str(msg.message)
     if not text.startswith(SYNC_MESSAGE):
+        if msg.filename == _OPS_CALLS_FILE:
+            _at_the_operators_caller_from(msg, _getframe(1))
         return _real["showwarnmsg"](msg)
     if not _exact:
         _learn(text)
@@ -330,6 +333,20 @@ def _showwarnmsg(msg: Any) -> None:
         unowned()
     if _program_mode:
         _as_the_program_asked(msg)
+
+
+# ops_calls.py issues the C++ warnings of a torch.ops call from its wrapper's frame.
+_OPS_CALLS_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ops_calls.py")
+
+
+def _at_the_operators_caller_from(msg: Any, frame: Any) -> None:
+    """Show another warning of a torch.ops call at the line that called the operator: the
+    first frame out from ``frame`` outside ops_calls.py and the warnings module."""
+    while frame is not None and (frame.f_code.co_filename == _OPS_CALLS_FILE
+                                 or frame.f_code.co_filename == warnings.__file__):
+        frame = frame.f_back
+    if frame is not None:
+        msg.filename, msg.lineno = frame.f_code.co_filename, frame.f_lineno
 
 
 def _as_the_program_asked(msg: Any) -> None:

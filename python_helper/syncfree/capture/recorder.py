@@ -30,8 +30,9 @@ from collections.abc import Mapping, Sequence
 from time import perf_counter
 from types import FrameType, TracebackType
 
-from . import dispatch, explicit, interrupts, sites
+from . import dispatch, explicit, interrupts, ops_calls, sites
 from .dispatch import SYNC_MESSAGE
+from .ops_calls import OPS_CALLS_GLOBALS
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo, close_all
@@ -191,6 +192,11 @@ class SyncRecorder:
         else:
             undo.push(self._detach_explicit)
             explicit.attach(self, torch)
+            if self.mode == "warn":
+                # torch.ops calls: their sync warnings reach Python only inside a binding
+                # that converts C++ warnings (ops_calls.py).
+                undo.push(ops_calls.detach, self)
+                ops_calls.attach(self, torch)
             # Syncs on autograd's device thread: this recorder's when its context called
             # backward, attributed through that call (dispatch.backward_caller).
             undo.push(dispatch.detach_backward, self)
@@ -385,7 +391,8 @@ class SyncRecorder:
             blocked = clock.pause()
         try:
             # A wrapper another tool put around the hook runs in the warnings module.
-            while frame.f_globals is WARNINGS_GLOBALS:
+            # ops_calls.py issues a torch.ops call's warnings from its own frame.
+            while frame.f_globals is WARNINGS_GLOBALS or frame.f_globals is OPS_CALLS_GLOBALS:
                 frame = frame.f_back
             # _count(), inlined: this is the one recorder in the common case.
             code = frame.f_code
