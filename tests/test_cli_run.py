@@ -235,21 +235,69 @@ def test_pool_workers_syncs_are_collected(tmp_path):
     assert "ended without a report" not in done.stderr
 
 
-def test_workers_started_as_new_interpreters_are_named(tmp_path):
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_pool_workers_started_as_new_interpreters_are_watched(tmp_path, method):
+    # A new interpreter inherits no watch: the workers' syncs were left out (a note named them). Their target
+    # now runs under a watch of its own, and a worker the pool terminates while it writes its report keeps it.
+    write(tmp_path, "train.py", f"""\
+        import multiprocessing, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("{method}").Pool(2) as pool:
+                print(len(pool.map(work, range(6))))
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, 6), row
+    assert all(name.startswith(("SpawnPoolWorker-", "ForkServerPoolWorker-")) for name in row["processes"])
+    assert "without a report" not in done.stderr and "unwatched" not in done.stderr
+
+
+def test_torch_multiprocessing_spawn_children_are_watched(tmp_path):
+    # How DDP scripts start their ranks without torchrun.
+    write(tmp_path, "train.py", """\
+        import torch
+        import torch.multiprocessing as mp
+
+        def main(rank):
+            x = torch.randn(4, device="cuda")
+            for _ in range(rank + 1):
+                x.sum().item()
+
+        if __name__ == "__main__":
+            mp.spawn(main, nprocs=2)
+            print("spawned")
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "spawned" in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("train.py:7:")]
+    assert len(rows) == 1 and "×3" in rows[0] and "in child processes SpawnProcess-1, SpawnProcess-2" in rows[0], \
+        done.stdout
+    assert "note: 2 child processes (SpawnProcess-1, SpawnProcess-2) would sync 3 times" in done.stdout
+
+
+def test_a_process_without_a_target_started_as_a_new_interpreter_is_named(tmp_path):
     write(tmp_path, "train.py", """\
         import multiprocessing
 
-        def work(i):
-            return i
+        class Worker(multiprocessing.get_context("spawn").Process):
+            def run(self):
+                pass
 
         if __name__ == "__main__":
-            with multiprocessing.get_context("spawn").Pool(2) as pool:
-                print(sum(pool.map(work, range(4))))
+            worker = Worker()
+            worker.start()
+            worker.join()
         """)
     done = syncfree("run", "train.py", cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.startswith("6\n"), done.stdout + done.stderr
-    assert ("note: 2 child processes started as new interpreters (SpawnPoolWorker-1 (spawn), SpawnPoolWorker-2 "
-            "(spawn)) ran unwatched") in done.stdout
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("note: 1 child process started as a new interpreter (Worker-1 (spawn)) without a target (a Process "
+            "subclass's own run()) ran unwatched: its syncs") in done.stdout
 
 
 def test_dataloader_workers_syncs_are_collected(tmp_path):

@@ -20,9 +20,12 @@ A child killed another way (SIGKILL, a crash) leaves no report; the parent knows
 ones it has no report for. ``os._exit`` in the parent itself goes to ``on_parent_exit`` first, so that even a
 program that ends that way leaves its report.
 
-Only forks made through ``os.fork`` while the program runs are followed; the spawn and forkserver start methods
-start a new interpreter, which syncfree does not watch: each such multiprocessing child is named in a note.
-``subprocess`` starts other programs.
+A multiprocessing child started as a new interpreter (the spawn and forkserver start methods: ``torch.multiprocessing
+.spawn``, a ``get_context("spawn")`` Pool, Python 3.14's default) inherits nothing: its target is wrapped before it
+starts (`SpawnedTarget`, pickled with it), so that in the child the target runs under a watch of its own, with the
+parent's mode and engine, and the child writes its report into the same folder when the target ends (or at SIGTERM).
+A process whose class overrides ``run()`` instead of taking a target is named in a note, unwatched. ``subprocess``
+starts other programs.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ForkedChildren", "ProcessReport", "site_fields"]
+__all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 
 _real_fork = os.fork
 _real_exit = os._exit
@@ -82,34 +85,51 @@ class ForkedChildren:
     returns is the status the process ends with.
     """
 
-    def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None) -> None:
+    def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None,
+                 watch_settings: dict[str, Any] | None = None) -> None:
         self._recorder = recorder
+        # How a spawned child watches its target (`SpawnedTarget`): Watch's mode, engine, measure_blocked and
+        # max_frames as the run chose them; None: spawned children are not watched (a note names them).
+        self.watch_settings = watch_settings
         self.on_parent_exit = on_parent_exit
         self.parent = os.getpid()
         self.folder: str | None = None
         self.forked: list[int] = []  # pids this process forked while followed
         self._child_start: tuple[Any, int] | None = None  # in a child: (recorder checkpoint, syncs) at the fork
         self._finished = False
+        self._writing = False  # finish_child is writing the report (a SIGTERM then waits for it: _terminated)
+        self._deferred: int | None = None
         self._installed = False
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
+        self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self._process_start: Any = None
 
     # ------------------------------------------------------------------ parent side
-    def start(self) -> None:
-        self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
+    def start(self, folder: str | None = None) -> None:
+        """Follow the forks (and spawned children) from now on; ``folder``: where the reports go (a spawned
+        child's own children report into its parent's folder), else a new one."""
+        self.folder = folder or tempfile.mkdtemp(prefix="syncfree-processes-")
         os.fork = self._fork
         os._exit = self._exit
-        # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter
-        # that the engine does not follow: named in a note rather than left out without a word.
+        # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter:
+        # its target runs under a watch of its own (SpawnedTarget); one without a target is named in a note.
         from multiprocessing import process
 
         self._process_start = process.BaseProcess.start
         real_start, unwatched = self._process_start, self.unwatched
 
         def start(process_self: Any) -> None:
+            method = _start_method(process_self)
+            watched = False
+            if method != "fork" and self.watch_settings is not None \
+                    and getattr(process_self, "_target", None) is not None:
+                process_self._target = SpawnedTarget(process_self._target, self.folder, self.watch_settings)
+                watched = True
             real_start(process_self)
-            method = getattr(getattr(process_self, "_popen", None), "method", "fork")
-            if method != "fork":
+            if watched:
+                self.forked.append(process_self.pid)  # its report is expected, as a fork's
+                self.spawned.add(process_self.pid)
+            elif method != "fork":
                 unwatched.append(f"{process_self.name} ({method})")
 
         process.BaseProcess.start = start
@@ -158,7 +178,8 @@ class ForkedChildren:
                 notes.append(f"a child process's report could not be read ({name}: {error})")
                 continue
             reports[report.pid] = report
-        expected = list(self.forked)
+        expected = [pid for pid in self.forked if pid not in self.spawned
+                    or os.path.exists(os.path.join(self.folder, f"{pid}.started"))]
         for report in reports.values():
             expected += report.forked
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
@@ -168,9 +189,11 @@ class ForkedChildren:
         if self.unwatched:
             shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
                                                       if len(self.unwatched) > 4 else "")
-            notes.append(f"{len(self.unwatched)} child process{'es' if len(self.unwatched) != 1 else ''} started "
-                         f"as new interpreters ({shown}) ran unwatched: their syncs are not in this report (the "
-                         "fork start method keeps them watched)")
+            one = len(self.unwatched) == 1
+            notes.append(f"{len(self.unwatched)} child process{'' if one else 'es'} started as "
+                         f"{'a new interpreter' if one else 'new interpreters'} ({shown}) without a target (a "
+                         f"Process subclass's own run()) ran unwatched: {'its' if one else 'their'} syncs are not in "
+                         "this report (the fork start method keeps such a process watched)")
         return sorted(reports.values(), key=lambda r: r.pid), notes
 
     def remove_folder(self) -> None:
@@ -219,6 +242,12 @@ class ForkedChildren:
                 pass
 
     def _terminated(self, signum: int, frame: Any) -> None:
+        if self._writing:
+            # The report is being written (a Pool worker ends on the pool's sentinel as Pool.terminate() signals
+            # it; blocking the signal in this thread does not keep torch's threads from taking it): the signal's
+            # default action comes once it is written.
+            self._deferred = signum
+            return
         self.finish_child(None, signum)
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
@@ -227,7 +256,18 @@ class ForkedChildren:
         """Write this child's report (once) into the folder."""
         if self._finished or self._child_start is None or self.folder is None:
             return
+        self._writing = True  # before _finished: a SIGTERM in between must wait for the report too
         self._finished = True
+        try:
+            self._write_report(status, signum)
+        finally:
+            self._writing = False
+            deferred, self._deferred = self._deferred, None
+            if deferred is not None:
+                signal.signal(deferred, signal.SIG_DFL)
+                os.kill(os.getpid(), deferred)
+
+    def _write_report(self, status: int | None, signum: int | None) -> None:
         checkpoint, syncs_at_fork = self._child_start
         recorder = self._recorder()
         sites = recorder.sites_since(checkpoint) if recorder is not None and checkpoint is not None else []
@@ -238,6 +278,64 @@ class ForkedChildren:
         with open(path + ".part", "w", encoding="utf-8") as handle:
             json.dump(report.to_dict(), handle)
         os.replace(path + ".part", path)  # the parent never reads half a report
+
+
+class SpawnedTarget:
+    """A multiprocessing child's target, wrapped in the parent for a child started as a new interpreter: in the
+    child it runs the target under a watch of its own (the parent's mode and engine), following that child's own
+    forks, and writes the child's report into the parent's folder when the target ends, returns or raises (or at
+    SIGTERM: `ForkedChildren._terminated`). Pickled with the process object, so it holds plain values only."""
+
+    def __init__(self, target: Callable[..., Any], folder: str, settings: dict[str, Any]) -> None:
+        self.target = target
+        self.folder = folder
+        self.settings = dict(settings)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .session import Watch, _running_recorder
+
+        settings = self.settings
+        watch = Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
+                      measure_blocked=settings.get("measure_blocked", True),
+                      max_frames=settings.get("max_frames", 4))
+        children = ForkedChildren(_running_recorder, watch_settings=settings)
+        try:
+            watch.__enter__()
+        except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
+            return self.target(*args, **kwargs)
+        status: int | None = 0
+        try:
+            children.parent = -1  # this process reports as a child does
+            children._enter_child()
+            children.start(self.folder)
+            # Started: from now on a missing report means syncs lost (a Pool worker terminated while it was still
+            # importing ran no code of the program, and is not named).
+            with open(os.path.join(self.folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
+                pass
+            return self.target(*args, **kwargs)
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1 if exc.code else 0
+            raise
+        except BaseException:
+            status = 1
+            raise
+        finally:
+            try:
+                children.finish_child(status)
+            finally:
+                children.parent = os.getpid()
+                children.stop()
+                watch.__exit__(None, None, None)
+
+
+def _start_method(process: Any) -> str:
+    """The start method ``process`` will be started with (its context's, else the default one)."""
+    method = getattr(process, "_start_method", None)
+    if method is None:
+        import multiprocessing
+
+        method = multiprocessing.get_start_method()
+    return str(method)
 
 
 def _process_name() -> str:

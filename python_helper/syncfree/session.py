@@ -784,8 +784,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     directory) comes first on ``sys.path``, and after the program's end the threads it
     started are joined and its ``atexit`` handlers run, still inside the watch (their
     syncs are counted); multiprocessing's children of the run are ended as at Python's
-    exit. Forked children (``os.fork``, DataLoader and Pool workers) stay watched and
-    report apart (``children``, `syncfree.processes`). Afterwards the working directory,
+    exit. Forked children (``os.fork``, DataLoader and Pool workers) stay watched, and
+    multiprocessing's children started as new interpreters (spawn, forkserver) watch their
+    targets as this run does; each reports apart (``children``, `syncfree.processes`). Afterwards the working directory,
     ``sys.argv``, ``sys.path``, ``__main__`` and the standard streams are as before.
 
     The exit status is what Python's would be: 0, the ``SystemExit`` code, 1 for an
@@ -856,7 +857,11 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             return on_exit(finish(status, None, True))
         return None
 
-    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit)
+    # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.
+    spawned = None if runner.engine.mode == "static" else {
+        "mode": mode, "engine": runner.engine.engine, "measure_blocked": measure_blocked,
+        "max_frames": max_frames}
+    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=spawned)
     try:
         runner.__enter__()
         try:

@@ -118,7 +118,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     children = result.children
     if children:
         syncs = sum(child.syncs for child in children)
-        them = (f"{len(children)} forked child process{'es' if len(children) != 1 else ''} "
+        them = (f"{len(children)} child process{'es' if len(children) != 1 else ''} "
                 f"({_names([c.name for c in children])})")
         if syncs:
             summary += (f"\nnote: {them} {'would sync' if report.predicted else 'synced'} {syncs} "
