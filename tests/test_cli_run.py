@@ -300,6 +300,21 @@ def test_a_process_without_a_target_started_as_a_new_interpreter_is_named(tmp_pa
             "subclass's own run()) ran unwatched: its syncs") in done.stdout
 
 
+def test_a_python_program_the_run_starts_with_subprocess_is_named(tmp_path):
+    # Its syncs are its own program's: not in this report, and not without a word.
+    write(tmp_path, "child.py", "print('child')\n")
+    write(tmp_path, "launch.py", """\
+        import subprocess, sys
+        subprocess.run([sys.executable, "child.py"], check=True)
+        subprocess.run([sys.executable, "-m", "json.tool", "--help"], capture_output=True)
+        subprocess.run(["echo", "not python"], check=True)
+        """)
+    done = syncfree("run", "launch.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("note: 2 Python programs started with subprocess (child.py, -m json.tool) ran unwatched: their syncs "
+            "are not in this report") in done.stdout, done.stdout
+
+
 def test_dataloader_workers_syncs_are_collected(tmp_path):
     write(tmp_path, "train.py", """\
         import torch

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -102,6 +103,8 @@ class ForkedChildren:
         self._installed = False
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
+        self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
+        self._popen_init: Any = None
         self._process_start: Any = None
 
     # ------------------------------------------------------------------ parent side
@@ -133,6 +136,19 @@ class ForkedChildren:
                 unwatched.append(f"{process_self.name} ({method})")
 
         process.BaseProcess.start = start
+        # A Python program the run starts with subprocess is a program of its own, unwatched: named in a note.
+        import subprocess
+
+        self._popen_init = vars(subprocess.Popen)["__init__"]
+        real_init, programs = self._popen_init, self.programs
+
+        def popen_init(popen_self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+            program = _python_program(args, kwargs.get("executable")) if _called_by_the_program() else None
+            real_init(popen_self, args, *rest, **kwargs)
+            if program is not None:
+                programs.append(program)
+
+        subprocess.Popen.__init__ = popen_init
         self._installed = True
 
     def stop(self) -> None:
@@ -146,6 +162,9 @@ class ForkedChildren:
             from multiprocessing import process
 
             process.BaseProcess.start = self._process_start
+            import subprocess
+
+            subprocess.Popen.__init__ = self._popen_init
             self._installed = False
 
     def end_children(self) -> None:
@@ -194,6 +213,13 @@ class ForkedChildren:
                          f"{'a new interpreter' if one else 'new interpreters'} ({shown}) without a target (a "
                          f"Process subclass's own run()) ran unwatched: {'its' if one else 'their'} syncs are not in "
                          "this report (the fork start method keeps such a process watched)")
+        if self.programs:
+            one = len(self.programs) == 1
+            shown = ", ".join(self.programs[:4]) + (f" and {len(self.programs) - 4} more"
+                                                    if len(self.programs) > 4 else "")
+            notes.append(f"{len(self.programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
+                         f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
+                         f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
         return sorted(reports.values(), key=lambda r: r.pid), notes
 
     def remove_folder(self) -> None:
@@ -326,6 +352,51 @@ class SpawnedTarget:
                 children.parent = os.getpid()
                 children.stop()
                 watch.__exit__(None, None, None)
+
+
+def _called_by_the_program() -> bool:
+    """Whether the subprocess being started is the program's own (its code called subprocess), not a library's
+    (torch.compile's compile workers, a package's helpers)."""
+    import subprocess
+
+    from .capture.sites import UserFiles
+
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename in (subprocess.__file__, __file__):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename in UserFiles()
+
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+def _python_program(args: Any, executable: Any = None) -> str | None:
+    """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
+    None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return None  # a shell line or a bare program: not read
+    try:
+        argv = [os.fsdecode(a) for a in args]
+    except TypeError:
+        return None
+    if not argv:
+        return None
+    interpreter = os.fsdecode(executable) if executable is not None else argv[0]
+    if interpreter != sys.executable and not _PYTHON.search(os.path.basename(interpreter)):
+        return None
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg in ("-m", "-c"):
+            value = next(rest, "")
+            return f"-m {value}" if arg == "-m" else "-c ..."
+        if arg.startswith("-m") and len(arg) > 2:
+            return f"-m {arg[2:]}"
+        if arg in ("-W", "-X"):
+            next(rest, None)
+            continue
+        if not arg.startswith("-"):
+            return os.path.basename(arg) if arg != "-" else "-"
+    return None
 
 
 def _start_method(process: Any) -> str:
