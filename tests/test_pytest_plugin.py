@@ -580,6 +580,49 @@ def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
     run(pytester, "--syncfree").assert_outcomes(passed=3)
 
 
+def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
+    # torch.multiprocessing.spawn is how distributed tests start their ranks: their syncs
+    # were not the test's, and a sync_free test whose ranks synced passed.
+    pytester.makepyfile(test_ranks="""
+        import multiprocessing
+        import pytest
+        import torch
+        import torch.multiprocessing as mp
+
+        def rank(index):
+            x = torch.randn(4, device="cuda")
+            for _ in range(index + 1):
+                x.sum().item()
+
+        def quiet(index):
+            torch.randn(4, device="cuda") * 2
+
+        def work(i):
+            return torch.ones(2, device="cuda").sum().item()
+
+        @pytest.mark.sync_free
+        def test_ranks_sync():
+            mp.spawn(rank, nprocs=2)
+
+        @pytest.mark.sync_free
+        def test_ranks_quiet():
+            mp.spawn(quiet, nprocs=2)
+
+        @pytest.mark.sync_free(budget=4)
+        def test_pool_within_budget():
+            with multiprocessing.get_context("spawn").Pool(2) as pool:
+                assert pool.map(work, range(4)) == [2.0] * 4
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines([
+        "*syncfree: would synchronize 3 times, budget 0",
+        "  test_ranks.py:9: .item() ×3, predicted, SF101, in child processes SpawnProcess-1, SpawnProcess-2",
+    ])
+    result.stdout.fnmatch_lines(["  test_ranks.py:15: .item() ×4, predicted, SF101, in child processes "
+                                 "SpawnPoolWorker-*, SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
+
+
 # Syncs on lines a `# syncfree: allow` comment covers: the last line syncs twice, an .item()
 # that its allow[SF101] covers and a copy to the host (SF301) that it does not.
 ALLOWED_SUITE = """

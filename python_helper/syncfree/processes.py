@@ -399,6 +399,35 @@ def _python_program(args: Any, executable: Any = None) -> str | None:
     return None
 
 
+def child_sites(reports: list[ProcessReport]) -> list[Any]:
+    """The children's sites as `SyncSite`s of the watching process's report, one per (files, line, kind, rule)
+    with the names of the processes that synced there (``process``), for a watch that takes its children's syncs
+    into its own count (a watched test's ranks: pytest_plugin.py)."""
+    from .capture.sites import SyncSite
+
+    merged: dict[tuple, Any] = {}
+    names: dict[tuple, list[str]] = {}
+    for report in reports:
+        for fields in report.sites:
+            files = tuple(fields["files"]) if fields.get("files") else None
+            key = (files, tuple(fields["chain"]), fields["kind"], fields.get("rule"), fields.get("detail"))
+            site = merged.get(key)
+            if site is None:
+                site = merged[key] = SyncSite(tuple(fields["chain"]), fields["kind"], fields.get("rule"), (),
+                                              None, bool(fields.get("predicted")), fields.get("detail"), files,
+                                              phase=fields.get("phase") or "recurring")
+                names[key] = []
+            site.count += int(fields["count"])
+            if fields.get("blocked_ms") is not None:
+                site.blocked_s += float(fields["blocked_ms"]) / 1000.0
+                site.measured += int(fields["count"])
+            if report.name not in names[key]:
+                names[key].append(report.name)
+    for key, site in merged.items():
+        site.process = ", ".join(names[key])
+    return list(merged.values())
+
+
 def _start_method(process: Any) -> str:
     """The start method ``process`` will be started with (its context's, else the default one)."""
     method = getattr(process, "_start_method", None)

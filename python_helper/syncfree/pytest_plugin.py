@@ -20,6 +20,7 @@ The logic is `syncfree.session`'s; this module only places it in pytest's run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -244,7 +245,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     from .session import SyncError
 
     watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
-    with watch:
+    with _children_of(watch), watch:
         _set_boundary(watch, sys._getframe(1))
         result = yield
     report = watch.report
@@ -252,6 +253,37 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     if budget is not None and report.counted > budget:
         raise SyncError(report, budget)
     return result
+
+
+@contextlib.contextmanager
+def _children_of(watch):
+    """The child processes the test starts are its own: forked ones stay watched, those started as new
+    interpreters (``torch.multiprocessing.spawn``, how distributed tests start their ranks; a spawn Pool) watch
+    their targets as the test is watched (syncfree.processes), and once the watch is over their syncs join the
+    test's report, so that a ``sync_free`` verdict counts them. Entered before the watch, left after it."""
+    from .processes import ForkedChildren, child_sites
+    from .session import _running_recorder
+
+    engine = watch.engine
+    mode = "error" if getattr(engine, "stop_at_first", False) else engine.mode
+    settings = None if mode == "static" else {"mode": mode, "engine": getattr(engine, "engine", None),
+                                              "measure_blocked": watch.measure_blocked,
+                                              "max_frames": watch.max_frames}
+    children = ForkedChildren(_running_recorder, watch_settings=settings)
+    children.start()
+    try:
+        yield
+    finally:
+        children.stop()
+        try:
+            reports, notes = children.collect()
+        finally:
+            children.remove_folder()
+        report = watch.report
+        if report is not None:  # the watch has ended: its children's syncs are the test's too
+            report.sites.extend(child_sites(reports))
+            report.syncs += sum(r.syncs for r in reports)
+            report.notes.extend(notes)
 
 
 def _set_boundary(watch, frame) -> None:
@@ -291,7 +323,7 @@ def _watched_method(item: pytest.Item, method):
         __tracebackhide__ = True
         with _host_suspended(item):
             watch = item.stash[_WATCH] = _new_watch(item)
-            with watch:
+            with _children_of(watch), watch:
                 result = method(*args, **kwargs)
             finish(watch)
         return result

@@ -181,8 +181,10 @@ class OnStandins:
     build, and the two would take different paths where a GPU machine's take the same
     (torch's ``init_device_mesh`` makes a group of its own when CUDA is there and the
     default group is gloo: the parent waits for a child that never joins). The child
-    opens predict mode's stand-ins around the target; its syncs are not the test's
-    report. A forked child inherits the parent's stand-ins and runs the target as is."""
+    opens predict mode's stand-ins around the target (inside them the target runs under
+    the watch `syncfree.processes.SpawnedTarget` gives it, whose syncs join the test's
+    report: pytest_plugin.py, ``_children_of``). A forked child inherits the parent's
+    stand-ins and runs the target as is."""
 
     def __init__(self, target: Any) -> None:
         self.target = target

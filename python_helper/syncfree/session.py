@@ -227,6 +227,8 @@ class WatchReport:
             parts.append(site.rule)
         if site.thread:  # a thread the block started: the same line in two threads is two rows
             parts.append(f"in thread {site.thread}")
+        if site.process:  # a child process the block started (syncfree.processes)
+            parts.append(f"in child process{'es' if ', ' in site.process else ''} {site.process}")
         text = ", ".join(parts)
         if site.files and len(site.files) > 1:
             chain = " <- ".join(f"{_display_path(f)}:{n}" for f, n in

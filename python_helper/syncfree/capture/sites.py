@@ -60,14 +60,17 @@ class SyncSite(SyncTally):
     """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
 
     __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files",
-                 "library", "phase", "first_s")
+                 "library", "phase", "first_s", "process")
 
     def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
                  detail: str | None = None, files: tuple[str, ...] | None = None,
                  library: LibraryLine | None = None, phase: str = "recurring",
-                 first_s: float | None = None) -> None:
+                 first_s: float | None = None, process: str | None = None) -> None:
         super().__init__()
+        # The child process(es) whose syncs these are, by name (a watched test's spawned
+        # ranks: syncfree.processes); None: the watching process's own.
+        self.process = process
         # The blocked time of the site's first sync, its first call (None: not timed). Set
         # once, when the sync that creates the site resolves (`SiteTable.site_for`), so the
         # recorder's per-sync path adds nothing: that call pays the warm-up (cuBLAS/cuDNN
