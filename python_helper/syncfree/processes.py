@@ -111,7 +111,7 @@ class ForkedChildren:
     def start(self, folder: str | None = None) -> None:
         """Follow the forks (and spawned children) from now on; ``folder``: where the reports go (a spawned
         child's own children report into its parent's folder), else a new one."""
-        self.folder = folder or tempfile.mkdtemp(prefix="syncfree-processes-")
+        self.folder = folder  # None: made when the first child starts (most watched tests start none)
         os.fork = self._fork
         os._exit = self._exit
         # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter:
@@ -126,7 +126,7 @@ class ForkedChildren:
             watched = False
             if method != "fork" and self.watch_settings is not None \
                     and getattr(process_self, "_target", None) is not None:
-                process_self._target = SpawnedTarget(process_self._target, self.folder, self.watch_settings)
+                process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
                 watched = True
             real_start(process_self)
             if watched:
@@ -185,9 +185,7 @@ class ForkedChildren:
         """The reports of the children that ended, by pid, and a note for each forked child without one."""
         reports: dict[int, ProcessReport] = {}
         notes: list[str] = []
-        if self.folder is None:
-            return [], notes
-        for name in sorted(os.listdir(self.folder)):
+        for name in sorted(os.listdir(self.folder)) if self.folder is not None else ():
             if not name.endswith(".json"):
                 continue
             try:
@@ -198,7 +196,7 @@ class ForkedChildren:
                 continue
             reports[report.pid] = report
         expected = [pid for pid in self.forked if pid not in self.spawned
-                    or os.path.exists(os.path.join(self.folder, f"{pid}.started"))]
+                    or os.path.exists(os.path.join(self._folder(), f"{pid}.started"))]
         for report in reports.values():
             expected += report.forked
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
@@ -227,7 +225,14 @@ class ForkedChildren:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     # ------------------------------------------------------------------ both sides
+    def _folder(self) -> str:
+        """Where the children write their reports (made on first use)."""
+        if self.folder is None:
+            self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
+        return self.folder
+
     def _fork(self) -> int:
+        self._folder()  # before the fork: the child writes there
         pid = _real_fork()
         if pid == 0:
             self._enter_child()

@@ -249,6 +249,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+def _write_tests(write: Any, tests: list[tuple[str, dict]], heading: str) -> None:
+    """A summary heading (``{tests}``: "N tests") and the first tests, each with its calls by name."""
+    if not tests:
+        return
+    write("  " + heading.format(tests=f"{len(tests)} test{'s' if len(tests) != 1 else ''}"))
+    for nodeid, calls in sorted(tests)[:_SHOWN_TESTS]:
+        write(f"    {nodeid}: " + ", ".join(f"`{name}` ×{n}" for name, n in sorted(calls.items())))
+    if len(tests) > _SHOWN_TESTS:
+        write(f"    ... and {len(tests) - _SHOWN_TESTS} more")
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -264,24 +275,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         return
     write = terminalreporter.write_line
     skips = config.stash.get(_SKIPS, None)
-    if skips is not None and skips.eager:
-        tests = f"{len(skips.eager)} test{'s' if len(skips.eager) != 1 else ''}"
-        write(f"  torch.compile'd code ran eagerly in {tests} (predict mode cannot compile for a "
-              "GPU; their syncs are predicted as eager code, nothing was compiled):")
-        for nodeid, compiled in sorted(skips.eager)[:_SHOWN_TESTS]:
-            names = ", ".join(f"`{name}` ×{n}" for name, n in sorted(compiled.items()))
-            write(f"    {nodeid}: {names}")
-        if len(skips.eager) > _SHOWN_TESTS:
-            write(f"    ... and {len(skips.eager) - _SHOWN_TESTS} more")
-    if skips is not None and skips.unseen:
-        tests = f"{len(skips.unseen)} test{'s' if len(skips.unseen) != 1 else ''}"
-        write(f"  TorchScript without Python source ran in {tests}: its syncs were not predicted "
-              "(a GPU run sees them; a sync_free verdict there is unverified):")
-        for nodeid, calls in sorted(skips.unseen)[:_SHOWN_TESTS]:
-            names = ", ".join(f"`{name}` ×{n}" for name, n in sorted(calls.items()))
-            write(f"    {nodeid}: {names}")
-        if len(skips.unseen) > _SHOWN_TESTS:
-            write(f"    ... and {len(skips.unseen) - _SHOWN_TESTS} more")
+    if skips is not None:
+        _write_tests(write, skips.eager, "torch.compile'd code ran eagerly in {tests} (predict mode cannot "
+                     "compile for a GPU; their syncs are predicted as eager code, nothing was compiled):")
+        _write_tests(write, skips.unseen, "TorchScript without Python source ran in {tests}: its syncs were "
+                     "not predicted (a GPU run sees them; a sync_free verdict there is unverified):")
     if config.stash.get(_STANDING_IN, False):
         write("  CUDA variants ran on CPU stand-ins (--syncfree-cuda): torch.cuda.is_available() "
               "answered True from start-up")

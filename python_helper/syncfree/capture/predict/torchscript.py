@@ -282,7 +282,7 @@ class _AsPython:
     # Python looks special methods up on the type: a container's forward iterates itself.
     # The Python class's own (nn.Sequential's, over ``_modules``) where it has one: a traced
     # container's script module has none.
-    def _special(self, name: str, *args: Any) -> Any:
+    def _syncfree_special(self, name: str, *args: Any) -> Any:
         module = object.__getattribute__(self, "_module")
         member = _python_member(module, name)
         if isinstance(member, types.FunctionType):
@@ -290,16 +290,16 @@ class _AsPython:
         return getattr(module, name)(*args)
 
     def __iter__(self) -> Any:
-        return self._special("__iter__")
+        return self._syncfree_special("__iter__")
 
     def __len__(self) -> int:
-        return self._special("__len__")
+        return self._syncfree_special("__len__")
 
     def __getitem__(self, key: Any) -> Any:
-        return self._special("__getitem__", key)
+        return self._syncfree_special("__getitem__", key)
 
     def __contains__(self, key: Any) -> bool:
-        return self._special("__contains__", key)
+        return self._syncfree_special("__contains__", key)
 
     def __repr__(self) -> str:
         return repr(object.__getattribute__(self, "_module"))
