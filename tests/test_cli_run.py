@@ -241,6 +241,33 @@ def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
     assert "6 syncs at 1 site" in text and "without a report" not in text and "unwatched" not in text, text
 
 
+def test_a_terminated_child_stuck_in_c_is_killed_instead_of_hanging_the_program(tmp_path):
+    # A Python SIGTERM handler (the one that writes a child's report) runs only when the main thread is back in the
+    # interpreter: a child stuck in C lived on, and terminate() then join() waited for it forever, where Python
+    # alone kills it. Seen as a `with Pool()` block that never ended.
+    write(tmp_path, "stuck.py", """\
+        import ctypes, multiprocessing, time
+
+        def stuck():
+            mutex = ctypes.create_string_buffer(64)  # PTHREAD_MUTEX_INITIALIZER is all zeros
+            libc = ctypes.CDLL(None)
+            libc.pthread_mutex_lock(mutex)
+            libc.pthread_mutex_lock(mutex)  # never returns, and no signal interrupts it
+
+        if __name__ == "__main__":
+            process = multiprocessing.get_context("fork").Process(target=stuck, name="Stuck")
+            process.start()
+            time.sleep(1)
+            process.terminate()
+            process.join()
+            print("ended", process.exitcode)
+        """)
+    done = syncfree("run", "stuck.py", cwd=tmp_path)
+    assert done.returncode == 0 and "ended -9" in done.stderr + done.stdout, done
+    assert "1 child process (Stuck) still ran 10 s after multiprocessing's terminate()" in done.stdout, done.stdout
+    assert "without a report" not in done.stdout, done.stdout
+
+
 def test_torch_multiprocessing_spawn_children_are_watched(tmp_path):
     # How DDP scripts start their ranks without torchrun.
     write(tmp_path, "train.py", """\

@@ -619,8 +619,9 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
         "*syncfree: would synchronize 3 times, budget 0",
         "  test_ranks.py:9: .item() ×3, predicted, SF101, in child processes SpawnProcess-1, SpawnProcess-2",
     ])
-    result.stdout.fnmatch_lines(["  test_ranks.py:15: .item() ×4, predicted, SF101, in child processes "
-                                 "SpawnPoolWorker-*, SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
+    # The pool may hand all four items to one worker: "in child process SpawnPoolWorker-3" or two names.
+    result.stdout.fnmatch_lines(["  test_ranks.py:15: .item() ×4, predicted, SF101, in child process*"
+                                 "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
 # Syncs on lines a `# syncfree: allow` comment covers: the last line syncs twice, an .item()

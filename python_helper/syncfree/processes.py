@@ -16,6 +16,12 @@ How a child ends decides where its report is written:
   by SIGTERM";
 - returning from the program or ``sys.exit`` (a plain ``os.fork()`` child): ``run_script`` calls `finish_child`.
 
+A Python-level SIGTERM handler runs only when the child's main thread is back in the interpreter: a child blocked
+in C (a deadlocked mutex, a hung driver call) would take the signal and live on, and ``Pool.terminate()`` or
+``Process.join()`` after ``terminate()`` would wait for it forever, where Python alone kills it. So a child this
+process terminates through multiprocessing that is still alive ``TERM_GRACE_S`` seconds later is killed with
+SIGKILL, and a note names it (its syncs are lost, the program goes on).
+
 A child killed another way (SIGKILL, a crash) leaves no report; the parent knows every pid it forked and names the
 ones it has no report for. ``os._exit`` in the parent itself goes to ``on_parent_exit`` first, so that even a
 program that ends that way leaves its report.
@@ -37,6 +43,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +52,10 @@ __all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 
 _real_fork = os.fork
 _real_exit = os._exit
+
+# How long a child terminated through multiprocessing has to write its report and die before it is killed (a report
+# takes milliseconds; a child whose main thread is stuck in C never runs the handler).
+TERM_GRACE_S = 10.0
 
 
 @dataclass
@@ -106,6 +117,10 @@ class ForkedChildren:
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
         self._popen_init: Any = None
         self._process_start: Any = None
+        self._terminated_at: dict[int, float] = {}  # pid -> when terminate() sent it SIGTERM
+        self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
+        self._names: dict[int, str] = {}  # pid -> name of the multiprocessing children started while followed
+        self._popen_methods: list[tuple[type, str, Any]] = []  # (class, name, the real method) put back by stop
 
     # ------------------------------------------------------------------ parent side
     def start(self, folder: str | None = None) -> None:
@@ -129,6 +144,7 @@ class ForkedChildren:
                 process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
                 watched = True
             real_start(process_self)
+            self._names[process_self.pid] = process_self.name
             if watched:
                 self.forked.append(process_self.pid)  # its report is expected, as a fork's
                 self.spawned.add(process_self.pid)
@@ -149,7 +165,57 @@ class ForkedChildren:
                 programs.append(program)
 
         subprocess.Popen.__init__ = popen_init
+        self._bound_terminate()
         self._installed = True
+
+    def _bound_terminate(self) -> None:
+        """Make multiprocessing's terminate() of a followed child end it even when its SIGTERM handler cannot run
+        (see the module's docstring): terminate() notes the time, and a wait for that child that would go past
+        ``TERM_GRACE_S`` kills it."""
+        from multiprocessing import popen_fork
+
+        classes: list[type] = [popen_fork.Popen]  # spawn's and forkserver's Popen are its subclasses
+        try:
+            from multiprocessing import popen_forkserver, popen_spawn_posix
+
+            classes += [cls for cls in (popen_forkserver.Popen, popen_spawn_posix.Popen) if "wait" in vars(cls)]
+        except ImportError:  # a platform without them
+            pass
+        terminated_at, followed, killed = self._terminated_at, self.forked, self.killed
+        real_terminate = vars(popen_fork.Popen)["terminate"]
+
+        def terminate(popen_self: Any) -> None:
+            if popen_self.returncode is None and popen_self.pid in followed:
+                terminated_at.setdefault(popen_self.pid, time.monotonic())
+            real_terminate(popen_self)
+
+        self._popen_methods.append((popen_fork.Popen, "terminate", real_terminate))
+        popen_fork.Popen.terminate = terminate
+        for cls in classes:
+            real_wait = vars(cls)["wait"]
+
+            def wait(popen_self: Any, timeout: float | None = None, real_wait: Any = real_wait) -> Any:
+                sent = terminated_at.get(popen_self.pid)
+                if sent is None or popen_self.returncode is not None:
+                    return real_wait(popen_self, timeout)
+                left = sent + TERM_GRACE_S - time.monotonic()
+                if timeout is not None and timeout <= left:
+                    return real_wait(popen_self, timeout)
+                started = time.monotonic()
+                code = real_wait(popen_self, max(left, 0.0))
+                if code is None:  # alive past the grace: its handler never ran
+                    terminated_at.pop(popen_self.pid, None)
+                    killed.append(popen_self.pid)
+                    try:
+                        os.kill(popen_self.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    code = real_wait(popen_self, None if timeout is None
+                                     else max(timeout - (time.monotonic() - started), 0.0))
+                return code
+
+            self._popen_methods.append((cls, "wait", real_wait))
+            cls.wait = wait
 
     def stop(self) -> None:
         """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
@@ -165,6 +231,9 @@ class ForkedChildren:
             import subprocess
 
             subprocess.Popen.__init__ = self._popen_init
+            for cls, name, method in reversed(self._popen_methods):
+                setattr(cls, name, method)
+            self._popen_methods.clear()
             self._installed = False
 
     def end_children(self) -> None:
@@ -200,6 +269,14 @@ class ForkedChildren:
         for report in reports.values():
             expected += report.forked
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
+        if self.killed:
+            one = len(self.killed) == 1
+            shown = ", ".join(self._names.get(pid, f"pid {pid}") for pid in self.killed)
+            notes.append(f"{len(self.killed)} child process{'' if one else 'es'} ({shown}) still "
+                         f"ran {TERM_GRACE_S:g} s after multiprocessing's terminate() (busy in C code, where a "
+                         f"signal handler cannot run): killed with SIGKILL, so {'its' if one else 'their'} syncs "
+                         f"are not counted")
+            missing = [pid for pid in missing if pid not in self.killed]
         for pid in missing:
             state = "was still running when the program ended" if _alive(pid) else "ended without a report (killed)"
             notes.append(f"child process {pid} {state}: its syncs are not counted")
