@@ -1519,6 +1519,12 @@ WRAPPER_RULES = [
     ("(w * 2).max().item()", ["item"]),
     ("float(w.mean())", ["python_scalar"]),
     ("bool((w > 0).any())", ["python_bool"]),
+    # What an operation's result holds: made in __torch_dispatch__, where predict mode is popped (it was a host
+    # tensor to the session, and this .item() was not predicted).
+    ("(w * 2).inner.sum().item()", ["item"]),
+    ("import warnings; warnings.simplefilter('ignore')\n"
+     "from torch.masked import masked_tensor\n"
+     "masked_tensor(w.inner, w.inner > 0).sum().get_data().item()", ["item"]),
 ]
 
 

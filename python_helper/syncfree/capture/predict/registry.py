@@ -143,6 +143,10 @@ class VirtualCudaRegistry:
         """Mark fresh results virtual; results on a host input's storage (in-place,
         ``out=``) stay where they are."""
         for out in results:
+            cls = type(out)
+            if cls is not _Tensor and (hasattr(cls, "__tensor_flatten__")
+                                       or getattr(cls, "__torch_dispatch__", None) is not _base_dispatch()):
+                self.mark_results(_inner_tensors(out), kept)  # a wrapper subclass: what it holds
             try:
                 storage = out.untyped_storage()
             except (RuntimeError, NotImplementedError, TypeError):
@@ -164,6 +168,42 @@ class VirtualCudaRegistry:
         storage = self.storage_of(tensor)
         if storage is not None:
             self._pinned_storages.add(storage)
+
+
+_base_dispatch_impl: Any = None
+
+
+def _base_dispatch() -> Any:
+    """``torch.Tensor.__torch_dispatch__`` as a class attribute reads it (a subclass that defines its own is a
+    wrapper of other tensors, as MaskedTensor, torchao's and a user's logging tensors are)."""
+    global _base_dispatch_impl
+    if _base_dispatch_impl is None:
+        import torch
+
+        _base_dispatch_impl = torch.Tensor.__torch_dispatch__
+    return _base_dispatch_impl
+
+
+def _inner_tensors(wrapper: Any) -> list[Any]:
+    """The tensors a wrapper subclass holds: those ``__tensor_flatten__`` names (a traceable wrapper's parts), else
+    the tensors among its instance attributes (MaskedTensor's data and mask).
+
+    A wrapper subclass works on its inner tensors in its own ``__torch_function__``/``__torch_dispatch__``, which
+    runs with predict mode popped: the wrapper a call returns is marked, but what it holds was made on the host.
+    On a GPU they are on the wrapper's device: ``masked_tensor(x, m).sum().get_data().item()`` syncs. Nested
+    wrappers are marked in turn (`mark_results`)."""
+    flatten = getattr(type(wrapper), "__tensor_flatten__", None)
+    try:
+        if flatten is not None:
+            names, _ = flatten(wrapper)
+            inner = [getattr(wrapper, name) for name in names]
+        else:  # read as a plain dict: no attribute code of the subclass runs
+            inner = list(dict.values(object.__getattribute__(wrapper, "__dict__")))
+    except Exception:  # noqa: BLE001 - a subclass's protocol method: it cannot break the call it describes
+        return []
+    import torch
+
+    return [tensor for tensor in inner if isinstance(tensor, torch.Tensor)]
 
 
 _functorch: Any = None  # torch._C._functorch, bound on first use (False: none)
