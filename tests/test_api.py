@@ -380,6 +380,40 @@ def test_a_thread_started_in_a_sync_free_block_is_its_own(userlib):
     assert "in thread reader" in report.text() and "in thread reader" in str(raised.value), report.text()
 
 
+def test_a_child_process_a_watch_starts_is_named_not_silently_left_out():
+    # A watch() or sync_free() block does not follow child processes (pytest --syncfree and syncfree run do): a
+    # sync_free block whose ranks synced passed with nothing said.
+    import multiprocessing
+
+    with syncfree.watch() as w:
+        children = [multiprocessing.get_context("fork").Process(target=os.getpid, name=f"Rank-{i}") for i in range(2)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join()
+    assert ("2 child processes started here (Rank-0, Rank-1) ran unwatched: their syncs are not counted"
+            in " ".join(w.report.notes)), w.report.notes
+    with syncfree.watch() as quiet:  # none started: no note
+        torch.ones(2, device="cuda").sum()
+    assert not any("child process" in note for note in quiet.report.notes)
+
+
+def test_torch_compiles_own_worker_processes_are_not_named():
+    # inductor's compile workers (a ProcessPoolExecutor it starts) run none of the program's code.
+    import sys
+
+    from syncfree.capture.threads import _compile_worker
+
+    def frame_in(filename: str, module: str):
+        namespace = {"__name__": module, "sys": sys}
+        exec(compile("def here():\n    return sys._getframe()\n", filename, "exec"), namespace)
+        return namespace["here"]()
+
+    assert _compile_worker(frame_in("/x/site-packages/torch/_inductor/async_compile.py", "torch._inductor.x"))
+    assert not _compile_worker(frame_in("/x/site-packages/torch/multiprocessing/spawn.py", "torch.multiprocessing"))
+    assert not _compile_worker(frame_in("/home/me/train.py", "__main__"))
+
+
 def test_a_thread_pool_mapped_in_a_watch_counts_in_it():
     from concurrent.futures import ThreadPoolExecutor
 

@@ -49,12 +49,14 @@ from syncfree.capture.predict import claims as predict_claims  # noqa: E402
 
 
 def _owners():
+    from multiprocessing import process
+
     import torch._dynamo.eval_frame as eval_frame
     import torch.serialization
     import torch.utils.data._utils.pin_memory as pin_memory_module
 
     owners = [torch.cuda, torch.cuda.Event, torch, torch._C, pin_memory_module, eval_frame,
-              torch.serialization, threading.Thread, ThreadPoolExecutor]
+              torch.serialization, threading.Thread, ThreadPoolExecutor, process.BaseProcess]
     if hasattr(torch, "accelerator"):
         owners.append(torch.accelerator)
     if torch.distributed.is_available():  # explicit_distributed.py's wrappers
@@ -75,6 +77,7 @@ _SMALL_OWNERS = {
     "torch.distributed.distributed_c10d": _DISTRIBUTED,
     "Work": ("wait",),
     "Thread": ("start",),  # capture/threads.py
+    "BaseProcess": ("start",),
     "ThreadPoolExecutor": ("submit",),
 }
 

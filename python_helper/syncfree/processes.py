@@ -53,6 +53,10 @@ __all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 _real_fork = os.fork
 _real_exit = os._exit
 
+# How many ForkedChildren follow this process's children now (capture/threads.py names the children that a watch
+# starts while none does).
+following = 0
+
 # How long a child terminated through multiprocessing has to write its report and die before it is killed (a report
 # takes milliseconds; a child whose main thread is stuck in C never runs the handler).
 TERM_GRACE_S = 10.0
@@ -167,6 +171,8 @@ class ForkedChildren:
         subprocess.Popen.__init__ = popen_init
         self._bound_terminate()
         self._installed = True
+        global following
+        following += 1
 
     def _bound_terminate(self) -> None:
         """Make multiprocessing's terminate() of a followed child end it even when its SIGTERM handler cannot run
@@ -235,6 +241,8 @@ class ForkedChildren:
                 setattr(cls, name, method)
             self._popen_methods.clear()
             self._installed = False
+            global following
+            following -= 1
 
     def end_children(self) -> None:
         """What Python does with multiprocessing's children at exit (Lib/multiprocessing/util.py, _exit_function),

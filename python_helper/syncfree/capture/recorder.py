@@ -125,6 +125,7 @@ class SyncRecorder:
         self.frames_truncated = False
         self.cuda = False
         self.notes: list[str] = []
+        self.unwatched_children: list[str] = []  # child processes its code started that nothing followed
         self.error: dict | None = None
 
     # ------------------------------------------------------------------ enter / exit
@@ -579,6 +580,13 @@ class SyncRecorder:
                 where = f"in thread {thread!r}" if thread else "in the cell's thread"
                 notes.append(f"{tally.count} sync(s) {where} ran outside the cell's code and "
                              "are not attributed to a line")
+        if self.unwatched_children:
+            names = self.unwatched_children
+            one = len(names) == 1
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            notes.append(f"{len(names)} child process{'' if one else 'es'} started here ({shown}) ran unwatched: "
+                         f"{'its' if one else 'their'} syncs are not counted (pytest --syncfree and syncfree run "
+                         "follow child processes)")
         if self._table.overflow.count:
             notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")

@@ -18,6 +18,10 @@ Two patches, installed by the dispatcher's first recorder and removed by its las
   thread was started. The pool's own worker threads are started outside the routing: a
   worker started during a watch is not bound to it for later tasks.
 
+* ``multiprocessing.process.BaseProcess.start``. A child process is a program of its own: one started by code a
+  recorder watches, while nothing follows the process's children (`syncfree.processes`: ``pytest --syncfree`` and
+  ``syncfree run`` do), is named in that recorder's report (its syncs are not counted), never silently.
+
 A thread started from a context routed to no watch (the main thread outside a watch,
 another thread of the program) is untouched: its syncs stay unowned (dispatch.py), or go
 to a process recorder. Exactly one of these wrappers runs per thread or task, so a thread
@@ -28,7 +32,9 @@ the watch, which passes them on to its parent, the run's recorder (each counts t
 from __future__ import annotations
 
 import concurrent.futures.thread as _futures_thread
+import sys
 import threading
+from multiprocessing import process as _mp_process
 from typing import Any
 
 from . import dispatch
@@ -104,12 +110,39 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         dispatch._owner.reset(token)
 
 
+def _process_start(process: Any) -> Any:
+    result = _real["process_start"](process)
+    processes = sys.modules.get("syncfree.processes")
+    if processes is None or not processes.following:
+        recorder = dispatch.owner_here()
+        if recorder is not None and not _compile_worker(sys._getframe(1)):
+            recorder.unwatched_children.append(str(process.name))
+    return result
+
+
+_STARTERS = ("multiprocessing", "concurrent")  # the standard library's process starters
+_COMPILERS = ("torch/_inductor/", "torch/_dynamo/", "torch\\_inductor\\", "torch\\_dynamo\\")
+
+
+def _compile_worker(frame: Any) -> bool:
+    """Whether the process being started is torch.compile's (inductor's compile workers run no program code): the
+    first caller outside the standard library's process starters is torch's compiler."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        package = frame.f_globals.get("__name__", "").partition(".")[0]
+        if package not in _STARTERS and filename != __file__:
+            return any(part in filename for part in _COMPILERS)
+        frame = frame.f_back
+    return False
+
+
 def install() -> None:
     """Put the patches in (idempotent; the caller holds dispatch._lock)."""
     if _installed:
         return
     _replace(threading.Thread, "start", _start, "start")
     _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
+    _replace(_mp_process.BaseProcess, "start", _process_start, "process_start")
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
