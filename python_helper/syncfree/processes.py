@@ -53,9 +53,14 @@ __all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 _real_fork = os.fork
 _real_exit = os._exit
 
-# How many ForkedChildren follow this process's children now (capture/threads.py names the children that a watch
-# starts while none does).
-following = 0
+# The ForkedChildren following this process's children now, innermost last: the multiprocessing children started
+# meanwhile are its (capture/threads.py, _process_start; a watch names those it starts while none follows).
+_followers: list[ForkedChildren] = []
+
+
+def follower() -> ForkedChildren | None:
+    """The ForkedChildren that the multiprocessing children started now belong to, if any."""
+    return _followers[-1] if _followers else None
 
 # How long a child terminated through multiprocessing has to write its report and die before it is killed (a report
 # takes milliseconds; a child whose main thread is stuck in C never runs the handler).
@@ -120,7 +125,6 @@ class ForkedChildren:
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
         self._popen_init: Any = None
-        self._process_start: Any = None
         self._terminated_at: dict[int, float] = {}  # pid -> when terminate() sent it SIGTERM
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self._names: dict[int, str] = {}  # pid -> name of the multiprocessing children started while followed
@@ -135,27 +139,10 @@ class ForkedChildren:
         os._exit = self._exit
         # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter:
         # its target runs under a watch of its own (SpawnedTarget); one without a target is named in a note.
-        from multiprocessing import process
+        from .capture import threads
 
-        self._process_start = process.BaseProcess.start
-        real_start, unwatched = self._process_start, self.unwatched
-
-        def start(process_self: Any) -> None:
-            method = _start_method(process_self)
-            watched = False
-            if method != "fork" and self.watch_settings is not None \
-                    and getattr(process_self, "_target", None) is not None:
-                process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
-                watched = True
-            real_start(process_self)
-            self._names[process_self.pid] = process_self.name
-            if watched:
-                self.forked.append(process_self.pid)  # its report is expected, as a fork's
-                self.spawned.add(process_self.pid)
-            elif method != "fork":
-                unwatched.append(f"{process_self.name} ({method})")
-
-        process.BaseProcess.start = start
+        threads.hook_process_start()  # BaseProcess.start: start_process, while this follows
+        _followers.append(self)
         # A Python program the run starts with subprocess is a program of its own, unwatched: named in a note.
         import subprocess
 
@@ -171,8 +158,22 @@ class ForkedChildren:
         subprocess.Popen.__init__ = popen_init
         self._bound_terminate()
         self._installed = True
-        global following
-        following += 1
+
+    def start_process(self, real_start: Callable[[Any], None], process_self: Any) -> None:
+        """Start a multiprocessing child of the followed program (``real_start``: ``BaseProcess.start``)."""
+        method = _start_method(process_self)
+        watched = False
+        if method != "fork" and self.watch_settings is not None \
+                and getattr(process_self, "_target", None) is not None:
+            process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
+            watched = True
+        real_start(process_self)
+        self._names[process_self.pid] = process_self.name
+        if watched:
+            self.forked.append(process_self.pid)  # its report is expected, as a fork's
+            self.spawned.add(process_self.pid)
+        elif method != "fork":
+            self.unwatched.append(f"{process_self.name} ({method})")
 
     def _bound_terminate(self) -> None:
         """Make multiprocessing's terminate() of a followed child end it even when its SIGTERM handler cannot run
@@ -231,9 +232,11 @@ class ForkedChildren:
                 os.fork = _real_fork
             if os._exit == self._exit:
                 os._exit = _real_exit
-            from multiprocessing import process
+            from .capture import threads
 
-            process.BaseProcess.start = self._process_start
+            if self in _followers:
+                _followers.remove(self)
+            threads.unhook_process_start()
             import subprocess
 
             subprocess.Popen.__init__ = self._popen_init
@@ -241,8 +244,6 @@ class ForkedChildren:
                 setattr(cls, name, method)
             self._popen_methods.clear()
             self._installed = False
-            global following
-            following -= 1
 
     def end_children(self) -> None:
         """What Python does with multiprocessing's children at exit (Lib/multiprocessing/util.py, _exit_function),

@@ -111,13 +111,46 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 
 def _process_start(process: Any) -> Any:
-    result = _real["process_start"](process)
+    """``BaseProcess.start``: a follower of the process's children (syncfree.processes) starts it its way; else a
+    child that a recorder's code starts is named in that recorder's report."""
     processes = sys.modules.get("syncfree.processes")
-    if processes is None or not processes.following:
-        recorder = dispatch.owner_here()
-        if recorder is not None and not _compile_worker(sys._getframe(1)):
-            recorder.unwatched_children.append(str(process.name))
+    follower = processes.follower() if processes is not None else None
+    if follower is not None:
+        return follower.start_process(_real["process_start"], process)
+    result = _real["process_start"](process)
+    recorder = dispatch.owner_here()
+    if recorder is not None and not _compile_worker(sys._getframe(1)):
+        recorder.unwatched_children.append(str(process.name))
     return result
+
+
+_process_users = 0  # recorders' patch sets and followers that need _process_start in place
+
+
+def hook_process_start() -> None:
+    """Put `_process_start` in ``BaseProcess.start`` for one more user (the thread patches, a follower of child
+    processes). One shared replacement, counted, so that users that end in any order leave no layer behind."""
+    global _process_users
+    if _process_users == 0 and vars(_mp_process.BaseProcess).get("start") is not _process_start:
+        _real["process_start"] = vars(_mp_process.BaseProcess)["start"]
+        _mp_process.BaseProcess.start = _process_start
+    _process_users += 1
+
+
+def unhook_process_start(recorder: Any = None) -> None:
+    """One user fewer; the last one puts the original back (one the program put over it stays: ``recorder``'s
+    report says so)."""
+    global _process_users
+    if _process_users == 0:
+        return
+    _process_users -= 1
+    if _process_users == 0:
+        current = vars(_mp_process.BaseProcess).get("start")
+        if current is _process_start:
+            _mp_process.BaseProcess.start = _real["process_start"]
+        elif recorder is not None:
+            recorder.note("multiprocessing.process.BaseProcess.start was replaced during the run; syncfree left "
+                          "the replacement in place")
 
 
 _STARTERS = ("multiprocessing", "concurrent")  # the standard library's process starters
@@ -142,7 +175,7 @@ def install() -> None:
         return
     _replace(threading.Thread, "start", _start, "start")
     _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
-    _replace(_mp_process.BaseProcess, "start", _process_start, "process_start")
+    hook_process_start()  # after the two: remove() unhooks only when they are in
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
@@ -155,6 +188,8 @@ def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
 def remove(recorder: Any) -> None:
     """Take the patches out (idempotent; the caller holds dispatch._lock). A function the
     program put over one stays, and ``recorder``'s report says so."""
+    if _installed:
+        unhook_process_start(recorder)
     while _installed:
         owner, name, original, replacement = _installed[-1]
         current = vars(owner).get(name)
