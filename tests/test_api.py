@@ -1,6 +1,7 @@
 """The public API (syncfree.watch, syncfree.sync_free, SyncError, run_script) in predict
 mode: attribution to user files through functions in other files, budgets, allow comments."""
 
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -380,18 +381,59 @@ def test_a_thread_started_in_a_sync_free_block_is_its_own(userlib):
     assert "in thread reader" in report.text() and "in thread reader" in str(raised.value), report.text()
 
 
-def test_a_child_process_a_watch_starts_is_named_not_silently_left_out():
-    # A watch() or sync_free() block does not follow child processes (pytest --syncfree and syncfree run do): a
-    # sync_free block whose ranks synced passed with nothing said.
-    import multiprocessing
+def _rank_syncs(index):  # a child process's target (module level: a spawned child imports it)
+    x = torch.randn(4, device="cuda")
+    for _ in range(index + 1):
+        x.sum().item()
 
+
+class _OwnRun(multiprocessing.get_context("fork").Process):
+    def run(self):
+        pass
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_child_processes_a_sync_free_block_starts_are_its_own(method):
+    # A sync_free block whose ranks synced passed (a block followed no child process): the children's targets now
+    # run under a watch of their own with the block's mode, and their syncs are the block's.
+    context = multiprocessing.get_context(method)
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            ranks = [context.Process(target=_rank_syncs, args=(i,), name=f"Rank-{i}") for i in range(2)]
+            for rank in ranks:
+                rank.start()
+            for rank in ranks:
+                rank.join()
+    report = raised.value.report
+    assert report.syncs == 3, report.text()
+    [site] = report.sites
+    assert (site.kind, site.count, site.process) == ("item", 3, "Rank-0, Rank-1"), report.text()
+    assert "in child processes Rank-0, Rank-1" in str(raised.value)
+
+
+def _wait_for(event):
+    event.wait(60)
+
+
+def test_a_child_process_still_running_when_the_block_ends_is_named():
+    context = multiprocessing.get_context("fork")
+    release = context.Event()
     with syncfree.watch() as w:
-        children = [multiprocessing.get_context("fork").Process(target=os.getpid, name=f"Rank-{i}") for i in range(2)]
-        for child in children:
-            child.start()
-        for child in children:
-            child.join()
-    assert ("2 child processes started here (Rank-0, Rank-1) ran unwatched: their syncs are not counted"
+        child = context.Process(target=_wait_for, args=(release,), name="Server")
+        child.start()
+    release.set()
+    child.join()
+    assert any(note.startswith(f"child process Server (pid {child.pid}) was still running when the block ended")
+               for note in w.report.notes), w.report.notes
+
+
+def test_a_child_process_a_watch_cannot_follow_is_named_not_silently_left_out():
+    # A Process subclass with its own run() has no target to watch.
+    with syncfree.watch() as w:
+        child = _OwnRun(name="OwnRun")
+        child.start()
+        child.join()
+    assert ("1 child process started here (OwnRun) ran unwatched: its syncs are not counted"
             in " ".join(w.report.notes)), w.report.notes
     with syncfree.watch() as quiet:  # none started: no note
         torch.ones(2, device="cuda").sum()

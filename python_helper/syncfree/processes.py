@@ -125,10 +125,10 @@ class ForkedChildren:
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
         self._popen_init: Any = None
-        self._terminated_at: dict[int, float] = {}  # pid -> when terminate() sent it SIGTERM
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
+        self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
+        self.ended = "the program ended"  # what a child still running outlived (collect's note)
         self._names: dict[int, str] = {}  # pid -> name of the multiprocessing children started while followed
-        self._popen_methods: list[tuple[type, str, Any]] = []  # (class, name, the real method) put back by stop
 
     # ------------------------------------------------------------------ parent side
     def start(self, folder: str | None = None) -> None:
@@ -156,14 +156,16 @@ class ForkedChildren:
                 programs.append(program)
 
         subprocess.Popen.__init__ = popen_init
-        self._bound_terminate()
+        _hook_terminate()
         self._installed = True
 
-    def start_process(self, real_start: Callable[[Any], None], process_self: Any) -> None:
-        """Start a multiprocessing child of the followed program (``real_start``: ``BaseProcess.start``)."""
+    def start_process(self, real_start: Callable[[Any], None], process_self: Any) -> bool:
+        """Start a multiprocessing child of the followed program (``real_start``: ``BaseProcess.start``). A fork
+        is followed through ``os.fork`` (`start`); with ``wrap_forks`` (a watch, which patches no ``os.fork``) its
+        target is wrapped as a new interpreter's is. True: the child is watched (it has a target)."""
         method = _start_method(process_self)
         watched = False
-        if method != "fork" and self.watch_settings is not None \
+        if (method != "fork" or self.wrap_forks) and self.watch_settings is not None \
                 and getattr(process_self, "_target", None) is not None:
             process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
             watched = True
@@ -172,57 +174,32 @@ class ForkedChildren:
         if watched:
             self.forked.append(process_self.pid)  # its report is expected, as a fork's
             self.spawned.add(process_self.pid)
-        elif method != "fork":
+            _terminable[process_self.pid] = self
+        elif method != "fork" and not self.wrap_forks:
             self.unwatched.append(f"{process_self.name} ({method})")
+        return watched
 
-    def _bound_terminate(self) -> None:
-        """Make multiprocessing's terminate() of a followed child end it even when its SIGTERM handler cannot run
-        (see the module's docstring): terminate() notes the time, and a wait for that child that would go past
-        ``TERM_GRACE_S`` kills it."""
-        from multiprocessing import popen_fork
+    @classmethod
+    def for_watch(cls, settings: dict[str, Any]) -> ForkedChildren:
+        """The follower of the children that a ``syncfree.watch()``/``sync_free()`` block starts while nothing else
+        follows the process's: multiprocessing children only (any start method: their targets run under a watch
+        of their own), no ``os.fork`` patch; `end_watch` when the block ends."""
+        children = cls(lambda: None, watch_settings=settings)
+        children.wrap_forks = True
+        children.ended = "the block ended"
+        _hook_terminate()
+        return children
 
-        classes: list[type] = [popen_fork.Popen]  # spawn's and forkserver's Popen are its subclasses
+    def end_watch(self, report: Any) -> None:
+        """The block has ended: its children's reports join ``report`` (those still running are named), and what
+        `for_watch` put in is taken out."""
         try:
-            from multiprocessing import popen_forkserver, popen_spawn_posix
-
-            classes += [cls for cls in (popen_forkserver.Popen, popen_spawn_posix.Popen) if "wait" in vars(cls)]
-        except ImportError:  # a platform without them
-            pass
-        terminated_at, followed, killed = self._terminated_at, self.forked, self.killed
-        real_terminate = vars(popen_fork.Popen)["terminate"]
-
-        def terminate(popen_self: Any) -> None:
-            if popen_self.returncode is None and popen_self.pid in followed:
-                terminated_at.setdefault(popen_self.pid, time.monotonic())
-            real_terminate(popen_self)
-
-        self._popen_methods.append((popen_fork.Popen, "terminate", real_terminate))
-        popen_fork.Popen.terminate = terminate
-        for cls in classes:
-            real_wait = vars(cls)["wait"]
-
-            def wait(popen_self: Any, timeout: float | None = None, real_wait: Any = real_wait) -> Any:
-                sent = terminated_at.get(popen_self.pid)
-                if sent is None or popen_self.returncode is not None:
-                    return real_wait(popen_self, timeout)
-                left = sent + TERM_GRACE_S - time.monotonic()
-                if timeout is not None and timeout <= left:
-                    return real_wait(popen_self, timeout)
-                started = time.monotonic()
-                code = real_wait(popen_self, max(left, 0.0))
-                if code is None:  # alive past the grace: its handler never ran
-                    terminated_at.pop(popen_self.pid, None)
-                    killed.append(popen_self.pid)
-                    try:
-                        os.kill(popen_self.pid, signal.SIGKILL)
-                    except OSError:
-                        pass
-                    code = real_wait(popen_self, None if timeout is None
-                                     else max(timeout - (time.monotonic() - started), 0.0))
-                return code
-
-            self._popen_methods.append((cls, "wait", real_wait))
-            cls.wait = wait
+            if report is not None:
+                reports, notes = self.collect()
+                merge_children(report, reports, notes)
+        finally:
+            self.remove_folder()
+            _unhook_terminate()
 
     def stop(self) -> None:
         """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
@@ -240,9 +217,7 @@ class ForkedChildren:
             import subprocess
 
             subprocess.Popen.__init__ = self._popen_init
-            for cls, name, method in reversed(self._popen_methods):
-                setattr(cls, name, method)
-            self._popen_methods.clear()
+            _unhook_terminate()
             self._installed = False
 
     def end_children(self) -> None:
@@ -287,8 +262,9 @@ class ForkedChildren:
                          f"are not counted")
             missing = [pid for pid in missing if pid not in self.killed]
         for pid in missing:
-            state = "was still running when the program ended" if _alive(pid) else "ended without a report (killed)"
-            notes.append(f"child process {pid} {state}: its syncs are not counted")
+            state = f"was still running when {self.ended}" if _alive(pid) else "ended without a report (killed)"
+            name = f"{self._names[pid]} (pid {pid})" if pid in self._names else str(pid)
+            notes.append(f"child process {name} {state}: its syncs are not counted")
         if self.unwatched:
             shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
                                                       if len(self.unwatched) > 4 else "")
@@ -324,6 +300,7 @@ class ForkedChildren:
             self._enter_child()
         else:
             self.forked.append(pid)
+            _terminable[pid] = self
         return pid
 
     def _exit(self, status: int) -> None:
@@ -395,6 +372,80 @@ class ForkedChildren:
         with open(path + ".part", "w", encoding="utf-8") as handle:
             json.dump(report.to_dict(), handle)
         os.replace(path + ".part", path)  # the parent never reads half a report
+
+
+# terminate() of a followed child, bounded (see the module's docstring): the children whose SIGTERM a handler of
+# ours takes (pid -> their follower), when terminate() signalled each, and the replaced methods, shared by every
+# follower and counted, so that followers that end in any order leave no layer behind.
+_terminable: dict[int, ForkedChildren] = {}
+_terminated_at: dict[int, float] = {}
+_term_real: list[tuple[type, str, Any]] = []
+_term_users = 0
+
+
+def _hook_terminate() -> None:
+    global _term_users
+    _term_users += 1
+    if _term_users > 1:
+        return
+    from multiprocessing import popen_fork
+
+    classes: list[type] = [popen_fork.Popen]  # spawn's and forkserver's Popen are its subclasses
+    try:
+        from multiprocessing import popen_forkserver, popen_spawn_posix
+
+        classes += [cls for cls in (popen_forkserver.Popen, popen_spawn_posix.Popen) if "wait" in vars(cls)]
+    except ImportError:  # a platform without them
+        pass
+    real_terminate = vars(popen_fork.Popen)["terminate"]
+
+    def terminate(popen_self: Any) -> None:
+        if popen_self.returncode is None and popen_self.pid in _terminable:
+            _terminated_at.setdefault(popen_self.pid, time.monotonic())
+        real_terminate(popen_self)
+
+    _term_real.append((popen_fork.Popen, "terminate", real_terminate))
+    popen_fork.Popen.terminate = terminate
+    for cls in classes:
+        real_wait = vars(cls)["wait"]
+
+        def wait(popen_self: Any, timeout: float | None = None, real_wait: Any = real_wait) -> Any:
+            sent = _terminated_at.get(popen_self.pid)
+            if sent is None or popen_self.returncode is not None:
+                return real_wait(popen_self, timeout)
+            left = sent + TERM_GRACE_S - time.monotonic()
+            if timeout is not None and timeout <= left:
+                return real_wait(popen_self, timeout)
+            started = time.monotonic()
+            code = real_wait(popen_self, max(left, 0.0))
+            if code is None:  # alive past the grace: its handler never ran
+                _terminated_at.pop(popen_self.pid, None)
+                follower = _terminable.get(popen_self.pid)
+                if follower is not None:
+                    follower.killed.append(popen_self.pid)
+                try:
+                    os.kill(popen_self.pid, signal.SIGKILL)
+                except OSError:
+                    pass
+                code = real_wait(popen_self, None if timeout is None
+                                 else max(timeout - (time.monotonic() - started), 0.0))
+            return code
+
+        _term_real.append((cls, "wait", real_wait))
+        cls.wait = wait
+
+
+def _unhook_terminate() -> None:
+    global _term_users
+    if _term_users == 0:
+        return
+    _term_users -= 1
+    if _term_users == 0:
+        while _term_real:
+            cls, name, method = _term_real.pop()
+            setattr(cls, name, method)
+        _terminable.clear()
+        _terminated_at.clear()
 
 
 class SpawnedTarget:
@@ -488,6 +539,14 @@ def _python_program(args: Any, executable: Any = None) -> str | None:
         if not arg.startswith("-"):
             return os.path.basename(arg) if arg != "-" else "-"
     return None
+
+
+def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:
+    """The children's syncs join a watch's `WatchReport` (its count, its sites, its verdict), with the notes on
+    children it has no report for."""
+    report.sites.extend(child_sites(reports))
+    report.syncs += sum(r.syncs for r in reports)
+    report.notes.extend(notes)
 
 
 def child_sites(reports: list[ProcessReport]) -> list[Any]:

@@ -261,7 +261,7 @@ def _children_of(watch):
     interpreters (``torch.multiprocessing.spawn``, how distributed tests start their ranks; a spawn Pool) watch
     their targets as the test is watched (syncfree.processes), and once the watch is over their syncs join the
     test's report, so that a ``sync_free`` verdict counts them. Entered before the watch, left after it."""
-    from .processes import ForkedChildren, child_sites
+    from .processes import ForkedChildren, merge_children
     from .session import _running_recorder
 
     engine = watch.engine
@@ -281,9 +281,7 @@ def _children_of(watch):
             children.remove_folder()
         report = watch.report
         if report is not None:  # the watch has ended: its children's syncs are the test's too
-            report.sites.extend(child_sites(reports))
-            report.syncs += sum(r.syncs for r in reports)
-            report.notes.extend(notes)
+            merge_children(report, reports, notes)
 
 
 def _set_boundary(watch, frame) -> None:

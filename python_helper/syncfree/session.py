@@ -488,6 +488,10 @@ class Watch:
                                     max_frames=self.max_frames,
                                     scope="process" if self.all_threads else "context")
             recorder.boundary = boundary
+            # The multiprocessing children the block starts watch their targets as the block is watched
+            # (capture/threads.py; none when something outside it follows the process's children).
+            recorder.child_settings = {"mode": self.engine.mode, "engine": self.engine.engine,
+                                       "measure_blocked": self.measure_blocked, "max_frames": self.max_frames}
             self._recorder = recorder  # before it is entered: _abandon ends it
             recorder.__enter__()
         self._running = True
@@ -531,6 +535,9 @@ class Watch:
             finally:
                 recorder.boundary = None  # no frame kept alive past the block
             report = _watch_report(self.engine, recorder)
+            children, recorder.children = recorder.children, None
+            if children is not None:  # the child processes the block started: their syncs are its own
+                children.end_watch(report)
         self.report = report
         if self._parent is not None:
             self._parent.report = report
@@ -556,6 +563,9 @@ class Watch:
                 recorder.__exit__(None, None, None)
             finally:
                 recorder.boundary = None
+                children, recorder.children = recorder.children, None
+                if children is not None:
+                    children.end_watch(None)
 
     def _syncs_so_far(self) -> int:
         recorder = self._recorder

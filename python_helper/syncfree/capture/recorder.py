@@ -126,6 +126,10 @@ class SyncRecorder:
         self.cuda = False
         self.notes: list[str] = []
         self.unwatched_children: list[str] = []  # child processes its code started that nothing followed
+        # How a watch's child processes watch their targets (Watch: mode, engine, ...; None: they are only named),
+        # and the follower of those it started (syncfree.processes.ForkedChildren.for_watch; capture/threads.py).
+        self.child_settings: dict | None = None
+        self.children: object = None
         self.error: dict | None = None
 
     # ------------------------------------------------------------------ enter / exit

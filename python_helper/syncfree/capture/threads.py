@@ -117,11 +117,21 @@ def _process_start(process: Any) -> Any:
     follower = processes.follower() if processes is not None else None
     if follower is not None:
         return follower.start_process(_real["process_start"], process)
-    result = _real["process_start"](process)
     recorder = dispatch.owner_here()
-    if recorder is not None and not _compile_worker(sys._getframe(1)):
-        recorder.unwatched_children.append(str(process.name))
-    return result
+    if recorder is None or _compile_worker(sys._getframe(1)):
+        return _real["process_start"](process)
+    settings = recorder.child_settings
+    if settings is not None:  # a watch: its children are its own
+        if recorder.children is None:
+            from .. import processes
+
+            recorder.children = processes.ForkedChildren.for_watch(settings)
+        if recorder.children.start_process(_real["process_start"], process):
+            return None
+    else:
+        _real["process_start"](process)
+    recorder.unwatched_children.append(str(process.name))
+    return None
 
 
 _process_users = 0  # recorders' patch sets and followers that need _process_start in place
