@@ -1,6 +1,6 @@
-"""Work a recorder's code starts in other threads runs under that recorder's engine.
+"""Work a recorder's code starts in other threads (and processes) runs under that recorder's engine.
 
-Two patches, installed by the dispatcher's first recorder and removed by its last one
+Three patches, installed by the dispatcher's first recorder and removed by its last one
 (dispatch.enter / dispatch.leave, under ``dispatch._lock``):
 
 * ``threading.Thread.start``. A thread started from a context routed to a running
@@ -18,9 +18,12 @@ Two patches, installed by the dispatcher's first recorder and removed by its las
   thread was started. The pool's own worker threads are started outside the routing: a
   worker started during a watch is not bound to it for later tasks.
 
-* ``multiprocessing.process.BaseProcess.start``. A child process is a program of its own: one started by code a
-  recorder watches, while nothing follows the process's children (`syncfree.processes`: ``pytest --syncfree`` and
-  ``syncfree run`` do), is named in that recorder's report (its syncs are not counted), never silently.
+* ``multiprocessing.process.BaseProcess.start`` (one shared replacement, counted: `hook_process_start`). While a
+  follower of the process's children runs (``syncfree run``, a watched test: `syncfree.processes.follower`), it
+  starts each child its way. Else a child that a watch's code starts runs its target under a watch of its own and
+  reports into the watch's report (`syncfree.processes.ForkedChildren.for_watch`); one without a target (a
+  ``Process`` subclass's own ``run()``), or started by a recorder that is not a watch's (a ``%%syncfree`` cell), is
+  named in the recorder's report, never silently left out. torch.compile's own workers are left alone.
 
 A thread started from a context routed to no watch (the main thread outside a watch,
 another thread of the program) is untouched: its syncs stay unowned (dispatch.py), or go
