@@ -411,16 +411,18 @@ def test_the_child_processes_a_sync_free_block_starts_are_its_own(method):
     assert "in child processes Rank-0, Rank-1" in str(raised.value)
 
 
-def _wait_for(event):
-    event.wait(60)
+def _wait_for(running, release):
+    running.set()
+    release.wait(60)
 
 
 def test_a_child_process_still_running_when_the_block_ends_is_named():
     context = multiprocessing.get_context("fork")
-    release = context.Event()
+    running, release = context.Event(), context.Event()
     with syncfree.watch() as w:
-        child = context.Process(target=_wait_for, args=(release,), name="Server")
+        child = context.Process(target=_wait_for, args=(running, release), name="Server")
         child.start()
+        assert running.wait(60)  # its target runs (a child still starting up ran none of the program's code)
     release.set()
     child.join()
     assert any(note.startswith(f"child process Server (pid {child.pid}) was still running when the block ended")
