@@ -53,8 +53,9 @@ __all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 _real_fork = os.fork
 _real_exit = os._exit
 
-# The ForkedChildren following this process's children now, innermost last: the multiprocessing children started
-# meanwhile are its (capture/threads.py, _process_start; a watch names those it starts while none follows).
+# The ForkedChildren following this process's children now (syncfree run's, a watched test's), innermost last: the
+# multiprocessing children started meanwhile are its (capture/threads.py, _process_start); while none follows, a
+# watch follows those its code starts (ForkedChildren.for_watch).
 _followers: list[ForkedChildren] = []
 
 
