@@ -327,6 +327,18 @@ def test_without_cuda_the_cell_is_predicted_or_static(ip, monkeypatch):
     assert "predict mode is unavailable" in report["notes"][0]
 
 
+def test_a_cell_names_the_child_processes_it_starts(ip):
+    # A cell does not follow its children (a watch, syncfree run and pytest do): their syncs are not in its report,
+    # and the report says so rather than leaving them out silently.
+    cell = ("%%syncfree --mode predict\nimport multiprocessing, os\n"
+            "child = multiprocessing.get_context('fork').Process(target=os.getpid, name='Loader')\n"
+            "child.start(); child.join()\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    notes = the_report(bundles)["notes"]
+    assert any(note.startswith("1 child process started here (Loader) ran unwatched") for note in notes), notes
+
+
 def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
     cell = ("%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\n"
             "y = x * 2\nv = y.sum().item()\nafter = True\n")
