@@ -256,16 +256,15 @@ class ForkedChildren:
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
         if self.killed:
             one = len(self.killed) == 1
-            shown = ", ".join(self._names.get(pid, f"pid {pid}") for pid in self.killed)
-            notes.append(f"{len(self.killed)} child process{'' if one else 'es'} ({shown}) still "
+            shown = ", ".join(self._shown(pid) for pid in self.killed)
+            notes.append(f"{len(self.killed)} child process{'' if one else 'es'}, {shown}, still "
                          f"ran {TERM_GRACE_S:g} s after multiprocessing's terminate() (busy in C code, where a "
                          f"signal handler cannot run): killed with SIGKILL, so {'its' if one else 'their'} syncs "
                          f"are not counted")
             missing = [pid for pid in missing if pid not in self.killed]
         for pid in missing:
             state = f"was still running when {self.ended}" if _alive(pid) else "ended without a report (killed)"
-            name = f"{self._names[pid]} (pid {pid})" if pid in self._names else str(pid)
-            notes.append(f"child process {name} {state}: its syncs are not counted")
+            notes.append(f"child process {self._shown(pid)} {state}: its syncs are not counted")
         if self.unwatched:
             shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
                                                       if len(self.unwatched) > 4 else "")
@@ -282,6 +281,10 @@ class ForkedChildren:
                          f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
                          f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
         return sorted(reports.values(), key=lambda r: r.pid), notes
+
+    def _shown(self, pid: int) -> str:
+        """A child as the notes name it: its multiprocessing name and pid, else its pid."""
+        return f"{self._names[pid]} (pid {pid})" if pid in self._names else f"pid {pid}"
 
     def remove_folder(self) -> None:
         if self.folder is not None and os.getpid() == self.parent:

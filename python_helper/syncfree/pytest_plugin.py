@@ -264,12 +264,7 @@ def _children_of(watch):
     from .processes import ForkedChildren, merge_children
     from .session import _running_recorder
 
-    engine = watch.engine
-    mode = "error" if getattr(engine, "stop_at_first", False) else engine.mode
-    settings = None if mode == "static" else {"mode": mode, "engine": getattr(engine, "engine", None),
-                                              "measure_blocked": watch.measure_blocked,
-                                              "max_frames": watch.max_frames}
-    children = ForkedChildren(_running_recorder, watch_settings=settings)
+    children = ForkedChildren(_running_recorder, watch_settings=watch.child_settings())
     children.start()
     try:
         yield

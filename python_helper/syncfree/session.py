@@ -470,6 +470,16 @@ class Watch:
         call._parent = self
         return call
 
+    def child_settings(self) -> dict[str, Any] | None:
+        """How a child process started under this watch watches its target (syncfree.processes.SpawnedTarget):
+        this watch's mode (error mode's stand-in stops at the first sync as well), engine, measure_blocked and
+        max_frames; None: the static engine, nothing to run children under."""
+        engine = self.engine
+        if engine.mode == "static":
+            return None
+        return {"mode": "error" if getattr(engine, "stop_at_first", False) else engine.mode,
+                "engine": engine.engine, "measure_blocked": self.measure_blocked, "max_frames": self.max_frames}
+
     # ------------------------------------------------------------------ steps
 
     def _begin(self, boundary) -> None:
@@ -490,8 +500,7 @@ class Watch:
             recorder.boundary = boundary
             # The multiprocessing children the block starts watch their targets as the block is watched
             # (capture/threads.py; none when something outside it follows the process's children).
-            recorder.child_settings = {"mode": self.engine.mode, "engine": self.engine.engine,
-                                       "measure_blocked": self.measure_blocked, "max_frames": self.max_frames}
+            recorder.child_settings = self.child_settings()
             self._recorder = recorder  # before it is entered: _abandon ends it
             recorder.__enter__()
         self._running = True
@@ -870,10 +879,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         return None
 
     # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.
-    spawned = None if runner.engine.mode == "static" else {
-        "mode": mode, "engine": runner.engine.engine, "measure_blocked": measure_blocked,
-        "max_frames": max_frames}
-    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=spawned)
+    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=runner.child_settings())
     try:
         runner.__enter__()
         try:

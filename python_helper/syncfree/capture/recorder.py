@@ -589,8 +589,7 @@ class SyncRecorder:
             one = len(names) == 1
             shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             notes.append(f"{len(names)} child process{'' if one else 'es'} started here ({shown}) ran unwatched: "
-                         f"{'its' if one else 'their'} syncs are not counted (pytest --syncfree and syncfree run "
-                         "follow child processes)")
+                         f"{'its' if one else 'their'} syncs are not counted")
         if self._table.overflow.count:
             notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")
