@@ -1,12 +1,13 @@
 """What attaching CUPTI at all costs a training-shaped loop: the floor under any CUPTI engine.
 
-    PYTHONPATH=python_helper python3 bench/cupti_attach.py [--rounds 6]
+    PYTHONPATH=python_helper python3 bench/cupti_attach.py [--rounds 6] [--variants plain,subscribe,engine]
 
 The loop is bench/overhead.py's MLP (256x256 -> 512 -> 512 -> 10, AdamW, one ``.item()`` of the loss a step), 500
 steps timed 5 times after a warm-up. Each variant runs in a process of its own, so that no variant meets a driver an
 earlier one attached CUPTI to (bench/cupti_layers.py part 2 measures within one process); the variants' order is
 shuffled in every round, and a variant's figure is the median over the rounds of its time over the plain loop's time
-in the same round, with the quartiles:
+in the same round, with its 95% interval (bench/paired.py's order statistics; 6 rounds at least) and the verdict
+against issue 24's 1.05x:
 
 - plain: nothing attached;
 - subscribe: ``cuptiSubscribe`` with an empty callback and no callback enabled;
@@ -26,7 +27,10 @@ import subprocess
 import sys
 import time
 
+from paired import median_ci, shown
+
 SOURCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python_helper")
+TARGET = 1.05  # issue 24's figure for the CUPTI engine on this loop
 VARIANTS = ["plain", "subscribe", "subscribe+enable", "activity-sync", "activity-sync+memcpy", "engine"]
 
 
@@ -107,18 +111,25 @@ def main():
         return child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help=f"which to run, comma-separated (plain always runs; default {','.join(VARIANTS)})")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs of 500 steps in each process")
     args = parser.parse_args()
+    chosen = ["plain"] + [v for v in args.variants.split(",") if v and v != "plain"]
+    unknown = [v for v in chosen if v not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variant {unknown[0]!r}; one of {', '.join(VARIANTS)}")
     probe = subprocess.run([sys.executable, "-c", "import torch, cupti; assert torch.cuda.is_available()"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
         print("bench/cupti_attach.py needs CUDA and cupti-python: nothing measured")
         return 0
-    rounds, steps, repeats = args.rounds, 500, 5
+    rounds, steps, repeats = args.rounds, 500, args.repeats
     rng = random.Random(1)
-    per = {v: [] for v in VARIANTS}
+    per = {v: [] for v in chosen}
     notes = {}
     for r in range(rounds):
-        order = VARIANTS[:]
+        order = chosen[:]
         rng.shuffle(order)
         for v in order:
             done = subprocess.run([sys.executable, __file__, "--child", v, str(steps), str(repeats)],
@@ -131,14 +142,15 @@ def main():
             result = json.loads(line[0][7:])
             per[v].append(statistics.median(result["times"]))
             notes[v] = result["note"]
-        print(f"round {r}: " + ", ".join(f"{v} {per[v][-1]*1e3/steps:.3f} ms" for v in VARIANTS if len(per[v]) == r + 1), flush=True)
+        print(f"round {r}: " + ", ".join(f"{v} {per[v][-1]*1e3/steps:.3f} ms" for v in chosen if len(per[v]) == r + 1), flush=True)
     plain = per["plain"]
-    for v in VARIANTS:
+    for v in chosen:
         pairs = [t / p for t, p in zip(per[v], plain)]
         if pairs:
-            q = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [pairs[0]] * 3
-            print(f"{v:24s} {statistics.median(pairs):.3f}x ({q[0]:.3f}-{q[2]:.3f}); "
-                  f"{statistics.median(per[v])*1e3/steps:.3f} ms a step; min {min(per[v])*1e3/steps:.3f}; {notes.get(v, '')}")
+            ratio = median_ci(pairs)
+            verdict = "" if v == "plain" else f"; <= {TARGET}x: {ratio.verdict(TARGET)}"
+            print(f"{v:24s} {shown(ratio, 'x')}{verdict}; {statistics.median(per[v])*1e3/steps:.3f} ms a step; "
+                  f"min {min(per[v])*1e3/steps:.3f}; {notes.get(v, '')}")
 
 
 if __name__ == "__main__":

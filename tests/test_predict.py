@@ -1535,8 +1535,15 @@ def test_a_wrapper_subclass_made_on_cuda_is_on_the_gpu(source, kinds, session_st
     assert session_state() == before and "_make_wrapper_subclass" not in vars(torch.Tensor)
 
 
+# On a GPU, MaskedTensor's own Python implementation syncs once more inside: its reduction makes its identity with
+# torch.tensor(0, device=...), a host-to-device copy (H200: 2 syncs where predict mode counts 1; README, Limits).
+UNWATCHED_INSIDE = "MaskedTensor's reduction syncs inside its own Python implementation, which predict mode does not watch"
+WRAPPER_RULES_ON_A_GPU = [pytest.param(source, kinds, marks=pytest.mark.xfail(strict=True, reason=UNWATCHED_INSIDE))
+                          if "masked_tensor" in source else (source, kinds) for source, kinds in WRAPPER_RULES]
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("source, kinds", WRAPPER_RULES)
+@pytest.mark.parametrize("source, kinds", WRAPPER_RULES_ON_A_GPU)
 def test_a_wrapper_subclass_on_a_gpu(source, kinds):
     assert _stream_syncs_on_a_gpu(WRAPPER_PREAMBLE, source) == len(kinds), source

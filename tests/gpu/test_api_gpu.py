@@ -229,3 +229,52 @@ def test_a_thread_and_a_pool_task_of_a_watched_block_count_for_it():
                 t.join()
                 pool.submit(_read_in_thread, x).result()
     print(f"\nsyncfree-gpu: a watch's thread: {w.report.text()}")
+
+
+def _rank_reads(index):  # a spawned child's target (module level: the child imports it)
+    import torch
+
+    x = torch.ones(8, device="cuda")
+    for _ in range(index + 1):
+        x.sum().item()  # the ranks' syncs: 1 + 2
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("engine", ["debug", "cupti"])
+def test_the_cuda_ranks_a_watched_block_starts_count_for_it(engine, method):
+    """A block's child processes run their targets under a watch with the block's mode and
+    engine (processes.ForkedChildren.for_watch): the ranks' real CUDA syncs are the block's,
+    and a sync_free block whose ranks synced raises (it passed, with nothing said, before)."""
+    import multiprocessing
+
+    import syncfree
+
+    if engine == "cupti":
+        from syncfree.capture.engines import cupti_problem
+
+        problem = cupti_problem()
+        if problem is not None:
+            pytest.skip(f"CUPTI engine unavailable: {problem}")
+    context = multiprocessing.get_context(method)
+
+    def ranks():
+        started = [context.Process(target=_rank_reads, args=(i,), name=f"Rank-{i}") for i in range(2)]
+        for rank in started:
+            rank.start()
+        for rank in started:
+            rank.join()
+        assert [rank.exitcode for rank in started] == [0, 0]
+
+    with syncfree.watch(engine=engine) as w:
+        ranks()
+    report = w.report
+    assert not any("CUPTI engine unavailable" in note for note in report.notes), report.notes
+    items = [s for s in report.sites if s.kind == "item"]
+    assert [(s.file, s.count, s.process) for s in items] == [(__file__, 3, "Rank-0, Rank-1")], report.text()
+    assert all(s.blocked_ms is not None and s.blocked_ms > 0 for s in items), report.text()
+    if engine == "debug":
+        assert report.syncs == 3, report.text()
+    with pytest.raises(syncfree.SyncError, match="in child processes Rank-0, Rank-1"):
+        with syncfree.sync_free(engine=engine):
+            ranks()
+    print(f"\nsyncfree-gpu: {method} ranks under {engine}: {report.text()}")
