@@ -411,6 +411,47 @@ def test_the_child_processes_a_sync_free_block_starts_are_its_own(method):
     assert "in child processes Rank-0, Rank-1" in str(raised.value)
 
 
+def test_a_python_program_a_block_starts_with_subprocess_is_named(tmp_path):
+    # A sync_free block whose subprocess synced passed with nothing said: the program runs unwatched (nothing can
+    # follow a new interpreter that syncfree does not start), and the report names it. Other programs, and Python
+    # started without a program (--version), are not named.
+    (tmp_path / "child.py").write_text("print('child')\n")
+    with syncfree.sync_free() as w:
+        subprocess.run([sys.executable, str(tmp_path / "child.py")], check=True, capture_output=True)
+        subprocess.run([sys.executable, "--version"], check=True, capture_output=True)
+        subprocess.run(["true"], check=True)
+    assert [n for n in w.report.notes if "subprocess" in n] == [
+        "1 Python program started here with subprocess (child.py) ran unwatched: its syncs are not counted "
+        "(`syncfree run` it to see them)"], w.report.notes
+    with syncfree.watch():
+        with syncfree.watch() as inner:  # the innermost watch names it, as it does a child process
+            subprocess.run([sys.executable, "-m", "json.tool", "--help"], check=True, capture_output=True)
+    assert any("(-m json.tool)" in n for n in inner.report.notes), inner.report.notes
+    import subprocess as module
+
+    assert vars(module.Popen)["__init__"] is not None and "syncfree" not in vars(module.Popen)["__init__"].__module__
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_children_of_a_watch_inside_a_sync_free_block_count_for_the_block(method):
+    # The inner watch followed the ranks and counted their syncs; the sync_free block around it passed (its report
+    # had none of them). A watch's children are the watches' around it too, as its own syncs are.
+    context = multiprocessing.get_context(method)
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            with syncfree.watch() as inner:
+                ranks = [context.Process(target=_rank_syncs, args=(i,), name=f"Rank-{i}") for i in range(2)]
+                for rank in ranks:
+                    rank.start()
+                for rank in ranks:
+                    rank.join()
+            torch.ones(2, device="cuda").sum().item()  # the block's own sync, beside its children's
+    assert inner.report.syncs == 3, inner.report.text()
+    outer = raised.value.report
+    assert outer.syncs == 4, outer.text()
+    assert sorted((s.count, s.process) for s in outer.sites) == [(1, None), (3, "Rank-0, Rank-1")], outer.text()
+
+
 def _wait_for(running, release):
     running.set()
     release.wait(60)

@@ -313,6 +313,35 @@ def test_a_process_without_a_target_started_as_a_new_interpreter_is_named(tmp_pa
             "subclass's own run()) ran unwatched: its syncs") in done.stdout
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_sync_free_block_of_the_program_counts_its_children_as_under_python(tmp_path, method):
+    # Under syncfree run the run's follower takes the children: the program's own sync_free block around its ranks
+    # passed, where plain python raised. The block now reads its children's reports too; the run counts them once.
+    write(tmp_path, "ranks.py", f"""\
+        import multiprocessing, syncfree, torch
+
+        def rank(i):
+            torch.ones(2, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            try:
+                with syncfree.sync_free():
+                    ranks = [multiprocessing.get_context("{method}").Process(target=rank, args=(i,)) for i in range(2)]
+                    [r.start() for r in ranks]
+                    [r.join() for r in ranks]
+                print("passed")
+            except syncfree.SyncError as error:
+                print(str(error).splitlines()[0])
+        """)
+    plain = subprocess.run([sys.executable, "ranks.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "python_helper")})
+    done = syncfree("run", "--format", "json", "ranks.py", cwd=tmp_path)
+    # --format json: the program's own output goes to stderr, the report to stdout
+    assert plain.stdout == done.stderr == "would synchronize 2 times, budget 0\n", (plain, done)
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, 2), row
+
+
 def test_a_python_program_the_run_starts_with_subprocess_is_named(tmp_path):
     # Its syncs are its own program's: not in this report, and not without a word.
     write(tmp_path, "child.py", "print('child')\n")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gc
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -56,7 +57,7 @@ def _owners():
     import torch.utils.data._utils.pin_memory as pin_memory_module
 
     owners = [torch.cuda, torch.cuda.Event, torch, torch._C, pin_memory_module, eval_frame,
-              torch.serialization, threading.Thread, ThreadPoolExecutor, process.BaseProcess]
+              torch.serialization, threading.Thread, ThreadPoolExecutor, process.BaseProcess, subprocess.Popen]
     if hasattr(torch, "accelerator"):
         owners.append(torch.accelerator)
     if torch.distributed.is_available():  # explicit_distributed.py's wrappers
@@ -78,6 +79,7 @@ _SMALL_OWNERS = {
     "Work": ("wait",),
     "Thread": ("start",),  # capture/threads.py
     "BaseProcess": ("start",),
+    "Popen": ("__init__",),
     "ThreadPoolExecutor": ("submit",),
 }
 
@@ -117,6 +119,7 @@ def snapshot() -> dict:
                           vars(torch._ops.OpOverload)["__call__"],
                           vars(torch._ops.OpOverloadPacket)["__call__"])
     state["thread_patches"] = list(capture_threads._installed)
+    state["shared_hooks"] = (capture_threads._process_users, capture_threads._popen_users)
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
     return state

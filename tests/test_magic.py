@@ -339,6 +339,35 @@ def test_a_cell_names_the_child_processes_it_starts(ip):
     assert any(note.startswith("1 child process started here (Loader) ran unwatched") for note in notes), notes
 
 
+def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):
+    # A watch in the cell follows the children it starts: their syncs are the cell's too (they were only the watch's).
+    cell = ("%%syncfree --mode predict\nimport multiprocessing, syncfree, torch\n"
+            "def rank(i):\n    torch.ones(2, device='cuda').sum().item()\n"
+            "with syncfree.watch() as w:\n"
+            "    child = multiprocessing.get_context('fork').Process(target=rank, args=(0,), name='Rank-0')\n"
+            "    child.start(); child.join()\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    assert ip.user_ns["w"].report.syncs == 1
+    report = the_report(bundles)
+    assert report["totals"]["syncs"] == 1, report["totals"]
+    [site] = report["sites"]
+    assert (site["line"], site["kind"], site["count"]) == (4, "item", 1), site
+
+
+def test_a_cell_names_the_python_programs_it_starts_with_subprocess(ip):
+    # A Python program started with subprocess runs unwatched: its syncs are not the cell's, and the report says so.
+    cell = ("%%syncfree --mode predict\nimport subprocess, sys\n"
+            "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+            "subprocess.run([sys.executable, '--version'], check=True, capture_output=True)\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    notes = the_report(bundles)["notes"]
+    assert [n for n in notes if "subprocess" in n] == [
+        "1 Python program started here with subprocess (-c ...) ran unwatched: its syncs are not counted "
+        "(`syncfree run` it to see them)"], notes
+
+
 def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
     cell = ("%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\n"
             "y = x * 2\nv = y.sum().item()\nafter = True\n")

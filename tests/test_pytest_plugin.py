@@ -624,6 +624,33 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
                                  "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
+def test_a_sync_free_block_inside_a_watched_test_counts_the_ranks_it_starts(pytester):
+    # The test's follower takes the children a watched test starts: a sync_free block of the test's own around its
+    # ranks passed under --syncfree (it raised under plain pytest). The block reads its children's reports too, and
+    # the test's report counts them once.
+    pytester.makepyfile(test_block="""
+        import multiprocessing
+        import pytest
+        import syncfree
+        import torch
+
+        def rank(index):
+            torch.ones(2, device="cuda").sum().item()
+
+        def test_block_raises():
+            with pytest.raises(syncfree.SyncError, match="would synchronize 2 times"):
+                with syncfree.sync_free():
+                    ranks = [multiprocessing.get_context("spawn").Process(target=rank, args=(i,)) for i in range(2)]
+                    for r in ranks:
+                        r.start()
+                    for r in ranks:
+                        r.join()
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_block.py:7: .item() ×2, predicted, SF101, in child processes*"])
+
+
 # Syncs on lines a `# syncfree: allow` comment covers: the last line syncs twice, an .item()
 # that its allow[SF101] covers and a copy to the host (SF301) that it does not.
 ALLOWED_SUITE = """

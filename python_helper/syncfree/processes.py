@@ -108,8 +108,11 @@ class ForkedChildren:
     """
 
     def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None,
-                 watch_settings: dict[str, Any] | None = None) -> None:
+                 watch_settings: dict[str, Any] | None = None, collector: Any = None) -> None:
         self._recorder = recorder
+        # The watch whose report collects these children (syncfree run's, a watched test's): its recorder does not
+        # read them again, and a watch inside it passes its own children's reports up to it, not into it.
+        self.collector = collector
         # How a spawned child watches its target (`SpawnedTarget`): Watch's mode, engine, measure_blocked and
         # max_frames as the run chose them; None: spawned children are not watched (a note names them).
         self.watch_settings = watch_settings
@@ -125,7 +128,6 @@ class ForkedChildren:
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
-        self._popen_init: Any = None
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
@@ -144,19 +146,9 @@ class ForkedChildren:
 
         threads.hook_process_start()  # BaseProcess.start: start_process, while this follows
         _followers.append(self)
-        # A Python program the run starts with subprocess is a program of its own, unwatched: named in a note.
-        import subprocess
-
-        self._popen_init = vars(subprocess.Popen)["__init__"]
-        real_init, programs = self._popen_init, self.programs
-
-        def popen_init(popen_self: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
-            program = _python_program(args, kwargs.get("executable")) if _called_by_the_program() else None
-            real_init(popen_self, args, *rest, **kwargs)
-            if program is not None:
-                programs.append(program)
-
-        subprocess.Popen.__init__ = popen_init
+        # A Python program the run starts with subprocess is a program of its own, unwatched: named in a note
+        # (subprocess.Popen.__init__, threads.hook_popen: `programs`).
+        threads.hook_popen()
         _hook_terminate()
         self._installed = True
 
@@ -180,6 +172,10 @@ class ForkedChildren:
             self.unwatched.append(f"{process_self.name} ({method})")
         return watched
 
+    def collects_for(self, recorder: Any) -> bool:
+        """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
+        return recorder is not None and getattr(self.collector, "_recorder", None) is recorder
+
     @classmethod
     def for_watch(cls, settings: dict[str, Any]) -> ForkedChildren:
         """The follower of the children that a ``syncfree.watch()``/``sync_free()`` block starts while nothing else
@@ -191,16 +187,30 @@ class ForkedChildren:
         _hook_terminate()
         return children
 
-    def end_watch(self, report: Any) -> None:
-        """The block has ended: its children's reports join ``report`` (those still running are named), and what
-        `for_watch` put in is taken out."""
+    def end_watch(self) -> tuple[list[ProcessReport], list[str]]:
+        """The block has ended: its children's reports, and notes on those without one (still running, killed);
+        what `for_watch` put in is taken out."""
         try:
-            if report is not None:
-                reports, notes = self.collect()
-                merge_children(report, reports, notes)
+            return self.collect()
         finally:
             self.remove_folder()
             _unhook_terminate()
+
+    def reports_of(self, pids: list[int], ended: str) -> tuple[list[ProcessReport], list[str]]:
+        """The reports of the children ``pids`` written so far (the folder stays: the follower collects them again
+        at its own end), and a note for each one still running (``ended``: what it outlived)."""
+        reports, notes = [], []
+        for pid in pids:
+            path = os.path.join(self.folder, f"{pid}.json") if self.folder is not None else None
+            try:
+                with open(path, encoding="utf-8") as handle:  # type: ignore[arg-type]
+                    reports.append(ProcessReport.from_dict(json.load(handle)))
+                continue
+            except (OSError, TypeError, ValueError, KeyError):
+                pass
+            state = f"was still running when {ended}" if _alive(pid) else "ended without a report (killed)"
+            notes.append(f"child process {self._shown(pid)} {state}: its syncs are not counted here")
+        return reports, notes
 
     def stop(self) -> None:
         """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
@@ -215,9 +225,7 @@ class ForkedChildren:
             if self in _followers:
                 _followers.remove(self)
             threads.unhook_process_start()
-            import subprocess
-
-            subprocess.Popen.__init__ = self._popen_init
+            threads.unhook_popen()
             _unhook_terminate()
             self._installed = False
 
@@ -500,15 +508,14 @@ class SpawnedTarget:
                 watch.__exit__(None, None, None)
 
 
-def _called_by_the_program() -> bool:
-    """Whether the subprocess being started is the program's own (its code called subprocess), not a library's
-    (torch.compile's compile workers, a package's helpers)."""
+def called_by_the_program(frame: Any) -> bool:
+    """Whether the subprocess being started from ``frame`` (the caller of ``Popen.__init__``) is the program's own
+    (its code called subprocess), not a library's (torch.compile's compile workers, a package's helpers)."""
     import subprocess
 
     from .capture.sites import UserFiles
 
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename in (subprocess.__file__, __file__):
+    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename in UserFiles()
 
@@ -516,7 +523,7 @@ def _called_by_the_program() -> bool:
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
 
 
-def _python_program(args: Any, executable: Any = None) -> str | None:
+def python_program(args: Any, executable: Any = None) -> str | None:
     """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
     None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
     if isinstance(args, (str, bytes, os.PathLike)):
@@ -543,6 +550,27 @@ def _python_program(args: Any, executable: Any = None) -> str | None:
         if not arg.startswith("-"):
             return os.path.basename(arg) if arg != "-" else "-"
     return None
+
+
+def followed_reports(started: list[tuple[ForkedChildren, int]]) -> tuple[list[ProcessReport], list[str]]:
+    """For a watch whose children a follower of the process's children took (``started``: (follower, pid)), the
+    reports of those that ended, and notes on the others."""
+    reports, notes = [], []
+    for follower_of in dict.fromkeys(f for f, _ in started):
+        more, more_notes = follower_of.reports_of([pid for f, pid in started if f is follower_of], "the block ended")
+        reports += more
+        notes += more_notes
+    return reports, notes
+
+
+def pass_to_parents(recorder: Any, reports: list[ProcessReport], notes: list[str]) -> None:
+    """A watch's children's reports count for the recorders around it too (an outer watch, a ``%%syncfree`` cell),
+    up to the one whose follower collects them itself (syncfree run's, a watched test's)."""
+    parent = recorder.parent
+    while parent is not None and not any(f.collects_for(parent) for f in _followers):
+        parent.inherited_children.extend(reports)
+        parent.inherited_notes.extend(notes)
+        parent = parent.parent
 
 
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:

@@ -264,7 +264,7 @@ def _children_of(watch):
     from .processes import ForkedChildren, merge_children
     from .session import _running_recorder
 
-    children = ForkedChildren(_running_recorder, watch_settings=watch.child_settings())
+    children = ForkedChildren(_running_recorder, watch_settings=watch.child_settings(), collector=watch)
     children.start()
     try:
         yield

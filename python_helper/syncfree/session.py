@@ -544,9 +544,19 @@ class Watch:
             finally:
                 recorder.boundary = None  # no frame kept alive past the block
             report = _watch_report(self.engine, recorder)
+            # The child processes the block started: their syncs are its own, and those of the watches around it.
             children, recorder.children = recorder.children, None
-            if children is not None:  # the child processes the block started: their syncs are its own
-                children.end_watch(report)
+            reports, notes = children.end_watch() if children is not None else ([], [])
+            if recorder.followed_children:  # started while syncfree run's or a test's follower took them
+                from .processes import followed_reports
+
+                more, more_notes = followed_reports(recorder.followed_children)
+                reports, notes = reports + more, notes + more_notes
+            if reports or notes:
+                from .processes import merge_children, pass_to_parents
+
+                merge_children(report, reports, notes)
+                pass_to_parents(recorder, reports, notes)
         self.report = report
         if self._parent is not None:
             self._parent.report = report
@@ -574,7 +584,7 @@ class Watch:
                 recorder.boundary = None
                 children, recorder.children = recorder.children, None
                 if children is not None:
-                    children.end_watch(None)
+                    children.end_watch()
 
     def _syncs_so_far(self) -> int:
         recorder = self._recorder
@@ -720,6 +730,7 @@ def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:
 
 def _watch_report(engine: Engine, recorder) -> WatchReport:
     kept, allowed = _split_allowed(recorder.sites)
+    kept += recorder.inherited_sites()  # the children of the watches inside it (recorder.syncs counts them)
     fields = recorder.report_fields()
     # The recorder's note on syncs outside the cell's code is the report's own
     # "outside your code" line here, in the words of files rather than cells.
@@ -879,7 +890,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         return None
 
     # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.
-    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=runner.child_settings())
+    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=runner.child_settings(),
+                              collector=runner)
     try:
         runner.__enter__()
         try:

@@ -126,6 +126,14 @@ class SyncRecorder:
         self.cuda = False
         self.notes: list[str] = []
         self.unwatched_children: list[str] = []  # child processes its code started that nothing followed
+        self.unwatched_programs: list[str] = []  # Python programs its code started with subprocess (threads.py)
+        # What the child processes of the watches inside this recorder synchronized (syncfree.processes
+        # .ProcessReport), and their notes: this recorder counts them as it counts the watches' own syncs.
+        self.inherited_children: list = []
+        self.inherited_notes: list[str] = []
+        # (follower, pid) of the children its code started while a follower of the process's children took them
+        # (syncfree run, a watched test): a watch reads their reports at its end too (session.Watch._end).
+        self.followed_children: list = []
         # How a watch's child processes watch their targets (Watch: mode, engine, ...; None: they are only named),
         # and the follower of those it started (syncfree.processes.ForkedChildren.for_watch; capture/threads.py).
         self.child_settings: dict | None = None
@@ -574,7 +582,28 @@ class SyncRecorder:
     def syncs(self) -> int:
         """Every sync seen, on a cell line or not."""
         return (sum(s.count for s in self._table.sites()) + self._table.overflow.count
-                + sum(t.count for t in self._outside.values()))
+                + sum(t.count for t in self._outside.values()) + sum(r.syncs for r in self.inherited_children))
+
+    def inherited_sites(self) -> list[SyncSite]:
+        """The sites of `inherited_children`, marked with the child processes' names; for a recorder of cells, in
+        the cells' lines (a site with no line in a cell is counted in the totals only: `report_fields`)."""
+        if not self.inherited_children:
+            return []
+        from ..processes import child_sites
+
+        sites = child_sites(self.inherited_children)
+        cells = self._cell_files
+        if isinstance(cells, UserFiles):
+            return sites
+        kept = []
+        for site in sites:
+            if site.files:
+                lines = tuple(line + cells[name] for line, name in zip(site.chain, site.files) if name in cells)
+                if not lines:
+                    continue
+                site.chain, site.files = lines, None
+            kept.append(site)
+        return kept
 
     def report_fields(self) -> dict:
         """Keyword arguments for `syncfree.report.build_report` (all but source/device)."""
@@ -590,12 +619,25 @@ class SyncRecorder:
             shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
             notes.append(f"{len(names)} child process{'' if one else 'es'} started here ({shown}) ran unwatched: "
                          f"{'its' if one else 'their'} syncs are not counted")
+        if self.unwatched_programs:
+            names = self.unwatched_programs
+            one = len(names) == 1
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            notes.append(f"{len(names)} Python program{'' if one else 's'} started here with subprocess ({shown}) "
+                         f"ran unwatched: {'its' if one else 'their'} syncs are not counted (`syncfree run` "
+                         f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
+        notes.extend(self.inherited_notes)
+        inherited = self.inherited_sites()
+        outside = sum(r.syncs for r in self.inherited_children) - sum(s.count for s in inherited)
+        if outside > 0:
+            notes.append(f"{outside} sync(s) in child processes ran outside the cell's code and are not attributed "
+                         "to a line")
         if self._table.overflow.count:
             notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")
         return {
             "mode": self.mode,
-            "sites": [s.to_report() for s in self._table.sites()],
+            "sites": [s.to_report() for s in self._table.sites() + inherited],
             "syncs": self.syncs,
             "wall_ms": self.wall_ms,
             "error": self.error,

@@ -25,6 +25,12 @@ Three patches, installed by the dispatcher's first recorder and removed by its l
   ``Process`` subclass's own ``run()``), or started by a recorder that is not a watch's (a ``%%syncfree`` cell), is
   named in the recorder's report, never silently left out. torch.compile's own workers are left alone.
 
+* ``subprocess.Popen.__init__`` (one shared replacement, counted: `hook_popen`). A Python program that the
+  program's own code starts with subprocess (``python child.py``, ``-m``, ``-c``) is a program of its own, which
+  nothing watches: it is named in the follower's notes (``syncfree run``, a watched test) or in the report of the
+  recorder whose code started it (a watch, a ``%%syncfree`` cell), so a block whose subprocess synced never
+  passes in silence.
+
 A thread started from a context routed to no watch (the main thread outside a watch,
 another thread of the program) is untouched: its syncs stay unowned (dispatch.py), or go
 to a process recorder. Exactly one of these wrappers runs per thread or task, so a thread
@@ -119,7 +125,13 @@ def _process_start(process: Any) -> Any:
     processes = sys.modules.get("syncfree.processes")
     follower = processes.follower() if processes is not None else None
     if follower is not None:
-        return follower.start_process(_real["process_start"], process)
+        follower.start_process(_real["process_start"], process)
+        recorder = dispatch.owner_here()
+        if recorder is not None and recorder.child_settings is not None and process.pid is not None \
+                and not follower.collects_for(recorder):
+            # a watch inside syncfree run or a watched test: its child's report counts for the watch too
+            recorder.followed_children.append((follower, process.pid))
+        return None
     recorder = dispatch.owner_here()
     if recorder is None or _compile_worker(sys._getframe(1)):
         return _real["process_start"](process)
@@ -138,6 +150,56 @@ def _process_start(process: Any) -> Any:
 
 
 _process_users = 0  # recorders' patch sets and followers that need _process_start in place
+_popen_users = 0  # the same for _popen_init
+
+
+def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
+    """``subprocess.Popen.__init__``: a Python program that the program's own code starts is named in the notes of
+    the follower of the process's children, else of the recorder whose code started it (it runs unwatched)."""
+    real = _real["popen_init"]
+    processes = sys.modules.get("syncfree.processes")
+    follower = processes.follower() if processes is not None else None
+    recorder = dispatch.owner_here() if follower is None else None
+    if follower is None and recorder is None:
+        return real(popen, args, *rest, **kwargs)
+    from .. import processes
+
+    program = processes.python_program(args, kwargs.get("executable"))
+    if program is not None and not processes.called_by_the_program(sys._getframe(1)):
+        program = None
+    real(popen, args, *rest, **kwargs)
+    if program is not None:
+        (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+    return None
+
+
+def hook_popen() -> None:
+    """Put `_popen_init` in ``subprocess.Popen.__init__`` for one more user (counted, as `hook_process_start`)."""
+    global _popen_users
+    import subprocess
+
+    if _popen_users == 0 and vars(subprocess.Popen).get("__init__") is not _popen_init:
+        _real["popen_init"] = vars(subprocess.Popen)["__init__"]
+        subprocess.Popen.__init__ = _popen_init
+    _popen_users += 1
+
+
+def unhook_popen(recorder: Any = None) -> None:
+    """One user fewer; the last one puts the original back (one the program put over it stays: ``recorder``'s
+    report says so)."""
+    global _popen_users
+    if _popen_users == 0:
+        return
+    _popen_users -= 1
+    if _popen_users == 0:
+        import subprocess
+
+        current = vars(subprocess.Popen).get("__init__")
+        if current is _popen_init:
+            subprocess.Popen.__init__ = _real["popen_init"]
+        elif recorder is not None:
+            recorder.note("subprocess.Popen.__init__ was replaced during the run; syncfree left the replacement "
+                          "in place")
 
 
 def hook_process_start() -> None:
@@ -189,6 +251,7 @@ def install() -> None:
     _replace(threading.Thread, "start", _start, "start")
     _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
     hook_process_start()  # after the two: remove() unhooks only when they are in
+    hook_popen()
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
@@ -202,6 +265,7 @@ def remove(recorder: Any) -> None:
     """Take the patches out (idempotent; the caller holds dispatch._lock). A function the
     program put over one stays, and ``recorder``'s report says so."""
     if _installed:
+        unhook_popen(recorder)
         unhook_process_start(recorder)
     while _installed:
         owner, name, original, replacement = _installed[-1]
