@@ -342,6 +342,33 @@ def test_a_sync_free_block_of_the_program_counts_its_children_as_under_python(tm
     assert (row["line"], row["count"]) == (4, 2), row
 
 
+def test_the_grandchildren_of_a_sync_free_block_count_for_it_under_the_run(tmp_path):
+    # A rank's own children (its DataLoader workers) are the block's too: 2 ranks and 2 grandchildren, one sync each.
+    write(tmp_path, "tree.py", """\
+        import multiprocessing, syncfree, torch
+
+        def leaf():
+            torch.ones(2, device="cuda").sum().item()
+
+        def rank():
+            child = multiprocessing.get_context("fork").Process(target=leaf)
+            child.start(); child.join()
+            torch.ones(2, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            try:
+                with syncfree.sync_free():
+                    ranks = [multiprocessing.get_context("fork").Process(target=rank) for _ in range(2)]
+                    [r.start() for r in ranks]
+                    [r.join() for r in ranks]
+            except syncfree.SyncError as error:
+                print(str(error).splitlines()[0])
+        """)
+    done = syncfree("run", "--format", "json", "tree.py", cwd=tmp_path)
+    assert done.stderr == "would synchronize 4 times, budget 0\n", done.stderr
+    assert sorted((row["line"], row["count"]) for row in json.loads(done.stdout)) == [(4, 2), (9, 2)]
+
+
 def test_a_python_program_the_run_starts_with_subprocess_is_named(tmp_path):
     # Its syncs are its own program's: not in this report, and not without a word.
     write(tmp_path, "child.py", "print('child')\n")

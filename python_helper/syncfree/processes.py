@@ -200,14 +200,22 @@ class ForkedChildren:
         """The reports of the children ``pids`` written so far (the folder stays: the follower collects them again
         at its own end), and a note for each one still running (``ended``: what it outlived)."""
         reports, notes = [], []
-        for pid in pids:
+        pending, seen = list(pids), set()
+        while pending:
+            pid = pending.pop(0)
+            if pid in seen:
+                continue
+            seen.add(pid)
             path = os.path.join(self.folder, f"{pid}.json") if self.folder is not None else None
             try:
                 with open(path, encoding="utf-8") as handle:  # type: ignore[arg-type]
-                    reports.append(ProcessReport.from_dict(json.load(handle)))
-                continue
+                    report = ProcessReport.from_dict(json.load(handle))
             except (OSError, TypeError, ValueError, KeyError):
-                pass
+                report = None
+            if report is not None:
+                reports.append(report)
+                pending += report.forked  # its own children (a rank's DataLoader workers) are the block's too
+                continue
             state = f"was still running when {ended}" if _alive(pid) else "ended without a report (killed)"
             notes.append(f"child process {self._shown(pid)} {state}: its syncs are not counted here")
         return reports, notes
