@@ -78,3 +78,39 @@ def test_a_forked_child_is_reported_apart_with_its_status(tmp_path):
     assert done.returncode == 1 and "child exit 7" in done.stdout, out
     assert done.stdout.count("syncs at") + done.stdout.count("sync at") == 1, out
     assert "train.py:3:1: SF101 " in done.stdout and "ran without a sync" in done.stdout, out
+
+
+@pytest.mark.parametrize("engine", ["debug", "cupti"])
+def test_a_sync_free_block_of_the_program_counts_its_cuda_ranks_as_under_python(tmp_path, engine):
+    """Under syncfree run the run's follower takes the ranks a program starts; the program's own sync_free block
+    around them passed where plain python raised. Both raise now, and the run counts the ranks' syncs once."""
+    if engine == "cupti":
+        from syncfree.capture.engines import cupti_problem
+
+        if cupti_problem() is not None:
+            pytest.skip(f"CUPTI engine unavailable: {cupti_problem()}")
+    write(tmp_path, f"""\
+        import multiprocessing, syncfree, torch
+
+        def rank(i):
+            torch.ones(8, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            try:
+                with syncfree.sync_free(engine="{engine}"):
+                    ranks = [multiprocessing.get_context("spawn").Process(target=rank, args=(i,)) for i in range(2)]
+                    [r.start() for r in ranks]
+                    [r.join() for r in ranks]
+                print("passed")
+            except syncfree.SyncError as error:
+                print(str(error).splitlines()[0])
+        """)
+    plain = subprocess.run([sys.executable, "train.py"], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                           timeout=300)
+    done = syncfree(tmp_path, "--engine", engine, "--format", "json", "train.py")
+    print(f"\nsyncfree-gpu: sync_free around spawned CUDA ranks under syncfree run --engine {engine}: python "
+          f"{plain.stdout.strip()!r}, syncfree run {done.stderr.strip()!r}")
+    assert plain.stdout.startswith("synchronized 2 times"), plain.stdout + plain.stderr
+    assert done.stderr.startswith("synchronized 2 times"), done.stderr
+    rows = [row for row in json.loads(done.stdout) if row["line"] == 4]
+    assert [row["count"] for row in rows] == [2], done.stdout
