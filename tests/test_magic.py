@@ -327,16 +327,26 @@ def test_without_cuda_the_cell_is_predicted_or_static(ip, monkeypatch):
     assert "predict mode is unavailable" in report["notes"][0]
 
 
-def test_a_cell_names_the_child_processes_it_starts(ip):
-    # A cell does not follow its children (a watch, syncfree run and pytest do): their syncs are not in its report,
-    # and the report says so rather than leaving them out silently.
-    cell = ("%%syncfree --mode predict\nimport multiprocessing, os\n"
-            "child = multiprocessing.get_context('fork').Process(target=os.getpid, name='Loader')\n"
-            "child.start(); child.join()\n")
+def test_a_cell_counts_the_syncs_of_the_child_processes_it_starts(ip):
+    # A cell follows its children as a watch does (their syncs were left out, named in a note): a child's target
+    # runs under a watch of its own and its syncs are the cell's, at the cell's lines. A child without a target (a
+    # Process subclass's own run()) is still named.
+    cell = ("%%syncfree --mode predict\nimport multiprocessing, torch\n"
+            "def load(n):\n    for _ in range(n):\n        torch.ones(2, device='cuda').sum().item()\n"
+            "child = multiprocessing.get_context('fork').Process(target=load, args=(2,), name='Loader')\n"
+            "child.start(); child.join()\n"
+            "class Own(multiprocessing.get_context('fork').Process):\n    def run(self):\n        pass\n"
+            "own = Own(name='OwnRun'); own.start(); own.join()\n")
     result, _, bundles = run(ip, cell)
     assert result.success
-    notes = the_report(bundles)["notes"]
-    assert any(note.startswith("1 child process started here (Loader) ran unwatched") for note in notes), notes
+    report = the_report(bundles)
+    assert report["totals"]["syncs"] == 2, report["totals"]
+    [site] = report["sites"]
+    assert (site["line"], site["kind"], site["count"]) == (5, "item", 2), site
+    assert site["message"].endswith("(predicted on CPU) (in child process Loader)"), site["message"]
+    assert not any("Loader" in note for note in report["notes"]), report["notes"]
+    assert any(note.startswith("1 child process started here (OwnRun) ran unwatched")
+               for note in report["notes"]), report["notes"]
 
 
 def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):

@@ -32,7 +32,16 @@ from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.sites import MAX_FRAMES
 from .report import MAX_FINDINGS, display_report
-from .session import Engine, cell_report, choose_engine, describe_error, hide_engine_frames, new_recorder
+from .session import (
+    Engine,
+    cell_report,
+    child_settings,
+    choose_engine,
+    describe_error,
+    end_children,
+    hide_engine_frames,
+    new_recorder,
+)
 
 MAGIC = "%%syncfree"
 SHOWN_NAME = "__syncfree_shown__"  # the value of a cell's last expression, for its repr (_compile)
@@ -303,9 +312,15 @@ class SyncfreeMagics(Magics):
         recorder = new_recorder(engine, files=files, findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
+        # The multiprocessing children the cell starts watch their targets as the cell is watched; their syncs
+        # are the cell's (capture/threads.py, session.end_children).
+        recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
         try:
-            with recorder:
-                value = self._execute(compiled)
+            try:
+                with recorder:
+                    value = self._execute(compiled)
+            finally:
+                end_children(recorder)
         except BaseException as exc:
             hide_engine_frames(exc)
             if text.own_cell:
@@ -538,6 +553,7 @@ class SyncfreeMagics(Magics):
                                 findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
+        recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         # Kept before it is entered: an interrupt between the two would otherwise leave a
         # running recorder that nothing ends (exiting one never entered is harmless).
@@ -558,10 +574,13 @@ class SyncfreeMagics(Magics):
             # cell); forgotten however its exit ends (a Ctrl-C held back during the exit is
             # raised as soon as it is done).
             try:
-                if error is not None:
-                    recorder.__exit__(type(error), error, error.__traceback__)
-                else:
-                    recorder.__exit__(None, None, None)
+                try:
+                    if error is not None:
+                        recorder.__exit__(type(error), error, error.__traceback__)
+                    else:
+                        recorder.__exit__(None, None, None)
+                finally:
+                    end_children(recorder)
             finally:
                 self._watched = None
             if recorder.syncs or recorder.stopped_by_sync:

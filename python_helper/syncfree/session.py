@@ -471,14 +471,8 @@ class Watch:
         return call
 
     def child_settings(self) -> dict[str, Any] | None:
-        """How a child process started under this watch watches its target (syncfree.processes.SpawnedTarget):
-        this watch's mode (error mode's stand-in stops at the first sync as well), engine, measure_blocked and
-        max_frames; None: the static engine, nothing to run children under."""
-        engine = self.engine
-        if engine.mode == "static":
-            return None
-        return {"mode": "error" if getattr(engine, "stop_at_first", False) else engine.mode,
-                "engine": engine.engine, "measure_blocked": self.measure_blocked, "max_frames": self.max_frames}
+        """How a child process started under this watch watches its target (`child_settings`)."""
+        return child_settings(self.engine, self.measure_blocked, self.max_frames)
 
     # ------------------------------------------------------------------ steps
 
@@ -726,6 +720,26 @@ def _split_allowed(sites) -> tuple[list[SyncSite], list[SyncSite]]:
         line = linecache.getline(site.file, site.line) if site.file else ""
         (allowed if line and allowed_by_comment(line, site.kind, site.rule) else kept).append(site)
     return kept, allowed
+
+
+def child_settings(engine: Engine, measure_blocked: bool, max_frames: int) -> dict[str, Any] | None:
+    """How a child process started under a watch or a ``%%syncfree`` cell watches its target
+    (syncfree.processes.SpawnedTarget): the engine's mode (error mode's stand-in stops at the first sync as well),
+    engine, measure_blocked and max_frames; None: the static engine, nothing to run children under."""
+    if engine.mode == "static":
+        return None
+    return {"mode": "error" if getattr(engine, "stop_at_first", False) else engine.mode,
+            "engine": engine.engine, "measure_blocked": measure_blocked, "max_frames": max_frames}
+
+
+def end_children(recorder) -> None:
+    """The child processes a cell's recorder followed (capture/threads.py): their reports, and notes on those
+    without one, join what the recorder counts (`SyncRecorder.inherited_children`)."""
+    children, recorder.children = recorder.children, None
+    if children is not None:
+        reports, notes = children.end_watch()
+        recorder.inherited_children.extend(reports)
+        recorder.inherited_notes.extend(notes)
 
 
 def _watch_report(engine: Engine, recorder) -> WatchReport:

@@ -126,15 +126,18 @@ class SyncSite(SyncTally):
     @property
     def message(self) -> str:
         inside = f" inside {self.library.package}" if self.library is not None else ""
+        where = ""
+        if self.process:  # the syncs of child processes (a notebook cell's DataLoader workers, a watch's ranks)
+            where = f" (in child process{'es' if ', ' in self.process else ''} {self.process})"
         if self.predicted:
-            return f"{self.label} would sync {self.count}x{inside} (predicted on CPU)"
+            return f"{self.label} would sync {self.count}x{inside} (predicted on CPU){where}"
         text = f"{self.label} synced {self.count}x{inside}"
         blocked = self.blocked_ms
         if blocked is not None:
             text += f", blocked {blocked:.1f} ms"
         if self.thread:
             text += f" (thread {self.thread})"
-        return text
+        return text + where
 
     def to_report(self) -> dict:
         site = {
