@@ -452,6 +452,31 @@ def test_the_children_of_a_watch_inside_a_sync_free_block_count_for_the_block(me
     assert sorted((s.count, s.process) for s in outer.sites) == [(1, None), (3, "Rank-0, Rank-1")], outer.text()
 
 
+def test_a_process_hook_the_program_replaces_during_a_watch_stays_and_is_named():
+    # BaseProcess.start and Popen.__init__ are shared, counted replacements: one the program put over ours stays (taking
+    # it out would undo the program's), and the report says so; the originals are back once the program's goes.
+    original_start, original_init = vars(multiprocessing.process.BaseProcess)["start"], vars(subprocess.Popen)["__init__"]
+
+    def programs_start(self):
+        return original_start(self)
+
+    def programs_init(self, *args, **kwargs):
+        return original_init(self, *args, **kwargs)
+
+    try:
+        with syncfree.watch() as w:
+            multiprocessing.process.BaseProcess.start = programs_start
+            subprocess.Popen.__init__ = programs_init
+        assert vars(multiprocessing.process.BaseProcess)["start"] is programs_start
+        assert vars(subprocess.Popen)["__init__"] is programs_init
+        for name in ("multiprocessing.process.BaseProcess.start", "subprocess.Popen.__init__"):
+            assert f"{name} was replaced during the run; syncfree left the replacement in place" in w.report.notes, \
+                w.report.notes
+    finally:
+        multiprocessing.process.BaseProcess.start = original_start
+        subprocess.Popen.__init__ = original_init
+
+
 def _wait_for(running, release):
     running.set()
     release.wait(60)

@@ -119,7 +119,7 @@ def snapshot() -> dict:
                           vars(torch._ops.OpOverload)["__call__"],
                           vars(torch._ops.OpOverloadPacket)["__call__"])
     state["thread_patches"] = list(capture_threads._installed)
-    state["shared_hooks"] = (capture_threads._process_users, capture_threads._popen_users)
+    state["shared_hooks"] = (capture_threads._process_patch.users, capture_threads._popen_patch.users)
     state["cuda_available_here"] = torch.cuda.is_available()
     state["cycle_collector"] = gc.isenabled()  # the static pass and big cells hold it off for a while
     return state

@@ -41,6 +41,7 @@ the watch, which passes them on to its parent, the run's recorder (each counts t
 from __future__ import annotations
 
 import concurrent.futures.thread as _futures_thread
+import subprocess
 import sys
 import threading
 from multiprocessing import process as _mp_process
@@ -149,8 +150,33 @@ def _process_start(process: Any) -> Any:
     return None
 
 
-_process_users = 0  # recorders' patch sets and followers that need _process_start in place
-_popen_users = 0  # the same for _popen_init
+class _SharedPatch:
+    """One shared replacement of ``owner.name``, counted: each user (the thread patches, a follower of child
+    processes) hooks it once and unhooks it once, and the last one out puts the original back, so that users that end
+    in any order leave no layer behind. The original is ``_real[key]``."""
+
+    def __init__(self, owner: Any, name: str, replacement: Any, key: str) -> None:
+        self.owner, self.name, self.replacement, self.key = owner, name, replacement, key
+        self.users = 0
+
+    def hook(self) -> None:
+        if self.users == 0 and vars(self.owner).get(self.name) is not self.replacement:
+            _real[self.key] = vars(self.owner)[self.name]
+            setattr(self.owner, self.name, self.replacement)
+        self.users += 1
+
+    def unhook(self, recorder: Any = None) -> None:
+        """One user fewer (a replacement the program put over ours stays: ``recorder``'s report says so)."""
+        if self.users == 0:
+            return
+        self.users -= 1
+        if self.users == 0:
+            current = vars(self.owner).get(self.name)
+            if current is self.replacement:
+                setattr(self.owner, self.name, _real[self.key])
+            elif recorder is not None:
+                recorder.note(f"{self.owner.__module__}.{self.owner.__qualname__}.{self.name} was replaced during "
+                              "the run; syncfree left the replacement in place")
 
 
 def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
@@ -173,59 +199,12 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     return None
 
 
-def hook_popen() -> None:
-    """Put `_popen_init` in ``subprocess.Popen.__init__`` for one more user (counted, as `hook_process_start`)."""
-    global _popen_users
-    import subprocess
-
-    if _popen_users == 0 and vars(subprocess.Popen).get("__init__") is not _popen_init:
-        _real["popen_init"] = vars(subprocess.Popen)["__init__"]
-        subprocess.Popen.__init__ = _popen_init
-    _popen_users += 1
-
-
-def unhook_popen(recorder: Any = None) -> None:
-    """One user fewer; the last one puts the original back (one the program put over it stays: ``recorder``'s
-    report says so)."""
-    global _popen_users
-    if _popen_users == 0:
-        return
-    _popen_users -= 1
-    if _popen_users == 0:
-        import subprocess
-
-        current = vars(subprocess.Popen).get("__init__")
-        if current is _popen_init:
-            subprocess.Popen.__init__ = _real["popen_init"]
-        elif recorder is not None:
-            recorder.note("subprocess.Popen.__init__ was replaced during the run; syncfree left the replacement "
-                          "in place")
-
-
-def hook_process_start() -> None:
-    """Put `_process_start` in ``BaseProcess.start`` for one more user (the thread patches, a follower of child
-    processes). One shared replacement, counted, so that users that end in any order leave no layer behind."""
-    global _process_users
-    if _process_users == 0 and vars(_mp_process.BaseProcess).get("start") is not _process_start:
-        _real["process_start"] = vars(_mp_process.BaseProcess)["start"]
-        _mp_process.BaseProcess.start = _process_start
-    _process_users += 1
-
-
-def unhook_process_start(recorder: Any = None) -> None:
-    """One user fewer; the last one puts the original back (one the program put over it stays: ``recorder``'s
-    report says so)."""
-    global _process_users
-    if _process_users == 0:
-        return
-    _process_users -= 1
-    if _process_users == 0:
-        current = vars(_mp_process.BaseProcess).get("start")
-        if current is _process_start:
-            _mp_process.BaseProcess.start = _real["process_start"]
-        elif recorder is not None:
-            recorder.note("multiprocessing.process.BaseProcess.start was replaced during the run; syncfree left "
-                          "the replacement in place")
+_process_patch = _SharedPatch(_mp_process.BaseProcess, "start", _process_start, "process_start")
+_popen_patch = _SharedPatch(subprocess.Popen, "__init__", _popen_init, "popen_init")
+#: `_process_start` in ``BaseProcess.start`` / `_popen_init` in ``subprocess.Popen.__init__`` for one more user, and
+#: one fewer.
+hook_process_start, unhook_process_start = _process_patch.hook, _process_patch.unhook
+hook_popen, unhook_popen = _popen_patch.hook, _popen_patch.unhook
 
 
 _STARTERS = ("multiprocessing", "concurrent")  # the standard library's process starters
