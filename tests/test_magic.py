@@ -406,6 +406,22 @@ def test_error_mode_traceback_ends_at_the_cell_line(ip):
     assert "File " not in tail and "RuntimeError: called a synchronizing CUDA operation" in tail
 
 
+def test_watch_mode_counts_the_syncs_of_a_cells_child_processes(ip):
+    ip.run_line_magic("syncfree", "on --mode predict --quiet")
+    try:
+        run(ip, "import multiprocessing, torch\ndef load():\n    torch.ones(2, device='cuda').sum().item()\n")
+        run(ip, "child = multiprocessing.get_context('fork').Process(target=load, name='Loader')\n"
+                "child.start(); child.join()\n")
+        report = ip.user_ns["_syncfree_report"]
+        assert report["totals"]["syncs"] == 1, report
+        [site] = report["sites"]
+        # load() is another cell's: the sync is put on the line of this cell that started the child
+        assert (site["line"], site["count"]) == (2, 1), site
+        assert site["message"].endswith("(in child process Loader)"), site
+    finally:
+        ip.run_line_magic("syncfree", "off")
+
+
 def test_watch_mode_error_traceback_ends_at_the_cell_line_and_the_hook_is_removed(ip):
     ip.run_line_magic("syncfree", "on --mode error --quiet")
     try:

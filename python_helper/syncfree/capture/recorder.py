@@ -134,6 +134,7 @@ class SyncRecorder:
         # (follower, pid) of the children its code started while a follower of the process's children took them
         # (syncfree run, a watched test): a watch reads their reports at its end too (session.Watch._end).
         self.followed_children: list = []
+        self._child_lines: dict[int, int] = {}  # a recorder of cells: pid -> the cell line that started the child
         # How a watch's child processes watch their targets (Watch: mode, engine, ...; None: they are only named),
         # and the follower of those it started (syncfree.processes.ForkedChildren.for_watch; capture/threads.py).
         self.child_settings: dict | None = None
@@ -584,26 +585,48 @@ class SyncRecorder:
         return (sum(s.count for s in self._table.sites()) + self._table.overflow.count
                 + sum(t.count for t in self._outside.values()) + sum(r.syncs for r in self.inherited_children))
 
-    def inherited_sites(self) -> list[SyncSite]:
-        """The sites of `inherited_children`, marked with the child processes' names; for a recorder of cells, in
-        the cells' lines (a site with no line in a cell is counted in the totals only: `report_fields`)."""
-        if not self.inherited_children:
-            return []
-        from ..processes import child_sites
-
-        sites = child_sites(self.inherited_children)
+    def child_started(self, pid: int, frame: FrameType | None) -> None:
+        """A child process this recorder follows was started from ``frame``: for a recorder of cells, the cell line
+        that started it is where its syncs go when none of their lines is in the cell (its target was defined in
+        another cell or a module)."""
         cells = self._cell_files
         if isinstance(cells, UserFiles):
-            return sites
-        kept = []
-        for site in sites:
-            if site.files:
-                lines = tuple(line + cells[name] for line, name in zip(site.chain, site.files) if name in cells)
-                if not lines:
-                    continue
-                site.chain, site.files = lines, None
-            kept.append(site)
-        return kept
+            return
+        while frame is not None:
+            offset = cells.get(frame.f_code.co_filename)
+            if offset is not None:
+                self._child_lines[pid] = frame.f_lineno + offset
+                return
+            frame = frame.f_back
+
+    def inherited_sites(self) -> list[SyncSite]:
+        """The sites of `inherited_children`, marked with the child processes' names; for a recorder of cells, in
+        the cells' lines: the child's own lines in the cell, else the line that started the child (a site with
+        neither is counted in the totals only: `report_fields`)."""
+        if not self.inherited_children:
+            return []
+        from dataclasses import replace
+
+        from ..processes import child_sites
+
+        cells = self._cell_files
+        if isinstance(cells, UserFiles):
+            return child_sites(self.inherited_children)
+        reports = []
+        for report in self.inherited_children:
+            sites = []
+            for fields in report.sites:
+                files = fields.get("files")
+                if files:
+                    lines = [line + cells[name] for line, name in zip(fields["chain"], files) if name in cells]
+                    if not lines and report.pid in self._child_lines:
+                        lines = [self._child_lines[report.pid]]
+                    if not lines:
+                        continue
+                    fields = {**fields, "chain": lines, "files": None}
+                sites.append(fields)
+            reports.append(replace(report, sites=sites))
+        return child_sites(reports)
 
     def report_fields(self) -> dict:
         """Keyword arguments for `syncfree.report.build_report` (all but source/device)."""

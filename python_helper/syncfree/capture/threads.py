@@ -143,6 +143,7 @@ def _process_start(process: Any) -> Any:
 
             recorder.children = processes.ForkedChildren.for_watch(settings)
         if recorder.children.start_process(_real["process_start"], process):
+            recorder.child_started(process.pid, sys._getframe(1))
             return None
     else:
         _real["process_start"](process)
