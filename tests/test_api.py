@@ -452,6 +452,27 @@ def test_the_children_of_a_watch_inside_a_sync_free_block_count_for_the_block(me
     assert sorted((s.count, s.process) for s in outer.sites) == [(1, None), (3, "Rank-0, Rank-1")], outer.text()
 
 
+def test_a_process_a_block_forks_with_os_fork_is_named():
+    # A child forked with os.fork() itself runs the block's code on in a copy of the watch that reports nowhere: a
+    # sync_free block whose forked child synced passed with nothing said. Only syncfree run follows os.fork; a watch
+    # names such a child. A multiprocessing fork (followed) is not named so.
+    with syncfree.sync_free() as w:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        child = multiprocessing.get_context("fork").Process(target=os.getpid)
+        child.start()
+        child.join()
+    assert [n for n in w.report.notes if "os.fork" in n] == [
+        "1 process forked here with os.fork() ran unwatched: its syncs are not counted (`syncfree run` follows "
+        "os.fork)"], w.report.notes
+    pid = os.fork()  # outside any watch: nobody's
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+
 def test_a_process_hook_the_program_replaces_during_a_watch_stays_and_is_named():
     # BaseProcess.start and Popen.__init__ are shared, counted replacements: one the program put over ours stays (taking
     # it out would undo the program's), and the report says so; the originals are back once the program's goes.

@@ -127,6 +127,7 @@ class SyncRecorder:
         self.notes: list[str] = []
         self.unwatched_children: list[str] = []  # child processes its code started that nothing followed
         self.unwatched_programs: list[str] = []  # Python programs its code started with subprocess (threads.py)
+        self.unwatched_forks = 0  # processes its code forked with os.fork() while nothing followed them (threads.py)
         # What the child processes of the watches inside this recorder synchronized (syncfree.processes
         # .ProcessReport), and their notes: this recorder counts them as it counts the watches' own syncs.
         self.inherited_children: list = []
@@ -649,6 +650,11 @@ class SyncRecorder:
             notes.append(f"{len(names)} Python program{'' if one else 's'} started here with subprocess ({shown}) "
                          f"ran unwatched: {'its' if one else 'their'} syncs are not counted (`syncfree run` "
                          f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
+        if self.unwatched_forks:
+            one = self.unwatched_forks == 1
+            notes.append(f"{self.unwatched_forks} process{'' if one else 'es'} forked here with os.fork() ran "
+                         f"unwatched: {'its' if one else 'their'} syncs are not counted (`syncfree run` follows "
+                         "os.fork)")
         notes.extend(self.inherited_notes)
         inherited = self.inherited_sites()
         outside = sum(r.syncs for r in self.inherited_children) - sum(s.count for s in inherited)

@@ -41,6 +41,7 @@ the watch, which passes them on to its parent, the run's recorder (each counts t
 from __future__ import annotations
 
 import concurrent.futures.thread as _futures_thread
+import os
 import subprocess
 import sys
 import threading
@@ -120,9 +121,38 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         dispatch._owner.reset(token)
 
 
+_starting = threading.local()  # depth: a multiprocessing child is being started in this thread (_process_start)
+
+
+def _after_fork_in_parent() -> None:
+    """``os.register_at_fork``: a process that a recorder's code forks with ``os.fork()`` itself (not through
+    multiprocessing, which `_process_start` sees), while nothing follows the process's forks (``syncfree run`` and a
+    watched test patch ``os.fork``), runs unwatched: the recorder counts it and its report names it."""
+    if getattr(_starting, "depth", 0):
+        return
+    processes = sys.modules.get("syncfree.processes")
+    if processes is not None and processes.follower() is not None:
+        return
+    recorder = dispatch.owner_here()
+    if recorder is not None and recorder.running:
+        recorder.unwatched_forks += 1
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; once per process, and it cannot be taken back: it checks, nothing else
+    os.register_at_fork(after_in_parent=_after_fork_in_parent)
+
+
 def _process_start(process: Any) -> Any:
     """``BaseProcess.start``: a follower of the process's children (syncfree.processes) starts it its way; else a
     child that a recorder's code starts is named in that recorder's report."""
+    _starting.depth = getattr(_starting, "depth", 0) + 1
+    try:
+        return _start_child(process)
+    finally:
+        _starting.depth -= 1
+
+
+def _start_child(process: Any) -> Any:
     processes = sys.modules.get("syncfree.processes")
     follower = processes.follower() if processes is not None else None
     if follower is not None:
