@@ -365,6 +365,26 @@ def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):
     assert (site["line"], site["kind"], site["count"]) == (4, "item", 1), site
 
 
+def test_a_child_process_that_outlives_its_cell_ends_as_the_program_made_it_end(ip):
+    # Persistent DataLoader workers outlive the cell that made them: named as still running when the cell ended, and
+    # their report, which nobody reads any more, is not written (it was, into a removed folder: the worker then
+    # exited with status 1, and the DataLoader's shutdown raised "worker exited unexpectedly").
+    cell = ("%%syncfree --mode predict\nimport multiprocessing\n"
+            "started, release = multiprocessing.get_context('fork').Event(), multiprocessing.get_context('fork').Event()\n"
+            "def serve():\n    started.set(); release.wait(60)\n"
+            "worker = multiprocessing.get_context('fork').Process(target=serve, name='Worker')\n"
+            "worker.start(); assert started.wait(60)\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    notes = the_report(bundles)["notes"]
+    worker = ip.user_ns["worker"]
+    assert f"child process Worker (pid {worker.pid}) was still running when the cell ended: its syncs are not " \
+           "counted" in notes, notes
+    ip.user_ns["release"].set()
+    worker.join(60)
+    assert worker.exitcode == 0
+
+
 def test_a_cell_names_the_python_programs_it_starts_with_subprocess(ip):
     # A Python program started with subprocess runs unwatched: its syncs are not the cell's, and the report says so.
     cell = ("%%syncfree --mode predict\nimport subprocess, sys\n"

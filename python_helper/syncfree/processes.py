@@ -389,9 +389,16 @@ class ForkedChildren:
         report = ProcessReport(os.getpid(), _process_name(), status, syncs, [site_fields(s) for s in sites],
                                signum, list(self.forked))
         path = os.path.join(self.folder, f"{os.getpid()}.json")
-        with open(path + ".part", "w", encoding="utf-8") as handle:
-            json.dump(report.to_dict(), handle)
-        os.replace(path + ".part", path)  # the parent never reads half a report
+        try:
+            with open(path + ".part", "w", encoding="utf-8") as handle:
+                json.dump(report.to_dict(), handle)
+            os.replace(path + ".part", path)  # the parent never reads half a report
+        except FileNotFoundError:
+            if os.path.isdir(self.folder):
+                raise
+            # The watch or cell that started this child has ended and named it as still running (persistent
+            # DataLoader workers outlive the cell that made them): nobody reads the report, and the child ends as
+            # the program made it end.
 
 
 # terminate() of a followed child, bounded (see the module's docstring): the children whose SIGTERM a handler of

@@ -586,12 +586,17 @@ class SyncRecorder:
         return (sum(s.count for s in self._table.sites()) + self._table.overflow.count
                 + sum(t.count for t in self._outside.values()) + sum(r.syncs for r in self.inherited_children))
 
+    @property
+    def watches_cells(self) -> bool:
+        """A recorder of notebook cells (a ``%%syncfree`` cell, watch mode), not of user files (a watch, a run)."""
+        return not isinstance(self._cell_files, UserFiles)
+
     def child_started(self, pid: int, frame: FrameType | None) -> None:
         """A child process this recorder follows was started from ``frame``: for a recorder of cells, the cell line
         that started it is where its syncs go when none of their lines is in the cell (its target was defined in
         another cell or a module)."""
         cells = self._cell_files
-        if isinstance(cells, UserFiles):
+        if not self.watches_cells:
             return
         while frame is not None:
             offset = cells.get(frame.f_code.co_filename)

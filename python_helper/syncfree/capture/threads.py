@@ -172,6 +172,8 @@ def _start_child(process: Any) -> Any:
             from .. import processes
 
             recorder.children = processes.ForkedChildren.for_watch(settings)
+            if recorder.watches_cells:
+                recorder.children.ended = "the cell ended"  # what a child still running outlived (its note)
         if recorder.children.start_process(_real["process_start"], process):
             recorder.child_started(process.pid, sys._getframe(1))
             return None
