@@ -273,3 +273,30 @@ def test_once_text_says_the_one_off_syncs_and_the_recurring_rows_first_calls():
     assert once_text([(16, 80.0), (2, None)], [2.0, 1.1]) == (
         ", recurring first; 18 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of the recurring rows")
     assert once_text([(3, None)], []) == ", recurring first; 3 once (setup, compilation)"
+
+
+def test_a_positions_lock_left_held_by_another_thread_costs_a_moment_not_a_deadlock():
+    # A KeyboardInterrupt between a `with`'s acquire and its block can leave the lock held by its thread (a CPython
+    # race, which the leak tests' injected interrupts hit once): another thread's sync then waited for ever in CI.
+    import threading
+
+    from syncfree.capture import sites
+
+    taken, release = threading.Event(), threading.Event()
+
+    def hold():
+        with sites._positions_lock:
+            taken.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert taken.wait(30)
+        code = compile("x = 1\ny = 2\n", "<held>", "exec")
+        assert sites._positions(code) == list(code.co_positions())  # worked out uncached
+        assert id(code) not in sites._positions_cache
+    finally:
+        release.set()
+        holder.join()
+    assert sites._positions(code) == list(code.co_positions()) and id(code) in sites._positions_cache

@@ -796,19 +796,34 @@ def _positions(code: CodeType) -> list | None:
         return None
     # Keyed by id(): hashing a code object hashes its constants, thousands of them for
     # a big cell. The code object is kept with its positions, so its id is not reused.
-    with _positions_lock:
-        cached = _positions_cache.get(id(code))
-        if cached is not None and cached[0] is code:
-            return cached[1]
-        # A 10,000-line cell has some 270,000 instructions: without the cycle collector
-        # running between their tuples (none of them garbage) the list takes a third of
-        # the time.
-        with collector.paused():
-            positions = list(positions_of())
-        _positions_cache[id(code)] = (code, positions)
-        if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
-            del _positions_cache[next(iter(_positions_cache))]
-        return positions
+    # Bounded wait: a KeyboardInterrupt that lands between a `with`'s acquire and its block
+    # leaves the lock held by that thread (a CPython race), and another thread's sync then
+    # waited for ever; it works the positions out uncached instead.
+    if not _positions_lock.acquire(timeout=_POSITIONS_WAIT_S):
+        return list(positions_of())
+    try:
+        return _cached_positions(code, positions_of)
+    finally:
+        _positions_lock.release()
+
+
+_POSITIONS_WAIT_S = 0.5
+
+
+def _cached_positions(code: CodeType, positions_of) -> list:
+    """`_positions` under the lock: from the cache, else worked out and kept."""
+    cached = _positions_cache.get(id(code))
+    if cached is not None and cached[0] is code:
+        return cached[1]
+    # A 10,000-line cell has some 270,000 instructions: without the cycle collector
+    # running between their tuples (none of them garbage) the list takes a third of
+    # the time.
+    with collector.paused():
+        positions = list(positions_of())
+    _positions_cache[id(code)] = (code, positions)
+    if len(_positions_cache) > 4096:  # code objects of finished cells: drop the oldest
+        del _positions_cache[next(iter(_positions_cache))]
+    return positions
 
 
 def instruction_span(code: CodeType, lasti: int, offset: int) -> tuple[int, int, int, int] | None:
