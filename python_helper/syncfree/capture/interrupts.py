@@ -148,8 +148,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
         if not _held_since:
             _held_since.append(now)
         _outstanding.append(signum)
-        threading.Thread(target=_rearm, args=(signum,), name="syncfree-interrupt",
-                         daemon=True).start()
+        _start_rearm(signum)
         return
     _held_since.clear()  # raised now: where it landed, or, held too long, in the engine
     previous = _previous
@@ -165,11 +164,17 @@ def _unraisable(unraisable: Any) -> None:
     in"); while the engine holds SIGINT it is raised again instead, a moment later."""
     if issubclass(unraisable.exc_type, KeyboardInterrupt) and held():
         _outstanding.append(signal.SIGINT)
-        threading.Thread(target=_rearm, args=(signal.SIGINT,), name="syncfree-interrupt",
-                         daemon=True).start()
+        _start_rearm(signal.SIGINT)
         return
     hook = _previous_unraisable[0] if _previous_unraisable else sys.__unraisablehook__
     hook(unraisable)
+
+
+def _start_rearm(signum: int) -> None:
+    """`_rearm` in a thread of its own, started with the low-level ``_thread`` API: ``threading.Thread.start`` is
+    patched while a watch runs (capture/threads.py routes a new thread to the watch), and a thread started through it
+    from here could wait on a lock that the interrupted engine code holds, and the interrupt was then never raised."""
+    _thread.start_new_thread(_rearm, (signum,))
 
 
 def _rearm(signum: int) -> None:
