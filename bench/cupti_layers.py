@@ -12,7 +12,9 @@ Part 2 (run first: it needs a process that never attached CUPTI): what CUPTI cos
 ``x @ w; .item()`` loop and on a small MLP trained with one ``.item()`` a step (the loops of
 bench/overhead.py, compiled as cells), taken apart: subscribed with no callback enabled
 (what CUPTI adds to every CUDA call: the floor under the engine), an empty Python callback
-on the driver layer's blocking calls (cupti-python's cost per callback), one that reads
+enabled on a driver call the loops never make (what CUPTI's dispatch costs every CUDA call
+once a callback of the domain is on), an empty callback on the driver layer's blocking calls
+and on the runtime layer's (cupti-python's cost per callback), one that reads
 ``data.callback_site``, the engine's callback counting only (as the engine runs it on one
 layer, and reading the callback data at every event as on two), the same on both layers,
 and the CUPTI engine itself (the recorder with ``engine="cupti"``); each timed from after
@@ -206,8 +208,23 @@ def costs(torch, cupti, args) -> None:
             return took
         return run
 
+    def enabled_elsewhere(run_loop) -> float:
+        """An empty callback enabled on a driver call the loops never make: what CUPTI's
+        dispatch costs every CUDA call once one callback of the domain is on."""
+        handle = cupti.subscribe(empty, None)
+        try:
+            cupti.enable_callback(1, handle, int(cupti.CallbackDomain.DRIVER_API), unused)
+            return timed(run_loop)
+        finally:
+            cupti.unsubscribe(handle)
+
+    driver_ids = cupti.driver_api_trace_cbid
+    unused = next(int(getattr(driver_ids, name)) for name in ("cuMemcpyAtoH_v2", "cuMemcpyAtoH",
+                                                               "cuArrayCreate_v2") if hasattr(driver_ids, name))
     variants = {
         "subscribed, no callback enabled": subscribed(empty, ()),
+        "empty callback on a call never made, driver": enabled_elsewhere,
+        "empty callback, runtime layer": subscribed(empty, ("runtime",)),
         "empty callback, driver layer": subscribed(empty, ("driver",)),
         "callback reading data.callback_site, driver": subscribed(reads_site, ("driver",)),
         "engine callback (count only), driver layer": subscribed(single_layer_callback(count, enter),
@@ -231,6 +248,12 @@ def costs(torch, cupti, args) -> None:
         seen[0] = 0
         variants["engine callback (count only), driver layer"](loop)
         counted = seen[0]
+        fired = [0]
+
+        def fires(userdata, domain, cbid, data, fired=fired):
+            fired[0] += 1
+
+        subscribed(fires, ("driver",))(loop)
         share = 1 / 3 if label == "item" else 2 / 3
         pairs, rounds = measure(runs, {"plain loop": lambda loop=loop: timed(loop)},
                                 lambda run: run(), seconds=args.seconds * share, rng=rng,
@@ -239,7 +262,8 @@ def costs(torch, cupti, args) -> None:
         print(f"  {label} loop, {rounds} rounds: plain before any CUPTI "
               f"{statistics.median(before[label]):.3f} s; plain in the rounds "
               f"{statistics.median(plain):.3f} s (+-{spread(plain):.1f}% between quartiles); "
-              f"the engine's callback counted {counted} a loop")
+              f"the engine's callback counted {counted} a loop, from {fired[0]} callbacks "
+              "(enter and exit) on the driver layer")
         for name, p in pairs.items():
             print(f"    {name:50s} {statistics.median(p.variant):7.3f} s  "
                   f"{shown(p.ratio(), 'x')}  {shown(p.added(per), f' us/{unit}', scale=1e6, signed=True)}")
