@@ -10,6 +10,7 @@ import atexit
 import concurrent.futures
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -17,6 +18,15 @@ import warnings
 from pathlib import Path
 
 import pytest
+
+# The suite's Ctrl-C tests (engine hold-back, `syncfree run` and torchrun children exiting 130) need SIGINT
+# delivered as at a terminal. A shell without job control (`make test &`, nohup, some CI runners) starts its
+# background commands with SIGINT ignored, and every child would inherit that: Python then installs no
+# KeyboardInterrupt handler and the tests' interrupts land nowhere. Put Python's default back, as pytest run
+# from a terminal has it; the processes the suite starts then get SIGINT's default too (exec resets a handled
+# signal, not an ignored one).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # `syncfree check` from the command line keeps a result cache (syncfree/cli/cache.py): the suite's commands keep
 # theirs in a folder of their own, not in the checkout's .syncfree_cache.
