@@ -3,9 +3,11 @@ mode: attribution to user files through functions in other files, budgets, allow
 
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -471,6 +473,32 @@ def test_a_process_a_block_forks_with_os_fork_is_named():
     if pid == 0:
         os._exit(0)
     os.waitpid(pid, 0)
+
+
+def test_a_child_the_block_names_as_killed_is_left_for_multiprocessing_to_reap():
+    # A child that ended without a report is named "ended without a report (killed)". Telling whether it still ran
+    # reaped it (waitpid), behind multiprocessing's back: its join() then returned with exitcode None, and is_alive()
+    # said True forever (its waitpid failed with ECHILD, which multiprocessing reads as "not started yet").
+    context = multiprocessing.get_context("fork")
+    started = context.Event()
+    with syncfree.watch() as w:
+        child = context.Process(target=_wait_to_be_killed, args=(started,), name="Doomed")
+        child.start()
+        assert started.wait(60)
+        os.kill(child.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert f"child process Doomed (pid {child.pid}) ended without a report (killed): its syncs are not counted" \
+        in w.report.notes, w.report.notes
+    child.join(60)
+    assert (child.exitcode, child.is_alive()) == (-signal.SIGKILL, False)
+
+
+def _wait_to_be_killed(started) -> None:
+    started.set()
+    time.sleep(60)
 
 
 def test_a_process_hook_the_program_replaces_during_a_watch_stays_and_is_named():

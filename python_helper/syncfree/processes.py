@@ -645,9 +645,15 @@ def _process_name() -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the child ``pid`` still runs. One that has ended is left unreaped (``WNOWAIT``): multiprocessing
+    reaps it in ``join``/``is_alive``, and a process reaped behind its back reads as running to it forever (its
+    ``waitpid`` fails with ECHILD, which ``Popen.poll`` takes for "not started yet"): ``active_children()`` would
+    list it, and a DataLoader's shutdown would ``terminate()`` a pid that may be another process's by then."""
     try:
-        finished, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:  # reaped already (multiprocessing does): it ended
+        if hasattr(os, "waitid") and hasattr(os, "WNOWAIT"):
+            return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        finished, _ = os.waitpid(pid, os.WNOHANG)  # no waitid (macOS before Python 3.13): reaps it
+    except ChildProcessError:  # reaped already (multiprocessing does), or not this process's child: it ended
         return False
     except OSError:
         return False
