@@ -475,6 +475,23 @@ def test_a_process_a_block_forks_with_os_fork_is_named():
     os.waitpid(pid, 0)
 
 
+def test_a_block_names_the_pool_made_before_it_that_works_for_it():
+    # A sync_free block whose work ran in a Pool made before it passed whatever the workers synced, with nothing
+    # said: they run unwatched. It names them; a Pool made inside the block is followed, and not named so.
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        with syncfree.watch() as w:
+            pool.apply(os.getpid)
+        [worker] = multiprocessing.active_children()
+        assert f"1 child process started before this block ({worker.name} (pid {worker.pid})) was running during " \
+               "it: syncs it made are not counted here (a Pool or persistent DataLoader workers made earlier: make " \
+               "them in the block to count them)" in w.report.notes, w.report.notes
+    with syncfree.watch() as w:
+        with context.Pool(1) as pool:
+            pool.apply(os.getpid)
+    assert not [n for n in w.report.notes if "before this block" in n], w.report.notes
+
+
 def test_a_child_the_block_names_as_killed_is_left_for_multiprocessing_to_reap():
     # A child that ended without a report is named "ended without a report (killed)". Telling whether it still ran
     # reaped it (waitpid), behind multiprocessing's back: its join() then returned with exitcode None, and is_alive()

@@ -385,6 +385,52 @@ def test_a_child_process_that_outlives_its_cell_ends_as_the_program_made_it_end(
     assert worker.exitcode == 0
 
 
+def test_a_cell_names_the_child_processes_of_an_earlier_cell_that_work_for_it(ip):
+    # Persistent DataLoader workers (a Pool kept open) made by an earlier cell run this cell's work unwatched: their
+    # syncs went into no report, and the cell said nothing. It names them now; once they have ended, it does not.
+    started = ("%%syncfree --mode predict\nimport multiprocessing\n"
+               "release = multiprocessing.get_context('fork').Event()\n"
+               "started = multiprocessing.get_context('fork').Event()\n"
+               "def serve():\n    started.set(); release.wait(60)\n"
+               "worker = multiprocessing.get_context('fork').Process(target=serve, name='Worker')\n"
+               "worker.start(); assert started.wait(60)\n")
+    assert run(ip, started)[0].success
+    worker = ip.user_ns["worker"]
+    result, _, bundles = run(ip, "%%syncfree --mode predict\nimport torch\nx = torch.ones(2, device='cuda')\n")
+    assert result.success
+    notes = the_report(bundles)["notes"]
+    assert f"1 child process started before this cell (Worker (pid {worker.pid})) was running during it: syncs it " \
+           "made are not counted here (a Pool or persistent DataLoader workers made earlier: make them in the cell " \
+           "to count them)" in notes, notes
+    ip.user_ns["release"].set()
+    worker.join(60)
+    _, _, bundles = run(ip, "%%syncfree --mode predict\nimport torch\nx = torch.ones(2, device='cuda')\n")
+    assert not [n for n in the_report(bundles)["notes"] if "before this cell" in n]
+
+
+def test_watch_mode_shows_a_cell_without_syncs_whose_processes_ran_unwatched(ip):
+    # Watch mode shows a report for a cell that synced; one whose syncs may be in processes it could not watch (an
+    # earlier cell's workers, a Python program it started) said nothing at all.
+    assert run(ip, "import multiprocessing\nrelease = multiprocessing.get_context('fork').Event()\n"
+                   "worker = multiprocessing.get_context('fork').Process(target=release.wait, args=(60,),"
+                   " name='Worker')\nworker.start()\n")[0].success
+    ip.run_line_magic("syncfree", "on --mode predict --quiet")
+    try:
+        ip.user_ns.pop("_syncfree_report", None)
+        run(ip, "y = 1 + 1\n")
+        report = ip.user_ns.get("_syncfree_report")
+        assert report is not None and report["totals"]["syncs"] == 0
+        assert [n for n in report["notes"] if "started before this cell (Worker" in n], report["notes"]
+        ip.user_ns["release"].set()
+        ip.user_ns["worker"].join(60)
+        ip.user_ns.pop("_syncfree_report", None)
+        run(ip, "y = 1 + 1\n")
+        assert "_syncfree_report" not in ip.user_ns  # nothing synced, nothing ran unwatched: no report
+    finally:
+        ip.user_ns["release"].set()
+        ip.run_line_magic("syncfree", "off")
+
+
 def test_a_cell_names_the_python_programs_it_starts_with_subprocess(ip):
     # A Python program started with subprocess runs unwatched: its syncs are not the cell's, and the report says so.
     cell = ("%%syncfree --mode predict\nimport subprocess, sys\n"

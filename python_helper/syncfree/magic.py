@@ -17,7 +17,7 @@ import functools
 import os
 import sys
 import types
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from time import perf_counter
 
 from IPython.core import magic_arguments
@@ -32,6 +32,7 @@ from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.sites import MAX_FRAMES
 from .report import MAX_FINDINGS, display_report
+from .processes import running_children
 from .session import (
     Engine,
     cell_report,
@@ -81,6 +82,7 @@ class WatchedCell:
     engine: Engine
     findings: list
     options: RunOptions
+    children_before: dict = field(default_factory=dict)  # the multiprocessing children running when it began
 
 
 @magics_class
@@ -315,12 +317,13 @@ class SyncfreeMagics(Magics):
         # The multiprocessing children the cell starts watch their targets as the cell is watched; their syncs
         # are the cell's (capture/threads.py, session.end_children).
         recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
+        before = running_children()  # a Pool or persistent DataLoader workers of an earlier cell: named
         try:
             try:
                 with recorder:
                     value = self._execute(compiled)
             finally:
-                end_children(recorder)
+                end_children(recorder, before)
         except BaseException as exc:
             hide_engine_frames(exc)
             if text.own_cell:
@@ -557,7 +560,7 @@ class SyncfreeMagics(Magics):
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         # Kept before it is entered: an interrupt between the two would otherwise leave a
         # running recorder that nothing ends (exiting one never entered is harmless).
-        self._watched = WatchedCell(recorder, text, engine, findings, options)
+        self._watched = WatchedCell(recorder, text, engine, findings, options, running_children())
         recorder.__enter__()
 
     def _post_run_cell(self, result) -> None:
@@ -580,10 +583,13 @@ class SyncfreeMagics(Magics):
                     else:
                         recorder.__exit__(None, None, None)
                 finally:
-                    end_children(recorder)
+                    end_children(recorder, watched.children_before)
             finally:
                 self._watched = None
-            if recorder.syncs or recorder.stopped_by_sync:
+            # A cell shows a report when it synced, or when processes of its ran or worked for it unwatched
+            # (their syncs would otherwise go without a word).
+            if recorder.syncs or recorder.stopped_by_sync or recorder.inherited_notes \
+                    or recorder.unwatched_children or recorder.unwatched_programs or recorder.unwatched_forks:
                 report = cell_report(source=watched.text.raw, engine=watched.engine,
                                      findings=watched.findings, recorder=recorder,
                                      cell_id=watched.text.cell_id)

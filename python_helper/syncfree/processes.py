@@ -588,6 +588,32 @@ def pass_to_parents(recorder: Any, reports: list[ProcessReport], notes: list[str
         parent = parent.parent
 
 
+def running_children() -> dict[int, str]:
+    """The multiprocessing children of this process running now (pid -> name): those a watch or a cell finds
+    already there when it begins (a Pool, persistent DataLoader workers made before it) work for it unwatched."""
+    multiprocessing = sys.modules.get("multiprocessing")
+    if multiprocessing is None or not multiprocessing.process._children:  # the usual case, without a syscall
+        return {}
+    try:
+        return {p.pid: p.name for p in multiprocessing.active_children() if p.pid is not None}
+    except Exception:  # a child object the program broke: nothing named rather than a failed watch
+        return {}
+
+
+def earlier_children_note(before: dict[int, str], where: str) -> str | None:
+    """The note on the child processes that were already running when ``where`` (``block``, ``cell``) began:
+    their syncs during it are in no report of it (the follower of the watch or cell that started them, if any,
+    reads a child's report once, when it ends)."""
+    if not before:
+        return None
+    one = len(before) == 1
+    names = [f"{name} (pid {pid})" for pid, name in before.items()]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f"{len(before)} child process{'' if one else 'es'} started before this {where} ({shown}) "
+            f"{'was' if one else 'were'} running during it: syncs {'it' if one else 'they'} made are not counted "
+            f"here (a Pool or persistent DataLoader workers made earlier: make them in the {where} to count them)")
+
+
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:
     """The children's syncs join a watch's `WatchReport` (its count, its sites, its verdict), with the notes on
     children it has no report for."""

@@ -399,6 +399,7 @@ class Watch:
         self.on_report = on_report
         self.report: WatchReport | None = None
         self._recorder = None
+        self._children_before: dict[int, str] = {}  # the multiprocessing children running when it began
         self._token = None                      # the dispatcher's routing of this context
         self._routed_before = None              # ... and what it routed to before
         self._running = False
@@ -495,6 +496,9 @@ class Watch:
             # The multiprocessing children the block starts watch their targets as the block is watched
             # (capture/threads.py; none when something outside it follows the process's children).
             recorder.child_settings = self.child_settings()
+            from .processes import running_children
+
+            self._children_before = running_children()  # named in the report: they work for it unwatched
             self._recorder = recorder  # before it is entered: _abandon ends it
             recorder.__enter__()
         self._running = True
@@ -551,6 +555,10 @@ class Watch:
 
                 merge_children(report, reports, notes)
                 pass_to_parents(recorder, reports, notes)
+            if self._children_before:  # this block's own note: a watch around it may count them
+                from .processes import earlier_children_note
+
+                report.notes.append(earlier_children_note(self._children_before, "block"))
         self.report = report
         if self._parent is not None:
             self._parent.report = report
@@ -732,14 +740,19 @@ def child_settings(engine: Engine, measure_blocked: bool, max_frames: int) -> di
             "engine": engine.engine, "measure_blocked": measure_blocked, "max_frames": max_frames}
 
 
-def end_children(recorder) -> None:
+def end_children(recorder, before: dict[int, str] | None = None) -> None:
     """The child processes a cell's recorder followed (capture/threads.py): their reports, and notes on those
-    without one, join what the recorder counts (`SyncRecorder.inherited_children`)."""
+    without one, join what the recorder counts (`SyncRecorder.inherited_children`). ``before``: the children
+    already running when the cell began (`syncfree.processes.running_children`), named in a note."""
     children, recorder.children = recorder.children, None
     if children is not None:
         reports, notes = children.end_watch()
         recorder.inherited_children.extend(reports)
         recorder.inherited_notes.extend(notes)
+    if before:
+        from .processes import earlier_children_note
+
+        recorder.inherited_notes.append(earlier_children_note(before, "cell"))
 
 
 def _watch_report(engine: Engine, recorder) -> WatchReport:
