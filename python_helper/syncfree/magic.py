@@ -31,8 +31,8 @@ from . import collector
 from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.sites import MAX_FRAMES
-from .report import MAX_FINDINGS, display_report
 from .processes import running_children
+from .report import MAX_FINDINGS, display_report
 from .session import (
     Engine,
     cell_report,
