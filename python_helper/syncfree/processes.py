@@ -592,8 +592,8 @@ def running_children() -> dict[int, str]:
     """The multiprocessing children of this process running now (pid -> name): those a watch or a cell finds
     already there when it begins (a Pool, persistent DataLoader workers made before it) work for it unwatched."""
     multiprocessing = sys.modules.get("multiprocessing")
-    if multiprocessing is None or not multiprocessing.process._children:  # the usual case, without a syscall
-        return {}
+    if multiprocessing is None or not getattr(multiprocessing.process, "_children", True):
+        return {}  # the usual case: no child ever started (no syscall)
     try:
         return {p.pid: p.name for p in multiprocessing.active_children() if p.pid is not None}
     except Exception:  # a child object the program broke: nothing named rather than a failed watch
