@@ -595,7 +595,8 @@ def running_children() -> dict[int, str]:
     if multiprocessing is None or not getattr(multiprocessing.process, "_children", True):
         return {}  # the usual case: no child ever started (no syscall)
     try:
-        return {p.pid: p.name for p in multiprocessing.active_children() if p.pid is not None}
+        return {p.pid: p.name for p in sorted(multiprocessing.active_children(), key=lambda p: p.pid or 0)
+                if p.pid is not None}
     except Exception:  # a child object the program broke: nothing named rather than a failed watch
         return {}
 
