@@ -145,6 +145,11 @@ def test_run_script_as_python_runs_it(tmp_path):
     [site] = run.report.sites
     assert (site.file, site.line, site.count) == (str(script), 7, 4)
     assert sys.argv[0] != str(script)  # restored
+    # What the run follows the program's processes through is put back: os.fork, os._exit, os.execv, os.execve.
+    from syncfree import processes
+
+    assert (os.fork, os._exit, os.execv, os.execve) == (processes._real_fork, processes._real_exit,
+                                                        processes._real_execv, processes._real_execve)
 
 
 def test_run_script_uncaught_exception_exits_1(tmp_path, capsys):

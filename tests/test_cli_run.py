@@ -167,6 +167,57 @@ def test_os_exit_0_after_syncs_over_the_budget_fails_the_run(tmp_path):
     assert syncfree("run", "--exit-zero", "train.py", cwd=tmp_path).returncode == 0
 
 
+def test_a_program_that_replaces_itself_with_exec_after_syncs_over_the_budget_fails_the_run(tmp_path):
+    # os.exec* replaces the program: its report went with the old image, and the new program's status was the
+    # run's. A gate whose script synced and then re-executed itself passed, with no report at all.
+    write(tmp_path, "train.py", """\
+        import atexit, os, sys, torch
+        atexit.register(lambda: print("atexit ran"))
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("before exec", flush=True)
+        os.execv(sys.executable, [sys.executable, "-c", "print('NEW' + 'PROGRAM'); raise SystemExit(3)"])
+        """)
+    done = syncfree("run", "--budget", "0", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout.startswith("before exec\ntrain.py:4:1: SF101 "), done.stdout
+    assert "note: the program replaced itself with os.exec* (" in done.stdout
+    assert "NEWPROGRAM" not in done.stdout and "atexit ran" not in done.stdout
+    assert "replaced itself with os.exec* after syncs over the budget of 0: ended here with status 1" in done.stderr
+    # Within the budget (or --exit-zero) the new program runs, after the report, and its status is the run's.
+    for options in (["--budget", "1"], ["--exit-zero"]):
+        done = syncfree("run", *options, "train.py", cwd=tmp_path)
+        assert done.returncode == 3, (options, done.stdout, done.stderr)
+        assert re.search(r"SF101 .*\n(.*\n)*note: the program replaced itself with os\.exec\* .*\n(.*\n)*NEWPROGRAM",
+                         done.stdout), done.stdout
+    # A machine format: the report is written whole before the new program runs.
+    done = syncfree("run", "--format", "json", "-o", "out.json", "--exit-zero", "train.py", cwd=tmp_path)
+    assert done.returncode == 3 and [row["line"] for row in json.loads((tmp_path / "out.json").read_text())] == [4]
+
+
+def test_exec_through_path_and_a_forked_child_that_execs(tmp_path):
+    # os.execvp tries each folder of PATH (through os.execv): a candidate that does not exist ends nothing. A forked
+    # child that replaces itself writes its report first: it was named "ended without a report (killed)".
+    bin_folder = Path(sys.executable).parent
+    write(tmp_path, "train.py", f"""\
+        import os, sys, torch
+        x = torch.randn(4, device="cuda")
+        pid = os.fork()
+        if pid == 0:
+            x.sum().item()
+            os.execv(sys.executable, [sys.executable, "-c", "pass"])
+        os.waitpid(pid, 0)
+        os.environ["PATH"] = os.pathsep.join(["/nonexistent-folder", {str(bin_folder)!r}])
+        os.execvp({Path(sys.executable).name!r}, ["python", "-c", "print('NEW' + 'PROGRAM')"])
+        """)
+    done = syncfree("run", "--exit-zero", "train.py", cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "killed" not in done.stdout, done.stdout
+    assert re.search(r"train\.py:5:\d+: SF101 .*in child process", done.stdout), done.stdout
+    assert "note: the program replaced itself with os.exec* (python -c print('NEW' + 'PROGRAM'))" in done.stdout
+    assert done.stdout.rstrip().endswith("NEWPROGRAM"), done.stdout
+
+
 def test_ctrl_c_reports_the_syncs_until_then_with_status_130(tmp_path):
     import signal
     import time

@@ -52,6 +52,10 @@ __all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
 
 _real_fork = os.fork
 _real_exit = os._exit
+# os.execv and os.execve: every os.exec* function of os.py ends in one of them (execl, execvp, ... through
+# os._execvpe, which tries each folder of PATH in turn).
+_real_execv = os.execv
+_real_execve = getattr(os, "execve", None)
 
 # The ForkedChildren following this process's children now (syncfree run's, a watched test's), innermost last: the
 # multiprocessing children started meanwhile are its (capture/threads.py, _process_start); while none follows, a
@@ -104,7 +108,8 @@ class ForkedChildren:
 
     ``recorder``: returns the recorder running in this process (None: nothing is recorded, children report no
     syncs). ``on_parent_exit``: called with the status when the parent itself calls ``os._exit``; an int it
-    returns is the status the process ends with.
+    returns is the status the process ends with. When the parent replaces itself with ``os.exec*``, it is called
+    with 0 and the new command, and a status other than 0 that it returns ends the process instead of the exec.
     """
 
     def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None,
@@ -140,6 +145,9 @@ class ForkedChildren:
         self.folder = folder  # None: made when the first child starts (most watched tests start none)
         os.fork = self._fork
         os._exit = self._exit
+        os.execv = self._execv
+        if _real_execve is not None:
+            os.execve = self._execve
         # A process started with spawn or forkserver (Python 3.14's default on Linux, macOS's) is a new interpreter:
         # its target runs under a watch of its own (SpawnedTarget); one without a target is named in a note.
         from .capture import threads
@@ -228,6 +236,10 @@ class ForkedChildren:
                 os.fork = _real_fork
             if os._exit == self._exit:
                 os._exit = _real_exit
+            if os.execv == self._execv:
+                os.execv = _real_execv
+            if _real_execve is not None and os.execve == self._execve:
+                os.execve = _real_execve
             from .capture import threads
 
             if self in _followers:
@@ -337,6 +349,57 @@ class ForkedChildren:
         except BaseException:  # noqa: BLE001 - nothing may keep the process from exiting as asked
             pass
         _real_exit(status)
+
+    def _execv(self, path: Any, args: Any) -> None:
+        ended = self._before_exec(path, args)
+        try:
+            _real_execv(path, args)
+        except OSError:
+            if ended:  # the run is over, its report written: the status a shell gives an exec that failed
+                _real_exit(127)
+            raise
+
+    def _execve(self, path: Any, args: Any, env: Any) -> None:
+        ended = self._before_exec(path, args)
+        try:
+            _real_execve(path, args, env)  # type: ignore[misc]
+        except OSError:
+            if ended:
+                _real_exit(127)
+            raise
+
+    def _before_exec(self, path: Any, args: Any) -> bool:
+        """The program replaces itself (``os.exec*``): nothing after that line of it runs, no ``atexit`` handler,
+        and its report would go with the old image. A followed child writes its report first, as at its end; the
+        followed program's own process (``on_parent_exit``: syncfree run) ends its run there, report and verdict,
+        as at ``os._exit``. A verdict that fails (syncs over the budget) then ends the process with its status
+        instead of the exec: the new program's status would otherwise pass a run that synced. An exec that cannot
+        succeed (``os.execvp`` tries each folder of PATH; a missing file) is left to fail as it would."""
+        if isinstance(path, int) or not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            return False  # a file descriptor (fexecve), or a candidate that fails: nothing ends here
+        try:
+            if os.getpid() != self.parent:
+                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+                try:
+                    self.finish_child(None)
+                finally:
+                    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+                return False
+            if self.on_parent_exit is None:
+                return False
+            callback, self.on_parent_exit = self.on_parent_exit, None
+            command = [os.fsdecode(a) for a in args] if len(args) else [os.fsdecode(path)]
+            chosen = callback(0, command)
+        except BaseException:  # noqa: BLE001 - the exec goes on as the program asked
+            return False
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a stream the program closed
+                pass
+        if isinstance(chosen, int) and chosen != 0:
+            _real_exit(chosen)
+        return True
 
     # ------------------------------------------------------------------ child side
     @property

@@ -812,7 +812,8 @@ class ScriptRun:
 
     ``children``: a `syncfree.processes.ProcessReport` for each forked child that ended (a DataLoader or Pool
     worker, an ``os.fork()``), ``notes`` what the run could not see (children without a report);
-    ``hard_exit``: the program ended with ``os._exit``.
+    ``hard_exit``: the program ended with ``os._exit``, or replaced itself with ``os.exec*`` (``replaced_by``: the
+    new program's command).
     """
 
     path: str
@@ -822,6 +823,7 @@ class ScriptRun:
     children: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     hard_exit: bool = False
+    replaced_by: list[str] | None = None
 
 
 class ModuleNotRunnable(ImportError):
@@ -909,11 +911,14 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         assert runner.report is not None
         return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
 
-    def hard_exit(status: int) -> int | None:
-        # os._exit in the program: no thread joined, no atexit handler (Python runs none), only the report.
+    def hard_exit(status: int, replaced_by: list[str] | None = None) -> int | None:
+        # os._exit in the program, or an os.exec* that replaces it: no thread joined, no atexit handler (Python
+        # runs none), only the report.
         close_watch(None)
         if on_exit is not None:
-            return on_exit(finish(status, None, True))
+            ended = finish(status, None, True)
+            ended.replaced_by = replaced_by
+            return on_exit(ended)
         return None
 
     # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.

@@ -64,7 +64,14 @@ def run_python(
     def on_exit(result: Any) -> int:  # os._exit(n) in the program: its report, then the status to end with
         output.restore_stdout()
         status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
-        return result.exit_code if exit_zero and status == EXIT_FOUND else status
+        status = result.exit_code if exit_zero and status == EXIT_FOUND else status
+        if result.replaced_by and status:
+            # os.exec* after syncs over the budget: the new program's status would pass the run, so it ends here.
+            print(f"syncfree: {shown_target} replaced itself with os.exec* after syncs over the budget of "
+                  f"{budget or 0}: ended here with status {status} instead of running {result.replaced_by[0]} "
+                  "(--exit-zero lets it run)", file=sys.stderr)
+            sys.stderr.flush()
+        return status
 
     try:
         with output.program_output():
@@ -125,7 +132,14 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                         f"time{'s' if syncs != 1 else ''}: the rows marked 'in child process'")
         else:
             summary += f"\nnote: {them} ran without a sync"
-    if hard:
+    replaced_by = getattr(result, "replaced_by", None)
+    if replaced_by:
+        command = " ".join(replaced_by)
+        summary += (f"\nnote: the program replaced itself with os.exec* ({command[:120]}"
+                    f"{'...' if len(command) > 120 else ''}): this report ends there, no atexit handler ran, and "
+                    f"what the new program does is not watched (syncfree run it, or run it from the program with "
+                    f"subprocess)")
+    elif hard:
         summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
     # mode's table: unmeasured ops and the table's torch version.
@@ -142,6 +156,8 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         print(f"syncfree: {target} stopped at its first sync (--mode error)", file=sys.stderr)
     elif result.exit_code not in (0, None):
         print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
+    elif replaced_by and over:
+        pass  # the run's caller says whether the new program runs (run_python's on_exit)
     elif budget is not None and over:
         print(f"syncfree: {counted} syncs exceed the budget of {budget}", file=sys.stderr)
     sys.stderr.flush()
