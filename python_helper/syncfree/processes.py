@@ -658,8 +658,10 @@ def running_children() -> dict[int, str]:
     if multiprocessing is None or not getattr(multiprocessing.process, "_children", True):
         return {}  # the usual case: no child ever started (no syscall)
     try:
+        # A process forked with os.fork() inherits its parent's list of children: those are not its own.
+        me = os.getpid()
         return {p.pid: p.name for p in sorted(multiprocessing.active_children(), key=lambda p: p.pid or 0)
-                if p.pid is not None}
+                if p.pid is not None and getattr(p, "_parent_pid", me) == me}
     except Exception:  # a child object the program broke: nothing named rather than a failed watch
         return {}
 
