@@ -33,6 +33,21 @@ async function savedText(page: IJupyterLabPageFixture, path: string): Promise<st
   }, path);
 }
 
+/**
+ * Resolved once the notebook's kernel has told its language: JupyterLab then writes the kernel's `kernelspec`
+ * and `language_info` into the notebook, an edit that made a save made before it dirty again.
+ */
+async function kernelSettled(page: IJupyterLabPageFixture): Promise<void> {
+  await page.evaluate(async () => {
+    const panel = (window as any).jupyterapp.shell.currentWidget;
+    await panel.sessionContext.ready;
+    const kernel = panel.sessionContext.session?.kernel;
+    if (kernel) {
+      await kernel.info; // the panel's own handler of it, registered first, has run when this resolves
+    }
+  });
+}
+
 async function clearAll(page: IJupyterLabPageFixture): Promise<void> {
   await page.locator('#jp-syncfree-sidebar [data-command="syncfree:clear-markers"]').click();
   await page.locator('.jp-Dialog button', { hasText: 'Clear all' }).click();
@@ -61,6 +76,7 @@ test.describe('issue 26 with the syncs notebook', () => {
       ]);
     }, TRAIN);
     await expect(cellAt(page, TRAIN).locator('.jp-OutputArea-output').first()).toContainText('last 0.5');
+    await kernelSettled(page);
     await page.notebook.save();
     expect(await isDirty(page)).toBe(false);
     const path = `${tmpPath}/syncs.ipynb`;
@@ -321,7 +337,9 @@ test.describe('issue 26 with the syncs notebook', () => {
     await page.keyboard.press('Alt+F8');
     await expect.poll(() => activeCursor(page)).toEqual({ cell: TRAIN, line: 6 });
     const column = () =>
-      page.evaluate(() => (window as any).jupyterapp.shell.currentWidget.content.activeCell.editor.getCursorPosition().column);
+      page.evaluate(
+        () => (window as any).jupyterapp.shell.currentWidget.content.activeCell.editor.getCursorPosition().column
+      );
     expect(await column()).toBe(13);
     await expect(page.locator('.jp-syncfree-card-title')).toHaveText('Sync at line 6');
     await page.keyboard.press('Alt+F8');
