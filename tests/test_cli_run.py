@@ -214,8 +214,59 @@ def test_exec_through_path_and_a_forked_child_that_execs(tmp_path):
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "killed" not in done.stdout, done.stdout
     assert re.search(r"train\.py:5:\d+: SF101 .*in child process", done.stdout), done.stdout
-    assert "note: the program replaced itself with os.exec* (python -c print('NEW' + 'PROGRAM'))" in done.stdout
+    assert f"note: the program replaced itself with os.exec* ({bin_folder / Path(sys.executable).name} -c " \
+           "print('NEW' + 'PROGRAM'))" in done.stdout, done.stdout
     assert done.stdout.rstrip().endswith("NEWPROGRAM"), done.stdout
+
+
+REEXEC = """\
+    import os, sys, torch
+    x = torch.randn(4, device="cuda")
+    if "STAGE" not in os.environ:  # re-executes itself once with a setting, as some launch scripts do
+        x.sum().item()
+        os.environ["STAGE"] = "2"
+        os.execv(sys.executable, [sys.executable, "-u", *sys.argv])
+    print("stage 2", sys.argv[1:], flush=True)
+    for _ in range(3):
+        x.max().item()
+    """
+
+
+def test_a_program_that_re_executes_itself_is_followed_and_both_count(tmp_path):
+    # The new program runs the training: unwatched, a gate passed it whatever it synced. The run follows an exec of
+    # its own Python (same options), and the report counts both programs' syncs, its status the new run's.
+    write(tmp_path, "train.py", REEXEC)
+    done = syncfree("run", "--budget", "3", "train.py", "--lr", "1", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "stage 2 ['--lr', '1']" in done.stdout
+    assert re.search(r"train\.py:9:\d+: SF101 .*×3\n.*train\.py:4:\d+: SF101 .*×1", done.stdout), done.stdout
+    assert "4 syncs at 2 sites" in done.stdout and "Budget 3: exceeded." in done.stdout
+    assert f"note: the program replaced itself with os.exec* ({sys.executable} -u train.py --lr 1): followed, this " \
+           "report counts the syncs of both" in done.stdout
+    assert syncfree("run", "--budget", "4", "train.py", cwd=tmp_path).returncode == 0
+    done = syncfree("run", "--format", "json", "-o", "out.json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and "stage 2" in done.stdout  # -o: the report goes to the file
+    assert sorted((row["line"], row["count"]) for row in json.loads((tmp_path / "out.json").read_text())) == [(4, 1),
+                                                                                                             (9, 3)]
+    assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("syncfree-exec-*.json"))
+
+
+def test_which_execs_the_run_follows():
+    sys.path.insert(0, str(ROOT / "python_helper"))
+    from syncfree.cli.run_script import _followed
+
+    here, options = sys.executable, ["--budget", "0"]
+    run = [here, "-m", "syncfree", "run", *options, "--"]
+    assert _followed([here, "train.py", "--lr", "1"], options) == [*run, "train.py", "--lr", "1"]
+    assert _followed([here, "-u", "-X", "dev", "-Wignore", "-m", "pkg.train", "-x"], options) == [
+        here, "-u", "-X", "dev", "-Wignore", "-m", "syncfree", "run", *options, "--", "-m", "pkg.train", "-x"]
+    assert _followed([here, "-mpkg", "a"], options) == [*run, "-m", "pkg", "a"]
+    assert _followed([here, "-"], options) == [*run, "-"]
+    assert _followed([here, "-uB", "--", "-weird.py"], options) == [here, "-uB", *run[1:], "-weird.py"]
+    # Not followed: code given with -c, the interactive interpreter, a long option, another interpreter.
+    for command in ([here, "-c", "pass"], [here], [here, "-u"], [here, "--check-hash-based-pycs", "always", "x.py"],
+                    ["/usr/bin/env", "python", "x.py"], [here + "-other", "x.py"], [here, "-m"]):
+        assert _followed(command, options) is None, command
 
 
 def test_ctrl_c_reports_the_syncs_until_then_with_status_130(tmp_path):

@@ -351,30 +351,34 @@ class ForkedChildren:
         _real_exit(status)
 
     def _execv(self, path: Any, args: Any) -> None:
-        ended = self._before_exec(path, args)
-        try:
-            _real_execv(path, args)
-        except OSError:
-            if ended:  # the run is over, its report written: the status a shell gives an exec that failed
-                _real_exit(127)
-            raise
+        self._exec(path, args, None)
 
     def _execve(self, path: Any, args: Any, env: Any) -> None:
-        ended = self._before_exec(path, args)
+        self._exec(path, args, env)
+
+    def _exec(self, path: Any, args: Any, env: Any) -> None:
+        decision = self._before_exec(path, args)
+        if isinstance(decision, tuple):  # followed: the new program runs under syncfree run, carrying the report
+            path, args, more = decision
+            env = {**(os.environ if env is None else env), **more}
         try:
-            _real_execve(path, args, env)  # type: ignore[misc]
+            if env is None:
+                _real_execv(path, args)
+            else:
+                _real_execve(path, args, env)  # type: ignore[misc]
         except OSError:
-            if ended:
+            if decision:  # the run is over, its report written: the status a shell gives an exec that failed
                 _real_exit(127)
             raise
 
-    def _before_exec(self, path: Any, args: Any) -> bool:
+    def _before_exec(self, path: Any, args: Any) -> bool | tuple:
         """The program replaces itself (``os.exec*``): nothing after that line of it runs, no ``atexit`` handler,
         and its report would go with the old image. A followed child writes its report first, as at its end; the
-        followed program's own process (``on_parent_exit``: syncfree run) ends its run there, report and verdict,
-        as at ``os._exit``. A verdict that fails (syncs over the budget) then ends the process with its status
-        instead of the exec: the new program's status would otherwise pass a run that synced. An exec that cannot
-        succeed (``os.execvp`` tries each folder of PATH; a missing file) is left to fail as it would."""
+        followed program's own process (``on_parent_exit``: syncfree run) ends its run there, as at ``os._exit``:
+        its callback returns a status (other than 0: a verdict that fails, the process ends with it instead of the
+        exec, whose status would pass a run that synced), or the command and environment to exec instead (syncfree
+        run follows a Python program: `syncfree.cli.run_script`). An exec that cannot succeed (``os.execvp`` tries
+        each folder of PATH; a missing file) is left to fail as it would. True: the run has ended here."""
         if isinstance(path, int) or not (os.path.isfile(path) and os.access(path, os.X_OK)):
             return False  # a file descriptor (fexecve), or a candidate that fails: nothing ends here
         try:
@@ -388,7 +392,7 @@ class ForkedChildren:
             if self.on_parent_exit is None:
                 return False
             callback, self.on_parent_exit = self.on_parent_exit, None
-            command = [os.fsdecode(a) for a in args] if len(args) else [os.fsdecode(path)]
+            command = [os.fsdecode(path), *(os.fsdecode(a) for a in list(args)[1:])]
             chosen = callback(0, command)
         except BaseException:  # noqa: BLE001 - the exec goes on as the program asked
             return False
@@ -397,6 +401,8 @@ class ForkedChildren:
                 stream.flush()
             except Exception:  # noqa: BLE001 - a stream the program closed
                 pass
+        if isinstance(chosen, tuple):
+            return chosen
         if isinstance(chosen, int) and chosen != 0:
             _real_exit(chosen)
         return True

@@ -824,6 +824,7 @@ class ScriptRun:
     notes: list[str] = field(default_factory=list)
     hard_exit: bool = False
     replaced_by: list[str] | None = None
+    earlier: dict | None = None  # syncfree run: the report of the program this one replaced (os.exec*, followed)
 
 
 class ModuleNotRunnable(ImportError):

@@ -32,9 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser, run_parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     program: list[str] = []
+    run_options: list[str] = []  # syncfree run's own options: a program the run follows through os.exec* gets them
     if argv[:1] == ["run"]:
         options, program = _split_run(argv[1:], run_parser)
         argv = ["run", *options]
+        run_options = list(options)
     args = parser.parse_args(argv)
     if args.command == "run":
         _program(args, program, run_parser)
@@ -67,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "or with --nproc-per-node N")
             status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
-                                output=output, state=state, exit_zero=args.exit_zero)
+                                output=output, state=state, exit_zero=args.exit_zero, run_options=run_options)
         else:
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")

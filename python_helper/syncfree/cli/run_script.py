@@ -40,6 +40,7 @@ def run_python(
     out: TextIO | None = None,
     state: dict[str, int] | None = None,
     exit_zero: bool = False,
+    run_options: Sequence[str] | None = None,
 ) -> int:
     """``syncfree run script.py args...``: the program under the engine, its sync sites as diagnostics.
 
@@ -47,10 +48,16 @@ def run_python(
     program's stdout out of the report's stream. Returns the exit status; a program that calls ``os._exit(n)``
     ends this process once its report is written, with status n, or 1 when n is 0 and its syncs exceed the budget
     (``exit_zero``: n), as a run that ended by itself would.
+
+    ``run_options``: the command line's own options (``syncfree run OPTIONS program...``). With them, a program
+    that replaces itself with this Python (``os.execv(sys.executable, [sys.executable, *sys.argv])``, a script
+    that re-executes itself with new settings) is followed: the new program runs under ``syncfree run`` with the
+    same options, and its report carries on this one's (`EXEC_CARRY`); the status is the new run's.
     """
     output = output or ReportOutput(None, output_format, out)
     state = state if state is not None else {}
-    start = os.getcwd()  # paths are shown relative to it, wherever the program goes
+    earlier = _take_carry()  # what the program synced before it replaced itself with this run's program
+    start = earlier["start"] if earlier else os.getcwd()  # paths are shown relative to it, wherever the program goes
     if not module and target != "-":
         if Path(target).is_dir():
             raise UsageProblem(f"cannot run {target}: it is a folder")
@@ -61,8 +68,13 @@ def run_python(
 
     shown_target = target if not module else f"-m {target}"
 
-    def on_exit(result: Any) -> int:  # os._exit(n) in the program: its report, then the status to end with
+    def on_exit(result: Any) -> int | tuple:  # os._exit(n) in the program: its report, then the status to end with
         output.restore_stdout()
+        _carry_on(result, earlier)
+        if result.replaced_by and run_options is not None:
+            followed = _followed(result.replaced_by, run_options)
+            if followed is not None:  # os.exec* of this Python: the new program runs under syncfree run too
+                return sys.executable, followed, {EXEC_CARRY: _write_carry(result, start)}
         status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
         status = result.exit_code if exit_zero and status == EXIT_FOUND else status
         if result.replaced_by and status:
@@ -88,7 +100,102 @@ def run_python(
         raise UsageProblem(str(error)) from None
     except OSError as error:
         raise UsageProblem(f"cannot read {target}: {error.strerror or error}") from None
+    _carry_on(result, earlier)
     return _write(result, shown_target, output_format, output, budget, selected, start, state)
+
+
+# ------------------------------------------------------------------------------------------- os.exec* followed
+#: The environment variable that hands a followed ``os.exec*``'s new run the report of the program it replaced.
+EXEC_CARRY = "SYNCFREE_EXEC_CARRY"
+#: Python's options that take no value (they combine: ``-uB``).
+_PYTHON_FLAGS = frozenset("bBdEiIOPqsSuvx")
+
+
+def _followed(command: list[str], run_options: Sequence[str]) -> list[str] | None:
+    """The command that runs ``command`` under ``syncfree run`` (same options), when it runs a script, a module or
+    stdin with the very Python of this run (another interpreter may not have syncfree); else None."""
+    if not command or os.path.abspath(command[0]) != os.path.abspath(sys.executable):
+        return None
+    args, flags, i = command[1:], [], 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-m" or (arg.startswith("-m") and len(arg) > 2):
+            module = [arg[2:]] if len(arg) > 2 else args[i + 1:i + 2]
+            program = ["-m", *module, *args[i + 1 + (len(arg) == 2):]] if module else None
+            break
+        if arg == "--":
+            program = args[i + 1:] or None
+            break
+        if arg in ("-X", "-W"):
+            flags += args[i:i + 2]
+            i += 2
+            continue
+        if arg.startswith(("-X", "-W")) or (arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= _PYTHON_FLAGS):
+            flags.append(arg)
+            i += 1
+            continue
+        # -c CODE and the long options are not followed; a script or "-" (stdin) is.
+        program = args[i:] if arg == "-" or not arg.startswith("-") else None
+        break
+    else:
+        program = None  # the interactive interpreter
+    if not program:
+        return None
+    return [sys.executable, *flags, "-m", "syncfree", "run", *run_options, "--", *program]
+
+
+def _write_carry(result: Any, start: str) -> str:
+    """The run so far (its program's sites, its children's reports, its notes), for the run of the program that
+    replaces it: a file named in `EXEC_CARRY`, read and removed by that run."""
+    import json
+    import tempfile
+
+    from syncfree.processes import site_fields
+
+    earlier = getattr(result, "earlier", None) or {}
+    report = result.report
+    data = {
+        "start": start,
+        "sites": [*earlier.get("sites", []), *(site_fields(site) for site in report.sites)],
+        "allowed": earlier.get("allowed", 0) + report.syncs - report.counted,
+        "children": [child.to_dict() for child in result.children],
+        "notes": list(result.notes),
+        "replaced": [*earlier.get("replaced", []), result.replaced_by],
+        "predicted": report.predicted,
+    }
+    handle, path = tempfile.mkstemp(prefix="syncfree-exec-", suffix=".json")
+    with os.fdopen(handle, "w", encoding="utf-8") as stream:
+        json.dump(data, stream)
+    return path
+
+
+def _take_carry() -> dict[str, Any] | None:
+    """The report a program that replaced itself with this run's program handed on (`_write_carry`), taken out of
+    the environment (the program's own children do not see it)."""
+    import json
+
+    path = os.environ.pop(EXEC_CARRY, None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = json.load(stream)
+        os.unlink(path)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and "sites" in data else None
+
+
+def _carry_on(result: Any, earlier: dict[str, Any] | None) -> None:
+    """The run's result carries on the report of the program it replaced (``result.earlier``): its children and
+    notes join the run's; its own sites are rows of the program (`_rows`)."""
+    if not earlier or getattr(result, "earlier", None) is not None:
+        return
+    from syncfree.processes import ProcessReport
+
+    result.earlier = earlier
+    result.children = [ProcessReport.from_dict(child) for child in earlier.get("children", [])] + result.children
+    result.notes = [*earlier.get("notes", []), *result.notes]
 
 
 def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
@@ -97,7 +204,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
 
     report = result.report
     rows, left_out, child_counted = _rows(result, selected, start)
-    counted = max(report.counted - left_out[0], 0) + child_counted
+    earlier = getattr(result, "earlier", None) or {}
+    earlier_sites = earlier.get("sites", [])
+    counted = max(report.counted + sum(site["count"] for site in earlier_sites) - left_out[0], 0) + child_counted
     over = counted > (budget if budget is not None else 0)
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
@@ -112,8 +221,10 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                   else EXIT_FOUND if over else EXIT_CLEAN)
     state["status"] = status
     sites = len(rows)
-    blocked = f", blocked {report.blocked_ms:.1f} ms" if report.blocked_ms is not None else ""
-    allowed = report.syncs - report.counted
+    measured = [site["blocked_ms"] for site in earlier_sites if site.get("blocked_ms") is not None]
+    blocked_ms = (report.blocked_ms or 0.0) + sum(measured) if report.blocked_ms is not None or measured else None
+    blocked = f", blocked {blocked_ms:.1f} ms" if blocked_ms is not None else ""
+    allowed = report.syncs - report.counted + earlier.get("allowed", 0)
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {sites} site{'s' if sites != 1 else ''}"
                f"{' (predicted)' if report.predicted else ''}{blocked}"
                f"{f'; {allowed} allowed' if allowed else ''}"
@@ -132,6 +243,10 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                         f"time{'s' if syncs != 1 else ''}: the rows marked 'in child process'")
         else:
             summary += f"\nnote: {them} ran without a sync"
+    for command in earlier.get("replaced", []):
+        shown = " ".join(command)
+        summary += (f"\nnote: the program replaced itself with os.exec* ({shown[:120]}{'...' if len(shown) > 120 else ''}):"
+                    " followed, this report counts the syncs of both")
     replaced_by = getattr(result, "replaced_by", None)
     if replaced_by:
         command = " ".join(replaced_by)
@@ -214,7 +329,8 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
     rows: dict[tuple, _Row] = {}
     left_out = [0, 0]
     child_counted = sum(child.syncs for child in result.children)
-    sources = [(None, site_fields(site)) for site in result.report.sites]
+    sources = [(None, site) for site in (getattr(result, "earlier", None) or {}).get("sites", [])]
+    sources += [(None, site_fields(site)) for site in result.report.sites]
     sources += [(child.name, site) for child in result.children for site in child.sites]
     for process, site in sources:
         rule = site["rule"] or site["kind"]
