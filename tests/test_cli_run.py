@@ -335,13 +335,17 @@ def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
             with multiprocessing.get_context("{method}").Pool(2) as pool:
                 print(len(pool.map(work, range(6))))
         """)
+    # The text report first: its notes say why, should a worker's syncs ever be missing (a rare 5 of 6, seen once in
+    # 59 runs under load, is being looked into).
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    text = done.stdout
+    assert "6 syncs at 1 site" in text and "without a report" not in text and "unwatched" not in text, \
+        (text, done.stderr)
     done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     [row] = json.loads(done.stdout)
-    assert (row["line"], row["count"]) == (4, 6), row
+    assert (row["line"], row["count"]) == (4, 6), (row, done.stderr)
     assert all(name.startswith(worker) for name in row["processes"]), row
-    text = syncfree("run", "train.py", cwd=tmp_path).stdout  # the notes are the text report's
-    assert "6 syncs at 1 site" in text and "without a report" not in text and "unwatched" not in text, text
 
 
 def test_a_terminated_child_stuck_in_c_is_killed_instead_of_hanging_the_program(tmp_path):
