@@ -251,6 +251,22 @@ def test_a_program_that_re_executes_itself_is_followed_and_both_count(tmp_path):
     assert not list(Path(os.environ.get("TMPDIR", "/tmp")).glob("syncfree-exec-*.json"))
 
 
+def test_an_exec_whose_python_cannot_import_syncfree_runs_unwatched_not_broken(tmp_path):
+    # Following needs syncfree in the new program: without site-packages (-S) and the environment's PYTHONPATH, the
+    # followed run would end in "No module named syncfree" instead of running the program. It runs as asked.
+    write(tmp_path, "child.py", "print('CHILD' + 'RAN')\nraise SystemExit(5)\n")
+    write(tmp_path, "train.py", """\
+        import os, sys
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        os.execve(sys.executable, [sys.executable, "-S", "-E", "child.py"], env)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 5, (done.stdout, done.stderr)
+    assert "CHILDRAN" in done.stdout and "No module named" not in done.stderr
+    assert f"note: the program replaced itself with os.exec* ({sys.executable} -S -E child.py): this report ends " \
+           "there" in done.stdout, done.stdout
+
+
 def test_which_execs_the_run_follows():
     sys.path.insert(0, str(ROOT / "python_helper"))
     from syncfree.cli.run_script import _followed

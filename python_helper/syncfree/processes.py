@@ -357,7 +357,7 @@ class ForkedChildren:
         self._exec(path, args, env)
 
     def _exec(self, path: Any, args: Any, env: Any) -> None:
-        decision = self._before_exec(path, args)
+        decision = self._before_exec(path, args, env)
         if isinstance(decision, tuple):  # followed: the new program runs under syncfree run, carrying the report
             path, args, more = decision
             env = {**(os.environ if env is None else env), **more}
@@ -371,7 +371,7 @@ class ForkedChildren:
                 _real_exit(127)
             raise
 
-    def _before_exec(self, path: Any, args: Any) -> bool | tuple:
+    def _before_exec(self, path: Any, args: Any, env: Any = None) -> bool | tuple:
         """The program replaces itself (``os.exec*``): nothing after that line of it runs, no ``atexit`` handler,
         and its report would go with the old image. A followed child writes its report first, as at its end; the
         followed program's own process (``on_parent_exit``: syncfree run) ends its run there, as at ``os._exit``:
@@ -393,7 +393,7 @@ class ForkedChildren:
                 return False
             callback, self.on_parent_exit = self.on_parent_exit, None
             command = [os.fsdecode(path), *(os.fsdecode(a) for a in list(args)[1:])]
-            chosen = callback(0, command)
+            chosen = callback(0, command, env)  # env: the new program's environment (None: this one's)
         except BaseException:  # noqa: BLE001 - the exec goes on as the program asked
             return False
         for stream in (sys.stdout, sys.stderr):

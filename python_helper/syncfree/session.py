@@ -825,6 +825,7 @@ class ScriptRun:
     hard_exit: bool = False
     replaced_by: list[str] | None = None
     earlier: dict | None = None  # syncfree run: the report of the program this one replaced (os.exec*, followed)
+    replaced_env: Any = None  # the environment the program gave the one that replaces it (None: its own)
 
 
 class ModuleNotRunnable(ImportError):
@@ -912,13 +913,13 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         assert runner.report is not None
         return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
 
-    def hard_exit(status: int, replaced_by: list[str] | None = None) -> int | None:
+    def hard_exit(status: int, replaced_by: list[str] | None = None, env: Any = None) -> int | None:
         # os._exit in the program, or an os.exec* that replaces it: no thread joined, no atexit handler (Python
         # runs none), only the report.
         close_watch(None)
         if on_exit is not None:
             ended = finish(status, None, True)
-            ended.replaced_by = replaced_by
+            ended.replaced_by, ended.replaced_env = replaced_by, env
             return on_exit(ended)
         return None
 

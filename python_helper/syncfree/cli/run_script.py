@@ -73,7 +73,7 @@ def run_python(
         _carry_on(result, earlier)
         if result.replaced_by and run_options is not None:
             followed = _followed(result.replaced_by, run_options)
-            if followed is not None:  # os.exec* of this Python: the new program runs under syncfree run too
+            if followed is not None and _can_import_syncfree(followed, getattr(result, "replaced_env", None)):  # os.exec* of this Python: the new program runs under syncfree run too
                 return sys.executable, followed, {EXEC_CARRY: _write_carry(result, start)}
         status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
         status = result.exit_code if exit_zero and status == EXIT_FOUND else status
@@ -142,6 +142,20 @@ def _followed(command: list[str], run_options: Sequence[str]) -> list[str] | Non
     if not program:
         return None
     return [sys.executable, *flags, "-m", "syncfree", "run", *run_options, "--", *program]
+
+
+def _can_import_syncfree(followed: list[str], env: Any) -> bool:
+    """Whether the followed command's Python, with its flags and the environment the program gives it, imports
+    syncfree (a PYTHONPATH the program leaves out, ``-E``, ``-I``, ``-S``): else following it would break the
+    program, and it runs unwatched instead (noted)."""
+    import subprocess
+
+    flags = followed[1:followed.index("-m")]
+    try:
+        return subprocess.run([sys.executable, *flags, "-c", "import syncfree"], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 def _write_carry(result: Any, start: str) -> str:
