@@ -269,6 +269,28 @@ def test_an_exec_whose_python_cannot_import_syncfree_runs_unwatched_not_broken(t
            "there" in done.stdout, done.stdout
 
 
+def test_an_exec_of_a_program_that_is_not_there_keeps_the_report_and_pythons_own_error(tmp_path):
+    # Followed, the new run would end at its usage error ("cannot read ...") and the report carried to it with it.
+    # Not followed: the report is written at the exec, and Python says what is missing, as without syncfree.
+    write(tmp_path, "train.py", """\
+        import os, sys, torch
+        torch.randn(2, device="cuda").sum().item()
+        os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+        """)
+    carries = set(Path(tempfile.gettempdir()).glob("syncfree-exec-*.json"))
+    done = syncfree("run", "train.py", "missing.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "train.py:2:1: SF101 " in done.stdout and "this report ends there" in done.stdout, done.stdout
+    assert "ended here with status 1" in done.stderr, done.stderr
+    done = syncfree("run", "--exit-zero", "train.py", "missing.py", cwd=tmp_path)
+    assert done.returncode == 2 and "can't open file" in done.stderr, (done.stdout, done.stderr)
+    assert "train.py:2:1: SF101 " in done.stdout, done.stdout
+    done = syncfree("run", "--exit-zero", "train.py", "-m", "no_such_module_here", cwd=tmp_path)
+    assert done.returncode == 1 and "No module named no_such_module_here" in done.stderr, (done.stdout, done.stderr)
+    assert "train.py:2:1: SF101 " in done.stdout, done.stdout
+    assert set(Path(tempfile.gettempdir()).glob("syncfree-exec-*.json")) <= carries  # none was written and left
+
+
 def test_which_execs_the_run_follows():
     sys.path.insert(0, str(ROOT / "python_helper"))
     from syncfree.cli.run_script import _followed

@@ -19,7 +19,7 @@ from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
 from syncfree.cli.merge import merge
 from syncfree.cli.run_notebook import run
-from syncfree.cli.run_script import _selected_rules, run_python
+from syncfree.cli.run_script import _selected_rules, discard_carry, run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageProblem, ConfigError, OutputFileError) as problem:
         error(problem)
         status = EXIT_ERROR
+        discard_carry()  # a followed os.exec* whose run could not start: its file is nobody's to read
     except BrokenPipeError:
         # The reader went away (`syncfree check . | head -1`): stop quietly, as a Unix filter does. Python would
         # report the failed flush of stdout at exit, so stdout points at /dev/null from here on.

@@ -73,7 +73,8 @@ def run_python(
         _carry_on(result, earlier)
         if result.replaced_by and run_options is not None:
             followed = _followed(result.replaced_by, run_options)
-            if followed is not None and _can_import_syncfree(followed, getattr(result, "replaced_env", None)):  # os.exec* of this Python: the new program runs under syncfree run too
+            # os.exec* of this Python: the new program runs under syncfree run too, when it can start there.
+            if followed is not None and _can_start(followed, getattr(result, "replaced_env", None)):
                 return sys.executable, followed, {EXEC_CARRY: _write_carry(result, start)}
         status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
         status = result.exit_code if exit_zero and status == EXIT_FOUND else status
@@ -144,15 +145,25 @@ def _followed(command: list[str], run_options: Sequence[str]) -> list[str] | Non
     return [sys.executable, *flags, "-m", "syncfree", "run", *run_options, "--", *program]
 
 
-def _can_import_syncfree(followed: list[str], env: Any) -> bool:
-    """Whether the followed command's Python, with its flags and the environment the program gives it, imports
-    syncfree (a PYTHONPATH the program leaves out, ``-E``, ``-I``, ``-S``): else following it would break the
-    program, and it runs unwatched instead (noted)."""
+def _can_start(followed: list[str], env: Any) -> bool:
+    """Whether the followed command can start: its Python, with its flags and the environment the program gives it,
+    imports syncfree (a PYTHONPATH the program leaves out, ``-E``, ``-I``, ``-S``), and its program is there (the
+    script's file, ``-m``'s module). Else following it would break the program ("No module named syncfree") or end
+    the followed run at its usage error with the report carried to it: the exec then runs as the program asked,
+    unwatched (noted), after this run's report is written."""
     import subprocess
 
     flags = followed[1:followed.index("-m")]
+    program = followed[followed.index("--") + 1:]
+    check = "import syncfree"
+    if program[0] == "-m":
+        # The top-level package only: finding a submodule imports its parents, code that should run once.
+        top = program[1].partition(".")[0]
+        check += f"\nimport importlib.util, sys\nsys.exit(importlib.util.find_spec({top!r}) is None)"
+    elif program[0] != "-":
+        check += f"\nimport os, sys\nsys.exit(not os.path.isfile({program[0]!r}))"
     try:
-        return subprocess.run([sys.executable, *flags, "-c", "import syncfree"], env=env, stdin=subprocess.DEVNULL,
+        return subprocess.run([sys.executable, *flags, "-c", check], env=env, stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -198,6 +209,16 @@ def _take_carry() -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and "sites" in data else None
+
+
+def discard_carry() -> None:
+    """Remove the file of a carried report that no run took (the followed run ended at a usage error first)."""
+    path = os.environ.pop(EXEC_CARRY, None)
+    if path:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _carry_on(result: Any, earlier: dict[str, Any] | None) -> None:
