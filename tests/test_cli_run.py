@@ -388,6 +388,27 @@ def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
     assert all(name.startswith(worker) for name in row["processes"]), row
 
 
+def test_pool_workers_that_replace_themselves_keep_their_syncs(tmp_path):
+    # With maxtasksperchild the pool's worker handler, a daemon thread, forks the new workers: their one thread is
+    # one that no recorder records by name. Their reports read no recorder (on a GPU their syncs were lost from the
+    # report in silence), and in predict mode they ran without the stand-ins ("Torch not compiled with CUDA").
+    write(tmp_path, "train.py", """\
+        import multiprocessing, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+                print(len(pool.map(work, range(6), chunksize=1)))
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and "Torch not compiled" not in done.stderr, (done.stdout, done.stderr)
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, 6), row
+    assert len(row["processes"]) == 6, row  # every worker, each one task
+
+
 def test_a_terminated_child_stuck_in_c_is_killed_instead_of_hanging_the_program(tmp_path):
     # A Python SIGTERM handler (the one that writes a child's report) runs only when the main thread is back in the
     # interpreter: a child stuck in C lived on, and terminate() then join() waited for it forever, where Python

@@ -624,6 +624,28 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
                                  "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
+def test_pool_workers_forked_by_the_pools_own_thread_run_predicted(pytester):
+    # maxtasksperchild: the pool's worker handler, a daemon thread, forks the new workers; they ran without predict
+    # mode's stand-ins ("Torch not compiled with CUDA enabled") instead of being counted.
+    pytester.makepyfile(test_pool="""
+        import multiprocessing
+        import pytest
+        import torch
+
+        def work(i):
+            return torch.ones(2, device="cuda").sum().item()
+
+        @pytest.mark.sync_free
+        def test_pool():
+            with multiprocessing.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+                assert pool.map(work, range(4), chunksize=1) == [2.0] * 4
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*syncfree: would synchronize 4 times, budget 0"])
+    assert "not compiled with CUDA" not in result.stdout.str()
+
+
 def test_a_sync_free_block_inside_a_watched_test_counts_the_ranks_it_starts(pytester):
     # The test's follower takes the children a watched test starts: a sync_free block of the test's own around its
     # ranks passed under --syncfree (it raised under plain pytest). The block reads its children's reports too, and

@@ -126,6 +126,7 @@ class ForkedChildren:
         self.folder: str | None = None
         self.forked: list[int] = []  # pids this process forked while followed
         self._child_start: tuple[Any, int] | None = None  # in a child: (recorder checkpoint, syncs) at the fork
+        self._child_recorder: Any = None  # in a child: the recorder its syncs go to
         self._finished = False
         self._writing = False  # finish_child is writing the report (a SIGTERM then waits for it: _terminated)
         self._deferred: int | None = None
@@ -414,10 +415,21 @@ class ForkedChildren:
 
     def _enter_child(self) -> None:
         recorder = self._recorder()
+        if recorder is None:
+            # Forked from a thread that no recorder records by name (a daemon thread of the program: the worker
+            # handler of a multiprocessing.Pool replacing a worker, maxtasksperchild): this child's syncs go where
+            # such a thread's go (the run's recorder), and its report reads them there.
+            from .capture import dispatch
+
+            recorder = dispatch.owner()
+        self._child_recorder = recorder
         checkpoint = recorder.checkpoint() if recorder is not None else None
         self._child_start = (checkpoint, recorder.syncs if recorder is not None else 0)
         self.forked = []  # a grandchild is this child's to name
         self._finished = False
+        from .capture import threads
+
+        threads.predict_in_forked_child(recorder)  # forked from a thread without the stand-ins
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             try:
                 signal.signal(signal.SIGTERM, self._terminated)
@@ -452,7 +464,7 @@ class ForkedChildren:
 
     def _write_report(self, status: int | None, signum: int | None) -> None:
         checkpoint, syncs_at_fork = self._child_start
-        recorder = self._recorder()
+        recorder = self._child_recorder
         sites = recorder.sites_since(checkpoint) if recorder is not None and checkpoint is not None else []
         syncs = recorder.syncs - syncs_at_fork if recorder is not None else 0
         report = ProcessReport(os.getpid(), _process_name(), status, syncs, [site_fields(s) for s in sites],

@@ -11,7 +11,8 @@ Three patches, installed by the dispatcher's first recorder and removed by its l
   modes are per thread: without one its CUDA code would run on the stand-ins unseen), or,
   failing that, when a running process recorder asked for the threads of its program to
   be predicted (``syncfree run``: ``predicts_threads``). Daemon threads get no session:
-  one may outlive the watch and would keep the stand-ins installed.
+  one may outlive the watch and would keep the stand-ins installed. A child process forked
+  from such a thread gets one for its whole life (`predict_in_forked_child`).
 * ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
   a routed context runs routed to that recorder, under a `PredictSession` for the task's
   duration when it predicts, whichever thread of the pool runs it and whenever that
@@ -119,6 +120,21 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     finally:
         dispatch._owner.reset(token)
+
+
+def predict_in_forked_child(recorder: Any) -> None:
+    """In a child just forked: its one thread is the thread that forked, and it runs the child's code from here to
+    the child's end. When that thread ran without the stand-ins (a daemon thread, which gets no session: the
+    worker handler of a ``multiprocessing.Pool`` replacing a worker, ``maxtasksperchild``) and ``recorder``
+    predicts, the child's CUDA code would fail on a CPU build ("Torch not compiled with CUDA enabled") instead of
+    being predicted: the thread gets a `PredictSession` for the rest of the child's life (it ends with the child)."""
+    if recorder is None or not recorder.running or recorder.mode != "predict":
+        return
+    from .predict import PredictSession
+    from .predict.claims import _first_session_here
+
+    if _first_session_here() is None:
+        PredictSession(recorder).__enter__()
 
 
 _starting = threading.local()  # depth: a multiprocessing child is being started in this thread (_process_start)
