@@ -388,6 +388,27 @@ def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
     assert all(name.startswith(worker) for name in row["processes"]), row
 
 
+def test_a_daemon_thread_of_the_program_is_predicted(tmp_path):
+    # A daemon thread reading the program's CUDA tensors (a logger, a prefetcher) ran without the stand-ins: its
+    # reads were plain CPU reads, and the run reported 0 syncs and passed where a GPU syncs 3 times.
+    write(tmp_path, "train.py", """\
+        import queue, threading, torch
+
+        results, x = queue.Queue(), torch.randn(4, device="cuda")
+
+        def log():
+            for _ in range(3):
+                results.put(x.sum().item())
+
+        threading.Thread(target=log, daemon=True).start()
+        print(len([results.get() for _ in range(3)]))
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (7, 3), row
+
+
 def test_pool_workers_that_replace_themselves_keep_their_syncs(tmp_path):
     # With maxtasksperchild the pool's worker handler, a daemon thread, forks the new workers: their one thread is
     # one that no recorder records by name. Their reports read no recorder (on a GPU their syncs were lost from the

@@ -937,10 +937,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             children.start()
             exit_handlers.install()
             if recorder is not None and recorder.mode == "predict":
-                # Torch function modes are per thread: each non-daemon thread the program starts runs in a
-                # predict session of its own that reports to the run's recorder, as debug mode on a GPU sees
-                # every thread's syncs (capture/threads.py; a daemon thread may outlive the run and would keep
-                # the stand-ins installed).
+                # Torch function modes are per thread: each thread the program starts, daemon threads too (the
+                # process ends with the run), runs in a predict session of its own that reports to the run's
+                # recorder, as debug mode on a GPU sees every thread's syncs (capture/threads.py).
                 recorder.predicts_threads = True
             try:
                 if module:

@@ -10,8 +10,9 @@ Three patches, installed by the dispatcher's first recorder and removed by its l
   also runs under a `PredictSession` of its own when the recorder predicts (torch function
   modes are per thread: without one its CUDA code would run on the stand-ins unseen), or,
   failing that, when a running process recorder asked for the threads of its program to
-  be predicted (``syncfree run``: ``predicts_threads``). Daemon threads get no session:
-  one may outlive the watch and would keep the stand-ins installed. A child process forked
+  be predicted (``syncfree run``: ``predicts_threads``, daemon threads included: the
+  process ends with the run). Otherwise daemon threads get no session: one may outlive
+  the watch and would keep the stand-ins installed. A child process forked
   from such a thread gets one for its whole life (`predict_in_forked_child`).
 * ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
   a routed context runs routed to that recorder, under a `PredictSession` for the task's
@@ -90,10 +91,14 @@ def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: An
 
 def _start(thread: Any) -> Any:
     recorder = _routed_recorder()
-    predicting = None
     if not thread.daemon:
         predicting = recorder if recorder is not None and recorder.mode == "predict" \
             else _predicting_process()
+    else:
+        # A daemon thread may outlive a watch, and would keep the stand-ins installed: only a run that predicts
+        # its program's threads (syncfree run, whose process ends with the run) gives it a session. Without one,
+        # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
+        predicting = _predicting_process()
     if recorder is None and predicting is None:
         return _real["start"](thread)
     run = thread.run
