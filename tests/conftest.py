@@ -73,6 +73,9 @@ def fake_cuda(monkeypatch):
     torch = pytest.importorskip("torch")
     debug = FakeDebugMode()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # A program that has used CUDA already (the engine sets the mode at once; before that it waits: test_recorder's
+    # test_debug_mode_leaves_cuda_uninitialized_until_the_program_initializes_it).
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", debug.get)
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", debug.set)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "Stand-in GPU")

@@ -375,6 +375,31 @@ def test_unrelated_warnings_reach_the_previous_showwarning():
     assert sites(recorder) == [(2, "item", 1)]
 
 
+def test_debug_mode_leaves_cuda_uninitialized_until_the_program_initializes_it(fake_cuda, monkeypatch):
+    # torch.cuda.set_sync_debug_mode initializes CUDA, and a process that has initialized CUDA cannot use it in its
+    # forked children: a script whose fork Pool workers use CUDA, its parent never, failed under syncfree run on a GPU
+    # ("Cannot re-initialize CUDA in forked subprocess") where python ran it. The mode is set when the program
+    # initializes CUDA (torch's queue of calls made then), and a call left queued by an ended watch does nothing.
+    initialized, queued = [False], []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: initialized[0])
+    monkeypatch.setattr(torch.cuda, "_lazy_call", lambda call, **kwargs: queued.append(call))
+    code, filename = compile_cell("x = 1\n")
+    recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
+    with recorder:
+        assert fake_cuda.history == [] and len(queued) == 1  # nothing touched CUDA yet
+        initialized[0] = True  # the program's first CUDA call: torch runs the queued calls
+        queued.pop()()
+        assert fake_cuda.history == [1]
+    assert fake_cuda.history == [1, 0]
+    initialized[0] = False
+    with SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []}):
+        pass
+    assert fake_cuda.history == [1, 0] and len(queued) == 1  # never initialized: nothing to set, nothing put back
+    initialized[0] = True
+    queued.pop()()  # CUDA initialized after that watch ended: its call does nothing
+    assert fake_cuda.history == [1, 0]
+
+
 def test_prototype_warning_is_dropped(fake_cuda, monkeypatch):
     # torch's set_sync_debug_mode warns once per process that the mode is a prototype; the
     # recorder switches the mode while its filter is in place, on enter and on exit.

@@ -114,3 +114,36 @@ def test_a_sync_free_block_of_the_program_counts_its_cuda_ranks_as_under_python(
     assert done.stderr.startswith("synchronized 2 times"), done.stderr
     rows = [row for row in json.loads(done.stdout) if row["line"] == 4]
     assert [row["count"] for row in rows] == [2], done.stdout
+
+
+@pytest.mark.parametrize("engine", ["debug", "cupti"])
+def test_fork_pool_workers_use_cuda_as_under_python_and_replaced_ones_keep_their_syncs(tmp_path, engine):
+    """A parent that never touches CUDA may fork workers that do. torch.cuda.set_sync_debug_mode initialized CUDA in
+    the parent, and the workers failed under syncfree run ("Cannot re-initialize CUDA in forked subprocess", H200,
+    2026-11-28) where python ran the script; debug mode is now set when the program initializes CUDA. With
+    maxtasksperchild the pool's own thread forks the new workers: their reports read no recorder, and their syncs
+    left the report in silence."""
+    if engine == "cupti":
+        from syncfree.capture.engines import cupti_problem
+
+        if cupti_problem() is not None:
+            pytest.skip(f"CUPTI engine unavailable: {cupti_problem()}")
+    write(tmp_path, """\
+        import multiprocessing, torch
+
+        def work(i):
+            return torch.randn(256, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2, maxtasksperchild=1) as pool:
+                print("results", len(pool.map(work, range(6), chunksize=1)))
+        """)
+    plain = subprocess.run([sys.executable, "train.py"], capture_output=True, text=True, env=ENV, cwd=tmp_path,
+                           timeout=300)
+    assert plain.returncode == 0 and "results 6" in plain.stdout, plain.stdout + plain.stderr
+    done = syncfree(tmp_path, "--engine", engine, "--format", "json", "train.py")
+    print(f"\nsyncfree-gpu: fork Pool(maxtasksperchild=1) of CUDA workers, --engine {engine}: status "
+          f"{done.returncode}, {done.stdout.strip()[:300]!r}")
+    assert done.returncode == 1 and "results 6" in done.stderr, done.stderr
+    [row] = [row for row in json.loads(done.stdout) if row["line"] == 4]
+    assert row["count"] == 6 and len(row["processes"]) == 6, row

@@ -504,11 +504,37 @@ def _install(torch: Any, cuda: bool) -> None:
     if cuda:
         _real["set"] = torch.cuda.set_sync_debug_mode
         _real["get"] = torch.cuda.get_sync_debug_mode
+        _real["cuda"] = torch.cuda
         if not _mode_before:
-            _mode_before.append(_real["get"]())
+            # Before CUDA is initialized nothing can have set the mode through torch.cuda (its setter initializes).
+            _mode_before.append(_real["get"]() if _cuda_initialized() else 0)
         _replace(torch.cuda, "set_sync_debug_mode", _set_sync_debug_mode, "set")
         _replace(torch.cuda, "get_sync_debug_mode", _get_sync_debug_mode, "get")
+        _enable_debug_mode(torch.cuda)
+
+
+def _cuda_initialized() -> bool:
+    cuda = _real.get("cuda")
+    return cuda is None or bool(cuda.is_initialized())
+
+
+def _enable_debug_mode(cuda: Any) -> None:
+    """Torch's sync debug mode to warn, without initializing CUDA. ``set_sync_debug_mode`` initializes it first, and a
+    process that has initialized CUDA cannot use it in its forked children ("Cannot re-initialize CUDA in forked
+    subprocess"): a program whose parent never touches CUDA and whose fork Pool workers do ran under ``python`` and
+    failed under ``syncfree run``. Until the program initializes CUDA (no sync can come before), the call waits in
+    torch's queue of calls made at initialization (``torch.cuda._lazy_call``, as ``manual_seed``'s does), and does
+    nothing if the engine has been removed by then; a forked child inherits the queue."""
+    lazy_call = getattr(cuda, "_lazy_call", None)
+    if lazy_call is None or cuda.is_initialized():
         _real["set"](1)
+        return
+
+    def at_cuda_init() -> None:
+        if _debug_users:  # still installed (a later install queues its own call)
+            _real["set"](1)
+
+    lazy_call(at_cuda_init)
 
 
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
@@ -532,7 +558,7 @@ def detach_debug(recorder: Any) -> None:
             for owner_, name, original, replacement in _installed:
                 if name == "set_sync_debug_mode":
                     setter = original
-            if setter is not None:
+            if setter is not None and _cuda_initialized():  # else the mode was never set: nothing to put back
                 setter(_mode_before[0])
             _mode_before.clear()
         _program_mode.clear()
@@ -566,7 +592,7 @@ def _check_still_ours(recorder: Any) -> None:
                   + (f" ({_short(code.co_filename)}:{code.co_firstlineno})" if code else ""))
             recorder.note(f"warnings._showwarnmsg was replaced during the run{by[:200]} (another "
                           "tool took the warning hook); syncs after that point were not counted")
-    if _mode_before and "get" in _real:
+    if _mode_before and "get" in _real and _cuda_initialized():
         try:
             level = _real["get"]()
         except Exception:  # noqa: BLE001 (a broken getter is not the report's business)
