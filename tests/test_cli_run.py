@@ -409,6 +409,28 @@ def test_a_daemon_thread_of_the_program_is_predicted(tmp_path):
     assert (row["line"], row["count"]) == (7, 3), row
 
 
+def test_a_pool_started_from_a_thread_keeps_its_workers_syncs(tmp_path):
+    # A child forked from any thread but the main one read no recorder for its report: the run said "2 child
+    # processes ran without a sync", 0 syncs, and passed.
+    write(tmp_path, "train.py", """\
+        import multiprocessing, threading, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        def launch():
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                print(len(pool.map(work, range(4))))
+
+        thread = threading.Thread(target=launch)
+        thread.start()
+        thread.join()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and "4 syncs at 1 site" in done.stdout, (done.stdout, done.stderr)
+    assert "without a sync" not in done.stdout, done.stdout
+
+
 def test_pool_workers_that_replace_themselves_keep_their_syncs(tmp_path):
     # With maxtasksperchild the pool's worker handler, a daemon thread, forks the new workers: their one thread is
     # one that no recorder records by name. Their reports read no recorder (on a GPU their syncs were lost from the
