@@ -721,6 +721,14 @@ def test_a_daemon_thread_is_routed_but_runs_no_predict_session():
     [(routed, sessions)] = seen
     assert routed is not None and sessions == []
     assert w.report.syncs == 1
+    # What the thread's CUDA work would sync is not predicted: the report says so (a library's daemon threads, a
+    # Pool's handlers, are not named).
+    [note] = [n for n in w.report.notes if "daemon thread" in n]
+    assert note.startswith(f"daemon thread {t.name!r} ran without predict mode's stand-ins"), note
+    with syncfree.watch() as w:
+        with multiprocessing.get_context("fork").Pool(1):
+            pass
+    assert not [n for n in w.report.notes if "daemon thread" in n], w.report.notes
 
 
 def test_a_thread_in_a_watch_inside_syncfree_run_runs_under_one_session(tmp_path, monkeypatch):

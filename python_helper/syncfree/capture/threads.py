@@ -99,6 +99,10 @@ def _start(thread: Any) -> Any:
         # its program's threads (syncfree run, whose process ends with the run) gives it a session. Without one,
         # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
         predicting = _predicting_process()
+        if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread):
+            recorder.note(f"daemon thread {thread.name!r} ran without predict mode's stand-ins (a daemon thread may "
+                          "outlive the block, and would keep them installed): its CUDA work is not predicted, so "
+                          "its syncs are not counted (a non-daemon thread, or syncfree run, predicts them)")
     if recorder is None and predicting is None:
         return _real["start"](thread)
     run = thread.run
@@ -112,6 +116,20 @@ def _start(thread: Any) -> Any:
 
     thread.run = run_for_recorder  # the instance's: Thread._bootstrap_inner calls self.run()
     return _real["start"](thread)
+
+
+def _users_code(thread: Any) -> bool:
+    """Whether the thread runs the user's code (its target, or its class's ``run``), not a library's (a Pool's
+    handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns."""
+    import os
+
+    from .sites import _library_roots
+
+    run = type(thread).run
+    function = run if run is not threading.Thread.run else getattr(thread, "_target", None)
+    filename = getattr(getattr(function, "__code__", None), "co_filename", "")
+    return bool(filename) and not filename.startswith("<frozen") \
+        and not any(filename.startswith(root + os.sep) for root in _library_roots())
 
 
 def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
