@@ -349,6 +349,23 @@ def test_a_cell_counts_the_syncs_of_the_child_processes_it_starts(ip):
                for note in report["notes"]), report["notes"]
 
 
+def test_a_cell_counts_the_children_a_thread_of_it_starts(ip):
+    # A cell counts every thread's syncs, but the processes a thread of it started were nobody's: not followed, not
+    # named. Their syncs were lost without a word on a GPU, and in predict mode their CUDA code failed.
+    cell = ("%%syncfree --mode predict\nimport multiprocessing, threading, torch\n"
+            "def load(n):\n    for _ in range(n):\n        torch.ones(2, device='cuda').sum().item()\n"
+            "def launch():\n"
+            "    child = multiprocessing.get_context('fork').Process(target=load, args=(2,), name='Loader')\n"
+            "    child.start(); child.join()\n"
+            "thread = threading.Thread(target=launch); thread.start(); thread.join()\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    report = the_report(bundles)
+    assert report["totals"]["syncs"] == 2, (report["totals"], report["notes"])
+    [site] = report["sites"]
+    assert (site["line"], site["count"]) == (5, 2) and "(in child process Loader)" in site["message"], site
+
+
 def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):
     # A watch in the cell follows the children it starts: their syncs are the cell's too (they were only the watch's).
     cell = ("%%syncfree --mode predict\nimport multiprocessing, syncfree, torch\n"

@@ -160,6 +160,13 @@ def predict_in_forked_child(recorder: Any) -> None:
         PredictSession(recorder).__enter__()
 
 
+def _recorder_here() -> Any:
+    """The recorder whose report the processes this thread starts belong to: the one recording the thread by name (a
+    watch's context, a process recorder's own thread), else the one its syncs go to (a ``%%syncfree`` cell counts
+    every thread of the process: a Pool that a thread of the cell starts is the cell's, as its syncs are)."""
+    return dispatch.owner_here() or dispatch.owner()
+
+
 _starting = threading.local()  # depth: a multiprocessing child is being started in this thread (_process_start)
 
 
@@ -172,7 +179,7 @@ def _after_fork_in_parent() -> None:
     processes = sys.modules.get("syncfree.processes")
     if processes is not None and processes.follower() is not None:
         return
-    recorder = dispatch.owner_here()
+    recorder = _recorder_here()
     if recorder is not None and recorder.running:
         recorder.unwatched_forks += 1
 
@@ -202,7 +209,7 @@ def _start_child(process: Any) -> Any:
             # a watch inside syncfree run or a watched test: its child's report counts for the watch too
             recorder.followed_children.append((follower, process.pid))
         return None
-    recorder = dispatch.owner_here()
+    recorder = _recorder_here()
     if recorder is None or _compile_worker(sys._getframe(1)):
         return _real["process_start"](process)
     settings = recorder.child_settings
@@ -257,7 +264,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     real = _real["popen_init"]
     processes = sys.modules.get("syncfree.processes")
     follower = processes.follower() if processes is not None else None
-    recorder = dispatch.owner_here() if follower is None else None
+    recorder = _recorder_here() if follower is None else None
     if follower is None and recorder is None:
         return real(popen, args, *rest, **kwargs)
     from .. import processes
