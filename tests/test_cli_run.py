@@ -291,6 +291,19 @@ def test_an_exec_of_a_program_that_is_not_there_keeps_the_report_and_pythons_own
     assert set(Path(tempfile.gettempdir()).glob("syncfree-exec-*.json")) <= carries  # none was written and left
 
 
+def test_a_carried_report_that_no_run_takes_is_removed(tmp_path, monkeypatch):
+    # A followed exec whose run stops at an error before taking the report handed to it (a broken [tool.syncfree]
+    # where the program went) left the file behind.
+    carry = tmp_path / "carry.json"
+    carry.write_text(json.dumps({"start": str(tmp_path), "sites": []}))
+    write(tmp_path, "pyproject.toml", "[tool.syncfree]\nbudget = 'many'\n")
+    write(tmp_path, "train.py", "pass\n")
+    monkeypatch.setenv("SYNCFREE_EXEC_CARRY", str(carry))
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 2 and "budget" in done.stderr, done.stderr
+    assert not carry.exists()
+
+
 def test_which_execs_the_run_follows():
     sys.path.insert(0, str(ROOT / "python_helper"))
     from syncfree.cli.run_script import _followed

@@ -416,9 +416,9 @@ class ForkedChildren:
     def _enter_child(self) -> None:
         recorder = self._recorder()
         if recorder is None:
-            # Forked from a thread that no recorder records by name (a daemon thread of the program: the worker
-            # handler of a multiprocessing.Pool replacing a worker, maxtasksperchild): this child's syncs go where
-            # such a thread's go (the run's recorder), and its report reads them there.
+            # Forked from a thread that no recorder records by name (under syncfree run, any thread but the main
+            # one: a Pool started in a thread, the worker handler of a Pool replacing a worker): this child's syncs
+            # go where such a thread's go (the run's recorder), and its report reads them there.
             from .capture import dispatch
 
             recorder = dispatch.owner()

@@ -514,6 +514,7 @@ def _install(torch: Any, cuda: bool) -> None:
 
 
 def _cuda_initialized() -> bool:
+    """Whether torch has initialized CUDA (True when the engine was installed without CUDA: nothing to wait for)."""
     cuda = _real.get("cuda")
     return cuda is None or bool(cuda.is_initialized())
 

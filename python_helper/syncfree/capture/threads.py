@@ -12,8 +12,9 @@ Three patches, installed by the dispatcher's first recorder and removed by its l
   failing that, when a running process recorder asked for the threads of its program to
   be predicted (``syncfree run``: ``predicts_threads``, daemon threads included: the
   process ends with the run). Otherwise daemon threads get no session: one may outlive
-  the watch and would keep the stand-ins installed. A child process forked
-  from such a thread gets one for its whole life (`predict_in_forked_child`).
+  the watch and would keep the stand-ins installed (a watch's own daemon thread running
+  the user's code is named in its report). A child process forked from such a thread gets
+  one for its whole life (`predict_in_forked_child`).
 * ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
   a routed context runs routed to that recorder, under a `PredictSession` for the task's
   duration when it predicts, whichever thread of the pool runs it and whenever that
@@ -99,7 +100,7 @@ def _start(thread: Any) -> Any:
         # its program's threads (syncfree run, whose process ends with the run) gives it a session. Without one,
         # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
         predicting = _predicting_process()
-        if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread):
+        if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread, recorder):
             recorder.note(f"daemon thread {thread.name!r} ran without predict mode's stand-ins (a daemon thread may "
                           "outlive the block, and would keep them installed): its CUDA work is not predicted, so "
                           "its syncs are not counted (a non-daemon thread, or syncfree run, predicts them)")
@@ -118,18 +119,13 @@ def _start(thread: Any) -> Any:
     return _real["start"](thread)
 
 
-def _users_code(thread: Any) -> bool:
-    """Whether the thread runs the user's code (its target, or its class's ``run``), not a library's (a Pool's
-    handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns."""
-    import os
-
-    from .sites import _library_roots
-
+def _users_code(thread: Any, recorder: Any) -> bool:
+    """Whether the thread runs code of ``recorder``'s user files (its target, or its class's ``run``), not a
+    library's (a Pool's handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns."""
     run = type(thread).run
     function = run if run is not threading.Thread.run else getattr(thread, "_target", None)
-    filename = getattr(getattr(function, "__code__", None), "co_filename", "")
-    return bool(filename) and not filename.startswith("<frozen") \
-        and not any(filename.startswith(root + os.sep) for root in _library_roots())
+    filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+    return filename is not None and filename in recorder._cell_files  # UserFiles for a watch: the same test
 
 
 def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -147,10 +143,10 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def predict_in_forked_child(recorder: Any) -> None:
     """In a child just forked: its one thread is the thread that forked, and it runs the child's code from here to
-    the child's end. When that thread ran without the stand-ins (a daemon thread, which gets no session: the
-    worker handler of a ``multiprocessing.Pool`` replacing a worker, ``maxtasksperchild``) and ``recorder``
-    predicts, the child's CUDA code would fail on a CPU build ("Torch not compiled with CUDA enabled") instead of
-    being predicted: the thread gets a `PredictSession` for the rest of the child's life (it ends with the child)."""
+    the child's end. When that thread ran without the stand-ins (a watched test's daemon thread, which gets no
+    session: the worker handler of a ``multiprocessing.Pool`` replacing a worker, ``maxtasksperchild``) and
+    ``recorder`` predicts, the child's CUDA code would fail on a CPU build ("Torch not compiled with CUDA enabled")
+    instead of being predicted: the thread gets a `PredictSession` for the rest of the child's life."""
     if recorder is None or not recorder.running or recorder.mode != "predict":
         return
     from .predict import PredictSession

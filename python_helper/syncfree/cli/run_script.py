@@ -199,15 +199,15 @@ def _take_carry() -> dict[str, Any] | None:
     the environment (the program's own children do not see it)."""
     import json
 
-    path = os.environ.pop(EXEC_CARRY, None)
+    path = os.environ.get(EXEC_CARRY)
     if not path:
         return None
     try:
         with open(path, encoding="utf-8") as stream:
             data = json.load(stream)
-        os.unlink(path)
     except (OSError, ValueError):
-        return None
+        data = None
+    discard_carry()
     return data if isinstance(data, dict) and "sites" in data else None
 
 
@@ -231,6 +231,11 @@ def _carry_on(result: Any, earlier: dict[str, Any] | None) -> None:
     result.earlier = earlier
     result.children = [ProcessReport.from_dict(child) for child in earlier.get("children", [])] + result.children
     result.notes = [*earlier.get("notes", []), *result.notes]
+
+
+def _shown_command(command: Sequence[str]) -> str:
+    shown = " ".join(command)
+    return shown[:120] + ("..." if len(shown) > 120 else "")
 
 
 def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
@@ -279,16 +284,13 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         else:
             summary += f"\nnote: {them} ran without a sync"
     for command in earlier.get("replaced", []):
-        shown = " ".join(command)
-        summary += (f"\nnote: the program replaced itself with os.exec* ({shown[:120]}{'...' if len(shown) > 120 else ''}):"
-                    " followed, this report counts the syncs of both")
+        summary += (f"\nnote: the program replaced itself with os.exec* ({_shown_command(command)}): followed, this "
+                    "report counts the syncs of both")
     replaced_by = getattr(result, "replaced_by", None)
     if replaced_by:
-        command = " ".join(replaced_by)
-        summary += (f"\nnote: the program replaced itself with os.exec* ({command[:120]}"
-                    f"{'...' if len(command) > 120 else ''}): this report ends there, no atexit handler ran, and "
-                    f"what the new program does is not watched (syncfree run it, or run it from the program with "
-                    f"subprocess)")
+        summary += (f"\nnote: the program replaced itself with os.exec* ({_shown_command(replaced_by)}): this report "
+                    "ends there, no atexit handler ran, and what the new program does is not watched (syncfree run "
+                    "it, or run it from the program with subprocess)")
     elif hard:
         summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
