@@ -171,3 +171,18 @@ def test_a_site_that_synced_once_has_no_split():
     assert first_call_text(1, 5.0, 5.0) == ""
     assert first_call_text(3, 5.0, None) == "" and first_call_text(3, None, None) == ""
     assert first_call_text(4, 9.0, 6.0, firsts=2) == "first syncs 6.00 ms, then 1.50 ms per sync ×2"
+
+
+def test_a_cell_site_carries_the_text_of_its_chain_lines():
+    """The notebook finds a site's line again by its text (issue 39): after a line is typed
+    above it, after a move or a reopen, and compares runs by it, not by line number."""
+    site = SyncSite((2, 3), "item", catalog.rule_for_kind("item"), (), None, False)
+    site.count = 1
+    long_line = "y = " + "x" * 300
+    report = build_report(source=CELL + "  " + long_line + "\n", device=DEVICE, mode="warn",
+                          sites=[site.to_report(), {**item_site(), "line": 5, "chain": [5]}])
+    validate_report(report)
+    assert report["sites"][0]["chain_text"] == ["x = model(batch)", "loss = x.sum().item()"]
+    assert report["sites"][1]["chain_text"] == [long_line[:200]]
+    past_end = build_report(source="x = 1\n", device=DEVICE, mode="warn", sites=[item_site()])
+    assert "chain_text" not in past_end["sites"][0]

@@ -62,6 +62,7 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     ``predict_table`` (predict mode) is `syncfree.capture.optable.report_of`'s dict.
     """
     site_list = [dict(s) for s in sites]
+    _add_chain_text(site_list, source)
     finding_list = [dict(f) for f in findings]
     truncated_findings = len(finding_list) > MAX_FINDINGS
     finding_list = finding_list[:MAX_FINDINGS]
@@ -101,6 +102,19 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     if predict_table is not None:
         report["predict_table"] = dict(predict_table)
     return report
+
+
+def _add_chain_text(sites: list[dict], source: str) -> None:
+    """Each cell site's chain lines as they ran (``chain_text``): the notebook finds a
+    site's line again by its text once the cell is edited, moved or reopened, and compares
+    runs by what ran where rather than by line numbers. Sites of other files (a script's,
+    ``file`` set) and chains past the cell's end get none."""
+    lines = source.splitlines()
+    for site in sites:
+        chain = site.get("chain") or []
+        if site.get("file") or "chain_text" in site or not all(1 <= n <= len(lines) for n in chain):
+            continue
+        site["chain_text"] = [lines[n - 1].strip()[:200] for n in chain]
 
 
 def _catalog_rules(codes: set[str]) -> dict:
