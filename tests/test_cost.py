@@ -1,0 +1,109 @@
+"""syncfree.cost: a sync's cost (GPU time lost) from synthetic GPU timelines, on CPU.
+
+Times are microseconds. A GPU-bound step: 2 ms kernels launched 10 us apart, the CPU far
+ahead. A launch-bound step: 5 us kernels launched 40 us apart, the GPU idling between them.
+"""
+
+from __future__ import annotations
+
+from syncfree.cost import Activity, Sync, compute_costs
+
+
+def _gpu_bound(steps: int, sync_after: int | None, kernels: int = 6, dur: float = 2000.0,
+               spacing: float = 10.0, latency: float = 5.0, restart: float = 300.0):
+    """Activities, waits and syncs of ``steps`` steps; with ``sync_after`` the CPU syncs after
+    that kernel of each step (waits for the GPU to drain, returns, then needs ``restart`` us
+    before its next launch)."""
+    acts, waits, syncs = [], [], []
+    cpu = 0.0
+    gpu_free = 0.0
+    for _ in range(steps):
+        for k in range(kernels):
+            start = max(cpu + latency, gpu_free)
+            acts.append(Activity(start, start + dur, cpu))
+            gpu_free = start + dur
+            cpu += spacing
+            if sync_after is not None and k == sync_after:
+                wait_start, wait_end = cpu, max(cpu, gpu_free) + 8.0
+                waits.append((wait_start, wait_end))
+                syncs.append(Sync("item", wait_end + 20.0))  # the hook runs a little later
+                cpu = wait_end + restart
+    return acts, waits, syncs
+
+
+def test_gpu_bound_sync_costs_the_gap_after_it():
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    costs = compute_costs(acts, syncs, waits)
+    site = costs.sites["item"]
+    assert site.syncs == 4
+    # Each of the 3 syncs followed by work loses 8 us (wait end) + 300 us (restart) + 5 us (launch latency).
+    assert abs(site.cost_us - 3 * 313.0) < 1.0
+    assert abs(costs.idle_us - 3 * 313.0) < 1.0
+    assert abs(costs.busy_us - 24 * 2000.0) < 1e-6
+
+
+def test_without_the_sync_there_is_no_idle_and_no_cost():
+    acts, waits, syncs = _gpu_bound(4, sync_after=None)
+    costs = compute_costs(acts, syncs, waits)
+    assert costs.idle_us == 0.0 and costs.cost_us == 0.0 and costs.sites == {}
+
+
+def test_launch_bound_sync_costs_only_its_own_wait():
+    # 5 us kernels launched every 40 us: the GPU idles 35 us before each anyway.
+    acts, waits, syncs = [], [], []
+    cpu = 0.0
+    for step in range(5):
+        for _ in range(10):
+            acts.append(Activity(cpu + 5.0, cpu + 10.0, cpu))
+            cpu += 40.0
+        # .item(): a copy launched now, then a wait of 12 us for it
+        acts.append(Activity(cpu + 5.0, cpu + 7.0, cpu))
+        waits.append((cpu + 1.0, cpu + 13.0))
+        syncs.append(Sync("item", cpu + 14.0))
+        cpu += 13.0 + 40.0
+    costs = compute_costs(acts, syncs, waits)
+    assert costs.idle_us > 5 * 10 * 30.0  # most of the span is idle anyway
+    # what the sync adds per step: its wait (12 us), less the 1 us before it, less ~nothing else
+    assert costs.sites["item"].cost_us < 5 * 15.0
+
+
+def test_gaps_belong_to_the_last_sync_before_them_and_sites_rank_by_cost():
+    # One GPU-bound step with three syncs: a cheap one (CPU back in 50 us), a dear one (1 ms of
+    # CPU work before the next launch) and a middle one (400 us).
+    acts, waits, syncs = [], [], []
+    cpu, gpu_free = 0.0, 0.0
+    for _ in range(3):
+        for name, restart in (("a", 50.0), ("b", 1000.0), ("c", 400.0)):
+            for _k in range(3):
+                start = max(cpu + 5.0, gpu_free)
+                acts.append(Activity(start, start + 1500.0, cpu))
+                gpu_free = start + 1500.0
+                cpu += 10.0
+            waits.append((cpu, gpu_free + 5.0))
+            syncs.append(Sync(name, gpu_free + 6.0))
+            cpu = gpu_free + 5.0 + restart
+    acts.append(Activity(cpu + 5.0, cpu + 100.0, cpu))  # the last sync is followed by work too
+    costs = compute_costs(acts, syncs, waits)
+    ranked = sorted(costs.sites, key=lambda s: -costs.sites[s].cost_us)
+    assert ranked == ["b", "c", "a"]
+    assert abs(costs.sites["b"].cost_us - 3 * 1010.0) < 1.0
+    assert costs.share("b") is not None and 0 < costs.share("b") < 1
+    assert abs(costs.cost_us - costs.idle_us) < 1.0  # every gap here is a sync's
+
+
+def test_a_gap_whose_work_was_queued_is_not_a_syncs():
+    # The second kernel was launched long before the first ended: the gap is the GPU's own.
+    acts = [Activity(0.0, 100.0, 0.0), Activity(150.0, 200.0, 10.0)]
+    costs = compute_costs(acts, [Sync("s", 20.0)])
+    assert costs.idle_us == 50.0 and costs.sites["s"].cost_us == 0.0
+
+
+def test_gaps_before_the_first_sync_and_without_launch_times_are_nobodys():
+    acts = [Activity(0.0, 10.0, 0.0), Activity(500.0, 510.0, 490.0), Activity(900.0, 910.0, None)]
+    costs = compute_costs(acts, [Sync("s", 600.0)])
+    assert costs.sites["s"].cost_us == 0.0 and costs.idle_us == 880.0
+
+
+def test_no_gpu_activity_gives_no_span_and_no_share():
+    costs = compute_costs([], [Sync("s", 1.0)])
+    assert costs.span_us == 0.0 and costs.share("s") is None and costs.sites["s"].syncs == 1
