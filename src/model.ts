@@ -228,3 +228,135 @@ export function notebookTotalsText(totals: INotebookTotals): string {
   const blocked = totals.blockedMs !== null ? ` · ${formatMs(totals.blockedMs)} blocked` : '';
   return `${syncCountText(totals.syncs, totals.predicted)}${blocked}`;
 }
+
+/**
+ * The text of each report line the report knows, as it ran (sites' `chain_text`,
+ * report.schema.json): what a site's line is found by once the cell was edited, moved,
+ * cut and pasted or reopened (issue 39). Empty for reports written before it.
+ */
+export function reportLineTexts(report: SyncReport): ReadonlyMap<number, string> {
+  let texts = lineTextCache.get(report);
+  if (!texts) {
+    texts = new Map();
+    for (const site of report.sites) {
+      const chainText = site.chain_text;
+      if (chainText && chainText.length === site.chain.length) {
+        site.chain.forEach((line, i) => texts!.set(line, chainText[i]));
+      }
+    }
+    lineTextCache.set(report, texts);
+  }
+  return texts;
+}
+
+const lineTextCache = new WeakMap<SyncReport, Map<number, string>>();
+
+/** Where a report's lines are in the cell's text now; null for a line that cannot be found. */
+export type LineAnchors = (line: number) => number | null;
+
+/** A line of the text as `chain_text` holds it (stripped, cut at 200 characters). */
+function anchorText(text: string): string {
+  return text.trim().slice(0, 200);
+}
+
+/**
+ * Whether the cell's lines still hold, at the report's line numbers, the text that ran
+ * there (as far as the report knows it: `reportLineTexts`). True for a report that
+ * knows no text (written before `chain_text`).
+ */
+export function reportLinesInPlace(report: SyncReport, lineAt: (line: number) => string, lineCount: number): boolean {
+  for (const [line, text] of reportLineTexts(report)) {
+    if (line > lineCount || anchorText(lineAt(line)) !== text) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/**
+ * Where the report's lines are now in a cell's text that changed since the run, found by
+ * the text each line had when it ran (issue 39: a line typed above, Move Cell, cut and
+ * paste, a reopen of a notebook saved after an edit). Lines are matched in order, each to
+ * the nearest line with its text after the one before it, so that two identical lines
+ * keep their order; a line whose text is nowhere is lost (null: "out of date"). A line the
+ * report has no text for (a static finding's) moves with the nearest matched line above
+ * it (below it, when none is above). Null when the report knows no line text (older
+ * reports): then only edits seen in the editor can move its lines.
+ */
+export function anchorReportLines(
+  report: SyncReport,
+  lineAt: (line: number) => string,
+  lineCount: number
+): LineAnchors | null {
+  const texts = reportLineTexts(report);
+  if (texts.size === 0) {
+    return null;
+  }
+  const where = new Map<string, number[]>();
+  for (let n = 1; n <= lineCount; n++) {
+    const text = anchorText(lineAt(n));
+    const list = where.get(text);
+    if (list) {
+      list.push(n);
+    } else {
+      where.set(text, [n]);
+    }
+  }
+  const known = [...texts.keys()].sort((a, b) => a - b);
+  const found = new Map<number, number | null>();
+  const used = new Set<number>();
+  let previous = 0;
+  let shift = 0;
+  for (const line of known) {
+    const candidates = (where.get(texts.get(line)!) ?? []).filter(n => !used.has(n));
+    const expected = line + shift;
+    const nearest = (list: number[]) =>
+      list.reduce<number | null>(
+        (best, n) => (best === null || Math.abs(n - expected) < Math.abs(best - expected) ? n : best),
+        null
+      );
+    const at = nearest(candidates.filter(n => n > previous)) ?? nearest(candidates);
+    found.set(line, at);
+    if (at !== null) {
+      used.add(at);
+      previous = at;
+      shift = at - line;
+    }
+  }
+  return line => {
+    if (found.has(line)) {
+      return found.get(line)!;
+    }
+    // No text for this line: it moves with the nearest matched line above it (or below).
+    let by: number | null = null;
+    for (const k of known) {
+      const at = found.get(k);
+      if (at === null || at === undefined) {
+        continue;
+      }
+      if (k < line || by === null) {
+        by = at - k;
+      }
+      if (k > line) {
+        break;
+      }
+    }
+    const at = by === null ? null : line + by;
+    return at !== null && at >= 1 && at <= lineCount ? at : null;
+  };
+}
+
+/**
+ * Where the report lines of a cell are in its text (`source`), for a cell without an
+ * editor to follow its edits (a windowed notebook's, a notebook reopened after an edit),
+ * found by the text they ran with (`anchorReportLines`): `stale` when a line that ran
+ * holds other text now; nothing when every line is in place.
+ */
+export function anchoredLines(source: string, report: SyncReport): { stale?: boolean; currentLine?: LineAnchors } {
+  const lines = source.split('\n');
+  const lineAt = (n: number) => lines[n - 1] ?? '';
+  if (reportLinesInPlace(report, lineAt, lines.length)) {
+    return {};
+  }
+  return { stale: true, currentLine: anchorReportLines(report, lineAt, lines.length) ?? undefined };
+}

@@ -4,7 +4,7 @@ import { CodeMirrorEditor } from '@jupyterlab/codemirror';
 import type { Notebook, NotebookPanel } from '@jupyterlab/notebook';
 import { syncMarkerField } from './gutter/extension';
 import { ILineMarker, markerLines } from './gutter/lines';
-import { siteColumn } from './model';
+import { anchoredLines, siteColumn } from './model';
 import type { SyncReport } from './tokens';
 import { ISyncPosition, landingColumn } from './positions';
 import type { ISyncReports } from './tokens';
@@ -13,10 +13,6 @@ import type { ISyncReports } from './tokens';
 export function editorViewOfCell(cell: Cell | undefined | null): EditorView | null {
   const editor = cell?.editor;
   return editor instanceof CodeMirrorEditor ? editor.editor : null;
-}
-
-function lineCountOf(model: ICodeCellModel): number {
-  return model.sharedModel.getSource().split('\n').length;
 }
 
 /**
@@ -84,10 +80,18 @@ export function syncPositions(panel: NotebookPanel, reports: ISyncReports): ISyn
       return;
     }
     if (cell.model.type === 'code') {
-      const lineCount = lineCountOf(cell.model as ICodeCellModel);
-      for (const marker of markerLines(report, lineCount)) {
-        marks.push({ cell: index, line: marker.line, column: markerColumn(report, marker) });
+      // Not rendered: its lines are found by their text where the cell changed since the run.
+      const source = (cell.model as ICodeCellModel).sharedModel.getSource();
+      const lineCount = source.split('\n').length;
+      const { currentLine } = anchoredLines(source, report);
+      const found: ISyncPosition[] = [];
+      for (const marker of markerLines(report, currentLine ? Number.MAX_SAFE_INTEGER : lineCount)) {
+        const line = currentLine ? currentLine(marker.line) : marker.line;
+        if (line !== null && line >= 1 && line <= lineCount) {
+          found.push({ cell: index, line, column: currentLine ? null : markerColumn(report, marker) });
+        }
       }
+      marks.push(...found.sort((a, b) => a.line - b.line));
     }
   });
   return marks;

@@ -9,6 +9,11 @@ import { librarySwitch, libraryText } from '../library';
 /** What a sync card shows. */
 export interface ISyncCardContent {
   marker: ILineMarker;
+  /**
+   * The 1-based line the marker is on now, when edits moved it from the report's line
+   * (`marker.line`): the card names the line the user sees.
+   */
+  line?: number;
   report: SyncReport;
   /** The cell text no longer matches the report. */
   stale: boolean;
@@ -29,14 +34,14 @@ const C = `${CSS_PREFIX}-card`;
 let reasonIds = 0;
 
 /** The heading of a card: what kind of evidence the line has. */
-export function cardTitle(marker: ILineMarker): string {
+export function cardTitle(marker: ILineMarker, line: number = marker.line): string {
   switch (marker.source) {
     case 'measured':
-      return `Sync at line ${marker.line}`;
+      return `Sync at line ${line}`;
     case 'predicted':
-      return `Predicted sync at line ${marker.line}`;
+      return `Predicted sync at line ${line}`;
     default:
-      return `Likely sync at line ${marker.line} (did not run)`;
+      return `Likely sync at line ${line} (did not run)`;
   }
 }
 
@@ -266,7 +271,7 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
   const card = el('div', C);
   card.tabIndex = -1;
   card.setAttribute('role', 'dialog');
-  const title = cardTitle(marker);
+  const title = cardTitle(marker, content.line);
   card.setAttribute('aria-label', title);
   card.dataset.line = String(marker.line);
 

@@ -11,6 +11,7 @@ import {
 } from '@codemirror/state';
 import { Decoration, DecorationSet, EditorView, GutterMarker, ViewPlugin, ViewUpdate, gutter } from '@codemirror/view';
 import { sourceHash, sourceHashSoon } from '../hash';
+import { LineAnchors, anchorReportLines, reportLinesInPlace } from '../model';
 import type { SyncReport } from '../tokens';
 import { CSS_PREFIX } from '../tokens';
 import { DEFAULT_MARKER_OPTIONS, ILineMarker, IMarkerOptions, MarkerSource, markerLines } from './lines';
@@ -186,6 +187,11 @@ function freshness(report: SyncReport | null, doc: Text, known: Text | null, def
   if (verified(doc, report)) {
     return { stale: false, freshDoc: doc, unchecked: false };
   }
+  if (!reportLinesInPlace(report, n => doc.line(n).text, doc.lines)) {
+    // A line that ran holds other text now (a cell moved, pasted or reopened after an
+    // edit): out of date without hashing the cell, and its markers are placed by text.
+    return { stale: true, freshDoc: null, unchecked: false };
+  }
   if (defer) {
     return { stale: false, freshDoc: null, unchecked: true };
   }
@@ -250,22 +256,52 @@ function lineDecoration(line: number, source: MarkerSource, stale: boolean): Dec
   return decoration;
 }
 
+/**
+ * Where the report's lines are in a stale document, by the text they had when they ran
+ * (model.ts anchorReportLines); null when they are where the report says (or the report
+ * knows no line text, an older one).
+ */
+function anchorsIn(report: SyncReport, doc: Text): LineAnchors | null {
+  const lineAt = (n: number) => doc.line(n).text;
+  return reportLinesInPlace(report, lineAt, doc.lines) ? null : anchorReportLines(report, lineAt, doc.lines);
+}
+
+/**
+ * The markers and highlights of a report on a document. On a stale document (an editor
+ * made for a cell that was moved, pasted, undone or reopened after an edit: no edit to map
+ * the markers through) each line is placed by its text; a line whose text is gone is left
+ * unmarked and counted as deleted, and the panel says the row is out of date.
+ */
 function build(
   state: Pick<ISyncMarkerState, 'report' | 'options' | 'stale'>,
   doc: EditorState['doc']
-): Pick<ISyncMarkerState, 'markers' | 'lines'> {
+): Pick<ISyncMarkerState, 'markers' | 'lines' | 'deleted'> {
   const markers = new RangeSetBuilder<SyncGutterMarker>();
   const lines = new RangeSetBuilder<Decoration>();
+  let deleted: Set<number> | null = null;
   if (state.report) {
-    for (const info of markerLines(state.report, doc.lines, state.options)) {
-      const from = doc.line(info.line).from;
+    const anchors = state.stale ? anchorsIn(state.report, doc) : null;
+    const placed: { info: ILineMarker; at: number }[] = [];
+    // With anchors, a report line past the cell's end may be inside it now (and the
+    // reverse): the range is checked where the line is placed.
+    for (const info of markerLines(state.report, anchors ? Number.MAX_SAFE_INTEGER : doc.lines, state.options)) {
+      const at = anchors ? anchors(info.line) : info.line;
+      if (at === null || at < 1 || at > doc.lines) {
+        (deleted ??= new Set()).add(info.line);
+      } else {
+        placed.push({ info, at });
+      }
+    }
+    placed.sort((a, b) => a.at - b.at);
+    for (const { info, at } of placed) {
+      const from = doc.line(at).from;
       markers.add(from, from, new SyncGutterMarker(info, state.stale));
       if (state.options.lineHighlight && info.source !== 'static') {
         lines.add(from, from, lineDecoration(info.line, info.source, state.stale));
       }
     }
   }
-  return { markers: markers.finish(), lines: lines.finish() };
+  return { markers: markers.finish(), lines: lines.finish(), deleted: deleted ?? NO_LINES };
 }
 
 /** The edits since the report, from nothing: the text is the report's (or unknown). */

@@ -58,7 +58,7 @@ function createCard(view: EditorView, pos: number): HTMLElement {
     }
   };
   const card: HTMLElement = renderSyncCard(
-    { marker: marker.info, report, stale: state.stale, showLibraryFrames: state.options.showLibraryFrames },
+    { marker: marker.info, line, report, stale: state.stale, showLibraryFrames: state.options.showLibraryFrames },
     {
       plan: fix => planRewriteIn(view.state, report, fix),
       apply: fix => {

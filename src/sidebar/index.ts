@@ -12,7 +12,7 @@ import { editorViewOfCell, revealCellLine } from '../navigate';
 import { CommandIDs, ISyncReports, PLUGIN_IDS } from '../tokens';
 import { ISyncsSource, SyncsPanel } from './panel';
 import { SyncsStatus, badgeCount, badgeText } from './status';
-import { notebookTotals } from '../model';
+import { anchoredLines, notebookTotals } from '../model';
 import type { IRankInput } from './ranking';
 import type { EditorView } from '@codemirror/view';
 import type { SyncReport } from '../tokens';
@@ -46,7 +46,7 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
             report,
             previous: reports.previousOf(path, cellId),
             lineCount: cell.source.split('\n').length,
-            ...editedLines(editorViewOfCell(widgets.get(cellId)), report)
+            ...(editedLines(editorViewOfCell(widgets.get(cellId)), report) ?? anchoredLines(cell.source, report))
           });
         }
       }
@@ -57,12 +57,12 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
 
 /**
  * Where a rendered cell's report lines are now, from its editor's markers (they follow
- * edits), and whether the report is out of date. Nothing for a cell not rendered.
+ * edits), and whether the report is out of date. Null for a cell not rendered.
  */
-function editedLines(view: EditorView | null, report: SyncReport): Pick<IRankInput, 'currentLine' | 'stale'> {
+function editedLines(view: EditorView | null, report: SyncReport): Pick<IRankInput, 'currentLine' | 'stale'> | null {
   const field = view?.state.field(syncMarkerField, false);
   if (!view || !field || field.report !== report) {
-    return {};
+    return null;
   }
   const stale = reportFreshness(view.state) === 'stale';
   if (!stale) {

@@ -147,8 +147,14 @@ export interface ISyncTotals {
 /** The kind shown for static findings (they did not run, so they have no sync kind). */
 export const STATIC_KIND = 'static';
 
+/**
+ * What a site is across runs of its cell: what synced where in the code, the text of its
+ * chain lines (`chain_text`) and its kind, so that a line added above it changes nothing
+ * (issue 39); by line numbers for reports written before `chain_text`.
+ */
 function siteKey(site: SyncSite): string {
-  return `${site.chain.join('>')}|${site.kind}`;
+  const where = site.chain_text && site.chain_text.length === site.chain.length ? site.chain_text : site.chain;
+  return `${JSON.stringify(where)}|${site.kind}`;
 }
 
 const warnedOutOfRange = new WeakSet<SyncReport>();
@@ -199,6 +205,9 @@ export class SiteRanking {
       const inRange = (line: number) => {
         if (input.lineCount === undefined || (line >= 1 && line <= input.lineCount)) {
           return true;
+        }
+        if (line >= 1 && input.currentLine && input.currentLine(line) !== null) {
+          return true; // the cell was edited: the line is elsewhere now (found by its text)
         }
         if (!warnedOutOfRange.has(report)) {
           warnedOutOfRange.add(report);
