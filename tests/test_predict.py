@@ -176,6 +176,7 @@ def session_state():
                              torch.autograd.graph._engine_run_backward,
                              vars(torch.autograd.Function)["apply"],
                              vars(torch.autograd.function.BackwardCFunction)["_get_user_fn"])
+        state["generator"] = torch.Generator
         state["mode_stack"] = torch._C._len_torch_function_stack()
         state["cuda_available"] = torch.cuda.is_available()
         return state
@@ -321,6 +322,83 @@ def test_model_cuda_syncs_once_per_parameter_and_buffer():
         assert all(b.is_cuda for b in model.buffers())
         model.to("cuda")  # already there: no copy
     assert recorder.kinds == ["to_device"] * tensors
+
+
+MODULE_TO_FORMS = [
+    ((), {"device": "cuda"}),
+    ((), {"device": "cuda", "dtype": torch.float64}),
+    ((), {"dtype": torch.float64, "device": torch.device("cuda:0"), "non_blocking": False}),
+    (("cuda",), {}),
+    (("cuda:0", torch.float64), {}),
+    ((torch.device("cuda"),), {}),
+    ((0,), {}),
+    ((), {"device": 0}),
+    ("tensor", {}),
+    ((), {"tensor": "tensor"}),
+]
+
+
+@pytest.mark.parametrize("args, kwargs", MODULE_TO_FORMS)
+def test_module_to_cuda_in_every_form_moves_the_parameters(args, kwargs):
+    """nn.Module.to parses its arguments with torch._C._nn._parse_to, which the mode saw as
+    a factory naming a device: device="cuda" was rewritten to the host and the parameters
+    stayed there (no copy predicted, torch.save of them predicted nothing, and
+    torch.cat([cuda_t, m.bias]) raised a device mismatch no GPU raises)."""
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        target = torch.zeros(1, device="cuda", dtype=torch.float64)
+        args = (target,) if args == "tensor" else args
+        kwargs = {k: (target if v == "tensor" else v) for k, v in kwargs.items()}
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.BatchNorm1d(4))
+        recorder.clear()
+        assert model.to(*args, **kwargs) is model
+        assert all(t.is_cuda for t in [*model.parameters(), *model.buffers()])
+        assert recorder.kinds == ["to_device"] * 7  # 4 parameters, 3 buffers
+        torch.cat([torch.ones(4, device="cuda", dtype=model[0].bias.dtype), model[0].bias])
+        recorder.clear()
+        torch.save(model.state_dict(), io.BytesIO())
+        assert recorder.kinds == ["to_host"] * 7
+        recorder.clear()
+        model.to(*args, **kwargs)  # already there: nothing moves
+        assert recorder.kinds == []
+
+
+def test_module_to_cuda_non_blocking_moves_without_a_sync():
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        model = torch.nn.Linear(4, 4)
+        model.to(device="cuda", non_blocking=True)
+        assert all(p.is_cuda for p in model.parameters())
+        assert torch.ones(4).to(device=0).is_cuda  # a bare ordinal names the CUDA device
+    assert recorder.kinds == ["to_device"]  # the tensor's copy; the module's were non_blocking
+
+
+def test_cuda_generator_works_as_on_a_gpu():
+    """torch.Generator(device="cuda") raised "Cannot get CUDA generator without ATen_cuda
+    library" on the CPU build."""
+    recorder = CollectingRecorder()
+    with PredictSession(recorder):
+        g = torch.Generator(device="cuda")
+        assert g.device == torch.device("cuda", 0)
+        assert torch.Generator("cuda:0").device.type == "cuda"
+        assert type(torch.Generator()) is torch._C.Generator  # other devices: torch's own
+        assert isinstance(g, torch.Generator) and isinstance(torch.default_generator, torch.Generator)
+        g.manual_seed(7)
+        first = torch.randn(5, device="cuda", generator=g)
+        g.manual_seed(7)
+        again = torch.randn(5, device="cuda", generator=g)
+        assert first.is_cuda and torch.equal(first, again)
+        assert torch.randperm(6, device="cuda", generator=g).is_cuda
+        assert torch.empty(3, device="cuda").normal_(generator=g).is_cuda
+        state = g.get_state()
+        g.set_state(state)
+        assert g.initial_seed() == 7
+        assert copy.deepcopy(g).device.type == "cuda"
+        batches = torch.utils.data.DataLoader(torch.arange(8.0), batch_size=4, shuffle=True,
+                                              generator=torch.Generator().manual_seed(1))
+        assert sorted(torch.cat(list(batches)).tolist()) == list(range(8))
+    assert torch.Generator is torch._C.Generator
+    assert recorder.kinds == ["allclose"]  # torch.equal reads its answer back
 
 
 def test_training_step_predicts_only_the_grad_scaler_check():

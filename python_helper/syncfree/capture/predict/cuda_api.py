@@ -104,6 +104,9 @@ def install(session: Any, patch: Any) -> None:
     patch(cuda, "seed", seed)
     patch(cuda, "seed_all", seed)
     patch(cuda, "initial_seed", generator.initial_seed)
+    # torch.Generator(device="cuda"): the CPU build raises "Cannot get CUDA generator
+    # without ATen_cuda library" (aten/src/ATen/Context.h, getDefaultGenerator).
+    patch(torch, "Generator", _generator_type(torch))
 
     nvtx = getattr(cuda, "nvtx", None)
     if nvtx is not None:
@@ -138,6 +141,53 @@ def install(session: Any, patch: Any) -> None:
 
     patch(autocast, "__enter__", enter)
     patch(autocast, "__exit__", exit_)
+
+
+def _generator_type(torch: Any) -> type:
+    """A stand-in for ``torch.Generator``: ``torch.Generator(device="cuda")`` makes a CPU
+    generator that answers ``device`` as ``cuda:0``, as the generator of the virtual device
+    (virtual CUDA tensors draw from the CPU build's kernels, which take a CPU generator:
+    ``torch.randn(3, device="cuda", generator=g)``, ``randperm``, ``normal_`` run as on a
+    GPU). Any other device gets torch's own generator. Every generator, made before the
+    session or not, is an instance (``isinstance(g, torch.Generator)``), as the metaclass
+    asks torch's class."""
+    real = torch._C.Generator
+
+    class GeneratorType(type(real)):
+        def __instancecheck__(cls, obj: Any) -> bool:
+            return isinstance(obj, real)
+
+        def __subclasscheck__(cls, other: type) -> bool:
+            return issubclass(other, real)
+
+    class Generator(real, metaclass=GeneratorType):
+        __doc__ = real.__doc__
+
+        def __new__(cls, device: Any = "cpu") -> Any:
+            from .registry import _is_cuda_device
+
+            if not _is_cuda_device(device):
+                return real(device)
+            return super().__new__(cls, "cpu")
+
+        def __init__(self, device: Any = "cpu") -> None:
+            pass
+
+        @property
+        def device(self) -> Any:
+            return torch.device("cuda", 0)
+
+        def __reduce__(self) -> Any:
+            return (Generator, ("cuda",), self.get_state())
+
+        def __setstate__(self, state: Any) -> None:
+            self.set_state(state)
+
+        def __repr__(self) -> str:
+            return "<torch.Generator (syncfree predict stand-in, cuda:0)>"
+
+    Generator.__module__, Generator.__qualname__ = "torch", "Generator"
+    return Generator
 
 
 def _cpu_autocast_state(torch: Any) -> tuple[Any, Any]:

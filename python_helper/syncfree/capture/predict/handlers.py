@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .indexing import _handle_getitem, _handle_setitem
-from .mode import _call_generic, _record, _virtual
+from .mode import _call_generic, _handle_parse_to, _record, _virtual, parse_to
 from .registry import _call_tensors, _is_cuda_device, _tensors_in
 
 
@@ -126,7 +126,7 @@ def _handle_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     if len(rest) == 4 and isinstance(rest[3], bool):  # to(device, dtype, non_blocking, copy)
         copy = rest.pop()
     try:
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*rest, **kwargs)
+        device, dtype, non_blocking, memory_format = parse_to(mode.registry, tuple(rest), kwargs)
     except (TypeError, RuntimeError):
         # Arguments torch itself rejects: let torch raise its own error.
         return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
@@ -624,6 +624,7 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.numpy: _handle_numpy,
         T.__array__: _handle_array,
         T.to: _handle_to,
+        torch._C._nn._parse_to: _handle_parse_to,  # nn.Module.to's arguments
         T.cuda: _handle_cuda,
         T.cpu: _handle_cpu,
         T.type: _handle_type,

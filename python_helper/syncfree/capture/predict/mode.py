@@ -168,6 +168,44 @@ _SAME_DEVICE_MESSAGE = ("Expected all tensors to be on the same device, but foun
                         "devices, cuda:0 and cpu!")
 
 
+def parse_to(registry: Any, args: tuple, kwargs: dict) -> tuple:
+    """``torch._C._nn._parse_to(*args, **kwargs)`` (what ``Tensor.to`` and ``nn.Module.to``
+    parse their arguments with) as on a GPU machine: ``(device, dtype, non_blocking,
+    memory_format)``.
+
+    Two answers differ from the CPU build's: a bare int device is a CUDA ordinal (``m.to(0)``;
+    the CPU build raises "Cannot access accelerator device"), and a virtual tensor argument
+    (``m.to(t)``, ``m.to(tensor=t)``) names the CUDA device. It runs past the mode: under it a
+    ``device="cuda"`` keyword would be rewritten to the host like a factory's (`_call_generic`),
+    and ``nn.Module.to(device="cuda")`` left every parameter on the host.
+    """
+    import torch
+
+    def ordinal(device: Any) -> Any:
+        if isinstance(device, int) and not isinstance(device, bool):
+            return f"cuda:{device}"
+        return device
+
+    args = list(args)
+    tensor = kwargs.get("tensor")
+    if args:
+        if isinstance(args[0], _Tensor):
+            tensor = args[0]
+        else:
+            args[0] = ordinal(args[0])
+    if "device" in kwargs:
+        kwargs = dict(kwargs, device=ordinal(kwargs["device"]))
+    with torch._C.DisableTorchFunction():
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+        if isinstance(tensor, _Tensor) and registry.is_cuda(tensor):
+            device = torch.device("cuda", 0)
+    return device, dtype, non_blocking, memory_format
+
+
+def _handle_parse_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> tuple:
+    return parse_to(mode.registry, args, kwargs)
+
+
 def _check_same_device(registry: Any, inputs: list) -> None:
     for tensor in inputs:
         if not registry.is_cuda(tensor) and tensor.device.type == "cpu" and tensor.dim() > 0:
