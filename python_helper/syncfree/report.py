@@ -41,12 +41,33 @@ def device_info(kind: str, name: str | None = None) -> dict:
     version = str(torch.__version__)[:100] if torch is not None else None
     if name is None:
         if kind == "cuda" and torch is not None:
-            name = torch.cuda.get_device_name(torch.cuda.current_device())
+            name = _cuda_device_name(torch)
         elif kind == "predict":
             name = "CPU stand-ins (no CUDA device)"
         else:
             name = "no CUDA device" if torch is not None else "torch not installed"
     return {"kind": kind, "name": name[:200], "torch": version}
+
+
+# A CUDA device whose name is not read yet: reading it (torch.cuda.current_device, get_device_name) initializes
+# CUDA, and a parent that initialized CUDA cannot fork workers that use it ("Cannot re-initialize CUDA in forked
+# subprocess", seen on an H200 under `syncfree run`). The name is read once the program has initialized CUDA itself.
+UNREAD_CUDA_NAME = "CUDA device"
+
+
+def _cuda_device_name(torch) -> str:
+    if not torch.cuda.is_initialized():
+        return UNREAD_CUDA_NAME
+    return torch.cuda.get_device_name(torch.cuda.current_device())
+
+
+def settle_device(device: dict) -> dict:
+    """Fill in (in place) the name of a CUDA device that `device_info` could not read without initializing CUDA,
+    if the program has initialized it since; returns ``device``."""
+    torch = sys.modules.get("torch")
+    if device.get("kind") == "cuda" and device.get("name") == UNREAD_CUDA_NAME and torch is not None:
+        device["name"] = _cuda_device_name(torch)[:200]
+    return device
 
 
 def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Mapping] = (),
@@ -81,7 +102,7 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
         "cell_id": cell_id[:256] if cell_id else None,
         "source_hash": source_hash(source),
         "mode": mode,
-        "device": dict(device),
+        "device": settle_device(dict(device)),
         "totals": {
             "syncs": int(syncs if syncs is not None else sum(s["count"] for s in site_list)),
             "sites": len(site_list),

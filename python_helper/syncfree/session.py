@@ -197,6 +197,11 @@ class WatchReport:
     error: dict | None = None
     predict_table: dict | None = None  # predict mode: report.schema.json's predict_table
 
+    def __post_init__(self) -> None:
+        from .report import settle_device
+
+        settle_device(self.device)
+
     @property
     def blocked_ms(self) -> float | None:
         measured = [s.blocked_ms for s in self.sites + self.allowed if s.blocked_ms is not None]
