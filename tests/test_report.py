@@ -41,7 +41,8 @@ def test_a_full_report_is_valid_and_carries_every_rule_it_names():
                           notes=["2 sync(s) in thread 'loader' ran outside the cell's code"])
     validate_report(report)
     assert report["source_hash"] == "sha256:" + hashlib.sha256(CELL.encode()).hexdigest()
-    assert report["totals"] == {"syncs": 66, "sites": 1, "blocked_ms": 41.2, "wall_ms": 120.25}
+    assert report["totals"] == {"syncs": 66, "sites": 1, "cost_ms": None, "gpu_busy_ms": None, "gpu_idle_ms": None,
+                                "blocked_ms": 41.2, "wall_ms": 120.25}
     named = {s["rule"] for s in report["sites"]} | {f["rule"] for f in findings}
     assert named and set(report["rules"]) == named
     for code, rule in report["rules"].items():
@@ -52,7 +53,8 @@ def test_a_full_report_is_valid_and_carries_every_rule_it_names():
 def test_an_empty_report_is_valid():
     report = build_report(source="x = 1", device=device_info("none"), mode="static")
     validate_report(report)
-    assert report["totals"] == {"syncs": 0, "sites": 0, "blocked_ms": None, "wall_ms": 0.0}
+    assert report["totals"] == {"syncs": 0, "sites": 0, "cost_ms": None, "gpu_busy_ms": None, "gpu_idle_ms": None,
+                                "blocked_ms": None, "wall_ms": 0.0}
     assert report["rules"] == {} and report["error"] is None and report["cell_id"] is None
 
 

@@ -221,7 +221,8 @@ def test_site_message_and_report():
     site.count, site.blocked_s, site.measured = 64, 0.0412, 64
     assert site.message == "`.item()` synced 64x, blocked 41.2 ms"
     report = site.to_report()
-    assert report == {"line": 3, "kind": "item", "count": 64, "blocked_ms": 41.2, "chain": [7, 3],
+    assert report == {"line": 3, "kind": "item", "count": 64, "cost_ms": None, "cost_each_ms": None,
+                      "cost_share": None, "blocked_ms": 41.2, "chain": [7, 3],
                       "frames": [{"file": "torch/x.py", "line": 1, "name": "f"}],
                       "rule": "SF101", "message": "`.item()` synced 64x, blocked 41.2 ms",
                       "label": "`.item()`"}
@@ -230,6 +231,9 @@ def test_site_message_and_report():
     assert threaded.message == "`torch.cuda.synchronize()` synced 1x (thread loader)"
     assert threaded.to_report()["thread"] == "loader"
     assert kind_label("no-such-kind") == kind_label("other")
+    site.cost_s, site.cost_share = 0.0032, 0.05
+    assert site.message == "`.item()` synced 64x, cost 3.2 ms of GPU time (5.0%), blocked 41.2 ms"
+    assert (site.to_report()["cost_ms"], site.cost_each_ms) == (3.2, 0.05)
 
 
 def test_a_site_keeps_the_blocked_time_of_its_first_call():

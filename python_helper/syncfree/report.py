@@ -23,6 +23,8 @@ SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 MAX_FINDINGS = 1000  # report.schema.json: findings maxItems
 MAX_NOTES = 20       # report.schema.json: notes maxItems
 DEVICE_KINDS = ("cuda", "predict", "none")
+# A predicted report's one line on cost (syncfree.cost): nothing ran on a GPU, so nothing is measured or guessed.
+NO_GPU_NO_COST = "no GPU, no cost: what a sync costs (GPU time lost) is measured only on a GPU; sites are ranked by count"
 
 
 def source_hash(source: str) -> str:
@@ -74,13 +76,16 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
                  findings: Iterable[Mapping] = (), syncs: int | None = None,
                  wall_ms: float = 0.0, cell_id: str | None = None, error: Mapping | None = None,
                  notes: Iterable[str] = (), truncated_sites: bool = False,
-                 truncated_frames: bool = False, predict_table: Mapping | None = None) -> dict:
+                 truncated_frames: bool = False, predict_table: Mapping | None = None,
+                 cost: Mapping | None = None) -> dict:
     """A report dict, valid per report.schema.json.
 
     ``sites`` are `SyncSite.to_report()` dicts; ``syncs`` is the total the recorder saw
     (it also counts syncs outside the cell's lines); by default the sites' sum.
     ``rules`` is filled from the catalog for every rule code the sites and findings name.
     ``predict_table`` (predict mode) is `syncfree.capture.optable.report_of`'s dict.
+    ``cost``: the totals' cost_ms, gpu_busy_ms and gpu_idle_ms (`SyncRecorder.cost_fields`);
+    without it they are null, and a predict-mode report says why in a note.
     """
     site_list = [dict(s) for s in sites]
     _add_chain_text(site_list, source)
@@ -89,6 +94,9 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     finding_list = finding_list[:MAX_FINDINGS]
     measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
     note_list = [str(n)[:500] for n in notes]
+    cost = dict(cost or {})
+    if mode == "predict" and cost.get("cost_ms") is None:
+        note_list.append(NO_GPU_NO_COST)
     if truncated_findings:
         last = finding_list[-1]["range"]["line"] if finding_list else 0
         note_list.append(f"static findings: the first {MAX_FINDINGS:,}, up to line {last}; syncs after it "
@@ -106,6 +114,9 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
         "totals": {
             "syncs": int(syncs if syncs is not None else sum(s["count"] for s in site_list)),
             "sites": len(site_list),
+            "cost_ms": cost.get("cost_ms"),
+            "gpu_busy_ms": cost.get("gpu_busy_ms"),
+            "gpu_idle_ms": cost.get("gpu_idle_ms"),
             "blocked_ms": round(sum(measured), 3) if measured else None,
             "wall_ms": round(max(float(wall_ms), 0.0), 3),
         },

@@ -114,19 +114,25 @@ def _choose_mode(requested: str | None) -> Engine:
 
 
 def new_recorder(engine: Engine, *, files: Mapping[str, int], findings: Mapping | None = None,
-                 measure_blocked: bool = True, max_frames: int = 4, scope: str = "process"):
+                 measure_blocked: bool = True, max_frames: int = 4, scope: str = "process",
+                 measure_cost: bool = False):
     """A `SyncRecorder` for ``engine`` (not for the static engine, which records nothing);
-    ``scope``: ``process`` (a cell, a script) or ``context`` (a watch: its thread or task)."""
+    ``scope``: ``process`` (a cell, a script) or ``context`` (a watch: its thread or task);
+    ``measure_cost``: what each sync costs, the GPU time it loses (capture/gputrace.py)."""
     from .capture import SyncRecorder
 
     if engine.engine == "cupti":
         from .capture.cupti_engine import CuptiRecorder
 
-        return CuptiRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
-                             cell_files=files, findings=findings, scope=scope)
+        recorder = CuptiRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
+                                 cell_files=files, findings=findings, scope=scope)
+        if measure_cost and engine.mode != "predict":
+            recorder.cost_note = ("cost not measured: the CUPTI engine holds CUPTI, which the GPU trace needs; "
+                                  "--engine debug measures it")
+        return recorder
     return SyncRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
                         cell_files=files, findings=findings, stop_at_first=engine.stop_at_first,
-                        scope=scope)
+                        scope=scope, measure_cost=measure_cost)
 
 
 def cell_report(*, source: str, engine: Engine, findings: Sequence, recorder=None,

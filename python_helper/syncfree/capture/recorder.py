@@ -58,6 +58,9 @@ class SyncRecorder:
         synchronize calls raise too); ``predict`` runs `predict.PredictSession` instead.
     measure_blocked:
         Time each sync (``blocked_ms``); only with CUDA and in warn mode.
+    measure_cost:
+        Measure what each site's syncs cost, the GPU time they lose (syncfree.cost), from
+        a trace of the GPU's activity (gputrace.py); only with CUDA, debug-mode engine.
     max_frames:
         Library frames kept per site, between the cell line and the sync (at most 8).
     cell_files:
@@ -73,7 +76,8 @@ class SyncRecorder:
         (`dispatch.route`), which the caller does.
     """
 
-    def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, max_frames: int = 4,
+    def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, measure_cost: bool = False,
+                 max_frames: int = 4,
                  cell_files: Mapping[str, int],
                  findings: Mapping[str, Sequence[Mapping]] | None = None,
                  stop_at_first: bool = False, scope: str = "process") -> None:
@@ -90,6 +94,14 @@ class SyncRecorder:
         # error mode does at the first real one on a GPU.
         self.stop_at_first = stop_at_first and mode == "predict"
         self.measure_blocked = measure_blocked
+        self.measure_cost = measure_cost
+        # (tally, perf_counter() at its return) per sync while a cost trace runs, else None;
+        # after the run `costs` (syncfree.cost.Costs) or None and `cost_note`, why none.
+        self._cost_log: list | None = None
+        self._trace = None
+        self.costs = None
+        self.cost_note: str | None = None
+        self.trace_stats: dict = {}
         self.max_frames = max_frames
         # UserFiles (scripts, tests, watch()) decides membership itself; a cell's mapping is copied.
         self._cell_files = cell_files if isinstance(cell_files, UserFiles) else dict(cell_files)
@@ -229,10 +241,36 @@ class SyncRecorder:
             if not clock.start():
                 self._clock = None
                 self.note("blocked time not measured: another profiler is active")
+        if self.measure_cost and self.cuda:
+            from .gputrace import GpuTrace
+
+            trace = GpuTrace()
+            undo.push(self._stop_trace)
+            self.cost_note = trace.start()
+            if self.cost_note is None:
+                self._trace = trace
+                self._cost_log = []
 
     def _detach_explicit(self) -> None:
         for note in explicit.detach(self):
             self.note(note)
+
+    def _stop_trace(self) -> None:
+        trace, log = self._trace, self._cost_log
+        if trace is None:
+            return
+        self._trace = self._cost_log = None
+        log = log or []
+        costs = self.costs = trace.stop([(id(tally), when) for tally, when in log])
+        self.trace_stats = trace.stats
+        if costs is None:
+            self.cost_note = trace.reason
+            return
+        for tally in {id(t): t for t, _ in log}.values():
+            measured = costs.sites.get(id(tally))
+            if isinstance(tally, SyncSite) and measured is not None:
+                tally.cost_s = measured.cost_us / 1e6
+                tally.cost_share = costs.share(id(tally))
 
     def _stop_clock(self) -> None:
         clock = self._clock
@@ -301,6 +339,9 @@ class SyncRecorder:
         if blocked is not None:
             tally.blocked_s += blocked
             tally.measured += 1
+        log = self._cost_log
+        if log is not None:
+            log.append((tally, perf_counter()))
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
@@ -425,6 +466,9 @@ class SyncRecorder:
             if blocked is not None:
                 tally.blocked_s += blocked
                 tally.measured += 1
+            log = self._cost_log
+            if log is not None:
+                log.append((tally, perf_counter()))
             stop = self._stops_at_sync
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
@@ -466,6 +510,9 @@ class SyncRecorder:
         if blocked is not None:
             tally.blocked_s += blocked
             tally.measured += 1
+        log = self._cost_log
+        if log is not None:
+            log.append((tally, perf_counter()))
         return tally
 
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict,
@@ -634,6 +681,14 @@ class SyncRecorder:
             reports.append(replace(report, sites=sites))
         return child_sites(reports)
 
+    def cost_fields(self) -> dict:
+        """The report totals' cost_ms, gpu_busy_ms and gpu_idle_ms: None each when not measured."""
+        costs = self.costs
+        if costs is None:
+            return {"cost_ms": None, "gpu_busy_ms": None, "gpu_idle_ms": None}
+        return {"cost_ms": round(costs.cost_us / 1000.0, 3), "gpu_busy_ms": round(costs.busy_us / 1000.0, 3),
+                "gpu_idle_ms": round(costs.idle_us / 1000.0, 3)}
+
     def report_fields(self) -> dict:
         """Keyword arguments for `syncfree.report.build_report` (all but source/device)."""
         notes = list(self.notes)
@@ -669,9 +724,13 @@ class SyncRecorder:
         if self._table.overflow.count:
             notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")
+        cost = self.cost_fields()
+        if cost["cost_ms"] is None and self.cost_note:
+            notes.append(self.cost_note)
         return {
             "mode": self.mode,
             "sites": [s.to_report() for s in self._table.sites() + inherited],
+            "cost": cost,
             "syncs": self.syncs,
             "wall_ms": self.wall_ms,
             "error": self.error,

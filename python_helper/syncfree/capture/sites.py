@@ -60,7 +60,7 @@ class SyncSite(SyncTally):
     """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
 
     __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files",
-                 "library", "phase", "first_s", "process")
+                 "library", "phase", "first_s", "process", "cost_s", "cost_share")
 
     def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
@@ -68,6 +68,10 @@ class SyncSite(SyncTally):
                  library: LibraryLine | None = None, phase: str = "recurring",
                  first_s: float | None = None, process: str | None = None) -> None:
         super().__init__()
+        # What the site's syncs cost, the GPU time they lost (syncfree.cost), and its share of the
+        # watched span's GPU time: set after the run when a GPU trace measured it, else None.
+        self.cost_s: float | None = None
+        self.cost_share: float | None = None
         # The child process(es) whose syncs these are, by name (a watched test's spawned
         # ranks: syncfree.processes); None: the watching process's own.
         self.process = process
@@ -113,6 +117,15 @@ class SyncSite(SyncTally):
         return self.phase != "recurring"
 
     @property
+    def cost_ms(self) -> float | None:
+        """GPU time lost to the site's syncs over the run (None: not measured)."""
+        return round(self.cost_s * 1000.0, 3) if self.cost_s is not None else None
+
+    @property
+    def cost_each_ms(self) -> float | None:
+        return round(self.cost_s * 1000.0 / self.count, 4) if self.cost_s is not None and self.count else None
+
+    @property
     def first_ms(self) -> float | None:
         """Blocked time of the first sync, the site's first call; included in `blocked_ms`."""
         return round(self.first_s * 1000.0, 3) if self.first_s is not None and self.measured else None
@@ -132,6 +145,10 @@ class SyncSite(SyncTally):
         if self.predicted:
             return f"{self.label} would sync {self.count}x{inside} (predicted on CPU){where}"
         text = f"{self.label} synced {self.count}x{inside}"
+        cost = self.cost_ms
+        if cost is not None:  # what it cost leads (syncfree.cost); blocked time is second
+            share = f" ({self.cost_share * 100:.1f}%)" if self.cost_share is not None else ""
+            text += f", cost {cost:.1f} ms of GPU time{share}"
         blocked = self.blocked_ms
         if blocked is not None:
             text += f", blocked {blocked:.1f} ms"
@@ -144,6 +161,9 @@ class SyncSite(SyncTally):
             "line": self.line,
             "kind": self.kind,
             "count": self.count,
+            "cost_ms": self.cost_ms,
+            "cost_each_ms": self.cost_each_ms,
+            "cost_share": self.cost_share,
             "blocked_ms": self.blocked_ms,
             "chain": list(self.chain),
             "frames": [dict(f) for f in self.frames],

@@ -1,0 +1,166 @@
+"""The GPU's own timestamps for a sync's cost: a Kineto trace with CUDA activity only.
+
+    trace = GpuTrace()
+    reason = trace.start()          # None, or why there is no trace (the report's note)
+    ...                             # the watched code; the recorder logs (site, perf_counter()) per sync
+    costs = trace.stop(sync_log)    # syncfree.cost.Costs, or None (trace.reason says why)
+
+Why Kineto (torch's profiler) and not CUPTI's activity API: Kineto is in every CUDA build of
+torch, needs no extra package, and with CUDA activity alone (no CPU ops, no stacks, no
+shapes) it records just what the cost needs: each kernel, copy and memset with its GPU start
+and end, and each CUDA runtime/driver call (launches and blocking calls) with its host times
+and the correlation id that ties a launch to its GPU work, all in one clock. It runs beside the
+debug-mode engine. The CUPTI engine holds CUPTI's callback subscription itself and Kineto
+would take the same CUPTI; a cost beside it would be CUPTI activity records in that engine,
+not done yet: the CUPTI engine's reports say that the cost was not measured.
+
+The trace's clock is told from its own timestamps (the system clock in recent torch, the
+monotonic clock in some older builds): the recorder's syncs (`time.perf_counter`) are moved
+into it by the offset sampled at `start`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Iterable
+
+from ..cost import Activity, Costs, Sync, compute_costs
+
+__all__ = ["GpuTrace", "trace_busy"]
+
+# Host calls that block until GPU work is done (runtime and driver API names as Kineto records them).
+_BLOCKING = ("Synchronize", "cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cudaMemcpy2D")
+_GPU_KINDS = ("kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel")
+
+_active: list[GpuTrace] = []  # at most one: Kineto runs one trace per process
+
+
+def trace_busy() -> bool:
+    """Whether a cost trace (or another torch profiler) is running in this process."""
+    if _active:
+        return True
+    try:
+        import torch
+
+        return bool(torch.autograd.profiler._is_profiler_enabled)  # type: ignore[attr-defined]
+    except Exception:
+        return False
+
+
+class GpuTrace:
+    def __init__(self) -> None:
+        self._profile = None
+        self._offsets: tuple[int, int] = (0, 0)  # (time_ns() - perf_counter_ns(), monotonic_ns() - perf_counter_ns())
+        self._window: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self.reason: str | None = None
+        self.running = False
+        self.stats: dict = {}  # what the trace held (bench/cost.py prints it)
+
+    def start(self) -> str | None:
+        """Start the trace; None when started, else why not (a line for the report's notes)."""
+        if trace_busy():
+            self.reason = ("cost not measured: another torch profiler (or an outer cost measurement) is "
+                           "tracing this process")
+            return self.reason
+        try:
+            import torch
+            from torch.autograd import profiler as autograd_profiler
+
+            profile = autograd_profiler.profile(use_kineto=True, use_cpu=False, use_device="cuda")
+            profile._prepare_trace()
+            profile._start_trace()
+        except Exception as exc:  # a build without Kineto/CUPTI: no cost, the run goes on
+            self.reason = f"cost not measured: torch's profiler could not trace the GPU ({type(exc).__name__}: {exc})"[:500]
+            return self.reason
+        self._profile = profile
+        self._torch = torch
+        self.running = True
+        _active.append(self)
+        self._offsets = _offsets()
+        return None
+
+    def stop(self, syncs: Iterable[tuple[Hashable, float]]) -> Costs | None:
+        """Stop the trace and work out the costs of ``syncs``: (site, perf_counter() at the
+        sync's return). None when nothing was traced (``reason`` says why)."""
+        if not self.running:
+            return None
+        self.running = False
+        if self in _active:
+            _active.remove(self)
+        torch = self._torch
+        from torch.autograd import _disable_profiler
+
+        try:
+            torch._C._cuda_synchronize()  # the last kernels' records; not the wrapped synchronize()
+        except Exception:
+            pass
+        try:
+            result = _disable_profiler()
+        finally:
+            try:
+                from torch.autograd.profiler import _run_on_profiler_stop
+
+                _run_on_profiler_stop()
+            except Exception:
+                pass
+        end_offsets = _offsets()
+        try:
+            return self._costs(result.events(), list(syncs), end_offsets)
+        except Exception as exc:  # a torch whose events read differently: no cost rather than a broken run
+            self.reason = f"cost not measured: the GPU trace could not be read ({type(exc).__name__}: {exc})"[:500]
+            return None
+
+    def _costs(self, events, syncs: list[tuple[Hashable, float]], end_offsets) -> Costs | None:
+        gpu, launches, waits = [], {}, []
+        kinds: dict[str, int] = {}
+        wait_names: dict[str, int] = {}
+        for event in events:
+            kind = _activity_type(event)
+            kinds[str(kind)] = kinds.get(str(kind), 0) + 1
+            start, end = event.start_ns(), event.end_ns()
+            if kind in _GPU_KINDS or (kind is None and str(event.device_type()).endswith("CUDA")):
+                gpu.append((start, end, event.correlation_id(), event.linked_correlation_id()))
+            elif kind in ("cuda_runtime", "cuda_driver", None):
+                name = event.name()
+                launches[event.correlation_id()] = start
+                if any(b in name for b in _BLOCKING) and "Async" not in name:
+                    waits.append((start, end))
+                    wait_names[name] = wait_names.get(name, 0) + 1
+        if not gpu:
+            self.reason = "cost not measured: the trace recorded no GPU activity"
+            return None
+        # Which clock: the one that puts the GPU's first activity inside the watched span.
+        first = min(s for s, *_ in gpu)
+        realtime = (self._offsets[0] + end_offsets[0]) / 2
+        monotonic = (self._offsets[1] + end_offsets[1]) / 2
+        now_perf = time.perf_counter_ns()
+        offset = min((realtime, monotonic), key=lambda o: abs(first - (now_perf + o)))
+        activities = []
+        matched = 0
+        for start, end, corr, linked in gpu:
+            launch = launches.get(corr)
+            if launch is None and linked:
+                launch = launches.get(linked)
+            matched += launch is not None
+            activities.append(Activity(start / 1000.0, end / 1000.0, None if launch is None else launch / 1000.0))
+        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0) for site, t in syncs]
+        self.stats = {"kinds": kinds, "gpu": len(gpu), "launch_known": matched, "waits": wait_names,
+                      "clock": "realtime" if offset == realtime else "monotonic", "syncs": len(sync_list),
+                      "first_sync_after_gpu_start_us": round(sync_list[0].end - first / 1000.0, 1) if sync_list else None}
+        return compute_costs(activities, sync_list, [(s / 1000.0, e / 1000.0) for s, e in waits])
+
+
+def _activity_type(event) -> str | None:
+    try:
+        return str(event.activity_type())
+    except Exception:
+        return None
+
+
+def _offsets() -> tuple[int, int]:
+    p0 = time.perf_counter_ns()
+    real = time.time_ns()
+    mono = time.monotonic_ns()
+    p1 = time.perf_counter_ns()
+    perf = (p0 + p1) // 2
+    return real - perf, mono - perf
