@@ -48,6 +48,41 @@ def test_bad_rule_selection_in_the_config_is_one_line(tmp_path, line, words):
     one_line_error(syncfree("run", "a.py", cwd=tmp_path), "pyproject.toml", *words)
 
 
+def test_a_syncfree_key_that_is_not_a_table_is_one_line(tmp_path):
+    """`syncfree = 3` under [tool] was ignored in silence (a table was meant)."""
+    (tmp_path / "pyproject.toml").write_text("[tool]\nsyncfree = 3\n")
+    (tmp_path / "a.py").write_text(SYNCING)
+    one_line_error(syncfree("check", "a.py", cwd=tmp_path), "pyproject.toml", "tool.syncfree must be a table",
+                   "not 3")
+
+
+# --------------------------------------------------------------------------------------------- symlink loops
+def test_a_symlink_loop_is_named_as_one(tmp_path):
+    """`run` said "no such file" for a symlink loop, and `check DIR` skipped one without a word."""
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "b.py").write_text(SYNCING)
+    os.symlink("loop.py", tmp_path / "tree" / "loop.py")
+    os.symlink("loop.ipynb", tmp_path / "loop.ipynb")
+    loop = "Too many levels of symbolic links"
+    one_line_error(syncfree("run", str(Path("tree", "loop.py")), cwd=tmp_path), "loop.py", loop)
+    one_line_error(syncfree("run", "loop.ipynb", cwd=tmp_path), "loop.ipynb", loop)
+    done = syncfree("check", "tree", cwd=tmp_path)
+    one_line_error(done, f"cannot read {Path('tree', 'loop.py')}: {loop}")
+    assert "b.py:3:5: SF101" in done.stdout  # the rest is checked
+    one_line_error(syncfree("run", "missing.py", cwd=tmp_path), "cannot read missing.py: no such file")
+
+
+def test_run_with_the_cupti_engine_and_no_gpu_says_it_was_not_used(tmp_path):
+    pytest.importorskip("torch")
+    if subprocess.run([sys.executable, "-c", "import torch, sys; sys.exit(torch.cuda.is_available())"],
+                      timeout=120).returncode:
+        pytest.skip("a CUDA device is here")
+    (tmp_path / "a.py").write_text(SYNCING)
+    done = syncfree("run", "--engine", "cupti", "a.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # the predicted sync
+    assert "--engine cupti needs a CUDA device" in done.stdout + done.stderr
+
+
 # --------------------------------------------------------------------------------------------- not a notebook
 NOT_NOTEBOOKS = {
     "hello": {"hello": 1},

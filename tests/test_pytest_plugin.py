@@ -143,6 +143,46 @@ def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):
     result.stdout.fnmatch_lines(["*_ test_pool _*", "syncfree: would synchronize 2 times, budget 1"])
 
 
+def test_an_async_test_under_pytest_asyncio_counts_its_syncs(pytester):
+    """pytest-asyncio runs an ``async def`` test in a copy of the context made before the test's watch opened:
+    its syncs were nobody's, and a marked test that syncs passed ("0 syncs in 0 of 1 watched tests")."""
+    pytest.importorskip("pytest_asyncio", reason="pytest-asyncio (the Makefile's DEV_PINS) is not installed")
+    pytester.makepyfile(test_async="""
+        import asyncio
+        import pytest, torch
+
+        def read(x):
+            return x.sum().item()
+
+        @pytest.mark.asyncio
+        @pytest.mark.sync_free
+        async def test_item():
+            x = torch.ones(2, device="cuda")
+            await asyncio.sleep(0)
+            read(x)
+
+        @pytest.mark.asyncio
+        @pytest.mark.sync_free
+        async def test_executor():
+            x = torch.ones(2, device="cuda")
+            await asyncio.get_running_loop().run_in_executor(None, read, x)
+            await asyncio.to_thread(read, x)
+
+        @pytest.mark.asyncio
+        @pytest.mark.sync_free
+        async def test_clean():
+            x = torch.ones(2, device="cuda")
+            await asyncio.sleep(0)
+            assert (x + 1).is_cuda
+    """)
+    result = run(pytester, "--syncfree", "-o", "asyncio_default_fixture_loop_scope=function")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*_ test_item _*", "syncfree: would synchronize 1 time, budget 0",
+                                 "  test_async.py:5: .item() ×1, predicted, SF101 (called from test_async.py:12)"])
+    result.stdout.fnmatch_lines(["*_ test_executor _*", "syncfree: would synchronize 2 times, budget 0"])
+    result.stdout.fnmatch_lines(["3 syncs predicted in 2 of 3 watched tests*"])
+
+
 def test_unmarked_tests_are_untouched(pytester):
     pytester.makepyfile(test_plain="""
         import torch
@@ -192,6 +232,26 @@ def test_bad_marker_arguments_are_a_usage_error(pytester):
     result = run(pytester)
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*sync_free takes budget= and mode=, not budjet*"])
+
+
+@pytest.mark.parametrize("arguments, words", [
+    ('mode="turbo"', "(mode=...) must be 'warn', 'error' or 'predict', not 'turbo'"),
+    ("budget=-1", "(budget=...) must be a whole number >= 0, not -1"),
+    ('"two"', "(budget=...) must be a whole number >= 0, not 'two'"),
+])
+def test_bad_marker_values_are_a_usage_error_naming_the_test(pytester, arguments, words):
+    """mode="turbo" reached the engine's choice inside a hook: 59 INTERNALERROR lines, exit 3."""
+    pytester.makepyfile(test_bad=f"""
+        import pytest
+
+        @pytest.mark.sync_free({arguments})
+        def test_x():
+            pass
+    """)
+    result = run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines([f"ERROR: test_bad.py::test_x: @pytest.mark.sync_free{words}"])
 
 
 # ----------------------------------------------------------------- verdicts independent of order and runner

@@ -54,8 +54,14 @@ def _table(path: Path) -> dict[str, Any] | None:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
-    table = data.get("tool", {}).get("syncfree")
-    return table if isinstance(table, dict) else None
+    tool = data.get("tool")
+    if not isinstance(tool, dict) or "syncfree" not in tool:
+        return None
+    table = tool["syncfree"]
+    if not isinstance(table, dict):  # `syncfree = 3` under [tool]: a table was meant, not ignored in silence
+        raise ConfigError(f"{path}: tool.syncfree must be a table ([tool.syncfree] with keys such as "
+                          f"budget = 0), not {_shown(table)}")
+    return table
 
 
 def _config(path: Path, table: dict[str, Any]) -> Config:

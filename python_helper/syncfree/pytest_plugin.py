@@ -88,6 +88,16 @@ def _marker_options(item: pytest.Item) -> dict | None:
     if unknown:
         raise pytest.UsageError(f"@pytest.mark.{MARKER} takes budget= and mode=, not "
                                 f"{', '.join(sorted(unknown))}")
+    # Checked here, at collection, with the test named: a bad value reached the engine's
+    # choice inside a hook, an INTERNALERROR of 59 lines (exit 3).
+    mode = options.get("mode")
+    if mode is not None and mode not in ("warn", "error", "predict"):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(mode=...) must be "
+                                f"'warn', 'error' or 'predict', not {mode!r}")
+    budget = options.get("budget", 0)
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(budget=...) must be a whole "
+                                f"number >= 0, not {budget!r}")
     return options
 
 

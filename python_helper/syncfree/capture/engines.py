@@ -111,6 +111,10 @@ def choose(requested: str | None, mode: str, *, sources: Iterable[str] = ()) -> 
         if requested == "cupti" and mode == "error":
             notes.append("--engine cupti counts syncs, it cannot stop one before it happens: "
                          "--mode error uses debug mode (torch's syncs only)")
+        elif requested == "cupti" and mode in ("predict", "static"):
+            # Without a GPU nothing calls CUDA for CUPTI to see: said, not dropped in silence.
+            notes.append("--engine cupti needs a CUDA device (it sees the GPU's blocking calls): not used "
+                         f"here, the code ran in {mode} mode")
         return EngineChoice("debug", notes)
     libraries = bypassing_libraries(sources)
     if requested == "auto" and not libraries:

@@ -25,7 +25,7 @@ from typing import TextIO
 
 from syncfree import __version__
 from syncfree.cli.job import JobOptions
-from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
+from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 
 __all__ = ["TORCHRUN_OPTIONS", "add_torchrun_options", "launch", "torchrun_arguments"]
 
@@ -105,7 +105,7 @@ def launch(
     state = state if state is not None else {}
     output, output_format, budget = job.output, job.output_format, job.budget
     if not job.module and not Path(job.target).is_file():
-        raise UsageProblem(f"cannot read {job.target}: no such file")
+        raise not_a_file(job.target)
     try:
         import torch.distributed.run  # noqa: F401  (the launcher; fails early without torch)
     except ImportError as problem:

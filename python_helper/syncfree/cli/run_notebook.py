@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.sources import read_notebook_json
-from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
+from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 from syncfree.output import Diagnostic, clean_text, write_diagnostics
 
 __all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
@@ -55,7 +55,7 @@ def run(
     if path.suffix != ".ipynb":
         raise UsageProblem(f"{notebook_path}: syncfree run takes a .py script or an .ipynb notebook")
     if not path.is_file():
-        raise UsageProblem(f"cannot read {notebook_path}: no such file")
+        raise not_a_file(notebook_path)
     if output:
         _check_writable(output)
     try:

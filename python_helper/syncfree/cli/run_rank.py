@@ -23,7 +23,7 @@ from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.job import JobOptions
-from syncfree.cli.usage import EXIT_ERROR, UsageProblem
+from syncfree.cli.usage import EXIT_ERROR, UsageProblem, not_a_file
 from syncfree.distributed.ranks import RankInfo
 
 __all__ = ["MERGE_VARIABLE", "run_rank"]
@@ -64,7 +64,7 @@ def run_rank(
     folder = os.path.abspath(directory or os.environ.get(DIRECTORY_VARIABLE) or DEFAULT_DIRECTORY)
     first = rank.rank == 0  # what every rank would say alike is said once, by rank 0
     if not module and not Path(target).is_file():
-        return _problem(f"cannot read {target}: no such file", first, state)
+        return _problem(str(not_a_file(target)), first, state)
     cwd = os.getcwd()
     started = time.time()
     script = target if module else os.path.abspath(target)

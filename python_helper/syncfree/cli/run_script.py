@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import signal as _signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,10 +20,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from syncfree import __version__
-from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
+from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, write_diagnostics
 
-__all__ = ["run_python"]
+__all__ = ["die_by_signal", "run_python"]
 
 
 def run_python(
@@ -62,7 +63,7 @@ def run_python(
         if Path(target).is_dir():
             raise UsageProblem(f"cannot run {target}: it is a folder")
         if not Path(target).is_file():
-            raise UsageProblem(f"cannot read {target}: no such file")
+            raise not_a_file(target)
     selected = _selected_rules(select, ignore)
     from syncfree.session import ModuleNotRunnable, run_script
 
@@ -103,6 +104,22 @@ def run_python(
         raise UsageProblem(f"cannot read {target}: {error.strerror or error}") from None
     _carry_on(result, earlier)
     return _write(result, shown_target, output_format, output, budget, selected, start, state)
+
+
+def die_by_signal(signum: int) -> None:
+    """End this process as Python ends after an uncaught KeyboardInterrupt (Modules/main.c, exit_sigint): its exit
+    handlers run and its streams are flushed, then it kills itself with the signal's default action, so that a
+    shell or a parent sees a death by the signal (status -2 for Popen; a shell stops a script that ran it)."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream
+            pass
+    _signal.signal(signum, _signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 # ------------------------------------------------------------------------------------------- os.exec* followed
@@ -250,8 +267,12 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     over = counted > (budget if budget is not None else 0)
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
+    signum = getattr(result, "signal", None)  # SIGTERM: the process dies of it once this is written
     if interrupted:
         status = result.exit_code
+        state["die_by"] = _signal.SIGINT  # as Python after an uncaught KeyboardInterrupt (cli.main)
+    elif signum:
+        status = 128 + signum
     elif hard:
         # os._exit(n): the status the program asked for, but not a success that hides syncs over the budget (a
         # training script that ends with os._exit(0) to skip its workers' shutdown would pass a CI gate).
@@ -291,6 +312,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         summary += (f"\nnote: the program replaced itself with os.exec* ({_shown_command(replaced_by)}): this report "
                     "ends there, no atexit handler ran, and what the new program does is not watched (syncfree run "
                     "it, or run it from the program with subprocess)")
+    elif signum:
+        summary += (f"\nnote: the program was ended by {_signal.Signals(signum).name}: the syncs until then are "
+                    "reported; no atexit handler ran (as under python)")
     elif hard:
         summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
@@ -304,6 +328,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     output.close()
     if interrupted:
         print(f"syncfree: {target} interrupted; the syncs until then are reported", file=sys.stderr)
+    elif signum:
+        print(f"syncfree: {target} was ended by {_signal.Signals(signum).name}; the syncs until then are reported",
+              file=sys.stderr)
     elif stopped:
         print(f"syncfree: {target} stopped at its first sync (--mode error)", file=sys.stderr)
     elif result.exit_code not in (0, None):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from syncfree.cli.exclusion import Exclusion
-from syncfree.cli.usage import UsageProblem
+from syncfree.cli.usage import UsageProblem, not_a_file
 
 __all__ = ["SourceCell", "decode_python", "expand_paths", "notebook_code_cells", "read_cells", "read_notebook_json",
            "read_python"]
@@ -83,10 +83,16 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
             for folder, folders, files in os.walk(path, onerror=unreadable):
                 folders[:] = sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES
                                     and not (exclusion and exclusion.excludes(Path(folder, f))))
-                for file in files:
+                for file in sorted(files):
                     p = Path(folder, file)
-                    if p.suffix in (".py", ".ipynb") and p.is_file() and not (exclusion and exclusion.excludes(p)):
+                    if p.suffix not in (".py", ".ipynb") or (exclusion and exclusion.excludes(p)):
+                        continue
+                    if p.is_file():
                         found.append(p)
+                    elif on_error is not None and not p.is_dir():
+                        problem = not_a_file(str(p))  # a symlink loop is said; a dangling link is skipped
+                        if not problem.missing:
+                            on_error(problem)
             yield from sorted(found)
         else:
             yield path  # a missing or wrong file is reported by read_cells
@@ -96,7 +102,10 @@ def read_cells(path: Path) -> list[SourceCell]:
     """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook."""
     if path.suffix not in (".py", ".ipynb"):
         if not path.exists():  # the first thing to hear, worded as for a missing .py file
-            raise UsageProblem(f"cannot read {path}: No such file or directory")
+            problem = not_a_file(str(path))
+            if problem.missing:
+                raise UsageProblem(f"cannot read {path}: No such file or directory")
+            raise problem  # a symlink loop
         raise UsageProblem(f"{path}: not a .py file or an .ipynb notebook")
     if path.suffix != ".ipynb":
         return [SourceCell(str(path), None, read_python(path))]
