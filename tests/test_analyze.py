@@ -761,3 +761,58 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
     analyze_source("import torch\nfrom torch.distributed import all_reduce as ar\n", earlier=earlier)
     assert ("SF904", 3, "likely") in rules_at(cell, earlier=earlier)
     assert "SF904" not in {rule for rule, _, _ in rules_at(cell.replace("ar(t)", "print(t.shape)"), earlier=earlier)}
+
+
+# --------------------------------------------------------------------------------------------- issue 40
+# What a value is, from where it comes and what its type says, on code the rules were not tuned on.
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # a method annotated `torch.Tensor` that its own class calls with NumPy data (a scheduler's sigmas): a
+        # private one gets what its callers pass, a public one is a tensor only on some paths
+        ("import numpy as np\nclass S:\n    def set_timesteps(self, n):\n        s = np.linspace(0, 1, n)\n"
+         "        a = self._karras(in_sigmas=np.flip(s).copy())\n        b = self.karras(s.copy(), n)\n"
+         "    def _karras(self, in_sigmas: torch.Tensor):\n        return in_sigmas[-1].item()\n"
+         "    def karras(self, in_sigmas: torch.Tensor, n: int):\n        return in_sigmas[0].item()\n",
+         [("SF101", 11, "possible")]),
+        # ... and a private method called with a value the text does not tell keeps its annotation
+        ("class S:\n    def run(self, logs):\n        self._stop(logs['loss'])\n"
+         "    def _stop(self, current: torch.Tensor):\n        return current.item()\n", [("SF101", 6, "likely")]),
+        # an index with no tensor: a DataFrame's columns, a tuple of slices, a list of names
+        ("import pandas as pd\ndef f(df: pd.DataFrame, b, slices):\n    a = df[['col']]\n    c = b[tuple(slices)]\n"
+         "    d = b[['x', 'y']]\n    return df[[0, 1]], b[[0, 1]]\n", [("SF501", 7, "likely")]),
+        # x[m] = a 0-dim CPU tensor takes masked_fill_ as a number does; a 0-dim CUDA value is read back
+        ("x = torch.randn(4, device='cuda')\nm = x > 0\nx[m] = torch.tensor(1.0)\nx[m] = 1.0\n"
+         "x[m] = torch.zeros((), device='cuda')\n", [("SF601", 6, "likely")]),
+        # a union of a tensor and a number: a condition on it syncs only when it is a tensor
+        ("from typing import Optional, Union\ndef f(n: Optional[Union[int, torch.Tensor]], t: 'torch.Tensor | None'):\n"
+         "    if n > 0:\n        pass\n    if t:\n        pass\n", [("SF103", 4, "possible"), ("SF103", 6, "likely")]),
+        # an instance's attributes: what the class's methods store in them
+        ("import numpy as np\nclass Scheduler:\n    def __init__(self):\n"
+         "        self.masks = torch.nn.ParameterDict({'a': torch.nn.Parameter(torch.ones(3))})\n"
+         "        self.timesteps = torch.from_numpy(np.arange(10))\n"
+         "    def set_timesteps(self, device):\n        self.timesteps = torch.from_numpy(np.arange(10)).to(device)\n"
+         "        self.sigmas = torch.ones(3).to(device)\n        self.sigmas = self.sigmas.to('cpu')\n"
+         "    def step(self, x, t):\n        y = x[self.masks['a'] > 0]\n        i = (self.timesteps == t).nonzero()\n"
+         "        return self.sigmas[-1].item()\n",
+         [("SF302", 8, "likely"), ("SF302", 9, "likely"), ("SF301", 10, "likely"), ("SF601", 12, "likely"),
+          ("SF602", 13, "likely")]),
+        # ... believed only once every store of the class's text is walked (a later method may store a tensor)
+        ("class C:\n    def __init__(self):\n        self.best = 0.0\n    def check(self):\n"
+         "        return self.best.item()\n    def update(self, current: torch.Tensor):\n"
+         "        self.best = current\n    def done(self):\n        return self.best.item()\n",
+         [("SF101", 6, "likely"), ("SF101", 10, "likely")]),
+        # `self` in a torch.Tensor subclass is a tensor
+        ("class T(torch.Tensor):\n    def g(self, x: torch.Tensor):\n        mask = x.sum(1) > 0\n"
+         "        return self[:, mask].tolist()\n", [("SF204", 5, "likely"), ("SF601", 5, "likely")]),
+        # a branch that runs only when an optional attribute of the instance is set (an offload hook)
+        ("class P:\n    def __call__(self, x):\n"
+         "        if hasattr(self, 'final_offload_hook') and self.final_offload_hook is not None:\n"
+         "            self.unet.to('cpu')\n        if getattr(self, '_hook', None) is not None:\n"
+         "            x.cpu()\n        if not hasattr(self, 'cache'):\n            x.cpu()\n"
+         "        if hasattr(x, 'cpu'):\n            x.cpu()\n",
+         [("SF301", 5, "possible"), ("SF301", 7, "possible"), ("SF301", 9, "likely"), ("SF301", 11, "likely")]),
+    ],
+)
+def test_where_values_come_from_and_what_type_they_have(source, expected):
+    assert sorted(rules_at("import torch\n" + source, select=["ALL"], possible=True)) == sorted(expected)

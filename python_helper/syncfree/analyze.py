@@ -18,7 +18,7 @@ from typing import Any
 from syncfree.allow import allowances, allowed
 from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.optimizer_scalars import OptimizerScalars
-from syncfree.catalog.scope import Bindings, CellScope
+from syncfree.catalog.scope import Bindings, CellScope, is_constant
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.parsing import parse_quietly
 
@@ -175,6 +175,13 @@ class _Analysis:
                             and optimizer.demotes(found.node, scope.names_in(found.node))
                         ):
                             finding["certainty"] = "possible"  # a step count or scalar: CPU unless capturable/fused
+                        if finding["certainty"] == "likely":
+                            guard = _optional_guard(found.node, scope)
+                            if guard is not None:
+                                # Only when an optional attribute is there (an offload hook): the branch may never
+                                # run, and the text cannot tell how often it does.
+                                finding["certainty"] = "possible"
+                                finding["message"] = f"{finding['message']} (possible: only under `if {guard}`)"[:500]
                         if scope.host is not None and scope.function is not None:
                             self.functions[key] = id(scope.function)
 
@@ -183,10 +190,13 @@ class _Analysis:
         start_position = (found.node.lineno, found.node.col_offset)  # type: ignore[attr-defined]
         end_position = (end.end_lineno, end.end_col_offset)  # type: ignore[attr-defined]
         fix = rule.rewrite(found, self.scope) if rule.rewrite is not None else None
+        message = found.message
+        if found.certainty == "possible":  # a matcher's own `possible`: a value that is a tensor on some paths only
+            message += " (possible: only when it is a tensor; its annotation or its callers allow host data too)"
         return {
             "rule": rule.code,
             "range": self._range(start_position, end_position),
-            "message": found.message[:500],
+            "message": message[:500],
             "certainty": found.certainty,
             "fix": self._fix(fix) if fix is not None else None,
         }
@@ -246,6 +256,44 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
         types = frozenset({*by_type, *((ast.Call,) if by_name else ())})
         found = _DISPATCH[key] = (by_type, by_name, types)
     return found
+
+
+def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
+    """The test of an ``if`` around ``node`` (in its method) that runs the branch only when an optional attribute of
+    the instance exists: ``hasattr(self, "final_offload_hook") and ...``, ``getattr(self, "_hf_hook", None) is not
+    None`` (set by a feature few runs use). Not ``if not hasattr(self, "cache")`` (the first run takes it), nor a
+    test of its value (``getattr(self, "method", None) == HQQ``), nor another object's (``hasattr(config, ...)``)."""
+    child, parent = node, scope.parent(node)
+    while parent is not None and type(parent) not in _SCOPES:
+        if type(parent) is ast.If and child is not parent.test and child in parent.body:  # type: ignore[attr-defined]
+            test = parent.test  # type: ignore[attr-defined]
+            conjuncts = test.values if type(test) is ast.BoolOp and type(test.op) is ast.And else [test]
+            for conjunct in conjuncts:
+                if (
+                    type(conjunct) is ast.Compare
+                    and len(conjunct.ops) == 1
+                    and type(conjunct.ops[0]) is ast.IsNot
+                    and is_constant(conjunct.comparators[0], None)
+                ):
+                    conjunct = conjunct.left
+                if type(conjunct) is ast.Call and _instance_attribute_test(conjunct, scope):
+                    return scope.snippet(test, 60)
+        child, parent = parent, scope.parent(parent)
+    return None
+
+
+def _instance_attribute_test(call: ast.Call, scope: CellScope) -> bool:
+    """``hasattr(self, name)`` or ``getattr(self, name, None)`` in a method."""
+    arguments = call.args
+    if len(arguments) < 2 or type(arguments[0]) is not ast.Name or arguments[0].id != scope.self_name:
+        return False
+    name = scope.call_name(call)
+    return (name == "builtins.hasattr" and len(arguments) == 2) or (
+        name == "builtins.getattr" and len(arguments) == 3 and is_constant(arguments[2], None)
+    )
+
+
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 
 
 def _position_key(finding: dict[str, Any]) -> tuple[Any, ...]:

@@ -31,16 +31,18 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import Match, Rule
-from syncfree.catalog.scope import CellScope, index_parts
+from syncfree.catalog.scope import STRINGS, TUPLE, CellScope, index_parts
 
 
 def host_index(part: ast.expr, scope: CellScope) -> bool:
     """An index part that lives on the CPU and is not a basic index (int, slice, None, ...)."""
-    if isinstance(part, (ast.List, ast.ListComp)):
+    if isinstance(part, ast.ListComp):
         return True
     value = scope.value(part)
-    if value.kind == "sequence":  # a Python list bound to a name
-        return True
+    if value.kind == "sequence":
+        # A Python list (bound to a name or written out), not a tuple (`b[tuple(slices)]`: basic indexing, one
+        # part per dimension) nor a list of strings (`df[["col"]]`: a column selection, no tensor takes one).
+        return value.const not in (TUPLE, STRINGS)
     # A CPU bool mask is no copy to wait for: torch counts it on the CPU (x[mask.cpu()] measured without a sync).
     return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu" and value.dtype != "bool")
 
@@ -58,6 +60,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         certainty = "certain" if receiver.device == "cuda" else "likely" if receiver.device is None else None
     else:
         # A list index on an unknown value: only arrays and tensors accept one, so report it as likely.
+        # (A list bound to a name is as often a DataFrame's columns or a dict's keys: not reported.)
         certainty = "likely" if receiver.kind == "unknown" and any(isinstance(h, ast.List) for h in hosts) else None
     if certainty:
         yield Match(

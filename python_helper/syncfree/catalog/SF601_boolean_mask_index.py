@@ -65,6 +65,12 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         value = assigned_value(node, scope)
         if value is None or number_literal(value) is not None or scope.value(value).kind == "python":
             return  # x[mask] = scalar is a masked_fill_: no sync
+        stored = scope.value(value)
+        if stored.ndim == 0 and stored.device == "cpu":
+            # x[mask] = torch.tensor(1.0): a 0-dim CPU value takes the masked_fill_ path of a number (index_put_ with
+            # one bool index and a 0-dim value, aten/src/ATen/native/TensorAdvancedIndexing.cpp), read on the host
+            # with no sync; a 0-dim CUDA value is read back (`x[mask] = zero_gpu` syncs, sync-facts.md).
+            return
         if scope.value(value).kind != "tensor" and not _tensor_shaped(value):
             return  # x[mask] = self.fill_value: a name the text does not tell, as often a number (no sync) as not
         message = f"`{scope.snippet(node)} = ...` assigns through a boolean mask: torch counts the mask on the CPU"

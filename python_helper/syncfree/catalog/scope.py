@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import re
 from collections import ChainMap
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
@@ -71,6 +72,25 @@ class Value:
 UNKNOWN = Value()
 _UNSEEN = object()  # no answer kept yet (None is an answer)
 PYTHON = Value("python")
+#: A value that is a tensor on some paths and host data on others (``n: int | Tensor``; a parameter annotated
+#: ``torch.Tensor`` that the file passes NumPy arrays): a sync on it is ``possible``, never ``likely``.
+MAYBE_TENSOR = Value("maybe_tensor")
+#: A host object that is no tensor, no array and no number (``df: pd.DataFrame``, ``img: PIL.Image.Image``).
+HOST_OBJECT = Value("host")
+#: A tuple (``tuple(slices)``, ``(0, slice(None))``) or a list of strings (``["col"]``): as an index, basic indexing
+#: or a column selection, never an index tensor (``Value.const`` of a ``sequence``).
+TUPLE = "tuple"
+STRINGS = "strings"
+_HOST_KINDS = frozenset({"numpy", "python", "sequence", "host"})
+# Annotations: typing's unions, and the classes that say "a tensor" or "host data".
+_UNIONS = frozenset({"typing.Optional", "typing.Union"})
+_TENSOR_TYPES = frozenset(
+    {"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.FloatTensor", "torch.LongTensor",
+     "torch.BoolTensor"}
+)
+_NUMPY_TYPES = frozenset({"numpy.ndarray", "numpy.array"})
+_PYTHON_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.str", "builtins.complex"})
+_HOST_MODULES = ("pandas.", "PIL.", "numpy.")
 
 DEFAULT_ALIASES = {
     "torch": "torch",
@@ -150,7 +170,12 @@ LEGACY_TENSOR_DTYPES = {
     "BoolTensor": "bool",
 }
 GRAD_SCALERS = frozenset(
-    {"torch.cuda.amp.GradScaler", "torch.amp.GradScaler", "torch.cuda.amp.grad_scaler.GradScaler"}
+    {
+        "torch.cuda.amp.GradScaler",
+        "torch.amp.GradScaler",
+        "torch.cuda.amp.grad_scaler.GradScaler",
+        "torch.distributed.fsdp.sharded_grad_scaler.ShardedGradScaler",
+    }
 )
 _MODULE_WRAPPERS = frozenset(
     {
@@ -162,8 +187,9 @@ _MODULE_WRAPPERS = frozenset(
     }
 )
 _BUILTINS = frozenset(dir(builtins))
+# The parameters and buffers of torch.nn's modules, by their usual names (`self.proj.weight`).
+_PARAMETER_NAMES = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "in_proj_bias"})
 _EXITS = frozenset({ast.Raise, ast.Return})  # not continue/break: the loop's later code sees their bindings
-_NUMBER_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool"})
 _PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
 # torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
 # module was built (losses, activations, dropout, pooling, reshaping).
@@ -529,6 +555,8 @@ class CellScope:
         value = self.value(node)
         if value.kind == "tensor":
             return "certain" if value.device == "cuda" else "likely" if value.device is None else None
+        if value.kind == "maybe_tensor":
+            return "possible"  # a tensor on some paths only (`n: int | Tensor`): the premise is not established
         if value.kind == "unknown" and unknown:
             return "certain" if value.device == "cuda" else "likely"
         return None
@@ -601,7 +629,7 @@ class CellScope:
                 return Value("tensor", base.device, base.dtype)
             if base.kind in ("tensors", "module"):
                 return Value("tensor" if base.kind == "tensors" else "module", base.device)
-            if base.kind == "numpy":
+            if base.kind == "numpy" or base.kind == "maybe_tensor":
                 return base
             if base.kind == "python" and base.const is None:
                 return PYTHON  # an element of a shape, of a list of numbers
@@ -630,8 +658,11 @@ class CellScope:
             return values[0] if all(v == values[0] for v in values) else UNKNOWN
         if isinstance(node, ast.Call):
             return self._call(node)
-        if isinstance(node, (ast.List, ast.Tuple)):
-            return Value("sequence", int_data=int_list_literal(node))
+        if isinstance(node, ast.Tuple):
+            return Value("sequence", int_data=int_list_literal(node), const=TUPLE)
+        if isinstance(node, ast.List):
+            strings = node.elts and all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)
+            return Value("sequence", int_data=int_list_literal(node), const=STRINGS if strings else None)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Dict, ast.Set)):
             return Value("sequence")
         if isinstance(node, ast.JoinedStr):
@@ -643,6 +674,13 @@ class CellScope:
     def _attribute(self, node: ast.Attribute) -> Value:
         if self.qualified_name(node) is not None:
             return UNKNOWN  # a module attribute such as torch.float32
+        if self.self_name is not None and type(node.value) is ast.Name and node.value.id == self.self_name:  # type: ignore[attr-defined]
+            owner = self._method_owner[id(self.function)]
+            stored = owner.attributes.get(node.attr)
+            if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
+                # self.timesteps: what the class's methods store in it, once the walk has seen every store the
+                # class's text holds (a store in a method walked later may change it: until then, unknown)
+                return stored
         base = self.value(node.value)
         if base.kind == "tensor":
             if node.attr in _TENSOR_PYTHON_ATTRIBUTES:
@@ -653,6 +691,13 @@ class CellScope:
                 return Value("tensor", base.device, base.dtype if node.attr not in ("grad", "real", "imag") else None)
             return UNKNOWN
         if base.kind == "module":
+            attribute = node.attr
+            if attribute == "device":
+                return Value("device", base.device)
+            if attribute in _PARAMETER_NAMES:
+                return Value("tensor", base.device)  # conv.weight: a parameter, on the module's device
+            if attribute in ("dtype", "training"):
+                return PYTHON
             return Value("module", base.device)  # a submodule or a parameter: on the module's device
         if base.kind == "numpy":
             return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
@@ -677,6 +722,8 @@ class CellScope:
             return Value("numpy")
         if all(v.kind == "python" for v in values):
             return PYTHON
+        if any(v.kind == "maybe_tensor" for v in values):
+            return MAYBE_TENSOR  # `n > 0` for `n: int | Tensor`: a tensor when n is one
         if any(v.kind == "unknown" and v.device == "cuda" for v in values):
             return Value("unknown", "cuda")
         return UNKNOWN
@@ -733,8 +780,14 @@ class CellScope:
             return self.value(call.args[0])
         if name.startswith("torch.distributions.") and short[:1].isupper():
             return self._distribution(call)
-        if name.startswith("torch.distributed."):
+        if name.startswith("torch.distributed.") and not short[:1].isupper():  # functions, not classes
             return Value("work") if is_constant(keyword_value(call, "async_op"), True) else PYTHON
+        if name in ("torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.Buffer"):
+            # A parameter or buffer follows its module to the module's device: where its data was made says nothing.
+            data = self.value(call.args[0]) if call.args else UNKNOWN
+            return Value("tensor", "cuda" if data.device == "cuda" else None, data.dtype, ndim=data.ndim)
+        if name in ("torch.nn.ParameterDict", "torch.nn.ParameterList"):
+            return Value("tensors", self.default_device)  # its items are parameters (tensors), made on the CPU
         if name.startswith("torch.nn.") and not name.startswith("torch.nn.functional.") and short[:1].isupper():
             if short in _STATELESS_MODULES or short.endswith(_STATELESS_MODULE_SUFFIXES):
                 return Value("module")  # no parameters: it computes wherever its inputs are
@@ -802,7 +855,9 @@ class CellScope:
             return PYTHON if all(v.kind == "python" for v in values) else UNKNOWN
         if short == "range":
             return PYTHON  # iterating it yields Python ints
-        if short in ("list", "tuple", "sorted", "zip", "enumerate", "reversed"):
+        if short == "tuple":
+            return Value("sequence", const=TUPLE)
+        if short in ("list", "sorted", "zip", "enumerate", "reversed"):
             return Value("sequence")
         return UNKNOWN
 
@@ -921,6 +976,9 @@ class CellScope:
             return PYTHON if method in ("item", "tolist") else Value("numpy")
         if receiver.kind in ("python", "event", "stream", "device"):
             return PYTHON
+        if receiver.kind == "maybe_tensor":
+            # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
+            return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else MAYBE_TENSOR
         return UNKNOWN
 
     def _moved_device(self, receiver: Value, method: str, call: ast.Call) -> Device | None:
@@ -1037,6 +1095,9 @@ class CellScope:
             self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, dict[str, Value]] = {}  # function id -> parameter -> what the calls pass
+        self._method_owner: dict[int, _ClassInfo] = {}  # method id -> its class (methods of the class body only)
+        self.self_name: str | None = None  # `self` in a method of a class of the file (None elsewhere)
+        self._attribute_stores: list[tuple[int, str]] | None = None  # (line, name) of each `self.name = ` in the text
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1049,6 +1110,7 @@ class CellScope:
             index += 1
             self._function_body(function, enclosing)
         self.function = None
+        self.self_name = None
         self._env = top
         self._changed()
         # The callback is usually a bound method of an object holding this scope: dropping it leaves no cycle, so
@@ -1172,6 +1234,8 @@ class CellScope:
             self._bind_target(node.target, self.value(node.value), node.value)  # type: ignore[attr-defined]
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             self.bind(node.target.id, self._operator([node.target, node.value]))
+        elif isinstance(node, ast.AugAssign) and type(node.target) is ast.Attribute:
+            self._store_attribute(node.target, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._in_place_effect(node.value)
         elif isinstance(node, ast.Delete):
@@ -1181,6 +1245,32 @@ class CellScope:
                     if target.id in self._env:  # inside a branch the name lives on in the scope behind the overlay
                         self._env[target.id] = UNKNOWN
                     self._changed()
+        if self.self_name is not None and (kind is ast.Assign or kind is ast.AnnAssign) and node.value is not None:  # type: ignore[attr-defined]
+            for target in node.targets if kind is ast.Assign else [node.target]:  # type: ignore[attr-defined]
+                if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == self.self_name:  # type: ignore[attr-defined]
+                    self._store_attribute(target, self.value(node.value))  # type: ignore[attr-defined]
+
+    def _store_attribute(self, target: ast.Attribute, value: Value) -> None:
+        """Keep what ``self.name = value`` stores, for the class's methods walked after this one."""
+        if self.self_name is None or type(target.value) is not ast.Name or target.value.id != self.self_name:  # type: ignore[attr-defined]
+            return
+        owner = self._method_owner[id(self.function)]
+        attributes, stored_by = owner.attributes, owner.stored_by
+        if value.device == "cpu" and value.kind in ("module", "tensors"):
+            # A submodule, a ParameterDict: made on the CPU, they follow the model to its device (model.to("cuda")),
+            # which this file does not tell.
+            value = replace(value, device=None)
+        before = attributes.get(target.attr)
+        function = self.function
+        if before is None or (stored_by.get(target.attr) is function and self.parents.get(self._statement_now) is function):
+            after = value  # a later statement of the same method's body replaces what an earlier one stored
+        else:
+            after = join(before, value)
+        stored_by[target.attr] = function
+        owner.seen[target.attr] = owner.seen.get(target.attr, 0) + 1
+        if after != before:
+            attributes[target.attr] = after
+            self._changed()
 
     def _narrowing(self, test: ast.expr) -> list[dict[str, Value]] | None:
         """What ``if isinstance(x, torch.Tensor):`` tells each branch about ``x``: a tensor in one, no tensor in the
@@ -1237,10 +1327,12 @@ class CellScope:
     def _bind_target(self, target: ast.expr, value: Value, source: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name):
             self.bind(target.id, value)
+        elif type(target) is ast.Attribute:
+            self._store_attribute(target, value)  # `self.a, self.b = ...` (a single target is stored by _simple)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == len(target.elts):
                 for element_target, element in zip(target.elts, source.elts):
-                    if type(element_target) not in _NAMELESS_TARGETS:
+                    if type(element_target) not in _NAMELESS_TARGETS or type(element_target) is ast.Attribute:
                         self._bind_target(element_target, self.value(element), element)
                 return
             for element_target in target.elts:
@@ -1266,14 +1358,26 @@ class CellScope:
         self._changed()
         calls = self._call_arguments.get(id(node))
         arguments = node.args
+        owner = self._method_owner.get(id(node))
+        positional = [*arguments.posonlyargs, *arguments.args]
+        first = positional[0] if positional and owner is not None and not _is_static(node) else None
+        self.self_name = first.arg if first is not None else None
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
                 continue
-            annotation = self.qualified_name(argument.annotation) if argument.annotation is not None else None
-            # The annotation is believed both ways: a Tensor, or a Python number (`alpha: float`, `k: int`).
-            value = Value("tensor") if annotation == "torch.Tensor" else PYTHON if annotation in _NUMBER_TYPES else UNKNOWN
-            if calls is not None and argument not in (arguments.vararg, arguments.kwarg):
-                value = calls.get(argument.arg, UNKNOWN)
+            value = self.annotation_value(argument.annotation) if argument.annotation is not None else UNKNOWN
+            if first is argument and owner is not None and owner.tensor:
+                value = Value("tensor")  # `self` in a method of a torch.Tensor subclass
+            elif calls is not None and argument not in (arguments.vararg, arguments.kwarg):
+                passed = calls.get(argument.arg, UNKNOWN)
+                if owner is None:
+                    value = passed  # a function of the file: the calls seen are the calls it gets
+                elif node.name.startswith("_") and passed.kind != "unknown":
+                    value = passed  # a private method: the calls seen are the calls it gets
+                elif value.kind == "tensor" and passed.kind in _HOST_KINDS:
+                    # A public method annotated `torch.Tensor` that the file itself calls with NumPy or Python
+                    # data: the annotation is not the whole truth (diffusers' schedulers pass NumPy sigmas).
+                    value = MAYBE_TENSOR
             self.bind(argument.arg, value)
         self._block(node.body)
 
@@ -1281,12 +1385,20 @@ class CellScope:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
         if self.host is not None:
             self.host.called(self.function, call, lambda name: self.value(name).const)
-        if type(call.func) is not ast.Name and type(call.func) is not ast.NamedExpr:
-            return  # t.item(), x[0](...): only a name holds a function of the cell (Value "function")
-        function = self.value(call.func).const
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return
-        parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        func = call.func
+        if type(func) is ast.Attribute:
+            # self.method(...) in a method of a class of the file: what it passes is what that method gets.
+            function = self._own_method(func)  # type: ignore[arg-type]
+            if function is None:
+                return
+            parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][0 if _is_static(function) else 1:]
+        elif type(func) is not ast.Name and type(func) is not ast.NamedExpr:
+            return  # x[0](...): only a name holds a function of the cell (Value "function")
+        else:
+            function = self.value(func).const
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return
+            parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
         if any(type(argument) is ast.Starred for argument in call.args[: len(parameters)]):
             return  # f(*args): the text does not say which parameter gets what
         if any(item.arg is None for item in call.keywords):
@@ -1308,6 +1420,54 @@ class CellScope:
             else:
                 joined[name] = value
 
+    def _own_method(self, func: ast.Attribute) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """The method of this file's class that ``self.name`` names, in a method of that class."""
+        function = self.function
+        if function is None or type(func.value) is not ast.Name or func.value.id != self.self_name:  # type: ignore[attr-defined]
+            return None
+        return self._method_owner[id(function)].methods.get(func.attr)
+
+    def annotation_value(self, node: ast.expr) -> Value:
+        """What a parameter's annotation says it holds, believed both ways: ``torch.Tensor`` a tensor, ``int`` a
+        Python number, ``np.ndarray`` an array, ``pd.DataFrame`` a host object; a union of a tensor and host data
+        (``Optional[Union[int, Tensor]]``, ``int | Tensor``) :data:`MAYBE_TENSOR`; anything else unknown."""
+        members: list[ast.expr] = []
+        stack = [node]
+        while stack:
+            item = stack.pop()
+            if type(item) is ast.Constant and isinstance(item.value, str):  # a quoted annotation: "torch.Tensor"
+                try:
+                    item = ast.parse(item.value, mode="eval").body
+                except SyntaxError:
+                    return UNKNOWN
+            if type(item) is ast.BinOp and type(item.op) is ast.BitOr:  # type: ignore[attr-defined]
+                stack += [item.right, item.left]  # type: ignore[attr-defined]
+            elif type(item) is ast.Subscript and self.qualified_name(item.value) in _UNIONS:  # type: ignore[attr-defined]
+                inner = item.slice  # type: ignore[attr-defined]
+                stack += reversed(inner.elts) if type(inner) is ast.Tuple else [inner]  # type: ignore[attr-defined]
+            elif not (type(item) is ast.Constant and item.value is None):  # type: ignore[attr-defined]
+                members.append(item)
+        kinds = set()
+        for member in members:
+            name = self.qualified_name(member)
+            if name in _TENSOR_TYPES:
+                kinds.add("tensor")
+            elif name in _PYTHON_TYPES:
+                kinds.add("python")
+            elif name in _NUMPY_TYPES:
+                kinds.add("numpy")
+            elif name is not None and name.startswith(_HOST_MODULES):
+                kinds.add("host")
+            else:
+                return UNKNOWN  # a class the text does not tell (it may hold tensors, or be one)
+        if kinds == {"tensor"}:
+            return Value("tensor")
+        if "tensor" in kinds:
+            return MAYBE_TENSOR
+        if len(kinds) == 1:
+            return {"python": PYTHON, "numpy": Value("numpy"), "host": HOST_OBJECT}[kinds.pop()]
+        return UNKNOWN
+
     def _class(self, node: ast.ClassDef) -> None:
         self._visit(node)
         for base in node.bases:
@@ -1316,6 +1476,22 @@ class CellScope:
             self.qualified_name(base) == "torch.nn.Module" or self.value(base).kind == "module_class"
             for base in node.bases
         )
+        stores = self._attribute_stores
+        if stores is None:
+            stores = self._attribute_stores = [
+                (self.source.count("\n", 0, found.start()) + 1, found.group(1)) for found in _STORE.finditer(self.source)
+            ]
+        counts: dict[str, int] = {}
+        for line, name in stores:
+            if node.lineno <= line <= node.end_lineno:  # type: ignore[operator]
+                counts[name] = counts.get(name, 0) + 1
+        info = _ClassInfo(
+            tensor=any(self.qualified_name(base) in _TENSOR_TYPES for base in node.bases),
+            methods={f.name: f for f in node.body if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)},  # type: ignore[union-attr]
+            stores=counts,
+        )
+        for method in info.methods.values():
+            self._method_owner[id(method)] = info
         self._env = self._env.new_child()
         self._changed()
         owner, self._owner = self._owner, node
@@ -1446,7 +1622,8 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
         lines.append("    return")
     elif kind is ast.Call:
         lines += ["    func = type(node.func)",
-                  "    if scope.host is not None or func is Name or func is NamedExpr:",
+                  "    if scope.host is not None or func is Name or func is NamedExpr or (",
+                  "            func is Attribute and scope.self_name is not None):",
                   "        scope._record_call(node)"]
     elif kind in _COMPREHENSIONS:
         lines += ["    scope._comprehension(node)", "    return"]
@@ -1477,7 +1654,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
                 lines.append(f"{indent}    pass")
             lines.append(f"{indent}else:")
             lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
-    namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
+    namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
                                  "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
     exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
@@ -1567,6 +1744,29 @@ def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
         else:
             kinds.append((name, _ONE))
     return tuple(kinds)
+
+
+@dataclass
+class _ClassInfo:
+    """A class of the file: whether it subclasses torch.Tensor (its ``self`` is a tensor), and its methods by name."""
+
+    tensor: bool
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    #: How many statements of the class's text store each ``self.name`` (:func:`_attribute_stores`).
+    stores: dict[str, int]
+    #: What ``self.name = ...`` in its methods stores, joined over the assignments walked so far.
+    attributes: dict[str, Value] = field(default_factory=dict)
+    stored_by: dict[str, object] = field(default_factory=dict)  # the method that stored each last
+    seen: dict[str, int] = field(default_factory=dict)  # the stores of each walked so far
+
+
+# `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
+# stores in its instances' attributes, counted so that an attribute is believed only once the walk saw each store.
+_STORE = re.compile(r"\bself\.(\w+)\s*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=)|,(?=[^\n=()\[\]{}]*=(?!=)))")
+
+
+def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    return any(type(d) is ast.Name and d.id == "staticmethod" for d in function.decorator_list)
 
 
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
