@@ -49,3 +49,30 @@ def test_a_report_built_after_the_program_initialized_cuda_names_the_device(unin
     assert device["name"] == "CUDA device"
     uninitialized_cuda["initialized"] = True
     assert build_report(source="x = 1\n", device=device, mode="warn")["device"]["name"] == "Stand-in GPU"
+
+
+def test_the_engine_asks_whether_cuda_is_there_through_nvml_while_the_program_has_not_initialized_it(monkeypatch):
+    # torch.cuda.is_available() asks the CUDA runtime (cudaGetDeviceCount) and torch then spoils the process's forks
+    # for CUDA, even with CUDA itself left uninitialized (seen on an H200: the engine choice and the recorder asked
+    # it in syncfree run's parent, and fork Pool workers failed). NVML answers without the runtime.
+    from syncfree.capture.presence import cuda_present
+    from syncfree.session import cuda_available
+
+    def runtime_asked():
+        raise AssertionError("asked the CUDA runtime")
+
+    runtime_asked.__module__ = "torch.cuda"  # torch's own function
+    monkeypatch.setattr(torch.cuda, "is_available", runtime_asked)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 2)
+    assert cuda_available() is True
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 0)  # CUDA_VISIBLE_DEVICES="" hides them all
+    assert cuda_available() is False
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: -1)  # NVML could not tell: the runtime is asked
+    with pytest.raises(AssertionError, match="runtime"):
+        cuda_present(torch, torch.cuda.is_available)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # initialized already: nothing left to spoil
+    with pytest.raises(AssertionError, match="runtime"):
+        cuda_present(torch, torch.cuda.is_available)
+    assert cuda_present(torch, lambda: True) is True  # a replaced is_available answers as it was made to

@@ -61,7 +61,9 @@ def cuda_available() -> bool:
     # imported is in sys.modules before its functions exist (no session can run before).
     real = getattr(sys.modules.get("syncfree.capture.predict"), "real_cuda_available", None)
     if real is None:
-        return bool(torch.cuda.is_available())
+        from .capture.presence import cuda_present
+
+        return cuda_present(torch, torch.cuda.is_available)  # never torch's runtime question: it spoils forks
     return real()
 
 

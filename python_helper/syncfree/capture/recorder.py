@@ -33,6 +33,7 @@ from types import FrameType, TracebackType
 from . import dispatch, explicit, interrupts, ops_calls, sites
 from .dispatch import SYNC_MESSAGE
 from .ops_calls import OPS_CALLS_GLOBALS
+from .presence import cuda_present
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo, close_all
@@ -789,7 +790,7 @@ def _cuda_available(torch) -> bool:
     real = getattr(sys.modules.get(__package__ + ".predict"), "real_cuda_available", None)
     if real is not None:
         return real()
-    return bool(torch.cuda.is_available())
+    return cuda_present(torch, torch.cuda.is_available)  # never torch's runtime question: it spoils forks
 
 
 def _innermost_frame(tb: TracebackType | None) -> FrameType | None:

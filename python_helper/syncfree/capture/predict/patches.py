@@ -21,6 +21,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..presence import cuda_present
 from . import checkpoints, claims, compiles, cuda_api
 from .mode import _new_predict_mode, _predict_mode_here, _user_frame
 from .registry import _is_cuda_device
@@ -286,15 +287,36 @@ def _wrapper_subclass_maker(session: PredictSession,
     return make_wrapper_subclass
 
 
+class _Answers:
+    """How many times the stand-ins answered a device query (``torch.cuda.is_available()``
+    and the like) as a GPU machine would, in this process."""
+
+    count = 0
+
+
+_ANSWERS = _Answers()
+
+
+def standins_used() -> int:
+    """A number that grows whenever code is touched by the stand-ins: a device query answered as
+    a GPU machine's, a tensor put on the virtual CUDA device. Code that never grows it ran as it
+    runs without syncfree (the pytest plugin says a failure ran on the stand-ins only then)."""
+    from .registry import _kernel_registry
+
+    return _ANSWERS.count + _kernel_registry().marked
+
+
 def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
     """``stand_in`` in a thread that runs a session (and the DataLoader pinning thread,
     which runs under a session's mode), ``real`` elsewhere."""
     modes = claims._thread_modes
     get_ident = claims._get_ident
+    answers = _ANSWERS
 
     @functools.wraps(real)
     def query(*args: Any, **kwargs: Any) -> Any:
         if get_ident() in modes or _predict_mode_here():
+            answers.count += 1
             return stand_in(*args, **kwargs)
         return real(*args, **kwargs)
 
@@ -417,4 +439,4 @@ def real_cuda_available() -> bool:
                     else torch.cuda.is_available)
     # pytest --syncfree-cuda answers as a GPU machine for the whole run (pytest_cuda.py)
     is_available = getattr(is_available, "_syncfree_real", is_available)
-    return bool(is_available())
+    return cuda_present(torch, is_available)  # torch's own through NVML: the runtime's answer spoils forks
