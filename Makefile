@@ -12,8 +12,9 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 # from a local file here; an unpinned torch would pull several GB of CUDA packages.
 # expecttest: torch.testing._internal imports it (tests/test_optable.py replays OpInfo samples).
 # pytest-xdist: the pytest plugin's reports travel from -n workers (tests/test_pytest_plugin.py).
+# pytest-asyncio: a marked `async def` test is watched though it runs in a copied context (tests/test_pytest_plugin.py).
 DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jsonschema nbclient nbformat numpy \
-	expecttest==0.3.0 pytest-xdist==3.8.0 \
+	expecttest==0.3.0 pytest-xdist==3.8.0 pytest-asyncio==1.5.0 \
 	hatchling hatch-jupyter-builder hatch-nodejs-version editables ruff==0.17.6
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # Large libraries whose sources tests/test_check_precision.py and bench/check_precision.py read (never import):

@@ -355,6 +355,57 @@ def test_sync_free_on_an_async_function_fails_when_its_body_syncs(userlib):
         asyncio.run(step(x))
 
 
+def test_code_a_block_runs_in_a_context_copied_before_it_began_is_the_blocks(userlib):
+    """pytest-asyncio copies a test's context before the test's watch opens and runs the coroutine in the copy
+    from inside the watch: that code runs on the block's behalf (it used to count 0 in the inner watch and 1 in
+    the outer one, the copy's). Threads and pool tasks it starts are the block's too."""
+    import asyncio
+    import contextvars
+
+    async def body(x):
+        userlib.read(x)
+        await asyncio.sleep(0)
+        await asyncio.to_thread(userlib.read, x)  # runs in a copy of this (early) context in a pool thread
+        with syncfree.watch() as nested:  # nested in the block: its syncs count there too
+            userlib.read(x)
+        return nested
+
+    with syncfree.watch() as outer:
+        x = torch.ones(2, device="cuda")
+        early = contextvars.copy_context()
+        with syncfree.watch() as inner:
+            early.run(userlib.read, x)
+            nested = early.run(asyncio.run, body(x))  # asyncio.Runner(context=early), as pytest-asyncio does
+        early.run(userlib.read, x)  # after the inner block: the copy's own watch, the outer one
+    assert nested.report.syncs == 1
+    assert inner.report.syncs == 4, inner.report.text()
+    assert outer.report.syncs == 5, outer.report.text()
+
+    # A task interleaved with a watch's task is not the watch's, though its context was copied before the watch.
+    async def other(x, started):
+        started.set()
+        for _ in range(3):
+            userlib.read(x)
+            await asyncio.sleep(0)
+
+    async def main(x):
+        started = asyncio.Event()
+        task = asyncio.create_task(other(x, started))
+        await started.wait()
+        with syncfree.watch() as own:
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            userlib.read(x)
+        await task
+        return own
+
+    with syncfree.watch() as around:
+        x = torch.ones(2, device="cuda")
+        own = asyncio.run(main(x))
+    assert own.report.syncs == 1, own.report.text()
+    assert around.report.syncs == 4
+
+
 # ----------------------------------------------------------------------------- threads
 
 

@@ -418,14 +418,14 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
     if not _session:
         from . import dispatch
 
-        owner_get, process, unowned = dispatch._owner_get, dispatch._process, dispatch.unowned
+        context_owner, process, unowned = dispatch.context_owner, dispatch._process, dispatch.unowned
         backward, backward_owner = dispatch._backward, dispatch._backward_owner
         backward_caller = dispatch.backward_caller
 
         def deliver(frame, blocked):
             # dispatch.owner(), inlined: this runs once per blocking call.
-            target = owner_get()
-            if target is None or not target.running:
+            target = context_owner()
+            if target is None:
                 target = (backward_owner() if backward else None) or (process[-1] if process else None)
             if isinstance(target, CuptiRecorder):
                 if target.engine == "cupti":

@@ -17,6 +17,22 @@ Who owns a sync
   outlive the watch and would keep the stand-ins installed). A thread started from a
   context routed to no watch (before the block, or by another thread) is not the block's.
 
+A watch owns what runs on its behalf while it is open, and a context can be copied before
+the watch opened: pytest-asyncio copies the test's context before the test's watch opens
+and runs the test's coroutine in that copy (``runner.run(coro, context=context)``, called
+from inside the watch); ``contextvars.copy_context().run(f)`` and an
+``asyncio.Runner(context=...)`` do the same. So a recorder is also *anchored* to a live
+frame of the thread that runs its code (`anchor`): the frame that entered the watch (its
+``boundary``; pytest's caller of the test function for a watched test), or the frame of
+threads.py's wrapper that runs a thread's or a pool task's code for it. Code whose stack
+passes through that frame runs on the recorder's behalf (it was called from inside the
+block, synchronously), whatever its context says, unless its context routes to a recorder
+that is not one of the anchored recorder's parents (a watch of its own, or an unrelated
+one: the route wins). An asyncio task interleaved with a watch's task is not the watch's:
+a suspended coroutine's frame is on no stack, so the watch's anchor is not on the other
+task's (a watch entered in a plain function keeps its frame on the thread's stack until
+it ends, and every task of a loop that function runs is the watch's). See `context_owner`.
+
 A backward pass's other threads: on a GPU autograd runs a CUDA graph's nodes (hooks, a
 custom Function's ``backward``, checkpoint recomputation) on its device thread, whose
 context routes to no watch. While an engine that sees other threads' syncs runs (debug
@@ -113,6 +129,9 @@ _backward: list[tuple[int, Any, Any]] = []  # (thread, its context's recorder or
 #                                              called the engine) for each backward pass in flight
 _backward_users: list[Any] = []  # recorders whose engine tracks backward passes
 _backward_real: list[Any] = []   # [torch.autograd._engine_run_backward, torch.autograd] while tracked
+# thread ident -> [recorder, frame] anchors of the running recorders on that thread, innermost last (frame None:
+# the recorder's boundary, read at each look-up: a watched test sets it after the enter). See `context_owner`.
+_anchors: dict[int, list[list[Any]]] = {}
 
 
 # ----------------------------------------------------------------------------- routing
@@ -120,14 +139,101 @@ _backward_real: list[Any] = []   # [torch.autograd._engine_run_backward, torch.a
 
 def owner() -> Any:
     """The recorder a sync made here belongs to (None: nobody's)."""
-    recorder = _owner_get()
-    if recorder is not None and recorder.running:
+    recorder = context_owner()
+    if recorder is not None:
         return recorder
     if _backward:
         recorder = _backward_owner()
         if recorder is not None:
             return recorder
     return _process[-1] if _process else None
+
+
+def context_owner() -> Any:
+    """The running recorder that owns the code running here by its context or its stack (None: none): the one
+    the context routes to, unless a recorder entered later is anchored on this stack and that one is among its
+    parents (or the context routes to none). See the module docstring."""
+    routed_to = recorder = _owner_get()
+    if recorder is not None and not recorder.running:
+        recorder = None
+        if routed_to is not DETACHED:
+            routed_to = None
+    anchors = _anchors.get(_get_ident())
+    if anchors and anchors[-1][0] is not recorder:
+        anchored = _anchored(anchors, routed_to)
+        if anchored is not None:
+            return anchored
+    return recorder
+
+
+def _anchored(anchors: list[list[Any]], routed_to: Any) -> Any:
+    """The innermost recorder of ``anchors`` (this thread's) entered after ``routed_to`` (the context's running
+    recorder, or None, or `DETACHED`: none of them) whose anchor frame is on this thread's stack and of which
+    ``routed_to`` is a parent."""
+    candidates = []
+    for recorder, frame in reversed(list(anchors)):  # a copy: another thread may end a watch meanwhile
+        if recorder is routed_to:
+            break
+        if frame is None:
+            frame = recorder.boundary
+        if frame is not None and recorder.running and _is_parent(routed_to, recorder):
+            candidates.append((frame, recorder))
+    if not candidates:
+        return None
+    found = None
+    f = _getframe(1)
+    while f is not None:
+        for frame, recorder in candidates:
+            if frame is f and (found is None or _is_parent(found, recorder)):
+                found = recorder  # the innermost of those on the stack
+        f = f.f_back
+    return found
+
+
+def _is_parent(recorder: Any, of: Any) -> bool:
+    """Whether ``recorder`` (None: no recorder, around everything) records around ``of`` (SyncRecorder.parent)."""
+    if recorder is None:
+        return True
+    parent = of.parent
+    while parent is not None:
+        if parent is recorder:
+            return True
+        parent = parent.parent
+    return False
+
+
+class _Detached:
+    """What a context routes to while it starts something that is nobody's (threads.py: a pool's worker thread,
+    started by a submit from inside a watch): neither the routes nor the anchors make it a recorder's."""
+
+    running = False
+    parent = None
+
+    def __repr__(self) -> str:
+        return "DETACHED"
+
+
+DETACHED = _Detached()
+
+
+def anchor(recorder: Any, frame: Any) -> list[Any]:
+    """Anchor ``recorder`` to ``frame``, a live frame of this thread, until `unanchor` (see the module docstring):
+    the code that threads.py runs for a recorder in another thread. Returns the entry to give `unanchor`."""
+    entry = [recorder, frame]
+    with _lock:
+        _anchors.setdefault(_get_ident(), []).append(entry)
+    return entry
+
+
+def unanchor(entry: list[Any] | None = None, recorder: Any = None) -> None:
+    """Take away ``entry``, or every anchor of ``recorder``, whichever thread it is on (idempotent)."""
+    with _lock:
+        for ident, entries in list(_anchors.items()):
+            for i in range(len(entries) - 1, -1, -1):
+                if entries[i] is entry or (recorder is not None and entries[i][0] is recorder):
+                    del entries[i]
+            if not entries:
+                del _anchors[ident]
 
 
 def _backward_owner() -> Any:
@@ -174,9 +280,7 @@ def _engine_run_backward(*args: Any, **kwargs: Any) -> Any:
     other threads' syncs is installed (debug mode, CUPTI): the calling context's recorder
     owns the pass's other threads, and their syncs are attributed through the frame that
     called the engine (`backward_caller`)."""
-    recorder = _owner_get()
-    if recorder is not None and not recorder.running:
-        recorder = None
+    recorder = context_owner()
     try:
         caller = _getframe(1)
     except ValueError:  # called from C with no Python frame: the sync keeps its own frames
@@ -218,9 +322,10 @@ def detach_backward(recorder: Any) -> None:
 
 def owner_here() -> Any:
     """The recorder already recording this thread or task (for a nested watch): the
-    context's own, else the innermost process recorder entered in this thread."""
-    recorder = _owner_get()
-    if recorder is not None and recorder.running:
+    context's own (or its stack's: `context_owner`), else the innermost process recorder entered in this
+    thread."""
+    recorder = context_owner()
+    if recorder is not None:
         return recorder
     ident = _get_ident()
     for recorder in reversed(_process):
@@ -271,6 +376,8 @@ def enter(recorder: Any) -> None:
         if recorder.scope == "process":
             _process.append(recorder)
         _running.append(recorder)
+        if getattr(recorder, "boundary", None) is not None:  # a watch's: the frame that entered it, on this thread
+            _anchors.setdefault(_get_ident(), []).append([recorder, None])
         recorder.running = True
 
 
@@ -280,6 +387,7 @@ def leave(recorder: Any) -> None:
         recorder.running = False
         was_running = _discard(_running, recorder)
         _discard(_process, recorder)
+        unanchor(recorder=recorder)
         if not _running:
             _threads.remove(recorder)
         if not was_running:
@@ -321,8 +429,15 @@ def _showwarnmsg(msg: Any) -> None:
         return _real["showwarnmsg"](msg)
     if not _exact:
         _learn(text)
-    recorder = _owner_get()
-    if recorder is None or not recorder.running:
+    routed_to = recorder = _owner_get()
+    if recorder is not None and not recorder.running:
+        recorder = None
+        if routed_to is not DETACHED:
+            routed_to = None
+    anchors = _anchors.get(_get_ident())
+    if anchors and anchors[-1][0] is not recorder:  # context_owner(), inlined
+        recorder = _anchored(anchors, routed_to) or recorder
+    if recorder is None:
         recorder = (_backward_owner() if _backward else None) or (_process[-1] if _process else None)
     if recorder is not None:
         # Depth 1 is the frame that called the syncing torch function (warn is a C call);
@@ -626,5 +741,5 @@ def _discard(items: list, item: Any) -> bool:
 # Last: threads.py uses this module's names (the thread and thread-pool patches).
 from . import threads as _threads  # noqa: E402
 
-__all__ = ["SYNC_MESSAGE", "attach_debug", "detach_debug", "enter", "installed", "leave",
-           "owner", "owner_here", "route", "unowned", "unroute"]
+__all__ = ["SYNC_MESSAGE", "anchor", "attach_debug", "context_owner", "detach_debug", "enter", "installed",
+           "leave", "owner", "owner_here", "route", "unanchor", "unowned", "unroute"]

@@ -58,9 +58,11 @@ _real: dict[str, Any] = {}  # "start", "submit": the functions replaced
 
 
 def _routed_recorder() -> Any:
-    """The running recorder of scope "context" this context routes to (None: none)."""
-    recorder = dispatch._owner_get()
-    if recorder is not None and recorder.running and recorder.scope == "context":
+    """The running recorder of scope "context" that owns the code here (None: none): the one this context routes
+    to, or the watch whose block called this code in a context copied before it began (dispatch.context_owner:
+    pytest-asyncio runs a test's coroutine so)."""
+    recorder = dispatch.context_owner()
+    if recorder is not None and recorder.scope == "context":
         return recorder
     return None
 
@@ -76,8 +78,11 @@ def _predicting_process() -> Any:
 
 def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)`` routed to ``recorder`` (None: as it is), under a predict
-    session reporting to ``predicting`` (None: none) while that one still runs."""
+    session reporting to ``predicting`` (None: none) while that one still runs. ``recorder`` is also anchored to
+    this frame: ``func`` may run its code in a context of its own (``asyncio.to_thread`` runs it in a copy of the
+    caller's context, routed to no watch when that was copied before the watch began: dispatch.context_owner)."""
     token = dispatch.route(recorder) if recorder is not None else None
+    anchor = dispatch.anchor(recorder, sys._getframe()) if recorder is not None else None
     try:
         if predicting is not None and predicting.running:
             from .predict import PredictSession
@@ -86,6 +91,8 @@ def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: An
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
     finally:
+        if anchor is not None:
+            dispatch.unanchor(anchor)
         if token is not None:
             dispatch.unroute(token, recorder)
 
@@ -133,8 +140,9 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     if recorder is None:
         return _real["submit"](pool, fn, *args, **kwargs)
     predicting = recorder if recorder.mode == "predict" else None
-    # The pool may start a worker thread here: it belongs to the pool, not to this watch.
-    token = dispatch._owner.set(None)
+    # The pool may start a worker thread here: it belongs to the pool, not to this watch (nor to one whose block
+    # called this code: DETACHED stops the anchors too).
+    token = dispatch._owner.set(dispatch.DETACHED)
     try:
         return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     finally:
