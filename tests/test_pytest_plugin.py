@@ -612,6 +612,41 @@ def test_a_failure_on_the_standins_says_so(pytester):
         ], section
 
 
+def test_the_standins_note_only_where_they_answered_and_a_failing_marked_test_shows_its_syncs(pytester):
+    """Every failing watched test was told it "ran on CPU stand-ins", also one that never touched
+    CUDA and fails the same under plain pytest; a marked test that synced and then failed for its
+    own reason showed only its own error."""
+    pytester.makepyfile(test_mixed="""
+        import pytest, torch
+
+        def test_host_only():
+            assert sum([1, 2]) == 4
+
+        @pytest.mark.sync_free
+        def test_syncs_then_fails():
+            torch.ones(2, device="cuda").sum().item()
+            assert "its own" == "reason"
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(failed=2)
+    out = result.stdout.str()
+    host_only = out[out.index("_ test_host_only _"):out.index("_ test_syncs_then_fails _")]
+    assert "stand-ins" not in host_only, host_only
+    marked = out[out.index("_ test_syncs_then_fails _"):]
+    assert "AssertionError: assert 'its own' == 'reason'" in marked, marked
+    assert "- syncfree: ran on CPU stand-ins for CUDA -" in marked
+    result.stdout.fnmatch_lines([
+        "*- syncfree: the test also synchronized over its budget -*",
+        "would synchronize 1 time, budget 0",
+        "  test_mixed.py:8: .item() ×1, predicted, SF101",
+    ])
+    assert _syncfree_section(result)[-2:] == [
+        "  1 test failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
+        "(plain pytest runs their CPU path; each failure says so):",
+        "    test_mixed.py::test_syncs_then_fails",
+    ]
+
+
 def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
     # A test on the stand-ins sees CUDA; a child started with spawn (a new interpreter)
     # must too, as on a GPU machine, or the two take different paths (torch's

@@ -75,6 +75,7 @@ _STATE = pytest.StashKey[_State]()
 _STANDINS = pytest.StashKey[str | None]()  # how the test's stand-ins are placed, if any
 _HOST = pytest.StashKey[Host | None]()  # the stand-ins open around a phase of the test
 _WATCH = pytest.StashKey[Any]()  # the Watch of the test's body (its report once ended)
+_USED_BEFORE = pytest.StashKey[int]()  # the stand-ins' use count when the test started
 
 
 def _marker_options(item: pytest.Item) -> dict | None:
@@ -151,6 +152,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem):
     how = item.stash.get(_STANDINS, None)
     worlds = item.config.stash[_STATE].worlds
     worlds.current = STANDINS if how else PLAIN
+    if how is not None:
+        item.stash[_USED_BEFORE] = _standins_used()
     if how != "session":
         return (yield)
     # The frame that runs this hook's implementations (pluggy's _multicall) is above
@@ -368,11 +371,13 @@ _STANDINS_SECTION = (
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     if report.failed and item.stash.get(_STANDINS, None) is not None \
-            and not _is_sync_error(call):
+            and not _is_sync_error(call) and _touched_standins(item):
         # A failure on the stand-ins says so: the user compares it with a plain run that
         # passed on the CPU path. A section of the report (shown under the failure, as
         # captured output is; pytest-xdist carries report sections to the controller).
         # A SyncError is the verdict on the test's syncs, whose message says "predicted".
+        # Only when the stand-ins answered the test (a CUDA query, a tensor on the device):
+        # a test that never touched them failed as plain pytest fails it.
         report.sections.append(("syncfree: ran on CPU stand-ins for CUDA", _STANDINS_SECTION))
         report.syncfree_standins = True  # for the summary (the controller's, under xdist)
     if call.when != "call":
@@ -384,11 +389,32 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # An attribute of the report: pytest-xdist serializes a report's attributes
         # (_pytest/reports.py, _report_to_json) and the controller's logreport gets it.
         report.syncfree = _summary_entry(watch_report)
+        budget = _budget(item)
+        if report.failed and not _is_sync_error(call) and budget is not None \
+                and watch_report.counted > budget:
+            # A marked test that synced over its budget and then failed for its own reason:
+            # its error is the failure, and the syncs, a failure of their own, are under it.
+            from .session import SyncError
+
+            report.sections.append(("syncfree: the test also synchronized over its budget",
+                                    str(SyncError(watch_report, budget))))
     # A SyncError is the test's finding, not a crash in the plugin: show its message
     # alone, as pytest shows an assertion, rather than a traceback into syncfree.
     if _is_sync_error(call):
         report.longrepr = f"syncfree: {call.excinfo.value}"
     return report
+
+
+def _standins_used() -> int:
+    from .capture.predict.patches import standins_used
+
+    return standins_used()
+
+
+def _touched_standins(item: pytest.Item) -> bool:
+    """Whether the stand-ins answered the test since it started (`_USED_BEFORE`)."""
+    before = item.stash.get(_USED_BEFORE, None)
+    return before is None or _standins_used() > before
 
 
 def _is_sync_error(call: pytest.CallInfo) -> bool:
