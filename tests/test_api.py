@@ -406,6 +406,53 @@ def test_code_a_block_runs_in_a_context_copied_before_it_began_is_the_blocks(use
     assert around.report.syncs == 4
 
 
+def test_a_method_the_program_wraps_after_the_first_watch_is_still_predicted():
+    """Predict mode's handler table was keyed on the methods as the first watch of the process found them: a
+    wrapper the program put over ``Tensor.item`` (or ``__repr__``, ``unique``) afterwards is what torch passes
+    to the mode, and later blocks passed with 0 syncs (``.item()`` fell back to the op table as a library
+    sync). A wrapper put in place inside a block is followed too."""
+    import functools
+
+    names = ("item", "__repr__", "__format__", "unique", "tolist")
+    saved = {name: vars(torch.Tensor).get(name) for name in names}
+
+    def wrap(name, keep_name=True):
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self, *args, **kwargs):
+            return original(self, *args, **kwargs)
+
+        setattr(torch.Tensor, name, functools.wraps(original)(wrapper) if keep_name else wrapper)
+
+    with syncfree.watch():  # the tables are built
+        torch.ones(2, device="cuda").sum()
+    try:
+        for name in ("item", "__repr__", "__format__"):
+            wrap(name)
+        wrap("unique", keep_name=False)  # a plain function in its place, not even named so
+        with pytest.raises(syncfree.SyncError, match="would synchronize 4 times") as raised:
+            with syncfree.sync_free():
+                x = torch.ones(3, device="cuda")
+                x.sum().item()
+                repr(x)
+                f"{x.sum():.1f}"
+                x.unique()
+        kinds = sorted(site.kind for site in raised.value.report.sites)
+        assert kinds == ["format", "item", "print", "unique"], raised.value.report.text()
+        with syncfree.watch() as w:
+            x = torch.ones(3, device="cuda")
+            wrap("tolist")  # replaced inside the block
+            x.tolist()
+        assert [site.kind for site in w.report.sites] == ["tolist"], w.report.text()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                if name in vars(torch.Tensor):
+                    delattr(torch.Tensor, name)
+            else:
+                setattr(torch.Tensor, name, value)
+
+
 # ----------------------------------------------------------------------------- threads
 
 

@@ -599,11 +599,22 @@ def _getter_is_cpu(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 
 _HANDLERS: dict[Any, Callable[..., Any]] | None = None
 _GETTERS: dict[Any, Callable[..., Any]] | None = None
+# Where each handled function lives, to follow it when the program replaces it (a wrapper around Tensor.item):
+# (owner, attribute name, handler), and the same by attribute name (`follow`).
+_PLACES: list[tuple[Any, str, Callable[..., Any]]] = []
+_PLACES_BY_NAME: dict[str, list[tuple[Any, str, Callable[..., Any]]]] = {}
 
 
 def _handlers() -> dict[Any, Callable[..., Any]]:
+    """The handler table, keyed on the functions torch passes to a TorchFunctionMode, as they are now: a
+    function the program put in a handled one's place (``torch.Tensor.item = wrapper``, after the table was
+    built by the first watch of the process) gets its handler too. torch passes the wrapper itself: a Tensor
+    method's C binding looks its ``__torch_function__`` func up on ``torch.Tensor`` by name at each call
+    (torch/csrc/utils/python_arg_parser.cpp, handle_torch_function), and the Python ones (``Tensor.__repr__``,
+    ``Tensor.unique``: torch/_tensor.py) pass ``Tensor.<name>`` as it is then."""
     global _HANDLERS
     if _HANDLERS is not None:
+        _follow_places(_HANDLERS)
         return _HANDLERS
     import torch
     import torch.nn.functional as F
@@ -690,8 +701,56 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
     if hasattr(torch, "asarray"):
         table[torch.asarray] = _handle_tensor_from_data
     table.update(_aten_handlers())
+    _find_places(table, torch, (T, torch, F, torch.linalg, torch.functional, torch._C._nn))
     _HANDLERS = table
     return table
+
+
+def _attribute(owner: Any, name: str) -> Any:
+    # A module's own attributes only: a module's __getattr__ may import a submodule (torch's lazy ones).
+    return getattr(owner, name, None) if isinstance(owner, type) else vars(owner).get(name)
+
+
+def _find_places(table: dict[Any, Callable[..., Any]], torch: Any, owners: tuple) -> None:
+    """Note where each function of ``table`` is an attribute of ``owners``, under its own name."""
+    for func, handler in table.items():
+        name = getattr(func, "__name__", None)
+        if not isinstance(name, str):
+            continue
+        for owner in owners:
+            if _attribute(owner, name) is func:
+                place = (owner, name, handler)
+                _PLACES.append(place)
+                _PLACES_BY_NAME.setdefault(name, []).append(place)
+
+
+def _follow_places(table: dict[Any, Callable[..., Any]]) -> None:
+    """Add the functions now in the handled ones' places (each PredictMode takes the table: each session)."""
+    for owner, name, handler in _PLACES:
+        current = _attribute(owner, name)
+        if current is not None:
+            try:
+                if current not in table:
+                    table[current] = handler
+            except TypeError:  # an unhashable callable
+                pass
+
+
+def follow(func: Any) -> Callable[..., Any] | None:
+    """The handler of ``func`` when it is now in a handled function's place (replaced during a block: the mode
+    asks for a call that has no handler), else None; remembered in the table."""
+    try:
+        places = _PLACES_BY_NAME.get(func.__name__)  # functools.wraps keeps the name
+    except (AttributeError, TypeError):
+        return None
+    if places is None:
+        return None
+    for owner, name, handler in places:
+        if _attribute(owner, name) is func:
+            if _HANDLERS is not None:
+                _HANDLERS[func] = handler
+            return handler
+    return None
 
 
 def _getters() -> dict[Any, Callable[..., Any]]:

@@ -31,7 +31,7 @@ def _make_mode_class() -> type:
     from torch.overrides import TorchFunctionMode
 
     from .custom_ops import call_under_the_mode, operator_types, runs_python_kernels
-    from .handlers import _getters, _handlers
+    from .handlers import _getters, _handlers, follow
 
     _Tensor = torch.Tensor
     _operator_types = operator_types()
@@ -54,6 +54,8 @@ def _make_mode_class() -> type:
                 handler = self._handler_for(func)
             except TypeError:  # an unhashable callable
                 handler = None
+            if handler is None:  # or a function the program put in a handled one's place meanwhile
+                handler = follow(func)
             if handler is not None:
                 return handler(self, func, args, kwargs)
             if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
