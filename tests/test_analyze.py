@@ -802,6 +802,16 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
          "        return self.best.item()\n    def update(self, current: torch.Tensor):\n"
          "        self.best = current\n    def done(self):\n        return self.best.item()\n",
          [("SF101", 6, "likely"), ("SF101", 10, "likely")]),
+        # ... and right after a store of the method's own body, what it stored (`self.sigmas = sigmas.to("cpu")`)
+        ("class S:\n    def __init__(self, sigmas: torch.Tensor):\n        self.sigmas = sigmas.to('cpu')\n"
+         "        self.sigma_min = self.sigmas[-1].item()\n    def set(self, sigmas: torch.Tensor):\n"
+         "        self.sigmas = sigmas\n", [("SF301", 4, "likely")]),
+        # a function annotated to take and return tensors that returns a NumPy array: its Tensor annotations are
+        # not believed (diffusers' `_convert_to_karras`)
+        ("import numpy as np\ndef karras(in_sigmas: torch.Tensor, n: int) -> torch.Tensor:\n"
+         "    lo = in_sigmas[-1].item()\n    ramp = np.linspace(0, 1, n)\n    sigmas = lo * ramp\n    return sigmas\n"
+         "def proper(x: torch.Tensor) -> torch.Tensor:\n    lo = x[-1].item()\n    return x * lo\n",
+         [("SF101", 4, "possible"), ("SF101", 9, "likely")]),
         # `self` in a torch.Tensor subclass is a tensor
         ("class T(torch.Tensor):\n    def g(self, x: torch.Tensor):\n        mask = x.sum(1) > 0\n"
          "        return self[:, mask].tolist()\n", [("SF204", 5, "likely"), ("SF601", 5, "likely")]),

@@ -136,12 +136,24 @@ class _Analysis:
         self.by_type, self.by_callee, self.types = _dispatch(rules, by_callee)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
+        # finding key -> (id of its function, the names it reads): the likely findings in functions, for
+        # CellScope.contradicted
+        self.annotated: dict[tuple[Any, ...], tuple[int, set[str]]] = {}
         # An optimizer's step counts and scalars (optimizer_scalars.py): None for a file that is no optimizer code.
         self.optimizer = OptimizerScalars.of(tree, self.scope.aliases)
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
         self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=self.types)
+        contradicted = self.scope.contradicted
+        for key, (function, names) in self.annotated.items():
+            finding = self.findings[key]
+            if finding["certainty"] == "likely" and contradicted.get(function, ()) and names & contradicted[function]:
+                finding["certainty"] = "possible"
+                finding["message"] = (
+                    f"{finding['message']} (possible: its function is annotated to take and return tensors but "
+                    "returns a NumPy array)"
+                )[:500]
         if self.scope.host is not None:
             host = self.scope.host.functions()
             for key, function in self.functions.items():
@@ -182,8 +194,11 @@ class _Analysis:
                                 # run, and the text cannot tell how often it does.
                                 finding["certainty"] = "possible"
                                 finding["message"] = f"{finding['message']} (possible: only under `if {guard}`)"[:500]
-                        if scope.host is not None and scope.function is not None:
-                            self.functions[key] = id(scope.function)
+                        if scope.function is not None:
+                            if scope.host is not None:
+                                self.functions[key] = id(scope.function)
+                            if finding["certainty"] == "likely":
+                                self.annotated[key] = (id(scope.function), set(scope.names_in(found.node)))
 
     def _finding(self, rule: Rule, found: Match) -> dict[str, Any]:
         end = found.end_node or found.node

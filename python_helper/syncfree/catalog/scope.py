@@ -675,6 +675,9 @@ class CellScope:
         if self.qualified_name(node) is not None:
             return UNKNOWN  # a module attribute such as torch.float32
         if self.self_name is not None and type(node.value) is ast.Name and node.value.id == self.self_name:  # type: ignore[attr-defined]
+            stored = self._stored_here.get(node.attr)
+            if stored is not None:
+                return stored  # what this method's body stored in it a statement before (`self.sigmas = s.to("cpu")`)
             owner = self._method_owner[id(self.function)]
             stored = owner.attributes.get(node.attr)
             if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
@@ -1098,6 +1101,11 @@ class CellScope:
         self._method_owner: dict[int, _ClassInfo] = {}  # method id -> its class (methods of the class body only)
         self.self_name: str | None = None  # `self` in a method of a class of the file (None elsewhere)
         self._attribute_stores: list[tuple[int, str]] | None = None  # (line, name) of each `self.name = ` in the text
+        self._annotated_tensors: set[str] | None = None  # in a function annotated `-> Tensor`: its Tensor parameters
+        self._stored_here: dict[str, Value] = {}  # what the body of the method being walked stored in `self.name`
+        #: function id -> its parameters annotated `torch.Tensor`, for the functions whose code contradicts their
+        #: annotations (annotated to return a tensor, they return a NumPy array): read after the walk
+        self.contradicted: dict[int, set[str]] = {}
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1238,6 +1246,11 @@ class CellScope:
             self._store_attribute(node.target, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._in_place_effect(node.value)
+        elif kind is ast.Return and self._annotated_tensors is not None and node.value is not None:  # type: ignore[attr-defined]
+            if self.value(node.value).kind == "numpy":  # type: ignore[attr-defined]
+                # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
+                # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
+                self.contradicted[id(self.function)] = self._annotated_tensors
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -1262,7 +1275,12 @@ class CellScope:
             value = replace(value, device=None)
         before = attributes.get(target.attr)
         function = self.function
-        if before is None or (stored_by.get(target.attr) is function and self.parents.get(self._statement_now) is function):
+        in_body = self.parents.get(self._statement_now) is function  # a statement of the body, not of a branch
+        if in_body:
+            self._stored_here[target.attr] = value
+        else:
+            self._stored_here.pop(target.attr, None)
+        if before is None or (stored_by.get(target.attr) is function and in_body):
             after = value  # a later statement of the same method's body replaces what an earlier one stored
         else:
             after = join(before, value)
@@ -1362,6 +1380,8 @@ class CellScope:
         positional = [*arguments.posonlyargs, *arguments.args]
         first = positional[0] if positional and owner is not None and not _is_static(node) else None
         self.self_name = first.arg if first is not None else None
+        annotated: set[str] = set()  # the parameters that are tensors by their annotation alone
+        self._stored_here = {}
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
                 continue
@@ -1378,8 +1398,13 @@ class CellScope:
                     # A public method annotated `torch.Tensor` that the file itself calls with NumPy or Python
                     # data: the annotation is not the whole truth (diffusers' schedulers pass NumPy sigmas).
                     value = MAYBE_TENSOR
+            if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
+                annotated.add(argument.arg)
             self.bind(argument.arg, value)
+        returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
+        self._annotated_tensors = annotated if returns_tensor and annotated else None
         self._block(node.body)
+        self._annotated_tensors = None
 
     def _record_call(self, call: ast.Call) -> None:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
