@@ -1,0 +1,110 @@
+import { expect, test } from '@jupyterlab/galata';
+import { activeCursor, cellAt, cellMarkers, lineOfMarker, runCode, runCommand } from './utils';
+
+/**
+ * Issue 39: a site stays on the line that ran, not on the run's line number, through what
+ * makes a new editor for the cell (Move Cell Down, cut and paste, save, close and reopen),
+ * and runs of a cell are compared by what synced where in the code.
+ */
+const CELL = [
+  '%%syncfree',
+  'x = torch.ones(4, device="cuda")',
+  'w = torch.ones(4, 4, device="cuda")',
+  'for step in range(3):',
+  '    y = x @ w',
+  '    s = y.sum().item()'
+].join('\n');
+
+/** The 1-based line of the `.item()` line in the cell's editor now. */
+async function itemLine(page: any, cell: number): Promise<number> {
+  const lines = cellAt(page, cell).locator('.jp-InputArea-editor .cm-line');
+  const texts = await lines.allTextContents();
+  return texts.findIndex(text => text.includes('.item()')) + 1;
+}
+
+/** The `.item()` cell's marker sits beside its `.item()` line, and the panel's row names that line. */
+async function expectOnItemLine(page: any, cell: number): Promise<void> {
+  await expect.poll(() => itemLine(page, cell)).toBeGreaterThan(6);
+  const line = await itemLine(page, cell);
+  await expect(cellMarkers(page, cell)).toHaveCount(1);
+  expect(await lineOfMarker(page, cell, cellMarkers(page, cell).first())).toBe(line);
+  // A highlight (drawn faded on a stale cell, or not at all) is never on another line.
+  const highlighted = cellAt(page, cell).locator('.jp-syncfree-line');
+  await expect(highlighted.filter({ hasNotText: '.item()' })).toHaveCount(0);
+  const row = page.locator('#jp-syncfree-sidebar .jp-syncfree-sidebar-row[data-nav="site"]');
+  await expect(row).toHaveCount(1);
+  await expect(row).toHaveAttribute('data-line', String(line));
+  await expect(row).toHaveAttribute('data-stale', 'true');
+  // Enter on the row jumps to the anchored line.
+  await row.focus();
+  await page.keyboard.press('Enter');
+  await expect.poll(() => activeCursor(page)).toEqual({ cell, line });
+}
+
+test('markers, highlight and panel row stay on the line that ran through moves, cut/paste, cut/undo and reopen', async ({
+  page,
+  tmpPath
+}) => {
+  const path = `${tmpPath}/anchors.ipynb`;
+  await page.notebook.createNew('anchors.ipynb');
+  await runCode(page, 0, 'import torch\n%load_ext syncfree');
+  await page.notebook.addCell('code', '');
+  await runCode(page, 1, CELL);
+  await page.notebook.addCell('code', '1 + 1');
+  await runCommand(page, 'syncfree:open-sidebar');
+  await expect(cellMarkers(page, 1)).toHaveCount(1);
+
+  // Two lines typed above the loop: the marker follows the edit.
+  await page.notebook.selectCells(1);
+  await page.notebook.enterCellEditingMode(1);
+  await page.keyboard.press('Control+Home');
+  await page.keyboard.press('End');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('# a note');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type('# another');
+  await page.keyboard.press('Escape');
+  await expectOnItemLine(page, 1);
+
+  // Move Cell Down makes a new editor for the cell: the marker stays on the line that ran.
+  await page.notebook.selectCells(1);
+  await runCommand(page, 'notebook:move-cell-down');
+  await expectOnItemLine(page, 2);
+
+  // Cut and paste it back above the last cell.
+  await page.notebook.selectCells(2);
+  await runCommand(page, 'notebook:cut-cell');
+  await page.notebook.selectCells(0);
+  await runCommand(page, 'notebook:paste-cell-below');
+  await expectOnItemLine(page, 1);
+
+  // Cut, then undone.
+  await page.notebook.selectCells(1);
+  await runCommand(page, 'notebook:cut-cell');
+  await runCommand(page, 'notebook:undo-cell-action');
+  await expectOnItemLine(page, 1);
+
+  // Saved, closed and reopened.
+  await page.notebook.save();
+  await page.notebook.close(true);
+  await page.notebook.openByPath(path);
+  await page.notebook.activate('anchors.ipynb');
+  await cellAt(page, 1).locator('.cm-line').first().waitFor();
+  await runCommand(page, 'syncfree:open-sidebar');
+  await expectOnItemLine(page, 1);
+});
+
+test('a comment line added at the top and a re-run show no change vs the previous run', async ({ page }) => {
+  await page.notebook.createNew('anchors-rerun.ipynb');
+  await runCode(page, 0, 'import torch\n%load_ext syncfree');
+  await page.notebook.addCell('code', '');
+  await runCode(page, 1, CELL);
+  await runCommand(page, 'syncfree:open-sidebar');
+  const sidebar = page.locator('#jp-syncfree-sidebar');
+  await expect(sidebar.locator('[data-total="syncs"]')).toHaveText('3 predicted syncs');
+  await runCode(page, 1, CELL.replace('%%syncfree\n', '%%syncfree\n# a comment\n'));
+  await expect(sidebar.locator('.jp-syncfree-sidebar-row[data-nav="site"]')).toHaveAttribute('data-line', '7');
+  await expect(sidebar).toContainText('same as previous run');
+  await expect(sidebar).not.toContainText('gone');
+  await expect(sidebar.locator('.jp-syncfree-sidebar-row .jp-syncfree-sidebar-delta')).toHaveCount(0);
+});
