@@ -122,6 +122,7 @@ CPU_MESSAGE = ("called a synchronizing CUDA operation (Triggered internally at "
                "/pytorch/c10/cuda/CUDAFunctions.cpp:173.)")
 SYNC_PREFIX = "called a synchronizing CUDA operation"
 TARGETS = {"CUPTI engine": 1.5, "MLP: CUPTI engine": 1.05}
+COST_TARGET = 1.10  # issue #37: the cost measurement is on by default on a GPU only within this on the MLP loop
 FLOOR_MARGIN = 0.03  # the recorder's target: the floor's ratio + this
 
 
@@ -210,10 +211,11 @@ def main(argv: list[str] | None = None) -> int:
 
     floor, mlp_floor = floor_of(FILENAME, plain, args.iterations), floor_of(MLP_FILENAME, mlp, args.steps)
 
-    def mlp_recorded(engine: str, measure_blocked: bool = True):
+    def mlp_recorded(engine: str, measure_blocked: bool = True, measure_cost: bool = False):
         def run():
             recorder = new_recorder(choose_engine("warn", engine), measure_blocked=measure_blocked,
-                                    files={MLP_FILENAME: 0}, findings={MLP_FILENAME: []})
+                                    files={MLP_FILENAME: 0}, findings={MLP_FILENAME: []},
+                                    measure_cost=measure_cost)
             with recorder:
                 mlp()
             assert recorder.syncs == args.steps, (recorder.syncs, recorder.notes)
@@ -291,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         "MLP: debug mode floor": (mlp_floor, "MLP: plain loop"),
         "MLP: recorder": (mlp_recorded("debug", False), "MLP: plain loop"),
         "MLP: recorder + blocked": (mlp_recorded("debug"), "MLP: plain loop"),
+        # The cost of each sync (GPU time lost, issue #37): a Kineto trace of the GPU beside the recorder.
+        "MLP: recorder + blocked + cost": (mlp_recorded("debug", measure_cost=True), "MLP: plain loop"),
     }, bases, timer, seconds=args.seconds * shares[0], rng=rng, min_rounds=args.min_rounds)
     # Phase 2: the CUPTI engine, paired with plain loops of its own rounds.
     cupti: dict[str, Pairs] = {}
@@ -361,10 +365,11 @@ def print_rows(debug: dict[str, Pairs], cupti: dict[str, Pairs], profiler: dict[
         over = added_difference(debug[name], debug[other], iterations)
         label = f"{'watch' if name == watch else '.py recorder'} - {'floor' if other == 'debug mode floor' else other}"
         print(f"  {'  ' + label:42s} {shown(over, ' us/sync', scale=1e6, signed=True)}")
-    mlp_names = ("MLP: debug mode floor", "MLP: recorder", "MLP: recorder + blocked")
+    mlp_names = ("MLP: debug mode floor", "MLP: recorder", "MLP: recorder + blocked", "MLP: recorder + blocked + cost")
     base_row("MLP: plain loop", [debug[n] for n in mlp_names])
     for name in mlp_names:
-        row(name, debug[name], steps, "step")
+        # The cost's trace: on by default on a GPU only within COST_TARGET on this loop (README says which).
+        row(name, debug[name], steps, "step", COST_TARGET if name.endswith("+ cost") else None)
     over = added_difference(debug["MLP: recorder + blocked"], debug["MLP: debug mode floor"], steps)
     print(f"  {'  MLP: recorder + blocked - floor':42s} {shown(over, ' us/step', scale=1e6, signed=True)}")
     if problem is not None:

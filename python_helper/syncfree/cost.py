@@ -3,31 +3,31 @@
 A pure function (no torch, no clock): `compute_costs` takes the GPU's activity records
 (kernels, copies, memsets: start, end and the host time their launch call was made), the
 blocking CUDA calls the host made (their host intervals: ``cudaStreamSynchronize``,
-``cudaMemcpy``, ...) and the syncs the recorder saw (site and the host time each returned),
-all in one clock, and returns each site's cost and the run's totals. The trace itself is
-taken by `syncfree.capture.gputrace`.
+``cudaMemcpyAsync`` to pageable memory, ...) and the syncs the recorder saw (site and the host
+time each returned), all in one clock, and returns each site's cost and the run's totals. The
+trace itself is taken by `syncfree.capture.gputrace`.
 
 Blocked time (the CPU's wait inside a sync) is the GPU work already queued: work the GPU
 does anyway, not what the sync costs (sync-facts.md, "Blocked time is not the cost"). What a
 sync costs is the GPU time it loses: once it returns the GPU's queue is empty and stays empty
-until the CPU has queued the next work. The attribution:
+until the CPU has queued the next work; on a GPU-bound step the CPU's lead is gone and the
+GPU idles while the CPU launches, later in the step too; on a launch-bound step the GPU idles
+between kernels anyway and the sync adds little more than its own wait.
 
-- A sync's window runs from its return to the next sync's return (of any site), so each
-  GPU-idle gap belongs to at most one sync: the last one before it.
-- In its window, walking the GPU's activities in start order (all streams: the GPU is idle
-  only when none runs), a gap before an activity counts when the GPU was *starved*: the
-  activity was launched after the GPU had finished everything before it (its launch time is
-  at or after the end of the previous work). A gap whose next work was already queued
-  (the CPU was ahead) is the GPU's own (a cross-stream wait, scheduling) and is not counted.
-- Of a starved gap, only what the step would not idle anyway counts: without the sync the
-  GPU would still wait for the CPU when the CPU's time between the two launches (less the
-  host's blocking calls between them: the sync's wait, which the rewrite removes) is longer
-  than the previous activity ran. On a launch-bound step that is nearly the whole gap, and the
-  sync costs about its own wait; on a GPU-bound one it is nothing, and the sync costs the
-  whole gap, plus any later starved gaps in the window while the CPU catches up.
-- Gaps before the first sync belong to none. ``cost_share`` divides by the span from the
-  GPU's first activity to its last (busy + idle).
+The attribution replays the trace without the site's syncs. Each blocking call belongs to
+the sync the recorder saw return right after it (within ``snap_us``, after the previous
+sync). The replay walks the host's launches in order, each kernel or copy starting at the
+later of its launch (plus the launch latency seen in the trace) and the end of the work before
+it, and:
 
+- a blocking call of the site takes no time: the host goes on at once, so every later
+  launch comes earlier by what the site's waits took (the CPU keeps its lead);
+- a blocking call of another site still waits: the host goes on only when the replayed GPU
+  has done the work it waited for (so one site's cost is not another's);
+- the cost is how much earlier the replayed GPU finishes its last work than the replayed
+  trace with every sync kept: the GPU time the site's syncs lost, over the run.
+
+``cost_share`` divides by the span from the GPU's first activity to its last (busy + idle).
 bench/cost.py validates this against the step time a sync-free rewrite saves, on a GPU.
 """
 
@@ -95,11 +95,14 @@ class Costs:
 
 
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
-                  waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US) -> Costs:
+                  waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
+                  barriers: Iterable[tuple[float, float]] = ()) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
-    ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; a sync
-    whose recorded return is within ``snap_us`` after the end of one returns at that end.
+    ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
+    end within ``snap_us`` before a sync's recorded return (and after the previous sync's) are
+    that sync's. ``barriers``: calls that block whether or not a recorded sync made them
+    (``cudaStreamSynchronize``...): kept as waits in every replay unless they are a site's.
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs()
@@ -121,48 +124,68 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     span = max(a.end for a in acts) - acts[0].start
     costs.busy_us = busy
     costs.idle_us = max(span - busy, 0.0)
-
-    wait_list = sorted((float(s), float(e)) for s, e in waits if e >= s)
-    wait_ends = [e for _, e in wait_list]
-    # Prefix sums of wait durations by end time, to subtract the blocking calls between two launches.
-    wait_sum = [0.0]
-    for s, e in wait_list:
-        wait_sum.append(wait_sum[-1] + (e - s))
-
-    def waited(t0: float, t1: float) -> float:
-        """Host time spent in blocking calls that ended in (t0, t1] (whole calls)."""
-        if t1 <= t0 or not wait_list:
-            return 0.0
-        i = bisect.bisect_right(wait_ends, t0)
-        j = bisect.bisect_right(wait_ends, t1)
-        return wait_sum[j] - wait_sum[i]
-
-    returns = []
-    for s in sync_list:
-        end = s.end
-        i = bisect.bisect_right(wait_ends, end) - 1
-        if i >= 0 and end - wait_ends[i] <= snap_us:
-            end = wait_ends[i]
-        returns.append((end, s.site))
-    returns.sort(key=lambda r: r[0])
-    if not returns:
+    if not sync_list:
         return costs
-    ret_times = [r for r, _ in returns]
 
-    busy_end = acts[0].end
-    prev = acts[0]
-    for a in acts[1:]:
-        gap = a.start - busy_end
-        if gap > 0 and a.launch is not None:
-            # The sync whose window this gap is in: the last to return before the GPU got the work.
-            k = bisect.bisect_right(ret_times, a.start) - 1
-            if k >= 0 and a.launch >= busy_end - 1e-9:  # starved: not queued when the GPU ran dry
-                cpu = a.launch - prev.launch - waited(prev.launch, a.launch) if prev.launch is not None else 0.0
-                anyway = max(0.0, cpu - (prev.end - prev.start))
-                lost = max(0.0, gap - anyway)
-                if lost > 0:
-                    costs.sites[returns[k][1]].cost_us += lost
-        if a.end > busy_end:
-            busy_end = a.end
-        prev = a
+    # Each blocking call to the sync recorded right after it: (start, end) -> site.
+    wait_list = sorted({(float(s), float(e)) for s, e in list(waits) + list(barriers) if e >= s},
+                       key=lambda w: w[1])
+    wait_ends = [e for _, e in wait_list]
+    owner: dict[int, Hashable] = {}
+    previous = float("-inf")
+    slack = 20.0  # us: the clocks' sampled offset
+    for s in sync_list:
+        low = max(s.end - snap_us, previous) + slack
+        i = bisect.bisect_right(wait_ends, low)
+        j = bisect.bisect_right(wait_ends, s.end + slack)
+        for k in range(i, j):
+            owner.setdefault(k, s.site)
+        previous = s.end
+    barrier_set = {(float(s), float(e)) for s, e in barriers}
+    kept = [k for k in range(len(wait_list)) if k in owner or wait_list[k] in barrier_set]
+
+    # Launch latency: what a kernel launched onto an idle GPU took to start (its own when it
+    # did, else the median of those).
+    starved: list[float] = []
+    latency: list[float | None] = []
+    gpu_free = float("-inf")
+    for a in acts:
+        lat = None
+        if a.launch is not None and a.start >= gpu_free and a.start >= a.launch:
+            lat = a.start - a.launch
+            starved.append(lat)
+        latency.append(lat)
+        gpu_free = max(gpu_free, a.end)
+    typical = sorted(starved)[len(starved) // 2] if starved else 5.0
+    # The host's events in its order: launches (0) and blocking calls (1), by host time.
+    events = []
+    for a, lat in zip(acts, latency):
+        launch = a.launch if a.launch is not None else a.start - typical
+        events.append((launch, 0, a.start, a.end, typical if lat is None else lat))
+    for k in kept:
+        ws, we = wait_list[k]
+        events.append((ws, 1, we, k, 0.0))
+    events.sort(key=lambda e: (e[0], e[1]))
+
+    def replay(removed: Hashable | None) -> float:
+        delta = 0.0  # replayed host time less the trace's
+        gpu = float("-inf")
+        sim_max = real_max = float("-inf")
+        for when, kind, x, y, lat in events:
+            if kind == 0:  # a launch
+                start = max(when + delta + lat, gpu)
+                gpu = start + (y - x)
+                sim_max, real_max = max(sim_max, gpu), max(real_max, y)
+            elif removed is not None and owner.get(y) == removed:
+                delta += when - x  # the wait takes no time
+            else:  # it waits for the work launched before it, as replayed
+                drift = sim_max - real_max if real_max > float("-inf") else 0.0
+                end = max(when + delta, x + drift)
+                delta = end - x
+        return gpu
+
+    base = replay(None)
+    for site in costs.sites:
+        if any(owner.get(k) == site for k in kept):
+            costs.sites[site].cost_us = max(0.0, base - replay(site))
     return costs

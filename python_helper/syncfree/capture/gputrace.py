@@ -28,8 +28,11 @@ from ..cost import Activity, Costs, Sync, compute_costs
 
 __all__ = ["GpuTrace", "trace_busy"]
 
-# Host calls that block until GPU work is done (runtime and driver API names as Kineto records them).
-_BLOCKING = ("Synchronize", "cudaMemcpy", "cuMemcpyDtoH", "cuMemcpyHtoD", "cudaMemcpy2D")
+# Host calls that block until GPU work is done (runtime and driver API names as Kineto records them),
+# and copies, which block when the host memory is pageable (`.item()`, `.tolist()`: the wait is in
+# cudaMemcpyAsync itself): a copy counts as a wait only where a recorded sync follows it.
+_BARRIERS = ("Synchronize",)
+_COPIES = ("Memcpy",)
 _GPU_KINDS = ("kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel")
 
 _active: list[GpuTrace] = []  # at most one: Kineto runs one trace per process
@@ -111,7 +114,7 @@ class GpuTrace:
             return None
 
     def _costs(self, events, syncs: list[tuple[Hashable, float]], end_offsets) -> Costs | None:
-        gpu, launches, waits = [], {}, []
+        gpu, launches, waits, barriers = [], {}, [], []
         kinds: dict[str, int] = {}
         wait_names: dict[str, int] = {}
         for event in events:
@@ -123,9 +126,11 @@ class GpuTrace:
             elif kind in ("cuda_runtime", "cuda_driver", None):
                 name = event.name()
                 launches[event.correlation_id()] = start
-                if any(b in name for b in _BLOCKING) and "Async" not in name:
-                    waits.append((start, end))
+                if any(b in name for b in _BARRIERS):
+                    barriers.append((start, end))
                     wait_names[name] = wait_names.get(name, 0) + 1
+                elif any(c in name for c in _COPIES):
+                    waits.append((start, end))
         if not gpu:
             self.reason = "cost not measured: the trace recorded no GPU activity"
             return None
@@ -147,7 +152,8 @@ class GpuTrace:
         self.stats = {"kinds": kinds, "gpu": len(gpu), "launch_known": matched, "waits": wait_names,
                       "clock": "realtime" if offset == realtime else "monotonic", "syncs": len(sync_list),
                       "first_sync_after_gpu_start_us": round(sync_list[0].end - first / 1000.0, 1) if sync_list else None}
-        return compute_costs(activities, sync_list, [(s / 1000.0, e / 1000.0) for s, e in waits])
+        return compute_costs(activities, sync_list, [(s / 1000.0, e / 1000.0) for s, e in waits],
+                             barriers=[(s / 1000.0, e / 1000.0) for s, e in barriers])
 
 
 def _activity_type(event) -> str | None:
