@@ -647,6 +647,37 @@ def test_the_standins_note_only_where_they_answered_and_a_failing_marked_test_sh
     ]
 
 
+def test_tests_with_subtests_are_in_the_summary(pytester):
+    """Tests using unittest's subTest or pytest's subtests were missing from the --syncfree
+    summary: a subtest's report, made while the body still ran, took the test's watch."""
+    pytester.makepyfile(test_sub="""
+        import unittest
+        import torch
+
+        class T(unittest.TestCase):
+            def test_sub(self):
+                x = torch.ones(2, device="cuda")
+                for i in range(3):
+                    with self.subTest(i=i):
+                        x.sum().item()
+
+        def test_pytest_subtests(subtests):
+            x = torch.ones(2, device="cuda")
+            for i in range(2):
+                with subtests.test(i=i):
+                    x.sum().item()
+    """)
+    if not hasattr(pytest, "Subtests"):
+        pytest.skip("this pytest has no subtests fixture (pytest >= 9)")
+    result = run(pytester, "--syncfree")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines([
+        "5 syncs predicted in 2 of 2 watched tests (CPU stand-ins: no CUDA device)",
+        "  test_sub.py:9: .item() ×3, predicted, SF101  [[]test_sub.py::T::test_sub[]]",
+        "  test_sub.py:15: .item() ×2, predicted, SF101  [[]test_sub.py::test_pytest_subtests[]]",
+    ])
+
+
 def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
     # A test on the stand-ins sees CUDA; a child started with spawn (a new interpreter)
     # must too, as on a GPU machine, or the two take different paths (torch's

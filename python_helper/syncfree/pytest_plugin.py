@@ -383,9 +383,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if call.when != "call":
         return report
     watch = item.stash.get(_WATCH, None)
-    item.stash[_WATCH] = None
     watch_report = getattr(watch, "report", None)  # also of a body that failed
     if watch_report is not None:
+        # Taken by the test's own call report only: a subtest's (unittest's subTest,
+        # pytest's subtests fixture) is made while the body, and its watch, still run.
+        item.stash[_WATCH] = None
         # An attribute of the report: pytest-xdist serializes a report's attributes
         # (_pytest/reports.py, _report_to_json) and the controller's logreport gets it.
         report.syncfree = _summary_entry(watch_report)
