@@ -1,6 +1,6 @@
-"""Write the catalog table into README.md, between <!-- catalog:start --> and <!-- catalog:end -->.
+"""Write the catalog table into docs/catalog.md, between <!-- catalog:start --> and <!-- catalog:end -->.
 
-    PYTHONPATH=python_helper .venv/bin/python scripts/gen_catalog_table.py           # update README.md
+    PYTHONPATH=python_helper .venv/bin/python scripts/gen_catalog_table.py           # update docs/catalog.md
     PYTHONPATH=python_helper .venv/bin/python scripts/gen_catalog_table.py --check   # exit 1 when it is stale
     PYTHONPATH=python_helper .venv/bin/python scripts/gen_catalog_table.py --print   # the table on stdout
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from syncfree.catalog import CATEGORIES, RULES
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+CATALOG_PAGE = Path(__file__).resolve().parent.parent / "docs" / "catalog.md"
 START, END = "<!-- catalog:start -->", "<!-- catalog:end -->"
 _SAFETY = {"safe": "safe rewrite", "review": "rewrite (review)", "none": "—"}
 
@@ -43,10 +43,10 @@ def catalog_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def with_table(readme: str, table: str) -> str:
-    if START not in readme or END not in readme or readme.index(START) > readme.index(END):
-        raise ValueError(f"README.md needs the markers {START} and {END}")
-    head, rest = readme.split(START, 1)
+def with_table(page: str, table: str) -> str:
+    if START not in page or END not in page or page.index(START) > page.index(END):
+        raise ValueError(f"{CATALOG_PAGE.name} needs the markers {START} and {END}")
+    head, rest = page.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{table}{END}{tail}"
 
@@ -54,26 +54,26 @@ def with_table(readme: str, table: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--check", action="store_true", help="exit 1 when README.md's table is stale")
-    group.add_argument("--print", action="store_true", help="print the table instead of writing README.md")
+    group.add_argument("--check", action="store_true", help="exit 1 when docs/catalog.md's table is stale")
+    group.add_argument("--print", action="store_true", help="print the table instead of writing docs/catalog.md")
     args = parser.parse_args(argv)
     table = catalog_table()
     if args.print:
         sys.stdout.write(table)
         return 0
-    if not README.exists():
-        print(f"{README} does not exist: use --print", file=sys.stderr)
+    if not CATALOG_PAGE.exists():
+        print(f"{CATALOG_PAGE} does not exist: use --print", file=sys.stderr)
         return 2
     try:
-        updated = with_table(README.read_text(), table)
+        updated = with_table(CATALOG_PAGE.read_text(), table)
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
     if args.check:
-        stale = updated != README.read_text()
-        print("README.md's catalog table is stale: run scripts/gen_catalog_table.py" if stale else "up to date")
+        stale = updated != CATALOG_PAGE.read_text()
+        print("docs/catalog.md's catalog table is stale: run scripts/gen_catalog_table.py" if stale else "up to date")
         return 1 if stale else 0
-    README.write_text(updated)
+    CATALOG_PAGE.write_text(updated)
     return 0
 
 
