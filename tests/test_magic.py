@@ -760,3 +760,21 @@ def test_error_mode_stops_at_the_display_of_the_last_expression(ip):
     assert "----> 4 x" in stdout and "FormatterWarning" not in stdout and "Out[" not in stdout
     assert report["error"]["line"] == 4
     assert [(s["line"], s["kind"]) for s in report["sites"]] == [(4, "print")]
+
+
+def test_a_sync_in_a_function_from_an_earlier_cell_names_that_cell_and_line(cuda_ip):
+    """Issue 39: the site is the calling line (its chain), and says where inside the earlier
+    cell's function it synced; no frame names IPython's temp file for that cell."""
+    defined, _, _ = run(cuda_ip, "def helper(t):\n    y = t\n    return y.item()\n")
+    _, _, bundles = run(cuda_ip, "%%syncfree\nt = FakeTensor()\nv = helper(t)\n")
+    report = the_report(bundles)
+    (site,) = report["sites"]
+    assert site["chain"] == [3] and site["line"] == 3
+    cell = f"In [{defined.execution_count}]"
+    assert site["defined_in"] == {"cell": cell, "execution_count": defined.execution_count, "line": 3,
+                                  "text": "return y.item()", "function": "helper"}
+    assert [f["file"] for f in site["frames"]] == [cell]
+    text = bundles[0]["text/plain"]
+    assert f"in helper(), defined in {cell} line 3: `return y.item()`" in text
+    assert "ipykernel" not in text and "ipython-input" not in str(report)
+    assert f"defined in {cell} line 3" in bundles[0]["text/html"]

@@ -30,7 +30,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from . import collector
 from .analyze import analyze_source
 from .capture import SyncRecorder
-from .capture.sites import MAX_FRAMES
+from .capture.sites import MAX_FRAMES, name_notebook_cells
 from .processes import running_children
 from .report import MAX_FINDINGS, display_report
 from .session import (
@@ -133,7 +133,8 @@ class SyncfreeMagics(Magics):
         "--engine", choices=("debug", "cupti", "auto"),
         help="What sees the syncs: torch's debug mode, CUPTI (every blocking CUDA call, "
              "any library; pip install 'syncfree[cupti]'), or auto (default: CUPTI when "
-             "CuPy, Numba or Triton is imported).")
+             "CuPy, Numba's CUDA target or PyCUDA is imported and cupti-python is installed, "
+             "else debug mode; Triton alone does not count).")
     @magic_arguments.argument(
         "--no-blocked", dest="measure_blocked", action="store_false",
         help="Do not time how long each sync blocked the CPU.")
@@ -434,7 +435,14 @@ class SyncfreeMagics(Magics):
         self._publish(report, options.quiet)
         return report
 
+    def _name_cells(self, report: dict) -> None:
+        """Frames in functions from earlier cells name the cell, not IPython's temp file
+        (sites.name_notebook_cells). The files are IPython's CachingCompiler._filename_map
+        (IPython/core/compilerop.py: cache() fills it, format_code_name() reads it)."""
+        name_notebook_cells(report["sites"], getattr(self.shell.compile, "_filename_map", None) or {})
+
     def _publish(self, report: dict, quiet: bool) -> None:
+        self._name_cells(report)
         self.shell.user_ns[REPORT_NAME] = report
         if self._cell_info is None:  # called outside a cell run: nothing will come after
             if not quiet:
@@ -593,6 +601,7 @@ class SyncfreeMagics(Magics):
                 report = cell_report(source=watched.text.raw, engine=watched.engine,
                                      findings=watched.findings, recorder=recorder,
                                      cell_id=watched.text.cell_id)
+                self._name_cells(report)
                 self.shell.user_ns[REPORT_NAME] = report
                 pending.append((report, watched.options.quiet))
         for report, quiet in pending:

@@ -208,6 +208,13 @@ def library_text(library: Mapping) -> str:
     return text
 
 
+def defined_in_text(defined_in: Mapping) -> str:
+    """``in helper(), defined in In [3] line 8: `return y.item()```: where a sync inside a
+    function from an earlier notebook cell happened (the site's line is the calling one)."""
+    text = f"in {defined_in['function']}(), defined in {defined_in['cell']} line {defined_in['line']}"
+    return text + (f": `{defined_in['text']}`" if defined_in.get("text") else "")
+
+
 def _summary(report: Mapping) -> str:
     totals = report["totals"]
     device = report["device"]
@@ -259,6 +266,8 @@ def report_text(report: Mapping) -> str:
         lines.append(f"  line {site['line']}: {site['message']}{first}{phase}{rule}")
         if site.get("library"):
             lines.append(f"    {library_text(site['library'])}")
+        if site.get("defined_in"):
+            lines.append(f"    {defined_in_text(site['defined_in'])}")
     dynamic_lines = {s["line"] for s in report["sites"]}
     for finding in report["findings"]:
         if finding["range"]["line"] not in dynamic_lines:
@@ -293,6 +302,8 @@ def report_html(report: Mapping) -> str:
             what += f' <span style="opacity:0.7">({e(first)})</span>'
         if site.get("library"):
             what += f'<div style="opacity:0.8;padding-left:1em">{e(library_text(site["library"]))}</div>'
+        if site.get("defined_in"):
+            what += f'<div style="opacity:0.8;padding-left:1em">{e(defined_in_text(site["defined_in"]))}</div>'
         chain = " → ".join(str(n) for n in site["chain"])
         rows.append(
             f'<tr><td style="{_NUM}" title="{e("call chain: " + chain)}">{site["line"]}</td>'

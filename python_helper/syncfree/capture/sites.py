@@ -209,7 +209,8 @@ def once_text(once: list[tuple[int, float | None]], firsts: list[float]) -> str:
     return (", recurring first; " + " and ".join(parts)) if parts else ""
 
 
-def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, count: int) -> tuple:
+def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, count: int,
+             cost_ms: float | None = None) -> tuple:
     """How sites are ranked in every listing (watch, ``syncfree run``; in JupyterLab the
     port in src/sidebar/cost.ts, used by the Syncs panel, the card and the notebook summary
     through model.ts compareCost): recurring ones first, by their blocked time after the first call
@@ -217,9 +218,11 @@ def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, co
     extrapolated), then by count; one-off ones (``once``/``compile``) after them, by their
     whole blocked time, then count. A first call that took 100 ms and then 0.01 ms per call
     ranks below 1 ms per step; a 100 ms module move paid once ranks below both. In predict
-    mode nothing is timed: by count alone, as before."""
+    mode nothing is timed: by count alone, as before. Where the GPU trace measured what a site
+    costs (``cost_ms``, the GPU time its syncs lost: syncfree.cost) that leads instead, blocked
+    time second; sites without it (a child process's) after those with it."""
     cost = blocked_ms if one_off else steady_ms(blocked_ms, first_ms)
-    return (one_off, -(cost or 0.0), -count)
+    return (one_off, cost_ms is None, -(cost_ms or 0.0), -(cost or 0.0), -count)
 
 
 class SiteTable:
@@ -758,6 +761,38 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
                        tuple(files) if by_file else None, None, phase)
+
+
+def name_notebook_cells(sites: Iterable[dict], cells: Mapping[str, int]) -> None:
+    """A site whose sync happened inside a function defined in an earlier notebook cell:
+    its frames in such cells name the cell (``In [3]``) rather than the file IPython
+    compiled the cell under (``ipykernel_26912/3210457752.py``, a temp file that means
+    nothing to the user and is gone with the kernel), and the innermost of them is the
+    site's ``defined_in`` (cell, line, its text, the function). The chain stays the
+    calling cell's lines. ``cells``: each cell file IPython compiled (its full name) ->
+    its execution count (IPython's ``CachingCompiler._filename_map``). Report dicts
+    (`SyncSite.to_report`), changed in place."""
+    by_short: dict[str, tuple[str, int]] | None = None
+    for site in sites:
+        inner: dict | None = None
+        for frame in site.get("frames") or ():
+            if by_short is None:
+                by_short = {shorten_path(name): (name, count) for name, count in cells.items()}
+            found = by_short.get(frame["file"])
+            if found is None or frame["line"] < 1:
+                continue
+            name, count = found
+            frame["file"] = cell_name(count)
+            text = linecache.getline(name, frame["line"]).strip()[:200]
+            inner = {"cell": cell_name(count), "execution_count": count, "line": frame["line"],
+                     "text": text, "function": frame["name"]}
+        if inner is not None:
+            site["defined_in"] = inner
+
+
+def cell_name(execution_count: int) -> str:
+    """``In [3]``: a notebook cell as IPython numbers it."""
+    return f"In [{execution_count}]"
 
 
 def _trimmed_frames(library: list[FrameType], max_frames: int) -> tuple[tuple[dict, ...], bool]:
