@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 import { parseReport, reportData } from './reports';
 import {
   allPredicted,
+  definedInText,
   costliestFirst,
   findingsWithoutSites,
   formatCount,
@@ -17,6 +18,7 @@ import {
 } from './model';
 import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
 import { appendWithInlineCode, el, withInlineCode } from './dom';
+import { libraryText } from './library';
 
 /** The summary's first line: how many syncs, where, how long, on what. */
 export function headline(report: SyncReport): string {
@@ -324,6 +326,12 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
         cells[1],
         mixed && isPredicted(report, site) ? `${siteLabel(site)} (predicted)` : siteLabel(site)
       );
+      // Where inside a package, or inside a function of an earlier cell, the call synced.
+      for (const where of [site.library ? libraryText(site.library) : null, definedInText(site)]) {
+        if (where) {
+          cells[1].appendChild(withInlineCode('div', `${CSS_PREFIX}-site-where`, where));
+        }
+      }
       cells[2].textContent = formatCount(site.count);
       cells[3].textContent = formatMs(site.blocked_ms);
       const rule = ruleOf(report, site.rule);

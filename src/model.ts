@@ -360,3 +360,17 @@ export function anchoredLines(source: string, report: SyncReport): { stale?: boo
   }
   return { stale: true, currentLine: anchorReportLines(report, lineAt, lines.length) ?? undefined };
 }
+
+/**
+ * "in helper(), defined in In [3] line 8: `return y.item()`": where a sync inside a
+ * function from an earlier notebook cell happened (report.py defined_in_text; the site's
+ * line and chain are the calling cell's); null for any other site.
+ */
+export function definedInText(site: SyncSite): string | null {
+  const at = site.defined_in;
+  if (!at) {
+    return null;
+  }
+  const text = `in ${at.function}(), defined in ${at.cell} line ${at.line}`;
+  return at.text ? `${text}: \`${at.text}\`` : text;
+}

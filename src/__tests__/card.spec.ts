@@ -54,6 +54,21 @@ describe('renderSyncCard', () => {
     expect(text(cardFor(4, r), '.jp-syncfree-card-chain')).toEqual(['cell lines 2 → 3 → 4']);
   });
 
+  it('names the earlier cell and line of a function the line called (issue 39)', () => {
+    const r = loopReport({
+      sites: [
+        site({
+          line: 4,
+          chain: [4],
+          defined_in: { cell: 'In [3]', execution_count: 3, line: 2, text: 'return y.item()', function: 'helper' }
+        })
+      ]
+    });
+    expect(text(cardFor(4, r), '.jp-syncfree-card-defined')).toEqual([
+      'in helper(), defined in In [3] line 2: return y.item()'
+    ]);
+  });
+
   it('shows the catalog entry: why, the dependency, and the before/after example', () => {
     const card = cardFor(4);
     expect(card.querySelector('.jp-syncfree-card-rule-title')!.textContent).toBe('.item() on a CUDA tensor');

@@ -86,6 +86,34 @@ describe('SyncReportRenderer', () => {
     ]);
   });
 
+  it('names the library line and the earlier cell under a site, as text (issue 39)', () => {
+    const r = loopReport();
+    r.sites[0].library = {
+      package: 'pkg',
+      file: 'pkg/__init__.py',
+      line: 12,
+      function: 'check',
+      text: 'if bool(x.any()):',
+      rule: 'SF103'
+    };
+    r.sites[1].defined_in = {
+      cell: 'In [3]',
+      execution_count: 3,
+      line: 2,
+      text: 'return y.item() # <b>x</b>',
+      function: 'helper'
+    };
+    const node = render(r).node;
+    const where = Array.from(node.querySelectorAll('tbody tr')).map(row =>
+      Array.from(row.querySelectorAll('.jp-syncfree-site-where')).map(div => div.textContent)
+    );
+    expect(where).toEqual([
+      ['inside pkg/__init__.py:12 if bool(x.any()): SF103'],
+      ['in helper(), defined in In [3] line 2: return y.item() # <b>x</b>']
+    ]);
+    expect(node.querySelector('b')).toBeNull();
+  });
+
   it('opens the sidebar and jumps to a line', () => {
     const openSidebar = jest.fn();
     const jumpToLine = jest.fn();

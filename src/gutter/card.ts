@@ -2,7 +2,16 @@ import type { Finding, Fix, Frame, Rule, SyncReport, SyncSite } from '../_report
 import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { ILineMarker } from './lines';
-import { costliestFirst, formatCount, formatMs, isPredicted, messageAddsToLabel, ruleOf, siteLabel } from '../model';
+import {
+  costliestFirst,
+  definedInText,
+  formatCount,
+  formatMs,
+  isPredicted,
+  messageAddsToLabel,
+  ruleOf,
+  siteLabel
+} from '../model';
 import { el, withInlineCode } from '../dom';
 import { librarySwitch, libraryText } from '../library';
 
@@ -131,6 +140,11 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   }
   if (site.chain.length > 1) {
     block.appendChild(el('div', `${C}-chain`, `cell lines ${chainText(site)}`));
+  }
+  const definedIn = definedInText(site);
+  if (definedIn) {
+    // The sync happened inside a function from an earlier cell, called from this line.
+    block.appendChild(withInlineCode('div', `${C}-defined`, definedIn));
   }
   if (site.library) {
     // The line inside an installed package where the sync happened (issue 21), under this
