@@ -198,11 +198,12 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run_parser.add_argument("-m", dest="module_name", metavar="MODULE", help="run a module as python -m does")
     _common(run_parser)
     _rule_selection(run_parser, "default: every rule; syncs without a rule are always reported")
-    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (default), error (the first sync raises), predict (CPU stand-ins)")
+    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (the default with CUDA), error (the first sync raises), predict (CPU stand-ins; the default without CUDA)")
     run_parser.add_argument("--engine", choices=("debug", "cupti", "auto"),
                             help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking CUDA call, any "
-                                 "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when the program imports "
-                                 "CuPy, Numba or Triton)")
+                                 "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when CuPy, Numba's CUDA "
+                                 "target or PyCUDA is imported and cupti-python is installed, else debug mode; Triton "
+                                 "alone does not count)")
     run_parser.add_argument("--timeout", type=float, metavar="S", help="notebooks: seconds each cell may run (default 600)")
     run_parser.add_argument("--output", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included (the report itself: --output-file)")
     run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")
