@@ -812,6 +812,22 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
          "    lo = in_sigmas[-1].item()\n    ramp = np.linspace(0, 1, n)\n    sigmas = lo * ramp\n    return sigmas\n"
          "def proper(x: torch.Tensor) -> torch.Tensor:\n    lo = x[-1].item()\n    return x * lo\n",
          [("SF101", 4, "possible"), ("SF101", 9, "likely")]),
+        # what a function of the file returns (walked before its caller), and a factory whose **kwargs may hold a device
+        ("def betas(n):\n    return torch.tensor([0.1] * n, dtype=torch.float32)\n"
+         "def kernel(n, device=None):\n    dd = dict(device=device)\n    return torch.eye(n, **dd)\n"
+         "class S:\n    def __init__(self, n):\n        self.betas = betas(n)\n        self.betas[-1] = 0.5\n"
+         "        k = kernel(n, device='cuda')\n        k[0, 0] = 1.0\n", [("SF502", 12, "likely")]),
+        # a module's buffer follows the module: torch.as_tensor(self.kernel, device=...) copies no Python data
+        ("class L(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        self.register_buffer('kernel', torch.ones(3, 3))\n    def forward(self, pred: torch.Tensor):\n"
+         "        k = torch.as_tensor(self.kernel, device=pred.device)\n        w = torch.as_tensor([1.0], device=pred.device)\n"
+         "        return k * w\n", [("SF401", 8, "likely")]),
+        # torch.Size is a tuple; a branch only TorchScript takes; a union with a list: its own method says tensor
+        ("def f(boxes: torch.Tensor, cys: torch.Tensor | list[float], n: int | list[int] | torch.Tensor):\n"
+         "    if boxes.shape[-2:] == torch.Size([4, 2]):\n        pass\n    if torch.jit.is_scripting():\n"
+         "        return torch.tensor([1.0], device=boxes.device)\n    c = cys.tolist() if isinstance(cys, torch.Tensor) else cys\n"
+         "    if n:\n        pass\n",
+         [("SF401", 6, "possible"), ("SF204", 7, "likely"), ("SF103", 8, "possible")]),
         # `self` in a torch.Tensor subclass is a tensor
         ("class T(torch.Tensor):\n    def g(self, x: torch.Tensor):\n        mask = x.sum(1) > 0\n"
          "        return self[:, mask].tolist()\n", [("SF204", 5, "likely"), ("SF601", 5, "likely")]),

@@ -276,7 +276,7 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
 def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
     """The test of an ``if`` around ``node`` (in its method) that runs the branch only when an optional attribute of
     the instance exists: ``hasattr(self, "final_offload_hook") and ...``, ``getattr(self, "_hf_hook", None) is not
-    None`` (set by a feature few runs use). Not ``if not hasattr(self, "cache")`` (the first run takes it), nor a
+    None`` (set by a feature few runs use), or only in a mode few runs are in (``torch.jit.is_scripting()``). Not ``if not hasattr(self, "cache")`` (the first run takes it), nor a
     test of its value (``getattr(self, "method", None) == HQQ``), nor another object's (``hasattr(config, ...)``)."""
     child, parent = node, scope.parent(node)
     while parent is not None and type(parent) not in _SCOPES:
@@ -291,7 +291,9 @@ def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
                     and is_constant(conjunct.comparators[0], None)
                 ):
                     conjunct = conjunct.left
-                if type(conjunct) is ast.Call and _instance_attribute_test(conjunct, scope):
+                if type(conjunct) is ast.Call and (
+                    _instance_attribute_test(conjunct, scope) or scope.call_name(conjunct) in _MODE_TESTS
+                ):
                     return scope.snippet(test, 60)
         child, parent = parent, scope.parent(parent)
     return None
@@ -308,6 +310,17 @@ def _instance_attribute_test(call: ast.Call, scope: CellScope) -> bool:
     )
 
 
+# Branches for a mode few runs are in: TorchScript, tracing, torch.compile's tracing, an ONNX export.
+_MODE_TESTS = frozenset(
+    {
+        "torch.jit.is_scripting",
+        "torch.jit.is_tracing",
+        "torch.compiler.is_compiling",
+        "torch.compiler.is_dynamo_compiling",
+        "torch._dynamo.is_compiling",
+        "torch.onnx.is_in_onnx_export",
+    }
+)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module, ast.Lambda)
 
 

@@ -49,8 +49,10 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not is_device or where == "cpu":
         return
     data = scope.value(node.args[0])
-    if data.kind == "tensor" and data.device == "cuda":
-        return  # a GPU tensor: no copy from the host
+    if data.kind == "tensor" and data.device != "cpu":
+        # A GPU tensor, or a tensor of unknown device (a module's buffer, `torch.as_tensor(self.kernel,
+        # device=pred.device)`): no Python data to copy; where it is on the CPU, the copy is a CPU tensor's.
+        return
     if isinstance(device.value, ast.Attribute) and device.value.attr == "device" and scope.text(device.value.value) == scope.text(node.args[0]):
         return  # torch.as_tensor(labels, dtype=..., device=labels.device): a tensor converted where it is
     certainty = "certain" if where == "cuda" else "likely"

@@ -75,6 +75,8 @@ PYTHON = Value("python")
 #: A value that is a tensor on some paths and host data on others (``n: int | Tensor``; a parameter annotated
 #: ``torch.Tensor`` that the file passes NumPy arrays): a sync on it is ``possible``, never ``likely``.
 MAYBE_TENSOR = Value("maybe_tensor")
+#: ... or a NumPy array, which has the tensor's methods (``.item()``, ``.nonzero()``) too.
+MAYBE_NUMPY = Value("maybe_tensor", const="numpy")
 #: A host object that is no tensor, no array and no number (``df: pd.DataFrame``, ``img: PIL.Image.Image``).
 HOST_OBJECT = Value("host")
 #: A tuple (``tuple(slices)``, ``(0, slice(None))``) or a list of strings (``["col"]``): as an index, basic indexing
@@ -89,6 +91,10 @@ _TENSOR_TYPES = frozenset(
      "torch.BoolTensor"}
 )
 _NUMPY_TYPES = frozenset({"numpy.ndarray", "numpy.array"})
+_CONTAINER_TYPES = frozenset(
+    {"builtins.list", "builtins.tuple", "builtins.dict", "builtins.set", "typing.List", "typing.Tuple", "typing.Dict",
+     "typing.Sequence", "collections.abc.Sequence"}
+)
 _PYTHON_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.str", "builtins.complex"})
 _HOST_MODULES = ("pandas.", "PIL.", "numpy.")
 
@@ -556,6 +562,9 @@ class CellScope:
         if value.kind == "tensor":
             return "certain" if value.device == "cuda" else "likely" if value.device is None else None
         if value.kind == "maybe_tensor":
+            if unknown and value.const != "numpy":
+                # grid_thw: list[int] | Tensor, then grid_thw[0].item(): only the tensor has the method
+                return "likely"
             return "possible"  # a tensor on some paths only (`n: int | Tensor`): the premise is not established
         if value.kind == "unknown" and unknown:
             return "certain" if value.device == "cuda" else "likely"
@@ -725,8 +734,9 @@ class CellScope:
             return Value("numpy")
         if all(v.kind == "python" for v in values):
             return PYTHON
-        if any(v.kind == "maybe_tensor" for v in values):
-            return MAYBE_TENSOR  # `n > 0` for `n: int | Tensor`: a tensor when n is one
+        maybe = [v for v in values if v.kind == "maybe_tensor"]
+        if maybe:  # `n > 0` for `n: int | Tensor`: a tensor when n is one
+            return MAYBE_NUMPY if any(v.const == "numpy" for v in maybe) else MAYBE_TENSOR
         if any(v.kind == "unknown" and v.device == "cuda" for v in values):
             return Value("unknown", "cuda")
         return UNKNOWN
@@ -760,6 +770,8 @@ class CellScope:
             return Value("tensor", device)
         if callee.kind == "module_class":
             return Value("module", "cpu")
+        if callee.kind == "function":
+            return self.returns.get(id(callee.const), UNKNOWN)
         return UNKNOWN
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
@@ -801,6 +813,8 @@ class CellScope:
             return Value("tensor", legacy[0], _DTYPES.get(legacy[1]))  # type: ignore[arg-type]
         if name.startswith(("torch.cuda.", "torch.backends.", "torch.testing.")) or short in _PYTHON_RESULTS:
             return PYTHON
+        if name == "torch.Size":
+            return PYTHON  # a tuple of ints: `x.shape[-2:] == torch.Size([4, 2])` compares on the host
         if name.startswith("torch.") and name.count(".") == 1 and short.startswith(("is_", "are_", "get_")):
             return PYTHON  # torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), torch.get_...
         if name.rsplit(".", 1)[0] in _TENSOR_NAMESPACES:
@@ -875,6 +889,8 @@ class CellScope:
                 device = "cpu"
             elif short in ("as_tensor", "asarray") and data is not None and self.value(data).kind == "tensor":
                 device = self.value(data).device
+            elif any(item.arg is None for item in call.keywords):
+                device = None  # torch.eye(n, **dd): the device may be in there
             else:
                 device = self.default_device
         dtype = self.dtype_family(keyword_value(call, "dtype"))
@@ -958,6 +974,10 @@ class CellScope:
         return None
 
     def _method_call(self, receiver_node: ast.expr, method: str, call: ast.Call) -> Value:
+        if self.self_name is not None and type(call.func) is ast.Attribute:
+            own = self._own_method(call.func)  # type: ignore[arg-type]
+            if own is not None:
+                return self.returns.get(id(own), UNKNOWN)  # self.method(...): what that method returns
         receiver = self.value(receiver_node)
         if receiver.kind in ("tensor", "unknown"):
             return self._tensor_method(receiver, receiver_node, method, call)
@@ -981,7 +1001,7 @@ class CellScope:
             return PYTHON
         if receiver.kind == "maybe_tensor":
             # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
-            return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else MAYBE_TENSOR
+            return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else receiver
         return UNKNOWN
 
     def _moved_device(self, receiver: Value, method: str, call: ast.Call) -> Device | None:
@@ -1106,6 +1126,8 @@ class CellScope:
         #: function id -> its parameters annotated `torch.Tensor`, for the functions whose code contradicts their
         #: annotations (annotated to return a tensor, they return a NumPy array): read after the walk
         self.contradicted: dict[int, set[str]] = {}
+        self.returns: dict[int, Value] = {}  # function id -> what its return statements give (walked functions)
+        self._returned: Value | None = None
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1246,8 +1268,12 @@ class CellScope:
             self._store_attribute(node.target, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._in_place_effect(node.value)
-        elif kind is ast.Return and self._annotated_tensors is not None and node.value is not None:  # type: ignore[attr-defined]
-            if self.value(node.value).kind == "numpy":  # type: ignore[attr-defined]
+        elif kind is ast.Return and self.function is not None:
+            # (A bare `return` says nothing: a generator's ends so.)
+            value = self.value(node.value) if node.value is not None else UNKNOWN  # type: ignore[attr-defined]
+            if node.value is not None:  # type: ignore[attr-defined]
+                self._returned = value if self._returned is None else join(self._returned, value)
+            if self._annotated_tensors is not None and value.kind == "numpy":
                 # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
                 # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
                 self.contradicted[id(self.function)] = self._annotated_tensors
@@ -1337,6 +1363,21 @@ class CellScope:
             self._changed()
             return
         method = self.method_call(call)
+        if (
+            method
+            and method[1] in ("register_buffer", "register_parameter")
+            and self.self_name is not None
+            and type(method[0]) is ast.Name
+            and method[0].id == self.self_name  # type: ignore[attr-defined]
+            and len(call.args) >= 2
+            and type(call.args[0]) is ast.Constant
+            and isinstance(call.args[0].value, str)  # type: ignore[attr-defined]
+        ):
+            # self.register_buffer("kernel", t): self.kernel is a tensor that follows the module to its device
+            data = self.value(call.args[1])
+            value = Value("tensor", "cuda" if data.device == "cuda" else None, data.dtype, ndim=data.ndim)
+            self._store_attribute(ast.Attribute(value=method[0], attr=call.args[0].value), value)  # type: ignore[attr-defined]
+            return
         if method and isinstance(method[0], ast.Name):
             receiver = self.value(method[0])
             if receiver.kind == "module" and method[1] in ("cuda", "to", "cpu"):
@@ -1397,14 +1438,18 @@ class CellScope:
                 elif value.kind == "tensor" and passed.kind in _HOST_KINDS:
                     # A public method annotated `torch.Tensor` that the file itself calls with NumPy or Python
                     # data: the annotation is not the whole truth (diffusers' schedulers pass NumPy sigmas).
-                    value = MAYBE_TENSOR
+                    value = MAYBE_NUMPY if passed.kind == "numpy" else MAYBE_TENSOR
             if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
                 annotated.add(argument.arg)
             self.bind(argument.arg, value)
         returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
         self._annotated_tensors = annotated if returns_tensor and annotated else None
+        self._returned: Value | None = None
         self._block(node.body)
         self._annotated_tensors = None
+        if self._returned is not None and self._returned.kind != "unknown":
+            # What the function gives its callers walked after it (`betas_for_alpha_bar(...)`: a CPU tensor).
+            self.returns[id(node)] = self._returned
 
     def _record_call(self, call: ast.Call) -> None:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
@@ -1474,6 +1519,9 @@ class CellScope:
                 members.append(item)
         kinds = set()
         for member in members:
+            if type(member) is ast.Subscript and self.qualified_name(member.value) in _CONTAINER_TYPES:  # type: ignore[attr-defined]
+                kinds.add("sequence")  # list[float], Tuple[int, int]: a container, no tensor itself
+                continue
             name = self.qualified_name(member)
             if name in _TENSOR_TYPES:
                 kinds.add("tensor")
@@ -1488,8 +1536,8 @@ class CellScope:
         if kinds == {"tensor"}:
             return Value("tensor")
         if "tensor" in kinds:
-            return MAYBE_TENSOR
-        if len(kinds) == 1:
+            return MAYBE_NUMPY if "numpy" in kinds else MAYBE_TENSOR
+        if len(kinds) == 1 and "sequence" not in kinds:  # (a container's elements may be tensors: unknown)
             return {"python": PYTHON, "numpy": Value("numpy"), "host": HOST_OBJECT}[kinds.pop()]
         return UNKNOWN
 
@@ -1503,9 +1551,7 @@ class CellScope:
         )
         stores = self._attribute_stores
         if stores is None:
-            stores = self._attribute_stores = [
-                (self.source.count("\n", 0, found.start()) + 1, found.group(1)) for found in _STORE.finditer(self.source)
-            ]
+            stores = self._attribute_stores = _attribute_stores(self.source)
         counts: dict[str, int] = {}
         for line, name in stores:
             if node.lineno <= line <= node.end_lineno:  # type: ignore[operator]
@@ -1787,7 +1833,22 @@ class _ClassInfo:
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
 # stores in its instances' attributes, counted so that an attribute is believed only once the walk saw each store.
-_STORE = re.compile(r"\bself\.(\w+)\s*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=)|,(?=[^\n=()\[\]{}]*=(?!=)))")
+_STORES = (
+    re.compile(r"\bself\.(\w+)\s*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))"),
+    re.compile(r"(?m)^[ \t]*\(?(?:[\w.]+[ \t]*,[ \t]*)*self\.(\w+)[ \t]*,[\w. \t,]*\)?[ \t]*=(?!=)"),
+    re.compile(r"\bself\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']"),
+)
+
+
+def _attribute_stores(source: str) -> list[tuple[int, str]]:
+    """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`)."""
+    found = sorted((match.start(), match.group(1)) for pattern in _STORES for match in pattern.finditer(source))
+    stores, line, position = [], 1, 0
+    for start, name in found:
+        line += source.count("\n", position, start)
+        position = start
+        stores.append((line, name))
+    return stores
 
 
 def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
