@@ -502,13 +502,28 @@ class ReportOutput:
                 pass
             sys.stdout, self._stdout_object = self._stdout_object, None
         if moved is not None:
+            # File descriptor 1 stays on stderr: the program's daemon threads and its subprocesses may still write
+            # to it (Python ends a daemon thread only at exit), and the report would share a stream with them. The
+            # report goes to the saved descriptor, which only it writes to.
             saved, _ = moved
-            os.dup2(saved, 1)
-            os.close(saved)
+            original = self.stdout
+            if not _on_descriptor(original, 1):  # the report goes to a stream of the caller's: fd 1 goes back
+                os.dup2(saved, 1)
+                os.close(saved)
+                return
+            self.stdout = open(saved, "w", encoding=getattr(original, "encoding", None) or "utf-8",  # noqa: SIM115
+                               errors=getattr(original, "errors", None) or "strict", closefd=True)
 
 
 #: (file, function) of the write follower that `ReportOutput.program_output` puts on the program's stdout.
 STDOUT_FOLLOWER = (__file__, "write_following")
+
+
+def _on_descriptor(stream: TextIO, fd: int) -> bool:
+    try:
+        return stream.fileno() == fd
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
 
 
 def _closed_for_writing(stream: TextIO) -> bool:

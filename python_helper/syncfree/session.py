@@ -21,6 +21,7 @@ import inspect
 import linecache
 import os
 import sys
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -204,6 +205,12 @@ class WatchReport:
     notes: list[str]
     error: dict | None = None
     predict_table: dict | None = None  # predict mode: report.schema.json's predict_table
+    # The GPU time lost to syncs (syncfree.cost) and the GPU's busy and idle time: report.schema.json's
+    # Totals cost_ms, gpu_busy_ms, gpu_idle_ms; None each when not measured.
+    cost: dict | None = None
+    # Predict mode: False when the block's torch calls ran on host tensors only and no CUDA stand-in was seen
+    # (tensors made before the block with the device chosen on this CPU machine): a verdict could not be given.
+    judged: bool = True
 
     def __post_init__(self) -> None:
         from .report import settle_device
@@ -214,6 +221,18 @@ class WatchReport:
     def blocked_ms(self) -> float | None:
         measured = [s.blocked_ms for s in self.sites + self.allowed if s.blocked_ms is not None]
         return round(sum(measured), 3) if measured else None
+
+    @property
+    def cost_ms(self) -> float | None:
+        """GPU time lost to the block's syncs (None: not measured: no GPU, or ``cost=False``)."""
+        return (self.cost or {}).get("cost_ms")
+
+    @property
+    def counted_cost_ms(self) -> float | None:
+        """GPU time lost to the syncs that count towards a budget: all but the allowed sites'."""
+        if self.cost_ms is None:
+            return None
+        return round(max(self.cost_ms - sum(s.cost_ms or 0.0 for s in self.allowed), 0.0), 3)
 
     @property
     def counted(self) -> int:
@@ -231,7 +250,10 @@ class WatchReport:
         parts = [f"{where}: {what} ×{site.count}"]
         if site.predicted:
             parts.append("predicted")
-        elif site.blocked_ms is not None:
+        if site.cost_ms is not None:  # what it cost leads (syncfree.cost); blocked time is second
+            share = f", {site.cost_share * 100:.1f}%" if site.cost_share is not None else ""
+            parts.append(f"cost {site.cost_ms:.2f} ms of GPU time ({site.cost_each_ms:.3f} ms each{share})")
+        if not site.predicted and site.blocked_ms is not None:
             from .report import first_call_text
 
             first = "" if site.one_off else first_call_text(site.count, site.blocked_ms, site.first_ms)
@@ -257,6 +279,9 @@ class WatchReport:
         verb = "predicted" if self.predicted else "seen"
         text = f"{self.syncs} sync{'s' if self.syncs != 1 else ''} {verb} at " \
                f"{len(self.sites) + len(self.allowed)} site{'s' if len(self.sites) + len(self.allowed) != 1 else ''}"
+        if self.cost_ms is not None:
+            text += f", cost {self.cost_ms:.2f} ms of GPU time (GPU busy {self.cost['gpu_busy_ms']:.1f} ms, " \
+                    f"idle {self.cost['gpu_idle_ms']:.1f} ms)"
         if self.blocked_ms is not None:
             text += f", blocked {self.blocked_ms:.1f} ms"
         if self.allowed:
@@ -312,6 +337,8 @@ class WatchReport:
             "device": dict(self.device),
             "totals": {"syncs": self.syncs, "counted": self.counted,
                        "sites": len(self.sites) + len(self.allowed),
+                       "cost_ms": self.cost_ms, "gpu_busy_ms": (self.cost or {}).get("gpu_busy_ms"),
+                       "gpu_idle_ms": (self.cost or {}).get("gpu_idle_ms"),
                        "blocked_ms": self.blocked_ms, "wall_ms": self.wall_ms},
             "sites": [site_dict(s, False) for s in self.sites]
                      + [site_dict(s, True) for s in self.allowed],
@@ -322,8 +349,9 @@ class WatchReport:
 
 
 def _rank(sites: list[SyncSite]) -> list[SyncSite]:
-    # Recurring first, by their blocked time after the first call; one-off after (sites.rank_key).
-    return sorted(sites, key=lambda s: (*rank_key(s.one_off, s.blocked_ms, s.first_ms, s.count),
+    # Recurring first, by their cost (GPU time lost) where measured, else by their blocked time after the first
+    # call; one-off after (sites.rank_key).
+    return sorted(sites, key=lambda s: (*rank_key(s.one_off, s.blocked_ms, s.first_ms, s.count, s.cost_ms),
                                         s.files or (), s.line))
 
 
@@ -332,17 +360,61 @@ class SyncError(AssertionError):
     than its budget allows. ``report`` is the block's `WatchReport`; the message lists
     every site."""
 
-    def __init__(self, report: WatchReport, budget: int) -> None:
+    def __init__(self, report: WatchReport, budget: int | None, budget_ms: float | None = None) -> None:
         self.report = report
         self.budget = budget
+        self.budget_ms = budget_ms
         verb = "would synchronize" if report.predicted else "synchronized"
-        head = (f"{verb} {report.counted} time{'s' if report.counted != 1 else ''}, "
-                f"budget {budget}")
+        head = f"{verb} {report.counted} time{'s' if report.counted != 1 else ''}, budget {budget}"
+        if budget_ms is not None:  # over the budget in GPU time lost (syncfree.cost)
+            head = (f"{verb} {report.counted} time{'s' if report.counted != 1 else ''}, losing "
+                    f"{report.counted_cost_ms:.2f} ms of GPU time, budget {budget_ms:g} ms")
         lines = [head] + [f"  {report.site_line(s)}" for s in report.sites]
         unattributed = report.counted - sum(s.count for s in report.sites)
         if unattributed > 0:
             lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
         super().__init__("\n".join(lines))
+
+
+#: Why a predict-mode block could not be judged (a note of its report, the message of `NotJudged`).
+NOT_JUDGED = ("no CUDA tensor was seen: the block's torch calls ran on CPU tensors only (made before it, with the "
+              "device chosen where CUDA is not available?), so the syncs they would make on a GPU could not be "
+              "predicted")
+
+
+class NotJudged(SyncError):
+    """Raised by `sync_free` (and the pytest marker) in predict mode, within the budget, when the block's torch
+    calls ran on CPU tensors only and no CUDA stand-in was seen: the tensors were made before the block with the
+    device chosen on this CPU-only machine (``"cuda" if torch.cuda.is_available() else "cpu"``), and on a GPU
+    they would be CUDA tensors whose syncs nothing predicted. Not a pass: choose the device, or make the tensors,
+    inside the block (predict mode answers ``torch.cuda.is_available()`` with True there), or run the program
+    under ``syncfree run``; with a CUDA device the block is measured."""
+
+    def __init__(self, report: WatchReport, budget: int) -> None:
+        self.report = report
+        self.budget = budget
+        AssertionError.__init__(self, f"could not judge the block: {NOT_JUDGED}; choose the device (or make the "
+                                      "tensors) inside it (a test: in the test or a fixture), or run the program "
+                                      "under `syncfree run`")
+
+
+def check_verdict(report: WatchReport, budget: int) -> None:
+    """The verdict of a block with a budget (`sync_free`, the pytest marker): `SyncError` when it synchronized
+    more than ``budget`` times, `NotJudged` when predict mode could not judge it, else nothing."""
+    __tracebackhide__ = True
+    if report.counted > budget:
+        raise SyncError(report, budget)
+    if not report.judged:
+        raise NotJudged(report, budget)
+
+
+def check_cost_budget(report: WatchReport, budget_ms: float) -> None:
+    """`SyncError` when the block's syncs (but the allowed ones) lost more than ``budget_ms`` of GPU time;
+    nothing when the cost was not measured (the report's notes say so)."""
+    __tracebackhide__ = True
+    lost = report.counted_cost_ms
+    if lost is not None and lost > budget_ms:
+        raise SyncError(report, None, budget_ms)
 
 
 # --------------------------------------------------------------------------- watch
@@ -392,12 +464,16 @@ class Watch:
 
     def __init__(self, mode: str | None = None, *, budget: int | None = None,
                  measure_blocked: bool = True, max_frames: int = 4,
+                 cost: bool = False, budget_ms: float | None = None,
                  paths: Sequence[str] = (), engine: str | None = None,
                  all_threads: bool = False,
                  on_report: Callable[[WatchReport], Any] | None = None,
                  sources: Sequence[str] = ()) -> None:
         if budget is not None and (not isinstance(budget, int) or budget < 0):
             raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
+        if budget_ms is not None and (isinstance(budget_ms, bool) or not isinstance(budget_ms, (int, float))
+                                      or not budget_ms >= 0):
+            raise ValueError(f"budget_ms must be a number of milliseconds >= 0, not {budget_ms!r}")
         if not 0 <= max_frames <= MAX_FRAMES:
             raise ValueError(f"max_frames must be between 0 and {MAX_FRAMES}, not {max_frames}")
         if on_report is not None and not callable(on_report):
@@ -405,6 +481,9 @@ class Watch:
         self.engine = choose_engine(mode, engine, sources=sources)
         self._engine_requested = engine
         self.budget = budget
+        # The budget in GPU time lost to syncs (ms, syncfree.cost); it measures the cost.
+        self.budget_ms = budget_ms
+        self.cost = bool(cost) or budget_ms is not None
         self.measure_blocked = measure_blocked
         self.max_frames = max_frames
         self.paths = tuple(str(p) for p in paths)
@@ -418,6 +497,7 @@ class Watch:
         self._running = False
         self._started = 0.0
         self._where: str | tuple[str, int] = ""
+        self._activity_before: tuple[int, int] | None = None  # predict mode: the stand-ins' activity before it
         self._delivered_to: Callable[..., Any] | None = None  # the decorated function
         self._parent: Watch | None = None  # the decorator's watch, for a call's watch
 
@@ -477,6 +557,7 @@ class Watch:
         """A fresh watch for one call (calls may overlap: threads, recursion, tasks)."""
         call = Watch(self.engine.mode if self.engine.mode != "static" else None,
                      budget=self.budget, measure_blocked=self.measure_blocked,
+                     cost=self.cost, budget_ms=self.budget_ms,
                      max_frames=self.max_frames, paths=self.paths,
                      engine=self._engine_requested, all_threads=self.all_threads,
                      on_report=self.on_report)
@@ -503,6 +584,7 @@ class Watch:
             # test, the recorder already there is this one's parent (capture/dispatch.py).
             recorder = new_recorder(self.engine, files=UserFiles(self.paths),
                                     measure_blocked=self.measure_blocked,
+                                    measure_cost=self.cost,
                                     max_frames=self.max_frames,
                                     scope="process" if self.all_threads else "context")
             recorder.boundary = boundary
@@ -514,6 +596,7 @@ class Watch:
             self._children_before = running_children()  # named in the report: they work for it unwatched
             self._recorder = recorder  # before it is entered: _abandon ends it
             recorder.__enter__()
+            self._activity_before = _predict_activity() if recorder.mode == "predict" else None
         self._running = True
         _unended.watch_began(self)
         self._started = perf_counter()
@@ -572,6 +655,15 @@ class Watch:
                 from .processes import earlier_children_note
 
                 report.notes.append(earlier_children_note(self._children_before, "block"))
+            before, self._activity_before = self._activity_before, None
+            if before is not None:
+                cuda, host = (now - then for now, then in zip(_predict_activity(), before))
+                if host and not cuda:  # plain CPU work only: a block without torch work has nothing to sync
+                    report.judged = False
+                    report.notes.insert(0, NOT_JUDGED)
+        if self.budget_ms is not None and report.cost_ms is None:
+            report.notes.append(f"the budget of {self.budget_ms:g} ms of GPU time was not checked: what the syncs "
+                                "cost is measured only on a GPU, with the debug-mode engine")
         self.report = report
         if self._parent is not None:
             self._parent.report = report
@@ -579,9 +671,10 @@ class Watch:
             self._delivered_to.syncfree_report = report  # type: ignore[attr-defined]
         if self.on_report is not None:
             self.on_report(report)
-        if check_budget and exc is None and self.budget is not None \
-                and report.counted > self.budget:
-            raise SyncError(report, self.budget)
+        if check_budget and exc is None and self.budget is not None:
+            check_verdict(report, self.budget)
+        if check_budget and exc is None and self.budget_ms is not None:
+            check_cost_budget(report, self.budget_ms)
 
     def _abandon(self) -> None:
         """Undo a `_begin` that did not complete (no report)."""
@@ -729,6 +822,12 @@ class _Unended:
 _unended = _Unended()
 
 
+def _predict_activity() -> tuple[int, int]:
+    """(CUDA work, host-only calls) of predict mode's stand-ins so far (VirtualCudaRegistry.activity)."""
+    registry = getattr(sys.modules.get("syncfree.capture.predict.registry"), "_registry", None)
+    return registry.activity() if registry is not None else (0, 0)
+
+
 def _running_recorder():
     """The recorder already recording this thread or task, if any."""
     dispatch = sys.modules.get("syncfree.capture.dispatch")
@@ -777,7 +876,7 @@ def _watch_report(engine: Engine, recorder) -> WatchReport:
     notes = [n for n in fields["notes"] if "ran outside the cell's code" not in n]
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
                        recorder.syncs, recorder.wall_ms, engine.notes + notes + _unseen_libraries(engine),
-                       recorder.error, fields.get("predict_table"))
+                       recorder.error, fields.get("predict_table"), cost=fields.get("cost"))
 
 
 def _unseen_libraries(engine: Engine) -> list[str]:
@@ -794,26 +893,33 @@ def _unseen_libraries(engine: Engine) -> list[str]:
 def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,
           max_frames: int = 4, paths: Sequence[str] = (), engine: str | None = None,
           all_threads: bool = False,
-          on_report: Callable[[WatchReport], Any] | None = None) -> Watch:
+          on_report: Callable[[WatchReport], Any] | None = None,
+          cost: bool = False, budget_ms: float | None = None) -> Watch:
     """``with syncfree.watch() as w:`` (or ``@syncfree.watch()``): record every sync of the
     block in this thread or task (``all_threads=True``: every thread); ``w.report``
     afterwards, also ``on_report(report)``. As a decorator each call's report is the
     function's ``syncfree_report`` (see `Watch`). Without CUDA the block runs in predict
-    mode."""
+    mode. ``cost=True``: measure what each sync costs, the GPU time it loses (a GPU trace;
+    sites are then ranked by it); ``budget_ms``: a budget in ms of GPU time lost (implies cost)."""
     return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
-                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report)
+                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report,
+                 cost=cost, budget_ms=budget_ms)
 
 
-def sync_free(budget: int = 0, *, mode: str | None = None, measure_blocked: bool = True,
+def sync_free(budget: int | None = 0, *, mode: str | None = None, measure_blocked: bool = True,
               max_frames: int = 4, paths: Sequence[str] = (), engine: str | None = None,
               all_threads: bool = False,
-              on_report: Callable[[WatchReport], Any] | None = None) -> Watch:
+              on_report: Callable[[WatchReport], Any] | None = None,
+              cost: bool = False, budget_ms: float | None = None) -> Watch:
     """``with syncfree.sync_free():`` raise `SyncError` at the end of the block when it
     synchronized more than ``budget`` times, listing every site. Also a decorator
     (functions, generators, async functions; see `Watch`). Without CUDA the block runs in
-    predict mode, so a CPU-only CI checks GPU code."""
+    predict mode, so a CPU-only CI checks GPU code. ``budget_ms``: also raise when its syncs
+    lost more than that many ms of GPU time (measured on a GPU; ``budget=None`` with it: the
+    time budget alone); without a GPU the time is not measured and the report says so."""
     return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,
-                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report)
+                 paths=paths, engine=engine, all_threads=all_threads, on_report=on_report,
+                 cost=cost, budget_ms=budget_ms)
 
 
 # --------------------------------------------------------------------------- scripts
@@ -839,6 +945,7 @@ class ScriptRun:
     replaced_by: list[str] | None = None
     earlier: dict | None = None  # syncfree run: the report of the program this one replaced (os.exec*, followed)
     replaced_env: Any = None  # the environment the program gave the one that replaces it (None: its own)
+    signal: int | None = None  # the signal that ended the program (SIGTERM): the process dies of it once reported
 
 
 class ModuleNotRunnable(ImportError):
@@ -874,6 +981,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     ``mode="error"`` records without stopping (a one-off ``model.to(device)``).
     """
     import builtins
+    import signal
     import threading
     import types
 
@@ -896,7 +1004,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             data = handle.read()
         code = compile(data, filename, "exec", dont_inherit=True)  # SyntaxError for the caller, before anything runs
         argv0, path0 = path, os.path.dirname(filename)
-    saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), sys.stdin, sys.stdout, sys.stderr)
+    saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), sys.stdin, sys.stdout, sys.stderr,
+             sys.modules.get("__mp_main__"))
     sys.argv = [argv0, *argv]
     if sys.path:
         sys.path[0] = path0
@@ -926,15 +1035,45 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         assert runner.report is not None
         return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
 
-    def hard_exit(status: int, replaced_by: list[str] | None = None, env: Any = None) -> int | None:
-        # os._exit in the program, or an os.exec* that replaces it: no thread joined, no atexit handler (Python
-        # runs none), only the report.
+    def hard_exit(status: int, replaced_by: list[str] | None = None, env: Any = None,
+                  signum: int | None = None) -> int | None:
+        # os._exit in the program, an os.exec* that replaces it, or a signal that kills it (SIGTERM): no thread
+        # joined, no atexit handler (Python runs none), only the report.
         close_watch(None)
         if on_exit is not None:
             ended = finish(status, None, True)
-            ended.replaced_by, ended.replaced_env = replaced_by, env
+            ended.replaced_by, ended.replaced_env, ended.signal = replaced_by, env, signum
             return on_exit(ended)
         return None
+
+    term_held: list[float] = []  # when a SIGTERM that landed in the engine was first held back
+
+    def terminated(signum: int, frame: Any) -> None:
+        # SIGTERM with Python's default action: the process dies at once, without finally blocks or atexit
+        # handlers. Here the report is written first (as at os._exit), then the process dies of the signal.
+        if children.in_child:  # a forked child inherited this handler: it reports as a child does
+            children._terminated(signum, frame)
+            return
+        import time
+
+        now = time.monotonic()
+        if interrupts.in_engine(frame) and (not term_held or now - term_held[0] < interrupts.MAX_HOLD_S):
+            # In the engine's own code (a recorder's lock may be held): raised again a moment later, where the
+            # program is then (as interrupts.py does for Ctrl-C).
+            term_held[:1] = term_held[:1] or [now]
+            interrupts.rearm_later(signum)
+            return
+        signal.signal(signum, signal.SIG_IGN)  # once: a second SIGTERM while the report is written waits for it
+        try:
+            hard_exit(128 + signum, signum=signum)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a stream the program closed
+                    pass
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
 
     # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.
     children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=runner.child_settings(),
@@ -949,6 +1088,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 recorder.passes_rules = frozenset(pass_rules)
             children.start()
             exit_handlers.install()
+            if on_exit is not None and threading.current_thread() is threading.main_thread() \
+                    and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, terminated)  # the program's own handler, if it sets one, replaces it
             if recorder is not None and recorder.mode == "predict":
                 # Torch function modes are per thread: each thread the program starts, daemon threads too (the
                 # process ends with the run), runs in a predict session of its own that reports to the run's
@@ -956,22 +1098,29 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 recorder.predicts_threads = True
             try:
                 if module:
+                    sys.modules["__mp_main__"] = _MainAlias("__mp_main__")  # runpy makes the module: see _MainAlias
                     _run_module(path)
                 else:
                     main = types.ModuleType("__main__")
                     main.__dict__.update(__file__=filename, __builtins__=builtins, __spec__=None,
                                          __package__=None, __loader__=_loader(filename))
-                    sys.modules["__main__"] = main
+                    # multiprocessing's alias of the main module (Lib/multiprocessing/__init__.py sets it when it is
+                    # imported, here: syncfree's launcher): a spawned child runs the script as __mp_main__, and the
+                    # objects of its classes come back pickled under that name.
+                    sys.modules["__main__"] = sys.modules["__mp_main__"] = main
                     exec(code, main.__dict__)
             except SystemExit as exc:
                 exit_code = _exit_status(exc.code)
             except ModuleNotRunnable:
                 raise
             except (Exception, KeyboardInterrupt) as exc:
-                # Python's end for an uncaught exception: its traceback, then the rest below; Ctrl-C's
-                # status is 130, as a shell reports Python's death by SIGINT (what ran so far is reported).
+                # Python's end for an uncaught exception: sys.excepthook (the traceback, or the program's own
+                # hook), then the rest below; Ctrl-C's status is 130, and `syncfree run` then dies by SIGINT as
+                # Python does (what ran so far is reported first).
                 exit_code, failure = (130 if isinstance(exc, KeyboardInterrupt) else 1), exc
-                (on_error or _print_traceback)(exc)
+                if isinstance(exc, KeyboardInterrupt):
+                    interrupts.cut_handler_frames(exc)  # raised by the engine's SIGINT handler: not the program's
+                (on_error or _uncaught)(exc)
             # What Python does after the main module: join the non-daemon threads, run the atexit
             # handlers (Lib/threading.py _shutdown, Modules/atexitmodule.c), end multiprocessing's children.
             _join_threads(threads_before)
@@ -991,6 +1140,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         close_watch(failure)
         run = finish(exit_code, failure, False)
     finally:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
         exit_handlers.remove()
         children.stop()
         children.remove_folder()
@@ -1090,7 +1241,7 @@ def _join_threads(before: set) -> None:
 
 
 def _restore(saved: tuple, cwd: str) -> None:
-    argv, path, main, stdin, stdout, stderr = saved
+    argv, path, main, stdin, stdout, stderr, mp_main = saved
     for name, stream in (("stdout", stdout), ("stderr", stderr)):
         current = getattr(sys, name)
         if current is not stream:  # the program's own stream (a tee to a log file): flushed as at exit
@@ -1103,6 +1254,10 @@ def _restore(saved: tuple, cwd: str) -> None:
     sys.path[:] = path
     if main is not None:
         sys.modules["__main__"] = main
+    if mp_main is not None:
+        sys.modules["__mp_main__"] = mp_main
+    else:
+        sys.modules.pop("__mp_main__", None)
     try:
         os.chdir(cwd)
     except OSError:  # the folder is gone
@@ -1149,6 +1304,35 @@ def hide_engine_frames(exc: BaseException) -> None:
         tb = tb.tb_next
     if last_outside is not None:
         last_outside.tb_next = None
+
+
+class _MainAlias(types.ModuleType):
+    """``sys.modules["__mp_main__"]`` while ``python -m``'s program runs: runpy makes its ``__main__`` module, so the
+    alias reads whatever ``__main__`` is (pickle looks a class up with getattr)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.modules["__main__"], name)
+
+
+def _uncaught(exc: BaseException) -> None:
+    """An exception that ended the program, shown as Python shows it: through ``sys.excepthook`` when the program
+    set its own (with the traceback from the program's first frame on), else its traceback without syncfree's
+    frames."""
+    hook = sys.excepthook
+    if hook is sys.__excepthook__ or hook is None:
+        _print_traceback(exc)
+        return
+    tb = exc.__traceback__
+    while tb is not None and (tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                              or "runpy" in os.path.basename(tb.tb_frame.f_code.co_filename)):
+        tb = tb.tb_next
+    try:
+        hook(type(exc), exc, tb)
+    except BaseException as error:  # noqa: BLE001 - as Python: the hook's failure, then the original traceback
+        print("Error in sys.excepthook:", file=sys.stderr)
+        _print_traceback(error)
+        print("\nOriginal exception was:", file=sys.stderr)
+        _print_traceback(exc)
 
 
 def _print_traceback(exc: BaseException) -> None:

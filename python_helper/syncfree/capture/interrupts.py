@@ -177,12 +177,32 @@ def _start_rearm(signum: int) -> None:
     _thread.start_new_thread(_rearm, (signum,))
 
 
+def rearm_later(signum: int) -> None:
+    """Run the Python handler of ``signum`` again a moment later, in the main thread (a handler that found the
+    signal landed in the engine: session.py's SIGTERM handler)."""
+    _outstanding.append(signum)
+    _start_rearm(signum)
+
+
 def _rearm(signum: int) -> None:
     time.sleep(_REARM_DELAY_S)  # the handler returns first
     try:
         _thread.interrupt_main(signum)  # runs the handler installed then, like a signal
     finally:
         _outstanding.pop()
+
+
+def cut_handler_frames(exc: BaseException) -> None:
+    """Cut `_handler`'s own frame off the end of the traceback of a KeyboardInterrupt it raised (through the
+    handler it replaced): Python's default handler is C code, so under Python alone the traceback ends at the
+    program's line."""
+    tb, last_other = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is not _handler.__code__:
+            last_other = tb
+        tb = tb.tb_next
+    if last_other is not None:
+        last_other.tb_next = None
 
 
 def outstanding() -> int:
@@ -245,5 +265,6 @@ def _place_of(filename: str) -> bool | None:
     return False
 
 
-__all__ = ["engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding", "release",
+__all__ = ["cut_handler_frames", "engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding",
+           "rearm_later", "release",
            "teardown_code"]

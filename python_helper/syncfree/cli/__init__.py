@@ -10,6 +10,7 @@ unreadable files or a notebook that failed to run.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -19,7 +20,7 @@ from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
 from syncfree.cli.merge import merge
 from syncfree.cli.run_notebook import run
-from syncfree.cli.run_script import _selected_rules, discard_carry, run_python
+from syncfree.cli.run_script import _selected_rules, die_by_signal, discard_carry, run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
@@ -30,6 +31,7 @@ __all__ = ["check", "main", "run", "run_python"]
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``syncfree`` console script (also ``python -m syncfree``)."""
     parser, run_parser = _parser()
+    entry = argv is None  # this process's own command line: it may end as the program it ran did (die_by)
     argv = list(sys.argv[1:] if argv is None else argv)
     program: list[str] = []
     run_options: list[str] = []  # syncfree run's own options: a program the run follows through os.exec* gets them
@@ -104,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         status = state.get("status", EXIT_FOUND)
     except KeyboardInterrupt:
         print("syncfree: interrupted", file=sys.stderr)
-        return 130
+        state["die_by"], status = signal.SIGINT, 130
+    if entry and state.get("die_by"):
+        # An uncaught KeyboardInterrupt (the program's, or Ctrl-C while syncfree itself ran): the report is written,
+        # and the process dies by SIGINT as Python's does.
+        die_by_signal(state["die_by"])
     if args.exit_zero and (status == EXIT_FOUND or (status == EXIT_ERROR and state.get("syntax_only"))):
         return EXIT_CLEAN
     return status
