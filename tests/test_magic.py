@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import linecache
 import os
 import subprocess
 import sys
@@ -695,6 +696,48 @@ def test_a_time_cell_in_watch_mode_reports_its_syncs_on_their_own_lines(cuda_ip)
         cuda_ip.run_line_magic("syncfree", "off")
     report = cuda_ip.user_ns["_syncfree_report"]
     assert [(s["line"], s["kind"]) for s in report["sites"]] == [(3, "item")]
+
+
+def _sites(report):
+    return [(s["line"], s["count"], s.get("phase", "recurring")) for s in report["sites"]]
+
+
+LOOP_BODY = "t = FakeTensor()\nfor i in range(3):\n    t.item()\nt.item()\n"
+
+
+def test_a_time_cell_tells_syncs_in_a_loop_from_those_paid_once(cuda_ip):
+    """Syncs in a loop of a %%time body were marked "once": its code name has no source in linecache."""
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\n%%time\n" + LOOP_BODY)
+    assert result.success and "Wall time" in stdout
+    assert _sites(the_report(bundles)) == [(5, 3, "recurring"), (6, 1, "once")]
+    assert "<timed exec>" not in linecache.cache  # as IPython leaves it
+    # The next %%time body, as long, has no loop where the last one had: its lines' loops are its own.
+    result, _, bundles = run(cuda_ip, "%%syncfree\n%%time\nt = FakeTensor()\ni = 0\nt.item()\nn = 1\n")
+    assert _sites(the_report(bundles)) == [(5, 1, "once")]
+
+
+def test_a_capture_cell_reports_its_syncs_on_their_own_lines(cuda_ip):
+    """%%capture runs its body as a cell of its own: every sync was on line 1 (the magic's line)."""
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\n%%capture captured\n\n" + LOOP_BODY.replace(
+        "t.item()\n", "t.item()\n    print('hidden')\n", 1))
+    assert result.success and "hidden" not in stdout
+    assert "hidden" in cuda_ip.user_ns["captured"].stdout
+    assert _sites(the_report(bundles)) == [(6, 3, "recurring"), (8, 1, "once")]
+
+
+def test_a_capture_cell_in_watch_mode_reports_its_syncs_on_their_own_lines(cuda_ip):
+    cuda_ip.run_line_magic("syncfree", "on --quiet")
+    try:
+        run(cuda_ip, "%%capture\n" + LOOP_BODY)
+    finally:
+        cuda_ip.run_line_magic("syncfree", "off")
+    assert _sites(cuda_ip.user_ns["_syncfree_report"]) == [(4, 3, "recurring"), (5, 1, "once")]
+
+
+def test_a_timeit_cell_reports_its_syncs_on_their_own_lines_as_recurring(cuda_ip):
+    result, stdout, bundles = run(cuda_ip, "%%syncfree\n%%timeit -n 2 -r 1\nt = FakeTensor()\nt.item()\n")
+    assert result.success and "per loop" in stdout
+    assert _sites(the_report(bundles)) == [(4, 2, "recurring")]
 
 
 def test_the_last_expression_is_shown_under_the_recorder_as_a_sync_on_its_line(cuda_ip):

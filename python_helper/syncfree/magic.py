@@ -14,11 +14,13 @@ from __future__ import annotations
 import ast
 import builtins
 import functools
+import linecache
 import os
 import sys
 import types
 from dataclasses import dataclass, field
 from time import perf_counter
+from typing import Any, NamedTuple
 
 from IPython.core import magic_arguments
 from IPython.core.displayhook import DisplayHook
@@ -83,6 +85,7 @@ class WatchedCell:
     findings: list
     options: RunOptions
     children_before: dict = field(default_factory=dict)  # the multiprocessing children running when it began
+    inner_sources: Any = None  # _InnerSources: a %%time body's source while the cell runs
 
 
 @magics_class
@@ -240,7 +243,9 @@ class SyncfreeMagics(Magics):
 
         The report comes after the cell's own outputs, so a ``%%capture`` cell captures
         what it displays but not the report, which is shown below the cell (``--quiet``
-        hides it; it is always stored as ``_syncfree_report``).
+        hides it; it is always stored as ``_syncfree_report``). A body that starts with
+        ``%%time``, ``%%timeit`` or ``%%capture`` is reported on its own lines, a sync in
+        its loops as recurring (``%%timeit`` repeats its whole body).
 
         Without torch in the kernel the cell runs as usual and the report holds only the
         static findings. IPython syntax inside the body (``%time``, ``!ls``) works;
@@ -311,7 +316,8 @@ class SyncfreeMagics(Magics):
         if engine.mode == "static":
             return self._run_static(text, compiled, filename, findings, engine, options)
 
-        files = {filename: 0, **_timed_files(cell, text.body_line)}
+        inner = _inner_code(shell, cell, text.body_line)
+        files = {filename: 0, **inner.files}
         recorder = new_recorder(engine, files=files, findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames)
@@ -321,7 +327,7 @@ class SyncfreeMagics(Magics):
         before = running_children()  # a Pool or persistent DataLoader workers of an earlier cell: named
         try:
             try:
-                with recorder:
+                with _InnerSources(inner.sources), recorder:
                     value = self._execute(compiled)
             finally:
                 end_children(recorder, before)
@@ -541,6 +547,8 @@ class SyncfreeMagics(Magics):
         if stale is not None:
             # post_run_cell came but an interrupt kept it from ending the recorder.
             self._watched = None
+            if stale.inner_sources is not None:
+                stale.inner_sources.__exit__(None, None, None)
             stale.recorder.__exit__(None, None, None)
         raw = info.raw_cell or ""
         options = self._watch
@@ -559,7 +567,8 @@ class SyncfreeMagics(Magics):
         if engine.mode == "static":
             return
         findings = analyze_source(raw, limit=MAX_FINDINGS)
-        files = {**dict.fromkeys(names, blank), **_timed_files(raw, 1)}
+        inner = _inner_code(shell, raw, 1)
+        files = {**dict.fromkeys(names, blank), **inner.files}
         recorder = new_recorder(engine, files=files,
                                 findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
@@ -568,7 +577,9 @@ class SyncfreeMagics(Magics):
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         # Kept before it is entered: an interrupt between the two would otherwise leave a
         # running recorder that nothing ends (exiting one never entered is harmless).
-        self._watched = WatchedCell(recorder, text, engine, findings, options, running_children())
+        sources = _InnerSources(inner.sources)
+        self._watched = WatchedCell(recorder, text, engine, findings, options, running_children(), sources)
+        sources.__enter__()
         recorder.__enter__()
 
     def _post_run_cell(self, result) -> None:
@@ -594,6 +605,8 @@ class SyncfreeMagics(Magics):
                     end_children(recorder, watched.children_before)
             finally:
                 self._watched = None
+                if watched.inner_sources is not None:
+                    watched.inner_sources.__exit__(None, None, None)
             # A cell shows a report when it synced, or when processes of its ran or worked for it unwatched
             # (their syncs would otherwise go without a word).
             if recorder.syncs or recorder.stopped_by_sync or recorder.inherited_notes \
@@ -698,23 +711,71 @@ def _leading_blank_lines(text: str) -> int:
 #: The code names IPython's %%time compiles its body under (IPython/core/magics/execution.py
 #: `time`): the body's lines, from 1, with its leading blank lines dropped by transform_cell.
 TIMED_CODE_NAMES = ("<timed exec>", "<timed eval>")
+#: The code name %%timeit compiles its body under (execution.py `timeit`: the body's statements,
+#: their lines kept, in the loop of a generated ``inner`` function).
+TIMEIT_CODE_NAME = "<magic-timeit>"
 
 
-def _timed_files(text: str, first_line: int) -> dict[str, int]:
-    """When ``text`` (whose first line is cell line ``first_line``) is a ``%%time`` cell, its
-    body's code names with their line offset (line n of that code is cell line n + offset),
-    so that a sync in a ``%%time`` body is on its own line, not on the ``%%time`` line that
-    runs it; else nothing."""
-    lines = text.splitlines()
+class InnerCode(NamedTuple):
+    """The code a cell magic at the top of a watched cell compiles its body under: each code
+    name with its line offset (line n of that code is cell line n + offset), and the body's
+    text for the names that no cache registers (IPython's %%time and %%timeit keep none:
+    without it a sync's line could not be seen to be in a loop, and every one was "once")."""
+
+    files: dict[str, int]
+    sources: dict[str, str]
+
+
+def _inner_code(shell, text: str, first_line: int) -> InnerCode:
+    """When ``text`` (whose first line is cell line ``first_line``) starts with ``%%time``,
+    ``%%timeit`` or ``%%capture``, where the body that magic runs is compiled, so that a sync
+    in it is on its own line, not on the magic's line that runs it; else nothing.
+
+    ``%%capture`` runs its body as a cell of its own (``shell.run_cell``), compiled under the
+    name the shell's compiler gives that cell; IPython numbers it with the execution count,
+    taken before or after IPython advances it (as watch mode's names)."""
+    lines = text.splitlines(keepends=True)
     for index, line in enumerate(lines):
         if not line.strip():
             continue
-        if line.split(None, 1)[0] != "%%time":
-            return {}
-        body = lines[index + 1:]
-        blank = next((i for i, rest in enumerate(body) if rest.strip()), len(body))
-        return dict.fromkeys(TIMED_CODE_NAMES, first_line + index + blank)
-    return {}
+        magic = line.split(None, 1)[0]
+        if magic not in ("%%time", "%%timeit", "%%capture"):
+            return InnerCode({}, {})
+        body = "".join(lines[index + 1:])
+        offset = first_line + index + _leading_blank_lines(body)
+        if magic == "%%capture":
+            count = shell.execution_count
+            transformed = shell.transform_cell(body)
+            names = {shell.compile.get_code_name(body, transformed, n) for n in (count, count - 1)}
+            return InnerCode(dict.fromkeys(names, offset), {})
+        names = TIMED_CODE_NAMES if magic == "%%time" else (TIMEIT_CODE_NAME,)
+        source = shell.transform_cell(body)
+        return InnerCode(dict.fromkeys(names, offset), dict.fromkeys(names, source))
+    return InnerCode({}, {})
+
+
+class _InnerSources:
+    """The bodies of `InnerCode.sources` in ``linecache`` while the cell runs (sites.py reads
+    a line's loops there), then linecache as it was: IPython shows a %%time body's traceback
+    without source lines, and a later cell's code under the same name is other code."""
+
+    def __init__(self, sources: dict[str, str]) -> None:
+        self.sources = sources
+        self.saved: dict[str, Any] = {}
+
+    def __enter__(self) -> _InnerSources:
+        for name, source in self.sources.items():
+            self.saved[name] = linecache.cache.get(name)
+            linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for name, old in self.saved.items():
+            if old is None:
+                linecache.cache.pop(name, None)
+            else:
+                linecache.cache[name] = old
+        self.saved = {}
 
 
 def _start_traceback_at_cell(shell, exc: BaseException, filename: str) -> None:

@@ -586,10 +586,24 @@ def _compiling(stack: Sequence[FrameType]) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=256)
-def _looping_lines(filename: str, _size: int) -> frozenset[int]:
+_looping_cache: dict[tuple[str, int], frozenset[int]] = {}
+
+
+def _looping_lines(filename: str, size: int) -> frozenset[int]:
     """The lines of ``filename`` that a loop may run more than once: the bodies (and the
-    tests) of for/while loops, and comprehensions. Cached per file (and its length)."""
+    tests) of for/while loops, and comprehensions. Cached per file (and its length) until
+    a recorder that watched the file ends (`forget`): a code name such as %%time's
+    ``<timed exec>`` is other code in the next cell, maybe as long."""
+    key = (filename, size)
+    cached = _looping_cache.get(key)
+    if cached is None:
+        if len(_looping_cache) >= 256:
+            _looping_cache.clear()
+        cached = _looping_cache[key] = _loops_in(filename)
+    return cached
+
+
+def _loops_in(filename: str) -> frozenset[int]:
     text = "".join(linecache.getlines(filename))
     try:
         tree = parse_quietly(text)
@@ -989,6 +1003,8 @@ def forget(findings: Iterable[Sequence[Mapping]], files: Container[str]) -> None
         for key, (code, _) in list(_positions_cache.items()):
             if code.co_filename in files:
                 _positions_cache.pop(key, None)
+    for key in [key for key in list(_looping_cache) if key[0] in files]:
+        _looping_cache.pop(key, None)
 
 
 def _extent(start: tuple[int, int], end: tuple[int, int]) -> tuple[int, int]:
