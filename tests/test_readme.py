@@ -202,6 +202,29 @@ def test_docs_option_tables_agree_with_help():
         assert named and not named - known, f"{_name(page)}: {sorted(named - known)} are not options"
 
 
+def test_every_option_in_help_is_documented():
+    """The other way round: each option `syncfree check|run|merge --help` and `%%syncfree?` list is named in README.md
+    or docs/ (torchrun's own options, passed through "as torchrun's", are documented as a group)."""
+    text = "".join(page.read_text() for page in [README, *DOCS])
+    parser, _ = cli._parser()
+    subparsers = {name: sub for action in parser._actions
+                  for name, sub in (getattr(action, "choices", None) or {}).items() if hasattr(sub, "_actions")}
+    from syncfree.magic import SyncfreeMagics
+
+    subparsers["%%syncfree"] = SyncfreeMagics.syncfree.parser
+    missing = []
+    for name, sub in subparsers.items():
+        torchrun = {a for group in sub._action_groups if group.title and "torchrun" in group.title
+                    for a in group._group_actions if "--nproc-per-node" not in a.option_strings}
+        for action in sub._actions:
+            if action in torchrun or "--help" in action.option_strings:
+                continue
+            long = [option for option in action.option_strings if option.startswith("--")]
+            if long and not any(option in text for option in long):
+                missing.append(f"{name} {long[0]}")
+    assert not missing, f"options no page documents: {missing}"
+
+
 # ------------------------------------------------------------------ one truth each
 
 def test_engine_auto_is_described_as_it_chooses():
