@@ -104,7 +104,7 @@ ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.js
 test-ui: install chromium ui-tests/node_modules/.installed
 	cd ui-tests && npx playwright test
 
-# On a machine with a CUDA GPU (see README: "GPU checks"). Prints a summary.
+# On a machine with a CUDA GPU (see docs/development.md, "GPU checks"). Prints a summary.
 # GPU_TESTS picks files (the whole suite takes ~10 minutes on an H100); GPU_BENCH=0 skips the overhead benchmark.
 GPU_TESTS ?= tests
 GPU_BENCH ?= 1
@@ -117,7 +117,7 @@ test-gpu:
 	exit $$status
 
 # Every benchmark that runs here prints its figures; the GPU ones say so and measure
-# nothing without CUDA (run them on a GPU machine: README, "GPU checks").
+# nothing without CUDA (run them on a GPU machine: docs/development.md, "GPU checks").
 BENCHES ?= $(wildcard bench/*.py)
 bench: install
 	@for script in $(BENCHES); do echo "== $$script"; $(PY) $$script || exit 1; echo; done
@@ -126,7 +126,7 @@ bench: install
 bench-ui: install chromium ui-tests/node_modules/.installed
 	cd ui-tests && npx playwright test --config bench/playwright.config.js
 
-# The README's screenshots (docs/*.png) from the real tour (ui-tests/tests/screenshots.spec.ts) and a real 2-rank job (merged.spec.ts).
+# The screenshots of README.md and docs/ (docs/*.png) from the real tour (ui-tests/tests/screenshots.spec.ts) and a real 2-rank job (merged.spec.ts).
 screenshots: install chromium ui-tests/node_modules/.installed
 	cd ui-tests && SYNCFREE_SCREENSHOTS=1 npx playwright test tests/screenshots.spec.ts tests/merged.spec.ts
 
