@@ -828,6 +828,14 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
          "        return torch.tensor([1.0], device=boxes.device)\n    c = cys.tolist() if isinstance(cys, torch.Tensor) else cys\n"
          "    if n:\n        pass\n",
          [("SF401", 6, "possible"), ("SF204", 7, "likely"), ("SF103", 8, "possible")]),
+        # methods only NumPy has (`astype`, a random generator's `choice`) give NumPy data; NumPy data times a value
+        # the text does not tell may be a tensor (torch's __array_priority__)
+        ("import numpy as np\ndef f(self, labels, boxes, scale):\n    a = labels.astype(np.int16).tolist()\n"
+         "    b = self.R.choice(4, 2).tolist()\n    x = boxes[0].astype(np.int32)\n    return (x * scale).item()\n",
+         [("SF101", 7, "likely")]),
+        # a function's annotation holds where its calls pass values the text does not tell
+        ("def iou(pred: torch.Tensor, device='cpu'):\n    return torch.as_tensor(pred == 1, device=device)\n"
+         "def run(x, d):\n    return iou(x, d)\n", []),
         # `self` in a torch.Tensor subclass is a tensor
         ("class T(torch.Tensor):\n    def g(self, x: torch.Tensor):\n        mask = x.sum(1) > 0\n"
          "        return self[:, mask].tolist()\n", [("SF204", 5, "likely"), ("SF601", 5, "likely")]),

@@ -91,6 +91,12 @@ _TENSOR_TYPES = frozenset(
      "torch.BoolTensor"}
 )
 _NUMPY_TYPES = frozenset({"numpy.ndarray", "numpy.array"})
+# Methods of NumPy arrays and random generators (np.random.RandomState, Generator) that torch.Tensor does not have
+# (its own are `normal_`, `random_`, `uniform_`...): what they give is NumPy data.
+_NUMPY_METHODS = frozenset(
+    "astype choice uniform permutation shuffle randint rand randn integers random beta binomial poisson "
+    "standard_normal multivariate_normal dirichlet".split()
+)
 _CONTAINER_TYPES = frozenset(
     {"builtins.list", "builtins.tuple", "builtins.dict", "builtins.set", "typing.List", "typing.Tuple", "typing.Dict",
      "typing.Sequence", "collections.abc.Sequence"}
@@ -730,7 +736,8 @@ class CellScope:
             if device is None and _host_result(values, comparison=comparison):
                 device = "cpu"
             return Value("tensor", device, dtype, ndim=ndim)
-        if any(v.kind == "numpy" for v in values):
+        if any(v.kind == "numpy" for v in values) and all(v.kind in ("numpy", "python") for v in values):
+            # (NumPy data times a value the text does not tell may be a tensor: torch's __array_priority__ wins)
             return Value("numpy")
         if all(v.kind == "python" for v in values):
             return PYTHON
@@ -979,6 +986,8 @@ class CellScope:
             if own is not None:
                 return self.returns.get(id(own), UNKNOWN)  # self.method(...): what that method returns
         receiver = self.value(receiver_node)
+        if receiver.kind == "unknown" and method in _NUMPY_METHODS:
+            return Value("numpy")  # x.astype(np.int16), rng.choice(n, k): no tensor has these methods
         if receiver.kind in ("tensor", "unknown"):
             return self._tensor_method(receiver, receiver_node, method, call)
         if receiver.kind == "module":
@@ -1432,7 +1441,9 @@ class CellScope:
             elif calls is not None and argument not in (arguments.vararg, arguments.kwarg):
                 passed = calls.get(argument.arg, UNKNOWN)
                 if owner is None:
-                    value = passed  # a function of the file: the calls seen are the calls it gets
+                    # a function of the file: the calls seen are the calls it gets (an annotation says more than
+                    # calls that pass values the text does not tell)
+                    value = passed if passed.kind != "unknown" or value.kind in ("unknown", "maybe_tensor") else value
                 elif node.name.startswith("_") and passed.kind != "unknown":
                     value = passed  # a private method: the calls seen are the calls it gets
                 elif value.kind == "tensor" and passed.kind in _HOST_KINDS:
