@@ -150,6 +150,25 @@ def test_syncfree_commands_run_as_shown(page, monkeypatch, tmp_path, capsys):
                                   "syncfree's options go before the script")
 
 
+def test_readme_check_example_runs(monkeypatch, tmp_path, capsys):
+    """`syncfree check examples/` runs for real (static, no torch: a fraction of a second) and finds what the README
+    shows it finding: the same locations and rules, exit 1."""
+    readme = README.read_text()
+    shown = readme[readme.index("syncfree check examples/"):]
+    shown = shown[shown.index("```text\n") + 8:]
+    shown = shown[:shown.index("```")].splitlines()
+    locations = [" ".join(line.split(" ", 2)[:2]) for line in shown if line.startswith("examples/")]
+    assert locations, "README.md shows no finding of syncfree check examples/"
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("SYNCFREE_CACHE_DIR", str(tmp_path))
+    status = cli.main(["check", "examples/"])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    for location in locations:
+        assert location in out, f"README.md shows `{location}`, which syncfree check examples/ no longer finds:\n{out}"
+    assert any(line.startswith("Found ") for line in shown) and "\nFound " in out, out
+
+
 def test_readme_first_screen_uses_files_of_this_repository():
     """The README's commands run from a clone: the scripts, notebooks and folders they name are here."""
     parser, _ = cli._parser()
