@@ -567,6 +567,37 @@ def test_a_terminated_child_stuck_in_c_is_killed_instead_of_hanging_the_program(
     assert "without a report" not in done.stdout, done.stdout
 
 
+def test_objects_of_the_scripts_classes_cross_spawned_processes(tmp_path):
+    # sys.modules["__mp_main__"] named syncfree's launcher: a spawn Pool's result thread died with AttributeError
+    # unpickling a worker's Result (p.map hung for ever), and a spawn Queue's get raised it in the program.
+    write(tmp_path, "train.py", """\
+        import multiprocessing, torch
+
+        class Result:
+            def __init__(self, value):
+                self.value = value
+
+        def work(i):
+            return Result(torch.randn(3, device="cuda").sum().item())
+
+        def put(queue):
+            queue.put(Result(1.0))
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("spawn")
+            with context.Pool(1) as pool:
+                print("pool", type(pool.apply_async(work, (0,)).get(timeout=90)).__name__)
+            queue = context.Queue()
+            process = context.Process(target=put, args=(queue,))
+            process.start()
+            print("queue", type(queue.get(timeout=90)).__name__)
+            process.join()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert "pool Result" in done.stdout and "queue Result" in done.stdout, (done.stdout, done.stderr)
+    assert done.returncode == 1 and "train.py:8:5: SF101 " in done.stdout, (done.stdout, done.stderr)
+
+
 def test_torch_multiprocessing_spawn_children_are_watched(tmp_path):
     # How DDP scripts start their ranks without torchrun.
     write(tmp_path, "train.py", """\
