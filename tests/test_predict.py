@@ -428,6 +428,54 @@ def test_training_step_predicts_only_the_grad_scaler_check():
     assert all(call[1].endswith("grad_scaler.py") for call in recorder.calls[4:])
 
 
+AMP_STEP = """\
+model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.LayerNorm(64), torch.nn.GELU(),
+                            torch.nn.Linear(64, 4)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=FUSED)
+scaler = torch.amp.GradScaler("cuda")
+X = torch.randn(64, 16, device="cuda") * 100
+Y = torch.randint(0, 4, (64,), device="cuda")
+for step in range(3):
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = model(X)
+        energy = out.pow(2).sum(-1).mean()
+        loss = torch.nn.functional.cross_entropy(out, Y) + 1e-3 * energy
+    opt.zero_grad()
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    scaler.step(opt)
+    scaler.update()
+"""
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_an_amp_loop_runs_on_the_standins_as_on_a_gpu(fused):
+    """An AMP loop (GradScaler + float16 autocast) got NaN gradients: CPU autocast, which the
+    stand-ins run inside torch.autocast("cuda"), kept pow, sum, softmax, layer_norm in float16,
+    where CUDA autocast runs them in float32, and the activations overflowed."""
+    recorder = CollectingRecorder()
+    code, _ = compile_cell(AMP_STEP)
+    namespace = {"torch": torch, "FUSED": fused}
+    torch.manual_seed(0)
+    with PredictSession(recorder):
+        exec(code, namespace)
+        with torch.autocast("cuda", dtype=torch.float16):
+            h = namespace["X"] @ torch.ones(16, 8, device="cuda")
+            assert h.dtype == torch.float16  # matmuls in float16, as on a GPU
+            for out in (h.pow(2), h.sum(), torch.softmax(h, -1), h.exp(),
+                        torch.nn.functional.layer_norm(h, (8,)), torch.dot(h[0], torch.ones(8, device="cuda"))):
+                assert out.dtype == torch.float32 and out.is_cuda
+            assert h.sum(dtype=torch.float16).dtype == torch.float16  # a dtype asked for is kept
+    model, scaler = namespace["model"], namespace["scaler"]
+    assert all(torch.isfinite(p).all() and torch.isfinite(p.grad).all() for p in model.parameters())
+    assert namespace["energy"].dtype == torch.float32 and torch.isfinite(namespace["energy"])
+    assert scaler.get_scale() == 65536.0  # no overflow, no step skipped
+    # GradScaler.step reads found_inf once a step (sync-facts.md); not with a fused optimizer.
+    assert recorder.kinds[:6] == ["to_device"] * 6  # model.cuda(): its 6 parameters
+    assert recorder.kinds[6:] == ([] if fused else ["item"] * 3), recorder.kinds
+    assert all(Path(call[1]).name == "grad_scaler.py" for call in recorder.calls[6:])
+
+
 def test_torch_load_to_cuda_is_one_copy_per_storage():
     buffer = io.BytesIO()
     torch.save({"w": torch.ones(3), "b": torch.zeros(2), "w_view": None}, buffer)

@@ -133,6 +133,8 @@ def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any =
     virtual_input, kept = registry.split_inputs(inputs)
     if virtual_input and kept and getattr(func, "__name__", None) in _SAME_DEVICE_OPS:
         _check_same_device(registry, inputs)
+    if virtual_input and getattr(func, "__name__", None) in _CUDA_AUTOCAST and _cuda_autocast_on():
+        args, kwargs = _autocast_as_cuda(registry, _CUDA_AUTOCAST[func.__name__], args, kwargs)
     if virtual_input and ask_table:  # an op no handler covers: the measured table (capture/optable.py)
         syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
         if syncs:
@@ -168,6 +170,80 @@ _SAME_DEVICE_OPS = frozenset({
 })
 _SAME_DEVICE_MESSAGE = ("Expected all tensors to be on the same device, but found at least two "
                         "devices, cuda:0 and cpu!")
+
+
+# CUDA autocast's policies that CPU autocast lacks (aten/src/ATen/autocast_mode.cpp, the CUDA
+# lists): "fp32" ops run in float32 (exp, pow, layer_norm, losses...), "fp32_set_opt_dtype"
+# ops (softmax, sum, cumsum...) give float32 when no dtype is asked for, "promote" ops take the
+# widest floating type of their arguments. Inside torch.autocast("cuda", float16) the stand-ins
+# run CPU autocast (cuda_api.py), which keeps all of these in float16: activations overflowed to
+# inf where a GPU has float32 (NaN gradients in an AMP loop), and dot of a float16 and a float32
+# tensor raised. Keyed by the Python-level name the mode sees (torch.softmax, F.softmax and
+# Tensor.softmax alike; F.cross_entropy, F.interpolate and F.normalize start with such an op).
+_FP32, _FP32_UNLESS_DTYPE, _PROMOTE = "fp32", "fp32_set_opt_dtype", "promote"
+_CUDA_AUTOCAST = {
+    **dict.fromkeys((
+        "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
+        "reciprocal", "rsqrt", "sinh", "tan", "pow", "__pow__", "__rpow__", "softplus",
+        "layer_norm", "group_norm", "frobenius_norm", "nuclear_norm", "cosine_similarity",
+        "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div",
+        "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
+        "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
+        "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
+        "cross_entropy", "interpolate", "normalize"), _FP32),
+    **dict.fromkeys((
+        "prod", "softmax", "log_softmax", "cumprod", "cumsum", "sum", "norm", "vector_norm",
+        "matrix_norm", "linalg_vector_norm", "linalg_matrix_norm"), _FP32_UNLESS_DTYPE),
+    **dict.fromkeys((
+        "addcdiv", "addcmul", "atan2", "bilinear", "cross", "linalg_cross", "dot", "vdot",
+        "grid_sample", "index_put", "scatter_add", "tensordot"), _PROMOTE),
+}
+
+_autocast_enabled: Any = None
+
+
+def _cuda_autocast_on() -> bool:
+    """Whether a ``torch.autocast("cuda")`` region is on in this thread (the stand-ins enter it
+    with CPU autocast beside it: cuda_api.py)."""
+    global _autocast_enabled
+    if _autocast_enabled is None:
+        import torch
+
+        try:
+            torch.is_autocast_enabled("cuda")
+            _autocast_enabled = functools.partial(torch.is_autocast_enabled, "cuda")
+        except TypeError:  # torch < 2.4: the CUDA state is the one without an argument
+            _autocast_enabled = torch.is_autocast_enabled
+    return _autocast_enabled()
+
+
+def _autocast_as_cuda(registry: Any, policy: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``args`` and ``kwargs`` cast as CUDA autocast casts them for an op of ``policy``: the
+    virtual float16/bfloat16 tensors to float32 (to the widest floating type for "promote").
+    The casts are virtual tensors, and differentiable, as on a GPU."""
+    import torch
+
+    low = (torch.float16, torch.bfloat16)
+    if policy == _FP32_UNLESS_DTYPE and kwargs.get("dtype") is not None:
+        return args, kwargs
+    target = torch.float32
+    if policy == _PROMOTE:
+        dtypes = {t.dtype for t in _call_tensors(args, kwargs) if t.is_floating_point()}
+        if len(dtypes) < 2:
+            return args, kwargs
+        target = torch.float64 if torch.float64 in dtypes else torch.float32
+
+    def cast(value: Any) -> Any:
+        if isinstance(value, _Tensor):
+            if value.dtype in low and registry.is_cuda(value):
+                value = value.to(target)
+                registry.mark_cuda(value)
+            return value
+        if type(value) in (list, tuple):
+            return type(value)(cast(item) for item in value)
+        return value
+
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
 
 
 def parse_to(registry: Any, args: tuple, kwargs: dict) -> tuple:
