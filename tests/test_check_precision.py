@@ -7,8 +7,9 @@ here each labelled file is checked again as the command checks it, and
 - the strict precision of the labelled findings still reported stays at or above the library's floor in the file
   (a finding labelled false or plausible that a change brings back lowers it).
 
-The libraries are read, not imported: ``pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0
-lightning==2.6.6`` (``make install`` does it). A library missing, or at another version, skips its case.
+The libraries are read, not imported: ``pip install --no-deps`` of the Makefile's CORPUS_PINS (transformers, timm,
+torchmetrics, lightning, and diffusers, kornia, torch_geometric and monai, added by issue 40 as libraries the rules were
+not tuned on; ``make install`` does it). A library missing, or at another version, skips its case.
 """
 
 from __future__ import annotations
