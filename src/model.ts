@@ -145,12 +145,30 @@ export function costliestFirst(sites: readonly SyncSite[]): SyncSite[] {
   return [...sites].sort(compareCost);
 }
 
-/** Blocked time (ms) and count that make a site medium or heavy. */
-const HEAVY = { blockedMs: 10, count: 100 };
-const MEDIUM = { blockedMs: 1, count: 10 };
+/**
+ * Cost (share of the run's GPU time, or ms where there is no share), blocked time (ms)
+ * and count that make a site medium or heavy.
+ */
+const HEAVY = { costShare: 0.05, costMs: 10, blockedMs: 10, count: 100 };
+const MEDIUM = { costShare: 0.01, costMs: 1, blockedMs: 1, count: 10 };
 
-/** 0 light, 1 medium, 2 heavy: by blocked time where measured, else by count. */
-export function weightOf(count: number, blockedMs: number | null): 0 | 1 | 2 {
+/**
+ * 0 light, 1 medium, 2 heavy: by cost where the GPU measured it (issue 37: the GPU time
+ * its syncs lose, as a share of the run's GPU time where known), else by blocked time where
+ * measured, else by count.
+ */
+export function weightOf(
+  count: number,
+  blockedMs: number | null,
+  costMs: number | null = null,
+  costShare: number | null = null
+): 0 | 1 | 2 {
+  if (costShare !== null) {
+    return costShare >= HEAVY.costShare ? 2 : costShare >= MEDIUM.costShare ? 1 : 0;
+  }
+  if (costMs !== null) {
+    return costMs >= HEAVY.costMs ? 2 : costMs >= MEDIUM.costMs ? 1 : 0;
+  }
   if (blockedMs !== null) {
     return blockedMs >= HEAVY.blockedMs ? 2 : blockedMs >= MEDIUM.blockedMs ? 1 : 0;
   }
@@ -373,4 +391,31 @@ export function definedInText(site: SyncSite): string | null {
   }
   const text = `in ${at.function}(), defined in ${at.cell} line ${at.line}`;
   return at.text ? `${text}: \`${at.text}\`` : text;
+}
+
+/** "2.7 %": a share (0..1) as a percentage. */
+export function formatShare(share: number): string {
+  const pct = share * 100;
+  return `${pct >= 10 ? Math.round(pct) : pct.toFixed(1)} %`;
+}
+
+/**
+ * "costs ≈ 1.73 ms of GPU time each time it runs, 2.7 % of the cell's GPU time": what a
+ * site's syncs cost, the GPU time they lose (issue 37; report.schema.json SyncSite.cost_ms,
+ * measured from the GPU's own timestamps). Null when not measured: never a guess.
+ */
+export function costText(site: Pick<SyncSite, 'cost_ms' | 'cost_each_ms' | 'cost_share' | 'count'>): string | null {
+  const total = site.cost_ms ?? null;
+  if (total === null) {
+    return null;
+  }
+  const each = site.cost_each_ms ?? (site.count > 0 ? total / site.count : null);
+  let text =
+    site.count > 1 && each !== null
+      ? `costs ≈ ${formatMs(each)} of GPU time each time it runs (${formatMs(total)} in all)`
+      : `costs ≈ ${formatMs(total)} of GPU time`;
+  if (site.cost_share !== null && site.cost_share !== undefined) {
+    text += `, ${formatShare(site.cost_share)} of the cell's GPU time`;
+  }
+  return text;
 }

@@ -137,6 +137,6 @@ describe('anchors (issue 39)', () => {
     };
     const ranking = new SiteRanking([{ cellId: 'c', cellNumber: 1, report: after, previous: before }]);
     expect(ranking.flat().map(row => row.delta?.isNew)).toEqual([false, false]);
-    expect(ranking.groups()[0].delta).toEqual({ syncs: 0, blockedMs: 0, fixed: 0 });
+    expect(ranking.groups()[0].delta).toEqual({ syncs: 0, blockedMs: 0, costMs: null, fixed: 0 });
   });
 });

@@ -63,7 +63,7 @@ describe('rankSites', () => {
       totals: { syncs: 100, sites: 1, blocked_ms: 50, wall_ms: 70 }
     });
     const ranked = rankSites([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]);
-    expect(ranked[0].delta).toEqual({ isNew: false, count: 0, blockedMs: expect.closeTo(-8.8, 5) });
+    expect(ranked[0].delta).toEqual({ isNew: false, count: 0, blockedMs: expect.closeTo(-8.8, 5), costMs: null });
     expect(ranked[1].delta).toMatchObject({ isNew: true });
     expect(deltaText(ranked[0])).toBe('−8.80 ms');
     expect(deltaText(ranked[1])).toBe('new');
@@ -77,7 +77,12 @@ describe('rankSites', () => {
     ]);
     expect(deltaText(more[0])).toBe('+2 syncs');
     const [group] = new SiteRanking([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]).groups();
-    expect(group.delta).toEqual({ syncs: 1, blockedMs: expect.closeTo(-7.5, 5), fixed: 0 });
+    expect(group.delta).toEqual({ syncs: 1, blockedMs: expect.closeTo(-7.5, 5), costMs: null, fixed: 0 });
+    // Where both runs measured the cost (issue 37), the change is in GPU time lost.
+    const costed = (cost: number) =>
+      loopReport({ sites: [site({ line: 4, chain: [4], count: 100, blocked_ms: 41.2, cost_ms: cost })] });
+    const cheaper = rankSites([{ cellId: 'b', cellNumber: 1, report: costed(0.5), previous: costed(2) }]);
+    expect(deltaText(cheaper[0])).toBe('−1.50 ms GPU time');
   });
 
   it('leaves out sites past the end of the cell, with one warning', () => {
@@ -98,6 +103,7 @@ describe('rankSites', () => {
     expect(ranking.totals()).toEqual({
       syncs: 103,
       blockedMs: expect.closeTo(42.9, 5),
+      costMs: null,
       sites: 3,
       cells: 3,
       predicted: false
@@ -183,35 +189,35 @@ describe('rankSites', () => {
  */
 describe('rankKey, a port of sites.py rank_key', () => {
   type Args = [boolean, number | null, number | null, number];
-  // [one_off, blocked_ms, first_ms, count] -> the Python's key.
+  // [one_off, blocked_ms, first_ms, count] -> the Python's key (no cost_ms: not measured).
   const timed: [Args, RankKey][] = [
     [
       [false, 100.99, 100.0, 100],
-      [false, -0.99, -100]
+      [false, true, -0, -0.99, -100]
     ],
     [
       [false, 100.0, 1.0, 100],
-      [false, -99.0, -100]
+      [false, true, -0, -99.0, -100]
     ],
     [
       [true, 150.0, 40.0, 16],
-      [true, -150.0, -16]
+      [true, true, -0, -150.0, -16]
     ],
     [
       [false, 5.0, null, 2],
-      [false, -5.0, -2]
+      [false, true, -0, -5.0, -2]
     ],
     [
       [false, 2.0, 3.5, 4],
-      [false, -0.0, -4]
+      [false, true, -0, -0.0, -4]
     ],
     [
       [false, 103.0, 100.0, 3],
-      [false, -3.0, -3]
+      [false, true, -0, -3.0, -3]
     ],
     [
       [true, 0.3, null, 1],
-      [true, -0.3, -1]
+      [true, true, -0, -0.3, -1]
     ]
   ];
   const sortedBy = (keys: RankKey[]) =>
@@ -224,8 +230,10 @@ describe('rankKey, a port of sites.py rank_key', () => {
     for (const [args, key] of timed) {
       const ported = rankKey(...args);
       expect(ported[0]).toBe(key[0]);
-      expect(ported[1]).toBeCloseTo(key[1], 9);
-      expect(ported[2]).toBe(key[2]);
+      expect(ported[1]).toBe(key[1]);
+      expect(ported[2]).toBeCloseTo(0, 9);
+      expect(ported[3]).toBeCloseTo(key[3], 9);
+      expect(ported[4]).toBe(key[4]);
     }
     expect(steadyMs(103.0, 100.0)).toBe(3.0);
     expect(steadyMs(2.0, 3.5)).toBe(0);
@@ -239,6 +247,17 @@ describe('rankKey, a port of sites.py rank_key', () => {
     const moduleMove = rankKey(true, 150.0, 40.0, 16); // paid once
     expect(sortedBy([moduleMove, warmUp, perStep])).toEqual([2, 1, 0]);
     expect(sortedBy(timed.map(([args]) => rankKey(...args)))).toEqual(sortedBy(timed.map(([, key]) => key)));
+  });
+
+  it('ranks by cost (GPU time lost) first where measured, blocked time second (issue 37)', () => {
+    // The Python's keys: (one_off, cost_ms is None, -cost_ms, -blocked cost, -count).
+    expect([...rankKey(false, 59.6, null, 100, 0.47)]).toEqual([false, false, -0.47, -59.6, -100]);
+    const endOfStep = rankKey(false, 59.6, null, 100, 0.47); // blocked long, costs little
+    const maskIndex = rankKey(false, 10.0, null, 100, 1.73); // blocked less, costs more
+    const unmeasured = rankKey(false, 500.0, null, 100); // a child process's: no cost
+    expect(sortedBy([endOfStep, unmeasured, maskIndex])).toEqual([2, 0, 1]);
+    // Recurring before one-off, whatever the cost.
+    expect(compareRankKeys(rankKey(false, 1, null, 1, 0.01), rankKey(true, 1, null, 1, 50))).toBeLessThan(0);
   });
 
   it('ranks by count without times (predict mode), recurring first', () => {

@@ -3,6 +3,7 @@ import { isApplicable, RewriteOutcome, RewritePlan } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { ILineMarker } from './lines';
 import {
+  costText,
   costliestFirst,
   definedInText,
   formatCount,
@@ -99,6 +100,9 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   head.appendChild(withInlineCode('span', `${C}-kind`, siteLabel(site)));
   head.appendChild(el('span', `${C}-count`, formatCount(site.count)));
   const predicted = isPredicted(content.report, site);
+  // What the sync costs leads (issue 37): the GPU time it loses, measured on the GPU; the
+  // time the CPU was blocked (GPU work already queued, done anyway) comes second.
+  const cost = costText(site);
   head.appendChild(
     el(
       'span',
@@ -106,7 +110,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
       site.blocked_ms !== null
         ? `blocked ${formatMs(site.blocked_ms)}`
         : predicted
-          ? 'no blocked time (predicted)'
+          ? 'no cost without a GPU (predicted)'
           : 'blocked time not measured'
     )
   );
@@ -123,6 +127,17 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     head.appendChild(badge);
   }
   block.appendChild(head);
+  if (cost) {
+    block.insertBefore(el('div', `${C}-cost`, cost), head.nextSibling);
+    // The blocked time goes after the cost, on its own line.
+    const blocked = head.querySelector(`.${C}-blocked`);
+    if (blocked) {
+      blocked.remove();
+      block.appendChild(
+        el('div', `${C}-blocked ${C}-second`, `${blocked.textContent}, waiting for GPU work already queued`)
+      );
+    }
+  }
   const first = firstCallText(site);
   if (first) {
     const line = el('div', `${C}-first`, first);

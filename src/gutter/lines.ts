@@ -12,6 +12,9 @@ export interface ILineMarker {
   weight: 0 | 1 | 2;
   count: number;
   blockedMs: number | null;
+  /** GPU time the line's syncs lose (issue 37), and its share of the run's GPU time; null unmeasured. */
+  costMs: number | null;
+  costShare: number | null;
   sites: SyncSite[];
   findings: Finding[];
 }
@@ -59,6 +62,8 @@ export function markerLines(
         weight: 0,
         count: 0,
         blockedMs: null,
+        costMs: null,
+        costShare: null,
         sites: [],
         findings: []
       };
@@ -70,6 +75,12 @@ export function markerLines(
     marker.count += site.count;
     if (blocked !== null) {
       marker.blockedMs = (marker.blockedMs ?? 0) + blocked;
+    }
+    if (site.cost_ms !== null && site.cost_ms !== undefined) {
+      marker.costMs = (marker.costMs ?? 0) + site.cost_ms;
+    }
+    if (site.cost_share !== null && site.cost_share !== undefined) {
+      marker.costShare = (marker.costShare ?? 0) + site.cost_share;
     }
   }
   const siteLines = report.findings.length > 0 ? siteLinesOf(report) : undefined;
@@ -85,6 +96,8 @@ export function markerLines(
         weight: 0,
         count: 0,
         blockedMs: null,
+        costMs: null,
+        costShare: null,
         sites: [],
         findings: [finding]
       });
@@ -92,7 +105,8 @@ export function markerLines(
   }
   const markers = [...byLine.values()].sort((a, b) => a.line - b.line);
   for (const marker of markers) {
-    marker.weight = marker.source === 'static' ? 0 : weightOf(marker.count, marker.blockedMs);
+    marker.weight =
+      marker.source === 'static' ? 0 : weightOf(marker.count, marker.blockedMs, marker.costMs, marker.costShare);
   }
   return markers;
 }

@@ -2,10 +2,11 @@
  * What a sync site costs and how the Syncs panel ranks it: a port of
  * `syncfree.capture.sites.rank_key` (python_helper/syncfree/capture/sites.py), the key that
  * `syncfree.watch`, `syncfree run` and the notebook summary rank by, so the panel lists the
- * same order as the reports. Recurring sites come first, by their blocked time after the
- * first call (the total less `first_ms`: the first call pays the warm-up), then by count;
- * one-off sites (phase `once` or `compile`) after them, by their whole blocked time, then
- * count. Without times (predict mode): by count alone.
+ * same order as the reports. Recurring sites come first, by what they cost (`cost_ms`: the
+ * GPU time their syncs lose, measured on a GPU; issue 37), then by their blocked time after
+ * the first call (the total less `first_ms`: the first call pays the warm-up), then by count;
+ * one-off sites (phase `once` or `compile`) after them, the same way with their whole blocked
+ * time. Sites without a cost after those with one. Without times (predict mode): by count.
  */
 
 /** A site's phase (report.schema.json SyncSite.phase); absent means recurring. */
@@ -40,8 +41,17 @@ export function rankCost(oneOff: boolean, blockedMs: number | null, firstMs: num
   return oneOff ? blockedMs : steadyMs(blockedMs, firstMs);
 }
 
-/** `[one_off, -cost, -count]`, compared in order, smaller first (a Python tuple). */
-export type RankKey = readonly [oneOff: boolean, negCost: number, negCount: number];
+/**
+ * `[one_off, cost_ms is None, -cost_ms, -blocked cost, -count]`, compared in order, smaller
+ * first (a Python tuple).
+ */
+export type RankKey = readonly [
+  oneOff: boolean,
+  noCost: boolean,
+  negCostMs: number,
+  negBlocked: number,
+  negCount: number
+];
 
 /**
  * sites.py `rank_key(one_off, blocked_ms, first_ms, count)`. One difference, where the
@@ -55,14 +65,15 @@ export function rankKey(
   oneOff: boolean,
   blockedMs: number | null,
   firstMs: number | null | undefined,
-  count: number
+  count: number,
+  costMs: number | null = null
 ): RankKey {
-  return [oneOff, -(rankCost(oneOff, blockedMs, firstMs) ?? -1), -count];
+  return [oneOff, costMs === null, -(costMs ?? 0), -(rankCost(oneOff, blockedMs, firstMs) ?? -1), -count];
 }
 
 /** Two keys as Python compares tuples: negative when `a` ranks first, 0 for a tie. */
 export function compareRankKeys(a: RankKey, b: RankKey): number {
-  return Number(a[0]) - Number(b[0]) || a[1] - b[1] || a[2] - b[2];
+  return Number(a[0]) - Number(b[0]) || Number(a[1]) - Number(b[1]) || a[2] - b[2] || a[3] - b[3] || a[4] - b[4];
 }
 
 /** The fields of a report site (or a row made of one) that its rank depends on. */
@@ -71,9 +82,11 @@ export interface IRankedCost {
   blocked_ms: number | null;
   first_ms?: number | null;
   count: number;
+  /** GPU time lost to the site's syncs (report.schema.json SyncSite.cost_ms); null or absent: not measured. */
+  cost_ms?: number | null;
 }
 
 /** The rank key of a report site. */
 export function siteRankKey(site: IRankedCost): RankKey {
-  return rankKey(isOneOff(site.phase), site.blocked_ms, site.first_ms, site.count);
+  return rankKey(isOneOff(site.phase), site.blocked_ms, site.first_ms, site.count, site.cost_ms ?? null);
 }

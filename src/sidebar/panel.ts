@@ -16,7 +16,7 @@ import {
   firstDirection,
   rowBand
 } from './ranking';
-import { formatCount, formatMs, plainText, plural, syncCountText } from '../model';
+import { costText, formatCount, formatMs, plainText, plural, syncCountText } from '../model';
 import { el, withInlineCode } from '../dom';
 import { librarySwitch, libraryText, libraryWhere } from '../library';
 
@@ -72,7 +72,12 @@ export function deltaText(site: IRankedSite): string {
   if (site.delta.count !== 0) {
     parts.push(`${signed(site.delta.count)} sync${Math.abs(site.delta.count) === 1 ? '' : 's'}`);
   }
-  if (site.delta.blockedMs !== null && Math.abs(site.delta.blockedMs) >= 0.01) {
+  // By cost where both runs measured it (issue 37), else by blocked time.
+  if (site.delta.costMs !== null) {
+    if (Math.abs(site.delta.costMs) >= 0.01) {
+      parts.push(`${signedMs(site.delta.costMs)} GPU time`);
+    }
+  } else if (site.delta.blockedMs !== null && Math.abs(site.delta.blockedMs) >= 0.01) {
     parts.push(signedMs(site.delta.blockedMs));
   }
   return parts.join(', ');
@@ -139,6 +144,8 @@ const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; ti
 const ONCE_HEADING = 'Once (setup, compilation)';
 const ONCE_TITLE =
   'Syncs paid once per run, not every step: lines that run once (setup, a final checkpoint) and torch.compile compiling. Listed after the recurring syncs, by their whole blocked time.';
+const COST_SORT_TITLE =
+  'Sort by cost, the GPU time the syncs lose (measured on the GPU), costliest first; recurring syncs before those paid once';
 const FIRST_CALL_TITLE =
   'The first sync of a line pays the warm-up (library handles, lazy loading, a compilation): the rows are ranked by what the further calls cost';
 
@@ -264,6 +271,18 @@ export class SyncsPanel extends Panel {
     const all = filtered ? new SiteRanking(inputs) : ranking;
     const totals = all.totals();
     this._head.appendChild(this._totals(totals));
+    this._costShown = totals.costMs !== null;
+    if (totals.costMs === null && totals.syncs > 0) {
+      // Issue 37: the cost (GPU time lost) is measured on a GPU only; never a guess.
+      const note = el(
+        'div',
+        `${S}-no-cost`,
+        totals.predicted ? 'No cost without a GPU: ranked by count.' : 'Cost not measured: ranked by blocked time.'
+      );
+      note.title =
+        'What a sync costs is the GPU time it loses, measured from the GPU’s own timestamps when the cell runs on a GPU. Predicted syncs (no GPU) have no cost, and none is guessed.';
+      this._head.appendChild(note);
+    }
     this._filterCount.textContent = filtered ? `${ranking.size} of ${all.size}` : '';
     this._filterCount.title = filtered ? `${ranking.size} of ${all.size} rows match the filters` : '';
     if (ranking.size === 0) {
@@ -273,7 +292,7 @@ export class SyncsPanel extends Panel {
     // Until the user picks a column, the ranking (cost.ts rankKey), shown as by blocked time,
     // or by count where nothing was timed (without times the ranking is by count).
     const sort = this._sort ?? DEFAULT_SORT;
-    this._shownSort = this._sort ?? (totals.blockedMs === null ? COUNT_SORT : DEFAULT_SORT);
+    this._shownSort = this._sort ?? (totals.blockedMs === null && totals.costMs === null ? COUNT_SORT : DEFAULT_SORT);
     const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}`);
     grid.setAttribute('role', 'treegrid');
     grid.setAttribute('aria-label', 'Syncs in this notebook');
@@ -357,6 +376,10 @@ export class SyncsPanel extends Panel {
     part('syncs', syncCountText(totals.syncs, totals.predicted));
     line.appendChild(document.createTextNode(' in '));
     part('cells', plural(totals.cells, 'cell'));
+    if (totals.costMs !== null) {
+      line.appendChild(document.createTextNode(' · '));
+      part('cost', `${formatMs(totals.costMs)} GPU time lost`);
+    }
     if (totals.blockedMs !== null) {
       line.appendChild(document.createTextNode(' · '));
       part('blocked', `${formatMs(totals.blockedMs)} blocked`);
@@ -433,10 +456,11 @@ export class SyncsPanel extends Panel {
         if (i > 0) {
           cell.appendChild(document.createTextNode(' · '));
         }
-        const button = el('button', `${S}-sort`, sort.label);
+        const cost = sort.key === 'blocked' && this._costShown;
+        const button = el('button', `${S}-sort`, cost ? 'Cost' : sort.label);
         button.type = 'button';
         button.dataset.sort = sort.key;
-        button.title = sort.title;
+        button.title = cost ? COST_SORT_TITLE : sort.title;
         if (sort.key === shown.key) {
           button.setAttribute('aria-pressed', 'true');
           button.appendChild(el('span', `${S}-sort-arrow`, shown.descending ? '▾' : '▴'));
@@ -592,11 +616,26 @@ export class SyncsPanel extends Panel {
         badge.title = phase.title;
         count.appendChild(badge);
       }
-      const blocked = cell('blocked', formatMs(site.blockedMs));
-      if (site.firstCall && site.firstMs !== null) {
-        // The first call apart: the row is ranked by what the calls after it cost.
-        blocked.appendChild(el('span', `${S}-first`, `first ${formatMs(site.firstMs)}`));
-        blocked.title = `${site.firstCall}. ${FIRST_CALL_TITLE}`;
+      if (site.costMs !== null) {
+        // What the sync costs leads (issue 37): the GPU time lost; its blocked time second.
+        const cost = cell('blocked', formatMs(site.costMs));
+        cost.dataset.cost = 'true';
+        const costWords = costText({
+          cost_ms: site.costMs,
+          cost_each_ms: site.costEachMs,
+          cost_share: site.costShare,
+          count: site.count
+        });
+        cost.title = [costWords, site.blockedMs !== null ? `blocked ${formatMs(site.blockedMs)}` : null]
+          .filter(Boolean)
+          .join('; ');
+      } else {
+        const blocked = cell('blocked', this._costShown ? '—' : formatMs(site.blockedMs));
+        if (this._costShown) {
+          blocked.title =
+            site.blockedMs !== null ? `cost not measured; blocked ${formatMs(site.blockedMs)}` : 'cost not measured';
+        }
+        this._firstCall(blocked, site);
       }
     } else {
       cell('count', '—');
@@ -618,6 +657,14 @@ export class SyncsPanel extends Panel {
       .filter(Boolean)
       .join(' — ');
     return row;
+  }
+
+  /** The first call apart, under a row's blocked time: the row is ranked by what the calls after it cost. */
+  private _firstCall(blocked: HTMLElement, site: IRankedSite): void {
+    if (site.firstCall && site.firstMs !== null) {
+      blocked.appendChild(el('span', `${S}-first`, `first ${formatMs(site.firstMs)}`));
+      blocked.title = `${site.firstCall}. ${FIRST_CALL_TITLE}`;
+    }
   }
 
   /** Go to a row's line; a row whose line was deleted goes nowhere (its text says why). */
@@ -789,6 +836,8 @@ export class SyncsPanel extends Panel {
   private _sort: ISiteSort | null = null;
   /** The sort of the rows drawn (`_sort`, or the default for the notebook's rows). */
   private _shownSort: ISiteSort = DEFAULT_SORT;
+  /** A listed site has a cost (measured on a GPU): the fourth column shows cost, not blocked time. */
+  private _costShown = false;
   private _filterCount!: HTMLElement;
   private _collapsed = new Set<string>();
   private _activeKey: string | null = null;

@@ -41,6 +41,8 @@ export interface ISiteDelta {
   isNew: boolean;
   count: number;
   blockedMs: number | null;
+  /** Change of the GPU time lost (issue 37), where both runs measured it; else null. */
+  costMs: number | null;
 }
 
 /** One row of the sidebar: a sync site, or a static finding where nothing synced. */
@@ -66,6 +68,10 @@ export interface IRankedSite {
   ruleTitle: string | null;
   count: number;
   blockedMs: number | null;
+  /** GPU time the site's syncs lose, in all and per sync, and its share of the run's GPU time (issue 37); null unmeasured. */
+  costMs: number | null;
+  costEachMs: number | null;
+  costShare: number | null;
   source: MarkerSource;
   weight: 0 | 1 | 2;
   message: string;
@@ -126,18 +132,22 @@ export interface ICellGroup {
    * it recurs, the whole blocked time of its one-off sites. Null untimed.
    */
   rankMs: number | null;
+  /** GPU time the cell's listed syncs lose (issue 37): what it is ranked by first; null unmeasured. */
+  costMs: number | null;
   /** Nothing in the cell recurs: its syncs are all paid once (or it has only static findings). */
   oneOff: boolean;
   /** The cell's listed syncs paid once; null when it has none. */
   once: IOnceTotals | null;
   sites: IRankedSite[];
   /** Change of the cell's totals since its previous run; null without one. */
-  delta: { syncs: number; blockedMs: number | null; fixed: number } | null;
+  delta: { syncs: number; blockedMs: number | null; costMs: number | null; fixed: number } | null;
 }
 
 export interface ISyncTotals {
   syncs: number;
   blockedMs: number | null;
+  /** GPU time lost over the listed sites that measured it (issue 37); null when none did. */
+  costMs: number | null;
   sites: number;
   cells: number;
   /** Every listed site was predicted on CPU (none seen on a GPU). */
@@ -269,6 +279,7 @@ export class SiteRanking {
   totals(): ISyncTotals {
     let syncs = 0;
     let blocked: number | null = null;
+    let cost: number | null = null;
     let sites = 0;
     let predicted = true;
     for (const entry of this._entries) {
@@ -277,11 +288,21 @@ export class SiteRanking {
         if (site.blocked_ms !== null) {
           blocked = (blocked ?? 0) + site.blocked_ms;
         }
+        if (site.cost_ms !== null && site.cost_ms !== undefined) {
+          cost = (cost ?? 0) + site.cost_ms;
+        }
         predicted = predicted && isPredicted(entry.input.report, site);
       }
       sites += entry.sites.length;
     }
-    return { syncs, blockedMs: blocked, sites, cells: this._entries.length, predicted: predicted && sites > 0 };
+    return {
+      syncs,
+      blockedMs: blocked,
+      costMs: cost,
+      sites,
+      cells: this._entries.length,
+      predicted: predicted && sites > 0
+    };
   }
 
   /** The listed syncs paid once (setup, compilation), over every cell; null when none. */
@@ -448,13 +469,16 @@ export class SiteRanking {
         entry.before = new Map(previous.sites.map(old => [siteKey(old), old]));
       }
       const old = entry.before.get(siteKey(site));
+      const cost = site.cost_ms ?? null;
+      const oldCost = old ? (old.cost_ms ?? null) : 0;
       delta = {
         isNew: !old,
         count: site.count - (old?.count ?? 0),
         blockedMs:
           site.blocked_ms !== null && (!old || old.blocked_ms !== null)
             ? site.blocked_ms - (old?.blocked_ms ?? 0)
-            : null
+            : null,
+        costMs: cost !== null && oldCost !== null ? cost - oldCost : null
       };
     }
     return {
@@ -470,8 +494,11 @@ export class SiteRanking {
       ruleTitle: ruleTitle(report, site.rule),
       count: site.count,
       blockedMs: site.blocked_ms,
+      costMs: site.cost_ms ?? null,
+      costEachMs: site.cost_each_ms ?? null,
+      costShare: site.cost_share ?? null,
       source: siteSource(report, site),
-      weight: weightOf(site.count, site.blocked_ms),
+      weight: weightOf(site.count, site.blocked_ms, site.cost_ms ?? null, site.cost_share ?? null),
       message: site.message,
       delta,
       library: site.library ?? null,
@@ -496,6 +523,9 @@ export class SiteRanking {
       ruleTitle: ruleTitle(input.report, finding.rule),
       count: 0,
       blockedMs: null,
+      costMs: null,
+      costEachMs: null,
+      costShare: null,
       source: 'static',
       weight: 0,
       message: finding.message,
@@ -529,7 +559,7 @@ export function rowBand(row: Pick<IRankedSite, 'source' | 'phase'>): 0 | 1 | 2 {
 
 /** A row's rank key (cost.ts rankKey), as its site's. */
 function rowRankKey(row: IRankedSite): RankKey {
-  return rankKey(isOneOff(row.phase), row.blockedMs, row.firstMs, row.count);
+  return rankKey(isOneOff(row.phase), row.blockedMs, row.firstMs, row.count, row.costMs);
 }
 
 /** The rule's title contains the text (the rule code is the second searched part). */
@@ -577,15 +607,16 @@ export function compareRows(a: IRankedSite, b: IRankedSite, sort: ISiteSort): nu
  * one. 0 for ties.
  */
 function compareGroups(
-  a: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff'>,
-  b: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff'>,
+  a: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff' | 'costMs'>,
+  b: Pick<ICellGroup, 'syncs' | 'rankMs' | 'oneOff' | 'costMs'>,
   sort: ISiteSort
 ): number {
   const band = Number(a.oneOff) - Number(b.oneOff);
   if (band !== 0) {
     return band;
   }
-  const cost = (a.rankMs ?? -1) - (b.rankMs ?? -1);
+  // What the GPU measured a cell's syncs cost leads (issue 37); its blocked time second.
+  const cost = (a.costMs ?? -1) - (b.costMs ?? -1) || (a.rankMs ?? -1) - (b.rankMs ?? -1);
   const syncs = a.syncs - b.syncs;
   const by = sort.key === 'count' ? syncs || cost : cost || syncs;
   return sort.descending ? -by : by;
@@ -618,8 +649,12 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   // whole) is left out of what it is ranked by.
   let first: number | null = null;
   let oneOff = true;
+  let cost: number | null = null;
   for (const site of entry.sites) {
     syncs += site.count;
+    if (site.cost_ms !== null && site.cost_ms !== undefined) {
+      cost = (cost ?? 0) + site.cost_ms;
+    }
     if (site.blocked_ms !== null) {
       blocked = (blocked ?? 0) + site.blocked_ms;
     }
@@ -639,6 +674,10 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
     delta = {
       syncs: now.syncs - then.syncs,
       blockedMs: now.blocked_ms !== null && then.blocked_ms !== null ? now.blocked_ms - then.blocked_ms : null,
+      costMs:
+        now.cost_ms !== null && now.cost_ms !== undefined && then.cost_ms !== null && then.cost_ms !== undefined
+          ? now.cost_ms - then.cost_ms
+          : null,
       fixed: input.previous.sites.filter(s => !current.has(siteKey(s))).length
     };
   }
@@ -648,6 +687,7 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
     syncs,
     blockedMs: blocked,
     rankMs,
+    costMs: cost,
     oneOff,
     once: onceTotalsOf(entry.sites),
     delta

@@ -1,0 +1,87 @@
+/**
+ * Issue 37, the notebook side: where the GPU measured what a sync costs (the GPU time it
+ * loses), the card leads with it, markers weigh by it, the Syncs panel ranks and compares
+ * by it; without it (predict mode) the panel ranks by count and says so in one line.
+ */
+import { Widget } from '@lumino/widgets';
+import { renderSyncCard } from '../gutter/card';
+import { markerLines } from '../gutter/lines';
+import { costText, weightOf } from '../model';
+import { SyncsPanel } from '../sidebar/panel';
+import { IRankInput } from '../sidebar/ranking';
+import type { SyncReport } from '../tokens';
+import { loopReport, report, site } from './fixtures';
+
+/** Line 4 blocked long but costs little; line 5 blocked little but costs more. */
+function costed(): SyncReport {
+  const base = loopReport();
+  return {
+    ...base,
+    totals: { ...base.totals, cost_ms: 173.5, gpu_busy_ms: 6200, gpu_idle_ms: 200 },
+    sites: [
+      { ...base.sites[0], cost_ms: 0.5, cost_each_ms: 0.005, cost_share: 0.0001 },
+      { ...base.sites[1], count: 100, cost_ms: 173, cost_each_ms: 1.73, cost_share: 0.027 }
+    ]
+  };
+}
+
+function panel(inputs: IRankInput[]): SyncsPanel {
+  const widget = new SyncsPanel({ jump: jest.fn() });
+  widget.source = { title: 'demo.ipynb', inputs: () => inputs };
+  Widget.attach(widget, document.body);
+  widget.render();
+  return widget;
+}
+
+const input = (r: SyncReport): IRankInput => ({ cellId: 'a', cellNumber: 1, report: r, previous: null });
+
+describe('cost (issue 37)', () => {
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('the card leads with the cost, blocked time second', () => {
+    const r = costed();
+    const marker = markerLines(r, 5).find(m => m.line === 5)!;
+    const card = renderSyncCard(
+      { marker, report: r, stale: false, showLibraryFrames: true },
+      { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+    );
+    const cost = card.querySelector('.jp-syncfree-card-cost')!;
+    expect(cost.textContent).toBe(
+      "costs ≈ 1.73 ms of GPU time each time it runs (173 ms in all), 2.7 % of the cell's GPU time"
+    );
+    const blocked = card.querySelector('.jp-syncfree-card-blocked')!;
+    expect(cost.compareDocumentPosition(blocked) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+    expect(blocked.textContent).toMatch(/^blocked 1.30 ms/);
+  });
+
+  it('markers weigh by cost where measured', () => {
+    const [line4, line5] = markerLines(costed(), 5);
+    expect([line4.weight, line5.weight]).toEqual([0, 1]);
+    expect(weightOf(1, 50, 0.2, null)).toBe(0);
+    expect(costText(site())).toBeNull();
+  });
+
+  it('the panel ranks and totals by cost, and shows the cost column', () => {
+    const widget = panel([input(costed())]);
+    expect(widget.rows.map(row => row.dataset.line)).toEqual(['5', '4']);
+    expect(widget.node.querySelector('[data-total="cost"]')!.textContent).toBe('174 ms GPU time lost');
+    expect(widget.node.querySelector('[data-sort="blocked"]')!.textContent).toMatch(/^Cost/);
+    expect(widget.rows[0].querySelector('[data-cost]')!.textContent).toBe('173 ms');
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-no-cost')).toBeNull();
+  });
+
+  it('without a GPU, ranks by count and says there is no cost, with no number', () => {
+    const predicted = report({
+      mode: 'predict',
+      sites: [site({ blocked_ms: null, predicted: true })],
+      findings: []
+    });
+    const widget = panel([input(predicted)]);
+    const note = widget.node.querySelector('.jp-syncfree-sidebar-no-cost')!;
+    expect(note.textContent).toBe('No cost without a GPU: ranked by count.');
+    expect(widget.node.querySelector('[data-cost]')).toBeNull();
+    expect(widget.node.querySelector('[data-sort="blocked"]')!.textContent).toMatch(/^Blocked/);
+  });
+});
