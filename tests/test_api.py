@@ -406,6 +406,47 @@ def test_code_a_block_runs_in_a_context_copied_before_it_began_is_the_blocks(use
     assert around.report.syncs == 4
 
 
+def test_a_block_over_cpu_tensors_only_is_not_judged_without_cuda():
+    """Tensors made before the block with the usual device choice are CPU tensors on this machine: predict mode
+    cannot tell what they would sync on a GPU. sync_free() passed such a block ("0 syncs predicted"), where a GPU
+    raises; it now raises NotJudged, and a watch's report says so."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    x = torch.ones(4, device=device)
+    with pytest.raises(syncfree.NotJudged, match="could not judge the block: no CUDA tensor was seen") as raised:
+        with syncfree.sync_free():
+            (x * 2).sum().item()
+    assert isinstance(raised.value, syncfree.SyncError)  # an AssertionError, as a failed budget is
+    report = raised.value.report
+    assert (report.syncs, report.judged) == (0, False)
+    assert report.notes[0].startswith("no CUDA tensor was seen"), report.notes
+    with syncfree.watch() as w:
+        x.sum()
+    assert not w.report.judged and "no CUDA tensor was seen" in w.report.text()
+
+    @syncfree.sync_free()
+    def step(t):
+        return (t + 1).sum()
+
+    with pytest.raises(syncfree.NotJudged):
+        step(x)
+    # Judged: CUDA work on the stand-ins (beside host tensors) that syncs nowhere, a block without torch work, and
+    # one over its budget (its syncs are the finding).
+    with syncfree.sync_free() as clean:
+        y = torch.ones(4, device="cuda")
+        (y * 2).sum()
+        x.sum()
+    assert clean.report.judged and not any("no CUDA tensor" in note for note in clean.report.notes)
+    with syncfree.sync_free() as empty:
+        sum(range(10))
+    assert empty.report.judged
+    with syncfree.sync_free():
+        y.add_(1)  # in place, on a tensor made before the block: nothing new on the stand-ins
+    with pytest.raises(syncfree.SyncError, match="would synchronize 1 time") as over:
+        with syncfree.sync_free():
+            y.sum().item()
+    assert not isinstance(over.value, syncfree.NotJudged)
+
+
 def test_a_method_the_program_wraps_after_the_first_watch_is_still_predicted():
     """Predict mode's handler table was keyed on the methods as the first watch of the process found them: a
     wrapper the program put over ``Tensor.item`` (or ``__repr__``, ``unique``) afterwards is what torch passes

@@ -183,6 +183,39 @@ def test_an_async_test_under_pytest_asyncio_counts_its_syncs(pytester):
     result.stdout.fnmatch_lines(["3 syncs predicted in 2 of 3 watched tests*"])
 
 
+def test_a_marked_test_over_cpu_tensors_only_is_not_judged(pytester):
+    """A device chosen at import, before the stand-ins, gives CPU tensors here and CUDA ones on a GPU: the test
+    passed here ("0 syncs") and failed there. It now fails as not judged; chosen in the test or a fixture, the
+    device is the stand-ins' CUDA."""
+    pytester.makepyfile(test_device="""
+        import pytest, torch
+
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+        X = torch.ones(4, device=DEVICE)
+
+        @pytest.fixture
+        def device():
+            return "cuda" if torch.cuda.is_available() else "cpu"
+
+        @pytest.mark.sync_free
+        def test_module_level_device():
+            assert (X * 2).sum().item() == 8.0
+
+        @pytest.mark.sync_free
+        def test_fixture_device(device):
+            assert (torch.ones(4, device=device) * 2).is_cuda
+
+        @pytest.mark.sync_free
+        def test_no_tensor_work():
+            assert sum(range(4)) == 6
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*_ test_module_level_device _*",
+                                 "syncfree: could not judge the block: no CUDA tensor was seen*",
+                                 "FAILED test_device.py::test_module_level_device - syncfree: could not judge*"])
+
+
 def test_unmarked_tests_are_untouched(pytester):
     pytester.makepyfile(test_plain="""
         import torch

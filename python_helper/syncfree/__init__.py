@@ -47,7 +47,7 @@ def unload_ipython_extension(ip):
     unload(ip)
 
 
-_API = ("watch", "sync_free", "SyncError", "Watch", "WatchReport", "run_script")
+_API = ("watch", "sync_free", "SyncError", "NotJudged", "Watch", "WatchReport", "run_script")
 
 
 def __getattr__(name):

@@ -255,7 +255,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     __tracebackhide__ = True
     if not _watched(pyfuncitem):
         return (yield)
-    from .session import SyncError
+    from .session import check_verdict
 
     watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
     with _children_of(watch), watch:
@@ -263,8 +263,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
         result = yield
     report = watch.report
     budget = _budget(pyfuncitem)
-    if budget is not None and report.counted > budget:
-        raise SyncError(report, budget)
+    if budget is not None:  # SyncError over the budget; NotJudged: predict mode saw CPU tensors only
+        check_verdict(report, budget)
     return result
 
 
@@ -303,13 +303,13 @@ def _set_boundary(watch, frame) -> None:
 
 def _watched_method(item: pytest.Item, method):
     """The TestCase's test method, run in a watch (the report kept on the item)."""
-    from .session import SyncError
+    from .session import check_verdict
 
     def finish(watch) -> None:
         report = watch.report
         budget = _budget(item)
-        if budget is not None and report.counted > budget:
-            raise SyncError(report, budget)
+        if budget is not None:
+            check_verdict(report, budget)
 
     if inspect.iscoroutinefunction(method):  # IsolatedAsyncioTestCase awaits it
         @functools.wraps(method)

@@ -393,6 +393,7 @@ class NotJudged(SyncError):
     def __init__(self, report: WatchReport, budget: int) -> None:
         self.report = report
         self.budget = budget
+        self.budget_ms = None
         AssertionError.__init__(self, f"could not judge the block: {NOT_JUDGED}; choose the device (or make the "
                                       "tensors) inside it (a test: in the test or a fixture), or run the program "
                                       "under `syncfree run`")
@@ -914,7 +915,11 @@ def sync_free(budget: int | None = 0, *, mode: str | None = None, measure_blocke
     """``with syncfree.sync_free():`` raise `SyncError` at the end of the block when it
     synchronized more than ``budget`` times, listing every site. Also a decorator
     (functions, generators, async functions; see `Watch`). Without CUDA the block runs in
-    predict mode, so a CPU-only CI checks GPU code. ``budget_ms``: also raise when its syncs
+    predict mode, so a CPU-only CI checks GPU code; a block whose torch calls all ran on CPU
+    tensors, with no CUDA stand-in seen (tensors made before it with ``"cuda" if
+    torch.cuda.is_available() else "cpu"``), cannot be judged there and raises `NotJudged` (a
+    `SyncError`) rather than pass: choose the device inside the block, or run the program
+    under ``syncfree run``. ``budget_ms``: also raise when its syncs
     lost more than that many ms of GPU time (measured on a GPU; ``budget=None`` with it: the
     time budget alone); without a GPU the time is not measured and the report says so."""
     return Watch(mode, budget=budget, measure_blocked=measure_blocked, max_frames=max_frames,

@@ -77,6 +77,10 @@ class VirtualCudaRegistry:
         self._cuda_tensors = _WeakIdentitySet()
         self._pinned_storages = _WeakIdentitySet()
         self.marked = 0
+        # Torch calls seen with a virtual CUDA input, and with host tensors only: a block whose calls were all on
+        # host tensors could not be judged (its tensors may be CUDA ones on a GPU: session.Watch).
+        self.cuda_calls = 0
+        self.host_calls = 0
 
     @staticmethod
     def storage_of(tensor: Any) -> Any:
@@ -137,7 +141,16 @@ class VirtualCudaRegistry:
                 virtual = True
             else:
                 kept.add(id(storage))
+        if virtual:
+            self.cuda_calls += 1
+        elif kept:
+            self.host_calls += 1
         return virtual, kept
+
+    def activity(self) -> tuple[int, int]:
+        """(CUDA work, host-only calls) so far, monotonic: what a block did is the change over it. CUDA work: the
+        tensors put on the virtual device and the calls with a virtual input."""
+        return self.marked + self.cuda_calls, self.host_calls
 
     def mark_results(self, results: Any, kept: set[int]) -> None:
         """Mark fresh results virtual; results on a host input's storage (in-place,
