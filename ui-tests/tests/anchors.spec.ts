@@ -108,3 +108,31 @@ test('a comment line added at the top and a re-run show no change vs the previou
   await expect(sidebar).not.toContainText('gone');
   await expect(sidebar.locator('.jp-syncfree-sidebar-row .jp-syncfree-sidebar-delta')).toHaveCount(0);
 });
+
+test('a sync inside a function from an earlier cell names that cell and line, in the card and the output', async ({
+  page
+}) => {
+  await page.notebook.createNew('anchors-defined.ipynb');
+  await runCode(page, 0, 'import torch\n%load_ext syncfree');
+  await page.notebook.addCell('code', '');
+  await runCode(page, 1, 'def helper(t):\n    y = t * 2\n    return y.sum().item()');
+  await page.notebook.addCell('code', '');
+  await runCode(page, 2, '%%syncfree\nx = torch.ones(4, device="cuda")\nv = helper(x)');
+  // The calling line is marked; the card names where inside the earlier cell it synced.
+  const marker = cellMarkers(page, 2);
+  await expect(marker).toHaveCount(1);
+  expect(await lineOfMarker(page, 2, marker.first())).toBe(3);
+  await marker.first().click();
+  const card = page.locator('.jp-syncfree-card');
+  await expect(card.locator('.jp-syncfree-card-defined')).toHaveText(
+    'in helper(), defined in In [2] line 3: return y.sum().item()'
+  );
+  await expect(card).not.toContainText('ipykernel');
+  // The summary under the cell says it too; predicted on CPU, no cost is shown.
+  const output = cellAt(page, 2).locator('.jp-syncfree-site-where');
+  await expect(output).toHaveText('in helper(), defined in In [2] line 3: return y.sum().item()');
+  await runCommand(page, 'syncfree:open-sidebar');
+  await expect(page.locator('#jp-syncfree-sidebar .jp-syncfree-sidebar-no-cost')).toHaveText(
+    'No cost without a GPU: ranked by count.'
+  );
+});
