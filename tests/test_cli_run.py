@@ -598,6 +598,27 @@ def test_objects_of_the_scripts_classes_cross_spawned_processes(tmp_path):
     assert done.returncode == 1 and "train.py:8:5: SF101 " in done.stdout, (done.stdout, done.stderr)
 
 
+def test_a_spawned_childs_main_module_is_imported_under_its_watch(tmp_path):
+    # A new interpreter imports the program's main module before it unpickles its target, where its watch started:
+    # `dev` was "cpu" there, the run said 0 syncs and exited 0 where a GPU makes 4.
+    write(tmp_path, "train.py", """\
+        import multiprocessing, torch
+
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def work(i):
+            return torch.randn(3, device=dev).sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(2) as pool:
+                print(len(pool.map(work, range(4))))
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (6, 4), row
+
+
 def test_torch_multiprocessing_spawn_children_are_watched(tmp_path):
     # How DDP scripts start their ranks without torchrun.
     write(tmp_path, "train.py", """\
@@ -733,6 +754,34 @@ def test_dataloader_workers_syncs_are_collected(tmp_path):
     workers = [line for line in done.stdout.splitlines() if line.startswith("train.py:10:")]
     assert len(workers) == 1 and "×8" in workers[0] and "in child processes" in workers[0], done.stdout
     assert "ended without a report" not in done.stdout
+
+
+def test_persistent_dataloader_workers_ended_at_exit_keep_their_syncs(tmp_path):
+    """Persistent workers are ended at the program's exit by multiprocessing's SIGTERM, which torch's own handler
+    answers with _exit(0): each was called "ended without a report (killed)" and its syncs were lost."""
+    write(tmp_path, "train.py", """\
+        import torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class Scaled(Dataset):
+            def __init__(self):
+                self.scale = torch.ones(1, device="cuda")
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                return torch.full((2,), float(i)) * self.scale.item()
+
+        loader = DataLoader(Scaled(), batch_size=2, num_workers=2, persistent_workers=True,
+                            multiprocessing_context="fork")
+        for batch in loader:
+            pass
+        print("epoch done")
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "ended without a report" not in done.stdout and "DataLoader worker" not in done.stderr, done.stdout
+    workers = [line for line in done.stdout.splitlines() if line.startswith("train.py:10:")]
+    assert len(workers) == 1 and "×8" in workers[0] and "in child processes" in workers[0], done.stdout
 
 
 def test_the_programs_threads_are_watched_and_joined_before_the_report(tmp_path):

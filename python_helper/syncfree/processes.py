@@ -43,6 +43,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -171,7 +172,16 @@ class ForkedChildren:
                 and getattr(process_self, "_target", None) is not None:
             process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
             watched = True
-        real_start(process_self)
+        if watched and method != "fork":
+            # A new interpreter imports the program's main module before it unpickles its target: its watch starts
+            # before that import (`_WatchBeforeMain`), so that top-level code (dev = "cuda" if
+            # torch.cuda.is_available() else "cpu") runs as it does on a GPU.
+            _hook_preparation_data()
+            _preparing.watch = _WatchBeforeMain(self._folder(), self.watch_settings)
+        try:
+            real_start(process_self)
+        finally:
+            _preparing.watch = None
         self._names[process_self.pid] = process_self.name
         if watched:
             self.forked.append(process_self.pid)  # its report is expected, as a fork's
@@ -435,6 +445,39 @@ class ForkedChildren:
                 signal.signal(signal.SIGTERM, self._terminated)
             except ValueError:  # not the main thread: the report is written at a normal end only
                 pass
+        self._keep_handler_in_dataloader_worker()
+
+    def _keep_handler_in_dataloader_worker(self) -> None:
+        """A DataLoader worker replaces the SIGTERM handler as it starts (torch/csrc/DataLoader.cpp,
+        ``_set_worker_signal_handlers``): a C handler that ends the worker with ``_exit(0)`` when the parent sends
+        the signal (multiprocessing terminates daemonic workers at the parent's exit, DataLoader's shutdown those
+        still alive), so such a worker ended without its report and was called killed. Here torch's handlers are
+        set, then SIGTERM comes back to `_worker_terminated`, which writes the report and ends as torch's would."""
+        handling = sys.modules.get("torch.utils.data._utils.signal_handling")
+        real = getattr(handling, "_set_worker_signal_handlers", None)
+        if real is None or getattr(real, "_syncfree_keeps_report", False):
+            return
+
+        def set_worker_signal_handlers(*args: Any, **kwargs: Any) -> Any:
+            result = real(*args, **kwargs)
+            try:
+                signal.signal(signal.SIGTERM, self._worker_terminated)
+            except ValueError:  # not the main thread (torch calls it from the worker's)
+                pass
+            return result
+
+        set_worker_signal_handlers._syncfree_keeps_report = True  # type: ignore[attr-defined]
+        handling._set_worker_signal_handlers = set_worker_signal_handlers  # this child's only: it forked already
+
+    def _worker_terminated(self, signum: int, frame: Any) -> None:
+        """A DataLoader worker's SIGTERM: its report, then torch's answer (DataLoader.cpp, handler_SIGTERM): from the
+        parent (which marked it terminating: `_hook_terminate`), exit 0, so that the parent's DataLoader does not
+        take it for a failed worker; from anyone else, the signal's default action."""
+        by_parent = self.folder is not None and os.path.exists(os.path.join(self.folder, f"{os.getpid()}.term"))
+        if by_parent:
+            self.finish_child(0)
+            _real_exit(0)
+        self._terminated(signum, frame)
 
     def _terminated(self, signum: int, frame: Any) -> None:
         if self._writing:
@@ -510,6 +553,13 @@ def _hook_terminate() -> None:
     def terminate(popen_self: Any) -> None:
         if popen_self.returncode is None and popen_self.pid in _terminable:
             _terminated_at.setdefault(popen_self.pid, time.monotonic())
+            folder = _terminable[popen_self.pid].folder
+            if folder is not None:  # the child's handler tells this SIGTERM from another's (_worker_terminated)
+                try:
+                    with open(os.path.join(folder, f"{popen_self.pid}.term"), "w", encoding="utf-8"):
+                        pass
+                except OSError:
+                    pass
         real_terminate(popen_self)
 
     _term_real.append((popen_fork.Popen, "terminate", real_terminate))
@@ -568,26 +618,13 @@ class SpawnedTarget:
         self.settings = dict(settings)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from .session import Watch, _running_recorder
-
-        settings = self.settings
-        watch = Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
-                      measure_blocked=settings.get("measure_blocked", True),
-                      max_frames=settings.get("max_frames", 4))
-        children = ForkedChildren(_running_recorder, watch_settings=settings)
-        try:
-            watch.__enter__()
-        except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
+        # Started before the main module's import (`_WatchBeforeMain`), else here.
+        started = _spawned_watch.pop(os.getpid(), None) or _start_spawned_watch(self.folder, self.settings)
+        if started is None:  # the program runs as it would; the parent notes the missing report
             return self.target(*args, **kwargs)
+        watch, children = started
         status: int | None = 0
         try:
-            children.parent = -1  # this process reports as a child does
-            children._enter_child()
-            children.start(self.folder)
-            # Started: from now on a missing report means syncs lost (a Pool worker terminated while it was still
-            # importing ran no code of the program, and is not named).
-            with open(os.path.join(self.folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
-                pass
             return self.target(*args, **kwargs)
         except SystemExit as exc:
             status = exc.code if isinstance(exc.code, int) else 1 if exc.code else 0
@@ -602,6 +639,90 @@ class SpawnedTarget:
                 children.parent = os.getpid()
                 children.stop()
                 watch.__exit__(None, None, None)
+
+
+def _start_spawned_watch(folder: str, settings: dict[str, Any]) -> tuple[Any, ForkedChildren] | None:
+    """In a child started as a new interpreter: its watch (the parent's mode and engine) and the follower of its
+    own forks, reporting into ``folder``; None when the watch cannot start."""
+    from .session import Watch, _running_recorder
+
+    watch = Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
+                  measure_blocked=settings.get("measure_blocked", True), max_frames=settings.get("max_frames", 4))
+    children = ForkedChildren(_running_recorder, watch_settings=settings)
+    try:
+        watch.__enter__()
+    except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
+        return None
+    children.parent = -1  # this process reports as a child does
+    children._enter_child()
+    children.start(folder)
+    # Started: from now on a missing report means syncs lost (a Pool worker terminated before it started ran no
+    # code of the program, and is not named).
+    with open(os.path.join(folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
+        pass
+    return watch, children
+
+
+# A spawned child's watch started before its main module's import (pid -> (watch, follower)), for its target.
+_spawned_watch: dict[int, tuple[Any, ForkedChildren]] = {}
+# The watch that the child being started now gets in its preparation data (per thread: threads may start processes
+# at once).
+_preparing = threading.local()
+_PREPARATION_KEY = "syncfree_watch"
+_real_preparation: list[Callable[[str], dict]] = []
+
+
+class _WatchBeforeMain:
+    """An entry of a spawned child's preparation data (``multiprocessing.spawn.get_preparation_data``), which the
+    child unpickles before ``prepare()`` imports the parent's main module (Lib/multiprocessing/spawn.py, ``_main``;
+    the forkserver's children alike): unpickling it puts `_watch_before_main` in front of that import. ``prepare()``
+    ignores a key it does not know."""
+
+    def __init__(self, folder: str, settings: dict[str, Any]) -> None:
+        self.folder, self.settings = folder, dict(settings)
+
+    def __reduce__(self) -> tuple:
+        return _watch_before_main, (self.folder, self.settings)
+
+
+def _watch_before_main(folder: str, settings: dict[str, Any]) -> None:
+    """In the child, as its preparation data is unpickled: its watch starts as ``prepare()`` imports the main module
+    (after ``sys.path`` and the working directory are the parent's), so that the module's top level runs watched."""
+    from multiprocessing import spawn
+
+    for name in ("_fixup_main_from_path", "_fixup_main_from_name"):
+        real = getattr(spawn, name, None)
+        if real is None:
+            continue
+
+        def fixup(main: str, real: Callable[[str], None] = real) -> None:
+            if os.getpid() not in _spawned_watch:
+                started = _start_spawned_watch(folder, settings)
+                if started is not None:
+                    _spawned_watch[os.getpid()] = started
+            real(main)
+
+        setattr(spawn, name, fixup)
+
+
+def _hook_preparation_data() -> None:
+    """``multiprocessing.spawn.get_preparation_data`` adds the `_WatchBeforeMain` of the child being started (once;
+    without one it is the original)."""
+    from multiprocessing import spawn
+
+    if _real_preparation:
+        return
+    real = spawn.get_preparation_data
+    _real_preparation.append(real)
+
+    def get_preparation_data(name: str) -> dict:
+        data = real(name)
+        watch = getattr(_preparing, "watch", None)
+        if watch is not None and isinstance(data, dict):
+            data[_PREPARATION_KEY] = watch
+        return data
+
+    spawn.get_preparation_data = get_preparation_data
 
 
 def called_by_the_program(frame: Any) -> bool:
