@@ -951,6 +951,30 @@ def test_watches_in_two_threads_count_their_own_from_the_first_use(tmp_path):
     assert done.stdout.strip() == "[(30, (30, [30])), (60, (60, [60]))] []", done.stdout + done.stderr
 
 
+def test_a_watch_closed_from_another_thread_leaves_its_thread_as_it_was():
+    """Predict mode's function mode is on the opening thread's stack, which another thread cannot pop: a watch
+    closed from another thread left it there, and every later watch of the opening thread counted each sync twice.
+    It now predicts nothing once its watch is closed, and the thread's next session takes it off."""
+    import threading
+
+    from torch.overrides import _get_current_function_mode_stack
+
+    before = list(_get_current_function_mode_stack())
+    w = syncfree.watch()
+    w.__enter__()
+    torch.ones(2, device="cuda").sum().item()
+    closer = threading.Thread(target=w.__exit__, args=(None, None, None))
+    closer.start()
+    closer.join(timeout=60)
+    assert w.report.syncs == 1, w.report.text()
+    assert not torch.cuda.is_available()  # the stand-ins are gone, for this thread too
+    assert torch.ones(2).sum().item() == 2.0
+    with syncfree.watch() as again:
+        torch.ones(2, device="cuda").sum().item()
+    assert again.report.syncs == 1, again.report.text()
+    assert list(_get_current_function_mode_stack()) == before
+
+
 def test_a_threads_own_watch_inside_a_process_wide_recorder(userlib):
     """A %%syncfree cell (or `syncfree run`) owns the process; a thread with a watch of its
     own counts its syncs there, and the cell says so."""

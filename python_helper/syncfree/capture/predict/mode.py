@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .registry import _call_tensors, _collect_tensors, _is_cuda_device, _tensors_in
@@ -89,11 +90,38 @@ _predict_mode_class: type | None = None
 
 def _new_predict_mode(session: PredictSession) -> Any:
     """A TorchFunctionMode for ``session`` (the class is built on first use: torch is
-    imported lazily)."""
+    imported lazily), made in the thread that pushes it: the modes of this thread's sessions
+    closed from another thread leave its stack first (`_orphan`)."""
     global _predict_mode_class
+    for orphan in _orphans.pop(threading.get_ident(), ()):
+        _ModeRemoval(orphan)()
     if _predict_mode_class is None:
         _predict_mode_class = _make_mode_class()
     return _predict_mode_class(session)
+
+
+# thread ident -> the modes of that thread's sessions closed from another thread, still on its function-mode stack
+_orphans: dict[int, list[Any]] = {}
+_orphan_classes: dict[type, type] = {}
+
+
+def _pass_through(self: Any, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+    return func(*args, **(kwargs or {}))
+
+
+def _orphan(mode: Any, thread: int) -> None:
+    """``mode``'s session was closed from another thread than the one whose function-mode stack holds it: torch's
+    stack is per thread and only that thread can take it off. Until it does (`_new_predict_mode`, at its next
+    session), the mode runs every call as it is: it predicts and counts nothing (a later session of that thread
+    pushes a mode of its own, which counted each sync a second time)."""
+    cls = type(mode)
+    orphaned = _orphan_classes.get(cls)
+    if orphaned is None:
+        orphaned = _orphan_classes[cls] = type("OrphanedPredictMode", (cls,), {
+            "__torch_function__": _pass_through, "__module__": __name__,
+            "__doc__": "A PredictMode whose session ended in another thread (mode.py, _orphan)."})
+    mode.__class__ = orphaned
+    _orphans.setdefault(thread, []).append(mode)
 
 
 _CUDA = object()  # marker: the call targets the virtual CUDA device
@@ -412,10 +440,16 @@ class _ModeRemoval:
     def __init__(self, mode: Any) -> None:
         self.mode = mode
         self.keep: list[Any] | None = None
+        self.thread = threading.get_ident()  # whose stack holds the mode (made where it is pushed)
 
     def __call__(self) -> None:
         import torch
 
+        if threading.get_ident() != self.thread:  # a session closed from another thread
+            if self.keep is None:
+                self.keep = []
+                _orphan(self.mode, self.thread)
+            return
         C = torch._C
         keep = self.keep
         if keep is None:
