@@ -208,9 +208,15 @@ def test_a_marked_test_over_cpu_tensors_only_is_not_judged(pytester):
         @pytest.mark.sync_free
         def test_no_tensor_work():
             assert sum(range(4)) == 6
+
+        def test_unmarked_module_level_device():
+            assert X.sum().item() == 4.0
     """)
-    result = run(pytester)
-    result.assert_outcomes(passed=2, failed=1)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["  2 tests could not be judged: no CUDA tensor was seen*",
+                                 "    test_device.py::test_module_level_device",
+                                 "    test_device.py::test_unmarked_module_level_device"])
     result.stdout.fnmatch_lines(["*_ test_module_level_device _*",
                                  "syncfree: could not judge the block: no CUDA tensor was seen*",
                                  "FAILED test_device.py::test_module_level_device - syncfree: could not judge*"])

@@ -357,7 +357,7 @@ def _summary_entry(report) -> dict:
 
     sites = [entry(site, False) for site in report.sites] + [entry(site, True) for site in report.allowed]
     return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
-            "sites": sites}
+            "sites": sites, "judged": getattr(report, "judged", True)}
 
 
 _STANDINS_SECTION = (
@@ -519,6 +519,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             write(_row_text(site, nodeid, f"  [allowed: {site.get('allowed_by') or '# syncfree: allow'}]"))
         if len(allowed_rows) > _SHOWN_ALLOWED:
             write(f"  ... and {len(allowed_rows) - _SHOWN_ALLOWED} more allowed sites")
+    unjudged = sorted(nodeid for nodeid, e in entries if not e.get("judged", True))
+    if unjudged:  # WatchReport.judged: their 0 syncs say nothing of a GPU
+        tests = f"{len(unjudged)} test{'s' if len(unjudged) != 1 else ''}"
+        write(f"  {tests} could not be judged: no CUDA tensor was seen, their torch calls ran on CPU tensors only "
+              "(a device chosen before the stand-ins, at import?):")
+        for nodeid in unjudged[:_SHOWN_FAILED]:
+            write(f"    {nodeid}")
+        if len(unjudged) > _SHOWN_FAILED:
+            write(f"    ... and {len(unjudged) - _SHOWN_FAILED} more")
     failed = sorted(state.failed_on_standins)
     if failed:
         tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"
