@@ -175,7 +175,7 @@ def session_state():
         state["autograd"] = (torch.autograd._engine_run_backward,
                              torch.autograd.graph._engine_run_backward,
                              vars(torch.autograd.Function)["apply"],
-                             vars(torch.autograd.function.BackwardCFunction)["_get_user_fn"])
+                             vars(torch.autograd.function.BackwardCFunction)["apply"])
         state["generator"] = torch.Generator
         state["mode_stack"] = torch._C._len_torch_function_stack()
         state["cuda_available"] = torch.cuda.is_available()
@@ -967,6 +967,65 @@ def _assert_a_gpu_counts(preamble_source: str, source: str, kinds: list) -> None
         assert observed >= 1
     else:
         assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
+
+
+#: A custom Function shaped as a Gaussian-process library's log-determinant (linear_operator's InvQuadLogdet):
+#: 0-dim outputs, a non-tensor argument, tensors saved and kept on ctx, a backward that reshapes its gradients in
+#: place and multiplies them with saved tensors, needs_input_grad and None gradients.
+LOGDET_PREAMBLE = """\
+import torch
+class LogdetLike(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, representation, a, b):
+        ctx.representation = representation
+        solves = a.exp()
+        ctx.norms = a.norm(dim=-1, keepdim=True)
+        ctx.save_for_backward(a, solves)
+        return (solves * b).sum(), solves.sum()
+    @staticmethod
+    def backward(ctx, quad_grad, logdet_grad):
+        a, solves = ctx.saved_tensors
+        logdet_grad = logdet_grad.unsqueeze(-1)
+        logdet_grad.unsqueeze_(-1)
+        left = solves.mul(ctx.norms).mul_(logdet_grad)
+        if ctx.norms.max() > 0:
+            pass
+        a_grad = left * quad_grad * a.sigmoid() if ctx.needs_input_grad[1] else None
+        b_grad = solves * quad_grad.unsqueeze(-1) if ctx.needs_input_grad[2] else None
+        return None, a_grad, b_grad
+a = torch.randn(3, 4, device='cuda', requires_grad=True)
+b = torch.randn(3, 4, device='cuda', requires_grad=True)
+"""
+
+LOGDET_RULES = [
+    ("q, l = LogdetLike.apply('K', a, b)\n(q + l).backward()\nassert a.grad.is_cuda and b.grad.is_cuda",
+     ["python_bool"]),
+    ("q, l = LogdetLike.apply('K', a, b.detach())\nl.backward()\nassert a.grad.is_cuda", ["python_bool"]),
+    ("q, l = LogdetLike.apply('K', a, b)\n(g,) = torch.autograd.grad(q + l, a, create_graph=True)\n"
+     "g.sum().backward()\nassert g.is_cuda and a.grad.is_cuda", ["python_bool"]),
+]
+
+
+def _backward_apply_of_torch_2_11(self, *args):
+    """BackwardCFunction.apply as torch 2.11 has it (torch/autograd/function.py): no _get_user_fn."""
+    backward_fn = self._forward_cls.backward
+    vjp_fn = self._forward_cls.vjp
+    user_fn = vjp_fn if vjp_fn is not torch.autograd.Function.vjp else backward_fn
+    return user_fn(self, *args)
+
+
+@pytest.mark.parametrize("nodes", ["this torch", "torch 2.11"])
+@pytest.mark.parametrize("source, kinds", LOGDET_RULES)
+def test_a_custom_functions_backward_gets_virtual_gradients(monkeypatch, nodes, source, kinds):
+    """On torch 2.11 a Gaussian-process library's training loop failed with "Expected all tensors to be on the same
+    device ... cuda:0 and cpu" in mode.py: its custom Function's backward got plain CPU gradients (only
+    BackwardCFunction._get_user_fn, which torch 2.11 does not have, marked them)."""
+    node_class = torch.autograd.function.BackwardCFunction
+    if nodes == "torch 2.11":
+        monkeypatch.delattr(node_class, "_get_user_fn", raising=False)
+        monkeypatch.setattr(node_class, "apply", _backward_apply_of_torch_2_11)
+        monkeypatch.delattr(node_class, "apply_boxed", raising=False)
+    assert _predicted_kinds(LOGDET_PREAMBLE, source) == kinds
 
 
 #: TorchScript: the interpreter runs its graph in C++, where no mode sees an op; scripted

@@ -17,8 +17,8 @@ Two things kept them out:
   plain CPU tensor. On a GPU it is on the device of the tensor it is the gradient of, so a
   hook registered on a virtual tensor (``Tensor.register_hook``, handlers.py) and the
   ``backward`` of a Function whose outputs are virtual (the forward's ``Function.apply``
-  marks its node; ``BackwardCFunction._get_user_fn`` marks the gradients it is called
-  with) get virtual gradients. Module full backward hooks go through such a Function
+  marks its node; ``BackwardCFunction.apply`` marks the gradients it is called with) get
+  virtual gradients. Module full backward hooks go through such a Function
   (torch/utils/hooks.py, ``BackwardHookFunction``), so their gradients are virtual too.
 """
 
@@ -55,10 +55,16 @@ def install(session: PredictSession, patch: Any) -> None:
     real_apply = vars(base).get("apply")
     if isinstance(real_apply, classmethod):
         patch(base, "apply", classmethod(_function_apply(session, real_apply.__func__)))
+    # The engine calls a custom Function's node through ``apply`` (and, torch >= 2.13, ``apply_boxed`` for a
+    # Function with boxed_grads_call), looked up on the node at each call (torch/csrc/autograd/python_function.cpp,
+    # PyNode::apply). In torch versions whose ``apply`` calls the user's backward itself (2.11 among them: no
+    # ``_get_user_fn``), patching ``_get_user_fn`` alone left the gradients plain CPU tensors, and ``grad * saved``
+    # in a backward failed the same-device check ("cuda:0 and cpu", a Gaussian-process library on torch 2.11).
     backward_class = function.BackwardCFunction
-    real_user_fn = vars(backward_class).get("_get_user_fn")
-    if real_user_fn is not None:
-        patch(backward_class, "_get_user_fn", _get_user_fn(session, real_user_fn))
+    for name in ("apply", "apply_boxed"):
+        real_node_apply = vars(backward_class).get(name)
+        if real_node_apply is not None:
+            patch(backward_class, name, _node_apply(session, real_node_apply))
 
 
 def _under_the_mode(real: Any) -> Any:
@@ -136,22 +142,18 @@ def _function_apply(session: PredictSession, real: Any) -> Any:
     return apply
 
 
-def _get_user_fn(session: PredictSession, real: Any) -> Any:
+def _node_apply(session: PredictSession, real: Any) -> Any:
+    """A custom Function's node method ``real`` (``apply``/``apply_boxed``), its gradients marked virtual first
+    when the Function's outputs were (`_function_apply` flagged the node)."""
+
     @functools.wraps(real)
-    def get_user_fn(ctx: Any) -> Any:
-        user_fn = real(ctx)
+    def apply(ctx: Any, *grads: Any) -> Any:
         registry = session.registry
-        if registry is None or not getattr(ctx, registry._flag, False):
-            return user_fn
-
-        @functools.wraps(user_fn)
-        def on_virtual_gradients(ctx: Any, *grads: Any) -> Any:
+        if registry is not None and getattr(ctx, registry._flag, False):
             mark_gradients(session, grads)
-            return user_fn(ctx, *grads)
+        return real(ctx, *grads)
 
-        return on_virtual_gradients
-
-    return get_user_fn
+    return apply
 
 
 def hook_on_virtual_gradient(session: PredictSession, hook: Any) -> Any:
