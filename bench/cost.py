@@ -184,8 +184,23 @@ def main(argv: list[str] | None = None) -> int:
                 print("  trace:", trace_stats)
             if recorder.costs is None:
                 raise SystemExit(f"cost not measured: {recorder.cost_note}; notes: {fields['notes']}")
-            runs.append({"sites": fields["sites"], "cost": fields["cost"]})
+            # The same trace read without taking the recorder's own time out (its effect on the cost).
+            from syncfree.cost import compute_costs
+
+            acts, syncs, copies, blocking = recorder.trace_inputs
+            alt = compute_costs(acts, syncs, copies, barriers=blocking, observer=False)
+            lines = {id(s): s.line for s in recorder.sites}
+            runs.append({"sites": fields["sites"], "cost": fields["cost"],
+                         "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()]})
         return runs
+
+    def traced(ns: dict, filename: str, code) -> dict:
+        """The GPU's busy and idle time of one run of a variant (the rewrite: no sync to cost)."""
+        recorder = new_recorder(engine, files={filename: 0}, findings={filename: []}, measure_cost=True)
+        torch.cuda.synchronize()
+        with recorder:
+            exec(code, {**ns, "losses": [], "metrics": []})
+        return recorder.report_fields()["cost"]
 
     only = [s for s in args.only.split(",") if s]
     rows, variants, bases = [], {}, {}
@@ -198,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
         variants[name] = (runner(ns, code_with), name)
         bases[name] = runner(ns, code_without)
         rows.append({"name": name, "size": size, "what": what, "filename": filename, "ns": ns,
-                     "code": code_with})
+                     "code": code_with, "code_without": code_without})
     three = not only or any(o in "three syncs" for o in only)
     if three:
         ns3 = namespace("big")
@@ -213,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         run()
     trace_stats: dict = {}
     costs = {row["name"]: costed(row["ns"], row["filename"], row["code"]) for row in rows}
+    rewrites = {row["name"]: traced(row["ns"], row["filename"] + "-rewrite", row["code_without"]) for row in rows}
     if three:
         costs["three"] = costed(ns3, filename3, code3)
     pairs, rounds = measure(variants, bases, timer, seconds=args.seconds, rng=random.Random(args.seed),
@@ -224,6 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             sites = [s for s in run["sites"] if line is None or s["line"] == line]
             values.append(sum(s["cost_ms"] or 0.0 for s in sites) / steps)
         return statistics.median(values)
+
+    def raw_cost(runs: list[dict], steps: int, line: int | None = None) -> float:
+        return statistics.median(sum(s["cost_ms"] for s in run["raw"] if line is None or s["line"] == line) / steps
+                                 for run in runs)
 
     def blocked(runs: list[dict], steps: int, line: int | None = None) -> float:
         sites = [s for s in runs[0]["sites"] if line is None or s["line"] == line]
@@ -275,10 +295,26 @@ def main(argv: list[str] | None = None) -> int:
         three_result = {"order_saving": order_saving, "order_cost": order_cost}
     print(f"  figures: {'met' if not missed else 'MISSED: ' + '; '.join(missed)} (each loop within +-25% or "
           "+-0.05 ms/step of the measured saving; ms per step)")
+    gpu_rows: list[dict] = []
+    print("  GPU time per step, from the traces (with the sync / its rewrite): busy, idle; the cost without "
+          "taking the recorder's time out")
+    for r in rows:
+        steps = steps_of[r["size"]]
+        w, wo = costs[r["name"]][0]["cost"], rewrites[r["name"]]
+        print(f"    {r['name']:58s} busy {w['gpu_busy_ms'] / steps:7.3f} / {wo['gpu_busy_ms'] / steps:7.3f}  idle "
+              f"{w['gpu_idle_ms'] / steps:7.3f} / {wo['gpu_idle_ms'] / steps:7.3f}  raw cost "
+              f"{raw_cost(costs[r['name']], steps):7.3f}")
+        gpu_rows.append({"loop": r["name"], "busy_with": w["gpu_busy_ms"] / steps, "busy_without": wo["gpu_busy_ms"] / steps,
+                         "idle_with": w["gpu_idle_ms"] / steps, "idle_without": wo["gpu_idle_ms"] / steps,
+                         "raw_cost": raw_cost(costs[r["name"]], steps)})
+    if three:
+        for site in THREE:
+            print(f"    three: {site} raw cost {raw_cost(costs['three'], steps_of['big'], THREE_LINES[site]):7.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                                "rows": out_rows, "missed": missed,
-                                               "three": three_result, "trace": trace_stats}, indent=1))
+                                               "three": three_result, "trace": trace_stats,
+                                               "gpu": gpu_rows}, indent=1))
     return 1 if missed else 0
 
 

@@ -26,7 +26,7 @@ def _gpu_bound(steps: int, sync_after: int | None, kernels: int = 6, dur: float 
             if sync_after is not None and k == sync_after:
                 wait_start, wait_end = cpu, max(cpu, gpu_free) + 8.0
                 waits.append((wait_start, wait_end))
-                syncs.append(Sync("item", wait_end + 20.0))  # the hook runs a little later
+                syncs.append(Sync("item", wait_end + 2.0, hook=20.0))  # the recorder's hook: 20 us of the restart
                 cpu = wait_end + restart
     return acts, waits, syncs
 
@@ -36,8 +36,10 @@ def test_gpu_bound_sync_costs_the_gap_after_it():
     costs = compute_costs(acts, syncs, waits)
     site = costs.sites["item"]
     assert site.syncs == 4
-    # Each of the 3 syncs followed by work loses 8 us (wait end) + 300 us (restart) + 5 us (launch latency).
-    assert abs(site.cost_us - 3 * 313.0) < 1.0
+    # Each of the 3 syncs followed by work loses 8 us (wait end) + 300 us (restart) + 5 us (launch latency),
+    # less the 20 us the recorder's hook took after it (not the program's time).
+    assert abs(site.cost_us - 3 * 293.0) < 1.0
+    assert abs(compute_costs(acts, syncs, waits, observer=False).sites["item"].cost_us - 3 * 313.0) < 1.0
     assert abs(costs.idle_us - 3 * 313.0) < 1.0
     assert abs(costs.busy_us - 24 * 2000.0) < 1e-6
 
@@ -107,3 +109,22 @@ def test_gaps_before_the_first_sync_and_without_launch_times_are_nobodys():
 def test_no_gpu_activity_gives_no_span_and_no_share():
     costs = compute_costs([], [Sync("s", 1.0)])
     assert costs.span_us == 0.0 and costs.share("s") is None and costs.sites["s"].syncs == 1
+
+
+def test_a_side_stream_sync_costs_only_what_the_main_stream_then_idles():
+    # Stream 1 (main) is 2 ms ahead of the host; a side-stream (2) sync waits for a short side
+    # kernel only: the main stream never runs dry, so the sync costs nothing.
+    acts, waits, syncs = [], [], []
+    cpu, main_free = 0.0, 0.0
+    for _ in range(5):
+        start = max(cpu + 5.0, main_free)
+        acts.append(Activity(start, start + 2000.0, cpu, stream=1))
+        main_free = start + 2000.0
+        cpu += 10.0
+        acts.append(Activity(cpu + 5.0, cpu + 55.0, cpu, stream=2))
+        waits.append((cpu + 1.0, cpu + 60.0))
+        syncs.append(Sync("side", cpu + 61.0))
+        cpu += 100.0
+    costs = compute_costs(acts, syncs, barriers=waits)
+    assert costs.sites["side"].syncs == 5 and costs.sites["side"].cost_us == 0.0
+    assert costs.idle_us == 0.0

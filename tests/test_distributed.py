@@ -284,7 +284,7 @@ def test_a_line_once_on_one_rank_and_recurring_on_another_recurs():
     (line,) = merged.sites
     # The once rank's whole time is paid once, as the recurring rank's first call is.
     assert (line.phase, line.first_ms, line.firsts) == (None, 100.0, 2)
-    assert line.rank_key() == (False, -10.0, -4)
+    assert line.rank_key() == (False, True, 0.0, -10.0, -4)
 
 
 def test_rank_reports_without_first_calls_or_phases_rank_by_blocked_time():

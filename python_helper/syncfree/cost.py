@@ -53,6 +53,7 @@ class Activity:
     start: float
     end: float
     launch: float | None = None
+    stream: int = 0  # activities of one stream run in order; streams run side by side
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Sync:
 
     site: Hashable
     end: float
+    hook: float = 0.0  # us the recorder's hook took after it (not the program's time)
 
 
 @dataclass
@@ -96,13 +98,14 @@ class Costs:
 
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                   waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
-                  barriers: Iterable[tuple[float, float]] = ()) -> Costs:
+                  barriers: Iterable[tuple[float, float]] = (), observer: bool = True) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
     ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
     end within ``snap_us`` before a sync's recorded return (and after the previous sync's) are
     that sync's. ``barriers``: calls that block whether or not a recorded sync made them
     (``cudaStreamSynchronize``...): kept as waits in every replay unless they are a site's.
+    ``observer``: take the recorder's own time after each sync (`Sync.hook`) out of the host's time.
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs()
@@ -134,55 +137,86 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     owner: dict[int, Hashable] = {}
     previous = float("-inf")
     slack = 20.0  # us: the clocks' sampled offset
+    # The recorder's own time after each sync (the warning and the hook run before the program goes
+    # on): not the program's, taken out of the host's time in every replay.
+    observed: list[tuple[float, float]] = []
     for s in sync_list:
         low = max(s.end - snap_us, previous) + slack
         i = bisect.bisect_right(wait_ends, low)
         j = bisect.bisect_right(wait_ends, s.end + slack)
         for k in range(i, j):
             owner.setdefault(k, s.site)
+        if observer and s.hook > 0:
+            observed.append((s.end, min(s.hook, snap_us)))
         previous = s.end
     barrier_set = {(float(s), float(e)) for s, e in barriers}
     kept = [k for k in range(len(wait_list)) if k in owner or wait_list[k] in barrier_set]
 
-    # Launch latency: what a kernel launched onto an idle GPU took to start (its own when it
-    # did, else the median of those).
+    # Launch latency: what an activity launched onto an idle stream took to start (its own when
+    # it was, else the median of those).
     starved: list[float] = []
     latency: list[float | None] = []
-    gpu_free = float("-inf")
+    free: dict = {}
     for a in acts:
         lat = None
-        if a.launch is not None and a.start >= gpu_free and a.start >= a.launch:
+        if a.launch is not None and a.launch >= free.get(a.stream, float("-inf")) and a.start >= a.launch:
             lat = a.start - a.launch
             starved.append(lat)
         latency.append(lat)
-        gpu_free = max(gpu_free, a.end)
+        free[a.stream] = max(free.get(a.stream, float("-inf")), a.end)
     typical = sorted(starved)[len(starved) // 2] if starved else 5.0
-    # The host's events in its order: launches (0) and blocking calls (1), by host time.
+    # What each kept blocking call waited for: the activity launched before it that ended last
+    # before it returned (on whichever stream).
+    by_end = sorted(range(len(acts)), key=lambda k: acts[k].end)
+    ends = [acts[k].end for k in by_end]
+    waited_for: dict[int, int] = {}
+    for w in kept:
+        ws, we = wait_list[w]
+        pos = bisect.bisect_right(ends, we + slack) - 1
+        for _ in range(256):
+            if pos < 0:
+                break
+            k = by_end[pos]
+            launch = acts[k].launch if acts[k].launch is not None else acts[k].start
+            if launch <= ws:
+                waited_for[w] = k
+                break
+            pos -= 1
+    # The host's events in its order: launches (0), blocking calls (1), the recorder's time (2).
     events = []
-    for a, lat in zip(acts, latency):
+    for k, (a, lat) in enumerate(zip(acts, latency)):
         launch = a.launch if a.launch is not None else a.start - typical
-        events.append((launch, 0, a.start, a.end, typical if lat is None else lat))
-    for k in kept:
-        ws, we = wait_list[k]
-        events.append((ws, 1, we, k, 0.0))
+        events.append((launch, 0, k, typical if lat is None else lat))
+    for w in kept:
+        events.append((wait_list[w][0], 1, w, 0.0))
+    for when, took in observed:
+        events.append((when, 2, took, 0.0))
     events.sort(key=lambda e: (e[0], e[1]))
 
     def replay(removed: Hashable | None) -> float:
         delta = 0.0  # replayed host time less the trace's
-        gpu = float("-inf")
-        sim_max = real_max = float("-inf")
-        for when, kind, x, y, lat in events:
+        free: dict = {}
+        sim_end = [0.0] * len(acts)
+        last = float("-inf")
+        for when, kind, x, lat in events:
             if kind == 0:  # a launch
-                start = max(when + delta + lat, gpu)
-                gpu = start + (y - x)
-                sim_max, real_max = max(sim_max, gpu), max(real_max, y)
-            elif removed is not None and owner.get(y) == removed:
-                delta += when - x  # the wait takes no time
-            else:  # it waits for the work launched before it, as replayed
-                drift = sim_max - real_max if real_max > float("-inf") else 0.0
-                end = max(when + delta, x + drift)
-                delta = end - x
-        return gpu
+                a = acts[x]
+                start = max(when + delta + lat, free.get(a.stream, float("-inf")))
+                end = sim_end[x] = start + (a.end - a.start)
+                free[a.stream] = end
+                last = max(last, end)
+            elif kind == 2:
+                delta -= x
+            elif removed is not None and owner.get(x) == removed:
+                ws, we = wait_list[x]
+                delta -= we - ws  # the wait takes no time
+            else:  # it waits for what it waited for, as replayed
+                ws, we = wait_list[x]
+                k = waited_for.get(x)
+                drift = sim_end[k] - acts[k].end if k is not None else 0.0
+                end = max(ws + delta, we + drift)
+                delta = end - we
+        return last
 
     base = replay(None)
     for site in costs.sites:

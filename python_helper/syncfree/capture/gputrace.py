@@ -58,6 +58,7 @@ class GpuTrace:
         self.reason: str | None = None
         self.running = False
         self.stats: dict = {}  # what the trace held (bench/cost.py prints it)
+        self.inputs: tuple = ()
 
     def start(self) -> str | None:
         """Start the trace; None when started, else why not (a line for the report's notes)."""
@@ -82,9 +83,10 @@ class GpuTrace:
         self._offsets = _offsets()
         return None
 
-    def stop(self, syncs: Iterable[tuple[Hashable, float]]) -> Costs | None:
+    def stop(self, syncs: Iterable[tuple[Hashable, float, float]]) -> Costs | None:
         """Stop the trace and work out the costs of ``syncs``: (site, perf_counter() at the
-        sync's return). None when nothing was traced (``reason`` says why)."""
+        sync's return as the recorder's hook saw it, perf_counter() when the hook was done).
+        None when nothing was traced (``reason`` says why)."""
         if not self.running:
             return None
         self.running = False
@@ -113,7 +115,7 @@ class GpuTrace:
             self.reason = f"cost not measured: the GPU trace could not be read ({type(exc).__name__}: {exc})"[:500]
             return None
 
-    def _costs(self, events, syncs: list[tuple[Hashable, float]], end_offsets) -> Costs | None:
+    def _costs(self, events, syncs: list[tuple[Hashable, float, float]], end_offsets) -> Costs | None:
         gpu, launches, waits, barriers = [], {}, [], []
         kinds: dict[str, int] = {}
         wait_names: dict[str, int] = {}
@@ -122,7 +124,7 @@ class GpuTrace:
             kinds[str(kind)] = kinds.get(str(kind), 0) + 1
             start, end = event.start_ns(), event.end_ns()
             if kind in _GPU_KINDS or (kind is None and str(event.device_type()).endswith("CUDA")):
-                gpu.append((start, end, event.correlation_id(), event.linked_correlation_id()))
+                gpu.append((start, end, event.correlation_id(), event.linked_correlation_id(), _stream(event)))
             elif kind in ("cuda_runtime", "cuda_driver", None):
                 name = event.name()
                 launches[event.correlation_id()] = start
@@ -135,25 +137,36 @@ class GpuTrace:
             self.reason = "cost not measured: the trace recorded no GPU activity"
             return None
         # Which clock: the one that puts the GPU's first activity inside the watched span.
-        first = min(s for s, *_ in gpu)
+        first = min(g[0] for g in gpu)
         realtime = (self._offsets[0] + end_offsets[0]) / 2
         monotonic = (self._offsets[1] + end_offsets[1]) / 2
         now_perf = time.perf_counter_ns()
         offset = min((realtime, monotonic), key=lambda o: abs(first - (now_perf + o)))
         activities = []
         matched = 0
-        for start, end, corr, linked in gpu:
+        for start, end, corr, linked, stream in gpu:
             launch = launches.get(corr)
             if launch is None and linked:
                 launch = launches.get(linked)
             matched += launch is not None
-            activities.append(Activity(start / 1000.0, end / 1000.0, None if launch is None else launch / 1000.0))
-        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0) for site, t in syncs]
+            activities.append(Activity(start / 1000.0, end / 1000.0, None if launch is None else launch / 1000.0,
+                                       stream))
+        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0, max(left - t, 0.0) * 1e6) for site, t, left in syncs]
         self.stats = {"kinds": kinds, "gpu": len(gpu), "launch_known": matched, "waits": wait_names,
-                      "clock": "realtime" if offset == realtime else "monotonic", "syncs": len(sync_list),
+                      "clock": "realtime" if offset == realtime else "monotonic",
+                      "streams": len({g[4] for g in gpu}), "syncs": len(sync_list),
                       "first_sync_after_gpu_start_us": round(sync_list[0].end - first / 1000.0, 1) if sync_list else None}
-        return compute_costs(activities, sync_list, [(s / 1000.0, e / 1000.0) for s, e in waits],
-                             barriers=[(s / 1000.0, e / 1000.0) for s, e in barriers])
+        copies = [(s / 1000.0, e / 1000.0) for s, e in waits]
+        blocking = [(s / 1000.0, e / 1000.0) for s, e in barriers]
+        self.inputs = (activities, sync_list, copies, blocking)  # for bench/cost.py's other readings
+        return compute_costs(activities, sync_list, copies, barriers=blocking)
+
+
+def _stream(event) -> int:
+    try:
+        return int(event.device_resource_id())
+    except Exception:
+        return 0
 
 
 def _activity_type(event) -> str | None:

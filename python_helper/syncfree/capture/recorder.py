@@ -96,13 +96,15 @@ class SyncRecorder:
         self.stop_at_first = stop_at_first and mode == "predict"
         self.measure_blocked = measure_blocked
         self.measure_cost = measure_cost
-        # (tally, perf_counter() at its return) per sync while a cost trace runs, else None;
+        # (tally, perf_counter() at its return as the hook saw it, and when the hook was done) per sync
+        # while a cost trace runs, else None;
         # after the run `costs` (syncfree.cost.Costs) or None and `cost_note`, why none.
         self._cost_log: list | None = None
         self._trace = None
         self.costs = None
         self.cost_note: str | None = None
         self.trace_stats: dict = {}
+        self.trace_inputs: tuple = ()  # (activities, syncs, copies, blocking calls): bench/cost.py
         self.max_frames = max_frames
         # UserFiles (scripts, tests, watch()) decides membership itself; a cell's mapping is copied.
         self._cell_files = cell_files if isinstance(cell_files, UserFiles) else dict(cell_files)
@@ -262,12 +264,13 @@ class SyncRecorder:
             return
         self._trace = self._cost_log = None
         log = log or []
-        costs = self.costs = trace.stop([(id(tally), when) for tally, when in log])
+        costs = self.costs = trace.stop([(id(tally), when, left) for tally, when, left in log])
         self.trace_stats = trace.stats
+        self.trace_inputs = trace.inputs
         if costs is None:
             self.cost_note = trace.reason
             return
-        for tally in {id(t): t for t, _ in log}.values():
+        for tally in {id(t): t for t, _, _ in log}.values():
             measured = costs.sites.get(id(tally))
             if isinstance(tally, SyncSite) and measured is not None:
                 tally.cost_s = measured.cost_us / 1e6
@@ -342,7 +345,8 @@ class SyncRecorder:
             tally.measured += 1
         log = self._cost_log
         if log is not None:
-            log.append((tally, perf_counter()))
+            now = perf_counter()
+            log.append((tally, now, now))
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
@@ -436,6 +440,7 @@ class SyncRecorder:
         # one dict lookup, with the walk inlined for the common case of a sync on a
         # top-level line of the cell (bench/overhead.py measures it).
         __tracebackhide__ = True
+        entered = perf_counter() if self._cost_log is not None else 0.0  # the hook's own time, out of the cost
         ident = _get_ident()
         clock = self._clock
         if clock is None:
@@ -469,7 +474,7 @@ class SyncRecorder:
                 tally.measured += 1
             log = self._cost_log
             if log is not None:
-                log.append((tally, perf_counter()))
+                log.append((tally, entered, perf_counter()))
             stop = self._stops_at_sync
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
@@ -513,7 +518,8 @@ class SyncRecorder:
             tally.measured += 1
         log = self._cost_log
         if log is not None:
-            log.append((tally, perf_counter()))
+            now = perf_counter()
+            log.append((tally, now, now))
         return tally
 
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict,
