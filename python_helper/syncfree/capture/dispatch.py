@@ -226,13 +226,17 @@ def anchor(recorder: Any, frame: Any) -> list[Any]:
 
 
 def unanchor(entry: list[Any] | None = None, recorder: Any = None) -> None:
-    """Take away ``entry``, or every anchor of ``recorder``, whichever thread it is on (idempotent)."""
+    """Take away ``entry``, or every anchor of ``recorder``, whichever thread it is on (idempotent). A thread's
+    list is replaced, never changed in place here: the thread may be reading it (a watch closed from another
+    thread); only the thread itself appends to its own."""
     with _lock:
         for ident, entries in list(_anchors.items()):
-            for i in range(len(entries) - 1, -1, -1):
-                if entries[i] is entry or (recorder is not None and entries[i][0] is recorder):
-                    del entries[i]
-            if not entries:
+            kept = [e for e in entries if e is not entry and (recorder is None or e[0] is not recorder)]
+            if len(kept) == len(entries):
+                continue
+            if kept:
+                _anchors[ident] = kept
+            else:
                 del _anchors[ident]
 
 
