@@ -447,6 +447,17 @@ def test_a_block_over_cpu_tensors_only_is_not_judged_without_cuda():
     assert not isinstance(over.value, syncfree.NotJudged)
 
 
+def test_predict_mode_asked_for_on_a_gpu_machine_judges_its_blocks(monkeypatch):
+    # There the program's tensors are real CUDA ones, which are no stand-ins: they are not "CPU tensors only".
+    import syncfree.session
+
+    monkeypatch.setattr(syncfree.session, "cuda_available", lambda: True)
+    x = torch.ones(4)  # standing in for a real CUDA tensor
+    with syncfree.sync_free(mode="predict") as block:
+        (x * 2).sum()
+    assert block.report.judged
+
+
 def test_a_method_the_program_wraps_after_the_first_watch_is_still_predicted():
     """Predict mode's handler table was keyed on the methods as the first watch of the process found them: a
     wrapper the program put over ``Tensor.item`` (or ``__repr__``, ``unique``) afterwards is what torch passes

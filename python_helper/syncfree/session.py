@@ -597,7 +597,9 @@ class Watch:
             self._children_before = running_children()  # named in the report: they work for it unwatched
             self._recorder = recorder  # before it is entered: _abandon ends it
             recorder.__enter__()
-            self._activity_before = _predict_activity() if recorder.mode == "predict" else None
+            # Without CUDA only (predict mode asked for on a GPU machine runs on real CUDA tensors, not stand-ins).
+            self._activity_before = _predict_activity() if recorder.mode == "predict" and not cuda_available() \
+                else None
         self._running = True
         _unended.watch_began(self)
         self._started = perf_counter()
