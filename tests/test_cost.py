@@ -128,3 +128,55 @@ def test_a_side_stream_sync_costs_only_what_the_main_stream_then_idles():
     costs = compute_costs(acts, syncs, barriers=waits)
     assert costs.sites["side"].syncs == 5 and costs.sites["side"].cost_us == 0.0
     assert costs.idle_us == 0.0
+
+
+# ---------------------------------------------------------------- the reports, without a GPU
+
+
+def test_a_predicted_report_says_there_is_no_cost_in_one_line(userlib):
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    import syncfree
+    from syncfree.cost import NO_GPU_NO_COST
+
+    with syncfree.watch(cost=True) as w:
+        userlib.read(torch.ones(2, device="cuda"))
+    report = w.report
+    assert report.predicted and report.cost_ms is None
+    assert report.notes.count(NO_GPU_NO_COST) == 1
+    (site,) = report.sites
+    assert site.cost_ms is None and site.to_report()["cost_ms"] is None
+    assert "ms of GPU time" not in report.site_line(site)  # never an invented number
+    totals = report.to_dict()["totals"]
+    assert (totals["cost_ms"], totals["gpu_busy_ms"], totals["gpu_idle_ms"]) == (None, None, None)
+
+
+def test_a_budget_in_gpu_time_is_not_checked_without_a_gpu_and_says_so(userlib):
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    import syncfree
+
+    with syncfree.sync_free(budget=None, budget_ms=0.5) as w:  # predicted: no cost, no verdict on it
+        userlib.read(torch.ones(2, device="cuda"))
+    assert any("budget of 0.5 ms of GPU time was not checked" in n for n in w.report.notes), w.report.notes
+    with pytest.raises(ValueError, match="budget_ms"):
+        syncfree.sync_free(budget_ms=-1)
+
+
+def test_a_budget_in_gpu_time_fails_a_block_whose_syncs_lost_more():
+    import pytest
+
+    from syncfree.capture.sites import SyncSite
+    from syncfree.session import SyncError, WatchReport, check_cost_budget
+
+    site = SyncSite((3,), "item", "SF101", (), None, False, files=("train.py",))
+    site.count, site.cost_s, site.cost_share = 10, 0.0042, 0.02
+    report = WatchReport("warn", {"kind": "cuda", "name": "H200", "torch": "2.11"}, [site], [], 10, 50.0, [],
+                         cost={"cost_ms": 4.2, "gpu_busy_ms": 200.0, "gpu_idle_ms": 10.0})
+    check_cost_budget(report, 5.0)  # within
+    with pytest.raises(SyncError, match=r"losing 4\.20 ms of GPU time, budget 4 ms") as raised:
+        check_cost_budget(report, 4.0)
+    assert "cost 4.20 ms of GPU time (0.420 ms each, 2.0%)" in str(raised.value)
+    assert "cost 4.20 ms of GPU time (GPU busy 200.0 ms, idle 10.0 ms)" in report.summary()

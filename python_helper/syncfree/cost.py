@@ -37,7 +37,12 @@ import bisect
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Activity", "Costs", "SiteCost", "Sync", "compute_costs", "SNAP_US"]
+__all__ = ["COST_NOT_ASKED", "NO_GPU_NO_COST", "Activity", "Costs", "SiteCost", "Sync", "compute_costs", "SNAP_US"]
+
+# The reports' one line where there is no cost: nothing is measured or guessed without a GPU trace.
+NO_GPU_NO_COST = "no GPU, no cost: what a sync costs (GPU time lost) is measured only on a GPU; sites are ranked by count"
+COST_NOT_ASKED = ("cost not measured (the GPU time each sync loses: --cost, watch(cost=True)): sites are ranked by "
+                  "blocked time, which is the GPU work already queued, not what the sync costs")
 
 # A sync the recorder saw returns at most this long after the blocking call the trace
 # recorded ended (the warning reaches Python after the C++ call returns: stall.py): its

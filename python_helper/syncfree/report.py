@@ -23,8 +23,7 @@ SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 MAX_FINDINGS = 1000  # report.schema.json: findings maxItems
 MAX_NOTES = 20       # report.schema.json: notes maxItems
 DEVICE_KINDS = ("cuda", "predict", "none")
-# A predicted report's one line on cost (syncfree.cost): nothing ran on a GPU, so nothing is measured or guessed.
-NO_GPU_NO_COST = "no GPU, no cost: what a sync costs (GPU time lost) is measured only on a GPU; sites are ranked by count"
+from .cost import NO_GPU_NO_COST  # noqa: E402  (a predicted report's one line on cost)
 
 
 def source_hash(source: str) -> str:
@@ -95,7 +94,7 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
     note_list = [str(n)[:500] for n in notes]
     cost = dict(cost or {})
-    if mode == "predict" and cost.get("cost_ms") is None:
+    if mode == "predict" and cost.get("cost_ms") is None and NO_GPU_NO_COST not in note_list:
         note_list.append(NO_GPU_NO_COST)
     if truncated_findings:
         last = finding_list[-1]["range"]["line"] if finding_list else 0

@@ -732,8 +732,15 @@ class SyncRecorder:
             notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")
         cost = self.cost_fields()
-        if cost["cost_ms"] is None and self.cost_note:
-            notes.append(self.cost_note)
+        if cost["cost_ms"] is None:  # one line on why there is no cost (syncfree.cost)
+            from ..cost import COST_NOT_ASKED, NO_GPU_NO_COST
+
+            if self.cost_note:
+                notes.append(self.cost_note)
+            elif self.mode == "predict":
+                notes.append(NO_GPU_NO_COST)
+            elif self.cuda and not self.measure_cost:
+                notes.append(COST_NOT_ASKED)
         return {
             "mode": self.mode,
             "sites": [s.to_report() for s in self._table.sites() + inherited],
