@@ -821,3 +821,20 @@ def test_a_sync_in_a_function_from_an_earlier_cell_names_that_cell_and_line(cuda
     assert f"in helper(), defined in {cell} line 3: `return y.item()`" in text
     assert "ipykernel" not in text and "ipython-input" not in str(report)
     assert f"defined in {cell} line 3" in bundles[0]["text/html"]
+
+
+def test_cost_option_measures_or_says_why_not(cuda_ip):
+    """``--cost``: what each sync costs (GPU time lost); where it cannot be measured (here a stand-in
+    GPU, no trace of it) the report says why in a note and every cost is null, never a guess."""
+    from syncfree.cost import COST_NOT_ASKED
+
+    cell = "%%syncfree --cost\nt = FakeTensor()\nt.item()\n"
+    _, _, bundles = run(cuda_ip, cell)
+    report = the_report(bundles)
+    (site,) = report["sites"]
+    assert (site["cost_ms"], site["cost_each_ms"], site["cost_share"]) == (None, None, None)
+    assert report["totals"]["cost_ms"] is None
+    assert any(n.startswith("cost not measured: ") for n in report["notes"]), report["notes"]
+    assert COST_NOT_ASKED not in report["notes"]
+    _, _, bundles = run(cuda_ip, "%%syncfree\nt = FakeTensor()\nt.item()\n")
+    assert COST_NOT_ASKED in the_report(bundles)["notes"]

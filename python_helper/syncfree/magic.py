@@ -59,10 +59,12 @@ class RunOptions:
     max_frames: int
     quiet: bool
     engine: str | None = None  # debug | cupti | auto (capture/engines.py); None: auto
+    cost: bool = False  # measure what each sync costs, the GPU time it loses (syncfree.cost)
 
     def describe(self) -> str:
         blocked = "blocked time on" if self.measure_blocked else "blocked time off"
-        return f"mode {self.mode or 'auto'}, {blocked}, {self.max_frames} frames per site"
+        cost = ", cost measured" if self.cost else ""
+        return f"mode {self.mode or 'auto'}, {blocked}{cost}, {self.max_frames} frames per site"
 
 
 @dataclass(frozen=True)
@@ -141,6 +143,10 @@ class SyncfreeMagics(Magics):
     @magic_arguments.argument(
         "--no-blocked", dest="measure_blocked", action="store_false",
         help="Do not time how long each sync blocked the CPU.")
+    @magic_arguments.argument(
+        "--cost", action="store_true",
+        help="Measure what each sync costs, the GPU time it loses, from a trace of the GPU (torch's "
+             "profiler, CUDA activity only; a GPU and the debug-mode engine); sites are then ranked by it.")
     @magic_arguments.argument(
         "--frames", type=int, default=4, metavar="N",
         help=f"Library frames kept per site, 0 to {MAX_FRAMES} (default 4).")
@@ -258,7 +264,7 @@ class SyncfreeMagics(Magics):
         args = magic_arguments.parse_argstring(self.syncfree, line)
         if not 0 <= args.frames <= MAX_FRAMES:
             raise UsageError(f"--frames must be between 0 and {MAX_FRAMES}, not {args.frames}")
-        options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet, args.engine)
+        options = RunOptions(args.mode, args.measure_blocked, args.frames, args.quiet, args.engine, args.cost)
         if cell is None:
             if args.action is None:
                 raise UsageError("%syncfree needs on, off, status, merge DIR or run (e.g. `%syncfree on`); "
@@ -320,7 +326,7 @@ class SyncfreeMagics(Magics):
         files = {filename: 0, **inner.files}
         recorder = new_recorder(engine, files=files, findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
-                                max_frames=options.max_frames)
+                                max_frames=options.max_frames, measure_cost=options.cost)
         # The multiprocessing children the cell starts watch their targets as the cell is watched; their syncs
         # are the cell's (capture/threads.py, session.end_children).
         recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
@@ -572,7 +578,7 @@ class SyncfreeMagics(Magics):
         recorder = new_recorder(engine, files=files,
                                 findings=dict.fromkeys(files, findings),
                                 measure_blocked=options.measure_blocked,
-                                max_frames=options.max_frames)
+                                max_frames=options.max_frames, measure_cost=options.cost)
         recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
         text = CellText(raw, getattr(info, "cell_id", None), 1)
         # Kept before it is entered: an interrupt between the two would otherwise leave a
