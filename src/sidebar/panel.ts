@@ -272,6 +272,7 @@ export class SyncsPanel extends Panel {
     const totals = all.totals();
     this._head.appendChild(this._totals(totals));
     this._costShown = totals.costMs !== null;
+    this._timed = totals.blockedMs !== null || totals.costMs !== null;
     if (totals.costMs === null && totals.syncs > 0) {
       // Issue 37: the cost (GPU time lost) is measured on a GPU only; never a guess.
       const note = el(
@@ -293,7 +294,7 @@ export class SyncsPanel extends Panel {
     // or by count where nothing was timed (without times the ranking is by count).
     const sort = this._sort ?? DEFAULT_SORT;
     this._shownSort = this._sort ?? (totals.blockedMs === null && totals.costMs === null ? COUNT_SORT : DEFAULT_SORT);
-    const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}`);
+    const grid = el('div', `${S}-list${this._groupByCell ? '' : ` ${S}-flat`}${this._timed ? '' : ` ${S}-untimed`}`);
     grid.setAttribute('role', 'treegrid');
     grid.setAttribute('aria-label', 'Syncs in this notebook');
     grid.appendChild(this._columnHeaders());
@@ -447,6 +448,9 @@ export class SyncsPanel extends Panel {
     row.setAttribute('role', 'row');
     row.appendChild(el('span', `${S}-column-spacer`));
     for (const column of COLUMNS) {
+      if (column.name === 'blocked' && !this._timed) {
+        continue; // nothing was timed (predicted syncs): no column of dashes in a narrow panel
+      }
       const cell = el('span', `${S}-column ${S}-column-${column.name}`);
       cell.setAttribute('role', 'columnheader');
       const shown = this._shownSort;
@@ -629,7 +633,7 @@ export class SyncsPanel extends Panel {
         cost.title = [costWords, site.blockedMs !== null ? `blocked ${formatMs(site.blockedMs)}` : null]
           .filter(Boolean)
           .join('; ');
-      } else {
+      } else if (this._timed) {
         const blocked = cell('blocked', this._costShown ? '—' : formatMs(site.blockedMs));
         if (this._costShown) {
           blocked.title =
@@ -638,8 +642,12 @@ export class SyncsPanel extends Panel {
         this._firstCall(blocked, site);
       }
     } else {
-      cell('count', '—');
-      cell('blocked', 'not run');
+      if (this._timed) {
+        cell('count', '—');
+        cell('blocked', 'not run');
+      } else {
+        cell('count', 'not run');
+      }
     }
     const whatText =
       site.source === 'static'
@@ -838,6 +846,8 @@ export class SyncsPanel extends Panel {
   private _shownSort: ISiteSort = DEFAULT_SORT;
   /** A listed site has a cost (measured on a GPU): the fourth column shows cost, not blocked time. */
   private _costShown = false;
+  /** A listed site was timed (cost or blocked time): the fourth column is drawn. */
+  private _timed = true;
   private _filterCount!: HTMLElement;
   private _collapsed = new Set<string>();
   private _activeKey: string | null = null;
