@@ -399,6 +399,33 @@ def test_sigterm_writes_the_report_then_dies_of_the_signal(tmp_path):
     assert "was ended by SIGTERM; the syncs until then are reported" in err and "atexit ran" not in out + err, err
 
 
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_path, signum):
+    import signal
+
+    nbformat = pytest.importorskip("nbformat")
+    signum = getattr(signal, signum)
+    # SIGINT or SIGTERM after cell 1 ran: cell 1's report was never printed (exit 2, or death by SIGTERM).
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell('import torch\nx = torch.randn(4, device="cuda")\nx.sum().item()'),
+                      nbformat.v4.new_code_cell("import time\nwhile True:\n    time.sleep(0.05)")]
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "nb.ipynb"], cwd=tmp_path, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    try:
+        for line in process.stderr:
+            if line.startswith("syncfree: cell 1 done"):
+                break
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == -signum, err
+    assert "nb.ipynb:cell 1:" in out and "1 sync at 1 site" in out, (out, err)
+    assert "the kernel was stopped" in err, err
+
+
 def test_a_daemon_thread_printing_at_the_end_stays_out_of_the_machine_report(tmp_path):
     # The program's stdout was given back to the report while its daemon threads still ran: their lines landed in
     # the JSON (5 of 5 runs in the issue).

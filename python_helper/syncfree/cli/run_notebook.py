@@ -154,15 +154,6 @@ def run(
             kernel_log.close()
         if sockets:
             shutil.rmtree(sockets, ignore_errors=True)
-    if stopped:
-        what = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
-        print(f"syncfree: error: {path} {what}; the kernel was stopped", file=sys.stderr)
-        if stopped[0] == signal.SIGTERM:
-            # Die of the signal as a program without a handler would, now that nothing is left behind.
-            sys.stderr.flush()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-        return EXIT_ERROR
     reports = _cell_reports(notebook, str(path))
     verdict = _judge(reports, cell_budgets, budget, str(path))
     if output_format == "text":
@@ -175,6 +166,19 @@ def run(
                        for found in reports for site in _counted_syncs(found.cell, found.report)[1]]
         write_diagnostics(diagnostics, output_format, out, tool_version=__version__)
     out.flush()
+    if stopped:
+        # The cells that ran before the signal have their reports above; then the process ends as the signal ends a
+        # program without a handler.
+        what = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
+        print(f"syncfree: error: {path} {what}; the kernel was stopped (the reports above are those of the cells "
+              "that ran)", file=sys.stderr)
+        state["status"] = EXIT_ERROR
+        if stopped[0] == signal.SIGTERM:
+            sys.stderr.flush()
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        state["die_by"] = signal.SIGINT  # cli.main: after the report, as Python after Ctrl-C
+        return EXIT_ERROR
     if output:
         nbformat.write(notebook, output)
     if failure is not None:
