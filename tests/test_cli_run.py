@@ -426,6 +426,26 @@ def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_
     assert "the kernel was stopped" in err, err
 
 
+def test_a_machine_report_says_on_stderr_which_syncs_it_could_not_count(tmp_path):
+    # A worker whose report never came (killed) was named in the text report's notes only: with --format json the
+    # run counted 5 syncs of 6 without a word.
+    write(tmp_path, "train.py", """\
+        import os, signal, torch
+        x = torch.randn(4, device="cuda")
+        pid = os.fork()
+        if pid == 0:
+            x.sum().item()
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.waitpid(pid, 0)
+        x.sum().item()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    [row] = json.loads(done.stdout)
+    assert row["line"] == 8, row
+    assert re.search(r"syncfree: note: child process pid \d+ ended without a report \(killed\)", done.stderr), \
+        done.stderr
+
+
 def test_a_daemon_thread_printing_at_the_end_stays_out_of_the_machine_report(tmp_path):
     # The program's stdout was given back to the report while its daemon threads still ran: their lines landed in
     # the JSON (5 of 5 runs in the issue).

@@ -326,6 +326,11 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                       summary=summary, tool_version=__version__)
     output.stream().flush()
     output.close()
+    if output_format != "text":
+        # json, sarif and github carry no notes: the syncs the run could not count (a child process without a
+        # report, one started unwatched) are said on stderr, never left out in silence.
+        for note in result.notes:
+            print(f"syncfree: note: {note}", file=sys.stderr)
     if interrupted:
         print(f"syncfree: {target} interrupted; the syncs until then are reported", file=sys.stderr)
     elif signum:
