@@ -935,3 +935,56 @@ def test_one_row_per_site_with_its_call_chains(tmp_path):
     [row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
     assert (row["path"], row["line"], row["count"]) == ("model.py", 2, 4)
     assert row["chains"] == [["train.py:5", "model.py:2"], ["train.py:6", "model.py:2"]]
+
+
+@pytest.mark.parametrize("engine", ["debug", "cupti"])
+def test_syncfree_run_initializes_no_cuda_before_the_program_does(tmp_path, monkeypatch, engine):
+    """A parent that has initialized CUDA (or asked torch's runtime how many devices there are) cannot give CUDA to
+    its fork children ("Cannot re-initialize CUDA in forked subprocess"): fork Pool workers that use CUDA failed
+    under syncfree run on an H200, with both engines, where python ran them. Here every torch call that initializes
+    CUDA is a trap, on a CUDA device the program never touches, and the whole run (engine choice, recorder, debug
+    mode or CUPTI, stall clock, report) must call none of them. GPU twin: tests/gpu/test_run_gpu.py::
+    test_fork_pool_workers_use_cuda_as_under_python_and_replaced_ones_keep_their_syncs."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "python_helper"))
+    from syncfree.capture import cupti_engine, engines
+    from syncfree.session import run_script
+
+    calls: list[str] = []
+
+    def trap(name):
+        def initializes(*args, **kwargs):
+            calls.append(name)
+            raise RuntimeError(f"{name} initializes CUDA")
+        return initializes
+
+    monkeypatch.setattr(torch.cuda, "_is_compiled", lambda: True)
+    monkeypatch.setattr(torch.cuda, "_device_count_nvml", lambda: 1)  # a device, as NVML counts it
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    queued: list = []
+    monkeypatch.setattr(torch.cuda, "_lazy_call", lambda call, **kwargs: queued.append(call))
+    for name in ("_lazy_init", "init", "current_device", "current_stream", "default_stream", "synchronize",
+                 "get_device_name", "get_device_properties", "get_device_capability", "set_sync_debug_mode",
+                 "get_sync_debug_mode", "memory_allocated", "max_memory_allocated", "mem_get_info", "set_device",
+                 "device_count"):
+        monkeypatch.setattr(torch.cuda, name, trap(name))
+    monkeypatch.setattr(torch.cuda.Event, "__init__", trap("Event()"))
+    for name in ("_cuda_getDeviceCount", "_cuda_init", "_cuda_setDevice", "_cuda_getDevice",
+                 "_cuda_set_sync_debug_mode", "_cuda_get_sync_debug_mode", "_cuda_synchronize"):
+        if hasattr(torch._C, name):
+            monkeypatch.setattr(torch._C, name, trap(f"torch._C.{name}"))
+    if engine == "cupti":
+        sys.path.insert(0, str(ROOT / "tests"))
+        from test_cupti import FakeCupti
+
+        monkeypatch.setattr(cupti_engine, "load_cupti", FakeCupti)
+        monkeypatch.setattr(engines, "_version_mismatch", lambda: None)
+    script = write(tmp_path, "train.py", "import os\nprint('no CUDA here')\n")
+    monkeypatch.chdir(tmp_path)
+    run = run_script(str(script), mode="warn", engine=engine)
+    assert run.exit_code == 0 and run.report.mode == "warn", run
+    assert calls == [], calls
+    assert run.report.device["kind"] == "cuda"
+    if engine == "debug":
+        assert queued, "debug mode waits for the program's CUDA initialization"
