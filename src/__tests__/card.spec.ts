@@ -1,7 +1,7 @@
 import { history, undo } from '@codemirror/commands';
 import { EditorState } from '@codemirror/state';
 import { EditorView } from '@codemirror/view';
-import { ISyncCardActions, renderSyncCard } from '../gutter/card';
+import { ISyncCardActions, dependencyText, renderSyncCard } from '../gutter/card';
 import { setMarkerOptions, setSyncReport, syncMarkers } from '../gutter/extension';
 import { markerLines } from '../gutter/lines';
 import { cardOf, openSyncCard, showSyncCardAtCursor, syncCard, syncCardField, toggleSyncCard } from '../gutter/tooltip';
@@ -52,6 +52,21 @@ describe('renderSyncCard', () => {
   it('shows the call chain from the outer cell line to the sync', () => {
     const r = loopReport({ sites: [site({ line: 4, chain: [2, 3, 4] })] });
     expect(text(cardFor(4, r), '.jp-syncfree-card-chain')).toEqual(['cell lines 2 → 3 → 4']);
+  });
+
+  it('says what the CPU waits for by the rule category, not one remedy for every rule (issue 39)', () => {
+    const rule = loopReport().rules.SF101;
+    const words = (category: string, dependency: 'true' | 'false' = 'true') =>
+      dependencyText({ ...rule, category, dependency });
+    expect(words('Dynamic output shapes')).toBe(
+      'True dependency: the CPU needs the size of the result before it can go on. The fix below avoids or defers it.'
+    );
+    expect(words('Library calls that sync inside')).toMatch(/^True dependency: the library reads a value/);
+    expect(words('Data-dependent control flow')).not.toMatch(/hot loop|batch it/);
+    expect(words('Explicit synchronization', 'false')).toBe(
+      'False dependency: nothing after it needs the GPU to have finished; the wait can go.'
+    );
+    expect(words('Explicit synchronization', 'false')).not.toContain('value');
   });
 
   it('names the earlier cell and line of a function the line called (issue 39)', () => {

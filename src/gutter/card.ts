@@ -70,10 +70,29 @@ function frameText(frame: Frame): string {
   return `${shortFile(frame.file)}:${frame.line} in ${frame.name}`;
 }
 
+/**
+ * What the CPU waits for, by the rule's category (syncfree/catalog categories): the words
+ * of a true dependency. The fix is the rule's own (shown under it): the card does not
+ * offer one remedy for every rule (issue 39: "move it out of the hot loop or batch it" on
+ * rules whose fix is `torch.where` or a fused optimizer).
+ */
+const WAITS_FOR: Record<string, string> = {
+  'Data-dependent control flow': 'the CPU needs the value to decide what runs next',
+  'Dynamic output shapes': 'the CPU needs the size of the result before it can go on',
+  'Printing and conversion to Python': 'the CPU needs the value to print it or make a Python object of it',
+  'Device transfers': 'the CPU needs the data on the host',
+  'Library calls that sync inside': 'the library reads a value on the CPU inside the call',
+  'Indexing and slicing': 'the CPU needs the index or the bounds'
+};
+
 export function dependencyText(rule: Rule): string {
-  return rule.dependency === 'false'
-    ? 'False dependency: the CPU does not really need this value; the sync can be avoided.'
-    : 'True dependency: the CPU needs this value; move it out of the hot loop or batch it.';
+  if (rule.dependency === 'false') {
+    return rule.category === 'Explicit synchronization'
+      ? 'False dependency: nothing after it needs the GPU to have finished; the wait can go.'
+      : 'False dependency: the CPU does not really need to wait here; the sync can be avoided.';
+  }
+  const waits = WAITS_FOR[rule.category] ?? 'the CPU needs a result of the GPU';
+  return `True dependency: ${waits}. The fix below avoids or defers it.`;
 }
 
 /**
