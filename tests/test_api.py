@@ -971,19 +971,31 @@ def test_a_watch_closed_from_another_thread_leaves_its_thread_as_it_was():
     from torch.overrides import _get_current_function_mode_stack
 
     before = list(_get_current_function_mode_stack())
-    w = syncfree.watch()
-    w.__enter__()
-    torch.ones(2, device="cuda").sum().item()
-    closer = threading.Thread(target=w.__exit__, args=(None, None, None))
-    closer.start()
-    closer.join(timeout=60)
-    assert w.report.syncs == 1, w.report.text()
-    assert not torch.cuda.is_available()  # the stand-ins are gone, for this thread too
-    assert torch.ones(2).sum().item() == 2.0
-    with syncfree.watch() as again:
+    hook_before = sys.unraisablehook
+    got = []
+    handler_before = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        program_handler = signal.getsignal(signal.SIGINT)
+        w = syncfree.watch()
+        w.__enter__()
         torch.ones(2, device="cuda").sum().item()
-    assert again.report.syncs == 1, again.report.text()
-    assert list(_get_current_function_mode_stack()) == before
+        closer = threading.Thread(target=w.__exit__, args=(None, None, None))
+        closer.start()
+        closer.join(timeout=60)
+        assert w.report.syncs == 1, w.report.text()
+        assert not torch.cuda.is_available()  # the stand-ins are gone, for this thread too
+        assert torch.ones(2).sum().item() == 2.0
+        # Ctrl-C's handler (only the main thread can put it back): it reaches the program's handler, which is back
+        assert sys.unraisablehook is hook_before
+        signal.raise_signal(signal.SIGINT)
+        assert got == [signal.SIGINT] and signal.getsignal(signal.SIGINT) is program_handler
+        with syncfree.watch() as again:
+            torch.ones(2, device="cuda").sum().item()
+        assert again.report.syncs == 1, again.report.text()
+        assert list(_get_current_function_mode_stack()) == before
+        assert signal.getsignal(signal.SIGINT) is program_handler
+    finally:
+        signal.signal(signal.SIGINT, handler_before)
 
 
 def test_a_threads_own_watch_inside_a_process_wide_recorder(userlib):

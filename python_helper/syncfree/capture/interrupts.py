@@ -116,8 +116,11 @@ def hold(owner: Any) -> None:
 
 
 def release(owner: Any) -> None:
-    """Undo `hold(owner)` (idempotent); the last owner out restores the previous handler."""
-    if threading.get_ident() != threading.main_thread().ident:
+    """Undo `hold(owner)` (idempotent); the last owner out restores the previous handler. From another thread
+    than the main one (a watch closed there) only the main thread can put the handler back: until it does (at its
+    next hold and release, or at the next SIGINT), `_handler` without holders acts as the previous one."""
+    main = threading.get_ident() == threading.main_thread().ident
+    if not main and not any(h is owner for h in _holders):
         return
     for i in range(len(_holders) - 1, -1, -1):
         if _holders[i] is owner:
@@ -127,7 +130,7 @@ def release(owner: Any) -> None:
     _held_since.clear()
     if sys.unraisablehook is _unraisable and _previous_unraisable:
         sys.unraisablehook = _previous_unraisable[0]
-    if signal.getsignal(signal.SIGINT) is _handler:
+    if main and signal.getsignal(signal.SIGINT) is _handler:
         # signal.signal runs pending handlers first, while ours is still installed: an
         # interrupt that arrives now is re-armed and raised after the restore.
         signal.signal(signal.SIGINT, _previous)
@@ -139,6 +142,13 @@ def held() -> bool:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
+    if not _holders:  # released from another thread (`release`): the previous handler goes back, and runs
+        if signal.getsignal(signal.SIGINT) is _handler and callable(_previous):
+            signal.signal(signal.SIGINT, _previous)
+        _held_since.clear()
+        if callable(_previous) and _previous is not _handler:
+            return _previous(signum, frame)
+        raise KeyboardInterrupt
     now = time.monotonic()
     if in_engine(frame) and (not _held_since or now - _held_since[0] < MAX_HOLD_S
                              or (now - _held_since[0] < MAX_TEARDOWN_HOLD_S
