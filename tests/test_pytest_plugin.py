@@ -717,6 +717,30 @@ def test_tests_with_subtests_are_in_the_summary(pytester):
     ])
 
 
+def test_persistent_dataloader_workers_outliving_a_watched_test_end_as_without_syncfree(pytester):
+    """Workers that outlive the test's watch are ended at pytest's exit by multiprocessing's SIGTERM, which torch's
+    handler answers with exit 0; syncfree's handler (which writes a followed worker's report first) let them die of
+    the signal, and the parent's DataLoader raised "DataLoader worker (pid N) is killed by signal: Terminated"."""
+    pytester.makepyfile(test_loader="""
+        import pytest, torch
+        from torch.utils.data import DataLoader
+
+        LOADERS = []
+
+        @pytest.mark.sync_free(budget=100)
+        def test_loader():
+            loader = DataLoader(torch.arange(8.0), batch_size=2, num_workers=2, persistent_workers=True,
+                                multiprocessing_context="fork")
+            LOADERS.append(loader)
+            batches = [batch.to("cuda") for batch in loader]
+            assert len(batches) == 4 and batches[0].is_cuda
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    assert "killed by signal" not in result.stdout.str() + result.stderr.str(), result.stderr.str()
+
+
 def test_a_process_a_watched_test_spawns_sees_cuda_as_the_test_does(pytester):
     # A test on the stand-ins sees CUDA; a child started with spawn (a new interpreter)
     # must too, as on a GPU machine, or the two take different paths (torch's

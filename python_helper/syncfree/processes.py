@@ -471,10 +471,17 @@ class ForkedChildren:
 
     def _worker_terminated(self, signum: int, frame: Any) -> None:
         """A DataLoader worker's SIGTERM: its report, then torch's answer (DataLoader.cpp, handler_SIGTERM): from the
-        parent (which marked it terminating: `_hook_terminate`), exit 0, so that the parent's DataLoader does not
-        take it for a failed worker; from anyone else, the signal's default action."""
-        by_parent = self.folder is not None and os.path.exists(os.path.join(self.folder, f"{os.getpid()}.term"))
-        if by_parent:
+        parent, exit 0, so that the parent's DataLoader does not take it for a failed worker ("DataLoader worker is
+        killed by signal: Terminated"); from anyone else, the signal's default action.
+
+        A Python handler is not told the sender: the parent marks a child it terminates (`_hook_terminate`). Once the
+        block that followed the worker has ended (its folder is gone: a watched test's persistent workers, ended at
+        the program's exit), nothing marks it any more and no report is read: the SIGTERM is taken for the parent's,
+        the usual one then (another sender's, rare, also ends the worker with 0, where torch's handler would let
+        it die of the signal)."""
+        folder = self.folder
+        followed = folder is not None and os.path.isdir(folder)
+        if not followed or os.path.exists(os.path.join(folder, f"{os.getpid()}.term")):
             self.finish_child(0)
             _real_exit(0)
         self._terminated(signum, frame)
