@@ -1845,15 +1845,24 @@ class _ClassInfo:
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
 # stores in its instances' attributes, counted so that an attribute is believed only once the walk saw each store.
 _STORES = (
-    re.compile(r"\bself\.(\w+)\s*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))"),
-    re.compile(r"(?m)^[ \t]*\(?(?:[\w.]+[ \t]*,[ \t]*)*self\.(\w+)[ \t]*,[\w. \t,]*\)?[ \t]*=(?!=)"),
-    re.compile(r"\bself\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']"),
+    # (no \b: a literal first makes the search fast; `myself.x = ` counted too only makes an attribute less believed)
+    re.compile(r"self\.(\w+)[ \t]*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))"),
+    re.compile(r"self\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']"),
 )
+_IN_TUPLE = re.compile(r"self\.(\w+)[ \t]*,")  # `self.a, self.b = ...` when the line is a target list (below)
+_TARGET_LIST = re.compile(r"[ \t]*\(?[\w. \t,*]*\)?[ \t]*")
 
 
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
-    """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`)."""
-    found = sorted((match.start(), match.group(1)) for pattern in _STORES for match in pattern.finditer(source))
+    """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`, and the names of a target list)."""
+    found = [(match.start(), match.group(1)) for pattern in _STORES for match in pattern.finditer(source)]
+    for match in _IN_TUPLE.finditer(source):
+        start = source.rfind("\n", 0, match.start()) + 1
+        end = source.find("\n", match.start())
+        head, equals, tail = source[start : end if end >= 0 else None].partition("=")
+        if equals and not tail.startswith("=") and match.start() < start + len(head) and _TARGET_LIST.fullmatch(head):
+            found.append((match.start(), match.group(1)))
+    found.sort()
     stores, line, position = [], 1, 0
     for start, name in found:
         line += source.count("\n", position, start)
