@@ -180,3 +180,61 @@ def test_a_budget_in_gpu_time_fails_a_block_whose_syncs_lost_more():
         check_cost_budget(report, 4.0)
     assert "cost 4.20 ms of GPU time (0.420 ms each, 2.0%)" in str(raised.value)
     assert "cost 4.20 ms of GPU time (GPU busy 200.0 ms, idle 10.0 ms)" in report.summary()
+
+
+# ---------------------------------------------------------------- syncfree run and its formats
+
+
+def _syncfree(tmp_path, *argv: str):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    environment = {**os.environ, "PYTHONPATH": str(root / "python_helper")}
+    environment.pop("FORCE_COLOR", None)
+    return subprocess.run([sys.executable, "-m", "syncfree", *argv], capture_output=True, text=True, cwd=tmp_path,
+                          env=environment, timeout=300)
+
+
+TRAIN = ("import torch\nx = torch.randn(4, device='cuda')\nfor step in range(3):\n"
+         "    print('LOSS', x.sum().item())\n")
+
+
+def test_run_budget_ms_without_a_measured_cost_leaves_the_count_budget_deciding(tmp_path):
+    import pytest
+
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(TRAIN)
+    done = _syncfree(tmp_path, "run", "--budget-ms", "5", "train.py")
+    assert done.returncode == 1, done.stderr  # predicted syncs, no cost: the count budget of 0 decides
+    assert "Budget 5 ms of GPU time: not checked (no cost measured: the count budget of 0 decides)." in done.stdout
+    assert "no GPU, no cost" in done.stdout and "ms of GPU time," not in done.stdout
+    done = _syncfree(tmp_path, "run", "--budget", "3", "--budget-ms", "5", "train.py")
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = _syncfree(tmp_path, "run", "--budget-ms", "-1", "train.py")
+    assert done.returncode == 2 and "a budget in milliseconds is a number >= 0" in done.stderr
+
+
+def test_a_rows_cost_leads_in_text_json_and_sarif():
+    import io
+    import json
+
+    from syncfree.output import Diagnostic, write_diagnostics
+
+    d = Diagnostic("train.py", 4, 5, 4, 30, "SF101", "`.item()`", certainty="measured", count=3, blocked_ms=41.2,
+                   cost_ms=1.2, cost_each_ms=0.4)
+    out = io.StringIO()
+    write_diagnostics([d], "text", out, tool_version="0")
+    text = out.getvalue()
+    assert "×3, cost 1.20 ms of GPU time (0.400 ms each), blocked 41.2 ms" in text
+    out = io.StringIO()
+    write_diagnostics([d], "json", out, tool_version="0")
+    (entry,) = json.loads(out.getvalue())
+    assert (entry["cost_ms"], entry["cost_each_ms"], entry["blocked_ms"]) == (1.2, 0.4, 41.2)
+    out = io.StringIO()
+    write_diagnostics([d], "sarif", out, tool_version="0")
+    (result,) = json.loads(out.getvalue())["runs"][0]["results"]
+    assert (result["properties"]["costMs"], result["properties"]["costEachMs"]) == (1.2, 0.4)
+    assert list(result["properties"]).index("costMs") < list(result["properties"]).index("blockedMs")

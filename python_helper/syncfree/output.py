@@ -56,6 +56,9 @@ class Diagnostic:
     fix: str | None = None  # the fix's safety (safe | review) when the catalog has a rewrite
     count: int | None = None  # run: how often the site synced
     blocked_ms: float | None = None  # run: time the CPU waited there
+    # run --cost: the GPU time its syncs lost (syncfree.cost), total and per sync; None: not measured. Leads blocked_ms.
+    cost_ms: float | None = None
+    cost_each_ms: float | None = None
     # run: each distinct call chain that reached the site, outer -> inner, as "path:line" (the last is the site);
     # None where the site is all there is
     chains: tuple[tuple[str, ...], ...] | None = None
@@ -138,6 +141,10 @@ def _text_line(d: Diagnostic, style: Style) -> str:
         extra += f" ({d.certainty})"
     if d.count is not None:
         extra += f" ×{d.count}"
+    if d.cost_ms is not None:  # what it cost leads; blocked time (the GPU work already queued) second
+        extra += f", cost {d.cost_ms:.2f} ms of GPU time"
+        if d.cost_each_ms is not None:
+            extra += f" ({d.cost_each_ms:.3f} ms each)"
     if d.blocked_ms:
         extra += f", blocked {d.blocked_ms:.1f} ms"
         first = _first_call(d)
@@ -185,7 +192,7 @@ def _context(d: Diagnostic) -> str:
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     entry = asdict(d)
     for key in ("chains", "processes", "fix_title", "fix_edits", "fingerprint", "inside",
-                "phase", "first_ms", "first_calls"):  # absent where not the command's
+                "phase", "first_ms", "first_calls", "cost_ms", "cost_each_ms"):  # absent where not the command's
         if entry[key] is None:
             del entry[key]
     if "fix_edits" in entry:
@@ -212,6 +219,8 @@ def _github_line(d: Diagnostic) -> str:
     properties.append(f"title={_github_escape(title, property_value=True)}")
     where = _context(d)
     message = clean_text(d.message) + (f" ({where})" if where else "")
+    if d.cost_ms is not None:
+        message += f" (×{d.count}, cost {d.cost_ms:.2f} ms of GPU time)"
     first = _first_call(d)
     if first:  # the row's cost apart from its first call, which warm-up inflates
         message += f" (×{d.count}, blocked {d.blocked_ms:.1f} ms: {first})"
@@ -327,6 +336,10 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
     properties: dict[str, Any] = {"certainty": d.certainty}
     if d.count is not None:
         properties["count"] = d.count
+    if d.cost_ms is not None:  # GPU time lost (syncfree.cost), before blocked time
+        properties["costMs"] = d.cost_ms
+        if d.cost_each_ms is not None:
+            properties["costEachMs"] = d.cost_each_ms
     if d.blocked_ms is not None:
         properties["blockedMs"] = d.blocked_ms
     if d.chains:

@@ -101,7 +101,8 @@ def site_fields(site: Any) -> dict[str, Any]:
             "rule": site.rule, "count": site.count, "blocked_ms": site.blocked_ms, "predicted": site.predicted,
             "detail": site.detail, "label": site.label, "thread": site.thread,
             "library": site.library.to_report() if getattr(site, "library", None) is not None else None,
-            "phase": getattr(site, "phase", "recurring"), "first_ms": getattr(site, "first_ms", None)}
+            "phase": getattr(site, "phase", "recurring"), "first_ms": getattr(site, "first_ms", None),
+            "cost_ms": getattr(site, "cost_ms", None)}
 
 
 class ForkedChildren:

@@ -964,7 +964,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                on_error: Callable[[BaseException], None] | None = None, module: bool = False,
                source: bytes | str | None = None,
                on_exit: Callable[[ScriptRun], None] | None = None,
-               engine: str | None = None, pass_rules: Sequence[str] = ()) -> ScriptRun:
+               engine: str | None = None, pass_rules: Sequence[str] = (), cost: bool = False) -> ScriptRun:
     """Run a program as ``python path argv...`` would, under the engine: ``path`` a script
     file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``) or,
     with ``module=True``, a module name (``python -m path``).
@@ -1022,7 +1022,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     # ``engine="auto"`` reads the program's imports (import cupy: the CUPTI engine).
     program_text = "" if module else text if path == "-" else _decoded(data)
     runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
-                   engine=engine, sources=(program_text,))
+                   engine=engine, sources=(program_text,), cost=cost)
     exit_handlers = _ExitHandlers()
     threads_before = set(threading.enumerate())
     run: ScriptRun | None = None

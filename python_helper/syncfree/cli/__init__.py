@@ -71,13 +71,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                    "or with --nproc-per-node N")
             status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
-                                output=output, state=state, exit_zero=args.exit_zero, run_options=run_options)
+                                output=output, state=state, exit_zero=args.exit_zero, run_options=run_options,
+                                cost=args.cost, budget_ms=args.budget_ms)
         else:
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")
             if args.select is not None or args.ignore is not None:
                 raise UsageProblem("--select/--ignore apply to check and to scripts: a notebook run reports each "
                                    "cell's syncs whole")
+            if args.cost or args.budget_ms is not None:
+                raise UsageProblem("--cost/--budget-ms apply to scripts: in a notebook, %%syncfree --cost measures a cell")
             if args.mode and args.marked_only:
                 raise UsageProblem("--mode with --marked-only: each marked cell's %%syncfree line sets its own mode")
             status = run(
@@ -210,6 +213,14 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
                                  "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when CuPy, Numba's CUDA "
                                  "target or PyCUDA is imported and cupti-python is installed, else debug mode; Triton "
                                  "alone does not count)")
+    run_parser.add_argument("--cost", action="store_true",
+                            help="scripts: measure what each sync costs, the GPU time it loses, from a trace of the GPU "
+                                 "(torch's profiler, CUDA activity only; a GPU and the debug-mode engine); rows are then "
+                                 "ranked by it. About 2x on a launch-bound loop, so off by default")
+    run_parser.add_argument("--budget-ms", type=_budget_ms, metavar="MS",
+                            help="scripts: exit 1 when the syncs lost more than MS milliseconds of GPU time (implies "
+                                 "--cost; with --budget too, either one over fails; without a measured cost the count "
+                                 "budget decides)")
     run_parser.add_argument("--timeout", type=float, metavar="S", help="notebooks: seconds each cell may run (default 600)")
     run_parser.add_argument("--output", metavar="OUT.ipynb", help="notebooks: write the executed notebook, reports included (the report itself: --output-file)")
     run_parser.add_argument("--marked-only", action="store_true", help="notebooks: report only the cells that start with %%%%syncfree")
@@ -271,6 +282,16 @@ def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], ou
     from syncfree.cli.run_rank import run_rank
 
     return run_rank(job, rank=RankInfo.from_environ(), directory=args.rank_report_dir, state=state)
+
+
+def _budget_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"a budget in milliseconds is a number >= 0, not {text!r}")
+    return value
 
 
 def _budget(text: str) -> int:

@@ -42,6 +42,8 @@ def run_python(
     state: dict[str, int] | None = None,
     exit_zero: bool = False,
     run_options: Sequence[str] | None = None,
+    cost: bool = False,
+    budget_ms: float | None = None,
 ) -> int:
     """``syncfree run script.py args...``: the program under the engine, its sync sites as diagnostics.
 
@@ -54,6 +56,10 @@ def run_python(
     that replaces itself with this Python (``os.execv(sys.executable, [sys.executable, *sys.argv])``, a script
     that re-executes itself with new settings) is followed: the new program runs under ``syncfree run`` with the
     same options, and its report carries on this one's (`EXEC_CARRY`); the status is the new run's.
+
+    ``cost``: measure what each sync costs, the GPU time it loses (syncfree.cost; rows are ranked by it);
+    ``budget_ms``: exit 1 when the counted rows lost more GPU time than that (implies ``cost``; not checked, and
+    said so, where the cost is not measured).
     """
     output = output or ReportOutput(None, output_format, out)
     state = state if state is not None else {}
@@ -77,7 +83,8 @@ def run_python(
             # os.exec* of this Python: the new program runs under syncfree run too, when it can start there.
             if followed is not None and _can_start(followed, getattr(result, "replaced_env", None)):
                 return sys.executable, followed, {EXEC_CARRY: _write_carry(result, start)}
-        status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True)
+        status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True,
+                        budget_ms=budget_ms)
         status = result.exit_code if exit_zero and status == EXIT_FOUND else status
         if result.replaced_by and status:
             # os.exec* after syncs over the budget: the new program's status would pass the run, so it ends here.
@@ -90,7 +97,7 @@ def run_python(
     try:
         with output.program_output():
             result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine,
-                                pass_rules=_passed_rules(selected))
+                                pass_rules=_passed_rules(selected), cost=cost or budget_ms is not None)
     except SyntaxError as error:
         d = Diagnostic(_shown_path(error.filename or target, start), error.lineno or 1, max(error.offset or 1, 1),
                        error.end_lineno or error.lineno or 1, max(error.end_offset or 1, 1), SYNTAX_ERROR,
@@ -103,7 +110,7 @@ def run_python(
     except OSError as error:
         raise UsageProblem(f"cannot read {target}: {error.strerror or error}") from None
     _carry_on(result, earlier)
-    return _write(result, shown_target, output_format, output, budget, selected, start, state)
+    return _write(result, shown_target, output_format, output, budget, selected, start, state, budget_ms=budget_ms)
 
 
 def die_by_signal(signum: int) -> None:
@@ -256,7 +263,8 @@ def _shown_command(command: Sequence[str]) -> str:
 
 
 def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
-           selected: set[str] | None, start: str, state: dict[str, int], *, hard: bool = False) -> int:
+           selected: set[str] | None, start: str, state: dict[str, int], *, hard: bool = False,
+           budget_ms: float | None = None) -> int:
     from syncfree.session import is_sync_stop
 
     report = result.report
@@ -265,6 +273,13 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     earlier_sites = earlier.get("sites", [])
     counted = max(report.counted + sum(site["count"] for site in earlier_sites) - left_out[0], 0) + child_counted
     over = counted > (budget if budget is not None else 0)
+    # The budget in GPU time lost (--budget-ms; syncfree.cost): the counted rows' cost, where it was measured.
+    costs = [row.cost_ms for row in rows if row.cost_ms is not None and not row.processes]
+    cost_ms = round(sum(costs), 3) if costs else None
+    if budget_ms is not None and cost_ms is not None:
+        # With --budget-ms alone the count no longer decides; with both, either one over fails the run. Where no
+        # cost was measured (no GPU) the count budget decides as without it: no pass on a number not measured.
+        over = (over if budget is not None else False) or cost_ms > budget_ms
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
     signum = getattr(result, "signal", None)  # SIGTERM: the process dies of it once this is written
@@ -286,14 +301,19 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     blocked_ms = (report.blocked_ms or 0.0) + sum(measured) if report.blocked_ms is not None or measured else None
     blocked = f", blocked {blocked_ms:.1f} ms" if blocked_ms is not None else ""
     allowed = report.syncs - report.counted + earlier.get("allowed", 0)
+    lost = f", cost {cost_ms:.2f} ms of GPU time" if cost_ms is not None else ""
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {sites} site{'s' if sites != 1 else ''}"
-               f"{' (predicted)' if report.predicted else ''}{blocked}"
+               f"{' (predicted)' if report.predicted else ''}{lost}{blocked}"
                f"{f'; {allowed} allowed' if allowed else ''}"
                f"{f'; {sum(left_out)} left out by --select/--ignore' if sum(left_out) else ''}, "
-               f"ranked by {'count' if report.blocked_ms is None else 'blocked time after the first call'}"
+               f"ranked by {'cost' if cost_ms is not None else 'count' if report.blocked_ms is None else 'blocked time after the first call'}"
                f"{_once_text(rows)}.")
     if budget is not None:
-        summary += f" Budget {budget}: {'exceeded' if over else 'kept'}."
+        summary += f" Budget {budget}: {'exceeded' if counted > budget else 'kept'}."
+    if budget_ms is not None:
+        summary += (f" Budget {budget_ms:g} ms of GPU time: {'exceeded' if cost_ms > budget_ms else 'kept'}."
+                    if cost_ms is not None else f" Budget {budget_ms:g} ms of GPU time: not checked (no cost measured: "
+                    f"the count budget of {budget or 0} decides).")
     children = result.children
     if children:
         syncs = sum(child.syncs for child in children)
@@ -342,8 +362,11 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         print(f"syncfree: error: {target} exited with status {result.exit_code}", file=sys.stderr)
     elif replaced_by and over:
         pass  # the run's caller says whether the new program runs (run_python's on_exit)
-    elif budget is not None and over:
+    elif budget is not None and over and counted > budget:
         print(f"syncfree: {counted} syncs exceed the budget of {budget}", file=sys.stderr)
+    elif budget_ms is not None and cost_ms is not None and over:
+        print(f"syncfree: the syncs lost {cost_ms:.2f} ms of GPU time, over the budget of {budget_ms:g} ms",
+              file=sys.stderr)
     sys.stderr.flush()
     return status
 
@@ -368,6 +391,7 @@ class _Row:
     # of a site of it that runs once; ``firsts`` syncs make it up. None: not measured (predict mode).
     first_ms: float | None = None
     firsts: int = 0
+    cost_ms: float | None = None  # GPU time its syncs lost (--cost; syncfree.cost); None: not measured
 
     def diagnostic(self, predicted: bool) -> Diagnostic:
         text = linecache.getline(self.path_on_disk, self.line)
@@ -380,13 +404,16 @@ class _Row:
                           blocked_ms=self.blocked_ms,
                           chains=chains if any(len(chain) > 1 for chain in chains) else None,
                           processes=tuple(self.processes) or None, inside=self.inside, phase=self.phase,
+                          cost_ms=self.cost_ms,
+                          cost_each_ms=round(self.cost_ms / self.count, 4) if self.cost_ms is not None and self.count
+                          else None,
                           first_ms=self.first_ms if self.phase is None else None,
                           first_calls=self.firsts if self.phase is None and self.first_ms is not None else None)
 
     def rank_key(self) -> tuple:
         from syncfree.capture.sites import rank_key
 
-        return rank_key(self.phase is not None, self.blocked_ms, self.first_ms, self.count)
+        return rank_key(self.phase is not None, self.blocked_ms, self.first_ms, self.count, self.cost_ms)
 
 
 def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row], tuple[int, int], int]:
@@ -429,6 +456,8 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
         row.count += site["count"]
         if site["blocked_ms"] is not None:
             row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
+        if site.get("cost_ms") is not None:
+            row.cost_ms = round((row.cost_ms or 0.0) + site["cost_ms"], 3)
         once_ms, once_count = ((site["blocked_ms"], site["count"]) if phase is not None
                                else (site.get("first_ms"), 1))
         if once_ms is not None:
