@@ -1030,3 +1030,20 @@ def test_a_library_sync_on_autograds_thread_is_attributed_to_the_backward_line(f
     (site,) = w2.report.sites
     assert (site.line, site.count) == (line2, 2), site
     assert torch.autograd._engine_run_backward.__module__ == "torch.autograd.graph"
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the profile callback of Python 3.10/3.11 (per thread)")
+def test_a_stall_clock_stopped_from_another_thread_leaves_no_profile_callback():
+    # A watch closed from another thread stops its clock there, and sys.setprofile is per thread: the opening
+    # thread kept the callback (stamping a dead clock at every call) and the report said another profiler took it.
+    from syncfree.capture.stall import StallClock
+
+    assert sys.getprofile() is None
+    clock = StallClock({__file__: 0}, hook_globals=({}, {}))
+    assert clock.start()
+    stopper = threading.Thread(target=clock.stop)
+    stopper.start()
+    stopper.join(timeout=60)
+    len([])  # any event of this thread: the callback takes itself off
+    assert sys.getprofile() is None
+    assert not clock.interrupted

@@ -99,6 +99,10 @@ class StallClock:
                 monitoring.free_tool_id(tool)
             self._tool = None
             self.monitored = None
+        elif self._callback is not None and _get_ident() != self._thread:
+            # Stopped from another thread (a watch closed there): sys.setprofile is per thread, so the callback
+            # takes itself off its own thread at its next event.
+            _remove_at_next_event(self._callback)
         elif self._callback is not None and sys.getprofile() is self._callback:
             sys.setprofile(None)
         elif self._callback is not None and not self._paused:
@@ -174,6 +178,19 @@ def _monitoring_callback(stamp: list, cell_files: Mapping[str, int], owner: int,
         return None
 
     return on_cell_call
+
+
+def _remove_at_next_event(callback) -> None:
+    """Make the profile callback take itself off its thread at its next stamp: its ``clock`` (a closure cell) is
+    replaced, so the hot path pays nothing for it."""
+    def clock_then_remove() -> float:
+        if sys.getprofile() is callback:
+            sys.setprofile(None)
+        return perf_counter()
+
+    for name, cell in zip(callback.__code__.co_freevars, callback.__closure__ or ()):
+        if name == "clock":
+            cell.cell_contents = clock_then_remove
 
 
 def _profile_callback(stamp: list, skip_a: dict, skip_b: dict, skip_c: dict, skip_d: dict):
