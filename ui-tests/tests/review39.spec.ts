@@ -1,5 +1,5 @@
 import { expect, test } from '@jupyterlab/galata';
-import { cellAt, openFixture } from './utils';
+import { cellAt, markerOn, openFixture } from './utils';
 
 /** Relative luminance (WCAG) of a CSS rgb()/rgba() colour, over white or black as given. */
 function luminance(color: string): number {
@@ -17,6 +17,7 @@ function contrast(a: string, b: string): number {
 
 /** The training cell of syncs.ipynb (tests/notebooks/generate.py). */
 const TRAIN = 2;
+const PREPARE = 3;
 
 test('the "Out of date" chip of an edited cell reads in the dark theme (issue 39)', async ({ page, tmpPath }) => {
   await openFixture(page, tmpPath, 'syncs.ipynb');
@@ -38,4 +39,18 @@ test('the "Out of date" chip of an edited cell reads in the dark theme (issue 39
   // WCAG AA for small text.
   expect(contrast(colors.text, colors.background)).toBeGreaterThan(4.5);
   await page.theme.setLightTheme();
+});
+
+test('a rewrite preview of short lines has no empty sideways scrollbar (issue 39)', async ({ page, tmpPath }) => {
+  await openFixture(page, tmpPath, 'syncs.ipynb');
+  await markerOn(page, PREPARE, 3).click();
+  const diff = page.locator('.jp-syncfree-card .jp-syncfree-card-diff');
+  await expect(diff).toBeVisible();
+  // The height a horizontal scrollbar takes: the box less its content and borders.
+  const bar = await diff.evaluate(node => {
+    const style = getComputedStyle(node);
+    const borders = parseFloat(style.borderTopWidth) + parseFloat(style.borderBottomWidth);
+    return (node as HTMLElement).offsetHeight - node.clientHeight - borders;
+  });
+  expect(bar).toBe(0);
 });
