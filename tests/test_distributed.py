@@ -985,3 +985,62 @@ def test_an_interrupt_stops_the_whole_job_as_ctrl_c_does(tmp_path):
         process.kill()
     assert said.read_text() == "SIGINT"
     assert out == "interrupted after the job ended\n"
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_launcher_goes_to_torchrun_and_the_ranks_reports_are_merged(tmp_path, signame):
+    # SIGTERM killed `syncfree run --nproc-per-node 2` at once, without a report or a word, while torchrun and the
+    # ranks lived on and the rank files stayed in the temp folder; SIGINT took 61 s (a 60 s wait, then torchrun
+    # SIGKILLed) and left both ranks running, orphaned, with "no rank wrote a report".
+    import signal
+
+    signum = getattr(signal, signame)
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""\
+        import os, sys, time, torch
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        with open(f"pid-{os.environ['RANK']}", "w") as handle:
+            handle.write(str(os.getpid()))
+        print("rank ready", file=sys.stderr, flush=True)
+        while True:  # a rank that hangs
+            time.sleep(0.05)
+        """))
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**job_env(), "TMPDIR": str(temporary)}
+    process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2",
+                                "train.py"], cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    pids: list[int] = []
+    try:
+        ready = 0
+        for line in process.stderr:
+            ready += "rank ready" in line
+            if ready == 2:
+                break
+        pids = [int((tmp_path / f"pid-{rank}").read_text()) for rank in (0, 1)]
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=150)
+        alive = [pid for pid in pids if _running(pid)]
+    finally:
+        process.kill()
+        for pid in pids:  # whatever happened, no rank is left hanging
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert process.returncode == -signum, err
+    assert not alive, alive  # no rank outlives the launcher
+    assert "syncs on 2 of 2 ranks" in out and "train.py:3:1: SF101 " in out, (out, err)
+    assert "torchrun stopped the ranks; the report merges those that wrote theirs" in err, err
+    assert not list(temporary.glob("syncfree-ranks-*")), list(temporary.iterdir())
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (an orphan zombie, waiting for init to reap it, has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False

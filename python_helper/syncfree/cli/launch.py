@@ -116,22 +116,19 @@ def launch(
     env = dict(os.environ, **{RUN_ID_VARIABLE: launch_id, MERGE_VARIABLE: "launcher"})
     command = [sys.executable, "-m", "torch.distributed.run", *torchrun, "-m", "syncfree", "run",
                "--rank-report-dir", folder, *job.rank_arguments()]
-    interrupted = False
     # A machine format's report is the only thing on stdout: the program's own output (every
     # rank's) goes to stderr, as for `syncfree run script.py` (not with --output-file).
     moves = output.moves_program_stdout if output is not None else output_format != "text"
-    process = subprocess.Popen(command, env=env, stdout=sys.stderr if moves else None)
+    # torchrun in a session of its own: a signal reaches it once, from here (`_Forwarded`), not also from the
+    # terminal (a second SIGINT in the middle of its shutdown cut its grace short and left ranks behind).
+    process = subprocess.Popen(command, env=env, stdout=sys.stderr if moves else None, start_new_session=True)
+    forwarded = _Forwarded(process)
     try:
-        status = process.wait()
-    except KeyboardInterrupt:
-        # Ctrl-C reached torchrun too (one process group): it stops the ranks; wait for it,
-        # then report what the ranks wrote.
-        interrupted = True
-        try:
-            status = process.wait(timeout=60)
-        except (KeyboardInterrupt, subprocess.TimeoutExpired):
-            process.send_signal(signal.SIGKILL)
-            status = process.wait()
+        status = forwarded.wait()
+    finally:
+        forwarded.close()
+        _kill_left_ranks(launch_id)  # ranks that outlived torchrun (killed itself): none is left behind
+    signum = forwarded.received[0] if forwarded.received else None
     try:
         folder_read = read_rank_reports(folder) if os.path.isdir(folder) else None
     except OSError as problem:
@@ -141,6 +138,9 @@ def launch(
     reports = [r for r in (folder_read.reports if folder_read else []) if r.rank.launch_id == launch_id]
     nnodes = _nnodes(torchrun)
     world = max((r.rank.world_size for r in reports), default=0)
+    nproc = torchrun[list(torchrun).index("--nproc-per-node") + 1] if "--nproc-per-node" in torchrun else ""
+    if nnodes == 1 and nproc.isdigit():
+        world = max(world, int(nproc))  # a rank that wrote nothing is named too (every rank, when none did)
     merged = MergedReport(reports, world_size=world,
                           problems=folder_read.problems if folder_read else (),
                           directory=None if temporary else folder, selected=job.selected)
@@ -151,10 +151,21 @@ def launch(
     out.flush()
     if temporary:
         shutil.rmtree(folder, ignore_errors=True)
-    if interrupted:
-        print("syncfree: interrupted", file=sys.stderr)
-        state["status"] = 130
-        return 130
+    if signum is not None:
+        # The signal went to torchrun, which stopped the ranks with its own grace; what they wrote is reported.
+        missing = merged.missing_ranks
+        print(f"syncfree: {'interrupted' if signum == signal.SIGINT else signal.Signals(signum).name}: torchrun "
+              f"stopped the ranks; the report merges those that wrote theirs"
+              + (f" (rank{'s' if len(missing) != 1 else ''} {', '.join(map(str, missing))} did not)" if missing
+                 else ""), file=sys.stderr)
+        state["status"] = 128 + signum
+        if signum == signal.SIGINT:
+            state["die_by"] = signal.SIGINT  # cli.main: as Python after Ctrl-C
+        else:
+            sys.stderr.flush()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)  # dies of it, as without a handler
+        return 128 + signum
     if status != 0:
         print(f"syncfree: error: torchrun exited with status {status}", file=sys.stderr)
         state["status"] = status
@@ -172,6 +183,82 @@ def launch(
               f"syncs, over the budget of {budget} per rank", file=sys.stderr)
     state["status"] = EXIT_FOUND if over else EXIT_CLEAN
     return state["status"]
+
+
+#: How long torchrun has to stop its ranks after a forwarded signal before it is killed: its own grace
+#: (torch/distributed/elastic/multiprocessing/api.py, PContext.close: 30 s, then SIGKILL) and a margin.
+TORCHRUN_GRACE_S = 60.0
+
+
+class _Forwarded:
+    """SIGINT and SIGTERM to the launcher, forwarded to torchrun while it runs (Python's default would kill the
+    launcher at once and leave torchrun and the ranks running, with no report). torchrun stops its ranks, which write
+    their reports; if it is still running `TORCHRUN_GRACE_S` after the first signal, it is killed."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.received: list[int] = []
+        self.previous: dict[int, object] = {}
+        try:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.previous[signum] = signal.signal(signum, self._forward)
+        except ValueError:  # not the main thread: signals are not ours to take
+            pass
+
+    def _forward(self, signum: int, frame: object) -> None:
+        self.received.append(signum)
+        try:
+            self.process.send_signal(signum)
+        except OSError:  # ended meanwhile
+            pass
+
+    def wait(self) -> int:
+        while True:
+            if not self.received:
+                try:
+                    return self.process.wait(timeout=1.0)
+                except subprocess.TimeoutExpired:
+                    continue
+            import time
+
+            deadline = time.monotonic() + TORCHRUN_GRACE_S
+            try:
+                return self.process.wait(timeout=max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                return self.process.wait()
+
+    def close(self) -> None:
+        for signum, handler in self.previous.items():
+            if signal.getsignal(signum) == self._forward:
+                signal.signal(signum, handler)  # type: ignore[arg-type]
+        self.previous.clear()
+
+
+def _kill_left_ranks(launch_id: str) -> None:
+    """Kill the processes of this launch still running after torchrun ended: each rank is a session of its own
+    (torchrun starts them so), so a torchrun that was killed leaves them orphaned. They are found by the launch's id
+    in their environment (Linux's /proc; elsewhere nothing is done)."""
+    from syncfree.distributed.ranks import RUN_ID_VARIABLE
+
+    marker = f"{RUN_ID_VARIABLE}={launch_id}".encode()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                found = marker in handle.read().split(b"\0")
+        except OSError:  # gone, or another user's
+            continue
+        if found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _nnodes(torchrun: Sequence[str]) -> int | None:
