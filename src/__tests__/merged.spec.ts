@@ -168,6 +168,14 @@ describe('the merged report renderer', () => {
     ]);
   });
 
+  it('cuts a long file name with an ellipsis and keeps it whole in the tooltip (issue 39)', () => {
+    const file = `${'deep/'.repeat(800)}train.py`;
+    const node = render(pairReport([mergedSite(3, [1, 1], { file })]));
+    const place = node.querySelector<HTMLElement>('tbody td.jp-syncfree-where .jp-syncfree-where-text')!;
+    expect(place.title).toBe(place.textContent);
+    expect(place.textContent).toContain('train.py');
+  });
+
   it('sets every string as text', () => {
     const hostile = '<img src=x onerror="window.pwned=1">';
     const report = pairReport([mergedSite(3, [1, 1], { label: hostile, file: hostile, title: hostile })]);

@@ -128,7 +128,11 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
       }
       const where = row.insertCell();
       where.className = `${CSS_PREFIX}-where`;
-      where.textContent = siteWhere(site);
+      // A long path is cut with an ellipsis (its whole text is the tooltip): a 4096-character
+      // file name took the table's whole width (issue 39).
+      const place = el('span', `${CSS_PREFIX}-where-text`, siteWhere(site));
+      place.title = siteWhere(site);
+      where.appendChild(place);
       this._linkWhenOpenable(site, where);
       const what = row.insertCell();
       appendWithInlineCode(what, siteWhat(report, site));
@@ -213,6 +217,7 @@ export class MergedReportRenderer extends Widget implements IRenderMime.IRendere
         const link = el('button', `${CSS_PREFIX}-open-file`, siteWhere(site));
         link.type = 'button';
         link.title = `Open ${path} at line ${site.line}`;
+        link.classList.add(`${CSS_PREFIX}-where-text`);
         link.addEventListener('click', () => openFile(path, site.line));
         cell.textContent = '';
         cell.appendChild(link);
