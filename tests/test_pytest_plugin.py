@@ -270,7 +270,7 @@ def test_bad_marker_arguments_are_a_usage_error(pytester):
     """)
     result = run(pytester)
     assert result.ret != 0
-    result.stderr.fnmatch_lines(["*sync_free takes budget= and mode=, not budjet*"])
+    result.stderr.fnmatch_lines(["*sync_free takes budget=, budget_ms= and mode=, not budjet*"])
 
 
 @pytest.mark.parametrize("arguments, words", [
@@ -959,3 +959,34 @@ def test_allowed_syncs_travel_from_xdist_workers_marked(pytester):
     section = [line for line in _syncfree_section(workers)[1:] if line]
     assert section == ALLOWED_SECTION, section
     assert section == [line for line in _syncfree_section(alone)[1:] if line]
+
+
+def test_a_budget_in_gpu_time_without_a_gpu_leaves_the_count_budget_deciding(pytester):
+    """``budget_ms`` (GPU time lost, measured on a GPU): without a GPU there is no cost, so the count budget decides
+    (no pass on a number not measured), and ``--syncfree-cost`` says in one line why there is none."""
+    pytester.makepyfile(test_ms="""
+        import pytest
+        import torch
+
+        @pytest.mark.sync_free(budget_ms=100.0)
+        def test_syncs():
+            torch.ones(2, device="cuda").sum().item()
+
+        @pytest.mark.sync_free(budget=1, budget_ms=100.0)
+        def test_within():
+            torch.ones(2, device="cuda").sum().item()
+    """)
+    result = run(pytester, "--syncfree", "--syncfree-cost")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_ms.py::test_syncs - syncfree: would synchronize 1 time, budget 0*"])
+    result.stdout.fnmatch_lines(["*cost not measured (no GPU, or the CUPTI engine): sites ranked by count*"])
+    pytester.makepyfile(test_ms="""
+        import pytest
+
+        @pytest.mark.sync_free(budget_ms=-1)
+        def test_bad():
+            pass
+    """)
+    result = run(pytester)
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*budget_ms=...) must be a number of milliseconds >= 0, not -1*"])

@@ -16,7 +16,7 @@ MARKER = "sync_free"
 
 MARKER_LINE = (f"{MARKER}(budget=0, mode=None): fail the test when its body synchronizes the "
                "host with the GPU more than `budget` times (syncfree; predicted on CPU without "
-               "CUDA)")
+               "CUDA); budget_ms=MS: or when its syncs lose more than MS ms of GPU time (measured on a GPU)")
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -29,6 +29,9 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--syncfree-mode", choices=("warn", "error", "predict"), default=None,
                     help="engine mode for marked and watched tests (default: warn with CUDA, "
                          "predict without)")
+    group.addoption("--syncfree-cost", action="store_true", default=False,
+                    help="measure what each sync costs, the GPU time it loses (a GPU trace; debug-mode "
+                         "engine), and rank the summary by it; about 2x on a launch-bound test")
     group.addoption("--syncfree-engine", choices=("debug", "cupti", "auto"), default=None,
                     help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking "
                          "CUDA call, any library; pip install 'syncfree[cupti]'), or auto (default: "

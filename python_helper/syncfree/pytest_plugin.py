@@ -85,10 +85,15 @@ def _marker_options(item: pytest.Item) -> dict | None:
     options = dict(marker.kwargs)
     if marker.args:
         options.setdefault("budget", marker.args[0])
-    unknown = set(options) - {"budget", "mode"}
+    unknown = set(options) - {"budget", "mode", "budget_ms"}
     if unknown:
-        raise pytest.UsageError(f"@pytest.mark.{MARKER} takes budget= and mode=, not "
+        raise pytest.UsageError(f"@pytest.mark.{MARKER} takes budget=, budget_ms= and mode=, not "
                                 f"{', '.join(sorted(unknown))}")
+    budget_ms = options.get("budget_ms")
+    if budget_ms is not None and (isinstance(budget_ms, bool) or not isinstance(budget_ms, (int, float))
+                                  or not budget_ms >= 0):
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(budget_ms=...) must be a number of "
+                                f"milliseconds >= 0, not {budget_ms!r}")
     # Checked here, at collection, with the test named: a bad value reached the engine's
     # choice inside a hook, an INTERNALERROR of 59 lines (exit 3).
     mode = options.get("mode")
@@ -230,8 +235,32 @@ def _new_watch(item: pytest.Item):
     from .session import Watch
 
     options = _marker_options(item)
+    # The cost (GPU time lost): asked for the run, or by a marker's budget in milliseconds.
+    cost = bool(item.config.getoption("syncfree_cost", False)) or (options or {}).get("budget_ms") is not None
     return Watch((options or {}).get("mode") or item.config.getoption("syncfree_mode"),
-                 engine=item.config.getoption("syncfree_engine", None))
+                 engine=item.config.getoption("syncfree_engine", None), cost=cost)
+
+
+def _verdict(item: pytest.Item, report) -> None:
+    """A marked test's verdict: over its budget of syncs (`check_verdict`), or with ``budget_ms`` where the cost was
+    measured, over its budget of GPU time lost (and of syncs, if it gives ``budget`` too). Where no cost was
+    measured (no GPU) the count budget decides as without ``budget_ms``: no pass on a number not measured."""
+    __tracebackhide__ = True
+    from .session import check_cost_budget, check_verdict
+
+    options = _marker_options(item)
+    if options is None:
+        return
+    budget_ms = options.get("budget_ms")
+    if budget_ms is not None and report.cost_ms is not None:
+        if "budget" in options:
+            check_verdict(report, int(options["budget"]))
+        check_cost_budget(report, budget_ms)
+        return
+    if budget_ms is not None:
+        report.notes.append(f"the budget of {budget_ms:g} ms of GPU time was not checked (no cost measured): "
+                            "the count budget decides")
+    check_verdict(report, int(options.get("budget", 0)))
 
 
 def _budget(item: pytest.Item) -> int | None:
@@ -255,16 +284,12 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     __tracebackhide__ = True
     if not _watched(pyfuncitem):
         return (yield)
-    from .session import check_verdict
-
     watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
     with _children_of(watch), watch:
         _set_boundary(watch, sys._getframe(1))
         result = yield
-    report = watch.report
-    budget = _budget(pyfuncitem)
-    if budget is not None:  # SyncError over the budget; NotJudged: predict mode saw CPU tensors only
-        check_verdict(report, budget)
+    # SyncError over the budget; NotJudged: predict mode saw CPU tensors only
+    _verdict(pyfuncitem, watch.report)
     return result
 
 
@@ -303,13 +328,9 @@ def _set_boundary(watch, frame) -> None:
 
 def _watched_method(item: pytest.Item, method):
     """The TestCase's test method, run in a watch (the report kept on the item)."""
-    from .session import check_verdict
 
     def finish(watch) -> None:
-        report = watch.report
-        budget = _budget(item)
-        if budget is not None:
-            check_verdict(report, budget)
+        _verdict(item, watch.report)
 
     if inspect.iscoroutinefunction(method):  # IsolatedAsyncioTestCase awaits it
         @functools.wraps(method)
@@ -349,7 +370,7 @@ def _summary_entry(report) -> dict:
     def entry(site, allowed: bool) -> dict:
         # one_off and first_ms: what the summary ranks by (syncfree.capture.sites.rank_key).
         data = {"text": report.site_line(site), "count": site.count, "blocked_ms": site.blocked_ms,
-                "one_off": site.one_off, "first_ms": site.first_ms, "allowed": allowed}
+                "one_off": site.one_off, "first_ms": site.first_ms, "allowed": allowed, "cost_ms": site.cost_ms}
         if allowed:  # read where the test ran (the worker's files, under xdist)
             line = linecache.getline(site.file, site.line) if site.file else ""
             data["allowed_by"] = comment_covering(line, site.kind, site.rule) or "# syncfree: allow"
@@ -490,13 +511,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
           f"{len(entries)} watched test{'s' if len(entries) != 1 else ''}"
           + (" (CPU stand-ins: no CUDA device)" if predicted else "")
           + (f"; {allowed} allowed by comments, not counted" if allowed else ""))
+    costs = [site["cost_ms"] for _, e in entries for site in e["sites"]
+             if site.get("cost_ms") is not None and not site.get("allowed")]
+    if costs:  # --syncfree-cost: what they cost leads (syncfree.cost)
+        write(f"  cost {sum(costs):.2f} ms of GPU time lost to syncs; sites ranked by it")
+    elif config.getoption("syncfree_cost", False):
+        write("  cost not measured (no GPU, or the CUPTI engine): sites ranked by "
+              + ("count" if predicted else "blocked time"))
     rows = [(site, nodeid) for nodeid, e in entries for site in e["sites"]]
     # Ranked as a watch's report ranks its sites (sites.rank_key): recurring ones first, by their
     # blocked time after the first call; those paid once (setup, compilation) after them, under a
     # line of their own, as WatchReport.text lists them. Ties in the order of the tests' ids, so a
     # run under xdist (reports arrive in any order) prints what a run without it does.
     rows.sort(key=lambda row: (*rank_key(_one_off(row[0]), row[0]["blocked_ms"], row[0].get("first_ms"),
-                                         row[0]["count"]), row[1], row[0]["text"]))
+                                         row[0]["count"], row[0].get("cost_ms")), row[1], row[0]["text"]))
     allowed_rows = [row for row in rows if row[0].get("allowed")]
     rows = [row for row in rows if not row[0].get("allowed")]
     recurring = [row for row in rows if not _one_off(row[0])]
