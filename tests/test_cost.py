@@ -238,3 +238,20 @@ def test_a_rows_cost_leads_in_text_json_and_sarif():
     (result,) = json.loads(out.getvalue())["runs"][0]["results"]
     assert (result["properties"]["costMs"], result["properties"]["costEachMs"]) == (1.2, 0.4)
     assert list(result["properties"]).index("costMs") < list(result["properties"]).index("blockedMs")
+
+
+def test_a_cell_report_with_costs_lists_the_costliest_site_first_and_says_what_they_cost():
+    from syncfree.capture.sites import SyncSite
+    from syncfree.report import build_report, report_text
+
+    cheap = SyncSite((2,), "item", "SF101", (), None, False)
+    cheap.count, cheap.blocked_s, cheap.measured, cheap.cost_s, cheap.cost_share = 50, 3.0, 50, 0.001, 0.001
+    dear = SyncSite((3,), "mask_index", "SF601", (), None, False)
+    dear.count, dear.blocked_s, dear.measured, dear.cost_s, dear.cost_share = 50, 0.05, 50, 0.04, 0.05
+    report = build_report(source="a\nb\nc\n", device={"kind": "cuda", "name": "H200", "torch": "2.11"}, mode="warn",
+                          sites=[cheap.to_report(), dear.to_report()],
+                          cost={"cost_ms": 41.0, "gpu_busy_ms": 760.0, "gpu_idle_ms": 40.0})
+    assert [s["line"] for s in report["sites"]] == [3, 2]  # by cost, not by blocked time (3000 ms vs 50 ms)
+    text = report_text(report)
+    assert "cost 41.00 ms of GPU time (40.0 ms of 800.0 ms idle), blocked 3050.0 ms" in text
+    assert "line 3: boolean-mask indexing synced 50x, cost 40.0 ms of GPU time (5.0%), blocked 50.0 ms" in text

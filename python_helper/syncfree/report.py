@@ -87,6 +87,11 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     without it they are null, and a predict-mode report says why in a note.
     """
     site_list = [dict(s) for s in sites]
+    if any(s.get("cost_ms") is not None for s in site_list):  # measured: costliest first (sites.rank_key)
+        from .capture.sites import rank_key
+
+        site_list.sort(key=lambda s: rank_key(s.get("phase", "recurring") != "recurring", s.get("blocked_ms"),
+                                              s.get("first_ms"), s["count"], s.get("cost_ms")))
     _add_chain_text(site_list, source)
     finding_list = [dict(f) for f in findings]
     truncated_findings = len(finding_list) > MAX_FINDINGS
@@ -223,6 +228,9 @@ def _summary(report: Mapping) -> str:
         parts[0] += " (predicted)"
     if report["mode"] == "static":
         parts = [f"{len(report['findings'])} static finding{'s' if len(report['findings']) != 1 else ''}"]
+    if totals.get("cost_ms") is not None:  # what the syncs cost leads (syncfree.cost); blocked time second
+        parts.append(f"cost {totals['cost_ms']:.2f} ms of GPU time ({totals['gpu_idle_ms']:.1f} ms of "
+                     f"{totals['gpu_busy_ms'] + totals['gpu_idle_ms']:.1f} ms idle)")
     if totals["blocked_ms"] is not None:
         parts.append(f"blocked {totals['blocked_ms']:.1f} ms")
     parts.append(f"cell ran {totals['wall_ms']:.1f} ms")
