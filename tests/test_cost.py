@@ -255,3 +255,67 @@ def test_a_cell_report_with_costs_lists_the_costliest_site_first_and_says_what_t
     text = report_text(report)
     assert "cost 41.00 ms of GPU time (40.0 ms of 800.0 ms idle), blocked 3050.0 ms" in text
     assert "line 3: boolean-mask indexing synced 50x, cost 40.0 ms of GPU time (5.0%), blocked 50.0 ms" in text
+
+
+# ---------------------------------------------------------------- reading a trace (gputrace), with made-up events
+
+
+class _Event:
+    """A Kineto event as `GpuTrace` reads it (torch._C._autograd._KinetoEvent's methods)."""
+
+    def __init__(self, name, start_us, end_us, correlation, device="DeviceType.CPU", stream=7):
+        self._name, self._start, self._end = name, start_us, end_us
+        self._correlation, self._device, self._stream = correlation, device, stream
+        self.base = 0
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self.base + int(self._start * 1000)
+
+    def end_ns(self):
+        return self.base + int(self._end * 1000)
+
+    def correlation_id(self):
+        return self._correlation
+
+    def linked_correlation_id(self):
+        return 0
+
+    def device_type(self):
+        return self._device
+
+    def device_resource_id(self):
+        return self._stream
+
+    def activity_type(self):
+        raise AttributeError("not in this torch")  # torch 2.11 has none: the device type decides
+
+
+def test_a_trace_in_the_system_clock_is_read_into_costs_on_the_recorders_clock():
+    import time
+
+    from syncfree.capture.gputrace import GpuTrace, _offsets
+
+    gpu = "DeviceType.CUDA"
+    events = [  # us from the trace's base; a GPU-bound step: .item() (a blocking copy, then a stream sync), then
+        # 300 us of host work before the next kernel
+        _Event("cudaLaunchKernel", 0, 5, 1), _Event("gemm", 5, 1000, 1, gpu),
+        _Event("cudaMemcpyAsync", 10, 1003, 2), _Event("Memcpy DtoH (Device -> Pageable)", 1000, 1002, 2, gpu),
+        _Event("cudaStreamSynchronize", 1003, 1004, 3),
+        _Event("cudaLaunchKernel", 1300, 1305, 4), _Event("gemm", 1305, 2305, 4, gpu),
+    ]
+    trace = GpuTrace()
+    trace._offsets = _offsets()
+    real_offset = trace._offsets[0]  # time_ns() - perf_counter_ns()
+    base = time.time_ns() - 5_000_000
+    for event in events:
+        event.base = base
+    returned = (base + 1005 * 1000 - real_offset) / 1e9  # the hook saw the sync return 1 us after the call did
+    costs = trace._costs(events, [("item", returned, returned + 1e-6)], _offsets())
+    assert trace.stats["clock"] == "realtime" and trace.stats["launch_known"] == 3, trace.stats
+    assert costs.sites["item"].syncs == 1
+    # Without the wait (the copy's 993 us and the sync's 1 us) the next kernel is queued at once: the gap goes.
+    assert abs(costs.sites["item"].cost_us - 302.0) < 3.0, costs.sites
+    assert abs(costs.busy_us - 1997.0) < 1.0 and abs(costs.idle_us - 303.0) < 1.0

@@ -101,6 +101,9 @@ class GpuTrace:
             pass
         try:
             result = _disable_profiler()
+        except Exception as exc:  # the run's end must not fail for the cost: no cost, and why
+            self.reason = f"cost not measured: the GPU trace could not be stopped ({type(exc).__name__}: {exc})"[:500]
+            return None
         finally:
             try:
                 from torch.autograd.profiler import _run_on_profiler_stop
