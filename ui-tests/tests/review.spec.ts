@@ -189,26 +189,27 @@ test.describe('issue 26 with the syncs notebook', () => {
     await expect(page.locator('.Toastify__toast').filter({ hasText: 'watch mode is off' })).toHaveCount(0);
   });
 
-  test('5. rows stay one line at the default width: ellipsis, full text in the tooltip', async ({ page }) => {
+  test('5. rows at the default width: labels whole (issue 39: ".it…" did not read), full text in the tooltip', async ({
+    page
+  }) => {
     await runCommand(page, 'syncfree:open-sidebar');
     const sidebar = page.locator('#jp-syncfree-sidebar');
     const rows = sidebar.locator('.jp-syncfree-sidebar-row');
     await expect(rows).toHaveCount(8);
     const width = await sidebar.evaluate(node => node.clientWidth);
     expect(width).toBeLessThan(300);
-    const shape = await sidebar.evaluate(node => {
-      const lineHeight = (el: Element) => parseFloat(getComputedStyle(el).lineHeight) || 16;
-      return Array.from(node.querySelectorAll<HTMLElement>('.jp-syncfree-sidebar-row')).map(row => {
-        const kind = row.querySelector<HTMLElement>('.jp-syncfree-sidebar-kind')!;
+    const shape = await sidebar.evaluate(node =>
+      Array.from(node.querySelectorAll<HTMLElement>('.jp-syncfree-sidebar-row')).map(row => {
+        const label = row.querySelector<HTMLElement>('.jp-syncfree-sidebar-label')!;
+        // A label wraps rather than being cut; chips go under it.
         return {
-          lines: Math.round(kind.getBoundingClientRect().height / lineHeight(kind)),
-          rowFits: row.getBoundingClientRect().height < 2 * lineHeight(kind) + 8,
-          ellipsis: getComputedStyle(kind.querySelector('.jp-syncfree-sidebar-label')!).textOverflow
+          cut: label.scrollWidth > label.clientWidth + 1,
+          fitsColumn: label.getBoundingClientRect().right <= row.getBoundingClientRect().right
         };
-      });
-    });
+      })
+    );
     for (const row of shape) {
-      expect(row).toEqual({ lines: 1, rowFits: true, ellipsis: 'ellipsis' });
+      expect(row).toEqual({ cut: false, fitsColumn: true });
     }
     await expect(rows.first()).toHaveAttribute('title', /\.item\(\) ×64/);
   });
