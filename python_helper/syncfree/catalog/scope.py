@@ -1137,6 +1137,8 @@ class CellScope:
         self.contradicted: dict[int, set[str]] = {}
         self.returns: dict[int, Value] = {}  # function id -> what its return statements give (walked functions)
         self._returned: Value | None = None
+        self._returns_wanted = False
+        self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1277,7 +1279,7 @@ class CellScope:
             self._store_attribute(node.target, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._in_place_effect(node.value)
-        elif kind is ast.Return and self.function is not None:
+        elif kind is ast.Return and self._returns_wanted:
             # (A bare `return` says nothing: a generator's ends so.)
             value = self.value(node.value) if node.value is not None else UNKNOWN  # type: ignore[attr-defined]
             if node.value is not None:  # type: ignore[attr-defined]
@@ -1456,6 +1458,9 @@ class CellScope:
         returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
         self._annotated_tensors = annotated if returns_tensor and annotated else None
         self._returned: Value | None = None
+        # What it returns matters only if the file calls it by name (most functions of a library are called from
+        # elsewhere: `forward`, `step`), or for its annotations (above)
+        self._returns_wanted = self._annotated_tensors is not None or self._called_in_text(node.name)
         self._block(node.body)
         self._annotated_tensors = None
         if self._returned is not None and self._returned.kind != "unknown":
@@ -1508,6 +1513,16 @@ class CellScope:
             return None
         return self._method_owner[id(function)].methods.get(func.attr)
 
+    def _called_in_text(self, name: str) -> bool:
+        """Whether ``name(`` is in the text more often than ``def``s of that name (a call, or a mention)."""
+        calls = self._calls_in_text
+        if calls is None:
+            calls = self._calls_in_text = {}
+        found = calls.get(name)
+        if found is None:
+            found = calls[name] = self.source.count(f"{name}(") > self.source.count(f"def {name}(")
+        return found
+
     def annotation_value(self, node: ast.expr) -> Value:
         """What a parameter's annotation says it holds, believed both ways: ``torch.Tensor`` a tensor, ``int`` a
         Python number, ``np.ndarray`` an array, ``pd.DataFrame`` a host object; a union of a tensor and host data
@@ -1517,9 +1532,8 @@ class CellScope:
         while stack:
             item = stack.pop()
             if type(item) is ast.Constant and isinstance(item.value, str):  # a quoted annotation: "torch.Tensor"
-                try:
-                    item = ast.parse(item.value, mode="eval").body
-                except SyntaxError:
+                item = _quoted_annotation(item.value)  # type: ignore[attr-defined]
+                if item is None:
                     return UNKNOWN
             if type(item) is ast.BinOp and type(item.op) is ast.BitOr:  # type: ignore[attr-defined]
                 stack += [item.right, item.left]  # type: ignore[attr-defined]
@@ -1851,6 +1865,22 @@ _STORES = (
 )
 _IN_TUPLE = re.compile(r"self\.(\w+)[ \t]*,")  # `self.a, self.b = ...` when the line is a target list (below)
 _TARGET_LIST = re.compile(r"[ \t]*\(?[\w. \t,*]*\)?[ \t]*")
+
+
+_QUOTED: dict[str, ast.expr | None] = {}
+
+
+def _quoted_annotation(text: str) -> ast.expr | None:
+    """A quoted annotation's expression, parsed once per process (files repeat the same few), None if not Python."""
+    found = _QUOTED.get(text, _UNSEEN)
+    if found is _UNSEEN:
+        try:
+            found = ast.parse(text, mode="eval").body if len(text) < 200 else None
+        except (SyntaxError, ValueError):
+            found = None
+        if len(_QUOTED) < 4096:
+            _QUOTED[text] = found  # type: ignore[assignment]
+    return found  # type: ignore[return-value]
 
 
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
