@@ -240,5 +240,5 @@ def test_run_ends_within_two_seconds_of_sigint_leaving_no_kernel_or_temp_files(n
     start = time.monotonic()
     _, err = process.communicate(timeout=30)
     assert time.monotonic() - start < 2.5
-    assert process.returncode == 2 and "interrupted" in err
+    assert process.returncode == -signal.SIGINT and "interrupted" in err  # dies by SIGINT, as python does
     assert not list(temp.glob("syncfree-kernel-*")) and not list(runtime.glob("kernel-*.json"))
