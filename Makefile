@@ -79,7 +79,7 @@ lab: install
 test: install lint-py test-py test-js test-ui
 
 test-py: install
-	$(PY) -m pytest tests -q -rs
+	$(PY) -m pytest tests -q -rs --durations=25
 
 test-js: build lint
 	npx jest --silent=false
