@@ -319,3 +319,15 @@ def test_a_trace_in_the_system_clock_is_read_into_costs_on_the_recorders_clock()
     # Without the wait (the copy's 993 us and the sync's 1 us) the next kernel is queued at once: the gap goes.
     assert abs(costs.sites["item"].cost_us - 302.0) < 3.0, costs.sites
     assert abs(costs.busy_us - 1997.0) < 1.0 and abs(costs.idle_us - 303.0) < 1.0
+
+
+def test_a_distributed_run_or_a_notebook_refuses_cost_options_it_would_not_check(tmp_path):
+    import pytest
+
+    pytest.importorskip("torch")
+    (tmp_path / "train.py").write_text(TRAIN)
+    done = _syncfree(tmp_path, "run", "--nproc-per-node", "2", "--budget-ms", "5", "train.py")
+    assert done.returncode == 2 and "not measured in a distributed job's ranks yet" in done.stderr, done.stderr
+    (tmp_path / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    done = _syncfree(tmp_path, "run", "--cost", "nb.ipynb")
+    assert done.returncode == 2 and "--cost/--budget-ms apply to scripts" in done.stderr, done.stderr

@@ -63,6 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = merge(args.directory, output_format=args.format, budget=budget, out=output.stream(),
                            state=state, selected=_selected_rules(select, ignore))
         elif args.notebook is None and _distributed(args):
+            if args.cost or args.budget_ms is not None:  # the ranks do not measure it: never a budget left unchecked
+                raise UsageProblem("--cost/--budget-ms are not measured in a distributed job's ranks yet: run a rank's "
+                                   "script alone with them")
             status = _run_distributed(args, config, state, output)
         elif args.notebook is None:
             _only_for_notebooks(args)
