@@ -186,5 +186,9 @@ def test_a_cell_site_carries_the_text_of_its_chain_lines():
     validate_report(report)
     assert report["sites"][0]["chain_text"] == ["x = model(batch)", "loss = x.sum().item()"]
     assert report["sites"][1]["chain_text"] == [long_line[:200]]
+    # Lines are counted as the compiler counts them: a form feed inside a line is no line break.
+    ff = build_report(source="%%syncfree\nx = 1  # \x0c page\nloss = x.sum().item()\n", device=DEVICE,
+                      mode="warn", sites=[item_site()])
+    assert ff["sites"][0]["chain_text"] == ["loss = x.sum().item()"]
     past_end = build_report(source="x = 1\n", device=DEVICE, mode="warn", sites=[item_site()])
     assert "chain_text" not in past_end["sites"][0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
@@ -145,7 +146,9 @@ def _add_chain_text(sites: list[dict], source: str) -> None:
     site's line again by its text once the cell is edited, moved or reopened, and compares
     runs by what ran where rather than by line numbers. Sites of other files (a script's,
     ``file`` set) and chains past the cell's end get none."""
-    lines = source.splitlines()
+    # Lines as the compiler and the editor count them: not str.splitlines, which also breaks
+    # at form feeds and Unicode line separators that a line of code can hold.
+    lines = re.split(r"\r\n|\r|\n", source)
     for site in sites:
         chain = site.get("chain") or []
         if site.get("file") or "chain_text" in site or not all(1 <= n <= len(lines) for n in chain):
