@@ -446,6 +446,21 @@ def test_a_machine_report_says_on_stderr_which_syncs_it_could_not_count(tmp_path
         done.stderr
 
 
+def test_a_followed_exec_writes_its_machine_report_to_stdout(tmp_path):
+    # The report keeps a descriptor of its own once the program has ended (its daemon threads may print on): a
+    # program that re-executes itself is followed with descriptor 1 back on the report's stdout, else the new run's
+    # JSON went to stderr.
+    write(tmp_path, "train.py", """\
+        import os, sys, torch
+        torch.randn(4, device="cuda").sum().item()
+        if len(sys.argv) == 1:
+            os.execv(sys.executable, [sys.executable, sys.argv[0], "again"])
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (2, 2), row
+
+
 def test_a_daemon_thread_printing_at_the_end_stays_out_of_the_machine_report(tmp_path):
     # The program's stdout was given back to the report while its daemon threads still ran: their lines landed in
     # the JSON (5 of 5 runs in the issue).

@@ -409,6 +409,7 @@ class ReportOutput:
         self._buffer: io.StringIO | None = None
         self._moved: tuple[int, int] | None = None  # (saved fd 1, pid) while the program's stdout is on stderr
         self._stdout_object: TextIO | None = None  # sys.stdout while the program's is sys.stderr
+        self._report_fd: int | None = None  # the report's own stdout once the program's ended (restore_stdout)
         # The text report on the program's stdout: the stream whose writes are followed while the program runs, and
         # whether its last write ended a line ([True] until it writes).
         self._followed: Any = None
@@ -526,6 +527,19 @@ class ReportOutput:
                 return
             self.stdout = open(saved, "w", encoding=getattr(original, "encoding", None) or "utf-8",  # noqa: SIM115
                                errors=getattr(original, "errors", None) or "strict", closefd=True)
+            self._report_fd = saved
+
+    def hand_back_stdout(self) -> None:
+        """Before this process replaces itself (a followed ``os.exec*``): file descriptor 1 is the report's stdout
+        again, where the new program's run writes its report."""
+        saved, self._report_fd = self._report_fd, None
+        if saved is None:
+            return
+        try:
+            self.stdout.flush()
+            os.dup2(saved, 1)
+        except (OSError, ValueError):
+            pass
 
 
 #: (file, function) of the write follower that `ReportOutput.program_output` puts on the program's stdout.

@@ -82,6 +82,7 @@ def run_python(
             followed = _followed(result.replaced_by, run_options)
             # os.exec* of this Python: the new program runs under syncfree run too, when it can start there.
             if followed is not None and _can_start(followed, getattr(result, "replaced_env", None)):
+                output.hand_back_stdout()  # the new run's report goes where this one's would have
                 return sys.executable, followed, {EXEC_CARRY: _write_carry(result, start)}
         status = _write(result, shown_target, output_format, output, budget, selected, start, state, hard=True,
                         budget_ms=budget_ms)
