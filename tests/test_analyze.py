@@ -787,6 +787,10 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
         # a union of a tensor and a number: a condition on it syncs only when it is a tensor
         ("from typing import Optional, Union\ndef f(n: Optional[Union[int, torch.Tensor]], t: 'torch.Tensor | None'):\n"
          "    if n > 0:\n        pass\n    if t:\n        pass\n", [("SF103", 4, "possible"), ("SF103", 6, "likely")]),
+        # ... and used as a size or a number: possible too
+        ("from typing import Optional, Union\ndef f(n: Optional[Union[int, torch.Tensor]], t: torch.Tensor):\n"
+         "    a = torch.zeros(n)\n    b = range(n)\n    c = range(t)\n    d = torch.zeros(t)\n",
+         [("SF102", 4, "possible"), ("SF102", 5, "possible"), ("SF102", 6, "likely")]),
         # an instance's attributes: what the class's methods store in them
         ("import numpy as np\nclass Scheduler:\n    def __init__(self):\n"
          "        self.masks = torch.nn.ParameterDict({'a': torch.nn.Parameter(torch.ones(3))})\n"

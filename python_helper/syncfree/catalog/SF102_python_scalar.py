@@ -55,13 +55,16 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         return
     certainties = [scope.tensor_certainty(argument) for argument in arguments if not isinstance(argument, ast.Starred)]
     if name in _SIZE_FACTORIES:
-        certainties = [c if c == "certain" else None for c in certainties]  # only a tensor known on CUDA
+        # only a tensor known on CUDA, or a value that is a tensor on some paths (`n: int | Tensor`: possible)
+        certainties = [c if c in ("certain", "possible") else None for c in certainties]
     if "certain" in certainties or "likely" in certainties:
         yield Match(
             node,
             f"{what}: the CPU copies it back and waits for the GPU",
             "certain" if "certain" in certainties else "likely",
         )
+    elif "possible" in certainties:
+        yield Match(node, f"{what}: the CPU copies it back and waits for the GPU", "possible")
 
 
 RULE = Rule.from_docstring(
