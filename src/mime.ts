@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 import { parseReport, reportData } from './reports';
 import {
   allPredicted,
+  costText,
   definedInText,
   costliestFirst,
   findingsWithoutSites,
@@ -32,10 +33,14 @@ export function headline(report: SyncReport): string {
     // The report's note says why (no CUDA device in the kernel).
     return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites}`;
   }
-  const blocked = totals.blocked_ms !== null ? `, blocked ${formatMs(totals.blocked_ms)}` : '';
+  // What the syncs cost leads where the GPU measured it (issue 37), blocked time second.
+  const cost =
+    totals.cost_ms !== null && totals.cost_ms !== undefined ? `, ${formatMs(totals.cost_ms)} GPU time lost` : '';
+  const blocked =
+    totals.blocked_ms !== null ? `${cost ? ' (' : ', '}blocked ${formatMs(totals.blocked_ms)}${cost ? ')' : ''}` : '';
   const device = report.device.kind === 'cuda' ? report.device.name : 'no GPU';
   const mode = report.mode === 'error' ? ' · stopped at the first sync' : '';
-  return `syncfree: ${syncCountText(totals.syncs)} at ${sites}${blocked}${mode} · ${device}`;
+  return `syncfree: ${syncCountText(totals.syncs)} at ${sites}${cost}${blocked}${mode} · ${device}`;
 }
 
 /**
@@ -300,8 +305,10 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     const box = el('div', `${CSS_PREFIX}-sites`);
     const table = el('table', `${CSS_PREFIX}-table`);
     const header = table.createTHead().insertRow();
+    // A report whose sites the GPU costed shows the cost in the fourth column, blocked time in its tooltip.
+    const costed = rows.some(site => site.cost_ms !== null && site.cost_ms !== undefined);
     for (const name of TABLE_COLUMNS) {
-      header.appendChild(el('th', undefined, name));
+      header.appendChild(el('th', undefined, costed && name === 'blocked' ? 'cost' : name));
     }
     const body = table.createTBody();
     const jump = this._actions.jumpToLine !== undefined;
@@ -333,7 +340,12 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
         }
       }
       cells[2].textContent = formatCount(site.count);
-      cells[3].textContent = formatMs(site.blocked_ms);
+      if (costed) {
+        cells[3].textContent = formatMs(site.cost_ms);
+        cells[3].title = [costText(site), `blocked ${formatMs(site.blocked_ms)}`].filter(Boolean).join('; ');
+      } else {
+        cells[3].textContent = formatMs(site.blocked_ms);
+      }
       const rule = ruleOf(report, site.rule);
       if (rule) {
         appendWithInlineCode(cells[4], `${rule.code} ${rule.title}`);

@@ -5,6 +5,7 @@
  */
 import { Widget } from '@lumino/widgets';
 import { renderSyncCard } from '../gutter/card';
+import { headline } from '../mime';
 import { markerLines } from '../gutter/lines';
 import { costText, weightOf } from '../model';
 import { SyncsPanel } from '../sidebar/panel';
@@ -70,6 +71,14 @@ describe('cost (issue 37)', () => {
     expect(widget.node.querySelector('[data-sort="blocked"]')!.textContent).toMatch(/^Cost/);
     expect(widget.rows[0].querySelector('[data-cost]')!.textContent).toBe('173 ms');
     expect(widget.node.querySelector('.jp-syncfree-sidebar-no-cost')).toBeNull();
+  });
+
+  it('the summary under the cell and the cell header lead with the cost', () => {
+    expect(headline(costed())).toBe(
+      'syncfree: 101 syncs at 2 sites, 174 ms GPU time lost (blocked 42.5 ms) · NVIDIA H100'
+    );
+    const widget = panel([input(costed())]);
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-cell-totals')!.textContent).toBe('200 syncs · 174 ms lost');
   });
 
   it('without a GPU, ranks by count and says there is no cost, with no number', () => {

@@ -508,7 +508,10 @@ export class SyncsPanel extends Panel {
     cell.appendChild(el('span', `${S}-chevron`, collapsed ? '▸' : '▾'));
     cell.appendChild(el('span', `${S}-cell-name`, `Cell ${group.cellNumber}`));
     const parts = [plural(group.syncs, 'sync')];
-    if (group.blockedMs !== null) {
+    // The cell's cost (GPU time lost) where measured (issue 37), else its blocked time.
+    if (group.costMs !== null) {
+      parts.push(`${formatMs(group.costMs)} lost`);
+    } else if (group.blockedMs !== null) {
       parts.push(formatMs(group.blockedMs));
     }
     const totals = el('span', `${S}-cell-totals`, parts.join(' · '));
