@@ -840,6 +840,9 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
         # a function's annotation holds where its calls pass values the text does not tell
         ("def iou(pred: torch.Tensor, device='cpu'):\n    return torch.as_tensor(pred == 1, device=device)\n"
          "def run(x, d):\n    return iou(x, d)\n", []),
+        # torch.load gives whatever was saved (a checkpoint's dict), through the file's own function too
+        ("def load(path):\n    return torch.load(path, map_location='cpu')\n"
+         "def resume(path):\n    ckpt = load(path)\n    if ckpt['version'] > 1:\n        pass\n", []),
         # `self` in a torch.Tensor subclass is a tensor
         ("class T(torch.Tensor):\n    def g(self, x: torch.Tensor):\n        mask = x.sum(1) > 0\n"
          "        return self[:, mask].tolist()\n", [("SF204", 5, "likely"), ("SF601", 5, "likely")]),

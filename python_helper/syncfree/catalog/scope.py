@@ -822,6 +822,8 @@ class CellScope:
             return PYTHON
         if name == "torch.Size":
             return PYTHON  # a tuple of ints: `x.shape[-2:] == torch.Size([4, 2])` compares on the host
+        if name == "torch.load":
+            return UNKNOWN  # whatever was saved: a checkpoint's dict as a rule, not a tensor
         if name.startswith("torch.") and name.count(".") == 1 and short.startswith(("is_", "are_", "get_")):
             return PYTHON  # torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), torch.get_...
         if name.rsplit(".", 1)[0] in _TENSOR_NAMESPACES:
