@@ -47,6 +47,40 @@ test.describe('README screenshots', () => {
     await sidebar.screenshot({ path: docs('sidebar.png') });
   });
 
+  test('Notebook 7, light and dark: marker, card and Syncs panel', async ({ page, context, tmpPath, baseURL }) => {
+    await page.contents.uploadFile(
+      path.resolve(__dirname, '../../examples/tour-h200.ipynb'),
+      `${tmpPath}/tour-h200.ipynb`
+    );
+    const notebook7 = await context.newPage();
+    await notebook7.setViewportSize({ width: 1400, height: 900 });
+    await notebook7.goto(`${baseURL}/notebooks/${tmpPath}/tour-h200.ipynb`);
+    const loop = notebook7.locator('.jp-Notebook .jp-Cell').nth(3);
+    const summary = loop.locator('.jp-syncfree-summary');
+    await expect(summary).toBeVisible({ timeout: 30000 });
+    await summary.locator('.jp-syncfree-open-sidebar').click();
+    await expect(notebook7.locator('#jp-syncfree-sidebar .jp-syncfree-sidebar-row').first()).toBeVisible();
+    await loop.scrollIntoViewIfNeeded();
+    for (const theme of ['light', 'dark'] as const) {
+      if (theme === 'dark') {
+        // Notebook 7 exposes no app object to the page: its Settings menu, as a user does.
+        await notebook7.locator('.lm-MenuBar-itemLabel', { hasText: 'Settings' }).click();
+        await notebook7.locator('.lm-Menu-itemLabel', { hasText: /^Theme$/ }).click();
+        await notebook7.locator('.lm-Menu-itemLabel', { hasText: /^JupyterLab Dark$/ }).click();
+        await expect(notebook7.locator('body[data-jp-theme-light="false"]')).toHaveCount(1);
+      }
+      await loop.locator('.jp-syncfree-gutter .jp-syncfree-at-7').hover();
+      await expect(notebook7.locator('.jp-syncfree-card')).toBeVisible();
+      await notebook7.screenshot({ path: docs(`notebook7-${theme}.png`) });
+      await notebook7.mouse.move(5, 450);
+      await expect(notebook7.locator('.jp-syncfree-card')).toBeHidden();
+    }
+    await notebook7.locator('.lm-MenuBar-itemLabel', { hasText: 'Settings' }).click();
+    await notebook7.locator('.lm-Menu-itemLabel', { hasText: /^Theme$/ }).click();
+    await notebook7.locator('.lm-Menu-itemLabel', { hasText: /^JupyterLab Light$/ }).click();
+    await expect(notebook7.locator('body[data-jp-theme-light="true"]')).toHaveCount(1);
+  });
+
   test('predicted on this CPU-only kernel', async ({ page, tmpPath }) => {
     await page.setViewportSize({ width: 1400, height: 900 });
     await open(page, tmpPath, 'tour.ipynb');
