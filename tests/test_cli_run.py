@@ -512,8 +512,29 @@ def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_repor
                                             ("forkserver", "ForkServerPoolWorker-")])
 def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
     # A forked worker inherits the watch. A new interpreter (spawn, forkserver) inherits none: its syncs were left
-    # out (a note named it); its target now runs under a watch of its own, and a worker the pool terminates while
-    # it writes its report keeps it.
+    # out (a note named it); its target now runs under a watch of its own.
+    # A pool closed and joined: every worker ends its loop and writes its report, so every sync is counted.
+    write(tmp_path, "joined.py", f"""\
+        import multiprocessing, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            pool = multiprocessing.get_context("{method}").Pool(2)
+            print(len(pool.map(work, range(6))))
+            pool.close()
+            pool.join()
+        """)
+    done = syncfree("run", "--format", "json", "joined.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, 6), (row, done.stderr)
+    assert all(name.startswith(worker) for name in row["processes"]), row
+    # `with Pool(...)` ends with terminate(): each worker writes its report from its SIGTERM handler. A worker that
+    # cannot run the handler within the grace (busy in C code, seen once in about 300 runs on a loaded 2-core
+    # machine) is killed, and the report says so: all 6 syncs, or fewer and the lost worker named, never fewer in
+    # silence (the JSON run says it on stderr).
     write(tmp_path, "train.py", f"""\
         import multiprocessing, torch
 
@@ -524,17 +545,11 @@ def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
             with multiprocessing.get_context("{method}").Pool(2) as pool:
                 print(len(pool.map(work, range(6))))
         """)
-    # The text report first: its notes say why, should a worker's syncs ever be missing (a rare 5 of 6, seen once in
-    # 59 runs under load, is being looked into).
     done = syncfree("run", "train.py", cwd=tmp_path)
     text = done.stdout
-    assert "6 syncs at 1 site" in text and "without a report" not in text and "unwatched" not in text, \
-        (text, done.stderr)
-    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
-    assert done.returncode == 1, done.stderr
-    [row] = json.loads(done.stdout)
-    assert (row["line"], row["count"]) == (4, 6), (row, done.stderr)
-    assert all(name.startswith(worker) for name in row["processes"]), row
+    assert "unwatched" not in text, (text, done.stderr)
+    assert "6 syncs at 1 site" in text or "its syncs are not counted" in text, (text, done.stderr)
+    assert "6 syncs at 1 site" not in text or "without a report" not in text, (text, done.stderr)
 
 
 def test_a_daemon_thread_of_the_program_is_predicted(tmp_path):
