@@ -763,6 +763,23 @@ def test_the_last_expression_in_predict_mode_is_a_predicted_sync(ip):
     assert [f["range"]["line"] for f in report["findings"]] == [4]
 
 
+@pytest.mark.parametrize("mode", ["predict", "error"])
+def test_showing_the_last_expression_is_sf203_when_the_static_pass_cannot_tell_its_a_tensor(ip, mode):
+    """Issue 39 (9): the display's sync was SF201 (print) when nothing in the cell says the
+    value is a CUDA tensor; print(...) as the last line syncs in the call and stays SF201."""
+    ip.run_cell("import torch\ndef make():\n    return torch.ones(3, device='cuda')\n")
+    result, stdout, bundles = run(ip, f"%%syncfree --mode {mode}\nx = make()\nx\n")
+    report = the_report(bundles)
+    if report["mode"] != "predict":
+        pytest.skip("predict mode is unavailable in this kernel")
+    assert report["findings"] == []
+    assert [(s["line"], s["kind"], s["rule"]) for s in report["sites"]] == [(3, "print", "SF203")]
+    if mode == "error":
+        assert isinstance(result.error_in_exec, RuntimeError) and "----> 3 x" in stdout
+    _, _, bundles = run(ip, f"%%syncfree --mode {mode}\nprint(make())\n")
+    assert [(s["line"], s["rule"]) for s in the_report(bundles)["sites"]] == [(2, "SF201")]
+
+
 def test_the_magic_called_from_code_still_returns_the_value(cuda_ip):
     result, stdout, _ = run(cuda_ip, "v = get_ipython().run_cell_magic('syncfree', '--quiet', '40 + 2')\nv\n")
     assert result.success and result.result == 42

@@ -406,10 +406,10 @@ class SyncfreeMagics(Magics):
             else:
                 node = body.pop()
                 last = shell.compile(ast.Expression(node.value), filename, "eval")
-                if display_last:
-                    probe = ast.Call(ast.Name("repr", ast.Load()), [ast.Name(SHOWN_NAME, ast.Load())], [])
-                    probe = ast.fix_missing_locations(ast.copy_location(probe, node.value))
-                    shown = compile(ast.Expression(probe), filename, "eval")
+                if display_last:  # `__syncfree_shown__` alone, shown as the cell's line shows it
+                    probe = ast.copy_location(ast.Name(SHOWN_NAME, ast.Load()), node.value)
+                    probe = ast.fix_missing_locations(ast.copy_location(ast.Expr(probe), node))
+                    shown = compile(ast.Interactive([probe]), filename, "single")
         elif interactivity == "last":
             interactive = body[-1:]
             body = body[:-1]
@@ -436,7 +436,13 @@ class SyncfreeMagics(Magics):
         value = eval(last, shell.user_global_ns, shell.user_ns)
         if shown is None or value is None:
             return value
-        eval(shown, {"__builtins__": builtins, SHOWN_NAME: value})
+        # The probe's PRINT_EXPR hands the value to sys.displayhook, here repr: its sync is
+        # the display of the value (sites.shows_value: SF203), not a print() in the cell.
+        hook, sys.displayhook = sys.displayhook, repr
+        try:
+            exec(shown, {"__builtins__": builtins, SHOWN_NAME: value})
+        finally:
+            sys.displayhook = hook
         sys.displayhook(value)
         return None
 

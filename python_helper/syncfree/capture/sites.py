@@ -757,7 +757,10 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
                            tuple(files) if by_file else None, None, phase)
     cell_frame = stack[inner]
     offset = cell_files[cell_frame.f_code.co_filename]
-    span = instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
+    # A sync while an expression statement's value is shown (sys.displayhook: IPython's
+    # Out[n]) is the display's; the static findings on that text are about computing it.
+    shows = shows_value(cell_frame)
+    span = None if shows else instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
     rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span) if span else None
     rule_kind = _kind_of_rule(rule) if rule else None
     if kind is None:
@@ -771,6 +774,8 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
         rule = _rule_of_callee(cell_frame)
         if rule is not None:
             kind = _kind_of_rule(rule) or kind
+    if rule is None and shows and kind == "print":
+        rule = DISPLAY_RULE  # whatever the static pass knew of the value
     if rule is None:
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
@@ -1124,6 +1129,26 @@ _SUBSCRIPT_STORE = {"STORE_SUBSCR", "STORE_SLICE"}
 _FORMAT_OPS = {"FORMAT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC"}
 _BOOL_OPS = {"UNARY_NOT", "TO_BOOL", "COMPARE_OP"}
 _CALL_OPS = {"CALL", "PRECALL", "CALL_FUNCTION_EX", "CALL_KW", "CALL_FUNCTION", "CALL_METHOD"}
+
+
+#: The rule of a tensor's repr taken to show an expression statement's value.
+DISPLAY_RULE = "SF203"
+_PRINT_EXPR = dis.opmap.get("PRINT_EXPR")  # Python 3.10, 3.11
+_CALL_INTRINSIC_1 = dis.opmap.get("CALL_INTRINSIC_1")  # 3.12+: its argument 1 is INTRINSIC_PRINT
+
+
+def shows_value(frame: FrameType) -> bool:
+    """Whether ``frame`` is showing the value of an expression statement through
+    ``sys.displayhook``: code compiled in "single" mode (an interactive cell's last
+    expression, IPython's run_ast_nodes) shows each expression statement's value with
+    PRINT_EXPR (CPython 3.12+: CALL_INTRINSIC_1 INTRINSIC_PRINT, Python/intrinsics.c).
+    ``print(x)`` as the last line syncs in its CALL, before anything is shown."""
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    if lasti < 0 or lasti + 1 >= len(code):
+        return False
+    op = code[lasti]
+    return op == _PRINT_EXPR or (op == _CALL_INTRINSIC_1 and code[lasti + 1] == 1)
 
 
 def classify_instruction(frame: FrameType) -> str | None:
