@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -490,6 +491,18 @@ def test_error_mode_traceback_ends_at_the_cell_line(ip):
     assert "File " not in tail and "RuntimeError: called a synchronizing CUDA operation" in tail
 
 
+def test_a_traceback_shows_the_magic_line_above_the_cells_first_lines(ip):
+    """Issue 39 (12b): line 1 of the code that ran was blank (IPython leaves it out), so a
+    stop on line 3 showed lines 2 and 3 only; the magic line is there, as a comment."""
+    cell = "%%syncfree --mode error\nimport torch\nv = torch.ones(3, device='cuda').sum().item()\n"
+    result, stdout, bundles = run(ip, cell)
+    if the_report(bundles)["mode"] != "predict":
+        pytest.skip("predict mode is unavailable in this kernel")
+    assert isinstance(result.error_in_exec, RuntimeError)
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", stdout)
+    assert re.search(r"^ +1 # %%syncfree --mode error\n +2 import torch\n----> 3 v = ", shown, flags=re.M), shown
+
+
 def test_watch_mode_counts_the_syncs_of_a_cells_child_processes(ip):
     ip.run_line_magic("syncfree", "on --mode predict --quiet")
     try:
@@ -786,8 +799,6 @@ def test_the_magic_called_from_code_still_returns_the_value(cuda_ip):
 
 
 def _frames_shown(stdout: str) -> list[str]:
-    import re
-
     return re.findall(r"^(Cell In\[\d+\], line \d+.*|File .*)$", re.sub(r"\x1b\[[0-9;]*m", "", stdout),
                       flags=re.M)
 

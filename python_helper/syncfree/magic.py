@@ -284,7 +284,8 @@ class SyncfreeMagics(Magics):
         transformed = _python_body(shell, cell, blank)
         # Padding puts line n of the code on cell line n, so the traceback shows the cell's
         # own line numbers under "Cell In[n]" (CachingCompiler.cache registers the name).
-        code_text = "\n" * (first_line - 1) + (transformed or shell.transform_cell(cell))
+        padding = _padding(text, first_line)
+        code_text = padding + (transformed or shell.transform_cell(cell))
         filename = shell.compile.cache(code_text, self._execution_count(), raw_code=code_text)
         engine = choose_engine(options.mode, options.engine, sources=[cell])
         # From the parse to the compiled code Python's cycle collector is held off: a big
@@ -298,7 +299,7 @@ class SyncfreeMagics(Magics):
                 try:
                     tree = shell.compile.ast_parse(code_text, filename=filename)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    code_text = "\n" * (first_line - 1) + shell.transform_cell(cell)
+                    code_text = padding + shell.transform_cell(cell)
                     filename = shell.compile.cache(code_text, self._execution_count(),
                                                    raw_code=code_text)
             # In cell lines; IPython syntax lines skipped.
@@ -709,6 +710,20 @@ def _python_body(shell, cell: str, blank: int) -> str | None:
 @functools.cache
 def _default_transforms() -> TransformerManager:
     return TransformerManager()
+
+
+def _padding(text: CellText, first_line: int) -> str:
+    """The lines above the body's first line as the code of the cell has them: blank but
+    for the magic line, kept as a comment. IPython's traceback shows the lines around the
+    one that failed from this code (linecache), so a failure on line 2 or 3 shows the
+    ``%%syncfree`` line above it rather than leaving it out as a blank line."""
+    lines = [""] * (first_line - 1)
+    magic_at = text.body_line - 2
+    if 0 <= magic_at < len(lines):
+        magic = text.raw.splitlines()[magic_at].strip()
+        if magic.startswith(MAGIC):
+            lines[magic_at] = f"# {magic}"
+    return "".join(line + "\n" for line in lines)
 
 
 def _leading_blank_lines(text: str) -> int:
