@@ -10,20 +10,45 @@ import {
   findingsWithoutSites,
   formatCount,
   formatMs,
+  type ICellLines,
   isPredicted,
+  lineInCell,
   plural,
   ruleOf,
   siteColumn,
   siteLabel,
+  sitesInCell,
   syncCountText
 } from './model';
 import { CSS_PREFIX, MIME_TYPE, SyncReport, SyncSite } from './tokens';
 import { appendWithInlineCode, el, withInlineCode } from './dom';
 import { libraryText } from './library';
 
-/** The summary's first line: how many syncs, where, how long, on what. */
-export function headline(report: SyncReport): string {
+/**
+ * The report's totals less the sites left out (past the cell's end: `sitesInCell`), so
+ * that the summary's counts are those of the sites it lists, as the Syncs panel's are.
+ */
+export function totalsWithout(report: SyncReport, leftOut: readonly SyncSite[]): SyncReport['totals'] {
   const { totals } = report;
+  if (leftOut.length === 0) {
+    return totals;
+  }
+  const less = (value: number | null | undefined, of: (site: SyncSite) => number | null | undefined) =>
+    value === null || value === undefined
+      ? value
+      : Math.max(0, value - leftOut.reduce((sum, site) => sum + (of(site) ?? 0), 0));
+  return {
+    ...totals,
+    syncs: less(totals.syncs, site => site.count) as number,
+    sites: Math.max(0, totals.sites - leftOut.length),
+    blocked_ms: less(totals.blocked_ms, site => site.blocked_ms) as number | null,
+    cost_ms: less(totals.cost_ms, site => site.cost_ms)
+  };
+}
+
+/** The summary's first line: how many syncs, where, how long, on what. */
+export function headline(report: SyncReport, leftOut: readonly SyncSite[] = []): string {
+  const totals = totalsWithout(report, leftOut);
   const sites = plural(totals.sites, 'site');
   if (report.mode === 'static') {
     const n = report.findings.length;
@@ -261,8 +286,12 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       this.node.addEventListener('click', this._onActivate);
       this.node.addEventListener('keydown', this._onActivate);
     }
+    // Sites on lines past the cell's end (a crafted or hand-edited report) are left out, as
+    // the Syncs panel leaves them out: the two list and count the same sites.
+    const cell = this._actions.cellLines?.(this.node, report) ?? null;
+    const { sites, leftOut } = sitesInCell(report, cell);
     const head = el('div', `${CSS_PREFIX}-headline`);
-    head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report)));
+    head.appendChild(el('span', `${CSS_PREFIX}-title`, headline(report, leftOut)));
     // Shown (by the stylesheet) while the cell's text differs from what ran: the gutter
     // marks the cell `jp-syncfree-mod-stale`.
     head.appendChild(el('span', `${CSS_PREFIX}-stale-note`, 'Out of date: the cell was edited since this run'));
@@ -280,11 +309,23 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     if (report.error) {
       this.node.appendChild(withInlineCode('div', `${CSS_PREFIX}-error`, errorText(report.error)));
     }
-    if (report.sites.length > 0) {
-      // Sorted only now: most summaries of a large notebook are never drawn.
-      this.node.appendChild(this._table(report, costliestFirst(report.sites)));
+    if (leftOut.length > 0) {
+      const lines = [...new Set(leftOut.map(site => site.line))].sort((a, b) => a - b);
+      const shown = lines.slice(0, 5).join(', ') + (lines.length > 5 ? ', …' : '');
+      this.node.appendChild(
+        el(
+          'div',
+          `${CSS_PREFIX}-note ${CSS_PREFIX}-left-out`,
+          `${plural(leftOut.length, 'site')} on lines past the cell's end (line ${shown}) left out: ` +
+            'this report does not match the cell'
+        )
+      );
     }
-    const unmatched = findingsWithoutSites(report);
+    if (sites.length > 0) {
+      // Sorted only now: most summaries of a large notebook are never drawn.
+      this.node.appendChild(this._table(report, costliestFirst(sites)));
+    }
+    const unmatched = findingsWithoutSites(report).filter(finding => lineInCell(finding.range.line, cell));
     if (unmatched.length > 0) {
       const list = el('ul', `${CSS_PREFIX}-findings`);
       const label = report.mode === 'static' ? '' : ' (did not run)';
@@ -384,6 +425,8 @@ export interface IRendererActions {
   openSidebar?: () => void;
   /** Go to a 1-based line (at a 0-based column, if known) of the cell whose output holds `from`. */
   jumpToLine?: (from: HTMLElement, line: number, column: number | null) => void;
+  /** The lines of the cell whose output holds `from` (its report is `report`); null when unknown. */
+  cellLines?: (from: HTMLElement, report: SyncReport) => ICellLines | null;
 }
 
 export function rendererFactory(actions: IRendererActions = {}): IRenderMime.IRendererFactory {

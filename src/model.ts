@@ -419,3 +419,42 @@ export function costText(site: Pick<SyncSite, 'cost_ms' | 'cost_each_ms' | 'cost
   }
   return text;
 }
+
+/**
+ * The lines of the cell a report belongs to, as it is now: how many there are and, once
+ * it was edited, where the report's lines went (`anchoredLines`, the editor's markers).
+ */
+export interface ICellLines {
+  lineCount: number;
+  /** Where a report line is now; null when it is gone. Without it, lines are as they ran. */
+  currentLine?: LineAnchors;
+}
+
+/**
+ * Whether a report line is a line of its cell: within the cell's lines, or found
+ * elsewhere in the edited cell by its text. A line past the cell's end is not (a
+ * hand-edited or crafted report): the summary under the cell and the Syncs panel both
+ * leave its sites out. Without `cell` (a host that cannot say), every line is.
+ */
+export function lineInCell(line: number, cell: ICellLines | null | undefined): boolean {
+  if (!cell || (line >= 1 && line <= cell.lineCount)) {
+    return true;
+  }
+  return line >= 1 && cell.currentLine !== undefined && cell.currentLine(line) !== null;
+}
+
+/** The report's sites on lines of the cell (`lineInCell`), and those left out. */
+export function sitesInCell(
+  report: SyncReport,
+  cell: ICellLines | null | undefined
+): { sites: SyncSite[]; leftOut: SyncSite[] } {
+  if (!cell) {
+    return { sites: report.sites, leftOut: [] };
+  }
+  const sites: SyncSite[] = [];
+  const leftOut: SyncSite[] = [];
+  for (const site of report.sites) {
+    (lineInCell(site.line, cell) ? sites : leftOut).push(site);
+  }
+  return leftOut.length === 0 ? { sites: report.sites, leftOut } : { sites, leftOut };
+}

@@ -2,7 +2,8 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import { MAX_PLACEHOLDER_ROWS, SyncReportRenderer, summaryRows } from '../mime';
 import { MIME_TYPE } from '../tokens';
-import { loopReport, site } from './fixtures';
+import { SiteRanking } from '../sidebar/ranking';
+import { loopReport, report, site } from './fixtures';
 
 /**
  * A stand-in for the browser's IntersectionObserver: nothing is near the viewport until
@@ -143,6 +144,46 @@ describe('SyncReportRenderer', () => {
     ).node;
     expect(node.querySelector('img')).toBeNull();
     expect(node.textContent).toContain(evil);
+  });
+});
+
+describe("sites past the cell's end (issue 39, 12c)", () => {
+  afterEach(() => {
+    document.body.textContent = '';
+  });
+
+  it('are left out of the summary as the Syncs panel leaves them out, and the counts agree', () => {
+    const warn = jest.spyOn(console, 'warn').mockImplementation(() => undefined);
+    // A crafted report: two of its three sites are on lines a 4-line cell does not have.
+    const crafted = report({
+      sites: [
+        site({ line: 3, count: 2, blocked_ms: 0.4 }),
+        site({ line: 40, count: 7, blocked_ms: 3 }),
+        site({ line: 41, count: 5, blocked_ms: 1 })
+      ],
+      totals: { syncs: 14, sites: 3, blocked_ms: 4.4, wall_ms: 3 },
+      findings: []
+    });
+    const node = render(crafted, { cellLines: () => ({ lineCount: 4 }) }).node;
+    const rows = Array.from(node.querySelectorAll('tbody tr')).map(r => (r as HTMLElement).dataset.line);
+    expect(rows).toEqual(['3']);
+    expect(node.querySelector('.jp-syncfree-title')!.textContent).toBe(
+      'syncfree: 2 syncs at 1 site, blocked 0.40 ms · NVIDIA H100'
+    );
+    expect(node.querySelector('.jp-syncfree-left-out')!.textContent).toBe(
+      "2 sites on lines past the cell's end (line 40, 41) left out: this report does not match the cell"
+    );
+    const panel = new SiteRanking([{ cellId: 'abc', cellNumber: 1, report: crafted, previous: null, lineCount: 4 }]);
+    expect(panel.flat().map(r => r.line)).toEqual([3]);
+    expect([panel.totals().syncs, panel.totals().sites, panel.totals().blockedMs]).toEqual([2, 1, 0.4]);
+    warn.mockRestore();
+  });
+
+  it('are all listed where the host cannot say which cell the summary is under', () => {
+    const crafted = report({ sites: [site({ line: 3 }), site({ line: 40 })], findings: [] });
+    const node = render(crafted).node;
+    expect(node.querySelectorAll('tbody tr').length).toBe(2);
+    expect(node.querySelector('.jp-syncfree-left-out')).toBeNull();
   });
 });
 

@@ -4,6 +4,7 @@ import {
   findingLine,
   findingsWithoutSites,
   isPredicted,
+  lineInCell,
   plainText,
   ruleTitle,
   siteColumn,
@@ -212,12 +213,12 @@ export class SiteRanking {
     };
     for (const input of inputs) {
       const { report } = input;
+      const cellLines =
+        input.lineCount === undefined ? null : { lineCount: input.lineCount, currentLine: input.currentLine };
       const inRange = (line: number) => {
-        if (input.lineCount === undefined || (line >= 1 && line <= input.lineCount)) {
+        // As the summary under the cell decides (model.ts sitesInCell): the two list the same sites.
+        if (lineInCell(line, cellLines)) {
           return true;
-        }
-        if (line >= 1 && input.currentLine && input.currentLine(line) !== null) {
-          return true; // the cell was edited: the line is elsewhere now (found by its text)
         }
         if (!warnedOutOfRange.has(report)) {
           warnedOutOfRange.add(report);
