@@ -4,7 +4,9 @@ import type { INotebookModel } from '@jupyterlab/notebook';
 import { JSONExt, JSONValue } from '@lumino/coreutils';
 import { ISignal, Signal } from '@lumino/signaling';
 import { REPORT_SCHEMA } from './_report';
-import { ICellReport, ISyncReports, MIME_TYPE, SyncReport } from './tokens';
+import { ICellMergedReport, ICellReport, ISyncReports, MIME_TYPE, SyncReport } from './tokens';
+import { MERGED_MIME_TYPE, type MergedReport } from './merged/model';
+import { parseMerged } from './merged/parse';
 
 let validator: ValidateFunction | null = null;
 
@@ -129,6 +131,22 @@ export function reportOfCell(model: ICellModel): SyncReport | null {
   return null;
 }
 
+/** The last merged rank report among a code cell's outputs (checked), or null. */
+export function mergedOfCell(model: ICellModel): MergedReport | null {
+  const outputs = model.type === 'code' ? (model as ICodeCellModel).outputs : null;
+  if (!outputs) {
+    return null;
+  }
+  for (let i = outputs.length - 1; i >= 0; i--) {
+    const json = outputs.get(i).toJSON() as { data?: Record<string, unknown> };
+    const data = json.data?.[MERGED_MIME_TYPE];
+    if (data !== undefined) {
+      return parseMerged(data);
+    }
+  }
+  return null;
+}
+
 /**
  * The reports of every open notebook, kept up to date from their cells' outputs.
  * A notebook is registered by the reports plugin when its panel opens.
@@ -140,6 +158,10 @@ export class SyncReportStore implements ISyncReports {
 
   reportsOf(notebookPath: string): readonly ICellReport[] {
     return this._notebooks.get(notebookPath)?.reports ?? [];
+  }
+
+  mergedOf(notebookPath: string): readonly ICellMergedReport[] {
+    return this._notebooks.get(notebookPath)?.merged ?? [];
   }
 
   previousOf(notebookPath: string, cellId: string): SyncReport | null {
@@ -162,6 +184,8 @@ export class SyncReportStore implements ISyncReports {
         users: 1,
         reports: [],
         byCell: new Map(),
+        merged: [],
+        mergedByCell: new Map(),
         current: new Map(),
         previous: new Map(),
         listeners: new Map(),
@@ -235,17 +259,21 @@ export class SyncReportStore implements ISyncReports {
         unwatchOutputs(watchedCell);
         entry.listeners.delete(cell);
         entry.byCell.delete(cell);
+        entry.mergedByCell.delete(cell);
       }
     }
     this._publish(entry);
   }
 
-  /** Re-read one cell's report; true when it changed. */
+  /** Re-read one cell's report (and merged rank report); true when either changed. */
   private _readCell(entry: INotebookEntry, cell: ICellModel): boolean {
+    const merged = mergedOfCell(cell);
+    const mergedChanged = merged !== (entry.mergedByCell.get(cell) ?? null);
+    entry.mergedByCell.set(cell, merged);
     const report = reportOfCell(cell);
     const before = entry.byCell.get(cell) ?? null;
     if (report === before) {
-      return false;
+      return mergedChanged;
     }
     entry.byCell.set(cell, report);
     if (report) {
@@ -263,18 +291,27 @@ export class SyncReportStore implements ISyncReports {
   /** Rebuild the notebook's list in cell order and tell listeners, if it changed. */
   private _publish(entry: INotebookEntry): void {
     const reports: ICellReport[] = [];
+    const merged: ICellMergedReport[] = [];
     for (let i = 0; i < entry.model.cells.length; i++) {
       const cell = entry.model.cells.get(i);
       const report = entry.byCell.get(cell);
       if (report) {
         reports.push({ cellId: cell.id, report });
       }
+      const found = entry.mergedByCell.get(cell);
+      if (found) {
+        merged.push({ cellId: cell.id, merged: found });
+      }
     }
     const same =
       reports.length === entry.reports.length &&
       reports.every((r, i) => r.cellId === entry.reports[i].cellId && r.report === entry.reports[i].report);
-    if (!same) {
+    const sameMerged =
+      merged.length === entry.merged.length &&
+      merged.every((m, i) => m.cellId === entry.merged[i].cellId && m.merged === entry.merged[i].merged);
+    if (!same || !sameMerged) {
       entry.reports = reports;
+      entry.merged = merged;
       this._changed.emit(entry.path);
     }
   }
@@ -291,6 +328,9 @@ interface INotebookEntry {
   users: number;
   reports: ICellReport[];
   byCell: Map<ICellModel, SyncReport | null>;
+  /** Merged rank reports in the notebook's outputs, in cell order, and per cell. */
+  merged: ICellMergedReport[];
+  mergedByCell: Map<ICellModel, MergedReport | null>;
   /** The latest report per cell id, kept when outputs are cleared for a re-run. */
   current: Map<string, SyncReport>;
   previous: Map<string, SyncReport>;

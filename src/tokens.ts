@@ -1,6 +1,7 @@
 import { Token } from '@lumino/coreutils';
 import { ISignal } from '@lumino/signaling';
 import type { SyncReport } from './_report';
+import type { MergedReport } from './_merged';
 
 export type { SyncReport, SyncSite, Finding, Rule, Fix, TextEdit, Range } from './_report';
 
@@ -39,12 +40,20 @@ export interface ICellReport {
   readonly report: SyncReport;
 }
 
+/** A distributed job's merged report (its ranks' sites in scripts) as found in one cell's outputs. */
+export interface ICellMergedReport {
+  readonly cellId: string;
+  readonly merged: MergedReport;
+}
+
 /**
  * The reports of the open notebooks, read from their cells' outputs.
  */
 export interface ISyncReports {
   /** Reports of a notebook, in cell order; empty when it has none. */
   reportsOf(notebookPath: string): readonly ICellReport[];
+  /** Merged rank reports shown in a notebook's outputs, in cell order (issue 39). */
+  mergedOf?(notebookPath: string): readonly ICellMergedReport[];
   /** The previous report of a cell (before its last re-run) while the notebook is open. */
   previousOf(notebookPath: string, cellId: string): SyncReport | null;
   /** Emitted with the notebook path whose reports changed. */

@@ -11,6 +11,19 @@ let validator: ValidateFunction | null = null;
  * report is ignored, it never breaks the notebook (as reports.ts does for cell reports).
  */
 export function parseMerged(data: unknown): MergedReport | null {
+  if (typeof data === 'object' && data !== null) {
+    // An output's stored bundle is the same object until the output is replaced: checked once.
+    if (!checked.has(data)) {
+      checked.set(data, parseUnchecked(data));
+    }
+    return checked.get(data)!;
+  }
+  return parseUnchecked(data);
+}
+
+const checked = new WeakMap<object, MergedReport | null>();
+
+function parseUnchecked(data: unknown): MergedReport | null {
   let value = data;
   if (typeof value === 'string') {
     try {

@@ -14,6 +14,7 @@ import { ISyncsSource, SyncsPanel } from './panel';
 import { SyncsStatus, badgeCount, badgeText } from './status';
 import { anchoredLines, notebookTotals } from '../model';
 import type { IRankInput } from './ranking';
+import { mergedRankInput } from './merged';
 import type { EditorView } from '@codemirror/view';
 import type { SyncReport } from '../tokens';
 
@@ -26,8 +27,9 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
     inputs(): IRankInput[] {
       const path = panel.context.path;
       const found = reports.reportsOf(path);
+      const merged = reports.mergedOf?.(path) ?? [];
       const model = panel.context.model;
-      if (found.length === 0 || !model) {
+      if ((found.length === 0 && merged.length === 0) || !model) {
         return [];
       }
       const cells = new Map<string, { number: number; source: string }>();
@@ -48,6 +50,13 @@ export function notebookSource(panel: NotebookPanel, reports: ISyncReports): ISy
             lineCount: cell.source.split('\n').length,
             ...(editedLines(editorViewOfCell(widgets.get(cellId)), report) ?? anchoredLines(cell.source, report))
           });
+        }
+      }
+      // A distributed job's merged report: its sites are in scripts, a group of their own.
+      for (const { cellId, merged: report } of merged) {
+        const cell = cells.get(cellId);
+        if (cell) {
+          inputs.push(mergedRankInput(report, cellId, cell.number));
         }
       }
       return inputs;
@@ -179,7 +188,14 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
     };
     const showTotals = () => {
       const notebook = tracker.currentWidget;
-      const found = notebook ? reports.reportsOf(notebook.context.path) : [];
+      const path = notebook?.context.path;
+      // The merged rank reports' syncs count too, as the panel counts them.
+      const found = path
+        ? [
+            ...reports.reportsOf(path),
+            ...(reports.mergedOf?.(path) ?? []).map(({ cellId, merged }) => mergedRankInput(merged, cellId, 0))
+          ]
+        : [];
       const totals = found.length > 0 ? notebookTotals(found) : null;
       status.totals = totals;
       const count = badgeCount(totals);

@@ -19,6 +19,7 @@ import {
 import { costText, formatCount, formatMs, plainText, plural, syncCountText } from '../model';
 import { el, withInlineCode } from '../dom';
 import { librarySwitch, libraryText, libraryWhere } from '../library';
+import { shortFile } from './merged';
 
 /** The notebook the sidebar shows. */
 export interface ISyncsSource {
@@ -506,7 +507,7 @@ export class SyncsPanel extends Panel {
     const cell = el('span', `${S}-cell-label`);
     cell.setAttribute('role', 'gridcell');
     cell.appendChild(el('span', `${S}-chevron`, collapsed ? '▸' : '▾'));
-    cell.appendChild(el('span', `${S}-cell-name`, `Cell ${group.cellNumber}`));
+    cell.appendChild(el('span', `${S}-cell-name`, group.title ?? `Cell ${group.cellNumber}`));
     const parts = [plural(group.syncs, 'sync')];
     // The cell's cost (GPU time lost) where measured (issue 37), else its blocked time.
     if (group.costMs !== null) {
@@ -577,6 +578,10 @@ export class SyncsPanel extends Panel {
       row.dataset.deleted = 'true';
       row.setAttribute('aria-disabled', 'true');
     }
+    if (site.file !== undefined) {
+      // A line of a script (a merged rank report), not of a cell: there is no cell line to go to.
+      row.dataset.file = site.file ?? '';
+    }
     const dot = el(
       'span',
       `${CSS_PREFIX}-marker ${CSS_PREFIX}-marker-${site.source} ${CSS_PREFIX}-weight-${site.weight}`
@@ -589,8 +594,13 @@ export class SyncsPanel extends Panel {
       row.appendChild(span);
       return span;
     };
-    const position = site.currentLine === null ? `${site.line} (deleted)` : String(line);
-    cell('where', showCell ? `cell ${site.cellNumber}:${position}` : position);
+    if (site.file !== undefined) {
+      const file = site.file ?? '?';
+      cell('where', `${shortFile(file)}:${site.line}`).title = `${file}:${site.line}`;
+    } else {
+      const position = site.currentLine === null ? `${site.line} (deleted)` : String(line);
+      cell('where', showCell ? `cell ${site.cellNumber}:${position}` : position);
+    }
     const what = cell('kind');
     what.appendChild(withInlineCode('span', `${S}-label`, site.label));
     if (site.library) {
@@ -663,7 +673,12 @@ export class SyncsPanel extends Panel {
         : site.stale
           ? 'out of date: the cell was edited since this run'
           : null;
-    const where = site.currentLine === null ? `line ${site.line} (deleted)` : `line ${line}`;
+    const where =
+      site.file !== undefined
+        ? `${site.file ?? '?'}:${site.line}`
+        : site.currentLine === null
+          ? `line ${site.line} (deleted)`
+          : `line ${line}`;
     row.title = [`${where}: ${whatText}`, site.firstCall, phase?.words, ruleText, site.message, staleNote]
       .filter(Boolean)
       .join(' — ');
@@ -680,7 +695,7 @@ export class SyncsPanel extends Panel {
 
   /** Go to a row's line; a row whose line was deleted goes nowhere (its text says why). */
   private _jump(row: HTMLElement): void {
-    if (row.dataset.cellId && row.dataset.deleted !== 'true') {
+    if (row.dataset.cellId && row.dataset.deleted !== 'true' && row.dataset.file === undefined) {
       const column = row.dataset.column;
       this._options.jump(
         row.dataset.cellId,

@@ -34,6 +34,10 @@ export interface IRankInput {
   currentLine?: (line: number) => number | null;
   /** The cell text differs from what ran (the report is out of date). */
   stale?: boolean;
+  /** The group's name when it is not the cell's own report ("Cell 3: merged report, 2 ranks"). */
+  title?: string;
+  /** The file a site is in when it is not in the cell (a merged rank report's scripts): rows go nowhere. */
+  fileOf?: (site: SyncSite) => string | null;
 }
 
 /** How a site changed since the previous run of its cell. */
@@ -52,6 +56,8 @@ export interface IRankedSite {
   cellNumber: number;
   /** The line in the report (the text that ran). */
   line: number;
+  /** The file of that line when it is not the cell's (a merged rank report); absent for cells. */
+  file?: string | null;
   /** Where that line is now in the cell (moved by edits); null when it was deleted. */
   currentLine: number | null;
   /** The 0-based column of the call on that line, when a finding says where it starts. */
@@ -125,6 +131,8 @@ export interface IOnceTotals {
 export interface ICellGroup {
   cellId: string;
   cellNumber: number;
+  /** The group's name when it is not the cell's own report (IRankInput.title). */
+  title?: string;
   syncs: number;
   blockedMs: number | null;
   /**
@@ -482,10 +490,12 @@ export class SiteRanking {
         costMs: cost !== null && oldCost !== null ? cost - oldCost : null
       };
     }
+    const file = input.fileOf?.(site);
     return {
       cellId: input.cellId,
       cellNumber: input.cellNumber,
       line: site.line,
+      ...(file !== undefined ? { file } : {}),
       currentLine: input.currentLine ? input.currentLine(site.line) : site.line,
       column: siteColumn(report, site),
       stale: input.stale ?? false,
@@ -685,6 +695,7 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   return {
     cellId: input.cellId,
     cellNumber: input.cellNumber,
+    ...(input.title !== undefined ? { title: input.title } : {}),
     syncs,
     blockedMs: blocked,
     rankMs,
