@@ -471,7 +471,10 @@ def test_asking_for_cupti_without_cupti_python_falls_back_with_the_install_hint(
 def test_error_and_predict_modes_keep_their_engines(cupti_installed):
     choice = engines.choose("cupti", "error")
     assert choice.engine == "debug" and "cannot stop one before it happens" in choice.notes[0]
-    assert engines.choose("cupti", "predict") == ("debug", [])
+    # Without a GPU the engine asked for is not used, and the report says so (it was dropped in silence).
+    choice = engines.choose("cupti", "predict")
+    assert choice.engine == "debug" and "needs a CUDA device" in choice.notes[0] and "predict mode" in choice.notes[0]
+    assert engines.choose("auto", "predict") == ("debug", [])
 
 
 def test_an_unknown_engine_is_one_clear_error():
