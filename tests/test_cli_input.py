@@ -176,6 +176,23 @@ def test_a_cell_timeout_is_one_line_without_the_kernels_traceback(tmp_path):
                       "it was being executed, after 5 seconds."]
 
 
+def test_a_notebook_runs_where_the_temp_folder_is_too_long_for_a_unix_socket(tmp_path):
+    # The kernel's sockets go in TMPDIR: a path past a Unix socket's 107 bytes ended the run at the kernel's start
+    # with zmq's "File name too long" (seen with pytest-xdist's longer temp folders). It talks over TCP then.
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell("print('ran', 6 * 7)")]
+    nbformat.write(notebook, tmp_path / "short.ipynb")
+    temp = tmp_path / ("t" * 40) / ("m" * 40)
+    temp.mkdir(parents=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), "TMPDIR": str(temp),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    done = syncfree("run", str(tmp_path / "short.ipynb"), "--output", str(tmp_path / "out.ipynb"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "ran 42" in (tmp_path / "out.ipynb").read_text() and not list(temp.iterdir()), done.stderr
+
+
 def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path):
     notebook = loop_notebook(tmp_path)
     temp, runtime = tmp_path / "tmp", tmp_path / "runtime"
