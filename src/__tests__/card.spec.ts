@@ -54,6 +54,25 @@ describe('renderSyncCard', () => {
     expect(text(cardFor(4, r), '.jp-syncfree-card-chain')).toEqual(['cell lines 2 → 3 → 4']);
   });
 
+  it('names the chain lines where they are now after edits moved them (issue 39)', () => {
+    const r = loopReport({ sites: [site({ line: 4, chain: [2, 3, 4] })] });
+    const marker = markerLines(r, 5).find(m => m.line === 4)!;
+    const card = (anchors: (line: number) => number | null) =>
+      renderSyncCard({ marker, line: 6, report: r, stale: true, showLibraryFrames: true, anchors }, actions());
+    expect(
+      text(
+        card(line => line + 2),
+        '.jp-syncfree-card-chain'
+      )
+    ).toEqual(['cell lines 4 → 5 → 6']);
+    expect(
+      text(
+        card(line => (line === 3 ? null : line + 2)),
+        '.jp-syncfree-card-chain'
+      )
+    ).toEqual(['cell lines 4 → ? → 6']);
+  });
+
   it('says what the CPU waits for by the rule category, not one remedy for every rule (issue 39)', () => {
     const rule = loopReport().rules.SF101;
     const words = (category: string, dependency: 'true' | 'false' = 'true') =>

@@ -9,6 +9,7 @@ import {
   formatCount,
   formatMs,
   isPredicted,
+  LineAnchors,
   messageAddsToLabel,
   ruleOf,
   siteLabel
@@ -28,6 +29,11 @@ export interface ISyncCardContent {
   /** The cell text no longer matches the report. */
   stale: boolean;
   showLibraryFrames: boolean;
+  /**
+   * Where the report's lines are in the cell's text now, when edits moved them (model.ts
+   * anchorReportLines): the chain names the lines the user sees, as the marker does.
+   */
+  anchors?: LineAnchors | null;
 }
 
 /** What a sync card can do; the card itself never touches an editor. */
@@ -55,9 +61,13 @@ export function cardTitle(marker: ILineMarker, line: number = marker.line): stri
   }
 }
 
-/** "12 → 7 → 3": the cell lines from the outermost call to the sync. */
-export function chainText(site: SyncSite): string {
-  return site.chain.length > 0 ? site.chain.join(' → ') : String(site.line);
+/**
+ * "12 → 7 → 3": the cell lines from the outermost call to the sync, where they are now
+ * when `anchors` says where the report's lines went ("?" for a line whose text is gone).
+ */
+export function chainText(site: SyncSite, anchors?: LineAnchors | null): string {
+  const now = (line: number) => (anchors ? (anchors(line) ?? '?') : line);
+  return site.chain.length > 0 ? site.chain.map(now).join(' → ') : String(now(site.line));
 }
 
 /** The last path components of a library file: enough to recognise it. */
@@ -173,7 +183,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     block.appendChild(el('div', `${C}-thread`, `in thread ${site.thread}`));
   }
   if (site.chain.length > 1) {
-    block.appendChild(el('div', `${C}-chain`, `cell lines ${chainText(site)}`));
+    block.appendChild(el('div', `${C}-chain`, `cell lines ${chainText(site, content.anchors)}`));
   }
   const definedIn = definedInText(site);
   if (definedIn) {

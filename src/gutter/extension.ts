@@ -261,7 +261,7 @@ function lineDecoration(line: number, source: MarkerSource, stale: boolean): Dec
  * (model.ts anchorReportLines); null when they are where the report says (or the report
  * knows no line text, an older one).
  */
-function anchorsIn(report: SyncReport, doc: Text): LineAnchors | null {
+export function anchorsIn(report: SyncReport, doc: Text): LineAnchors | null {
   const lineAt = (n: number) => doc.line(n).text;
   return reportLinesInPlace(report, lineAt, doc.lines) ? null : anchorReportLines(report, lineAt, doc.lines);
 }

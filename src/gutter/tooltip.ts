@@ -3,7 +3,7 @@ import { EditorView, Tooltip, ViewPlugin, ViewUpdate, getTooltip, keymap, showTo
 import { applyRewrite, planRewriteIn } from '../rewrite';
 import { CSS_PREFIX } from '../tokens';
 import { renderSyncCard } from './card';
-import { markerAtLine, setSyncReport, syncMarkerClick, syncMarkerField } from './extension';
+import { anchorsIn, markerAtLine, setSyncReport, syncMarkerClick, syncMarkerField } from './extension';
 
 /** The open sync card of an editor. */
 interface ICardState {
@@ -58,7 +58,14 @@ function createCard(view: EditorView, pos: number): HTMLElement {
     }
   };
   const card: HTMLElement = renderSyncCard(
-    { marker: marker.info, line, report, stale: state.stale, showLibraryFrames: state.options.showLibraryFrames },
+    {
+      marker: marker.info,
+      line,
+      report,
+      stale: state.stale,
+      showLibraryFrames: state.options.showLibraryFrames,
+      anchors: anchorsIn(report, view.state.doc)
+    },
     {
       plan: fix => planRewriteIn(view.state, report, fix),
       apply: fix => {
