@@ -879,6 +879,110 @@ def test_the_programs_threads_are_watched_and_joined_before_the_report(tmp_path)
     assert "×3" in done.stdout and "3 syncs at 1 site" in done.stdout
 
 
+# ------------------------------------------------------------------------------ torch imported when the program does
+NO_TORCH = """\
+    import atexit, sys
+    atexit.register(lambda: print("torch at exit:", "torch" in sys.modules))
+    print("sum", sum(range(10)))
+    """
+
+
+@pytest.mark.parametrize("how", ["script", "module", "stdin"])
+def test_a_program_that_never_imports_torch_runs_without_it(tmp_path, how):
+    # torch was imported for it (3-4.6 s and 235 MB where python takes 0.05 s and 9 MB), and the report carried the
+    # torch-version note and "predicted on CPU stand-ins" although no torch code ran.
+    write(tmp_path, "pkg/__init__.py", "")
+    write(tmp_path, "pkg/plain.py", NO_TORCH)
+    write(tmp_path, "plain.py", NO_TORCH)
+    argv = {"script": ["plain.py"], "module": ["-m", "pkg.plain"], "stdin": ["-"]}[how]
+    done = syncfree("run", *argv, cwd=tmp_path, stdin=textwrap.dedent(NO_TORCH) if how == "stdin" else None)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "sum 45\ntorch at exit: False\n" in done.stdout, done.stdout
+    assert "note: no torch code ran: the program never imported torch" in done.stdout, done.stdout
+    assert "torch 2." not in done.stdout and "predicted" not in done.stdout and "stand-ins" not in done.stdout
+    assert done.stderr == ""
+
+
+def test_a_program_that_imports_torch_in_a_function_is_watched_from_that_import(tmp_path):
+    write(tmp_path, "train.py", """\
+        import sys
+        total = sum(range(1000))
+
+        def train():
+            import torch
+            dev = "cuda" if torch.cuda.is_available() else "cpu"  # asked under the watch: True on the stand-ins
+            x = torch.randn(4, device=dev)
+            for _ in range(3):
+                x.sum().item()
+            return torch.nonzero(x > 0)
+
+        print("torch before:", "torch" in sys.modules)
+        train()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "torch before: False" in done.stderr
+    rows = sorted((row["line"], row["count"]) for row in json.loads(done.stdout))
+    assert rows == [(9, 3), (10, 1)], rows
+    text = syncfree("run", "train.py", cwd=tmp_path)
+    assert "4 syncs at 2 sites (predicted)" in text.stdout and "no torch code ran" not in text.stdout, text.stdout
+    assert "never ended" not in text.stderr, text.stderr
+
+
+def test_a_thread_that_imports_torch_is_watched(tmp_path):
+    write(tmp_path, "train.py", """\
+        import threading
+
+        def work():
+            import torch
+            x = torch.randn(4, device="cuda")
+            for _ in range(2):
+                x.sum().item()
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        print("done")
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout.startswith("done\ntrain.py:7:9: SF101 ") and "×2" in done.stdout, done.stdout
+    assert "2 syncs at 1 site (predicted)" in done.stdout
+    # The main thread was running when torch came: it has no stand-ins of its own, and the report says so.
+    assert "torch was first imported in thread 'Thread-1 (work)' while thread 'MainThread' ran" in done.stdout
+
+
+def test_children_that_import_torch_when_the_parent_never_does_are_watched(tmp_path):
+    write(tmp_path, "train.py", """\
+        import multiprocessing, os, sys
+
+        def work(i):
+            import torch
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(2) as pool:
+                print(len(pool.map(work, range(4))))
+            pid = os.fork()
+            if pid == 0:
+                work(0)
+                sys.exit(0)
+            os.waitpid(pid, 0)
+            print("torch in the parent:", "torch" in sys.modules)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert "torch in the parent: False" in done.stdout, (done.stdout, done.stderr)
+    assert "never ended" not in done.stderr, done.stderr
+    text = done.stdout
+    assert "unwatched" not in text, text
+    if "its syncs are not counted" in text:  # a pool worker busy in C at terminate() is killed, and named (above)
+        return
+    rows = [line for line in text.splitlines() if line.startswith("train.py:5:")]
+    assert len(rows) == 1 and "×5 " in rows[0] and "SpawnPoolWorker-" in rows[0] and ", pid " in rows[0], text
+    assert "5 syncs at 1 site (predicted)" in text and "note: no torch code ran" in text, text
+    assert done.returncode == 1
+
+
 def test_run_a_module_with_its_arguments(tmp_path):
     write(tmp_path, "pkg/__init__.py", "")
     write(tmp_path, "pkg/train.py", PRINTING)

@@ -448,6 +448,14 @@ class ForkedChildren:
                 pass
         self._keep_handler_in_dataloader_worker()
 
+    def recorder_started(self, recorder: Any) -> None:
+        """In a child forked before the run's engine started (its program had not imported torch), which now
+        imports torch and starts it: the child's syncs from here on are its report's."""
+        if self.in_child and self._child_recorder is None:
+            self._child_recorder = recorder
+            self._child_start = (recorder.checkpoint(), recorder.syncs)
+            self._keep_handler_in_dataloader_worker()
+
     def _keep_handler_in_dataloader_worker(self) -> None:
         """A DataLoader worker replaces the SIGTERM handler as it starts (torch/csrc/DataLoader.cpp,
         ``_set_worker_signal_handlers``): a C handler that ends the worker with ``_exit(0)`` when the parent sends

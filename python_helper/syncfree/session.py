@@ -801,6 +801,11 @@ class _Unended:
 
     def watch_began(self, watch: Watch) -> None:
         self._watches[id(watch)] = watch
+        self.register()
+
+    def register(self) -> None:
+        """Registers `at_exit` (once) with the process's atexit: `run_script` does before it takes the program's
+        registrations, so that a watch begun inside the program is not said to be unended at the program's end."""
         if not self._registered:
             import atexit
 
@@ -986,6 +991,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     that cannot be read or compiled raises OSError or SyntaxError before anything runs; a
     module that cannot be found, `ModuleNotRunnable`. ``pass_rules``: rule codes whose syncs
     ``mode="error"`` records without stopping (a one-off ``model.to(device)``).
+
+    torch is imported when the program imports it: the engine starts then, in the importing thread, before the
+    program gets the module back (`_TorchImport`; at once when torch is already imported). A program that never
+    imports it gets a report of mode "static" without an engine, whose note says that no torch code ran.
     """
     import builtins
     import signal
@@ -1021,8 +1030,17 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     exit_code, failure = 0, None
     # ``engine="auto"`` reads the program's imports (import cupy: the CUPTI engine).
     program_text = "" if module else text if path == "-" else _decoded(data)
-    runner = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
-                   engine=engine, sources=(program_text,), cost=cost)
+
+    def new_runner() -> Watch:
+        return Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
+                     engine=engine, sources=(program_text,), cost=cost)
+
+    # A program that has not imported torch yet is watched from its import of torch on (`_TorchImport`): nothing
+    # syncs before it, and a program that never imports it runs as fast and small as under python.
+    later = "torch" not in sys.modules and _torch_installed()
+    runner: Watch | None = None if later else new_runner()
+    boundary, run_thread = sys._getframe(), threading.get_ident()
+    began = perf_counter()
     exit_handlers = _ExitHandlers()
     threads_before = set(threading.enumerate())
     run: ScriptRun | None = None
@@ -1031,16 +1049,88 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     def close_watch(exc: BaseException | None) -> None:
         if not closed:  # once: os._exit may have closed it from inside the program
             closed.append(True)
-            runner.__exit__(type(exc) if exc is not None else None, exc,
-                            exc.__traceback__ if exc is not None else None)
+            if runner is not None:
+                runner.__exit__(type(exc) if exc is not None else None, exc,
+                                exc.__traceback__ if exc is not None else None)
 
     def finish(status: int, error: BaseException | None, hard: bool) -> ScriptRun:
         exit_handlers.remove()
         children.stop()
         reports, notes = children.collect()
         children.remove_folder()
-        assert runner.report is not None
-        return ScriptRun(filename or path, status, runner.report, error, reports, notes, hard)
+        if runner is None:  # torch never imported: nothing ran that could sync
+            report = _report_without_torch(round((perf_counter() - began) * 1000.0, 3))
+            if "torch" in sys.modules:  # imported past the hook (a finder of the program's own found it first)
+                report.notes[:] = ["torch was imported by a finder of the program's own, past syncfree's import "
+                                   "hook: no sync of this process was watched"]
+        else:
+            assert runner.report is not None
+            report = runner.report
+        return ScriptRun(filename or path, status, report, error, reports, notes, hard)
+
+    def configure(watch: Watch) -> None:
+        """What the run sets on its recorder once it runs (at the start, or at the program's import of torch)."""
+        recorder = watch._recorder
+        children.collector = watch
+        children.watch_settings = watch.child_settings()
+        if recorder is None:
+            return
+        if filename == "<stdin>":
+            _attribute_to(filename, recorder)
+        if pass_rules:
+            recorder.passes_rules = frozenset(pass_rules)
+        if recorder.mode == "predict":
+            # Torch function modes are per thread: each thread the program starts, daemon threads too (the
+            # process ends with the run), runs in a predict session of its own that reports to the run's
+            # recorder, as debug mode on a GPU sees every thread's syncs (capture/threads.py).
+            recorder.predicts_threads = True
+        if children.in_child:  # a forked child that imports torch itself: its syncs from here are its report's
+            children.recorder_started(recorder)
+
+    start_lock = threading.Lock()
+
+    def start_at_torch_import() -> None:
+        # In the thread that imports torch, before the importer gets it back: the engine and mode are chosen now
+        # (cuda_available() needs torch), and the program's first torch call already runs under the watch.
+        nonlocal runner
+        with start_lock:
+            if runner is not None or closed:
+                return
+            watch = new_runner()
+            # A library calling CUDA without torch that the program imported before torch was imported during the
+            # run all the same: debug mode's note on the syncs it did not see names it (engines.unseen_note).
+            watch.engine.libraries = libraries_before
+            in_run_thread = threading.get_ident() == run_thread
+            try:
+                # Another thread's stack never passes through run_script's frame: its own frame bounds nothing.
+                watch._begin(boundary if in_run_thread else sys._getframe())
+                runner = watch  # before the route: close_watch ends it
+                if in_run_thread:
+                    watch._resume()
+            except BaseException:  # noqa: B036 (an interrupt half way: nothing left running)
+                watch._abandon()
+                runner = None
+                raise
+            if watch.engine.mode == "predict":
+                # Torch function modes are per thread: the threads running now, but for this one, go on without
+                # the stand-ins (a thread's mode is entered in that thread only).
+                here = threading.current_thread()
+                running = [t.name for t in threading.enumerate() if t is not here and t.is_alive()
+                           and (t not in threads_before or t.ident == run_thread)]
+                if running:
+                    watch.engine.notes.append(
+                        f"torch was first imported in thread {here.name!r} while {_names_of(running)} ran: predict "
+                        "mode's stand-ins run in it and in the threads started from then on, not in those (their "
+                        "CUDA work is not predicted)")
+            configure(watch)
+
+    if later:
+        from .capture import engines
+
+        libraries_before = tuple(engines.bypassing_libraries())
+        child_watch = {"mode": mode, "engine": engine, "measure_blocked": measure_blocked, "max_frames": max_frames}
+    else:
+        child_watch = runner.child_settings()
 
     def hard_exit(status: int, replaced_by: list[str] | None = None, env: Any = None,
                   signum: int | None = None) -> int | None:
@@ -1082,27 +1172,25 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    # A child started as a new interpreter (spawn, forkserver) watches its target as this run does.
-    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=runner.child_settings(),
+    # A child started as a new interpreter (spawn, forkserver) watches its target as this run does: with the mode
+    # and engine asked for until torch is imported here (the child chooses as this process would), then as chosen.
+    children = ForkedChildren(_running_recorder, on_parent_exit=hard_exit, watch_settings=child_watch,
                               collector=runner)
+    torch_import = _TorchImport(start_at_torch_import) if later else None
     try:
-        runner.__enter__()
+        if runner is not None:
+            runner.__enter__()
         try:
-            if filename == "<stdin>":
-                _attribute_to(filename)
-            recorder = _running_recorder()
-            if pass_rules and recorder is not None:
-                recorder.passes_rules = frozenset(pass_rules)
-            children.start()
+            if runner is not None:
+                configure(runner)
+            children.start()  # followed from the start: a child started before torch is imported is watched too
+            _unended.register()
             exit_handlers.install()
             if on_exit is not None and threading.current_thread() is threading.main_thread() \
                     and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, terminated)  # the program's own handler, if it sets one, replaces it
-            if recorder is not None and recorder.mode == "predict":
-                # Torch function modes are per thread: each thread the program starts, daemon threads too (the
-                # process ends with the run), runs in a predict session of its own that reports to the run's
-                # recorder, as debug mode on a GPU sees every thread's syncs (capture/threads.py).
-                recorder.predicts_threads = True
+            if torch_import is not None:
+                torch_import.install()
             try:
                 if module:
                     sys.modules["__mp_main__"] = _MainAlias("__mp_main__")  # runpy makes the module: see _MainAlias
@@ -1139,6 +1227,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 # Its copy of the engine ends with it, undone by nothing: restoring torch's state here would
                 # touch CUDA, which cannot follow a fork.
                 closed.append(True)
+                if runner is not None:
+                    _unended.watch_ended(runner)  # reported with the child's report: not a watch left unended
                 raise SystemExit(exit_code)
             children.end_children()
         except BaseException as exc:
@@ -1147,6 +1237,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         close_watch(failure)
         run = finish(exit_code, failure, False)
     finally:
+        if torch_import is not None:
+            torch_import.remove()
         if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is terminated:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
         exit_handlers.remove()
@@ -1154,6 +1246,87 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         children.remove_folder()
         _restore(saved, saved_cwd)
     return run
+
+
+def _names_of(names: list[str]) -> str:
+    shown = ", ".join(repr(name) for name in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"thread{'s' if len(names) != 1 else ''} {shown}"
+
+
+def _torch_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+#: The note of a run whose program never imported torch.
+NO_TORCH = "no torch code ran: the program never imported torch, so its process made no sync"
+
+
+def _report_without_torch(wall_ms: float) -> WatchReport:
+    """The report of a program that never imported torch (run_script started no engine for it)."""
+    from .report import device_info
+
+    return WatchReport("static", device_info("none", "torch not imported"), [], [], 0, wall_ms, [NO_TORCH])
+
+
+class _TorchImport:
+    """A ``sys.meta_path`` finder that calls ``on_import`` in the thread that imports torch, once torch's own
+    ``__init__`` has run and before the importer gets the module back (``import torch``, ``from torch import nn``,
+    ``import torch.nn``: each imports the package first). It finds torch through the finders after it and wraps
+    only the loader's ``exec_module``; the module's ``__loader__`` and ``__spec__.loader`` are the real loader."""
+
+    def __init__(self, on_import: Callable[[], None]) -> None:
+        self.on_import = on_import
+
+    def install(self) -> None:
+        sys.meta_path.insert(0, self)
+
+    def remove(self) -> None:
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "torch":
+            return None
+        self.remove()  # once: the import of torch from now on is Python's own
+        for finder in list(sys.meta_path):
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _LoaderThen(spec.loader, self.on_import)
+        return spec
+
+
+class _LoaderThen:
+    """``loader``, whose ``exec_module`` calls ``then()`` after the module's code has run (`_TorchImport`)."""
+
+    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
+        self.loader, self.then = loader, then
+
+    def create_module(self, spec: Any) -> Any:
+        create = getattr(self.loader, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = self.loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.then()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
 
 
 class _ExitHandlers:
@@ -1229,10 +1402,9 @@ def _decoded(data: bytes) -> str:
         return data.decode("utf-8", "replace")
 
 
-def _attribute_to(filename: str) -> None:
+def _attribute_to(filename: str, recorder: Any) -> None:
     """Count the syncs of code compiled under ``filename`` ("<stdin>") as the user's: file attribution leaves out
     code without a file."""
-    recorder = _running_recorder()
     files = getattr(recorder, "_cell_files", None)
     if isinstance(files, dict):
         files[filename] = 0

@@ -269,6 +269,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     from syncfree.session import is_sync_stop
 
     report = result.report
+    # A program that never imported torch ran no engine of its own; its children's syncs say whether they predicted.
+    predicted = report.predicted or (report.mode == "static" and any(
+        site.get("predicted") for child in result.children for site in child.sites))
     rows, left_out, child_counted = _rows(result, selected, start)
     earlier = getattr(result, "earlier", None) or {}
     earlier_sites = earlier.get("sites", [])
@@ -304,7 +307,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     allowed = report.syncs - report.counted + earlier.get("allowed", 0)
     lost = f", cost {cost_ms:.2f} ms of GPU time" if cost_ms is not None else ""
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {sites} site{'s' if sites != 1 else ''}"
-               f"{' (predicted)' if report.predicted else ''}{lost}{blocked}"
+               f"{' (predicted)' if predicted else ''}{lost}{blocked}"
                f"{f'; {allowed} allowed' if allowed else ''}"
                f"{f'; {sum(left_out)} left out by --select/--ignore' if sum(left_out) else ''}, "
                f"ranked by {'cost' if cost_ms is not None else 'count' if report.blocked_ms is None else 'blocked time after the first call'}"
@@ -321,7 +324,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         them = (f"{len(children)} child process{'es' if len(children) != 1 else ''} "
                 f"({_names([c.name for c in children])})")
         if syncs:
-            summary += (f"\nnote: {them} {'would sync' if report.predicted else 'synced'} {syncs} "
+            summary += (f"\nnote: {them} {'would sync' if predicted else 'synced'} {syncs} "
                         f"time{'s' if syncs != 1 else ''}: the rows marked 'in child process'")
         else:
             summary += f"\nnote: {them} ran without a sync"
@@ -343,7 +346,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     for line in (f"note: {n}" for n in [*report.notes, *result.notes, *report.predict_table_lines()]):
         summary += f"\n{line}"
     output.begin_report()
-    write_diagnostics([row.diagnostic(report.predicted) for row in rows], output_format, output.stream(),
+    write_diagnostics([row.diagnostic(predicted) for row in rows], output_format, output.stream(),
                       summary=summary, tool_version=__version__)
     output.stream().flush()
     output.close()
