@@ -903,6 +903,24 @@ def test_a_program_that_never_imports_torch_runs_without_it(tmp_path, how):
     assert done.stderr == ""
 
 
+def test_a_program_without_torch_that_may_use_the_cupti_engine_is_watched_from_its_start(tmp_path):
+    # The CUPTI engine sees CUDA calls no torch import comes before (cupy's): asked for, or chosen by "auto" for a
+    # program that imports such a library, it starts with the program as before. A library imported in a way the
+    # program's text does not show is named in the report, not passed over with "no sync".
+    write(tmp_path, "cupy.py", "")  # a stand-in for the library, importable here
+    write(tmp_path, "plain.py", NO_TORCH)
+    done = syncfree("run", "--engine", "cupti", "plain.py", cwd=tmp_path)
+    assert "torch at exit: True" in done.stdout and "--engine cupti needs a CUDA device" in done.stdout, done.stdout
+    write(tmp_path, "uses_cupy.py", textwrap.dedent(NO_TORCH) + "import cupy\n")
+    done = syncfree("run", "uses_cupy.py", cwd=tmp_path)
+    assert "torch at exit: True" in done.stdout and "no torch code ran" not in done.stdout, done.stdout
+    write(tmp_path, "hidden.py", textwrap.dedent(NO_TORCH) + "import importlib\nimportlib.import_module('cu' + 'py')\n")
+    done = syncfree("run", "hidden.py", cwd=tmp_path)
+    assert "torch at exit: False" in done.stdout, done.stdout
+    assert ("note: no torch code ran: the program never imported torch; cupy, imported during the run, calls CUDA "
+            "without torch, and no engine watched its syncs (--engine cupti does)") in done.stdout, done.stdout
+
+
 def test_a_program_that_imports_torch_in_a_function_is_watched_from_that_import(tmp_path):
     write(tmp_path, "train.py", """\
         import sys

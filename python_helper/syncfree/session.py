@@ -1037,7 +1037,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
 
     # A program that has not imported torch yet is watched from its import of torch on (`_TorchImport`): nothing
     # syncs before it, and a program that never imports it runs as fast and small as under python.
-    later = "torch" not in sys.modules and _torch_installed()
+    # Not for the CUPTI engine (asked for, or "auto" where the program imports a library that calls CUDA without
+    # torch): it sees CUDA calls that no torch import comes before.
+    later = "torch" not in sys.modules and _torch_installed() and not _cupti_wanted(engine, program_text)
     runner: Watch | None = None if later else new_runner()
     boundary, run_thread = sys._getframe(), threading.get_ident()
     began = perf_counter()
@@ -1058,8 +1060,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         children.stop()
         reports, notes = children.collect()
         children.remove_folder()
-        if runner is None:  # torch never imported: nothing ran that could sync
-            report = _report_without_torch(round((perf_counter() - began) * 1000.0, 3))
+        if runner is None:  # torch never imported: no torch code ran
+            report = _report_without_torch(round((perf_counter() - began) * 1000.0, 3), libraries_before)
             if "torch" in sys.modules:  # imported past the hook (a finder of the program's own found it first)
                 report.notes[:] = ["torch was imported by a finder of the program's own, past syncfree's import "
                                    "hook: no sync of this process was watched"]
@@ -1124,10 +1126,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                         "CUDA work is not predicted)")
             configure(watch)
 
-    if later:
-        from .capture import engines
+    from .capture import engines
 
-        libraries_before = tuple(engines.bypassing_libraries())
+    libraries_before = tuple(engines.bypassing_libraries())
+    if later:
         child_watch = {"mode": mode, "engine": engine, "measure_blocked": measure_blocked, "max_frames": max_frames}
     else:
         child_watch = runner.child_settings()
@@ -1266,11 +1268,30 @@ def _torch_installed() -> bool:
 NO_TORCH = "no torch code ran: the program never imported torch, so its process made no sync"
 
 
-def _report_without_torch(wall_ms: float) -> WatchReport:
-    """The report of a program that never imported torch (run_script started no engine for it)."""
+def _cupti_wanted(engine: str | None, program_text: str) -> bool:
+    """Whether a run may use the CUPTI engine, which sees syncs without torch: asked for, or chosen by "auto" for a
+    program that imports a library calling CUDA without torch (capture/engines.py)."""
+    from .capture import engines
+
+    requested = engines.check_engine(engine)
+    return requested == "cupti" or (requested == "auto" and bool(engines.bypassing_libraries([program_text])))
+
+
+def _report_without_torch(wall_ms: float, libraries_before: Sequence[str]) -> WatchReport:
+    """The report of a program that never imported torch (run_script started no engine for it); a library that
+    calls CUDA without torch imported meanwhile (``import_module``, unseen in the program's text) is named: its
+    syncs were not watched."""
+    from .capture.engines import bypassing_libraries
     from .report import device_info
 
-    return WatchReport("static", device_info("none", "torch not imported"), [], [], 0, wall_ms, [NO_TORCH])
+    notes = [NO_TORCH]
+    new = [name for name in bypassing_libraries() if name not in set(libraries_before)]
+    if new:
+        notes = [f"no torch code ran: the program never imported torch; {', '.join(new)}, imported during the run, "
+                 f"call{'s' if len(new) == 1 else ''} CUDA without torch, and no engine watched "
+                 f"{'its' if len(new) == 1 else 'their'} syncs "
+                 "(--engine cupti does)"]
+    return WatchReport("static", device_info("none", "torch not imported"), [], [], 0, wall_ms, notes)
 
 
 class _TorchImport:
