@@ -903,6 +903,24 @@ def test_a_program_that_never_imports_torch_runs_without_it(tmp_path, how):
     assert done.stderr == ""
 
 
+def test_a_spawned_child_that_never_imports_torch_runs_without_it(tmp_path):
+    # Its watch started before its main module's import, and imported torch for it (seconds per worker).
+    write(tmp_path, "plain.py", """\
+        import multiprocessing, sys
+
+        def work(i):
+            return "torch" in sys.modules
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                print("torch in the workers:", pool.map(work, range(2)))
+        """)
+    done = syncfree("run", "plain.py", cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "torch in the workers: [False, False]" in done.stdout, done.stdout
+    assert "ran without a sync" in done.stdout and "unwatched" not in done.stdout, done.stdout
+
+
 def test_a_program_without_torch_that_may_use_the_cupti_engine_is_watched_from_its_start(tmp_path):
     # The CUPTI engine sees CUDA calls no torch import comes before (cupy's): asked for, or chosen by "auto" for a
     # program that imports such a library, it starts with the program as before. A library imported in a way the

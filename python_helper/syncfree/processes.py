@@ -660,15 +660,19 @@ class SpawnedTarget:
 def _start_spawned_watch(folder: str, settings: dict[str, Any]) -> tuple[Any, ForkedChildren] | None:
     """In a child started as a new interpreter: its watch (the parent's mode and engine) and the follower of its
     own forks, reporting into ``folder``; None when the watch cannot start."""
-    from .session import Watch, _running_recorder
+    from .session import _running_recorder, _torch_installed
 
-    watch = Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
-                  measure_blocked=settings.get("measure_blocked", True), max_frames=settings.get("max_frames", 4))
     children = ForkedChildren(_running_recorder, watch_settings=settings)
-    try:
-        watch.__enter__()
-    except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
-        return None
+    if "torch" not in sys.modules and _torch_installed() and settings.get("engine") != "cupti":
+        # Started at the child's own import of torch, as `syncfree run` starts its program's (session._TorchImport):
+        # a child that never imports torch runs without it.
+        watch: Any = _WatchAtTorchImport(settings, children)
+    else:
+        watch = _spawned_watch_of(settings)
+        try:
+            watch.__enter__()
+        except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
+            return None
     children.parent = -1  # this process reports as a child does
     children._enter_child()
     children.start(folder)
@@ -677,6 +681,47 @@ def _start_spawned_watch(folder: str, settings: dict[str, Any]) -> tuple[Any, Fo
     with open(os.path.join(folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
         pass
     return watch, children
+
+
+def _spawned_watch_of(settings: dict[str, Any]) -> Any:
+    from .session import Watch
+
+    return Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
+                 measure_blocked=settings.get("measure_blocked", True), max_frames=settings.get("max_frames", 4))
+
+
+class _WatchAtTorchImport:
+    """A spawned child's watch, started when the child imports torch (in the importing thread, before the importer
+    gets the module back: session._TorchImport); ended with ``__exit__`` as a watch is. A watch that cannot start
+    then leaves the child unwatched and without a report (the parent names it), the program running as it would."""
+
+    def __init__(self, settings: dict[str, Any], children: ForkedChildren) -> None:
+        from .session import _TorchImport
+
+        self.settings, self.children = settings, children
+        self.watch: Any = None
+        self.ended = False
+        self.hook = _TorchImport(self._start)
+        self.hook.install()
+
+    def _start(self) -> None:
+        if self.watch is not None or self.ended:
+            return
+        watch = _spawned_watch_of(self.settings)
+        try:
+            watch.__enter__()
+        except Exception:  # noqa: BLE001 - as a watch that cannot start before the main module's import
+            self.children._finished = True  # no report: the parent notes it missing
+            return
+        self.watch = watch
+        if watch._recorder is not None:
+            self.children.recorder_started(watch._recorder)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.ended = True
+        self.hook.remove()
+        if self.watch is not None:
+            self.watch.__exit__(*exc_info)
 
 
 # A spawned child's watch started before its main module's import (pid -> (watch, follower)), for its target.
