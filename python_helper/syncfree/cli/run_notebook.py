@@ -28,7 +28,7 @@ __all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
 REPORT_MIME_TYPE = "application/vnd.syncfree.report.v1+json"
 # The longest path a Unix socket may have: sun_path holds 108 bytes on Linux and 104 on macOS, the final NUL
 # included (jupyter_client names each of the kernel's sockets <ip>-<port>).
-_SOCKET_PATH_MAX = 103
+_SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 
 
 def run(
@@ -98,9 +98,11 @@ def run(
         if len(os.fsencode(os.path.join(sockets, "kernel-65535"))) <= _SOCKET_PATH_MAX:
             extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
                                              ip=os.path.join(sockets, "kernel"))
-        # else a TMPDIR too long for a socket's path ("File name too long" from zmq, and the run ended at the
-        # kernel's start): the kernel talks over TCP on the loopback, as nbclient's own does; the folder still
-        # holds the kernel's log.
+        else:
+            # A TMPDIR too long for a socket's path ("File name too long" from zmq, and the run ended at the
+            # kernel's start): the kernel talks over TCP on the loopback. Still our manager, made here, so that a
+            # signal finds the kernel to stop (the folder still holds the kernel's log).
+            extra["km"] = AsyncKernelManager(kernel_name=kernel_name)
     client = NotebookClient(
         notebook,
         timeout=timeout,
