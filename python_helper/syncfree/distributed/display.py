@@ -14,9 +14,19 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from .merge import SPREAD_AFTER, MergedReport
+
+class MergedReport(Protocol):
+    """What this module reads of a `syncfree.distributed.merge.MergedReport` (merge.py imports this module, for the
+    report's ``_repr_mimebundle_``; this one imports nothing of it)."""
+
+    directory: str | None
+    spread_after: int
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def text(self) -> str: ...
 
 __all__ = ["MAX_SITES", "MIME_TYPE", "SCHEMA_PATH", "display_merged", "merged_data", "merged_html", "mime_bundle",
            "validate_merged"]
@@ -37,7 +47,7 @@ def merged_data(merged: MergedReport) -> dict[str, Any]:
     data["truncated"] = max(len(sites) - MAX_SITES, 0)
     data["sites"] = sites[:MAX_SITES]  # ranked costliest first
     data["version"] = 1
-    data["spread_after"] = SPREAD_AFTER
+    data["spread_after"] = merged.spread_after
     data["directory"] = merged.directory
     # Each site's file relative to the kernel's working folder, which JupyterLab starts in the
     # notebook's folder: the renderer opens it from there. No absolute path (a home folder, a

@@ -14,6 +14,7 @@ once.
 
 from __future__ import annotations
 
+import linecache
 import os
 import statistics
 from collections.abc import Sequence
@@ -23,6 +24,7 @@ from typing import Any
 from syncfree.capture.sites import rank_key, steady_ms
 from syncfree.kinds import kind_label
 
+from .display import mime_bundle
 from .rankfiles import RankReport, RankReportFolder
 
 __all__ = ["MergedReport", "MergedSite", "RankTotals", "SPREAD_AFTER"]
@@ -71,6 +73,9 @@ class MergedSite:
     # (not measured, or written before it was).
     first: dict[int, float] = field(default_factory=dict)
     firsts: int = 0  # how many syncs `first` sums over the ranks
+    # The call that synced on the line, report.schema.json's Range (0-based columns), from the first rank's site
+    # that has one; None: not known (the line's code stands for it)
+    range: dict[str, int] | None = None
 
     @property
     def one_off(self) -> bool:
@@ -188,6 +193,8 @@ class RankTotals:
 class MergedReport:
     """The rank reports of one job merged (see the module's docstring)."""
 
+    spread_after = SPREAD_AFTER  # display.py reads it here
+
     def __init__(self, reports: Sequence[RankReport], *, world_size: int | None = None,
                  problems: Sequence[str] = (), earlier: int = 0, directory: str | None = None,
                  selected: set[str] | None = None) -> None:
@@ -221,8 +228,6 @@ class MergedReport:
         return cls.from_folder(read_rank_reports(directory), selected=selected)
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
-        from .display import mime_bundle
-
         return mime_bundle(self)
 
     # ------------------------------------------------------------------ merging
@@ -272,7 +277,9 @@ class MergedReport:
                         kind=site["kind"], rule=site.get("rule"), label=label,
                         predicted=bool(site.get("predicted")), allowed=bool(site.get("allowed")),
                         path=_absolute(site.get("file"), cwd), in_children=in_child, phase=phase)
-                elif entry.phase != phase:
+                if entry.range is None and isinstance(site.get("range"), dict):
+                    entry.range = site["range"]
+                if entry.phase != phase:
                     # Paid once only where every rank and chain into the line is (as `syncfree run`
                     # regroups: a function called once at setup and in the loop recurs).
                     entry.phase = None if phase is None or entry.phase is None else "once"
@@ -469,28 +476,44 @@ class MergedReport:
         return lines
 
     def site_message(self, site: MergedSite) -> str:
-        """What a diagnostic says about a site: what synced, on which ranks, how often."""
-        from syncfree.catalog import RULES
+        """What a diagnostic says about a site: what synced, where, on which ranks, how often."""
+        from syncfree.output import site_what
 
-        what = site.label.replace("`", "") if site.label != kind_label(site.kind) else \
-            (RULES[site.rule].title if site.rule in RULES else site.label.replace("`", ""))
+        what = site_what(site.rule, site.kind, site.label)
         ranks = self.ranks
-        predicted = " (predicted)" if site.predicted else ""
         if site.in_children:
-            predicted += " in child processes"
+            what += " in child processes"
         if site.divergent(ranks):
             where = f"divergent, {site.spread(ranks)}"
         else:
             where = site.spread(ranks)
-        return f"{what}{predicted} [{where}]"
+        return f"{what} [{where}]"
+
+    def site_diagnostic(self, site: MergedSite) -> Any:
+        """The site as the `syncfree.output.Diagnostic` every text surface writes (`syncfree.output.text_line`):
+        its count, blocked time and first calls summed over the ranks."""
+        from syncfree.output import Diagnostic, code_columns
+
+        r = site.range
+        if r is not None and r.get("line") == site.line:
+            col, end_line, end_col = r["col"] + 1, r["end_line"], r["end_col"] + 1
+        else:
+            col, end_col = code_columns(linecache.getline(site.path, site.line)) if site.path else (0, 0)
+            end_line = site.line
+        return Diagnostic(site.file or "", site.line, col, end_line, end_col, site.rule or site.kind,
+                          self.site_message(site), certainty="predicted" if site.predicted else "measured",
+                          count=site.count, blocked_ms=site.blocked_ms, phase=site.phase,
+                          first_ms=site.first_ms, first_calls=site.firsts if site.first_ms is not None else None)
 
     def text(self) -> str:
-        """The merged report as lines (what ``syncfree merge`` prints, without columns)."""
+        """The merged report as lines (what ``syncfree merge`` prints): each site in the layout of every text
+        surface (`syncfree.output.text_line`)."""
+        from syncfree.output import text_line
+
         lines = [f"syncfree ({self.mode}, {self.device}): {self.summary()}"]
         for site in self.sites:
-            where = f"{site.file}:{site.line}" if site.file else f"line {site.line}"
-            lines.append(f"  {where}: {self.site_message(site)}{' [allowed]' if site.allowed else ''}"
-                         + (f" [{site.phase}]" if site.phase else "") + (f", {site.rule}" if site.rule else ""))
+            row = text_line(self.site_diagnostic(site)).replace("\n", "\n  ")
+            lines.append(f"  {row}{', allowed by a comment' if site.allowed else ''}")
         lines += [f"  {line}" for line in self.rank_lines()]
         lines += [f"  note: {n}" for n in self.notes()]
         lines += [f"  warning: {p}" for p in self.problems_text()]
