@@ -1,7 +1,7 @@
 """Write the notebooks that the galata tests open: cells with syncfree reports already in
 their outputs, so the UI tests need neither a GPU nor the kernel side.
 
-    PYTHONPATH=python_helper .venv/bin/python ui-tests/tests/notebooks/generate.py
+    PYTHONPATH=python_helper .venv/bin/python ui-tests/tests/notebooks/generate.py [NAME.ipynb ...]
 
 The findings (ranges, fixes) come from the real static pass and the rule texts from the
 catalog (``syncfree.analyze``, ``syncfree.report.build_report``); the measured sites are
@@ -200,18 +200,87 @@ def hostile_notebook() -> dict:
     return notebook(cells)
 
 
-def main() -> None:
-    for name, content in (("syncs.ipynb", syncs_notebook()), ("hostile.ipynb", hostile_notebook())):
+# ---------------------------------------------------------------------------- review39.ipynb
+
+# A report of this cell, crafted with a second site past the cell's end (issue 39, item 12c).
+CRAFTED_CELL = "%%syncfree\nx = t.sum().item()\nprint(x)"
+DDP_CELL = "%syncfree run --standalone --nproc-per-node 2 ddp_train.py"
+
+
+def merged_output() -> dict:
+    """The display output of a 2-rank job's merged report (issue 39, item 7), made by the
+    kernel side's own merge (syncfree.distributed): rank 0 alone syncs on line 55."""
+    import os
+    import tempfile
+
+    from syncfree.distributed import MergedReport, RankInfo, RankReport
+    from syncfree.distributed.display import mime_bundle as merged_bundle
+
+    def rank_site(job: str, line: int, count: int, kind: str, rule: str) -> dict:
+        return {"file": f"{job}/ddp_train.py", "line": line, "kind": kind, "count": count, "blocked_ms": None,
+                "chain": [line], "chain_files": [f"{job}/ddp_train.py"], "frames": [], "rule": rule,
+                "label": kind_label(kind), "message": "", "predicted": True, "allowed": False}
+
+    here = os.getcwd()
+    with tempfile.TemporaryDirectory() as job:
+        # The kernel runs in the notebook's folder, where the job's script is: paths are relative to it.
+        os.chdir(job)
+        try:
+            ranks = []
+            for rank, sites in ((0, [rank_site(job, 53, 10, "item", "SF101"), rank_site(job, 55, 1, "format", "SF202")]),
+                                (1, [rank_site(job, 53, 10, "item", "SF101")])):
+                env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2",
+                       "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "TORCHELASTIC_RUN_ID": "none",
+                       "TORCHELASTIC_RESTART_COUNT": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+                syncs = sum(s["count"] for s in sites)
+                report = {"mode": "predict", "device": {"name": PREDICT["name"]}, "sites": sites, "error": None,
+                          "notes": [], "totals": {"syncs": syncs, "counted": syncs, "sites": len(sites),
+                                                  "blocked_ms": None, "wall_ms": 1.0},
+                          "predict_table": None}
+                ranks.append(RankReport(RankInfo.from_environ(env), report, f"{job}/ddp_train.py", [], job, 0,
+                                        1_700_000_000.0, 1_700_000_001.0))
+            bundle = merged_bundle(MergedReport(ranks))
+        finally:
+            os.chdir(here)
+    text = json.dumps(bundle)
+    assert job not in text, "the temporary folder leaked into the fixture"
+    return {"output_type": "display_data", "data": bundle, "metadata": {}}
+
+
+def review39_notebook() -> dict:
+    crafted = checked_report(CRAFTED_CELL, cell_id="crafted", sites=[
+        site(2, "item", 3, 1.5, "SF101", "item synced 3x"),
+    ])
+    # Valid per the schema, but its second site is on line 9 of a 3-line cell.
+    crafted["sites"].append(site(9, "item", 5, 4.0, "SF101", "a line past the end of the cell"))
+    crafted["totals"] = {**crafted["totals"], "syncs": 8, "sites": 2, "blocked_ms": 5.5}
+    validate_report(crafted)
+    return notebook([
+        code_cell("crafted", CRAFTED_CELL, [report_output(crafted)], count=1),
+        code_cell("ddp", DDP_CELL, [merged_output()], count=2),
+    ])
+
+
+NOTEBOOKS = {"syncs.ipynb": syncs_notebook, "hostile.ipynb": hostile_notebook, "review39.ipynb": review39_notebook}
+
+
+def main(names: list[str]) -> None:
+    """Write the named notebooks (all of them without names)."""
+    for name in names or NOTEBOOKS:
+        content = NOTEBOOKS[name]()
         (HERE / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {HERE / name}")
     # The hash the frontend recomputes must match the one written (same text, same bytes).
-    nb = json.loads((HERE / "syncs.ipynb").read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {}).get("application/vnd.syncfree.report.v1+json")
-            if data:
-                assert data["source_hash"] == source_hash(cell["source"]), cell["id"]
+    for name in ("syncs.ipynb", "review39.ipynb"):
+        nb = json.loads((HERE / name).read_text(encoding="utf-8"))
+        for cell in nb["cells"]:
+            for out in cell.get("outputs", []):
+                data = out.get("data", {}).get("application/vnd.syncfree.report.v1+json")
+                if data:
+                    assert data["source_hash"] == source_hash(cell["source"]), cell["id"]
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])
