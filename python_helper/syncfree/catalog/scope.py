@@ -77,6 +77,13 @@ PYTHON = Value("python")
 MAYBE_TENSOR = Value("maybe_tensor")
 #: ... or a NumPy array, which has the tensor's methods (``.item()``, ``.nonzero()``) too.
 MAYBE_NUMPY = Value("maybe_tensor", const="numpy")
+#: A tensor that is on the CPU on some paths and the caller's on others: a parameter that takes a list or a tensor,
+#: the list made into a tensor without a device (`torch.tensor(sigmas)`), or a schedule made on the CPU and
+#: replaced on one branch by a function's result. The code is written for host data: a sync on it is ``possible``.
+PARTLY_CPU = Value("maybe_tensor", const="cpu")
+#: ``Value.const`` of a tensor the text moves to a device it does not name (``x.to(device)``, ``torch.zeros(n,
+#: device=device)``): meant for the accelerator, not the caller's data (a CPU tensor on another path stays likely).
+MOVED = "moved"
 #: A host object that is no tensor, no array and no number (``df: pd.DataFrame``, ``img: PIL.Image.Image``).
 HOST_OBJECT = Value("host")
 #: A tuple (``tuple(slices)``, ``(0, slice(None))``) or a list of strings (``["col"]``): as an index, basic indexing
@@ -568,7 +575,7 @@ class CellScope:
         if value.kind == "tensor":
             return "certain" if value.device == "cuda" else "likely" if value.device is None else None
         if value.kind == "maybe_tensor":
-            if unknown and value.const != "numpy":
+            if unknown and value.const is None:
                 # grid_thw: list[int] | Tensor, then grid_thw[0].item(): only the tensor has the method
                 return "likely"
             return "possible"  # a tensor on some paths only (`n: int | Tensor`): the premise is not established
@@ -641,7 +648,7 @@ class CellScope:
         if isinstance(node, ast.Subscript):
             base = self.value(node.value)
             if base.kind == "tensor":
-                return Value("tensor", base.device, base.dtype)
+                return Value("tensor", base.device, base.dtype, const=base.const)
             if base.kind in ("tensors", "module"):
                 return Value("tensor" if base.kind == "tensors" else "module", base.device)
             if base.kind == "numpy" or base.kind == "maybe_tensor":
@@ -690,9 +697,12 @@ class CellScope:
         if self.qualified_name(node) is not None:
             return UNKNOWN  # a module attribute such as torch.float32
         if self.self_name is not None and type(node.value) is ast.Name and node.value.id == self.self_name:  # type: ignore[attr-defined]
-            stored = self._stored_here.get(node.attr)
-            if stored is not None:
-                return stored  # what this method's body stored in it a statement before (`self.sigmas = s.to("cpu")`)
+            stored = self._bound(_ATTRIBUTE + node.attr)
+            if stored is not None and stored is not UNKNOWN:
+                # what this method stored in it on the way here, joined over the branches as a name's value is
+                # (`self.sigmas = s.to("cpu")`, an if/elif chain of CPU schedules), or a `self.method()` it called
+                # before stored (_record_call)
+                return stored
             owner = self._method_owner[id(self.function)]
             stored = owner.attributes.get(node.attr)
             if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
@@ -727,6 +737,8 @@ class CellScope:
 
     def _operator(self, operands: list[ast.expr], *, comparison: bool = False, boolean: bool = False) -> Value:
         values = [self.value(operand) for operand in operands]
+        if _partly_cpu(values):
+            return PARTLY_CPU
         if any(v.kind == "tensor" for v in values):
             dtypes = {v.dtype for v in values if v.kind == "tensor"}
             dtype = "bool" if comparison or (boolean and dtypes == {"bool"}) else None
@@ -830,6 +842,8 @@ class CellScope:
             operands = self._tensor_operands(call)
             if name == "torch.where" and len(call.args) == 1 and not call.keywords:
                 return Value("tensors", combine_devices(operands))
+            if _partly_cpu(operands):
+                return PARTLY_CPU  # torch.cumprod(alphas): where its operand is
             dtype = "bool" if short in _BOOL_RESULTS else "int" if short in _INT_RESULTS else None
             device = combine_devices(operands)
             if device is None and _host_result(operands, comparison=False):
@@ -930,7 +944,8 @@ class CellScope:
                 fill = number_literal(call.args[1])
                 dtype = "bool" if isinstance(fill, bool) else "int" if isinstance(fill, int) else dtype
         pinned = is_constant(keyword_value(call, "pin_memory"), True)
-        return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data))
+        return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data),
+                     const=MOVED if is_device and device is None else None)
 
     def _factory_ndim(self, short: str, call: ast.Call, data: ast.expr | None) -> int | None:
         """The number of dimensions a factory call creates, when its arguments spell it out."""
@@ -1010,6 +1025,10 @@ class CellScope:
             return PYTHON if method in ("item", "tolist") else Value("numpy")
         if receiver.kind in ("python", "event", "stream", "device"):
             return PYTHON
+        if receiver.kind == "maybe_tensor" and receiver.const == "cpu" and method in ("cuda", "to", "cpu"):
+            if method == "to" and self.to_target(call) is None:
+                return receiver  # .to(dtype=torch.float32): where it was
+            return Value("tensor", self._moved_device(receiver, method, call))
         if receiver.kind == "maybe_tensor":
             # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
             return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else receiver
@@ -1042,9 +1061,12 @@ class CellScope:
             if unknown_receiver and device is None:
                 return UNKNOWN
             dtype = self.dtype_family(call.args[0]) if method == "to" and call.args else None
+            moved = MOVED if device is None and self.to_target(call) is not None else None
+            moved = moved or (receiver.const if device == receiver.device else None)
             if dtype is None:
-                return Value("tensor", device, receiver.dtype, int_data=receiver.int_data, ndim=receiver.ndim)
-            return Value("tensor", device, dtype, ndim=receiver.ndim)
+                return Value("tensor", device, receiver.dtype, int_data=receiver.int_data, ndim=receiver.ndim,
+                             const=moved)
+            return Value("tensor", device, dtype, ndim=receiver.ndim, const=moved)
         if method == "pin_memory":
             return replace(receiver, kind="tensor", device="cpu", pinned=True)
         if method in ("clone", "detach", "contiguous"):
@@ -1064,13 +1086,13 @@ class CellScope:
         else:
             ndim = receiver.ndim if method in _SHAPE_KEEPING_METHODS else None
         if method in _BOOL_RESULTS:
-            return Value("tensor", receiver.device, "bool", ndim=ndim)
+            return Value("tensor", receiver.device, "bool", ndim=ndim, const=receiver.const)
         if method in _INT_RESULTS:
-            return Value("tensor", receiver.device, "int", ndim=ndim)
+            return Value("tensor", receiver.device, "int", ndim=ndim, const=receiver.const)
         if method in _FLOAT_RESULTS:
-            return Value("tensor", receiver.device, "float", ndim=ndim)
+            return Value("tensor", receiver.device, "float", ndim=ndim, const=receiver.const)
         dtype = receiver.dtype if method in _DTYPE_KEEPING_METHODS else None
-        return Value("tensor", receiver.device, dtype, ndim=ndim)
+        return Value("tensor", receiver.device, dtype, ndim=ndim, const=receiver.const)
 
     def _type_result(self, receiver: Value, call: ast.Call) -> Value:
         if not call.args and not call.keywords:
@@ -1133,7 +1155,9 @@ class CellScope:
         self.self_name: str | None = None  # `self` in a method of a class of the file (None elsewhere)
         self._attribute_stores: list[tuple[int, str]] | None = None  # (line, name) of each `self.name = ` in the text
         self._annotated_tensors: set[str] | None = None  # in a function annotated `-> Tensor`: its Tensor parameters
-        self._stored_here: dict[str, Value] = {}  # what the body of the method being walked stored in `self.name`
+        #: (`self.name` stores of the method being walked are names `.name` of its scope: _ATTRIBUTE)
+        #: the `self.method(...)` calls of the simple statement being walked whose stores it takes on after it
+        self._effects: list[dict[str, Value]] | None = None
         #: function id -> its parameters annotated `torch.Tensor`, for the functions whose code contradicts their
         #: annotations (annotated to return a tensor, they return a NumPy array): read after the walk
         self.contradicted: dict[int, set[str]] = {}
@@ -1262,7 +1286,12 @@ class CellScope:
             self._branches(*cases, [])
 
     def _simple(self, node: ast.stmt) -> None:
+        outer, self._effects = self._effects, []
         self._generic(node)
+        effects, self._effects = self._effects, outer
+        for stores in effects:  # `self.init_sigmas()`: what that method leaves in `self.sigmas`
+            for name, value in stores.items():
+                self.bind(name, value)
         kind = type(node)
         if kind is ast.Assign:
             # The value is worked out only for a target that binds a name: `self.conv = nn.Conv2d(...)`, the most
@@ -1315,10 +1344,7 @@ class CellScope:
         before = attributes.get(target.attr)
         function = self.function
         in_body = self.parents.get(self._statement_now) is function  # a statement of the body, not of a branch
-        if in_body:
-            self._stored_here[target.attr] = value
-        else:
-            self._stored_here.pop(target.attr, None)
+        self.bind(_ATTRIBUTE + target.attr, value)  # for this method's later statements (branches join it)
         if before is None or (stored_by.get(target.attr) is function and in_body):
             after = value  # a later statement of the same method's body replaces what an earlier one stored
         else:
@@ -1435,7 +1461,6 @@ class CellScope:
         first = positional[0] if positional and owner is not None and not _is_static(node) else None
         self.self_name = first.arg if first is not None else None
         annotated: set[str] = set()  # the parameters that are tensors by their annotation alone
-        self._stored_here = {}
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
                 continue
@@ -1468,6 +1493,13 @@ class CellScope:
         if self._returned is not None and self._returned.kind != "unknown":
             # What the function gives its callers walked after it (`betas_for_alpha_bar(...)`: a CPU tensor).
             self.returns[id(node)] = self._returned
+        if self.self_name is not None and owner is not None:
+            # What a method leaves in `self.name` when it ends without a return on the way (joined over its
+            # branches): its callers walked after it read that after a `self.method()` statement.
+            stores = {name: value for name, value in self._env.maps[0].items()
+                      if name[:1] == _ATTRIBUTE and value is not UNKNOWN}
+            if stores:
+                owner.effects[id(node)] = stores
 
     def _record_call(self, call: ast.Call) -> None:
         """Remember what a call of a function defined in this cell passes, for :meth:`_function_body`."""
@@ -1479,6 +1511,9 @@ class CellScope:
             function = self._own_method(func)  # type: ignore[arg-type]
             if function is None:
                 return
+            stores = self._method_owner[id(function)].effects.get(id(function)) if self._effects is not None else None
+            if stores:
+                self._effects.append(stores)  # type: ignore[union-attr]
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][0 if _is_static(function) else 1:]
         elif type(func) is not ast.Name and type(func) is not ast.NamedExpr:
             return  # x[0](...): only a name holds a function of the cell (Value "function")
@@ -1674,6 +1709,8 @@ class CellScope:
         self._changed()
 
 
+#: The prefix of the names under which a method's scope keeps what it stored in `self.name` (no identifier has it).
+_ATTRIBUTE = "."
 _NAMELESS_TARGETS = frozenset({ast.Attribute, ast.Subscript})  # assigning to these binds no name
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
@@ -1856,6 +1893,8 @@ class _ClassInfo:
     attributes: dict[str, Value] = field(default_factory=dict)
     stored_by: dict[str, object] = field(default_factory=dict)  # the method that stored each last
     seen: dict[str, int] = field(default_factory=dict)  # the stores of each walked so far
+    #: method id -> what it stores in `self.name` by its end (_function_body), for `self.method()` calls after it
+    effects: dict[int, dict[str, Value]] = field(default_factory=dict)
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
@@ -1891,7 +1930,10 @@ def _attribute_stores(source: str) -> list[tuple[int, str]]:
     for match in _IN_TUPLE.finditer(source):
         start = source.rfind("\n", 0, match.start()) + 1
         end = source.find("\n", match.start())
-        head, equals, tail = source[start : end if end >= 0 else None].partition("=")
+        text = source[start : end if end >= 0 else None]
+        if text.count(")") > text.count("("):
+            continue  # the last line of a call's arguments (`    self.a, self.b, flag=True)`), no target list
+        head, equals, tail = text.partition("=")
         if equals and not tail.startswith("=") and match.start() < start + len(head) and _TARGET_LIST.fullmatch(head):
             found.append((match.start(), match.group(1)))
     found.sort()
@@ -1942,10 +1984,31 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
     return bool(cpu) and (comparison or any(v.ndim != 0 for v in cpu))
 
 
+def _partly_cpu(values: list[Value]) -> bool:
+    """Whether an operation's operands are :data:`PARTLY_CPU` tensors beside host data and CPU tensors only."""
+    partly = False
+    for value in values:
+        kind = value.kind
+        if kind == "maybe_tensor" and value.const == "cpu":
+            partly = True
+        elif not (kind in ("python", "sequence", "device") or (kind == "tensor" and value.device == "cpu")):
+            return False
+    return partly
+
+
 def join(first: Value, second: Value) -> Value:
     """What a name holds after two paths that bound it differently."""
     if first == second:
         return first
+    kinds = {first.kind, second.kind}
+    if "tensor" in kinds and kinds <= {"tensor", "maybe_tensor"} and (first.device == "cpu" or second.device == "cpu"):
+        # A CPU tensor on one path; on the other a tensor of unknown device, or what a union annotation admits
+        # (`block_sizes: list[int] | Tensor`, the list made into a CPU tensor): the code is written for host data.
+        other = second if first.device == "cpu" and first.kind == "tensor" else first
+        if other.kind == "maybe_tensor":
+            return other if other.const == "numpy" else PARTLY_CPU
+        if other.device is None and other.const != MOVED:
+            return PARTLY_CPU
     if first.kind != second.kind:
         return UNKNOWN
     device = first.device if first.device == second.device else None
