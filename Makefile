@@ -24,7 +24,7 @@ CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 
-.PHONY: all setup build install demo lab test test-py test-js lint lint-py test-ui test-gpu bench bench-ui screenshots chromium catalog-table fixtures clean
+.PHONY: all setup build install demo lab test test-all test-setup test-py test-py-all test-js lint lint-py test-ui test-gpu bench bench-ui screenshots chromium catalog-table fixtures clean
 
 all: install
 
@@ -76,12 +76,35 @@ demo: install
 lab: install
 	$(VENV)/bin/jupyter lab examples/tour.ipynb $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-test: install lint-py test-py test-js test-ui
+# The set-up's independent parts run side by side (the venv's pip, the two `npm ci`, chromium; -O keeps each
+# one's output together), then the checks run one after another without redoing it (SET_UP=1: the build is not
+# run twice). docs/development.md, "Tests", says what runs where and how long it takes.
+test: test-setup
+	$(MAKE) --no-print-directory SET_UP=1 lint-py test-py test-js test-ui
 
-test-py: install
-	$(PY) -m pytest tests -q -rs --durations=25
+# make test plus the exhaustive sweeps (tests marked `exhaustive`): for a nightly run or the GPU machine.
+test-all: test-setup
+	$(MAKE) --no-print-directory SET_UP=1 lint-py test-py-all test-js test-ui
 
-test-js: build lint
+test-setup:
+	$(MAKE) --no-print-directory -j4 -O install chromium ui-tests/node_modules/.installed
+
+SET_UP ?=
+INSTALLED := $(if $(SET_UP),,install)
+BUILT := $(if $(SET_UP),,build)
+
+# pytest-xdist workers: most tests wait on a subprocess (a kernel, a run, a torchrun job), so more workers than
+# cores pay. --dist loadgroup keeps the tests of one xdist_group on one worker, one after another (the torchrun
+# jobs: tests/conftest.py). PYTEST_WORKERS=0 runs the suite in one process.
+PYTEST_WORKERS ?= 3
+PYTEST_ARGS := tests -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup
+test-py: $(INSTALLED)
+	$(PY) -m pytest $(PYTEST_ARGS) -m "not exhaustive"
+
+test-py-all: $(INSTALLED)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-js: $(BUILT) lint
 	npx jest --silent=false
 
 # Python: ruff's rules as configured in pyproject.toml ([tool.ruff]); `ruff check --fix .` fixes
@@ -101,7 +124,7 @@ ui-tests/node_modules/.installed: ui-tests/package.json ui-tests/package-lock.js
 	cd ui-tests && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-test-ui: install chromium ui-tests/node_modules/.installed
+test-ui: $(INSTALLED) chromium ui-tests/node_modules/.installed
 	cd ui-tests && npx playwright test
 
 # On a machine with a CUDA GPU (see docs/development.md, "GPU checks"). Prints a summary.

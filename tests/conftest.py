@@ -34,6 +34,16 @@ if "SYNCFREE_CACHE_DIR" not in os.environ:
     os.environ["SYNCFREE_CACHE_DIR"] = tempfile.mkdtemp(prefix="syncfree-test-cache-")
     atexit.register(shutil.rmtree, os.environ["SYNCFREE_CACHE_DIR"], ignore_errors=True)
 
+# Each pytest process (each pytest-xdist worker: `make test` runs several) keeps its temporary files, and those of
+# the programs it starts, in a folder of its own: a test that checks its runs left nothing in the temp folder
+# (tests/test_cli_run.py's syncfree-exec-*.json) must not see the files of a run beside it in another worker, or
+# of another checkout's suite on the same machine. The folder's path stays short (a kernel's Unix sockets go under
+# it: 107 bytes at most). pytest's own tmp_path folders stay where they were (PYTEST_DEBUG_TEMPROOT).
+# One folder per process: a worker inherits the controller's environment, TMPDIR included.
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+os.environ["TMPDIR"] = tempfile.tempdir = tempfile.mkdtemp(prefix="sf-", dir=os.environ["PYTEST_DEBUG_TEMPROOT"])
+atexit.register(shutil.rmtree, tempfile.tempdir, ignore_errors=True)
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 
 

@@ -22,6 +22,10 @@ from syncfree.distributed.merge import SPREAD_AFTER
 from syncfree.distributed.rankfiles import claim_merge, complete_run
 from syncfree.distributed.ranks import RankEnvironmentError
 
+# The real torchrun jobs (gloo on CPU) run one at a time under pytest-xdist (`make test`: --dist loadgroup): two
+# jobs at once, each with a rendezvous and two ranks, crowd a 2-core machine.
+pytestmark = pytest.mark.xdist_group("torchrun")
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "ddp_train.py"
 ENV_KEYS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
