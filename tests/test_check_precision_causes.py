@@ -82,3 +82,31 @@ def test_the_last_line_of_a_call_is_no_target_list():
         "    def swap(self, a, b):\n        self.a, self.b = b, a\n"
     )
     assert rules_at(source) == []
+
+
+def test_a_function_that_imports_a_host_only_library_converts_the_callers_data():
+    """An optional dependency imported in the function that uses it, a library of host memory only (a graph or a
+    molecule library): the function converts the caller's tensors into its objects, a sync there is possible. pandas
+    (a table of a model's predictions) and functions without such an import stay likely."""
+    source = (
+        "def to_graph(edge_index: torch.Tensor):\n    import networkx as nx\n    g = nx.Graph()\n"
+        "    g.add_edges_from(edge_index.t().tolist())\n    return g\n"
+        "def to_smiles(x: torch.Tensor):\n    from rdkit import Chem\n    return [Chem.Atom(a) for a in x[:, 0].tolist()]\n"
+        "def table(pred: torch.Tensor):\n    import pandas as pd\n    return pd.DataFrame(pred.cpu().numpy())\n"
+        "def step(x: torch.Tensor):\n    return x.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 14, "likely"), ("SF204", 5, "possible"), ("SF204", 9, "possible"),
+                                ("SF301", 12, "likely")]
+
+
+def test_a_bare_container_in_a_union_annotation_is_host_data():
+    """``Sequence | torch.Tensor | np.ndarray``: the bare ``Sequence`` (and ``list``) is a container as
+    ``Sequence[int]`` is, so the union is a tensor on some paths only, and ``.tolist()`` of it, which NumPy arrays
+    have too, is possible (it was unknown: likely)."""
+    source = (
+        "from collections.abc import Sequence\nimport numpy as np\n"
+        "def to_list(data: Sequence | torch.Tensor | np.ndarray) -> list:\n"
+        "    return data.tolist() if isinstance(data, (torch.Tensor, np.ndarray)) else list(data)\n"
+        "def first(data: list | torch.Tensor):\n    return data[0].item()\n"
+    )
+    assert rules_at(source) == [("SF101", 7, "likely"), ("SF204", 5, "possible")]

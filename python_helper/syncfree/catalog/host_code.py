@@ -29,11 +29,20 @@ dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach 
 dataset's random crop: CPU tensors made without a device). Those bases count only when the file imports them from
 ``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
 sampler) run on the GPU.
+
+A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting,
+image, table or mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
+``to_smiles``) converts the caller's tensors into that library's objects: the optional dependency imported where it is
+used says the function is interop code, and its ``.tolist()`` or ``.cpu()`` syncs only if the caller's data is on the
+GPU (measured on torch_geometric 2.8: each such finding read by hand was of that kind). Libraries that also take the
+results of a model on the GPU as a rule are not among them: SciPy's assignment solver in a detection loss,
+scikit-learn's metrics, pandas (an explainer's table of a model's predictions; cuDF's twin on the GPU).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 
 __all__ = ["HostCode"]
@@ -79,6 +88,16 @@ _SAMPLER_BASES = frozenset({"Sampler", "BatchSampler", "SequentialSampler", "Ran
                             "WeightedRandomSampler", "DistributedSampler"})
 _DATASET_BASES = frozenset({"Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset"})
 _DATASET_ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__", "__len__"})
+
+# Libraries of host memory only, by their top-level module: graphs, molecules, plots, images, tables, meshes.
+_HOST_LIBRARIES = frozenset(
+    "networkx networkit igraph graphviz rdkit matplotlib seaborn plotly PIL cv2 skimage imageio trimesh open3d "
+    "pyvista gdist nibabel SimpleITK itk".split()
+)
+# An indented import of one (inside a function or a block): the files worth a HostCode for it.
+_INDENTED_HOST_IMPORT = re.compile(
+    r"^[ \t]+(?:import|from)[ \t]+(?:" + "|".join(sorted(_HOST_LIBRARIES)) + r")\b", re.MULTILINE
+)
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -143,20 +162,23 @@ class HostCode:
     def __init__(self, kinds: dict[str, str]) -> None:
         # class name -> "processor" | "pipeline" | "sampler" | "dataset" (from the bases, in-file subclasses included)
         self._kinds = kinds
+        self._interop: set[int] = set()  # ids of the functions that import a host-only library in their body
         self._class_of: dict[int, ast.ClassDef] = {}
         self._methods: dict[str, list[Function]] = {}  # method name -> methods of that name in processor classes
         self._functions: dict[int, Function] = {}
         self._calls: dict[int, set[int]] = {}  # caller -> callees (ids of function nodes)
 
     @classmethod
-    def of(cls, tree: ast.Module) -> HostCode | None:
+    def of(cls, tree: ast.Module, source: str = "") -> HostCode | None:
         """A collector for ``tree``, or None when it defines no processor, pipeline, sampler or dataset class at its
-        top level (most files: nothing to collect)."""
+        top level and its text (``source``) imports no host-only library inside a block (most files: nothing to
+        collect)."""
         kinds: dict[str, str] = {}
         changed = True
         classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+        interop = _INDENTED_HOST_IMPORT.search(source) is not None
         if not classes:
-            return None
+            return cls(kinds) if interop else None
         data = _data_bases(tree)
         while changed:  # in-file subclasses, in any order of definition
             changed = False
@@ -172,7 +194,7 @@ class HostCode:
                         kinds[node.name] = kind
                         changed = True
                         break
-        return cls(kinds) if kinds else None
+        return cls(kinds) if kinds or interop else None
 
     def defined(self, node: Function, *, definer: Function | None, owner: ast.ClassDef | None) -> None:
         """``node`` is defined inside ``definer`` (a nested def: reached when its definer is) or directly in the body
@@ -183,6 +205,17 @@ class HostCode:
         if owner is not None and owner.name in self._kinds:
             self._class_of[id(node)] = owner
             self._methods.setdefault(node.name, []).append(node)
+
+    def imported(self, function: Function | None, node: ast.Import | ast.ImportFrom) -> None:
+        """``node`` is an import statement in the body of ``function`` (None: the module's top level)."""
+        if function is None:
+            return
+        if isinstance(node, ast.ImportFrom):
+            modules = [node.module or ""] if not node.level else []
+        else:
+            modules = [alias.name for alias in node.names]
+        if any(module.partition(".")[0] in _HOST_LIBRARIES for module in modules):
+            self._interop.add(id(function))
 
     def called(self, caller: Function | None, call: ast.Call, resolve: Callable[[ast.expr], object]) -> None:
         """Record ``call`` made inside ``caller``: ``self.m(...)``/``cls.m(...)`` (a method of the file's processor
@@ -215,10 +248,11 @@ class HostCode:
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)
-        reached = self._reach(roots)
+        interop = self._interop
+        reached = self._reach([*roots, *interop])
         shared = [callee for caller, callees in self._calls.items() if caller not in reached for callee in callees
-                  if callee in reached]
-        return frozenset(reached - self._reach(shared))
+                  if callee in reached and callee not in interop]
+        return frozenset((reached - self._reach(shared)) | interop)
 
     def _reach(self, starts: Iterable[int]) -> set[int]:
         seen = set(starts)

@@ -321,7 +321,7 @@ class CellScope:
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
         self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         self._owner: ast.ClassDef | None = None
-        self.host = HostCode.of(tree)
+        self.host = HostCode.of(tree, source)
         self._collect_imports(_imports(tree))
 
     def _adopt(self, node: ast.AST) -> None:
@@ -1319,6 +1319,8 @@ class CellScope:
                 # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
                 # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
                 self.contradicted[id(self.function)] = self._annotated_tensors
+        elif (kind is ast.Import or kind is ast.ImportFrom) and self.host is not None:
+            self.host.imported(self.function, node)  # type: ignore[arg-type]
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):
@@ -1585,7 +1587,9 @@ class CellScope:
                 kinds.add("sequence")  # list[float], Tuple[int, int]: a container, no tensor itself
                 continue
             name = self.qualified_name(member)
-            if name in _TENSOR_TYPES:
+            if name in _CONTAINER_TYPES:
+                kinds.add("sequence")  # a bare `Sequence`, `list`: a container as well
+            elif name in _TENSOR_TYPES:
                 kinds.add("tensor")
             elif name in _PYTHON_TYPES:
                 kinds.add("python")
