@@ -10,7 +10,7 @@ from syncfree.cost import Activity, Sync, compute_costs
 
 
 def _gpu_bound(steps: int, sync_after: int | None, kernels: int = 6, dur: float = 2000.0,
-               spacing: float = 10.0, latency: float = 5.0, restart: float = 300.0):
+               spacing: float = 10.0, latency: float = 5.0, restart: float = 300.0, warning: float = 30.0):
     """Activities, waits and syncs of ``steps`` steps; with ``sync_after`` the CPU syncs after
     that kernel of each step (waits for the GPU to drain, returns, then needs ``restart`` us
     before its next launch)."""
@@ -26,7 +26,8 @@ def _gpu_bound(steps: int, sync_after: int | None, kernels: int = 6, dur: float 
             if sync_after is not None and k == sync_after:
                 wait_start, wait_end = cpu, max(cpu, gpu_free) + 8.0
                 waits.append((wait_start, wait_end))
-                syncs.append(Sync("item", wait_end + 2.0, hook=20.0))  # the recorder's hook: 20 us of the restart
+                # the sync reaches the recorder's hook as a warning 30 us after its wait; the hook takes 20 us
+                syncs.append(Sync("item", wait_end + warning, hook=20.0))
                 cpu = wait_end + restart
     return acts, waits, syncs
 
@@ -37,11 +38,21 @@ def test_gpu_bound_sync_costs_the_gap_after_it():
     site = costs.sites["item"]
     assert site.syncs == 4
     # Each of the 3 syncs followed by work loses 8 us (wait end) + 300 us (restart) + 5 us (launch latency),
-    # less the 20 us the recorder's hook took after it (not the program's time).
-    assert abs(site.cost_us - 3 * 293.0) < 1.0
+    # less the 30 us the warning took to reach the recorder and the 20 us its hook took (not the program's time).
+    assert abs(site.cost_us - 3 * 263.0) < 1.0
     assert abs(compute_costs(acts, syncs, waits, observer=False).sites["item"].cost_us - 3 * 313.0) < 1.0
     assert abs(costs.idle_us - 3 * 313.0) < 1.0
     assert abs(costs.busy_us - 24 * 2000.0) < 1e-6
+
+
+def test_the_programs_launches_after_the_wait_are_its_own_time_not_the_recorders():
+    # .nonzero()-like: after its wait the op launches more work 25 us later, then the warning reaches the hook.
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    late = [Activity(w_end + 25.0 + 5.0, w_end + 25.0 + 7.0, w_end + 25.0) for _, w_end in waits[:-1]]
+    costs = compute_costs(acts + late, syncs, waits)
+    # the observer's time is only the 5 us from that launch to the hook, and the hook's 20 us; the late
+    # kernel's 2 us, run in the gap with the sync, runs on the busy GPU without it
+    assert abs(costs.sites["item"].cost_us - 3 * (313.0 - 25.0 - 2.0)) < 1.0
 
 
 def test_without_the_sync_there_is_no_idle_and_no_cost():
@@ -82,7 +93,7 @@ def test_gaps_belong_to_the_last_sync_before_them_and_sites_rank_by_cost():
                 gpu_free = start + 1500.0
                 cpu += 10.0
             waits.append((cpu, gpu_free + 5.0))
-            syncs.append(Sync(name, gpu_free + 6.0))
+            syncs.append(Sync(name, gpu_free + 5.0, hook=0.0))  # a recorder with no time of its own
             cpu = gpu_free + 5.0 + restart
     acts.append(Activity(cpu + 5.0, cpu + 100.0, cpu))  # the last sync is followed by work too
     costs = compute_costs(acts, syncs, waits)

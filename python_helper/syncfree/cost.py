@@ -110,7 +110,9 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     end within ``snap_us`` before a sync's recorded return (and after the previous sync's) are
     that sync's. ``barriers``: calls that block whether or not a recorded sync made them
     (``cudaStreamSynchronize``...): kept as waits in every replay unless they are a site's.
-    ``observer``: take the recorder's own time after each sync (`Sync.hook`) out of the host's time.
+    ``observer``: take the recorder's own time out of the host's time: its hook (`Sync.hook`) and,
+    before it, the time from the sync's last wait (or the program's last launch after it) to the
+    sync's recorded return.
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs()
@@ -144,15 +146,26 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     slack = 20.0  # us: the clocks' sampled offset
     # The recorder's own time after each sync (the warning and the hook run before the program goes
     # on): not the program's, taken out of the host's time in every replay.
+    # Before the hook too: a debug-mode sync reaches Python as a warning after the syncing call
+    # returned (stall.py), so from the end of the sync's last wait (or the program's last launch
+    # after it) to the hook's entry the host runs the warning's machinery, not the program.
+    launch_times = sorted(a.launch for a in acts if a.launch is not None)
     observed: list[tuple[float, float]] = []
     for s in sync_list:
         low = max(s.end - snap_us, previous) + slack
         i = bisect.bisect_right(wait_ends, low)
         j = bisect.bisect_right(wait_ends, s.end + slack)
-        for k in range(i, j):
-            owner.setdefault(k, s.site)
-        if observer and s.hook > 0:
-            observed.append((s.end, min(s.hook, snap_us)))
+        mine = [k for k in range(i, j) if owner.setdefault(k, s.site) == s.site]
+        if observer:
+            since = s.end
+            if mine:
+                since = min(max(wait_ends[k] for k in mine), s.end)
+                at = bisect.bisect_right(launch_times, s.end) - 1
+                if at >= 0 and launch_times[at] > since:
+                    since = launch_times[at]  # the program launched work after the wait: its time
+            took = (s.end - since) + max(s.hook, 0.0)
+            if took > 0:
+                observed.append((since, min(took, snap_us)))
         previous = s.end
     barrier_set = {(float(s), float(e)) for s, e in barriers}
     kept = [k for k in range(len(wait_list)) if k in owner or wait_list[k] in barrier_set]
