@@ -667,7 +667,7 @@ def test_warn_mode_sees_nccl_barriers_through_explicit_wrappers(fake_cuda, tmp_p
     # wait() without blocking wait: no host wait.
     assert sites == {(8, "distributed"): (1, "`dist.barrier()`"), (10, "distributed"): (1, "`dist.barrier()`")}
     assert (dist.barrier, dist.distributed_c10d.barrier, dist.all_reduce, vars(dist.Work)["wait"]) == before
-    from syncfree.capture import explicit_distributed
+    from syncfree.capture.debug import explicit_distributed
 
     assert not explicit_distributed._tagged  # no work kept alive past the run
 

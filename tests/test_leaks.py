@@ -41,9 +41,10 @@ from standins import FakeTensor, compile_cell, sync_now
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SyncRecorder, dispatch, explicit, interrupts, ops_calls  # noqa: E402
+from syncfree.capture import SyncRecorder, dispatch, interrupts  # noqa: E402
 from syncfree.capture import predict as predict_module  # noqa: E402
 from syncfree.capture import threads as capture_threads  # noqa: E402
+from syncfree.capture.debug import explicit, hook, ops_calls  # noqa: E402
 from syncfree.capture.predict import claims as predict_claims  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
@@ -66,7 +67,7 @@ def _owners():
     return owners
 
 
-_DISTRIBUTED = ("barrier", *__import__("syncfree.capture.explicit_distributed",
+_DISTRIBUTED = ("barrier", *__import__("syncfree.capture.debug.explicit_distributed",
                                         fromlist=["_COLLECTIVES"])._COLLECTIVES)
 #: Large namespaces: only the names the engine replaces (the rest are compared whole).
 _SMALL_OWNERS = {
@@ -103,11 +104,11 @@ def snapshot() -> dict:
     state["filters_mutated"] = id(warnings._filters_mutated)
     state["debug_mode"] = torch.cuda.get_sync_debug_mode() if _FAKE_DEBUG else None
     state["profile"] = sys.getprofile()
-    state["running_recorders"] = (list(dispatch._running), list(dispatch._process),
-                                  list(dispatch._debug_users))
-    state["dispatch_installed"] = (list(dispatch._installed), list(dispatch._entries),
-                                   list(dispatch._filter_lists), list(dispatch._mode_before))
-    state["routed_here"] = dispatch._owner.get()
+    state["running_recorders"] = (list(dispatch._running), list(dispatch.process_recorders),
+                                  list(hook._debug_users))
+    state["dispatch_installed"] = (list(hook._installed), list(hook._entries),
+                                   list(hook._filter_lists), list(hook._mode_before))
+    state["routed_here"] = dispatch.routed()
     state["sigint"] = signal.getsignal(signal.SIGINT)
     state["interrupt_holders"] = list(interrupts._holders)
     state["unraisablehook"] = sys.unraisablehook
@@ -166,9 +167,10 @@ def _repair() -> None:
         sys.unraisablehook = sys.__unraisablehook__
     for recorder in list(dispatch._running):
         dispatch.leave(recorder)
-    for recorder in list(dispatch._debug_users):
-        dispatch.detach_debug(recorder)
-    dispatch._owner.set(None)
+    capture_threads.release(None)
+    for recorder in list(hook._debug_users):
+        hook.detach_debug(recorder)
+    dispatch.route(None)
     explicit._receivers.clear()
     explicit.detach(None)  # no receiver left: the originals go back
     ops_calls._users.clear()
@@ -331,8 +333,8 @@ def _attach_detach_functions() -> list:
     from syncfree.session import Watch
 
     return [explicit.attach, explicit.detach, ops_calls.attach, ops_calls.detach,
-            dispatch.attach_debug, dispatch._install,
-            dispatch._replace, dispatch.detach_debug, dispatch.enter, dispatch.leave,
+            hook.attach_debug, hook._install,
+            hook._replace, hook.detach_debug, dispatch.enter, dispatch.leave,
             SyncRecorder.__enter__, SyncRecorder.__exit__, SyncRecorder._install_hooks,
             SyncRecorder._detach_explicit, SyncRecorder._close_undo, Undo.close,
             interrupts.hold, interrupts.release, Watch.__enter__, Watch.__exit__, Watch._begin,
@@ -340,7 +342,7 @@ def _attach_detach_functions() -> list:
             PredictSession.__exit__, PredictSession.close, claims._hold_patches,
             claims._release_patches, patches.install, patches._Patches.replace,
             patches._Patches.restore, capture_threads.install, capture_threads.remove,
-            capture_threads._replace]
+            capture_threads._replace, capture_threads.hold, capture_threads.release]
 
 
 def _opcodes(functions=None, expired: bool = False):

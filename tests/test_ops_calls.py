@@ -16,7 +16,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import dispatch, ops_calls  # noqa: E402
+from syncfree.capture import dispatch  # noqa: E402
+from syncfree.capture.debug import hook, ops_calls  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -43,13 +44,13 @@ def resize_add():
 def owned():
     """The thread owned by a (stand-in) recorder with the wrappers installed."""
     recorder = SimpleNamespace(running=True)
-    token = dispatch._owner.set(recorder)
+    token = dispatch.route(recorder)
     ops_calls.attach(recorder, torch)
     try:
         yield recorder
     finally:
         ops_calls.detach(recorder)
-        dispatch._owner.reset(token)
+        dispatch.unroute(token, recorder)
 
 
 def _python_warnings(call):
@@ -113,9 +114,9 @@ def test_another_warning_is_shown_at_the_line_that_called_the_operator(resize_ad
     # The warnings come from the wrapper's frame; dispatch's hook shows them at the caller.
     shown = []
     msg = warnings.WarningMessage("An output ... was resized", UserWarning,
-                                  dispatch._OPS_CALLS_FILE, 1)
+                                  hook._OPS_CALLS_FILE, 1)
     frame = sys._getframe()
-    dispatch._at_the_operators_caller_from(msg, frame)
+    hook._at_the_operators_caller_from(msg, frame)
     line = frame.f_lineno - 1
     shown.append((msg.filename, msg.lineno))
     assert shown == [(__file__, line)]

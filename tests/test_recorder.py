@@ -17,7 +17,8 @@ from standins import SYNC_WARNING, ErrorTensor, FakeTensor, compile_cell, librar
 
 torch = pytest.importorskip("torch")
 
-from syncfree.capture import SYNC_MESSAGE, SyncRecorder, dispatch, explicit  # noqa: E402
+from syncfree.capture import SYNC_MESSAGE, SyncRecorder, dispatch  # noqa: E402
+from syncfree.capture.debug import explicit, hook  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fake_cuda")
 
@@ -46,7 +47,7 @@ def sites(recorder):
 
 def test_the_first_sync_puts_its_exact_text_first_in_the_filters_and_other_texts_still_count(
         global_state, monkeypatch):
-    monkeypatch.setattr(dispatch, "_exact", [])  # whatever an earlier test taught it
+    monkeypatch.setattr(hook, "_exact", [])  # whatever an earlier test taught it
     # C compares a plain-str filter message with == (Python/_warnings.c, check_matched),
     # cheaper per sync than the pattern's match(); any other sync text meets the pattern.
     before = global_state()
@@ -282,7 +283,7 @@ def _engine_removed():
     """After every test: the dispatcher's hooks are gone, the functions are the originals."""
     before = _engine_state()
     yield
-    assert not dispatch.installed() and not dispatch._running and not dispatch._debug_users
+    assert not hook.installed() and not dispatch.running() and not hook._debug_users
     assert _engine_state() == before
 
 
@@ -307,7 +308,7 @@ def test_everything_is_restored_after_the_cell_raises(global_state, fake_cuda, r
     with pytest.raises(type(raised)):
         with recorder:
             assert torch.cuda.get_sync_debug_mode() == 1
-            assert warnings._showwarnmsg is dispatch._showwarnmsg
+            assert warnings._showwarnmsg is hook._showwarnmsg
             assert torch.cuda.synchronize is not before["synchronize"]
             exec(code, {"FakeTensor": FakeTensor, "err": raised})
     _assert_restored(before, global_state())
@@ -330,12 +331,12 @@ def test_everything_is_restored_after_nested_use(global_state):
         wrapped = torch.cuda.synchronize
         with pytest.raises(RuntimeError, match="synchronizing"):
             with inner:
-                # Error mode is warn mode plus an error from the hook (dispatch.py).
+                # Error mode is warn mode plus an error from the hook (debug/hook.py).
                 assert torch.cuda.get_sync_debug_mode() == 1
                 assert torch.cuda.synchronize is wrapped  # wrappers are not stacked
                 exec(inner_code, ns)
         assert torch.cuda.get_sync_debug_mode() == 1
-        assert warnings._showwarnmsg is dispatch._showwarnmsg
+        assert warnings._showwarnmsg is hook._showwarnmsg
         assert torch.cuda.synchronize is wrapped
         exec(outer_code, ns)
     _assert_restored(before, global_state())
@@ -427,7 +428,7 @@ def test_prototype_warning_is_dropped(fake_cuda, monkeypatch):
 
 @pytest.mark.parametrize("tensor", [FakeTensor, ErrorTensor], ids=["warning", "torch-error"])
 def test_error_mode_names_the_cell_line_and_the_operation(fake_cuda, tensor):
-    # The engine raises from its hook at the sync warning (dispatch.py); an error torch
+    # The engine raises from its hook at the sync warning (debug/hook.py); an error torch
     # raised itself (its own error mode, set by code syncfree did not see) is named too.
     code, filename = compile_cell("t = Tensor()\nx = 1\nv = t.item()\nprint('never')\n")
     recorder = SyncRecorder("error", cell_files={filename: 0}, findings={filename: []})
@@ -566,7 +567,7 @@ def test_blocked_time_is_the_time_spent_in_the_syncing_call(monkeypatch, first_s
         # The process's first sync warning teaches the dispatcher torch's exact text, from the
         # warning path before the hook pauses the clock: nothing it runs may restart the
         # interval (its filters helpers in another module did, on 3.10/3.11: ~0 ms blocked).
-        monkeypatch.setattr(dispatch, "_exact", [])
+        monkeypatch.setattr(hook, "_exact", [])
     else:
         sync_now_quietly()
     namespace = {"slow_sync": slow_sync}
@@ -693,7 +694,7 @@ def test_predict_mode_enters_the_predict_session(monkeypatch, global_state):
 
 
 # ----------------------------------------------------------------------------- the program's warnings handling
-# Debug mode reports through Python's warnings, which the program shares (dispatch.py).
+# Debug mode reports through Python's warnings, which the program shares (debug/hook.py).
 # Each case runs inside syncfree.watch() in warn mode, as issue 20 measured on an H100.
 
 

@@ -31,7 +31,8 @@ CELL = ("y = x @ x\n"
 def _state():
     import torch
 
-    from syncfree.capture import dispatch, explicit, interrupts
+    from syncfree.capture import dispatch, interrupts
+    from syncfree.capture.debug import explicit, hook
 
     return {
         "filters": (id(warnings.filters), [id(f) for f in warnings.filters]),
@@ -44,8 +45,8 @@ def _state():
         "debug_mode": torch.cuda.get_sync_debug_mode(),
         "profile": sys.getprofile(),
         "sigint": signal.getsignal(signal.SIGINT),
-        "running": (list(dispatch._running), list(dispatch._debug_users),
-                    list(dispatch._installed), list(dispatch._entries)),
+        "running": (list(dispatch._running), list(hook._debug_users),
+                    list(hook._installed), list(hook._entries)),
         "explicit": (list(explicit._receivers), list(explicit._installed)),
         "holders": list(interrupts._holders),
     }

@@ -418,8 +418,8 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
     if not _session:
         from . import dispatch
 
-        context_owner, process, unowned = dispatch.context_owner, dispatch._process, dispatch.unowned
-        backward, backward_owner = dispatch._backward, dispatch._backward_owner
+        context_owner, process, unowned = dispatch.context_owner, dispatch.process_recorders, dispatch.unowned
+        backward, backward_owner = dispatch.backward_passes, dispatch.backward_owner
         backward_caller = dispatch.backward_caller
 
         def deliver(frame, blocked):

@@ -29,10 +29,12 @@ import threading
 from collections.abc import Mapping, Sequence
 from time import perf_counter
 from types import FrameType, TracebackType
+from typing import Any
 
-from . import dispatch, explicit, interrupts, ops_calls, sites
-from .dispatch import SYNC_MESSAGE
-from .ops_calls import OPS_CALLS_GLOBALS
+from . import dispatch, interrupts, sites, threads
+from .debug import explicit, hook, ops_calls
+from .debug.hook import SYNC_MESSAGE
+from .debug.ops_calls import OPS_CALLS_GLOBALS
 from .presence import cuda_present
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
@@ -176,8 +178,10 @@ class SyncRecorder:
             interrupts.hold(self)
             undo.push(self._forget_cached)
             self._thread = threading.get_ident()
+            undo.push(threads.release, self)  # after `leave`: the last recorder out takes the patches out
             undo.push(dispatch.leave, self)
             dispatch.enter(self)
+            threads.hold()  # the first recorder in puts threads.py's patches in
             if self.mode == "predict":
                 from .predict import PredictSession
 
@@ -195,6 +199,22 @@ class SyncRecorder:
                 self._close_undo()  # again, should a second interrupt cut the first short
             raise
 
+    def thread_session(self) -> Any:
+        """A predict session reporting here, for a thread or pool task that this recorder's code starts and that
+        runs its code on the stand-ins (threads.py: torch function modes are per thread)."""
+        from .predict import PredictSession
+
+        return PredictSession(self)
+
+    def predict_forked_child(self) -> None:
+        """In a child just forked from a thread without the stand-ins: the child's one thread runs under a predict
+        session for the rest of its life (threads.predict_in_forked_child)."""
+        from .predict import PredictSession
+        from .predict.claims import first_session_here
+
+        if first_session_here() is None:
+            PredictSession(self).__enter__()
+
     def _forget_cached(self) -> None:
         # A cell's code is gone with the cell; a user file's functions run again in the
         # next watch or test, so their instruction positions stay cached.
@@ -211,8 +231,8 @@ class SyncRecorder:
         # Never the patched answer: under an outer predict session is_available() says
         # True on a CPU build, and get_sync_debug_mode() would then fail.
         self.cuda = _cuda_available(torch)
-        undo.push(dispatch.detach_debug, self)
-        dispatch.attach_debug(self, torch, self.cuda)
+        undo.push(hook.detach_debug, self)
+        hook.attach_debug(self, torch, self.cuda)
         if not self.cuda:
             # Without CUDA torch.cuda.synchronize() is either the CPU build's error or a
             # predict session's stand-in, which records the sync itself (to this recorder
@@ -239,7 +259,7 @@ class SyncRecorder:
             self._clock = parent._clock
         elif self.measure_blocked and self.cuda and self.mode == "warn":
             clock = self._clock = StallClock(self._cell_files,
-                                             hook_globals=(globals(), vars(dispatch)))
+                                             hook_globals=(globals(), vars(hook)))
             undo.push(self._stop_clock)
             if not clock.start():
                 self._clock = None

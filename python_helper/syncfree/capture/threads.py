@@ -1,13 +1,13 @@
 """Work a recorder's code starts in other threads (and processes) runs under that recorder's engine.
 
-Three patches, installed by the dispatcher's first recorder and removed by its last one
-(dispatch.enter / dispatch.leave, under ``dispatch._lock``):
+Four patches, installed by the first recorder in (`hold`) and removed by the last one out (`release`), under
+``dispatch.lock``:
 
 * ``threading.Thread.start``. A thread started from a context routed to a running
   recorder of scope ``"context"`` (a ``syncfree.watch()``, a watched test) runs its
   ``run()`` routed to that recorder, as an asyncio task created in the block copies the
   block's context: its syncs are the watch's, reported "in thread X". A non-daemon thread
-  also runs under a `PredictSession` of its own when the recorder predicts (torch function
+  also runs under a predict session of its own (``recorder.thread_session()``) when the recorder predicts (torch function
   modes are per thread: without one its CUDA code would run on the stand-ins unseen), or,
   failing that, when a running process recorder asked for the threads of its program to
   be predicted (``syncfree run``: ``predicts_threads``, daemon threads included: the
@@ -16,7 +16,7 @@ Three patches, installed by the dispatcher's first recorder and removed by its l
   the user's code is named in its report). A child process forked from such a thread gets
   one for its whole life (`predict_in_forked_child`).
 * ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
-  a routed context runs routed to that recorder, under a `PredictSession` for the task's
+  a routed context runs routed to that recorder, under a predict session for the task's
   duration when it predicts, whichever thread of the pool runs it and whenever that
   thread was started. The pool's own worker threads are started outside the routing: a
   worker started during a watch is not bound to it for later tasks.
@@ -69,7 +69,7 @@ def _routed_recorder() -> Any:
 
 def _predicting_process() -> Any:
     """The innermost running process recorder whose program's threads are predicted."""
-    for recorder in reversed(dispatch._process):
+    for recorder in reversed(dispatch.process_recorders):
         if recorder.running and getattr(recorder, "predicts_threads", False) \
                 and recorder.mode == "predict":
             return recorder
@@ -85,9 +85,7 @@ def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: An
     anchor = dispatch.anchor(recorder, sys._getframe()) if recorder is not None else None
     try:
         if predicting is not None and predicting.running:
-            from .predict import PredictSession
-
-            with PredictSession(predicting):
+            with predicting.thread_session():
                 return func(*args, **kwargs)
         return func(*args, **kwargs)
     finally:
@@ -142,11 +140,11 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     predicting = recorder if recorder.mode == "predict" else None
     # The pool may start a worker thread here: it belongs to the pool, not to this watch (nor to one whose block
     # called this code: DETACHED stops the anchors too).
-    token = dispatch._owner.set(dispatch.DETACHED)
+    token = dispatch.route(dispatch.DETACHED)
     try:
         return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     finally:
-        dispatch._owner.reset(token)
+        dispatch.unroute(token, dispatch.DETACHED)
 
 
 def predict_in_forked_child(recorder: Any) -> None:
@@ -154,14 +152,11 @@ def predict_in_forked_child(recorder: Any) -> None:
     the child's end. When that thread ran without the stand-ins (a watched test's daemon thread, which gets no
     session: the worker handler of a ``multiprocessing.Pool`` replacing a worker, ``maxtasksperchild``) and
     ``recorder`` predicts, the child's CUDA code would fail on a CPU build ("Torch not compiled with CUDA enabled")
-    instead of being predicted: the thread gets a `PredictSession` for the rest of the child's life."""
+    instead of being predicted: the thread gets a predict session for the rest of the child's life
+    (``recorder.predict_forked_child()``)."""
     if recorder is None or not recorder.running or recorder.mode != "predict":
         return
-    from .predict import PredictSession
-    from .predict.claims import _first_session_here
-
-    if _first_session_here() is None:
-        PredictSession(recorder).__enter__()
+    recorder.predict_forked_child()
 
 
 def _recorder_here() -> Any:
@@ -306,8 +301,22 @@ def _compile_worker(frame: Any) -> bool:
     return False
 
 
+def hold() -> None:
+    """A recorder enters: the patches go in if they are not (the recorder pushed `release` on its Undo first)."""
+    with dispatch.lock:
+        install()
+
+
+def release(recorder: Any) -> None:
+    """A recorder has left (idempotent): the last one out takes the patches out; what the program put over one
+    stays, and ``recorder``'s report says so."""
+    with dispatch.lock:
+        if not dispatch.running():
+            remove(recorder)
+
+
 def install() -> None:
-    """Put the patches in (idempotent; the caller holds dispatch._lock)."""
+    """Put the patches in (idempotent; the caller holds dispatch.lock)."""
     if _installed:
         return
     _replace(threading.Thread, "start", _start, "start")
@@ -324,7 +333,7 @@ def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
 
 
 def remove(recorder: Any) -> None:
-    """Take the patches out (idempotent; the caller holds dispatch._lock). A function the
+    """Take the patches out (idempotent; the caller holds dispatch.lock). A function the
     program put over one stays, and ``recorder``'s report says so."""
     if _installed:
         unhook_popen(recorder)
@@ -345,4 +354,4 @@ def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["install", "installed", "remove"]
+__all__ = ["hold", "install", "installed", "release", "remove"]

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import dispatch
+from .. import dispatch
 
 
 class ExplicitSyncReceiver(Protocol):
@@ -65,7 +65,7 @@ def attach(receiver: ExplicitSyncReceiver, torch) -> None:
     """
     # dispatch's lock: two threads entering their watches at once would otherwise both
     # find no receiver and install wrappers over each other's (each sync counted twice).
-    with dispatch._lock:
+    with dispatch.lock:
         if not _receivers and not _installed:
             _put_back_stale()
             for owner, attribute, _, wrapper in _wrappers(torch):
@@ -130,7 +130,7 @@ def detach(receiver: ExplicitSyncReceiver) -> list[str]:
     only once its original is back. Returns notes for the report when something else
     replaced a wrapper meanwhile (the cell did it; that replacement is left in place).
     """
-    with dispatch._lock:
+    with dispatch.lock:
         return _detach(receiver)
 
 

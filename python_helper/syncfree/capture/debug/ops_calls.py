@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import dispatch
+from .. import dispatch
 
 _users: list[Any] = []
 _installed: list[tuple[type, Any, Any]] = []  # (class, original __call__, wrapper)
@@ -69,7 +69,7 @@ def can_sync(qualified_name: str) -> bool:
     if known is None:
         namespace, _, name = qualified_name.partition("::")
         if not _syncing:
-            from . import optable
+            from .. import optable
 
             table = optable.installed_table()
             names = table.syncing_names() if table is not None else []

@@ -102,7 +102,7 @@ def _release_thread_mode(session: PredictSession) -> None:
         heir.active = True
 
 
-def _first_session_here() -> PredictSession | None:
+def first_session_here() -> PredictSession | None:
     ident = _get_ident()
     for session in _claims:
         if session._thread == ident:

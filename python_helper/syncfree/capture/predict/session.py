@@ -12,18 +12,18 @@ import contextlib
 import threading
 from typing import Any
 
-from .. import interrupts
+from .. import dispatch, interrupts
 from ..undo import Undo
 from . import cuda_api, patches
 from .claims import (
     _claim_thread_mode,
     _claims,
-    _first_session_here,
     _get_ident,
     _hold_patches,
     _release_claim,
     _release_patches,
     _release_thread_mode,
+    first_session_here,
 )
 from .compiles import _EagerCompiles
 from .mode import _ModeRemoval, _new_predict_mode
@@ -134,7 +134,7 @@ class PredictSession:
         if recorder is None:
             # No recorder owns this thread (a session used without one, as tests do): the
             # first session of this thread; a thread without one: nobody's, counted apart.
-            session = _first_session_here()
+            session = first_session_here()
             if session is None:
                 _unowned(count)
                 return
@@ -151,22 +151,8 @@ class PredictSession:
 
 
 def _owner() -> Any:
-    dispatch = _dispatch_module()
-    return dispatch.owner() if dispatch is not None else None
+    return dispatch.owner()
 
 
 def _unowned(count: int) -> None:
-    dispatch = _dispatch_module()
-    if dispatch is not None:
-        dispatch.unowned(count)
-
-
-_dispatch: list[Any] = []
-
-
-def _dispatch_module() -> Any:
-    if not _dispatch:
-        from .. import dispatch
-
-        _dispatch.append(dispatch)
-    return _dispatch[0]
+    dispatch.unowned(count)
