@@ -31,7 +31,7 @@ def test_watch_attributes_to_the_user_file_with_its_chain(userlib):
     assert site.file == userlib.__file__
     assert site.files[0] == __file__ and site.files[-1] == userlib.__file__
     text = report.text()
-    assert "userlib.py:5: .item() ×3, predicted, SF101" in text
+    assert "userlib.py:5:12: SF101 `.item()` waits for the GPU (predicted) ×3 (called from " in text
     assert f"test_api.py:{site.chain[0]}" in text  # the calling line of this file
     as_dict = report.to_dict()
     assert as_dict["sites"][0]["file"] == userlib.__file__
@@ -60,9 +60,9 @@ def test_sync_free_lists_every_site_not_only_the_first(userlib):
     assert message.startswith("would synchronize 3 times, budget 0")
     lines = message.splitlines()[1:]
     assert len(lines) == 3
-    assert any("userlib.py:5: .item() ×1" in line for line in lines)
-    assert any("truth value of a tensor ×1" in line and "SF103" in line for line in lines)
-    assert any("printing a tensor ×1" in line for line in lines)
+    assert any("userlib.py:5:12: SF101 `.item()` waits for the GPU (predicted) ×1" in line for line in lines)
+    assert any(": SF103 A Python condition on a CUDA tensor waits for the GPU (predicted) ×1" in line for line in lines)
+    assert any(": SF201 Printing a CUDA tensor waits for the GPU (predicted) ×1" in line for line in lines)
     assert raised.value.report.counted == 3
 
 
@@ -226,7 +226,7 @@ def test_syncfree_run_mode_error_stops_at_the_first_sync_with_a_traceback_at_the
     done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--mode", "error", str(script)],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 1, done.stderr  # a finding, not a failed script
-    assert "never" not in done.stdout.splitlines() and "step.py:5:5: SF101" in done.stdout
+    assert "never" not in done.stdout.splitlines() and "step.py:5:12: SF101" in done.stdout  # `x.sum().item()`
     frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
     assert frames[-1].strip().startswith(f'File "{script}", line 5'), done.stderr
     assert "syncfree" not in "".join(frames).replace(str(tmp_path), ""), done.stderr

@@ -168,7 +168,7 @@ def test_run_script_reports_sites_passes_arguments_and_keeps_the_exit_status(tmp
     done = syncfree("run", str(script), "--lr", "3", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "args ['--lr', '3']" in done.stdout
-    assert "train.py:4:5: SF101 " in done.stdout and "×3" in done.stdout  # the statement's column
+    assert "train.py:4:9: SF101 " in done.stdout and "×3" in done.stdout  # the column of `x.sum().item()`
     [entry] = json.loads(syncfree("run", "--format", "json", str(script), cwd=tmp_path).stdout)
     assert (entry["line"], entry["count"], entry["rule"]) == (4, 3, "SF101")
     assert syncfree("run", "--budget", "3", str(script), cwd=tmp_path).returncode == 0

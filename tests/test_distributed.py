@@ -255,10 +255,11 @@ def test_the_merge_ranks_sites_as_the_reports_do():
     assert [(s.line, s.phase, s.first_ms) for s in merged.sites] == [(20, None, 30.0), (30, None, 200.0),
                                                                     (5, "once", None)]
     summary = merged.summary()
-    assert ("ranked by blocked time after the first call, recurring first; 2 once (setup, compilation), "
-            "160.0 ms and 230.0 ms at the first calls of the recurring rows.") in summary
-    assert ("  t.py:5: `.item()` waits for the GPU [rank 0 ×1 (80.0 ms), rank 1 ×1 (80.0 ms)] [once], SF101"
-            in merged.text())
+    assert ("ranked by blocked time after the first call, repeated syncs first; 2 syncs paid once (setup, "
+            "compilation), 160.0 ms, and 230.0 ms at the first call of each repeated one.") in summary
+    # The layout of every text surface (syncfree.output.text_line).
+    assert ("  t.py:5:1: SF101 `.item()` waits for the GPU [rank 0 ×1 (80.0 ms), rank 1 ×1 (80.0 ms)] ×2, blocked "
+            "160.0 ms, paid once: the line runs once" in merged.text().splitlines())
     # What the notebook's table and the json carry of it (merged.schema.json).
     sites = merged.to_dict()["sites"]
     assert [(s["line"], s.get("phase"), s.get("first_ms")) for s in sites] == [(20, None, 30.0), (30, None, 200.0),
@@ -270,7 +271,7 @@ def test_the_merge_ranks_sites_as_the_reports_do():
     write_merged(merged, "text", out)
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("t.py:20:1: SF101 ") and "blocked 120.0 ms (first syncs 30.0 ms, then" in lines[0]
-    assert lines[2].startswith("t.py:5:1: SF101 ") and lines[2].endswith("[once]")
+    assert lines[2].startswith("t.py:5:1: SF101 ") and lines[2].endswith(", paid once: the line runs once")
     out = io.StringIO()
     write_merged(merged, "json", out)
     entries = json.loads(out.getvalue())
@@ -508,10 +509,11 @@ def job_env() -> dict[str, str]:
 
 
 def check_merged_example(text: str, steps: int) -> None:
-    every_step = f"examples/ddp_train.py:53:9: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×{steps}, rank 1 ×{steps}] ×{2 * steps}"
+    every_step = (f"examples/ddp_train.py:53:21: SF101 `.item()` waits for the GPU [rank 0 ×{steps}, rank 1 ×{steps}] "
+                  f"(predicted) ×{2 * steps}")
     assert every_step in text, text
-    assert "examples/ddp_train.py:55:13: SF202 Formatting a CUDA tensor into a string waits for the GPU " \
-           "(predicted) [divergent, rank 0 ×2, rank 1 ×0] ×2" in text, text
+    assert "examples/ddp_train.py:55:19: SF202 Formatting a CUDA tensor into a string waits for the GPU " \
+           "[divergent, rank 0 ×2, rank 1 ×0] (predicted) ×2" in text, text
     assert "1 divergent site (made on some ranks only)" in text
     assert f"per rank: rank 0 {steps + 4 + 2} syncs; rank 1 {steps + 4} syncs" in text
     assert text.count("note: No CUDA device") == 1  # once, not once per rank
@@ -791,8 +793,8 @@ def test_a_ranks_forked_children_are_in_the_merged_report(tmp_path):
     result = subprocess.run([sys.executable, "-m", "syncfree", "run", "--rank-report-dir", str(tmp_path / "ranks"),
                              str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert "forks.py:9:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1] ×1" in result.stdout
-    assert "forks.py:6:5: SF101 `.item()` waits for the GPU (predicted) in child processes [rank 0 ×1] ×1" \
+    assert "forks.py:9:1: SF101 `.item()` waits for the GPU [rank 0 ×1] (predicted) ×1" in result.stdout
+    assert "forks.py:6:5: SF101 `.item()` waits for the GPU in child processes [rank 0 ×1] (predicted) ×1" \
         in result.stdout, result.stdout
     assert "2 syncs on 1 of 1 rank" in result.stdout
 
@@ -803,7 +805,7 @@ def test_a_rank_runs_a_module_as_python_m(tmp_path):
     result = subprocess.run([sys.executable, "-m", "syncfree", "run", "--rank-report-dir", str(tmp_path / "ranks"),
                              "-m", "jobmod"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert "jobmod.py:3:1: SF101 `.item()` waits for the GPU (predicted) [rank 0 ×1] ×1" in result.stdout
+    assert "jobmod.py:3:1: SF101 `.item()` waits for the GPU [rank 0 ×1] (predicted) ×1" in result.stdout
 
 
 # --------------------------------------------------------------------------- in a notebook

@@ -422,9 +422,9 @@ def test_run_ranks_one_off_rows_after_the_recurring_ones(tmp_path):
                           env={**os.environ, "NO_COLOR": "1"}, capture_output=True, text=True, timeout=300)
     rows = [line for line in done.stdout.splitlines() if line.startswith("setup.py")]
     assert rows == ["setup.py:5:5: SF101 `.item()` waits for the GPU (predicted) ×2",
-                    "setup.py:3:1: SF101 `.item()` waits for the GPU (predicted) ×1 [once]"]
-    assert "3 syncs at 2 sites (predicted), ranked by count, recurring first; 1 once (setup, compilation)." \
-        in done.stdout
+                    "setup.py:3:7: SF101 `.item()` waits for the GPU (predicted) ×1, paid once: the line runs once"]
+    assert "3 syncs at 2 sites (predicted), ranked by count, repeated syncs first; 1 sync paid once (setup, " \
+        "compilation)." in done.stdout
 
 
 def test_a_notebook_rows_library_line_and_phase():
@@ -545,12 +545,15 @@ def test_watch_ranks_recurring_sites_by_their_cost_after_the_first_call(tmp_path
     text = result.report.text().splitlines()
     path = _display_path(result.path)
     assert text[1:] == [
-        f"  {path}:6: truth value of a tensor ×100, blocked 100.0 ms (first sync 1.00 ms, then 1.00 ms per sync ×99),"
-        " SF103",
-        f"  {path}:5: .item() ×100, blocked 101.0 ms (first sync 100.0 ms, then 0.010 ms per sync ×99), SF101",
-        "  once (setup, compilation): 16 sync(s), blocked 150.0 ms; the first calls of the 2 recurring sites above:"
+    # The layout of `syncfree run` (below), the path as the watch shows it.
+        f"  {path}:6:5: SF103 A Python condition on a CUDA tensor waits for the GPU ×100, blocked 100.0 ms (first "
+        "sync 1.00 ms, then 1.00 ms per sync ×99)",
+        f"  {path}:5:5: SF101 `.item()` waits for the GPU ×100, blocked 101.0 ms (first sync 100.0 ms, then 0.010 ms "
+        "per sync ×99)",
+        "  paid once (setup, compilation): 16 syncs, blocked 150.0 ms; the first call of each of the 2 sites above:"
         " blocked 101.0 ms",
-        f"  {path}:2: copy from pageable host memory ×16, blocked 150.0 ms, SF303",
+        f"  {path}:2:1: SF303 Moving a module to the GPU syncs once per parameter ×16, blocked 150.0 ms, paid once: "
+        "the line runs once",
     ]
 
 
@@ -561,9 +564,10 @@ def test_run_text_golden_with_first_calls(tmp_path):
         "(first sync 1.00 ms, then 1.00 ms per sync ×99)",
         "steps.py:5:5: SF101 `.item()` waits for the GPU ×100, blocked 101.0 ms "
         "(first sync 100.0 ms, then 0.010 ms per sync ×99)",
-        "steps.py:2:1: SF303 Moving a module to the GPU syncs once per parameter ×16, blocked 150.0 ms [once]",
-        "216 syncs at 3 sites, blocked 351.0 ms, ranked by blocked time after the first call, recurring first; "
-        "16 once (setup, compilation), 150.0 ms and 101.0 ms at the first calls of the recurring rows.",
+        "steps.py:2:1: SF303 Moving a module to the GPU syncs once per parameter ×16, blocked 150.0 ms, paid once: "
+        "the line runs once",
+        "216 syncs at 3 sites, blocked 351.0 ms, ranked by blocked time after the first call, repeated syncs first; "
+        "16 syncs paid once (setup, compilation), 150.0 ms, and 101.0 ms at the first call of each repeated one.",
     ]
 
 

@@ -82,7 +82,7 @@ def test_without_the_option_the_summary_counts_the_tests_skipped_for_want_of_cud
     result.assert_outcomes(passed=1, skipped=4)
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
-        "0 syncs predicted in 0 of 1 watched test (CPU stand-ins: no CUDA device)",
+        "0 syncs predicted in 0 of 1 watched test (on the CPU: no CUDA device)",
         "  3 tests skipped for want of CUDA (the skip reason names CUDA or a GPU): "
         "--syncfree-cuda runs them on the CPU stand-ins",
     ])
@@ -101,7 +101,7 @@ def test_cuda_variants_run_on_the_standins(pytester):
     result.stdout.fnmatch_lines(["*syncfree: would synchronize 1 time, budget 0*"])
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
-        "3 syncs predicted in 3 of 5 watched tests (CPU stand-ins: no CUDA device)",
+        "3 syncs predicted in 3 of 5 watched tests (on the CPU: no CUDA device)",
         "  test_suite.py:8: tensor built from Python data ×1, predicted, SF401 "
         "(called from test_suite.py:17)  [test_suite.py::test_grayscale_on_cuda]",
         "  test_suite.py:12: .item() ×1, predicted, SF101  ?test_suite.py::test_total?cuda??",

@@ -33,9 +33,9 @@ def test_example_suite(pytester):
     result.stdout.fnmatch_lines([
         "*_ test_count_positive_is_sync_free _*",
         "syncfree: would synchronize 1 time, budget 0",
-        "  model.py:13: .item() ×1, predicted, SF101 (called from test_model.py:27)",
+        "  model.py:13:*: SF101 `.item()` waits for the GPU (predicted) ×1 (called from test_model.py:27)",
     ])
-    result.stdout.fnmatch_lines(["  test_model.py:46: printing a tensor ×1, predicted, SF201"])
+    result.stdout.fnmatch_lines(["  test_model.py:46:*: SF201 Printing a CUDA tensor waits for the GPU (predicted) ×1"])
     # the short summary carries the message, not the test id twice
     result.stdout.fnmatch_lines(["FAILED test_model.py::test_print_is_a_sync - syncfree: would synchronize*"])
     # the failure is the test's finding, not a traceback into syncfree
@@ -139,7 +139,7 @@ def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):
     result = run(pytester)
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines(["*_ test_thread _*", "syncfree: would synchronize 1 time, budget 0",
-                                 "  test_threads.py:6: .item() ×1, predicted, SF101, in thread reader"])
+                                 "  test_threads.py:6:*: SF101 `.item()` waits for the GPU (predicted) ×1, in thread reader"])
     result.stdout.fnmatch_lines(["*_ test_pool _*", "syncfree: would synchronize 2 times, budget 1"])
 
 
@@ -178,7 +178,7 @@ def test_an_async_test_under_pytest_asyncio_counts_its_syncs(pytester):
     result = run(pytester, "--syncfree", "-o", "asyncio_default_fixture_loop_scope=function")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*_ test_item _*", "syncfree: would synchronize 1 time, budget 0",
-                                 "  test_async.py:5: .item() ×1, predicted, SF101 (called from test_async.py:12)"])
+                                 "  test_async.py:5:*: SF101 `.item()` waits for the GPU (predicted) ×1 (called from test_async.py:12)"])
     result.stdout.fnmatch_lines(["*_ test_executor _*", "syncfree: would synchronize 2 times, budget 0"])
     result.stdout.fnmatch_lines(["3 syncs predicted in 2 of 3 watched tests*"])
 
@@ -254,9 +254,9 @@ def test_syncfree_option_ranks_every_test(pytester):
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
-        "6 syncs predicted in 2 of 3 watched tests (CPU stand-ins: no CUDA device)",
-        "  test_all.py:6: .item() ×5, predicted, SF101  [[]test_all.py::test_many[]]",
-        "  test_all.py:10: truth value of a tensor ×1, predicted, SF103  [[]test_all.py::test_one[]]",
+        "6 syncs predicted in 2 of 3 watched tests (on the CPU: no CUDA device)",
+        "  test_all.py:6:*: SF101 `.item()` waits for the GPU (predicted) ×5  [[]test_all.py::test_many[]]",
+        "  test_all.py:10:*: SF103 A Python condition on a CUDA tensor waits for the GPU (predicted) ×1  [[]test_all.py::test_one[]]",
     ])
 
 
@@ -348,7 +348,7 @@ def test_a_shared_fixture_is_made_on_the_standins_for_watched_tests_whatever_ran
     result.stdout.fnmatch_lines(["FAILED test_order.py::test_2_marked - syncfree: would synchronize 1 time*"])
     teardowns = (pytester.path / "teardowns.txt").read_text().splitlines()
     assert teardowns == ["cpu False", "cuda True", "cpu False", "cuda True"], teardowns
-    result.stdout.fnmatch_lines(["  test_order.py:10: .item() ×1, predicted, SF101"])
+    result.stdout.fnmatch_lines(["  test_order.py:10:*: SF101 `.item()` waits for the GPU (predicted) ×1"])
 
 
 UNITTEST_SUITE = """
@@ -408,7 +408,7 @@ def test_unittest_testcases_are_watched(pytester):
     result.stdout.fnmatch_lines([
         "*_ TestClassMarked.test_syncs _*",
         "syncfree: would synchronize 1 time, budget 0",
-        "  test_cases.py:17: .item() ×1, predicted, SF101",
+        "  test_cases.py:17:*: SF101 `.item()` waits for the GPU (predicted) ×1",
     ])
     result.stdout.fnmatch_lines(["FAILED test_cases.py::TestPytestmark::test_stops - RuntimeError: called a*"])
     result.stdout.fnmatch_lines(["FAILED test_cases.py::TestAsync::test_async_syncs - syncfree: would*"])
@@ -416,7 +416,7 @@ def test_unittest_testcases_are_watched(pytester):
     # every TestCase test is counted in the summary, and setUp's sync in none of them
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
-        "4 syncs predicted in 4 of 7 watched tests (CPU stand-ins: no CUDA device)",
+        "4 syncs predicted in 4 of 7 watched tests (on the CPU: no CUDA device)",
     ])
 
 
@@ -437,10 +437,10 @@ def test_summary_counts_the_syncs_of_tests_that_failed_for_their_own_reason(pyte
     result = run(pytester, "--syncfree")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines([
-        "3 syncs predicted in 2 of 2 watched tests (CPU stand-ins: no CUDA device)",
-        "  test_failing.py:10: .tolist() ×1, predicted, SF204  [[]test_failing.py::test_errors_after_syncing[]]",
-        "  test_failing.py:5: .item() ×1, predicted, SF101  [[]test_failing.py::test_fails_after_syncing[]]",
-        "  test_failing.py:6: .item() ×1, predicted, SF101  [[]test_failing.py::test_fails_after_syncing[]]",
+        "3 syncs predicted in 2 of 2 watched tests (on the CPU: no CUDA device)",
+        "  test_failing.py:10:*: SF204 `.tolist()` waits for the GPU (predicted) ×1  [[]test_failing.py::test_errors_after_syncing[]]",
+        "  test_failing.py:5:*: SF101 `.item()` waits for the GPU (predicted) ×1  [[]test_failing.py::test_fails_after_syncing[]]",
+        "  test_failing.py:6:*: SF101 `.item()` waits for the GPU (predicted) ×1  [[]test_failing.py::test_fails_after_syncing[]]",
     ])
 
 
@@ -461,7 +461,7 @@ def test_xdist_workers_send_their_reports_to_the_controller(pytester):
     workers = run(pytester, "--syncfree", "-n", "2")
     workers.assert_outcomes(passed=7, failed=5)
     section = _syncfree_section(alone)
-    assert section[1] == "9 syncs predicted in 8 of 12 watched tests (CPU stand-ins: no CUDA device)", section
+    assert section[1] == "9 syncs predicted in 8 of 12 watched tests (on the CPU: no CUDA device)", section
     assert _syncfree_section(workers) == section
 
 
@@ -585,9 +585,9 @@ def test_chains_stop_at_the_test(pytester):
         """)
     result = pytester.run(sys.executable, "run_tests.py", "--syncfree")
     result.stdout.fnmatch_lines([
-        "  model.py:13: .item() ×1, predicted, SF101 (called from test_chain.py:15)  [[]test_chain.py::TestCase::test_method[]]",
-        "  model.py:13: .item() ×1, predicted, SF101 (called from test_chain.py:6)  [[]test_chain.py::test_function[]]",
-        "  test_chain.py:10: .item() ×1, predicted, SF101  [[]test_chain.py::test_function_error_mode[]]",
+        "  model.py:13:*: SF101 `.item()` waits for the GPU (predicted) ×1 (called from test_chain.py:15)  [[]test_chain.py::TestCase::test_method[]]",
+        "  model.py:13:*: SF101 `.item()` waits for the GPU (predicted) ×1 (called from test_chain.py:6)  [[]test_chain.py::test_function[]]",
+        "  test_chain.py:10:*: SF101 `.item()` waits for the GPU (predicted) ×1  [[]test_chain.py::test_function_error_mode[]]",
     ])
     assert "run_tests.py" not in result.stdout.str()
 
@@ -677,7 +677,7 @@ def test_the_standins_note_only_where_they_answered_and_a_failing_marked_test_sh
     result.stdout.fnmatch_lines([
         "*- syncfree: the test also synchronized over its budget -*",
         "would synchronize 1 time, budget 0",
-        "  test_mixed.py:8: .item() ×1, predicted, SF101",
+        "  test_mixed.py:8:*: SF101 `.item()` waits for the GPU (predicted) ×1",
     ])
     assert _syncfree_section(result)[-2:] == [
         "  1 test failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
@@ -711,9 +711,9 @@ def test_tests_with_subtests_are_in_the_summary(pytester):
     result = run(pytester, "--syncfree")
     assert result.ret == 0
     result.stdout.fnmatch_lines([
-        "5 syncs predicted in 2 of 2 watched tests (CPU stand-ins: no CUDA device)",
-        "  test_sub.py:9: .item() ×3, predicted, SF101  [[]test_sub.py::T::test_sub[]]",
-        "  test_sub.py:15: .item() ×2, predicted, SF101  [[]test_sub.py::test_pytest_subtests[]]",
+        "5 syncs predicted in 2 of 2 watched tests (on the CPU: no CUDA device)",
+        "  test_sub.py:9:*: SF101 `.item()` waits for the GPU (predicted) ×3  [[]test_sub.py::T::test_sub[]]",
+        "  test_sub.py:15:*: SF101 `.item()` waits for the GPU (predicted) ×2  [[]test_sub.py::test_pytest_subtests[]]",
     ])
 
 
@@ -806,10 +806,10 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*syncfree: would synchronize 3 times, budget 0",
-        "  test_ranks.py:9: .item() ×3, predicted, SF101, in child processes SpawnProcess-1, SpawnProcess-2",
+        "  test_ranks.py:9:*: SF101 `.item()` waits for the GPU (predicted) ×3, in child processes SpawnProcess-1, SpawnProcess-2",
     ])
     # The pool may hand all four items to one worker: "in child process SpawnPoolWorker-3" or two names.
-    result.stdout.fnmatch_lines(["  test_ranks.py:15: .item() ×4, predicted, SF101, in child process*"
+    result.stdout.fnmatch_lines(["  test_ranks.py:15:*: SF101 `.item()` waits for the GPU (predicted) ×4, in child process*"
                                  "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
@@ -889,18 +889,18 @@ ALLOWED_SUITE = """
 """
 
 ALLOWED_SECTION = [
-    "2 syncs predicted in 2 of 5 watched tests (CPU stand-ins: no CUDA device); "
+    "2 syncs predicted in 2 of 5 watched tests (on the CPU: no CUDA device); "
     "6 allowed by comments, not counted",
-    "  test_allowed.py:21: copy to the host ×1, predicted, SF301  [test_allowed.py::test_mixed_line]",
-    "  test_allowed.py:13: .item() ×1, predicted, SF101  [test_allowed.py::test_plain]",
-    "  allowed by comments (not counted): 6 sync(s) at 4 sites",
-    "  test_allowed.py:7: .item() ×3, predicted, SF101  [test_allowed.py::test_allowed_item]"
+    "  test_allowed.py:21:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]",
+    "  test_allowed.py:13:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_plain]",
+    "  allowed by comments (not counted): 6 syncs at 4 sites",
+    "  test_allowed.py:7:*: SF101 `.item()` waits for the GPU (predicted) ×3  [test_allowed.py::test_allowed_item]"
     "  [allowed: # syncfree: allow[SF101]]",
-    "  test_allowed.py:10: copy to the host ×1, predicted, SF301  [test_allowed.py::test_bare_allow]"
+    "  test_allowed.py:10:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_bare_allow]"
     "  [allowed: # syncfree: allow]",
-    "  test_allowed.py:17: .item() ×1, predicted, SF101  [test_allowed.py::test_marked_allowed]"
+    "  test_allowed.py:17:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_marked_allowed]"
     "  [allowed: # syncfree: allow[item]]",
-    "  test_allowed.py:21: .item() ×1, predicted, SF101  [test_allowed.py::test_mixed_line]"
+    "  test_allowed.py:21:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]"
     "  [allowed: # syncfree: allow[SF101]]",
 ]
 
@@ -926,10 +926,10 @@ def test_an_allow_for_one_rule_does_not_allow_another_sync_on_its_line(pytester)
     result.assert_outcomes(failed=1)  # the copy to the host counts
     section = [line for line in _syncfree_section(result)[1:] if line]
     assert section == [
-        "1 sync predicted in 1 of 1 watched test (CPU stand-ins: no CUDA device); 1 allowed by comments, not counted",
-        "  test_rules.py:7: copy to the host ×1, predicted, SF301  [test_rules.py::test_copy_on_an_item_line]",
-        "  allowed by comments (not counted): 1 sync(s) at 1 site",
-        "  test_rules.py:7: .item() ×1, predicted, SF101  [test_rules.py::test_copy_on_an_item_line]"
+        "1 sync predicted in 1 of 1 watched test (on the CPU: no CUDA device); 1 allowed by comments, not counted",
+        "  test_rules.py:7:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]",
+        "  allowed by comments (not counted): 1 sync at 1 site",
+        "  test_rules.py:7:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]"
         "  [allowed: # syncfree: allow[SF101]]",
     ], section
 
@@ -944,7 +944,7 @@ def test_a_run_whose_syncs_are_all_allowed_counts_none(pytester):
     result = run(pytester, "--syncfree")
     result.assert_outcomes(passed=1)
     section = [line for line in _syncfree_section(result)[1:] if line]
-    assert section[0] == ("0 syncs predicted in 0 of 1 watched test (CPU stand-ins: no CUDA device); "
+    assert section[0] == ("0 syncs predicted in 0 of 1 watched test (on the CPU: no CUDA device); "
                           "1 allowed by comments, not counted"), section
     assert section[2].endswith("  [allowed: # syncfree: allow]"), section
 

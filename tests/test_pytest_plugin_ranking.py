@@ -6,6 +6,8 @@ up (as tests/conftest.py's ``fake_cuda`` does) whose ``torch.cuda.synchronize()`
 for the time the test asks, so a warm-up and a per-step sync have times that the ranking
 can tell apart; compilation is a torch.compile backend that syncs."""
 
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -101,18 +103,19 @@ def test_the_summary_ranks_per_step_syncs_above_a_larger_warm_up_and_compilation
     # (10 ms after their first call, whichever first), then the warm-up line, a site of one sync
     # whose 200 ms are all its first call.
     per_step = sorted(rows[:2])
-    assert per_step[0].startswith("  test_steps.py:16: torch.cuda.synchronize() ×3, blocked ")
+    # Each row in the layout of every text surface (syncfree.output.text_line).
+    assert re.match(r"  test_steps\.py:16:\d+: SF801 `torch\.cuda\.synchronize\(\)` ×3, blocked ", per_step[0])
     assert per_step[0].endswith("  [test_steps.py::test_warm_up]")
-    assert per_step[1].startswith("  test_steps.py:24: torch.cuda.synchronize() ×3, blocked ")
+    assert re.match(r"  test_steps\.py:24:\d+: SF801 `torch\.cuda\.synchronize\(\)` ×3, blocked ", per_step[1])
     assert per_step[1].endswith("  [test_steps.py::test_compiled]")
     assert "(first sync " in per_step[0] and "(first sync " in per_step[1]
-    assert rows[2].startswith("  test_steps.py:14: torch.cuda.synchronize() ×1, blocked 2")
+    assert re.match(r"  test_steps\.py:14:\d+: SF801 `torch\.cuda\.synchronize\(\)` ×1, blocked 2", rows[2])
     assert rows[2].endswith("  [test_steps.py::test_warm_up]")
     # Then what is paid once, under the text report's line (WatchReport.text): the
     # compilation's sync, with its library line under it.
-    assert rows[3].startswith("  once (setup, compilation): 1 sync(s), blocked 2")
-    assert "; the first calls of the 3 recurring sites above: blocked 2" in rows[3]
-    assert rows[4].startswith("  test_steps.py:23: torch.cuda.synchronize() ×1, blocked 2")
-    assert rows[4].endswith(", SF700  [test_steps.py::test_compiled]")
+    assert rows[3].startswith("  paid once (setup, compilation): 1 sync, blocked 2")
+    assert "; the first call of each of the 3 sites above: blocked 2" in rows[3]
+    assert re.match(r"  test_steps\.py:23:\d+: SF700 .* ×1, blocked 2", rows[4]), rows[4]
+    assert rows[4].endswith(", paid once: torch.compile compiling  [test_steps.py::test_compiled]")
     assert rows[5].startswith("      inside slow_backend.py:5 `torch.cuda.synchronize()`")
     assert len(rows) == 6

@@ -112,7 +112,8 @@ def test_html_and_text_summaries():
     rule = report["sites"][0]["rule"]
     assert text.splitlines()[0] == ("syncfree (warn, NVIDIA H200): 64 syncs at 1 site, "
                                     "blocked 41.2 ms, cell ran 12.5 ms")
-    assert text.splitlines()[1] == f"  line 3: `.item()` synced 64x, blocked 41.2 ms  [{rule}]"
+    # The layout of every text surface (syncfree.output.text_line): location, code, message, then the figures.
+    assert text.splitlines()[1] == f"  line 3: {rule} `.item()` waits for the GPU ×64, blocked 41.2 ms"
     html = report_html(report)
     assert ">41.2 ms<" in html and ">64<" in html and rule in html
     assert "color:#" not in html and "background" not in html  # inherits the theme's colours
@@ -123,7 +124,7 @@ def test_static_and_predict_summaries():
                           findings=analyze_source(CELL), notes=["torch is not installed"])
     assert report_text(static).startswith("syncfree (static, ")
     assert "static finding" in report_text(static).splitlines()[0]
-    assert "(static)" in report_text(static)
+    assert "  line 3:col 8: SF101 " in report_text(static) and " (static check)" in report_text(static)
     site = item_site()
     site.update(predicted=True, blocked_ms=None, message="`.item()` would sync 1x (predicted on CPU)")
     predicted = build_report(source=CELL, device=device_info("predict"), mode="predict", sites=[site])
@@ -155,10 +156,11 @@ def test_a_recurring_sites_first_call_in_the_text_and_html():
     validate_report(report)
     assert report["sites"][0]["first_ms"] == 98.0
     text = report_text(report).splitlines()
-    assert text[1] == ("  line 3: `.item()` synced 20x, blocked 98.2 ms (first sync 98.0 ms, then 0.013 ms "
-                       "per sync ×19)  [SF101]")
+    assert text[1] == ("  line 3: SF101 `.item()` waits for the GPU ×20, blocked 98.2 ms (first sync 98.0 ms, "
+                       "then 0.013 ms per sync ×19)")
     # All of a one-off site is paid once: no split.
-    assert text[2] == ("  line 2: copy from pageable host memory synced 16x, blocked 120.0 ms (once: the line runs once)  [SF303]")
+    assert text[2] == ("  line 2: SF303 Moving a module to the GPU syncs once per parameter ×16, blocked 120.0 ms, "
+                       "paid once: the line runs once")
     assert "(first sync 98.0 ms, then 0.013 ms per sync ×19)" in report_html(report)
     # Reports written before first_ms, and negative times, per the schema.
     old = dict(report, sites=[{k: v for k, v in s.items() if k != "first_ms"} for s in report["sites"]])

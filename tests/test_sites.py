@@ -275,8 +275,9 @@ def test_once_text_says_the_one_off_syncs_and_the_recurring_rows_first_calls():
 
     assert once_text([], []) == ""
     assert once_text([(16, 80.0), (2, None)], [2.0, 1.1]) == (
-        ", recurring first; 18 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of the recurring rows")
-    assert once_text([(3, None)], []) == ", recurring first; 3 once (setup, compilation)"
+        ", repeated syncs first; 18 syncs paid once (setup, compilation), 80.0 ms, and 3.1 ms at the first call of "
+        "each repeated one")
+    assert once_text([(3, None)], []) == ", repeated syncs first; 3 syncs paid once (setup, compilation)"
 
 
 def test_a_positions_lock_left_held_by_another_thread_costs_a_moment_not_a_deadlock():

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
-           "write_diagnostics"]
+           "code_columns", "site_diagnostic", "site_what", "text_line", "write_diagnostics"]
 
 FORMATS = ("text", "json", "sarif", "github")
 MACHINE_FORMATS = ("json", "sarif", "github")  # read by programs: nothing else may share their stream
@@ -78,11 +78,18 @@ class Diagnostic:
     # blocked_ms, and how many syncs that is; the row is ranked by the rest (syncfree.capture.sites.rank_key)
     first_ms: float | None = None
     first_calls: int | None = None
+    # a watch's site: the Python thread it synced in (not the main one), and its share of the GPU time (0..1)
+    thread: str | None = None
+    cost_share: float | None = None
 
     def location(self) -> str:
-        if self.cell is None:
-            return f"{self.path}:{self.line}:{self.col}"
-        return f"{self.path}:cell {self.cell}:line {self.line}:col {self.col}"
+        """``path:line:col`` (a file), ``path:cell 3:line 4:col 9`` (a notebook's cell), ``line 4:col 9`` (the cell a
+        report is about: no path); a column of 0 (not known) is left out."""
+        col = f":{self.col}" if self.col else ""
+        if self.cell is None and self.path:
+            return f"{self.path}:{self.line}{col}"
+        cell = f"{self.path}:cell {self.cell}:" if self.cell is not None else ""
+        return f"{cell}line {self.line}" + (f":col {self.col}" if self.col else "")
 
 
 class Style:
@@ -130,30 +137,49 @@ def write_diagnostics(
     else:
         style = style or Style(out)
         for d in diagnostics:
-            out.write(_text_line(d, style) + "\n")
+            out.write(text_line(d, style) + "\n")
         if summary:
             out.write(summary + "\n")
 
 
-def _text_line(d: Diagnostic, style: Style) -> str:
+#: How a certainty reads after the message (certain and measured: nothing to say).
+CERTAINTY_WORDS = {"likely": "likely", "possible": "possible", "predicted": "predicted", "static": "static check"}
+
+
+def text_line(d: Diagnostic, style: Style | None = None) -> str:
+    """The one layout of a site (or a finding) in every text surface: ``syncfree run`` and ``check``, a watch's
+    report, the pytest summary, a notebook report's text, a merged report; ruff's ``path:line:col: CODE message``,
+    then the figures in one fixed order::
+
+        train.py:41:13: SF101 `.item()` waits for the GPU (predicted) ×64, cost 1.20 ms of GPU time (0.019 ms
+        each), blocked 3.1 ms (first sync 2.0 ms, then 0.017 ms per sync ×63), once: the line runs once,
+        in thread T [fix: safe] (called from train.py:48 <- train.py:54; in child process Worker-1)
+
+    and the library line where the sync happened inside an installed package on the next line, indented."""
+    style = style or Style(io.StringIO(), force=False)
     extra = ""
-    if d.certainty in ("likely", "possible"):
-        extra += f" ({d.certainty})"
+    if d.certainty in CERTAINTY_WORDS:
+        extra += f" ({CERTAINTY_WORDS[d.certainty]})"
     if d.count is not None:
         extra += f" ×{d.count}"
     if d.cost_ms is not None:  # what it cost leads; blocked time (the GPU work already queued) second
         extra += f", cost {d.cost_ms:.2f} ms of GPU time"
         if d.cost_each_ms is not None:
-            extra += f" ({d.cost_each_ms:.3f} ms each)"
+            share = f", {d.cost_share * 100:.1f}% of the GPU's time" if d.cost_share is not None else ""
+            extra += f" ({d.cost_each_ms:.3f} ms each{share})"
     if d.blocked_ms:
         extra += f", blocked {d.blocked_ms:.1f} ms"
         first = _first_call(d)
         if first:
             extra += f" ({first})"
+    if d.phase:
+        from syncfree.report import PHASE_WORDS
+
+        extra += f", {PHASE_WORDS.get(d.phase, d.phase)}"
+    if d.thread:
+        extra += f", in thread {clean_text(d.thread)}"
     if d.fix:
         extra += f" [fix: {d.fix}]"
-    if d.phase:
-        extra += f" [{d.phase}]"
     where = _context(d)
     if where:
         extra += f" ({where})"
@@ -163,6 +189,148 @@ def _text_line(d: Diagnostic, style: Style) -> str:
 
         line += "\n    " + clean_text(library_text(d.inside))
     return line
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the current folder when it is under it (a watch's sites), else as it is."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def watch_site_line(site: Any) -> str:
+    """A watch's site (a `syncfree.capture.sites.SyncSite`) as `text_line` writes it, its path relative to the
+    current folder, the library line under it indented to follow a report's two-space rows."""
+    files = site.files or ()
+    chain = tuple(f"{shown_path(f)}:{n}" for f, n in zip(files, site.chain))
+    d = site_diagnostic(site, shown_path(site.file) if site.file else "",
+                        chains=(chain,) if len(chain) > 1 else None)
+    return text_line(d).replace("\n", "\n  ")
+
+
+def watch_report_text(report: Any) -> str:
+    """A `syncfree.watches.WatchReport` as text: its summary, then a row per site (`watch_site_line`): those that
+    repeat first, ranked by their cost after the first call; then what is paid once (the syncs of lines that run
+    once: setup, compilation, and the first calls of the others: warm-up); the allowed ones; the notes."""
+    lines = [report.summary()]
+    lines += [f"  {watch_site_line(s)}" for s in report.sites if not s.one_off]
+    once = [s for s in report.sites if s.one_off]
+    firsts = [s.first_ms for s in report.sites if not s.one_off and s.first_ms is not None]
+    if once or firsts:
+        lines.append("  " + once_line(sum(s.count for s in once),
+                                      [s.blocked_ms for s in once if s.blocked_ms is not None], firsts))
+        lines += [f"  {watch_site_line(s)}" for s in once]
+    for site in report.allowed:  # the words before the library line under it, if any
+        first, newline, rest = watch_site_line(site).partition("\n")
+        lines.append(f"  {first}, allowed by a comment{newline}{rest}")
+    outside = report.syncs - sum(s.count for s in report.sites + report.allowed)
+    if outside > 0:
+        lines.append(f"  {outside_line(outside)}")
+    lines += [f"  note: {n}" for n in report.notes]
+    lines += [f"  note: {n}" for n in report.predict_table_lines()]
+    return "\n".join(lines)
+
+
+def outside_line(count: int) -> str:
+    """``2 syncs outside your code (library or other threads)``."""
+    return f"{count} sync{'s' if count != 1 else ''} outside your code (library or other threads)"
+
+
+def once_line(count: int, blocked: Sequence[float], firsts: Sequence[float]) -> str:
+    """``paid once (setup, compilation): 7 syncs, blocked 80.0 ms; the first call of each of the 2 sites above:
+    blocked 3.1 ms``: the line of a watch's report (and the pytest summary) over the sites paid once (``count``
+    syncs, their measured ``blocked`` times) and the first calls of the repeated ones (``firsts``)."""
+    text = f"paid once (setup, compilation): {count} sync{'s' if count != 1 else ''}"
+    if blocked:
+        text += f", blocked {sum(blocked):.1f} ms"
+    if firsts:
+        sites = f"each of the {len(firsts)} sites" if len(firsts) != 1 else "the site"
+        text += f"; the first call of {sites} above: blocked {sum(firsts):.1f} ms"
+    return text
+
+
+def site_what(rule: str | None, kind: str, label: str | None = None) -> str:
+    """What a sync site's line says synced: the explicit call (``label`` when it is one: `torch.cuda.synchronize()`),
+    else the rule's title (`.item()` waits for the GPU), else the kind in words."""
+    from syncfree.catalog import RULES
+    from syncfree.kinds import kind_label
+
+    if label and label != kind_label(kind):
+        return label
+    if rule in RULES:
+        return RULES[rule].title
+    return label or kind_label(kind)
+
+
+def code_columns(text: str) -> tuple[int, int]:
+    """1-based (col, end_col) of the code on a line: from its first non-blank character to the end of its code, a
+    comment and trailing blanks left out; (1, 1) for a blank line. Where a site's exact range is not known (Python
+    3.10), its line's statement stands for it."""
+    text = text.rstrip("\r\n")
+    if not text.strip():
+        return 1, 1
+    end = len(text)
+    hash_at = text.find("#")
+    if hash_at >= 0:
+        import tokenize
+
+        try:  # a '#' inside a string is no comment: ask the tokenizer
+            tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
+            comments = [t.start[1] for t in tokens if t.type == tokenize.COMMENT]
+        except (tokenize.TokenError, SyntaxError, IndentationError):  # a line of a longer statement
+            comments = [hash_at] if "'" not in text[:hash_at] and '"' not in text[:hash_at] else []
+        if comments:
+            end = comments[0]
+    end = len(text[:end].rstrip())
+    start = len(text) - len(text.lstrip())
+    return start + 1, max(end, start) + 1
+
+
+def site_diagnostic(site: Any, path: str, *, line_text: str | None = None, **fields: Any) -> Diagnostic:
+    """A sync site (a `syncfree.capture.sites.SyncSite`, or its report dict) as the `Diagnostic` that `text_line`
+    writes: located at its exact range where known, else at its line's code (``line_text``, or the file's line)."""
+    get = site.get if isinstance(site, dict) else lambda name, default=None: getattr(site, name, default)
+    chain = list(get("chain") or [])
+    line = chain[-1] if chain else get("line")
+    span = get("span")
+    if span is None and get("range"):
+        r = get("range")
+        span = (r["line"], r["col"], r["end_line"], r["end_col"])
+    if span is not None and span[0] == line:
+        col, end_line, end_col = span[1] + 1, span[2], span[3] + 1
+    else:
+        if line_text is None:
+            import linecache
+
+            file = get("file") or ((get("files") or get("chain_files") or [None])[-1])
+            line_text = linecache.getline(file, line) if file else ""
+        col, end_col = code_columns(line_text) if line_text else (0, 0)
+        end_line = line
+    predicted = bool(get("predicted"))
+    label = get("label")
+    if label is None and not isinstance(site, dict):
+        label = site.label
+    library = get("library")
+    if library is not None and not isinstance(library, dict):
+        library = library.to_report()
+    phase = get("phase")
+    first_ms = get("first_ms") if phase in (None, "recurring") and not predicted else None
+    cost_ms, count = get("cost_ms"), get("count")
+    values: dict[str, Any] = {
+        "certainty": "predicted" if predicted else "measured", "count": count,
+        "blocked_ms": None if predicted else get("blocked_ms"), "cost_ms": cost_ms,
+        "cost_each_ms": get("cost_each_ms") if get("cost_each_ms") is not None else
+        (round(cost_ms / count, 4) if cost_ms is not None and count else None),
+        "cost_share": get("cost_share"), "inside": library,
+        "phase": phase if phase not in (None, "recurring") else None,
+        "first_ms": first_ms, "first_calls": 1 if first_ms is not None else None, "thread": get("thread"),
+        "processes": tuple(get("process").split(", ")) if get("process") else None,
+    }
+    values.update(fields)
+    return Diagnostic(path, line, col, end_line, end_col if end_line != line or end_col >= col else col,
+                      get("rule") or get("kind"), clean_text(site_what(get("rule"), get("kind"), label)), **values)
 
 
 def _first_call(d: Diagnostic) -> str:
@@ -181,7 +349,8 @@ def _context(d: Diagnostic) -> str:
     callers = [chain[:-1] for chain in d.chains or () if len(chain) > 1]
     if callers:
         shown = [" <- ".join(reversed(chain)) for chain in callers[:3]]
-        more = f"; {len(callers) - 3} more chains" if len(callers) > 3 else ""
+        more = len(callers) - 3
+        more = f"; {more} more call chain{'s' if more != 1 else ''}" if more > 0 else ""
         parts.append("called from " + "; ".join(shown) + more)
     if d.processes:
         names = ", ".join(d.processes[:4]) + (f" and {len(d.processes) - 4} more" if len(d.processes) > 4 else "")
@@ -192,13 +361,19 @@ def _context(d: Diagnostic) -> str:
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     entry = asdict(d)
     for key in ("chains", "processes", "fix_title", "fix_edits", "fingerprint", "inside",
-                "phase", "first_ms", "first_calls", "cost_ms", "cost_each_ms"):  # absent where not the command's
+                "phase", "first_ms", "first_calls", "cost_ms", "cost_each_ms", "thread",
+                "cost_share"):  # absent where not the command's
         if entry[key] is None:
             del entry[key]
     if "fix_edits" in entry:
         entry["fix_edits"] = [{"line": line, "col": col, "end_line": end_line, "end_col": end_col, "text": text}
                               for line, col, end_line, end_col, text in entry["fix_edits"]]
     return entry
+
+
+def _message(d: Diagnostic) -> str:
+    """The message as a format without `text_line`'s figures shows it: a predicted site says so."""
+    return clean_text(d.message) + (" (predicted)" if d.certainty == "predicted" else "")
 
 
 def _github_escape(text: str, *, property_value: bool = False) -> str:
@@ -218,7 +393,7 @@ def _github_line(d: Diagnostic) -> str:
         properties += [f"line={d.line}", f"endLine={d.end_line}", f"col={d.col}", f"endColumn={d.end_col}"]
     properties.append(f"title={_github_escape(title, property_value=True)}")
     where = _context(d)
-    message = clean_text(d.message) + (f" ({where})" if where else "")
+    message = _message(d) + (f" ({where})" if where else "")
     if d.cost_ms is not None:
         message += f" (×{d.count}, cost {d.cost_ms:.2f} ms of GPU time)"
     first = _first_call(d)
@@ -318,7 +493,7 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
         "ruleIndex": rule_index,
         **({"partialFingerprints": {"syncfreeFinding/v1": d.fingerprint}} if d.fingerprint else {}),
         "level": "error" if d.rule == SYNTAX_ERROR else "note" if d.certainty == "possible" else "warning",
-        "message": {"text": clean_text(d.message)},
+        "message": {"text": _message(d)},
         "locations": [location],
     }
     if d.fix_edits and d.cell is None:

@@ -102,7 +102,7 @@ def site_fields(site: Any) -> dict[str, Any]:
             "detail": site.detail, "label": site.label, "thread": site.thread,
             "library": site.library.to_report() if getattr(site, "library", None) is not None else None,
             "phase": getattr(site, "phase", "recurring"), "first_ms": getattr(site, "first_ms", None),
-            "cost_ms": getattr(site, "cost_ms", None)}
+            "cost_ms": getattr(site, "cost_ms", None), "span": list(site.span) if getattr(site, "span", None) else None}
 
 
 class ForkedChildren:
@@ -904,7 +904,8 @@ def child_sites(reports: list[ProcessReport]) -> list[Any]:
             if site is None:
                 site = merged[key] = SyncSite(tuple(fields["chain"]), fields["kind"], fields.get("rule"), (),
                                               None, bool(fields.get("predicted")), fields.get("detail"), files,
-                                              phase=fields.get("phase") or "recurring")
+                                              phase=fields.get("phase") or "recurring",
+                                              span=tuple(fields["span"]) if fields.get("span") else None)
                 names[key] = []
             site.count += int(fields["count"])
             if fields.get("blocked_ms") is not None:

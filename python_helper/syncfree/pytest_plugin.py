@@ -509,7 +509,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     verb = "predicted" if predicted else "seen"
     write(f"{total} sync{'s' if total != 1 else ''} {verb} in {len(syncing)} of "
           f"{len(entries)} watched test{'s' if len(entries) != 1 else ''}"
-          + (" (CPU stand-ins: no CUDA device)" if predicted else "")
+          + (" (on the CPU: no CUDA device)" if predicted else "")
           + (f"; {allowed} allowed by comments, not counted" if allowed else ""))
     costs = [site["cost_ms"] for _, e in entries for site in e["sites"]
              if site.get("cost_ms") is not None and not site.get("allowed")]
@@ -541,8 +541,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         write(f"  ... and {len(rows) - _SUMMARY_SITES} more sites")
     if allowed_rows:
         syncs = sum(site["count"] for site, _ in allowed_rows)
-        write(f"  allowed by comments (not counted): {syncs} sync(s) at {len(allowed_rows)} "
-              f"site{'s' if len(allowed_rows) != 1 else ''}")
+        write(f"  allowed by comments (not counted): {syncs} sync{'s' if syncs != 1 else ''} at "
+              f"{len(allowed_rows)} site{'s' if len(allowed_rows) != 1 else ''}")
         for site, nodeid in allowed_rows[:_SHOWN_ALLOWED]:
             write(_row_text(site, nodeid, f"  [allowed: {site.get('allowed_by') or '# syncfree: allow'}]"))
         if len(allowed_rows) > _SHOWN_ALLOWED:
@@ -584,13 +584,9 @@ def _one_off(site: dict) -> bool:
 
 
 def _once_line(once: list[dict], firsts: list[float]) -> str:
-    """``once (setup, compilation): 7 sync(s), blocked 80.0 ms; the first calls of the 2
-    recurring sites above: blocked 3.1 ms``: WatchReport.text's line, over every test."""
-    blocked = [site["blocked_ms"] for site in once if site["blocked_ms"] is not None]
-    text = f"once (setup, compilation): {sum(site['count'] for site in once)} sync(s)"
-    if blocked:
-        text += f", blocked {sum(blocked):.1f} ms"
-    if firsts:
-        text += (f"; the first calls of the {len(firsts)} recurring site{'s' if len(firsts) != 1 else ''}"
-                 f" above: blocked {sum(firsts):.1f} ms")
-    return text
+    """``paid once (setup, compilation): 7 syncs, blocked 80.0 ms; the first call of each of the 2 sites
+    above: blocked 3.1 ms``: WatchReport.text's line, over every test."""
+    from .output import once_line
+
+    return once_line(sum(site["count"] for site in once),
+                     [site["blocked_ms"] for site in once if site["blocked_ms"] is not None], firsts)

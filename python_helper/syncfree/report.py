@@ -172,7 +172,7 @@ def _blocked_text(ms: float | None) -> str:
 
 
 #: How a site's phase reads beside it (report.schema.json SyncSite.phase; recurring: nothing).
-PHASE_WORDS = {"once": "once: the line runs once", "compile": "once: torch.compile compiling"}
+PHASE_WORDS = {"once": "paid once: the line runs once", "compile": "paid once: torch.compile compiling"}
 
 
 def ms_text(ms: float) -> str:
@@ -266,23 +266,25 @@ def predict_table_lines(report: Mapping) -> list[str]:
 
 
 def report_text(report: Mapping) -> str:
-    """Plain-text summary (text/plain): one line per site, then findings, notes, error."""
+    """Plain-text summary (text/plain): one line per site, in the layout of every text surface
+    (`syncfree.output.text_line`: ``line 4:col 9: SF101 `.item()` waits for the GPU (predicted) ×3``),
+    then the static findings on lines that did not sync, notes, error."""
+    from .output import Diagnostic, site_diagnostic, text_line
+
     lines = [_summary(report)]
     for site in report["sites"]:
-        rule = f"  [{site['rule']}]" if site.get("rule") else ""
-        phase = f" ({PHASE_WORDS[site['phase']]})" if site.get("phase") in PHASE_WORDS else ""
-        first = site_first_call_text(site)
-        first = f" ({first})" if first else ""
-        lines.append(f"  line {site['line']}: {site['message']}{first}{phase}{rule}")
-        if site.get("library"):
-            lines.append(f"    {library_text(site['library'])}")
+        d = site_diagnostic(dict(site, predicted=site.get("predicted", report.get("mode") == "predict")),
+                            site.get("file") or "", line_text="")
+        lines.append("  " + text_line(d).replace("\n", "\n  "))
         if site.get("defined_in"):
             lines.append(f"    {defined_in_text(site['defined_in'])}")
     dynamic_lines = {s["line"] for s in report["sites"]}
     for finding in report["findings"]:
-        if finding["range"]["line"] not in dynamic_lines:
-            lines.append(f"  line {finding['range']['line']} (static): {finding['message']}"
-                         f"  [{finding['rule']}]")
+        r = finding["range"]
+        if r["line"] not in dynamic_lines:
+            d = Diagnostic("", r["line"], r["col"] + 1, r["end_line"], r["end_col"] + 1, finding["rule"],
+                           finding["message"], certainty="static")
+            lines.append(f"  {text_line(d)}")
     for note in [*(report.get("notes") or ()), *predict_table_lines(report)]:
         lines.append(f"  note: {note}")
     error = report.get("error")

@@ -414,7 +414,8 @@ class SyncRecorder:
                                              attribution.rule, attribution.frames, thread,
                                              predicted, detail, attribution.files,
                                              attribution.library, attribution.phase,
-                                             blocked)  # a new site's first call (sites.py)
+                                             blocked,  # a new site's first call (sites.py)
+                                             attribution.span)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
                 self._pinned.clear()
@@ -646,7 +647,7 @@ class SyncRecorder:
                 if site.count > count:
                     copy = SyncSite(site.chain, site.kind, site.rule, site.frames, site.thread,
                                     site.predicted, site.detail, site.files, site.library,
-                                    site.phase)
+                                    site.phase, span=site.span)
                     copy.count = site.count - count
                     copy.blocked_s = site.blocked_s - blocked_s
                     copy.measured = site.measured - measured

@@ -60,14 +60,18 @@ class SyncSite(SyncTally):
     """Syncs aggregated by (chain of cell lines, kind): what a report's ``sites[]`` holds."""
 
     __slots__ = ("chain", "kind", "rule", "frames", "thread", "predicted", "detail", "files",
-                 "library", "phase", "first_s", "process", "cost_s", "cost_share")
+                 "library", "phase", "first_s", "process", "cost_s", "cost_share", "span")
 
     def __init__(self, chain: tuple[int, ...], kind: str, rule: str | None,
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
                  detail: str | None = None, files: tuple[str, ...] | None = None,
                  library: LibraryLine | None = None, phase: str = "recurring",
-                 first_s: float | None = None, process: str | None = None) -> None:
+                 first_s: float | None = None, process: str | None = None,
+                 span: tuple[int, int, int, int] | None = None) -> None:
         super().__init__()
+        # (line, col, end_line, end_col) of the call that synced on the innermost user line, columns 0-based
+        # (`instruction_span`: the code's own positions, Python 3.11+), from the first sync; None: not known.
+        self.span = span
         # What the site's syncs cost, the GPU time they lost (syncfree.cost), and its share of the
         # watched span's GPU time: set after the run when a GPU trace measured it, else None.
         self.cost_s: float | None = None
@@ -182,10 +186,18 @@ class SyncSite(SyncTally):
             site["library"] = self.library.to_report()
         if self.phase != "recurring":
             site["phase"] = self.phase
+        if self.span is not None:
+            site["range"] = span_range(self.span)
         first = self.first_ms
         if first is not None:
             site["first_ms"] = first
         return site
+
+
+def span_range(span: tuple[int, int, int, int]) -> dict:
+    """A site's `SyncSite.span` as report.schema.json's Range (0-based columns, end exclusive)."""
+    line, col, end_line, end_col = span
+    return {"line": line, "col": col, "end_line": end_line, "end_col": end_col}
 
 
 def steady_ms(blocked_ms: float | None, first_ms: float | None) -> float | None:
@@ -196,17 +208,18 @@ def steady_ms(blocked_ms: float | None, first_ms: float | None) -> float | None:
 
 
 def once_text(once: list[tuple[int, float | None]], firsts: list[float]) -> str:
-    """``, recurring first; 16 once (setup, compilation), 80.0 ms and 3.1 ms at the first calls of the recurring
-    rows``: what a ranking by `rank_key` says of its order. ``once``: (count, blocked ms or None) of the one-off rows;
-    ``firsts``: the recurring rows' first-call blocked times (paid once too, so listed with them)."""
+    """``, repeated syncs first; 16 syncs paid once (setup, compilation), 80.0 ms, and 3.1 ms at the first call of
+    each repeated one``: what a ranking by `rank_key` says of its order. ``once``: (count, blocked ms or None) of the
+    one-off rows; ``firsts``: the recurring rows' first-call blocked times (paid once too, so listed with them)."""
     count = sum(n for n, _ in once)
     blocked = [ms for _, ms in once if ms is not None]
     parts = []
     if count:
-        parts.append(f"{count} once (setup, compilation)" + (f", {sum(blocked):.1f} ms" if blocked else ""))
+        parts.append(f"{count} sync{'s' if count != 1 else ''} paid once (setup, compilation)"
+                     + (f", {sum(blocked):.1f} ms" if blocked else ""))
     if firsts:
-        parts.append(f"{sum(firsts):.1f} ms at the first calls of the recurring rows")
-    return (", recurring first; " + " and ".join(parts)) if parts else ""
+        parts.append(f"{sum(firsts):.1f} ms at the first call of each repeated one")
+    return (", repeated syncs first; " + ", and ".join(parts)) if parts else ""
 
 
 def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, count: int,
@@ -250,9 +263,11 @@ class SiteTable:
                  frames: tuple[dict, ...], thread: str | None, predicted: bool,
                  detail: str | None = None, files: tuple[str, ...] | None = None,
                  library: LibraryLine | None = None, phase: str = "recurring",
-                 first_s: float | None = None) -> SyncTally:
+                 first_s: float | None = None,
+                 span: tuple[int, int, int, int] | None = None) -> SyncTally:
         """The site for a sync about to be counted; a new site keeps ``first_s``, the
-        blocked time of this sync, as its first call's."""
+        blocked time of this sync, as its first call's, and ``span``, where on its line the
+        call that synced is (two calls of one kind on a line share a site: the first's)."""
         key = (chain, kind, thread, predicted, detail, files, library, phase)
         site = self._sites.get(key)
         if site is not None:
@@ -261,7 +276,7 @@ class SiteTable:
             self.truncated = True
             return self.overflow
         site = self._sites[key] = SyncSite(chain, kind, rule, frames, thread, predicted, detail,
-                                            files, library, phase, first_s)
+                                            files, library, phase, first_s, span=span)
         self._chains.add((chain, files))
         return site
 
@@ -677,6 +692,9 @@ class Attribution(NamedTuple):
     files: tuple[str, ...] | None = None  # per chain line, for user files (not cells)
     library: LibraryLine | None = None
     phase: str = "recurring"
+    # (line, col, end_line, end_col) of the call that synced on the innermost user line, 0-based columns; None:
+    # not known (Python 3.10, a value being displayed)
+    span: tuple[int, int, int, int] | None = None
 
 
 #: ``findings_for(filename)`` returns the static findings (schema Finding dicts, in cell
@@ -741,26 +759,30 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     frames, frames_truncated = _trimmed_frames(library, max_frames)
     found = _library_line(library, kind) if library else None
     phase = phase_of(stack, cell_at, found[2] if found is not None else None)
+    cell_frame = stack[inner]
+    offset = cell_files[cell_frame.f_code.co_filename]
+    # A sync while an expression statement's value is shown (sys.displayhook: IPython's
+    # Out[n]) is the display's; the static findings on that text are about computing it.
+    shows = shows_value(cell_frame)
+    # Where on the line the call that synced is: the instruction the user's frame is executing (a call into
+    # torch or a library, a condition's jump); the same range a traceback marks, comments never in it.
+    span = None if shows else instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
+    if span is not None and span[0] != chain[-1]:
+        span = None
     if found is not None:
         # The line entered an installed framework (trainer.train()) that synced inside: the
         # site names the framework's line with that line's rule; the user's line gets the
         # rule of a library call, which is what it is.
         line_inside, inner_kind, _ = found
         return Attribution(tuple(chain), inner_kind, _rule_for_kind("library"), frames,
-                           frames_truncated, tuple(files) if by_file else None, line_inside, phase)
+                           frames_truncated, tuple(files) if by_file else None, line_inside, phase, span)
     entry_rule = _rule_of_library_entry(library) if library else None
     if entry_rule is not None:
         # The line called a library function whose syncs a rule explains as a whole
         # (scaler.step(opt), model.to(device)): name that, not the innermost torch call.
         return Attribution(tuple(chain), _kind_of_rule(entry_rule) or kind or "library",
                            entry_rule, frames, frames_truncated,
-                           tuple(files) if by_file else None, None, phase)
-    cell_frame = stack[inner]
-    offset = cell_files[cell_frame.f_code.co_filename]
-    # A sync while an expression statement's value is shown (sys.displayhook: IPython's
-    # Out[n]) is the display's; the static findings on that text are about computing it.
-    shows = shows_value(cell_frame)
-    span = None if shows else instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
+                           tuple(files) if by_file else None, None, phase, span)
     rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span) if span else None
     rule_kind = _kind_of_rule(rule) if rule else None
     if kind is None:
@@ -779,7 +801,7 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     if rule is None:
         rule = _rule_for_kind(kind)
     return Attribution(tuple(chain), kind, rule, frames, frames_truncated,
-                       tuple(files) if by_file else None, None, phase)
+                       tuple(files) if by_file else None, None, phase, span)
 
 
 def name_notebook_cells(sites: Iterable[dict], cells: Mapping[str, int]) -> None:

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 from syncfree import __version__
 from syncfree.cli.sources import read_notebook_json
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
-from syncfree.output import Diagnostic, clean_text, write_diagnostics
+from syncfree.output import Diagnostic, clean_text, site_diagnostic, write_diagnostics
 
 __all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
 
@@ -292,16 +292,11 @@ def _where(sites: list[dict[str, Any]]) -> str:
 def _cell_site_diagnostic(path: str, number: int, cell: Any, report: dict[str, Any], site: dict[str, Any]) -> Diagnostic:
     lines = str(cell.get("source", "")).splitlines()
     text = lines[site["line"] - 1] if 0 < site["line"] <= len(lines) else ""
-    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1
-    end_col = len(text) + 1 if text.strip() else 1
     predicted = bool(site.get("predicted", report.get("mode") == "predict"))
-    message = clean_text(site.get("message") or site.get("label") or site["kind"])
-    return Diagnostic(path, site["line"], col, site["line"], end_col, site.get("rule") or site["kind"],
-                      message, cell=number, cell_id=cell.get("id"),
-                      certainty="predicted" if predicted else "measured", count=site["count"],
-                      blocked_ms=site.get("blocked_ms"), inside=site.get("library"),
-                      phase=site.get("phase") if site.get("phase") != "recurring" else None,
-                      **_first_call(site))
+    # At the call that synced where the report has its range (SyncSite.range), else the line's code; in the words
+    # of every text surface (syncfree.output.text_line).
+    return site_diagnostic({**site, "predicted": predicted}, path, line_text=text or " ", cell=number,
+                           cell_id=cell.get("id"), **_first_call(site))
 
 
 def _first_call(site: dict[str, Any]) -> dict[str, Any]:

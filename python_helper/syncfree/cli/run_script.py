@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from syncfree import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
-from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, write_diagnostics
+from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, code_columns, site_what, write_diagnostics
 
 __all__ = ["die_by_signal", "run_python"]
 
@@ -396,14 +396,18 @@ class _Row:
     first_ms: float | None = None
     firsts: int = 0
     cost_ms: float | None = None  # GPU time its syncs lost (--cost; syncfree.cost); None: not measured
+    # (line, col, end_line, end_col), 0-based columns: the call that synced, from its first site that knows it
+    # (SyncSite.span); None: the line's code stands for it
+    span: tuple[int, int, int, int] | None = None
 
     def diagnostic(self, predicted: bool) -> Diagnostic:
-        text = linecache.getline(self.path_on_disk, self.line)
-        col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1  # the statement's start
-        end_col = len(text.rstrip("\r\n")) + 1 if text.strip() else 1
+        if self.span is not None and self.span[0] == self.line:
+            col, end_line, end_col = self.span[1] + 1, self.span[2], self.span[3] + 1
+        else:
+            col, end_col = code_columns(linecache.getline(self.path_on_disk, self.line))
+            end_line = self.line
         chains = tuple(sorted(self.chains, key=lambda chain: -self.chains[chain]))
-        return Diagnostic(self.path, self.line, col, self.line, end_col, self.rule,
-                          f"{self.what}{' (predicted)' if predicted else ''}",
+        return Diagnostic(self.path, self.line, col, end_line, end_col, self.rule, self.what,
                           certainty="predicted" if predicted else "measured", count=self.count,
                           blocked_ms=self.blocked_ms,
                           chains=chains if any(len(chain) > 1 for chain in chains) else None,
@@ -458,6 +462,8 @@ def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row
         elif row.phase != phase:
             row.phase = None if phase is None or row.phase is None else "once"
         row.count += site["count"]
+        if row.span is None and site.get("span"):
+            row.span = tuple(site["span"])
         if site["blocked_ms"] is not None:
             row.blocked_ms = round((row.blocked_ms or 0.0) + site["blocked_ms"], 3)
         if site.get("cost_ms") is not None:
@@ -486,10 +492,7 @@ def _once_text(rows: list[_Row]) -> str:
 
 
 def _what(site: dict[str, Any]) -> str:
-    from syncfree.catalog import RULES
-
-    rule = site["rule"]
-    return site["detail"] or (RULES[rule].title if rule in RULES else f"{site['kind']} sync")
+    return site_what(site["rule"], site["kind"], site.get("label"))
 
 
 def _shown_path(path: str, start: str) -> str:

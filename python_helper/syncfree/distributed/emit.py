@@ -10,8 +10,7 @@ SARIF result.
 from __future__ import annotations
 
 import json
-import linecache
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
 from syncfree.output import Diagnostic, write_diagnostics
@@ -30,17 +29,9 @@ class RankedDiagnostic(Diagnostic):
 
 
 def _diagnostic(merged: MergedReport, site: MergedSite) -> RankedDiagnostic:
-    text = linecache.getline(site.path, site.line) if site.path else ""
-    col = len(text) - len(text.lstrip()) + 1 if text.strip() else 1  # the statement's start
-    end_col = len(text.rstrip("\r\n")) + 1 if text.strip() else 1
-    return RankedDiagnostic(site.file or "", site.line, col, site.line, end_col, site.rule or site.kind,
-                            merged.site_message(site),
-                            certainty="predicted" if site.predicted else "measured",
-                            count=site.count, blocked_ms=site.blocked_ms, phase=site.phase,
-                            first_ms=site.first_ms,
-                            first_calls=site.firsts if site.first_ms is not None else None,
-                            ranks=tuple(site.per_rank(merged.ranks)),
-                            divergent=site.divergent(merged.ranks))
+    d = merged.site_diagnostic(site)
+    return RankedDiagnostic(**{f.name: getattr(d, f.name) for f in fields(d)},
+                            ranks=tuple(site.per_rank(merged.ranks)), divergent=site.divergent(merged.ranks))
 
 
 def diagnostics(merged: MergedReport) -> list[RankedDiagnostic]:
