@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench/cost.py: no CUDA device; nothing measured")
         return 0
-    from syncfree.session import choose_engine, new_recorder
+    from syncfree.engine_choice import choose_engine, new_recorder
 
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True

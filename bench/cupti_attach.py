@@ -81,7 +81,7 @@ def child(variant, steps, repeats):
             if variant.endswith("memcpy"):
                 cupti.activity_enable(cupti.ActivityKind.MEMCPY)
     elif variant == "engine":
-        from syncfree.session import choose_engine, new_recorder
+        from syncfree.engine_choice import choose_engine, new_recorder
         recorder = new_recorder(choose_engine("warn", "cupti"), measure_blocked=True, files={__file__: 0},
                                 findings={__file__: []})
         recorder.__enter__()

@@ -139,7 +139,7 @@ def costs(torch, cupti, args) -> None:
     import overhead
 
     from syncfree.capture.cupti_engine import blocking_callback, callback_ids, single_layer_callback
-    from syncfree.session import choose_engine, new_recorder
+    from syncfree.engine_choice import choose_engine, new_recorder
 
     x = torch.randn(256, 256, device="cuda")
     w = torch.randn(256, 256, device="cuda")

@@ -8,7 +8,7 @@ vs torch.profiler, and a training-shaped loop.
 The loop (sync-facts.md, "Overhead of ways to observe"): ``--iterations`` of
 ``y = x @ w; s += y.sum().item()`` on 256x256 CUDA tensors, compiled under a cell filename
 as ``%%syncfree`` compiles a cell. The recorder is made as every surface makes it
-(``syncfree.session.new_recorder``); the ``syncfree.watch()`` variant runs the same loop
+(``syncfree.engine_choice.new_recorder``); the ``syncfree.watch()`` variant runs the same loop
 defined in a real ``.py`` file (attribution to user files, as for scripts and tests).
 "debug mode floor" is what any engine built on torch's debug-mode warnings pays: warn mode,
 the ``always`` filter and a minimal ``showwarning`` that walks to the cell frame and bumps a
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     from syncfree.capture import dispatch
     from syncfree.capture.engines import cupti_problem
     from syncfree.capture.sites import UserFiles
-    from syncfree.session import choose_engine, new_recorder
+    from syncfree.engine_choice import choose_engine, new_recorder
 
     linecache.cache[FILENAME] = (len(CELL), None, CELL.splitlines(keepends=True), FILENAME)
     code = compile(CELL, FILENAME, "exec")
@@ -451,7 +451,7 @@ def cpu_main(args) -> int:
     import torch  # noqa: F401 (the recorder imports it; importing it here keeps it out of the timing)
 
     import syncfree
-    from syncfree import session
+    from syncfree import engine_choice
     from syncfree.capture import SyncRecorder, dispatch
     from syncfree.capture.sites import UserFiles
     from syncfree.report import device_info
@@ -529,7 +529,7 @@ def cpu_main(args) -> int:
         "recorder + blocked (.py file)": (recorded_script, "plain loop (.py file)"),
         "syncfree.watch() (.py file)": (watched, "plain loop (.py file)"),
     }
-    with _as_on_a_gpu(session, SyncRecorder, device_info):
+    with _as_on_a_gpu(engine_choice, SyncRecorder, device_info):
         pairs, count = measure(variants, bases, timer,
                                seconds=args.seconds if args.seconds is not None else 30.0,
                                rng=random.Random(args.seed), min_rounds=args.min_rounds)
@@ -559,20 +559,20 @@ class _as_on_a_gpu:
     rather than predict mode, and a recorder that measures blocked time starts the clock
     it starts on a GPU (SyncRecorder._install_hooks starts none without CUDA)."""
 
-    def __init__(self, session, recorder_class, device_info) -> None:
-        self.session, self.recorder_class, self.device_info = session, recorder_class, device_info
+    def __init__(self, engine_choice, recorder_class, device_info) -> None:
+        self.engine_choice, self.recorder_class, self.device_info = engine_choice, recorder_class, device_info
 
     def __enter__(self) -> None:
         from syncfree.capture import dispatch
         from syncfree.capture import recorder as recorder_module
         from syncfree.capture.stall import StallClock
 
-        session, device_info = self.session, self.device_info
-        self._choose_mode = session._choose_mode
+        engine_choice, device_info = self.engine_choice, self.device_info
+        self._choose_mode = engine_choice._choose_mode
         self._install_hooks = install_hooks = self.recorder_class._install_hooks
 
         def choose_mode(requested):
-            return session.Engine(requested or "warn", device_info("cuda", "none (bench --cpu)"))
+            return engine_choice.Engine(requested or "warn", device_info("cuda", "none (bench --cpu)"))
 
         def install(recorder, torch, undo):
             install_hooks(recorder, torch, undo)
@@ -582,11 +582,11 @@ class _as_on_a_gpu:
                 undo.push(recorder._stop_clock)
                 assert clock.start(), "no profiling slot free"
 
-        session._choose_mode = choose_mode
+        engine_choice._choose_mode = choose_mode
         self.recorder_class._install_hooks = install
 
     def __exit__(self, *exc) -> None:
-        self.session._choose_mode = self._choose_mode
+        self.engine_choice._choose_mode = self._choose_mode
         self.recorder_class._install_hooks = self._install_hooks
 
 

@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from IPython.testing import globalipapp
 
     from syncfree.analyze import analyze_source
+    from syncfree.engine_choice import choose_engine
     from syncfree.report import MAX_FINDINGS
-    from syncfree.session import choose_engine
 
     shell = globalipapp.start_ipython() or globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "syncfree")

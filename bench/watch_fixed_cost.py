@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         print("bench/watch_fixed_cost.py needs a CUDA device (torch sees none): nothing measured")
         return 0
     from syncfree.capture.engines import cupti_problem
-    from syncfree.session import choose_engine, new_recorder
+    from syncfree.engine_choice import choose_engine, new_recorder
 
     code, loop_globals = mlp_loop(torch)
 

@@ -14,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import syncfree  # noqa: E402
-from syncfree.session import allowed_by_comment  # noqa: E402
+from syncfree.allow import allowed_by_comment  # noqa: E402
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="predict-mode tests (no CUDA)")
 
@@ -158,7 +158,7 @@ def test_run_script_uncaught_exception_exits_1(tmp_path, capsys):
     run = syncfree.run_script(str(script))
     assert run.exit_code == 1 and isinstance(run.error, ValueError)
     err = capsys.readouterr().err
-    assert "ValueError: boom" in err and "runpy" not in err and "session.py" not in err
+    assert "ValueError: boom" in err and "runpy" not in err and "script_run.py" not in err
 
 
 def test_run_script_syntax_error_runs_nothing(tmp_path):
@@ -449,9 +449,9 @@ def test_a_block_over_cpu_tensors_only_is_not_judged_without_cuda():
 
 def test_predict_mode_asked_for_on_a_gpu_machine_judges_its_blocks(monkeypatch):
     # There the program's tensors are real CUDA ones, which are no stand-ins: they are not "CPU tensors only".
-    import syncfree.session
+    import syncfree.watches
 
-    monkeypatch.setattr(syncfree.session, "cuda_available", lambda: True)
+    monkeypatch.setattr(syncfree.watches, "cuda_available", lambda: True)
     x = torch.ones(4)  # standing in for a real CUDA tensor
     with syncfree.sync_free(mode="predict") as block:
         (x * 2).sum()

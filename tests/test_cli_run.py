@@ -1119,7 +1119,7 @@ def test_syncfree_run_initializes_no_cuda_before_the_program_does(tmp_path, monk
 
     sys.path.insert(0, str(ROOT / "python_helper"))
     from syncfree.capture import cupti_engine, engines
-    from syncfree.session import run_script
+    from syncfree.script_run import run_script
 
     calls: list[str] = []
 

@@ -180,7 +180,7 @@ def test_a_budget_in_gpu_time_fails_a_block_whose_syncs_lost_more():
     import pytest
 
     from syncfree.capture.sites import SyncSite
-    from syncfree.session import SyncError, WatchReport, check_cost_budget
+    from syncfree.watches import SyncError, WatchReport, check_cost_budget
 
     site = SyncSite((3,), "item", "SF101", (), None, False, files=("train.py",))
     site.count, site.cost_s, site.cost_share = 10, 0.0042, 0.02

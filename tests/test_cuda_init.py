@@ -56,7 +56,7 @@ def test_the_engine_asks_whether_cuda_is_there_through_nvml_while_the_program_ha
     # for CUDA, even with CUDA itself left uninitialized (seen on an H200: the engine choice and the recorder asked
     # it in syncfree run's parent, and fork Pool workers failed). NVML answers without the runtime.
     from syncfree.capture.presence import cuda_present
-    from syncfree.session import cuda_available
+    from syncfree.engine_choice import cuda_available
 
     def runtime_asked():
         raise AssertionError("asked the CUDA runtime")

@@ -523,16 +523,16 @@ def test_pyproject_names_the_engine(tmp_path):
 
 def test_a_debug_mode_report_says_which_library_imported_meanwhile_it_did_not_see(
         no_bypassing_library, monkeypatch):
-    from syncfree.session import Engine, _unseen_libraries
+    from syncfree.engine_choice import Engine, unseen_libraries
 
     engine = Engine("warn", {"name": "GPU"}, engine="debug", libraries=())
-    assert _unseen_libraries(engine) == []
+    assert unseen_libraries(engine) == []
     monkeypatch.setitem(sys.modules, "cupy", types.ModuleType("cupy"))  # a script's `import cupy`
-    assert _unseen_libraries(engine) == ["cupy was imported during the run and calls CUDA without torch: "
-                                         "debug mode did not see those syncs (--engine cupti does)"]
-    assert _unseen_libraries(Engine("warn", {}, engine="debug", libraries=("cupy",))) == []
-    assert _unseen_libraries(Engine("warn", {}, engine="cupti")) == []
-    assert _unseen_libraries(Engine("predict", {}, engine="debug")) == []
+    assert unseen_libraries(engine) == ["cupy was imported during the run and calls CUDA without torch: "
+                                        "debug mode did not see those syncs (--engine cupti does)"]
+    assert unseen_libraries(Engine("warn", {}, engine="debug", libraries=("cupy",))) == []
+    assert unseen_libraries(Engine("warn", {}, engine="cupti")) == []
+    assert unseen_libraries(Engine("predict", {}, engine="debug")) == []
 
 
 def test_pytest_takes_an_engine_option(pytester):
@@ -567,7 +567,7 @@ def test_syncfree_run_takes_an_engine(tmp_path):
 
 
 def test_a_script_run_lets_auto_read_the_programs_imports(tmp_path, monkeypatch):
-    from syncfree import session
+    from syncfree import script_run
 
     asked = []
 
@@ -578,5 +578,5 @@ def test_a_script_run_lets_auto_read_the_programs_imports(tmp_path, monkeypatch)
     monkeypatch.setattr(engines, "choose", choose)
     script = tmp_path / "mixed.py"
     script.write_text("import math  # stands for: import cupy\n")
-    session.run_script(str(script), engine="auto")
+    script_run.run_script(str(script), engine="auto")
     assert asked == [("auto", ["import math  # stands for: import cupy\n"])]

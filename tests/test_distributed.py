@@ -456,7 +456,7 @@ print("finished", value, gathered)
 
 
 def run_predicted(tmp_path, monkeypatch, env: dict[str, str] | None = None):
-    from syncfree.session import run_script
+    from syncfree.script_run import run_script
 
     script = tmp_path / "nccl_job.py"
     script.write_text(NCCL_SCRIPT.format(store=tmp_path / "store"))
@@ -732,7 +732,7 @@ dist.destroy_process_group()
 
 
 def test_predict_mode_gloo_on_cuda_tensors_waits_at_each_collective(tmp_path):
-    from syncfree.session import run_script
+    from syncfree.script_run import run_script
 
     script = tmp_path / "gloo_job.py"
     script.write_text(GLOO_CUDA_SCRIPT.format(store=tmp_path / "store"))

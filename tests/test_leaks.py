@@ -330,7 +330,7 @@ def _attach_detach_functions() -> list:
     from syncfree.capture.predict import claims, patches
     from syncfree.capture.predict.session import PredictSession
     from syncfree.capture.undo import Undo
-    from syncfree.session import Watch
+    from syncfree.watches import Watch
 
     return [explicit.attach, explicit.detach, ops_calls.attach, ops_calls.detach,
             hook.attach_debug, hook._install,
@@ -412,7 +412,7 @@ def test_an_interrupt_on_the_first_instruction_of_a_watchs_exit_leaves_nothing(f
     in capture/, so library code to the handler, the user's `with` one frame out) got the
     KeyboardInterrupt and never ended its recorder: explicit.py's wrappers, the debug mode,
     the filters and the SIGINT handler stayed. Held back now (interrupts.engine_code)."""
-    from syncfree.session import Watch
+    from syncfree.watches import Watch
 
     before = snapshot()
     injector = injection.run_traced(warn_watch_among_the_programs_filters, 1,
@@ -437,7 +437,7 @@ def test_an_interrupt_held_back_too_long_between_a_watchs_route_and_its_token(fa
     """At each signal check of Watch._resume, as one held back MAX_HOLD_S: one after
     dispatch.route returned, before its token was stored, left the context routed to the
     abandoned recorder (the route is undone without the token now)."""
-    from syncfree.session import Watch
+    from syncfree.watches import Watch
 
     before = snapshot()
     lines, injected, leaks = injection.inject_everywhere(

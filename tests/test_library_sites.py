@@ -505,7 +505,8 @@ def _measured_run(tmp_path):
     """A measured run of STEPS (what a GPU gives, made by hand: blocked time needs CUDA): a module move paid
     once (16 syncs, 150 ms), an `.item()` whose first call took 100 ms and then 0.01 ms per call, and a
     condition at 1 ms every step."""
-    from syncfree.session import ScriptRun, WatchReport, _rank
+    from syncfree.script_run import ScriptRun
+    from syncfree.watches import WatchReport, _rank
 
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
@@ -538,7 +539,7 @@ def _write_run(result, tmp_path, fmt):
 
 
 def test_watch_ranks_recurring_sites_by_their_cost_after_the_first_call(tmp_path):
-    from syncfree.session import _display_path
+    from syncfree.watches import _display_path
 
     result = _measured_run(tmp_path)
     assert [s.line for s in result.report.sites] == [6, 5, 2]

@@ -552,8 +552,8 @@ def test_watch_mode_keeps_a_custom_exception_handler_of_the_users(ip):
 
 
 def test_other_errors_keep_their_whole_traceback():
+    from syncfree.engine_choice import hide_engine_frames
     from syncfree.report import device_info
-    from syncfree.session import hide_engine_frames
 
     try:
         device_info("bogus")  # raises ValueError inside syncfree

@@ -47,15 +47,21 @@ def unload_ipython_extension(ip):
     unload(ip)
 
 
-_API = ("watch", "sync_free", "SyncError", "NotJudged", "Watch", "WatchReport", "run_script")
+_WATCH_API = ("watch", "sync_free", "SyncError", "NotJudged", "Watch", "WatchReport")
+_API = (*_WATCH_API, "run_script")
 
 
 def __getattr__(name):
-    # The API lives in syncfree.session, imported on first use (importing syncfree stays cheap).
-    if name in _API:
-        from . import session
+    # The API lives in syncfree.watches and syncfree.script_run, imported on first use (importing syncfree stays
+    # cheap).
+    if name in _WATCH_API:
+        from . import watches
 
-        return getattr(session, name)
+        return getattr(watches, name)
+    if name == "run_script":
+        from . import script_run
+
+        return script_run.run_script
     raise AttributeError(f"module 'syncfree' has no attribute {name!r}")
 
 

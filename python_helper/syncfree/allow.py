@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["allowances", "allowed", "comment_covering"]
+__all__ = ["allowances", "allowed", "allowed_by_comment", "comment_covering"]
 
 _ALLOW = re.compile(r"#\s*syncfree:\s*allow\b(?:\[([^\]]*)\])?", re.IGNORECASE)
 
@@ -60,3 +60,9 @@ def comment_covering(text: str, kind: str | None, rule: str | None) -> str | Non
     if match is None or not _covers(_names(match), rule, kind):
         return None
     return match.group(0)
+
+
+def allowed_by_comment(text: str, kind: str, rule: str | None) -> bool:
+    """Whether a source line's ``# syncfree: allow`` comment covers a sync (the reports of measured or predicted
+    syncs: a watch, ``syncfree run``)."""
+    return comment_covering(text, kind, rule) is not None

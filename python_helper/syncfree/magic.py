@@ -33,18 +33,18 @@ from . import collector
 from .analyze import analyze_source
 from .capture import SyncRecorder
 from .capture.sites import MAX_FRAMES, name_notebook_cells
-from .processes import running_children
-from .report import MAX_FINDINGS, display_report
-from .session import (
+from .engine_choice import (
     Engine,
     cell_report,
-    child_settings,
     choose_engine,
     describe_error,
     end_children,
     hide_engine_frames,
     new_recorder,
 )
+from .processes import running_children
+from .report import MAX_FINDINGS, display_report
+from .watches import child_settings
 
 MAGIC = "%%syncfree"
 SHOWN_NAME = "__syncfree_shown__"  # the value of a cell's last expression, for its repr (_compile)
@@ -329,7 +329,7 @@ class SyncfreeMagics(Magics):
                                 measure_blocked=options.measure_blocked,
                                 max_frames=options.max_frames, measure_cost=options.cost)
         # The multiprocessing children the cell starts watch their targets as the cell is watched; their syncs
-        # are the cell's (capture/threads.py, session.end_children).
+        # are the cell's (capture/threads.py, engine_choice.end_children).
         recorder.child_settings = child_settings(engine, options.measure_blocked, options.max_frames)
         before = running_children()  # a Pool or persistent DataLoader workers of an earlier cell: named
         try:

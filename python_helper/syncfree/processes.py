@@ -1,6 +1,6 @@
 """The processes a watched program forks: each writes its own report into a folder that the parent merges.
 
-A program run by ``syncfree run`` (`syncfree.session.run_script`) may fork: ``os.fork()``, a DataLoader's workers, a
+A program run by ``syncfree run`` (`syncfree.script_run.run_script`) may fork: ``os.fork()``, a DataLoader's workers, a
 ``multiprocessing.Pool`` (the fork start method, Linux's default before Python 3.14). A forked child inherits the
 parent's memory, so it runs under the same engine (the recorder, predict mode's stand-ins): it is watched, not left
 with a half-installed copy. Each child counts its own syncs from the fork on and, when it ends, writes them to
@@ -47,9 +47,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "site_fields"]
+from .torch_import import TorchImport, torch_installed
+
+__all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder", "site_fields"]
 
 _real_fork = os.fork
 _real_exit = os._exit
@@ -62,6 +64,24 @@ _real_execve = getattr(os, "execve", None)
 # multiprocessing children started meanwhile are its (capture/threads.py, _process_start); while none follows, a
 # watch follows those its code starts (ForkedChildren.for_watch).
 _followers: list[ForkedChildren] = []
+
+
+class WatchSettings(Protocol):
+    """How a child process watches its target (`syncfree.watches.ChildWatch`, made by the watch, cell or run that
+    starts it): pickled with the target, it starts the child's watch (`watch`), so that this module never imports
+    the watch API (which imports this one)."""
+
+    engine: str | None  # "cupti": the watch starts with the child, not at its import of torch
+
+    def watch(self) -> Any:
+        """A new watch of every thread of the child, not yet entered (``__enter__``/``__exit__``)."""
+        ...
+
+
+def running_recorder() -> Any:
+    """The recorder already recording this thread or task, if any."""
+    dispatch = sys.modules.get("syncfree.capture.dispatch")
+    return None if dispatch is None else dispatch.owner_here()
 
 
 def follower() -> ForkedChildren | None:
@@ -115,13 +135,14 @@ class ForkedChildren:
     """
 
     def __init__(self, recorder: Callable[[], Any], on_parent_exit: Callable[[int], None] | None = None,
-                 watch_settings: dict[str, Any] | None = None, collector: Any = None) -> None:
+                 watch_settings: WatchSettings | None = None, collector: Any = None) -> None:
         self._recorder = recorder
         # The watch whose report collects these children (syncfree run's, a watched test's): its recorder does not
         # read them again, and a watch inside it passes its own children's reports up to it, not into it.
         self.collector = collector
         # How a spawned child watches its target (`SpawnedTarget`): Watch's mode, engine, measure_blocked and
-        # max_frames as the run chose them; None: spawned children are not watched (a note names them).
+        # max_frames as the run chose them (`WatchSettings`); None: spawned children are not watched (a note names
+        # them).
         self.watch_settings = watch_settings
         self.on_parent_exit = on_parent_exit
         self.parent = os.getpid()
@@ -197,7 +218,7 @@ class ForkedChildren:
         return recorder is not None and getattr(self.collector, "_recorder", None) is recorder
 
     @classmethod
-    def for_watch(cls, settings: dict[str, Any]) -> ForkedChildren:
+    def for_watch(cls, settings: WatchSettings) -> ForkedChildren:
         """The follower of the children that a ``syncfree.watch()``/``sync_free()`` block starts while nothing else
         follows the process's: multiprocessing children only (any start method: their targets run under a watch
         of their own), no ``os.fork`` patch; `end_watch` when the block ends."""
@@ -626,12 +647,13 @@ class SpawnedTarget:
     """A multiprocessing child's target, wrapped in the parent for a child started as a new interpreter: in the
     child it runs the target under a watch of its own (the parent's mode and engine), following that child's own
     forks, and writes the child's report into the parent's folder when the target ends, returns or raises (or at
-    SIGTERM: `ForkedChildren._terminated`). Pickled with the process object, so it holds plain values only."""
+    SIGTERM: `ForkedChildren._terminated`). Pickled with the process object, so it holds plain values only (its
+    `WatchSettings` a frozen dataclass, pickled by its class's name)."""
 
-    def __init__(self, target: Callable[..., Any], folder: str, settings: dict[str, Any]) -> None:
+    def __init__(self, target: Callable[..., Any], folder: str, settings: WatchSettings) -> None:
         self.target = target
         self.folder = folder
-        self.settings = dict(settings)
+        self.settings = settings
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Started before the main module's import (`_WatchBeforeMain`), else here.
@@ -657,18 +679,16 @@ class SpawnedTarget:
                 watch.__exit__(None, None, None)
 
 
-def _start_spawned_watch(folder: str, settings: dict[str, Any]) -> tuple[Any, ForkedChildren] | None:
+def _start_spawned_watch(folder: str, settings: WatchSettings) -> tuple[Any, ForkedChildren] | None:
     """In a child started as a new interpreter: its watch (the parent's mode and engine) and the follower of its
     own forks, reporting into ``folder``; None when the watch cannot start."""
-    from .session import _running_recorder, _torch_installed
-
-    children = ForkedChildren(_running_recorder, watch_settings=settings)
-    if "torch" not in sys.modules and _torch_installed() and settings.get("engine") != "cupti":
-        # Started at the child's own import of torch, as `syncfree run` starts its program's (session._TorchImport):
+    children = ForkedChildren(running_recorder, watch_settings=settings)
+    if "torch" not in sys.modules and torch_installed() and settings.engine != "cupti":
+        # Started at the child's own import of torch, as `syncfree run` starts its program's (`TorchImport`):
         # a child that never imports torch runs without it.
         watch: Any = _WatchAtTorchImport(settings, children)
     else:
-        watch = _spawned_watch_of(settings)
+        watch = settings.watch()
         try:
             watch.__enter__()
         except Exception:  # noqa: BLE001 - the program runs as it would; the parent notes the missing report
@@ -683,31 +703,22 @@ def _start_spawned_watch(folder: str, settings: dict[str, Any]) -> tuple[Any, Fo
     return watch, children
 
 
-def _spawned_watch_of(settings: dict[str, Any]) -> Any:
-    from .session import Watch
-
-    return Watch(settings.get("mode"), engine=settings.get("engine"), all_threads=True,
-                 measure_blocked=settings.get("measure_blocked", True), max_frames=settings.get("max_frames", 4))
-
-
 class _WatchAtTorchImport:
     """A spawned child's watch, started when the child imports torch (in the importing thread, before the importer
-    gets the module back: session._TorchImport); ended with ``__exit__`` as a watch is. A watch that cannot start
+    gets the module back: `TorchImport`); ended with ``__exit__`` as a watch is. A watch that cannot start
     then leaves the child unwatched and without a report (the parent names it), the program running as it would."""
 
-    def __init__(self, settings: dict[str, Any], children: ForkedChildren) -> None:
-        from .session import _TorchImport
-
+    def __init__(self, settings: WatchSettings, children: ForkedChildren) -> None:
         self.settings, self.children = settings, children
         self.watch: Any = None
         self.ended = False
-        self.hook = _TorchImport(self._start)
+        self.hook = TorchImport(self._start)
         self.hook.install()
 
     def _start(self) -> None:
         if self.watch is not None or self.ended:
             return
-        watch = _spawned_watch_of(self.settings)
+        watch = self.settings.watch()
         try:
             watch.__enter__()
         except Exception:  # noqa: BLE001 - as a watch that cannot start before the main module's import
@@ -739,14 +750,14 @@ class _WatchBeforeMain:
     the forkserver's children alike): unpickling it puts `_watch_before_main` in front of that import. ``prepare()``
     ignores a key it does not know."""
 
-    def __init__(self, folder: str, settings: dict[str, Any]) -> None:
-        self.folder, self.settings = folder, dict(settings)
+    def __init__(self, folder: str, settings: WatchSettings) -> None:
+        self.folder, self.settings = folder, settings
 
     def __reduce__(self) -> tuple:
         return _watch_before_main, (self.folder, self.settings)
 
 
-def _watch_before_main(folder: str, settings: dict[str, Any]) -> None:
+def _watch_before_main(folder: str, settings: WatchSettings) -> None:
     """In the child, as its preparation data is unpickled: its watch starts as ``prepare()`` imports the main module
     (after ``sys.path`` and the working directory are the parent's), so that the module's top level runs watched."""
     from multiprocessing import spawn

@@ -15,7 +15,7 @@ options stay known: `syncfree.pytest_marker`).
   each with its comment, and left out of the totals, which say how many were allowed.
   Under pytest-xdist each test's sites travel with its report to the controller.
 
-The logic is `syncfree.session`'s; this module only places it in pytest's run.
+The logic is `syncfree.watches`' (and `syncfree.engine_choice`'s); this module only places it in pytest's run.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def _watched(item: pytest.Item) -> bool:
     if _is_doctest(item):
         if not item.config.getoption("syncfree"):
             return False
-        from .session import choose_engine
+        from .engine_choice import choose_engine
 
         return choose_engine(item.config.getoption("syncfree_mode")).mode != "predict"
     return isinstance(item, pytest.Function) and (
@@ -143,7 +143,7 @@ def _standins_needed(item: pytest.Item) -> str | None:
     for ``mode="error"``, whose call must stop at the first sync); None: no stand-ins."""
     if not (_watched(item) or "syncfree" in getattr(item, "fixturenames", ())):
         return None
-    from .session import choose_engine
+    from .engine_choice import choose_engine
 
     options = _marker_options(item) or {}
     engine = choose_engine(options.get("mode") or item.config.getoption("syncfree_mode"))
@@ -232,7 +232,7 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def _new_watch(item: pytest.Item):
-    from .session import Watch
+    from .watches import Watch
 
     options = _marker_options(item)
     # The cost (GPU time lost): asked for the run, or by a marker's budget in milliseconds.
@@ -246,7 +246,7 @@ def _verdict(item: pytest.Item, report) -> None:
     measured, over its budget of GPU time lost (and of syncs, if it gives ``budget`` too). Where no cost was
     measured (no GPU) the count budget decides as without ``budget_ms``: no pass on a number not measured."""
     __tracebackhide__ = True
-    from .session import check_cost_budget, check_verdict
+    from .watches import check_cost_budget, check_verdict
 
     options = _marker_options(item)
     if options is None:
@@ -299,10 +299,9 @@ def _children_of(watch):
     interpreters (``torch.multiprocessing.spawn``, how distributed tests start their ranks; a spawn Pool) watch
     their targets as the test is watched (syncfree.processes), and once the watch is over their syncs join the
     test's report, so that a ``sync_free`` verdict counts them. Entered before the watch, left after it."""
-    from .processes import ForkedChildren, merge_children
-    from .session import _running_recorder
+    from .processes import ForkedChildren, merge_children, running_recorder
 
-    children = ForkedChildren(_running_recorder, watch_settings=watch.child_settings(), collector=watch)
+    children = ForkedChildren(running_recorder, watch_settings=watch.child_settings(), collector=watch)
     children.start()
     try:
         yield
@@ -417,7 +416,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 and watch_report.counted > budget:
             # A marked test that synced over its budget and then failed for its own reason:
             # its error is the failure, and the syncs, a failure of their own, are under it.
-            from .session import SyncError
+            from .watches import SyncError
 
             report.sections.append(("syncfree: the test also synchronized over its budget",
                                     str(SyncError(watch_report, budget))))
@@ -443,7 +442,7 @@ def _touched_standins(item: pytest.Item) -> bool:
 def _is_sync_error(call: pytest.CallInfo) -> bool:
     if call.excinfo is None:
         return False
-    from .session import SyncError
+    from .watches import SyncError
 
     return isinstance(call.excinfo.value, SyncError)
 
@@ -469,7 +468,7 @@ class SyncfreeFixture:
 
     def watch(self, **kwargs: Any):
         """``with syncfree.watch() as w:`` (see `syncfree.watch`)."""
-        from .session import Watch
+        from .watches import Watch
 
         kwargs.setdefault("mode", self.mode)
         return Watch(**kwargs)

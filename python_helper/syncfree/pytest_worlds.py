@@ -53,7 +53,7 @@ class Host:
         self.watch: Any = None
 
     def open(self) -> None:
-        from .session import Watch
+        from .watches import Watch
 
         watch = Watch("predict")
         watch.__enter__()

@@ -67,9 +67,9 @@ class Cell:
         self.findings = analyze_source(source)
 
     def recorder(self, mode: str = "warn", **options):
-        """The recorder as every surface makes it (`syncfree.session.new_recorder`)."""
+        """The recorder as every surface makes it (`syncfree.engine_choice.new_recorder`)."""
+        from syncfree.engine_choice import Engine, new_recorder
         from syncfree.report import device_info
-        from syncfree.session import Engine, new_recorder
 
         stop_at_first = options.pop("stop_at_first", False)
         engine = Engine(mode, device_info("cuda" if mode != "predict" else "predict"),

@@ -39,7 +39,7 @@ def _python(code: str, tmp_path: Path, ok: tuple[int, ...] = (0,)) -> str:
 ITEM = """\
 import json, linecache
 import torch
-from syncfree.session import choose_engine, new_recorder
+from syncfree.engine_choice import choose_engine, new_recorder
 
 code = "for _ in range(30):\\n    y = x @ w\\n    z = y.relu() @ w\\n    total = z.sum().item()\\n"
 filename = "<syncfree-cost-gpu-item>"

@@ -225,7 +225,7 @@ def test_auto_chooses_cupti_once_cupy_is_imported(tmp_path):
 import sys
 sys.path.insert(0, {str(REPO / 'python_helper')!r})
 import syncfree
-from syncfree.session import choose_engine
+from syncfree.engine_choice import choose_engine
 print("before", choose_engine("warn").engine)
 import cupy
 print("after", choose_engine("warn").engine, choose_engine("warn").notes)

@@ -182,7 +182,7 @@ def test_state_is_restored_after_every_exit(cell, cuda_namespace):
 
 
 def test_report_of_a_gpu_run_is_valid(cell, cuda_namespace):
-    from syncfree.session import cell_report, choose_engine
+    from syncfree.engine_choice import cell_report, choose_engine
 
     source = "for _ in range(10):\n    s = x.sum().item()\n"
     c = cell(source)

@@ -18,7 +18,7 @@ that loops or blocks is still stopped. Anywhere else it hands the signal to the 
 Python's default handler raises KeyboardInterrupt right there, as without syncfree.
 
 The engine is this package's code, and the functions outside it that start and end a
-recorder (`syncfree.watch`'s enter and exit, session.py), registered with `engine_code`:
+recorder (`syncfree.watch`'s enter and exit, watches.py), registered with `engine_code`:
 syncfree's other modules count as library code, held back only when the engine called
 them, so without it an interrupt that landed on the first instruction of ``Watch.__exit__``
 (a function's entry is a check, before its ``try``) was raised there, in the user's `with`
@@ -189,7 +189,7 @@ def _start_rearm(signum: int) -> None:
 
 def rearm_later(signum: int) -> None:
     """Run the Python handler of ``signum`` again a moment later, in the main thread (a handler that found the
-    signal landed in the engine: session.py's SIGTERM handler)."""
+    signal landed in the engine: script_run.py's SIGTERM handler)."""
     _outstanding.append(signum)
     _start_rearm(signum)
 

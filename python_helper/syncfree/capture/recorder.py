@@ -150,7 +150,7 @@ class SyncRecorder:
         self.inherited_children: list = []
         self.inherited_notes: list[str] = []
         # (follower, pid) of the children its code started while a follower of the process's children took them
-        # (syncfree run, a watched test): a watch reads their reports at its end too (session.Watch._end).
+        # (syncfree run, a watched test): a watch reads their reports at its end too (watches.Watch._end).
         self.followed_children: list = []
         self._child_lines: dict[int, int] = {}  # a recorder of cells: pid -> the cell line that started the child
         # How a watch's child processes watch their targets (Watch: mode, engine, ...; None: they are only named),

@@ -231,7 +231,7 @@ class _Verdict:
 def _counted_syncs(cell: Any, report: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
     """A cell's syncs that count towards a budget (all but those a ``# syncfree: allow`` comment covers) and the
     sites they come from."""
-    from syncfree.session import allowed_by_comment
+    from syncfree.allow import allowed_by_comment
 
     lines = str(cell.get("source", "")).splitlines()
     allowed, counted = 0, []

@@ -55,7 +55,7 @@ def run_rank(
         complete_run,
         write_rank_report,
     )
-    from syncfree.session import ModuleNotRunnable, run_script
+    from syncfree.script_run import ModuleNotRunnable, run_script
 
     target, argv, module, output = job.target, job.argv, job.module, job.output
     out = out or sys.stdout

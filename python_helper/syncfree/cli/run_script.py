@@ -1,5 +1,5 @@
 """``syncfree run script.py ARGS...`` (also ``-m module``, ``-`` for stdin): the program under the engine
-(`syncfree.session.run_script`), one row per sync site in any format.
+(`syncfree.script_run.run_script`), one row per sync site in any format.
 
 A row is a site: a file, a line and a rule. Syncs that reach the same line through different call chains are one
 row that lists the chains (``called from ...``); the syncs of forked child processes (DataLoader and Pool workers)
@@ -71,7 +71,7 @@ def run_python(
         if not Path(target).is_file():
             raise not_a_file(target)
     selected = _selected_rules(select, ignore)
-    from syncfree.session import ModuleNotRunnable, run_script
+    from syncfree.script_run import ModuleNotRunnable, run_script
 
     shown_target = target if not module else f"-m {target}"
 
@@ -266,7 +266,7 @@ def _shown_command(command: Sequence[str]) -> str:
 def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
            selected: set[str] | None, start: str, state: dict[str, int], *, hard: bool = False,
            budget_ms: float | None = None) -> int:
-    from syncfree.session import is_sync_stop
+    from syncfree.engine_choice import is_sync_stop
 
     report = result.report
     # A program that never imported torch ran no engine of its own; its children's syncs say whether they predicted.
@@ -427,8 +427,8 @@ class _Row:
 def _rows(result: Any, selected: set[str] | None, start: str) -> tuple[list[_Row], tuple[int, int], int]:
     """One row per (process kind, path, line, rule), ranked costliest first; the syncs the rule selection left out
     (of the program, of its children); the syncs of the children that count towards a budget."""
+    from syncfree.allow import allowed_by_comment
     from syncfree.processes import site_fields
-    from syncfree.session import allowed_by_comment
 
     rows: dict[tuple, _Row] = {}
     left_out = [0, 0]
