@@ -55,8 +55,9 @@ export function headline(report: SyncReport, leftOut: readonly SyncSite[] = []):
     return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by static analysis (not run under the recorder)`;
   }
   if (allPredicted(report)) {
-    // The report's note says why (no CUDA device in the kernel).
-    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites}`;
+    // The report's note says why (no CUDA device in the kernel). Counts only: what a sync
+    // costs is measured on a GPU, and none is made up (issue 37).
+    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites} · no cost without a GPU`;
   }
   // What the syncs cost leads where the GPU measured it (issue 37), blocked time second.
   const cost =
@@ -346,10 +347,14 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
     const box = el('div', `${CSS_PREFIX}-sites`);
     const table = el('table', `${CSS_PREFIX}-table`);
     const header = table.createTHead().insertRow();
-    // A report whose sites the GPU costed shows the cost in the fourth column, blocked time in its tooltip.
+    // A report whose sites the GPU costed shows the cost in the fourth column, blocked time in its tooltip;
+    // one where nothing was timed (predicted without a GPU) has no such column, rather than one of dashes.
     const costed = rows.some(site => site.cost_ms !== null && site.cost_ms !== undefined);
+    const timed = costed || rows.some(site => site.blocked_ms !== null);
     for (const name of TABLE_COLUMNS) {
-      header.appendChild(el('th', undefined, costed && name === 'blocked' ? 'cost' : name));
+      if (name !== 'blocked' || timed) {
+        header.appendChild(el('th', undefined, costed && name === 'blocked' ? 'cost' : name));
+      }
     }
     const body = table.createTBody();
     const jump = this._actions.jumpToLine !== undefined;
@@ -384,12 +389,15 @@ export class SyncReportRenderer extends Widget implements IRenderMime.IRenderer 
       if (costed) {
         cells[3].textContent = formatMs(site.cost_ms);
         cells[3].title = [costText(site), `blocked ${formatMs(site.blocked_ms)}`].filter(Boolean).join('; ');
-      } else {
+      } else if (timed) {
         cells[3].textContent = formatMs(site.blocked_ms);
       }
       const rule = ruleOf(report, site.rule);
       if (rule) {
         appendWithInlineCode(cells[4], `${rule.code} ${rule.title}`);
+      }
+      if (!timed) {
+        row.deleteCell(3);
       }
       body.appendChild(row);
     }

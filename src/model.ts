@@ -210,6 +210,8 @@ export interface INotebookTotals {
   syncs: number;
   /** Blocked time over the reports that measured it; null when none did. */
   blockedMs: number | null;
+  /** GPU time lost to syncs (issue 37) over the reports that measured it; null when none did. */
+  costMs?: number | null;
   /** Every report with syncs predicted them (no GPU). */
   predicted: boolean;
   /** Cells with a report. */
@@ -221,6 +223,7 @@ export interface INotebookTotals {
 export function notebookTotals(reports: readonly { report: SyncReport }[]): INotebookTotals {
   let syncs = 0;
   let blocked: number | null = null;
+  let cost: number | null = null;
   let predicted = true;
   let notRun = 0;
   for (const { report } of reports) {
@@ -228,23 +231,44 @@ export function notebookTotals(reports: readonly { report: SyncReport }[]): INot
     if (report.totals.blocked_ms !== null) {
       blocked = (blocked ?? 0) + report.totals.blocked_ms;
     }
+    const reportCost = report.totals.cost_ms;
+    if (reportCost !== null && reportCost !== undefined) {
+      cost = (cost ?? 0) + reportCost;
+    }
     if (report.totals.syncs > 0 && !allPredicted(report)) {
       predicted = false;
     }
     notRun += findingsWithoutSites(report).length;
   }
-  return { syncs, blockedMs: blocked, predicted: predicted && syncs > 0, cells: reports.length, notRun };
+  return {
+    syncs,
+    blockedMs: blocked,
+    costMs: cost,
+    predicted: predicted && syncs > 0,
+    cells: reports.length,
+    notRun
+  };
 }
 
-/** "103 syncs · 42.9 ms blocked", "60 predicted syncs", "3 likely syncs (did not run)". */
+/**
+ * "103 syncs · 1.73 ms GPU time lost" where the GPU measured the cost (issue 37), else
+ * "103 syncs · 42.9 ms blocked"; "60 predicted syncs" (no GPU, no cost); "3 likely syncs
+ * (did not run)".
+ */
 export function notebookTotalsText(totals: INotebookTotals): string {
   if (totals.syncs === 0) {
     return totals.notRun > 0
       ? `${totals.notRun} likely sync${totals.notRun === 1 ? '' : 's'} (did not run)`
       : 'no syncs';
   }
-  const blocked = totals.blockedMs !== null ? ` · ${formatMs(totals.blockedMs)} blocked` : '';
-  return `${syncCountText(totals.syncs, totals.predicted)}${blocked}`;
+  const cost = totals.costMs ?? null;
+  const time =
+    cost !== null
+      ? ` · ${formatMs(cost)} GPU time lost`
+      : totals.blockedMs !== null
+        ? ` · ${formatMs(totals.blockedMs)} blocked`
+        : '';
+  return `${syncCountText(totals.syncs, totals.predicted)}${time}`;
 }
 
 /**

@@ -7,7 +7,7 @@ import { Widget } from '@lumino/widgets';
 import { renderSyncCard } from '../gutter/card';
 import { headline } from '../mime';
 import { markerLines } from '../gutter/lines';
-import { costText, weightOf } from '../model';
+import { costText, notebookTotals, notebookTotalsText, weightOf } from '../model';
 import { SyncsPanel } from '../sidebar/panel';
 import { IRankInput } from '../sidebar/ranking';
 import type { SyncReport } from '../tokens';
@@ -78,7 +78,9 @@ describe('cost (issue 37)', () => {
       'syncfree: 101 syncs at 2 sites, 174 ms GPU time lost (blocked 42.5 ms) · NVIDIA H100'
     );
     const widget = panel([input(costed())]);
-    expect(widget.node.querySelector('.jp-syncfree-sidebar-cell-totals')!.textContent).toBe('200 syncs · 174 ms lost');
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-cell-totals')!.textContent).toBe(
+      '200 syncs · 174 ms GPU time lost'
+    );
   });
 
   it('without a GPU, ranks by count and says there is no cost, with no number', () => {
@@ -92,5 +94,91 @@ describe('cost (issue 37)', () => {
     expect(note.textContent).toBe('No cost without a GPU: ranked by count.');
     expect(widget.node.querySelector('[data-cost]')).toBeNull();
     expect(widget.node.querySelector('[data-sort="blocked"]')).toBeNull();
+  });
+  it('the heading of the syncs paid once leads with their cost; without a GPU it has counts only', () => {
+    const r = costed();
+    r.sites = [
+      ...r.sites,
+      {
+        ...site({ line: 2, chain: [2], kind: 'to_device', count: 16, blocked_ms: 150, phase: 'once' }),
+        cost_ms: 3.2,
+        cost_each_ms: 0.2,
+        cost_share: 0.0005
+      }
+    ];
+    const widget = panel([input(r)]);
+    const heading = widget.node.querySelector('.jp-syncfree-sidebar-once')!;
+    expect(heading.querySelector('.jp-syncfree-sidebar-once-totals')!.textContent).toBe(
+      '16 syncs · 3.20 ms GPU time lost'
+    );
+    expect(heading.getAttribute('title')).toContain('by what they cost');
+    // Ranked by cost: the header says nothing of a ranking by blocked time.
+    const totals = widget.node.querySelector('.jp-syncfree-sidebar-cell-totals')!;
+    expect(totals.getAttribute('title')).toBe('16 syncs paid once (setup, compilation), 3.20 ms GPU time lost');
+    document.body.textContent = '';
+
+    const predicted = report({
+      mode: 'predict',
+      sites: [
+        site({ line: 2, chain: [2], kind: 'to_device', count: 16, blocked_ms: null, phase: 'once' }),
+        site({ line: 3, count: 3, blocked_ms: null })
+      ],
+      findings: []
+    });
+    const plain = panel([input(predicted)]);
+    expect(plain.node.querySelector('.jp-syncfree-sidebar-once-totals')!.textContent).toBe('16 syncs');
+    expect(plain.node.querySelector('.jp-syncfree-sidebar-cell-totals')!.textContent).toBe('19 predicted syncs');
+    expect(plain.node.querySelector('.jp-syncfree-sidebar-list')!.textContent).not.toMatch(/\d ms|blocked|lost/);
+  });
+
+  it('the change between runs of a cell is by cost where both runs measured it', () => {
+    const before = costed();
+    const after = costed();
+    after.totals = { ...after.totals, syncs: 99, cost_ms: 100.5 };
+    after.sites = [after.sites[0], { ...after.sites[1], count: 98, cost_ms: 100 }];
+    const widget = panel([{ ...input(after), previous: before }]);
+    expect(widget.node.querySelector('.jp-syncfree-sidebar-cell .jp-syncfree-sidebar-delta')!.textContent).toBe(
+      '−2 syncs, −73.0 ms GPU time vs previous run'
+    );
+  });
+
+  it("a predicted row beside measured ones shows no cost and says why; the card's line totals lead with cost", () => {
+    const predicted = report({ mode: 'predict', sites: [site({ blocked_ms: null, predicted: true })], findings: [] });
+    const widget = panel([input(costed()), { cellId: 'p', cellNumber: 2, report: predicted, previous: null }]);
+    const row = widget.rows.find(r => r.dataset.cellId === 'p')!;
+    const cost = row.querySelector('.jp-syncfree-sidebar-blocked')!;
+    expect(cost.textContent).toBe('—');
+    expect(cost.getAttribute('title')).toBe('Predicted without a GPU: no cost, nothing timed');
+
+    const r = costed();
+    r.sites = [...r.sites, { ...site({ line: 5, chain: [5], count: 4, blocked_ms: 2 }), cost_ms: 0.8 }];
+    const marker = markerLines(r, 5).find(m => m.line === 5)!;
+    const card = renderSyncCard(
+      { marker, report: r, stale: false, showLibraryFrames: true },
+      { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+    );
+    expect(card.querySelector('.jp-syncfree-card-total')!.textContent).toBe('×104 · 174 ms GPU time lost');
+    const guessed = report({
+      mode: 'predict',
+      sites: [
+        site({ blocked_ms: null, predicted: true }),
+        site({ kind: 'print', label: 'printing a tensor', blocked_ms: null, predicted: true })
+      ],
+      findings: []
+    });
+    const plainCard = renderSyncCard(
+      { marker: markerLines(guessed, 4)[0], report: guessed, stale: false, showLibraryFrames: true },
+      { plan: jest.fn(), apply: jest.fn(), close: jest.fn() }
+    );
+    expect(plainCard.querySelector('.jp-syncfree-card-total')!.textContent).toBe('×2');
+    expect(Array.from(plainCard.querySelectorAll('.jp-syncfree-card-blocked')).map(n => n.textContent)).toEqual([
+      'no cost without a GPU',
+      'no cost without a GPU'
+    ]);
+  });
+
+  it('the status bar leads with the cost where measured', () => {
+    const totals = notebookTotals([{ report: costed() }, { report: report() }]);
+    expect(notebookTotalsText(totals)).toBe('102 syncs · 174 ms GPU time lost');
   });
 });

@@ -141,7 +141,7 @@ describe('the merged report renderer', () => {
   it('shows each rank as a column, the divergent site marked and the per-rank totals', () => {
     const node = render(pairReport());
     expect(node.querySelector('.jp-syncfree-title')!.textContent).toBe(
-      'syncfree · 2 ranks · CPU stand-ins (no CUDA device)'
+      'syncfree · 2 ranks · predicted on the CPU (no CUDA device)'
     );
     expect(texts(node.querySelectorAll('thead th'))).toEqual(['where', 'what', 'rank 0', 'rank 1', 'total', 'rule']);
     const rows = node.querySelectorAll('tbody tr');

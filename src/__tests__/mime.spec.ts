@@ -1,6 +1,6 @@
 import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
-import { MAX_PLACEHOLDER_ROWS, SyncReportRenderer, summaryRows } from '../mime';
+import { MAX_PLACEHOLDER_ROWS, SyncReportRenderer, headline, summaryRows } from '../mime';
 import { MIME_TYPE } from '../tokens';
 import { SiteRanking } from '../sidebar/ranking';
 import { loopReport, report, site } from './fixtures';
@@ -69,6 +69,29 @@ function render(data: unknown, actions = {}): SyncReportRenderer {
 describe('SyncReportRenderer', () => {
   afterEach(() => {
     document.body.textContent = '';
+  });
+
+  it('a predicted summary under the cell says there is no cost and has no column of dashes', () => {
+    const predicted = report({
+      mode: 'predict',
+      totals: { syncs: 3, sites: 1, blocked_ms: null, wall_ms: 1 },
+      sites: [site({ count: 3, blocked_ms: null, predicted: true })],
+      findings: []
+    });
+    expect(headline(predicted)).toBe('syncfree: 3 predicted syncs at 1 site · no cost without a GPU');
+    const node = render(predicted).node;
+    expect(Array.from(node.querySelectorAll('thead th')).map(th => th.textContent)).toEqual([
+      'line',
+      'what',
+      'count',
+      'rule'
+    ]);
+    expect(Array.from(node.querySelectorAll('tbody td')).map(td => td.textContent)).toEqual([
+      '3',
+      '.item()',
+      '×3',
+      'SF101 .item() on a CUDA tensor'
+    ]);
   });
 
   it('summarises the sites, most costly first: line, what, count, blocked', () => {

@@ -65,7 +65,7 @@ describe('rankSites', () => {
     const ranked = rankSites([{ cellId: 'b', cellNumber: 1, report: loopReport(), previous: before }]);
     expect(ranked[0].delta).toEqual({ isNew: false, count: 0, blockedMs: expect.closeTo(-8.8, 5), costMs: null });
     expect(ranked[1].delta).toMatchObject({ isNew: true });
-    expect(deltaText(ranked[0])).toBe('−8.80 ms');
+    expect(deltaText(ranked[0])).toBe('−8.80 ms blocked');
     expect(deltaText(ranked[1])).toBe('new');
     const more = rankSites([
       {
@@ -340,7 +340,7 @@ describe('the Syncs panel ranks as the reports do (first call, once)', () => {
     ]);
     expect(groups[0]).toMatchObject({ oneOff: false, rankMs: 49.99, once: { sites: 1, syncs: 30, blockedMs: 120 } });
     expect(groups[1]).toMatchObject({ oneOff: true, rankMs: 150 });
-    expect(ranking.onceTotals()).toEqual({ sites: 2, syncs: 46, blockedMs: 270 });
+    expect(ranking.onceTotals()).toEqual({ sites: 2, syncs: 46, blockedMs: 270, costMs: null });
     const [perStep, warmUp] = ranking.flat();
     expect(warmUp.firstCall).toBe('first sync 100 ms, then 0.010 ms per sync ×99');
     expect(perStep.firstCall).toBe('first sync 1.00 ms, then 1.00 ms per sync ×49');
@@ -565,10 +565,10 @@ describe('SyncsPanel', () => {
       'cell train',
       'train:5',
       'train:4',
-      'once: 30 syncs · 120 ms',
+      'once: 30 syncs · 120 ms blocked',
       'train:7',
       'cell setup',
-      'once: 16 syncs · 150 ms',
+      'once: 16 syncs · 150 ms blocked',
       'setup:2'
     ]);
     const heading = widget.node.querySelector('.jp-syncfree-sidebar-once')!;
@@ -586,12 +586,12 @@ describe('SyncsPanel', () => {
     expect(once.title).toContain('once: the line runs once');
     expect(
       widget.node.querySelector('[data-cell-id="train"] .jp-syncfree-sidebar-cell-totals')!.getAttribute('title')
-    ).toBe('ranked by 50.0 ms blocked after the first calls; 30 syncs paid once (setup, compilation), 120 ms');
+    ).toBe('ranked by 50.0 ms blocked after the first calls; 30 syncs paid once (setup, compilation), 120 ms blocked');
 
     // Flat: one heading over every cell's one-off rows, after every recurring row.
     widget.groupByCell = false;
     widget.render();
-    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms', 'setup:2', 'train:7']);
+    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms blocked', 'setup:2', 'train:7']);
     // A column the user picks: by place, no heading (the rows say "once" themselves) ...
     widget.node.querySelector<HTMLElement>('[data-sort="location"]')!.click();
     expect(drawn()).toEqual(['setup:2', 'train:4', 'train:5', 'train:7']);
@@ -603,9 +603,9 @@ describe('SyncsPanel', () => {
     ]);
     // ... by count, recurring first whichever way, under the heading again.
     widget.node.querySelector<HTMLElement>('[data-sort="count"]')!.click();
-    expect(drawn()).toEqual(['train:4', 'train:5', 'once: 46 syncs · 270 ms', 'train:7', 'setup:2']);
+    expect(drawn()).toEqual(['train:4', 'train:5', 'once: 46 syncs · 270 ms blocked', 'train:7', 'setup:2']);
     widget.node.querySelector<HTMLElement>('[data-sort="count"]')!.click();
-    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms', 'setup:2', 'train:7']);
+    expect(drawn()).toEqual(['train:5', 'train:4', 'once: 46 syncs · 270 ms blocked', 'setup:2', 'train:7']);
   });
 
   it('ranks predicted rows by count, recurring first, and says it sorts by count', () => {

@@ -6,7 +6,14 @@ import { loopReport, report, site } from './fixtures';
 describe('notebook totals', () => {
   it('sums syncs and blocked time and says when everything was predicted', () => {
     const measured = notebookTotals([{ report: loopReport() }, { report: report() }]);
-    expect(measured).toEqual({ syncs: 102, blockedMs: expect.closeTo(43, 5), predicted: false, cells: 2, notRun: 0 });
+    expect(measured).toEqual({
+      syncs: 102,
+      blockedMs: expect.closeTo(43, 5),
+      costMs: null,
+      predicted: false,
+      cells: 2,
+      notRun: 0
+    });
     expect(notebookTotalsText(measured)).toBe('102 syncs · 43.0 ms blocked');
     const predicted = notebookTotals([
       {
@@ -45,6 +52,14 @@ describe('notebook totals', () => {
     expect(item.node.textContent).toBe('Syncs: 101 syncs · 42.5 ms blocked');
     item.node.click();
     expect(open).toHaveBeenCalled();
+    // Predicted on CPU: counts, and the title says why there is no cost.
+    item.totals = notebookTotals([
+      { report: report({ mode: 'predict', totals: { syncs: 2, sites: 1, blocked_ms: null, wall_ms: 1 } }) }
+    ]);
+    expect(item.node.textContent).toBe('Syncs: 2 predicted syncs');
+    expect(item.node.title).toBe(
+      'Syncs: 2 predicted syncs in 1 cell (no GPU: no cost). Click to open the Syncs panel.'
+    );
     item.totals = null;
     expect(item.active).toBe(false);
     expect(changes).toHaveBeenCalledTimes(2);

@@ -139,7 +139,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
       site.blocked_ms !== null
         ? `blocked ${formatMs(site.blocked_ms)}`
         : predicted
-          ? 'no cost without a GPU (predicted)'
+          ? 'no cost without a GPU'
           : 'blocked time not measured'
     )
   );
@@ -335,13 +335,17 @@ export function renderSyncCard(content: ISyncCardContent, actions: ISyncCardActi
 
   const header = el('div', `${C}-header`);
   header.appendChild(el('span', `${C}-title`, title));
-  // The line's totals, when it has several sites: one site says its own count below.
-  if (marker.sites.length > 1 && marker.blockedMs !== null) {
-    header.appendChild(
-      el('span', `${C}-total`, `${formatCount(marker.count)} · blocked ${formatMs(marker.blockedMs)}`)
-    );
-  } else if (marker.sites.length > 1) {
-    header.appendChild(el('span', `${C}-total`, formatCount(marker.count)));
+  // The line's totals, when it has several sites (one site says its own below): what they
+  // cost leads where the GPU measured it (issue 37), else the blocked time; predicted
+  // without a GPU, the count alone.
+  if (marker.sites.length > 1) {
+    const time =
+      marker.costMs !== null
+        ? `${formatMs(marker.costMs)} GPU time lost`
+        : marker.blockedMs !== null
+          ? `blocked ${formatMs(marker.blockedMs)}`
+          : null;
+    header.appendChild(el('span', `${C}-total`, [formatCount(marker.count), time].filter(Boolean).join(' · ')));
   }
   const close = el('button', `${C}-close`, '×');
   close.type = 'button';

@@ -287,9 +287,14 @@ export function allPredicted(report: MergedReport): boolean {
   return report.sites.length > 0 && report.sites.every(site => site.predicted);
 }
 
-/** The headline: "syncfree · 2 ranks · CPU stand-ins (no CUDA device)". */
+/**
+ * The headline: "syncfree · 2 ranks · NVIDIA H200", or without a GPU "syncfree · 2 ranks ·
+ * predicted on the CPU (no CUDA device)", in plain words whatever the kernel side named
+ * its CPU device.
+ */
 export function mergedHeadline(report: MergedReport): string {
-  return `syncfree · ${plural(report.world_size, 'rank')} · ${report.device}`;
+  const device = report.mode === 'predict' ? 'predicted on the CPU (no CUDA device)' : report.device;
+  return `syncfree · ${plural(report.world_size, 'rank')} · ${device}`;
 }
 
 /** "rank 0: 9 syncs, blocked 4.1 ms". */

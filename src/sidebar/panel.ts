@@ -61,6 +61,26 @@ function signedMs(ms: number): string {
   return ms > 0 ? `+${formatMs(ms)}` : ms < 0 ? `−${formatMs(-ms)}` : '±0 ms';
 }
 
+/**
+ * "1.73 ms GPU time lost" where the GPU measured what the syncs cost (issue 37), else
+ * "41.2 ms blocked" where only the wait was timed; null without either (predicted on CPU:
+ * no cost, and none is made up).
+ */
+export function timeText(costMs: number | null, blockedMs: number | null): string | null {
+  if (costMs !== null) {
+    return `${formatMs(costMs)} GPU time lost`;
+  }
+  return blockedMs !== null ? `${formatMs(blockedMs)} blocked` : null;
+}
+
+/** The change of what the syncs cost, else of their blocked time: "+1.20 ms GPU time", "−3.00 ms blocked". */
+function deltaTimeText(costMs: number | null, blockedMs: number | null): string | null {
+  if (costMs !== null) {
+    return Math.abs(costMs) >= 0.01 ? `${signedMs(costMs)} GPU time` : null;
+  }
+  return blockedMs !== null && Math.abs(blockedMs) >= 0.01 ? `${signedMs(blockedMs)} blocked` : null;
+}
+
 /** "new", "+3×, +12 ms", "" (unchanged). */
 export function deltaText(site: IRankedSite): string {
   if (!site.delta) {
@@ -74,12 +94,9 @@ export function deltaText(site: IRankedSite): string {
     parts.push(`${signed(site.delta.count)} sync${Math.abs(site.delta.count) === 1 ? '' : 's'}`);
   }
   // By cost where both runs measured it (issue 37), else by blocked time.
-  if (site.delta.costMs !== null) {
-    if (Math.abs(site.delta.costMs) >= 0.01) {
-      parts.push(`${signedMs(site.delta.costMs)} GPU time`);
-    }
-  } else if (site.delta.blockedMs !== null && Math.abs(site.delta.blockedMs) >= 0.01) {
-    parts.push(signedMs(site.delta.blockedMs));
+  const time = deltaTimeText(site.delta.costMs, site.delta.blockedMs);
+  if (time) {
+    parts.push(time);
   }
   return parts.join(', ');
 }
@@ -144,7 +161,7 @@ const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; ti
 /** The heading over the syncs paid once, as the reports' "once (setup, compilation)". */
 const ONCE_HEADING = 'Once (setup, compilation)';
 const ONCE_TITLE =
-  'Syncs paid once per run, not every step: lines that run once (setup, a final checkpoint) and torch.compile compiling. Listed after the recurring syncs, by their whole blocked time.';
+  'Syncs paid once per run, not every step: lines that run once (setup, a final checkpoint) and torch.compile compiling. Listed after the syncs of every step, by what they cost (the GPU time they lose) where a GPU measured it, else by the time the CPU waited, else by count.';
 const COST_SORT_TITLE =
   'Sort by cost, the GPU time the syncs lose (measured on the GPU), costliest first; recurring syncs before those paid once';
 const FIRST_CALL_TITLE =
@@ -486,10 +503,8 @@ export class SyncsPanel extends Panel {
     const cell = el('span', `${S}-once-label`);
     cell.setAttribute('role', 'gridcell');
     cell.appendChild(el('span', `${S}-once-name`, ONCE_HEADING));
-    const parts = [plural(once.syncs, 'sync')];
-    if (once.blockedMs !== null) {
-      parts.push(formatMs(once.blockedMs));
-    }
+    // What they cost leads where the GPU measured it (issue 37); without a GPU, counts only.
+    const parts = [plural(once.syncs, 'sync'), timeText(once.costMs, once.blockedMs)].filter(Boolean);
     cell.appendChild(el('span', `${S}-once-totals`, parts.join(' · ')));
     head.appendChild(cell);
     return head;
@@ -508,22 +523,27 @@ export class SyncsPanel extends Panel {
     cell.setAttribute('role', 'gridcell');
     cell.appendChild(el('span', `${S}-chevron`, collapsed ? '▸' : '▾'));
     cell.appendChild(el('span', `${S}-cell-name`, group.title ?? `Cell ${group.cellNumber}`));
-    const parts = [plural(group.syncs, 'sync')];
-    // The cell's cost (GPU time lost) where measured (issue 37), else its blocked time.
-    if (group.costMs !== null) {
-      parts.push(`${formatMs(group.costMs)} lost`);
-    } else if (group.blockedMs !== null) {
-      parts.push(formatMs(group.blockedMs));
-    }
+    // The cell's cost (GPU time lost) where measured (issue 37), else its blocked time;
+    // predicted without a GPU, its count alone.
+    const parts = [syncCountText(group.syncs, group.predicted), timeText(group.costMs, group.blockedMs)].filter(
+      Boolean
+    );
     const totals = el('span', `${S}-cell-totals`, parts.join(' · '));
-    // What the cell is ranked by, where that is not its total (cost.ts).
+    // What the cell is ranked by, where that is not its total (cost.ts): the wait after the
+    // first calls ranks it only where no cost was measured.
     const ranked: string[] = [];
-    if (!group.oneOff && group.rankMs !== null && group.blockedMs !== null && group.rankMs !== group.blockedMs) {
+    if (
+      group.costMs === null &&
+      !group.oneOff &&
+      group.rankMs !== null &&
+      group.blockedMs !== null &&
+      group.rankMs !== group.blockedMs
+    ) {
       ranked.push(`ranked by ${formatMs(group.rankMs)} blocked after the first calls`);
     }
     if (group.once && !group.oneOff) {
-      const blocked = group.once.blockedMs !== null ? `, ${formatMs(group.once.blockedMs)}` : '';
-      ranked.push(`${plural(group.once.syncs, 'sync')} paid once (setup, compilation)${blocked}`);
+      const time = timeText(group.once.costMs, group.once.blockedMs);
+      ranked.push(`${plural(group.once.syncs, 'sync')} paid once (setup, compilation)${time ? `, ${time}` : ''}`);
     }
     if (ranked.length) {
       totals.title = ranked.join('; ');
@@ -534,8 +554,10 @@ export class SyncsPanel extends Panel {
       if (group.delta.syncs !== 0) {
         change.push(`${signed(group.delta.syncs)} syncs`);
       }
-      if (group.delta.blockedMs !== null && Math.abs(group.delta.blockedMs) >= 0.01) {
-        change.push(signedMs(group.delta.blockedMs));
+      // By cost where both runs measured it (issue 37), else by blocked time.
+      const time = deltaTimeText(group.delta.costMs, group.delta.blockedMs);
+      if (time) {
+        change.push(time);
       }
       if (group.delta.fixed > 0) {
         change.push(`${group.delta.fixed} gone`);
@@ -648,7 +670,10 @@ export class SyncsPanel extends Panel {
           .join('; ');
       } else if (this._timed) {
         const blocked = cell('blocked', this._costShown ? '—' : formatMs(site.blockedMs));
-        if (this._costShown) {
+        if (site.source === 'predicted') {
+          // Beside measured rows: a predicted one has no cost, and no time is made up for it.
+          blocked.title = 'Predicted without a GPU: no cost, nothing timed';
+        } else if (this._costShown) {
           blocked.title =
             site.blockedMs !== null ? `cost not measured; blocked ${formatMs(site.blockedMs)}` : 'cost not measured';
         }

@@ -120,11 +120,13 @@ export function firstDirection(key: SortKey): boolean {
   return key === 'count' || key === 'blocked';
 }
 
-/** Syncs paid once (setup, compilation): how many, and their blocked time. */
+/** Syncs paid once (setup, compilation): how many, what they cost and their blocked time. */
 export interface IOnceTotals {
   sites: number;
   syncs: number;
   blockedMs: number | null;
+  /** GPU time they lose (issue 37), over the sites that measured it; null when none did. */
+  costMs: number | null;
 }
 
 /** The sites of one cell, for the grouped view. */
@@ -145,6 +147,8 @@ export interface ICellGroup {
   costMs: number | null;
   /** Nothing in the cell recurs: its syncs are all paid once (or it has only static findings). */
   oneOff: boolean;
+  /** Every listed site of the cell was predicted on CPU (no GPU: no cost). */
+  predicted: boolean;
   /** The cell's listed syncs paid once; null when it has none. */
   once: IOnceTotals | null;
   sites: IRankedSite[];
@@ -638,6 +642,7 @@ function onceTotalsOf(sites: readonly SyncSite[]): IOnceTotals | null {
   let count = 0;
   let syncs = 0;
   let blocked: number | null = null;
+  let cost: number | null = null;
   for (const site of sites) {
     if (isOneOff(site.phase)) {
       count += 1;
@@ -645,9 +650,12 @@ function onceTotalsOf(sites: readonly SyncSite[]): IOnceTotals | null {
       if (site.blocked_ms !== null) {
         blocked = (blocked ?? 0) + site.blocked_ms;
       }
+      if (site.cost_ms !== null && site.cost_ms !== undefined) {
+        cost = (cost ?? 0) + site.cost_ms;
+      }
     }
   }
-  return count > 0 ? { sites: count, syncs, blockedMs: blocked } : null;
+  return count > 0 ? { sites: count, syncs, blockedMs: blocked, costMs: cost } : null;
 }
 
 /** A cell's totals over its listed sites, and their change since its previous run. */
@@ -661,8 +669,10 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
   let first: number | null = null;
   let oneOff = true;
   let cost: number | null = null;
+  let predicted = entry.sites.length > 0;
   for (const site of entry.sites) {
     syncs += site.count;
+    predicted = predicted && isPredicted(input.report, site);
     if (site.cost_ms !== null && site.cost_ms !== undefined) {
       cost = (cost ?? 0) + site.cost_ms;
     }
@@ -701,6 +711,7 @@ function groupTotals(entry: ICellEntry): Omit<ICellGroup, 'sites'> {
     rankMs,
     costMs: cost,
     oneOff,
+    predicted,
     once: onceTotalsOf(entry.sites),
     delta
   };

@@ -5,7 +5,7 @@ import { INotebookTotals, notebookTotalsText } from '../model';
 import { el } from '../dom';
 
 /**
- * The status-bar item: the current notebook's totals ("103 syncs · 42.9 ms blocked");
+ * The status-bar item: the current notebook's totals ("103 syncs · 1.73 ms GPU time lost");
  * a click opens the Syncs panel. Inactive (hidden by the status bar, which shows and
  * hides its items itself) while the notebook has no report.
  */
@@ -35,7 +35,9 @@ export class SyncsStatus extends Widget {
     if (value && active) {
       const text = `Syncs: ${notebookTotalsText(value)}`;
       node.textContent = text;
-      node.title = `${text} in ${value.cells} cell${value.cells === 1 ? '' : 's'}. Click to open the Syncs panel.`;
+      // Predicted on CPU there is no cost to show, and the title says why (issue 37).
+      const noCost = value.predicted ? ' (no GPU: no cost)' : '';
+      node.title = `${text} in ${value.cells} cell${value.cells === 1 ? '' : 's'}${noCost}. Click to open the Syncs panel.`;
     } else {
       node.textContent = '';
       node.title = '';

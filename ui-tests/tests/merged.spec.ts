@@ -43,7 +43,7 @@ test.describe('the merged report of a distributed job', () => {
     await expect(output).toContainText('rank 0 says 32.0');
     const merged = output.locator('.jp-syncfree-merged');
     await expect(merged.locator('.jp-syncfree-title')).toHaveText(
-      'syncfree · 2 ranks · CPU stand-ins (no CUDA device)'
+      'syncfree · 2 ranks · predicted on the CPU (no CUDA device)'
     );
     await expect(merged.locator('.jp-syncfree-merged-summary')).toContainText(
       '7 syncs on 2 of 2 ranks at 2 sites (predicted)'

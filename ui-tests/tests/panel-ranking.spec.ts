@@ -128,7 +128,7 @@ test('measured: ranked by the time after the first call, the first call apart, t
     .toEqual([
       '8: nonzero',
       '7: .item()',
-      'once: 32 syncs · 270 ms',
+      'once: 32 syncs · 270 ms blocked',
       '3: copy from pageable host memory',
       '9: copy to the host'
     ]);
@@ -158,7 +158,7 @@ test('measured: ranked by the time after the first call, the first call apart, t
     .toEqual([
       '8: nonzero',
       '7: .item()',
-      'once: 32 syncs · 270 ms',
+      'once: 32 syncs · 270 ms blocked',
       '3: copy from pageable host memory',
       '9: copy to the host'
     ]);

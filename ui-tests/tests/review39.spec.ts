@@ -120,8 +120,8 @@ test("a crafted report's sites past the cell's end are left out of the summary a
   const header = sidebar
     .locator('.jp-syncfree-sidebar-cell')
     .filter({ has: page.locator('.jp-syncfree-sidebar-cell-name', { hasText: /^Cell 1$/ }) });
-  // The cell's header counts what the summary counts: 3 syncs, 1.50 ms, not 8 and 5.50 ms.
-  await expect(header.locator('.jp-syncfree-sidebar-cell-totals')).toHaveText('3 syncs · 1.50 ms');
+  // The cell's header counts what the summary counts: 3 syncs, 1.50 ms blocked, not 8 and 5.50 ms.
+  await expect(header.locator('.jp-syncfree-sidebar-cell-totals')).toHaveText('3 syncs · 1.50 ms blocked');
   const rows = sidebar.locator('.jp-syncfree-sidebar-row[data-cell-id="crafted"]');
   await expect(rows).toHaveCount(1);
   await expect(rows.locator('.jp-syncfree-sidebar-where')).toHaveText('2');

@@ -33,7 +33,9 @@ test.describe('words and glyphs', () => {
 
   test('summaries say predicted syncs as such, show code as code and numbers one way', async ({ page }) => {
     const predicted = cellAt(page, PREDICTED).locator('.jp-syncfree-summary');
-    await expect(predicted.locator('.jp-syncfree-title')).toHaveText('syncfree: 1 predicted sync at 1 site');
+    await expect(predicted.locator('.jp-syncfree-title')).toHaveText(
+      'syncfree: 1 predicted sync at 1 site · no cost without a GPU'
+    );
     const train = cellAt(page, TRAIN).locator('.jp-syncfree-summary');
     await expect(train.locator('tbody tr').first().locator('td').nth(1).locator('code')).toHaveText('.item()');
     await expect(train.locator('tbody tr').first().locator('td').nth(2)).toHaveText('×64');
