@@ -110,3 +110,61 @@ def test_a_bare_container_in_a_union_annotation_is_host_data():
         "def first(data: list | torch.Tensor):\n    return data[0].item()\n"
     )
     assert rules_at(source) == [("SF101", 7, "likely"), ("SF204", 5, "possible")]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # torch.Tensor([...]) is made on the default device (the CPU), as torch.FloatTensor is; moved to a device
+        # it is a blocking copy of pageable memory
+        ("def f(sigmas: list[float], device):\n    t = torch.Tensor([s * 2 for s in sigmas])\n    t[-1] = 0.5\n"
+         "    return torch.Tensor(sigmas).to(device)\n",
+         [("SF302", 5, "likely")]),
+        # a tensor placed on a device stays placed through arithmetic and a join of two stores (a scheduler's
+        # CPU timesteps of __init__, moved by set_timesteps(device) and scaled): `(timesteps == t).nonzero()` likely
+        ("import numpy as np\nclass S:\n    def __init__(self, n: int):\n"
+         "        self.timesteps = torch.from_numpy(np.arange(n))\n"
+         "    def set_timesteps(self, n: int, device):\n"
+         "        sigmas = torch.from_numpy(np.linspace(1, 0, n)).to(device=device)\n"
+         "        self.timesteps = sigmas * n\n"
+         "    def index_for_timestep(self, t, schedule: torch.Tensor | None = None):\n"
+         "        if schedule is None:\n            schedule = self.timesteps\n"
+         "        return (schedule == t).nonzero()\n",
+         [("SF302", 7, "likely"), ("SF602", 12, "likely")]),
+        # a CPU tensor moved there on purpose (an MPS fallback) beside the caller's tensor is no host code
+        ("def solve(coeffs: torch.Tensor):\n"
+         "    work = coeffs.cpu().double() if coeffs.device.type == 'mps' else coeffs.double()\n"
+         "    lower = work[:, 0] == 0\n    if bool(lower.any()):\n        pass\n",
+         [("SF103", 5, "likely"), ("SF301", 3, "likely")]),
+    ],
+)
+def test_a_tensor_placed_on_a_device_is_not_host_data(source, expected):
+    assert rules_at(source) == expected
+
+
+def test_a_parameter_with_a_numpy_branch_of_its_own_is_the_callers_data():
+    """``isinstance(x, np.ndarray)`` in a function, ``x`` its parameter: a NumPy-or-torch utility or a conversion
+    between the two, whose tensors are the caller's; a likely sync on ``x`` is possible. ``isinstance(x,
+    (torch.Tensor, np.ndarray))`` only checks the type (a model's image sizes pass it on the GPU): likely."""
+    source = (
+        "import numpy as np\n"
+        "def nonzero(x):\n    if isinstance(x, np.ndarray):\n        return np.nonzero(x)[0]\n"
+        "    return torch.nonzero(x).flatten()\n"
+        "def grid_shape(image_size):\n    if not isinstance(image_size, (torch.Tensor, np.ndarray)):\n"
+        "        raise TypeError(image_size)\n    return image_size.tolist()\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF204", 10, "likely"), ("SF602", 6, "possible")]
+    assert "takes NumPy arrays as well as tensors" in next(f["message"] for f in found if f["rule"] == "SF602")
+
+
+def test_an_image_reader_imported_in_a_function_is_no_host_code():
+    """A function that reads images with PIL and computes features on the GPU (a dataset's processing) keeps its
+    syncs: image and volume readers feed the device, they are not where its results end."""
+    source = (
+        "def process(paths, model, device):\n    from PIL import Image\n    out = []\n    for path in paths:\n"
+        "        x = torch.from_numpy(np.asarray(Image.open(path))).to(device)\n"
+        "        out.append(model(x).to('cpu'))\n    return out\n"
+    )
+    assert ("SF301", 8, "likely") in rules_at("import numpy as np\n" + source)

@@ -145,7 +145,7 @@ class _Analysis:
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
         self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=self.types)
-        contradicted = self.scope.contradicted
+        contradicted, numpy_too = self.scope.contradicted, self.scope.numpy_too
         for key, (function, names) in self.annotated.items():
             finding = self.findings[key]
             if finding["certainty"] == "likely" and contradicted.get(function, ()) and names & contradicted[function]:
@@ -153,6 +153,12 @@ class _Analysis:
                 finding["message"] = (
                     f"{finding['message']} (possible: its function is annotated to take and return tensors but "
                     "returns a NumPy array)"
+                )[:500]
+            elif finding["certainty"] == "likely" and numpy_too.get(function, ()) and names & numpy_too[function]:
+                finding["certainty"] = "possible"
+                finding["message"] = (
+                    f"{finding['message']} (possible: its function takes NumPy arrays as well as tensors, the "
+                    "caller's, on the CPU as a rule)"
                 )[:500]
         if self.scope.host is not None:
             host = self.scope.host.functions()

@@ -30,13 +30,15 @@ dataset's random crop: CPU tensors made without a device). Those bases count onl
 ``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
 sampler) run on the GPU.
 
-A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting,
-image, table or mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
+A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting or
+mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
 ``to_smiles``) converts the caller's tensors into that library's objects: the optional dependency imported where it is
 used says the function is interop code, and its ``.tolist()`` or ``.cpu()`` syncs only if the caller's data is on the
 GPU (measured on torch_geometric 2.8: each such finding read by hand was of that kind). Libraries that also take the
 results of a model on the GPU as a rule are not among them: SciPy's assignment solver in a detection loss,
-scikit-learn's metrics, pandas (an explainer's table of a model's predictions; cuDF's twin on the GPU).
+scikit-learn's metrics, pandas (an explainer's table of a model's predictions; cuDF's twin on the GPU); nor are the
+readers of images and volumes (PIL, OpenCV, NiBabel...), whose data a function loads and then may move to the GPU (a
+dataset's features computed by a CNN on the device).
 """
 
 from __future__ import annotations
@@ -89,10 +91,9 @@ _SAMPLER_BASES = frozenset({"Sampler", "BatchSampler", "SequentialSampler", "Ran
 _DATASET_BASES = frozenset({"Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset"})
 _DATASET_ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__", "__len__"})
 
-# Libraries of host memory only, by their top-level module: graphs, molecules, plots, images, tables, meshes.
+# Libraries of host memory only, by their top-level module: graphs, molecules, plots, meshes.
 _HOST_LIBRARIES = frozenset(
-    "networkx networkit igraph graphviz rdkit matplotlib seaborn plotly PIL cv2 skimage imageio trimesh open3d "
-    "pyvista gdist nibabel SimpleITK itk".split()
+    "networkx networkit igraph graphviz rdkit matplotlib seaborn plotly trimesh open3d pyvista gdist".split()
 )
 # An indented import of one (inside a function or a block): the files worth a HostCode for it.
 _INDENTED_HOST_IMPORT = re.compile(

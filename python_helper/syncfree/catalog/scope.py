@@ -81,8 +81,10 @@ MAYBE_NUMPY = Value("maybe_tensor", const="numpy")
 #: the list made into a tensor without a device (`torch.tensor(sigmas)`), or a schedule made on the CPU and
 #: replaced on one branch by a function's result. The code is written for host data: a sync on it is ``possible``.
 PARTLY_CPU = Value("maybe_tensor", const="cpu")
-#: ``Value.const`` of a tensor the text moves to a device it does not name (``x.to(device)``, ``torch.zeros(n,
-#: device=device)``): meant for the accelerator, not the caller's data (a CPU tensor on another path stays likely).
+#: ``Value.const`` of a tensor the text moves to a device (``x.to(device)``, ``x.cpu()``, ``torch.zeros(n,
+#: device=device)``): code that places its tensors, not host code: a CPU tensor on one path and a tensor of unknown
+#: device on the other stay likely when either was placed so (a scheduler's CPU timesteps later moved to the
+#: device; an MPS fallback's `coeffs.cpu()` beside `coeffs.double()`).
 MOVED = "moved"
 #: A host object that is no tensor, no array and no number (``df: pd.DataFrame``, ``img: PIL.Image.Image``).
 HOST_OBJECT = Value("host")
@@ -747,7 +749,7 @@ class CellScope:
             device = combine_devices(values)
             if device is None and _host_result(values, comparison=comparison):
                 device = "cpu"
-            return Value("tensor", device, dtype, ndim=ndim)
+            return Value("tensor", device, dtype, ndim=ndim, const=_placed(values))
         if any(v.kind == "numpy" for v in values) and all(v.kind in ("numpy", "python") for v in values):
             # (NumPy data times a value the text does not tell may be a tensor: torch's __array_priority__ wins)
             return Value("numpy")
@@ -827,6 +829,9 @@ class CellScope:
                 return Value("module")  # no parameters: it computes wherever its inputs are
             is_device, device = self.device_argument(keyword_value(call, "device"))
             return Value("module", device if is_device else self.default_device)
+        if name == "torch.Tensor":
+            # torch.Tensor([...]) / torch.Tensor(2, 3): a float tensor on the default device, as torch.FloatTensor
+            return Value("tensor", self.default_device, "float")
         legacy = self.legacy_tensor_class(call.func)
         if legacy is not None:
             return Value("tensor", legacy[0], _DTYPES.get(legacy[1]))  # type: ignore[arg-type]
@@ -848,7 +853,7 @@ class CellScope:
             device = combine_devices(operands)
             if device is None and _host_result(operands, comparison=False):
                 device = "cpu"  # torch.clamp(cpu_tensor, 0, w): a CPU tensor of 1+ dims keeps it on the CPU
-            return Value("tensor", device, dtype)
+            return Value("tensor", device, dtype, const=_placed(operands))
         if name.startswith("numpy."):
             return Value("numpy")
         if name.startswith("builtins."):
@@ -1025,10 +1030,11 @@ class CellScope:
             return PYTHON if method in ("item", "tolist") else Value("numpy")
         if receiver.kind in ("python", "event", "stream", "device"):
             return PYTHON
-        if receiver.kind == "maybe_tensor" and receiver.const == "cpu" and method in ("cuda", "to", "cpu"):
+        if receiver.kind == "maybe_tensor" and receiver.const != "numpy" and method in ("cuda", "to", "cpu"):
+            # (NumPy arrays have no such method: a tensor)
             if method == "to" and self.to_target(call) is None:
                 return receiver  # .to(dtype=torch.float32): where it was
-            return Value("tensor", self._moved_device(receiver, method, call))
+            return Value("tensor", self._moved_device(receiver, method, call), const=MOVED)
         if receiver.kind == "maybe_tensor":
             # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
             return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else receiver
@@ -1061,8 +1067,10 @@ class CellScope:
             if unknown_receiver and device is None:
                 return UNKNOWN
             dtype = self.dtype_family(call.args[0]) if method == "to" and call.args else None
-            moved = MOVED if device is None and self.to_target(call) is not None else None
-            moved = moved or (receiver.const if device == receiver.device else None)
+            if method != "to" or self.to_target(call) is not None:
+                moved = MOVED  # moved on purpose: to a device the text does not name, or to the CPU (`.cpu()`)
+            else:
+                moved = receiver.const  # .to(torch.float32): where it was, as it was
             if dtype is None:
                 return Value("tensor", device, receiver.dtype, int_data=receiver.int_data, ndim=receiver.ndim,
                              const=moved)
@@ -1162,6 +1170,10 @@ class CellScope:
         #: annotations (annotated to return a tensor, they return a NumPy array): read after the walk
         self.contradicted: dict[int, set[str]] = {}
         self.returns: dict[int, Value] = {}  # function id -> what its return statements give (walked functions)
+        #: function id -> its parameters that it tests for NumPy arrays, in a branch of their own
+        #: (`isinstance(x, np.ndarray)`): code written for host data as well as tensors, whose tensors are the
+        #: caller's (a conversion between the two, a NumPy-or-torch utility). Read after the walk.
+        self.numpy_too: dict[int, set[str]] = {}
         self._returned: Value | None = None
         self._returns_wanted = False
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
@@ -1519,6 +1531,9 @@ class CellScope:
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][0 if _is_static(function) else 1:]
         elif type(func) is not ast.Name and type(func) is not ast.NamedExpr:
             return  # x[0](...): only a name holds a function of the cell (Value "function")
+        elif func.id == "isinstance":  # type: ignore[attr-defined]
+            self._isinstance_test(call)
+            return
         else:
             function = self.value(func).const
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -1544,6 +1559,23 @@ class CellScope:
                 del joined[name]
             else:
                 joined[name] = value
+
+    def _isinstance_test(self, call: ast.Call) -> None:
+        """``isinstance(x, np.ndarray)`` in a function, ``x`` one of its parameters: see :attr:`numpy_too`."""
+        function = self.function
+        if function is None or len(call.args) != 2 or type(call.args[0]) is not ast.Name:
+            return
+        classes = call.args[1]
+        members = classes.elts if type(classes) is ast.Tuple else [classes]  # type: ignore[attr-defined]
+        names = [self.qualified_name(member) for member in members]
+        if not any(name in _NUMPY_TYPES for name in names) or any(name in _TENSOR_TYPES for name in names):
+            # (`isinstance(x, (torch.Tensor, np.ndarray))` takes either alike: a check of the type, no NumPy branch
+            # of its own; a model's image sizes pass it on the GPU)
+            return
+        name = call.args[0].id  # type: ignore[attr-defined]
+        arguments = function.args
+        if any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]):
+            self.numpy_too.setdefault(id(function), set()).add(name)
 
     def _own_method(self, func: ast.Attribute) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """The method of this file's class that ``self.name`` names, in a method of that class."""
@@ -1988,6 +2020,14 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
     return bool(cpu) and (comparison or any(v.ndim != 0 for v in cpu))
 
 
+def _placed(values: list[Value]) -> str | None:
+    """:data:`MOVED` when a tensor operand was placed on a device by the text (the result is where it is)."""
+    for value in values:
+        if value.const == MOVED and value.kind == "tensor":
+            return MOVED
+    return None
+
+
 def _partly_cpu(values: list[Value]) -> bool:
     """Whether an operation's operands are :data:`PARTLY_CPU` tensors beside host data and CPU tensors only."""
     partly = False
@@ -2008,17 +2048,18 @@ def join(first: Value, second: Value) -> Value:
     if "tensor" in kinds and kinds <= {"tensor", "maybe_tensor"} and (first.device == "cpu" or second.device == "cpu"):
         # A CPU tensor on one path; on the other a tensor of unknown device, or what a union annotation admits
         # (`block_sizes: list[int] | Tensor`, the list made into a CPU tensor): the code is written for host data.
-        other = second if first.device == "cpu" and first.kind == "tensor" else first
+        cpu, other = (first, second) if first.device == "cpu" and first.kind == "tensor" else (second, first)
         if other.kind == "maybe_tensor":
             return other if other.const == "numpy" else PARTLY_CPU
-        if other.device is None and other.const != MOVED:
+        if other.device is None and other.const != MOVED and cpu.const != MOVED:
             return PARTLY_CPU
     if first.kind != second.kind:
         return UNKNOWN
     device = first.device if first.device == second.device else None
     dtype = first.dtype if first.dtype == second.dtype else None
     ndim = first.ndim if first.ndim == second.ndim else None
-    return Value(first.kind, device, dtype, ndim=ndim)
+    placed = MOVED if first.kind == "tensor" and MOVED in (first.const, second.const) else None
+    return Value(first.kind, device, dtype, ndim=ndim, const=placed)
 
 
 def element_of(container: Value) -> Value:
