@@ -2,7 +2,7 @@
 
     PYTHONPATH=python_helper python3 bench/cupti_layers.py [--part 1|2|all] [--seconds 150]
 
-Part 1 (the facts the CUPTI engine rests on, capture/cupti_engine.py): for torch, CuPy,
+Part 1 (the facts the CUPTI engine rests on, capture/cupti/engine.py): for torch, CuPy,
 Numba and Triton operations that block, the runtime and driver calls that CUPTI reports
 (both layers, every synchronize/copy call, nesting shown with braces), and whether every
 runtime call of ``BLOCKING_RUNTIME`` reached a driver call of ``BLOCKING_DRIVER`` (then the
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench/cupti_layers.py needs a CUDA device: nothing measured")
         return 0
-    from syncfree.capture.cupti_engine import CuptiUnavailable, load_cupti
+    from syncfree.capture.cupti import CuptiUnavailable, load_cupti
 
     try:
         cupti = load_cupti()
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def layers(torch, cupti) -> None:
     """Part 1: the runtime and driver calls of each blocking operation."""
-    from syncfree.capture.cupti_engine import BLOCKING_DRIVER, BLOCKING_RUNTIME
+    from syncfree.capture.cupti import BLOCKING_DRIVER, BLOCKING_RUNTIME
 
     runtime = cupti.runtime_api_trace_cbid
     driver = cupti.driver_api_trace_cbid
@@ -138,7 +138,7 @@ def costs(torch, cupti, args) -> None:
     """Part 2: what CUPTI costs, taken apart (see the module docstring)."""
     import overhead
 
-    from syncfree.capture.cupti_engine import blocking_callback, callback_ids, single_layer_callback
+    from syncfree.capture.cupti import blocking_callback, callback_ids, single_layer_callback
     from syncfree.engine_choice import choose_engine, new_recorder
 
     x = torch.randn(256, 256, device="cuda")

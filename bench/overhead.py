@@ -12,7 +12,7 @@ as ``%%syncfree`` compiles a cell. The recorder is made as every surface makes i
 defined in a real ``.py`` file (attribution to user files, as for scripts and tests).
 "debug mode floor" is what any engine built on torch's debug-mode warnings pays: warn mode,
 the ``always`` filter and a minimal ``showwarning`` that walks to the cell frame and bumps a
-dict entry. "CUPTI engine" is the recorder with ``engine="cupti"`` (capture/cupti_engine.py;
+dict entry. "CUPTI engine" is the recorder with ``engine="cupti"`` (capture/cupti/engine.py;
 skipped, with the reason, without cupti-python). The MLP loop: a small MLP trained with
 AdamW on one batch, one ``.item()`` of the loss per step (``--steps``).
 
@@ -557,37 +557,39 @@ class _as_on_a_gpu:
     """--cpu: the recorder and ``watch()`` take the path they take on a GPU (warn mode,
     blocked time) although torch sees no CUDA device: ``watch("warn")`` gets warn mode
     rather than predict mode, and a recorder that measures blocked time starts the clock
-    it starts on a GPU (SyncRecorder._install_hooks starts none without CUDA)."""
+    it starts on a GPU (the debug-mode engine's start turns none on without CUDA)."""
 
     def __init__(self, engine_choice, recorder_class, device_info) -> None:
         self.engine_choice, self.recorder_class, self.device_info = engine_choice, recorder_class, device_info
 
     def __enter__(self) -> None:
-        from syncfree.capture import dispatch
         from syncfree.capture import recorder as recorder_module
+        from syncfree.capture.debug import DebugEngine, hook
         from syncfree.capture.stall import StallClock
 
         engine_choice, device_info = self.engine_choice, self.device_info
         self._choose_mode = engine_choice._choose_mode
-        self._install_hooks = install_hooks = self.recorder_class._install_hooks
+        self._start = start = DebugEngine.start
 
         def choose_mode(requested):
             return engine_choice.Engine(requested or "warn", device_info("cuda", "none (bench --cpu)"))
 
-        def install(recorder, torch, undo):
-            install_hooks(recorder, torch, undo)
+        def install(engine, recorder, torch, undo):
+            start(engine, recorder, torch, undo)
             if recorder.measure_blocked and recorder.mode == "warn" and recorder._clock is None:
                 clock = recorder._clock = StallClock(
-                    recorder._cell_files, hook_globals=(vars(recorder_module), vars(dispatch)))
+                    recorder._cell_files, hook_globals=(vars(recorder_module), vars(hook)))
                 undo.push(recorder._stop_clock)
                 assert clock.start(), "no profiling slot free"
 
         engine_choice._choose_mode = choose_mode
-        self.recorder_class._install_hooks = install
+        DebugEngine.start = install
 
     def __exit__(self, *exc) -> None:
+        from syncfree.capture.debug import DebugEngine
+
         self.engine_choice._choose_mode = self._choose_mode
-        self.recorder_class._install_hooks = self._install_hooks
+        DebugEngine.start = self._start
 
 
 if __name__ == "__main__":

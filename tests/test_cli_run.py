@@ -1118,7 +1118,8 @@ def test_syncfree_run_initializes_no_cuda_before_the_program_does(tmp_path, monk
     import torch
 
     sys.path.insert(0, str(ROOT / "python_helper"))
-    from syncfree.capture import cupti_engine, engines
+    from syncfree.capture import engines
+    from syncfree.capture.cupti import engine as cupti_engine
     from syncfree.script_run import run_script
 
     calls: list[str] = []

@@ -15,15 +15,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from syncfree.capture import SYNC_MESSAGE, cupti_engine, engines
-from syncfree.capture.cupti_engine import (
+from syncfree.capture import SYNC_MESSAGE, engines
+from syncfree.capture.cupti import engine as cupti_engine
+from syncfree.capture.cupti.engine import (
     BLOCKING_DRIVER,
     CuptiBusy,
-    CuptiRecorder,
     CuptiSession,
     blocking_callback,
     single_layer_callback,
 )
+from syncfree.capture.recorder import CuptiRecorder
 from syncfree.capture.sites import UserFiles
 
 pytest_plugins = ["pytester"]

@@ -327,7 +327,9 @@ def test_interrupt_at_every_engine_line_of_an_error_cell(fake_debug):
 def _attach_detach_functions() -> list:
     """The code that installs and removes the engine's patches (explicit.py's wrappers,
     the debug-mode engine, predict mode's patches), and the enters and exits that call it."""
-    from syncfree.capture.predict import claims, patches
+    from syncfree.capture.debug import DebugEngine
+    from syncfree.capture.debug import engine as debug_engine
+    from syncfree.capture.predict import PredictEngine, claims, patches
     from syncfree.capture.predict.session import PredictSession
     from syncfree.capture.undo import Undo
     from syncfree.watches import Watch
@@ -335,8 +337,9 @@ def _attach_detach_functions() -> list:
     return [explicit.attach, explicit.detach, ops_calls.attach, ops_calls.detach,
             hook.attach_debug, hook._install,
             hook._replace, hook.detach_debug, dispatch.enter, dispatch.leave,
-            SyncRecorder.__enter__, SyncRecorder.__exit__, SyncRecorder._install_hooks,
-            SyncRecorder._detach_explicit, SyncRecorder._close_undo, Undo.close,
+            SyncRecorder.__enter__, SyncRecorder.__exit__, DebugEngine.start, debug_engine._detach_explicit,
+            PredictEngine.start, SyncRecorder.measure_blocked_time, SyncRecorder.measure_gpu_cost,
+            SyncRecorder._close_undo, Undo.close,
             interrupts.hold, interrupts.release, Watch.__enter__, Watch.__exit__, Watch._begin,
             Watch._resume, Watch._suspend, Watch._end, Watch._abandon, PredictSession.__enter__,
             PredictSession.__exit__, PredictSession.close, claims._hold_patches,

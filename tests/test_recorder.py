@@ -8,7 +8,6 @@ import json
 import sys
 import threading
 import time
-import types
 import warnings
 
 import pytest
@@ -677,9 +676,9 @@ def test_predict_mode_enters_the_predict_session(monkeypatch, global_state):
         def __exit__(self, *exc):
             events.append("exit")
 
-    module = types.ModuleType("syncfree.capture.predict")
-    module.PredictSession = PredictSession
-    monkeypatch.setitem(sys.modules, "syncfree.capture.predict", module)
+    from syncfree.capture.predict import engine as predict_engine
+
+    monkeypatch.setattr(predict_engine, "PredictSession", PredictSession)  # the predict engine's session
     before = global_state()
     code, filename = compile_cell("import sys\nframe = sys._getframe()\n")
     ns: dict = {}

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python_helper"))
 def truth(script: str) -> dict:
     from cupti import cupti
 
-    from syncfree.capture.cupti_engine import BLOCKING_DRIVER, BLOCKING_RUNTIME
+    from syncfree.capture.cupti import BLOCKING_DRIVER, BLOCKING_RUNTIME
 
     runtime_kind, driver_kind = int(cupti.ActivityKind.RUNTIME), int(cupti.ActivityKind.DRIVER)
     blocking = {(runtime_kind, int(getattr(cupti.runtime_api_trace_cbid, n)))

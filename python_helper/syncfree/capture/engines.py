@@ -2,7 +2,7 @@
 
 - ``debug``: torch's sync debug mode plus wrappers of the explicit synchronize calls
   (recorder.py). Cheapest, but blind to CUDA calls that do not go through torch.
-- ``cupti``: every blocking CUDA runtime/driver call from any library (cupti_engine.py);
+- ``cupti``: every blocking CUDA runtime/driver call from any library (capture/cupti/);
   needs ``pip install 'syncfree[cupti]'`` and costs more per sync (README, "Engines").
 - ``auto`` (the default): ``cupti`` when a library that calls CUDA without torch is
   imported (or imported by the code about to run), else ``debug``.
@@ -74,7 +74,7 @@ def unseen_note(loaded_before: Iterable[str]) -> str | None:
 
 def cupti_problem() -> str | None:
     """Why the CUPTI engine cannot run here (one line), or None when it can."""
-    from .cupti_engine import CuptiUnavailable, load_cupti
+    from .cupti.engine import CuptiUnavailable, load_cupti
 
     try:
         load_cupti()

@@ -9,6 +9,7 @@ does under ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (torch/cuda/__init__.py: is_avail
 
 from __future__ import annotations
 
+import sys
 import warnings
 from typing import Any, Callable
 
@@ -28,6 +29,17 @@ def cuda_present(torch: Any, is_available: Callable[[], Any]) -> bool:
     if count is None:
         return bool(is_available())
     return count > 0
+
+
+def cuda_available(torch: Any) -> bool:
+    """Whether CUDA is really there, asked of the function a predict session replaced
+    when one is active (predict.real_cuda_available), never of its stand-in."""
+    # getattr: another thread may be importing predict.py right now, and a module being
+    # imported is in sys.modules before its functions exist (no session can run before).
+    real = getattr(sys.modules.get(__package__ + ".predict"), "real_cuda_available", None)
+    if real is not None:
+        return real()
+    return cuda_present(torch, torch.cuda.is_available)  # never torch's runtime question: it spoils forks
 
 
 def _nvml_device_count(cuda: Any) -> int | None:

@@ -32,10 +32,11 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from . import dispatch, interrupts, sites, threads
-from .debug import explicit, hook, ops_calls
+from .cupti import CuptiEngine
+from .debug import DebugEngine
 from .debug.hook import SYNC_MESSAGE
 from .debug.ops_calls import OPS_CALLS_GLOBALS
-from .presence import cuda_present
+from .engine import Engine
 from .sites import MAX_FRAMES, TABLE_FULL, SiteTable, SyncSite, SyncTally, UserFiles, attribute
 from .stall import WARNINGS_GLOBALS, StallClock
 from .undo import Undo, close_all
@@ -77,15 +78,25 @@ class SyncRecorder:
         recorder's, unless a thread routes to a recorder of its own; ``context``
         (``syncfree.watch()``): only those of the thread or task that routes to it
         (`dispatch.route`), which the caller does.
+    engine:
+        What sees the syncs (capture/engine.py): None, the debug-mode engine (predict mode: the predict engine);
+        ``cupti.CuptiEngine()`` for every blocking CUDA call (warn mode).
     """
 
     def __init__(self, mode: str = "warn", *, measure_blocked: bool = True, measure_cost: bool = False,
                  max_frames: int = 4,
                  cell_files: Mapping[str, int],
                  findings: Mapping[str, Sequence[Mapping]] | None = None,
-                 stop_at_first: bool = False, scope: str = "process") -> None:
+                 stop_at_first: bool = False, scope: str = "process", engine: Engine | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if engine is None:
+            engine = _predict_engine() if mode == "predict" else DebugEngine()
+        engine.check_mode(mode)
+        # What sees the syncs (capture/engine.py), started at enter; its name: "debug", "cupti" or "predict"
+        # (a CUPTI engine that cannot have CUPTI at enter falls back to debug mode and says so).
+        self._engine = engine
+        self.engine = engine.name
         if scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {scope!r}")
         self.scope = scope
@@ -182,14 +193,7 @@ class SyncRecorder:
             undo.push(dispatch.leave, self)
             dispatch.enter(self)
             threads.hold()  # the first recorder in puts threads.py's patches in
-            if self.mode == "predict":
-                from .predict import PredictSession
-
-                session = PredictSession(self)
-                undo.push(session.__exit__, None, None, None)  # idempotent
-                session.__enter__()
-            else:
-                self._install_hooks(torch, undo)
+            self._engine.start(self, torch, undo)  # its steps are undone by the exit: capture/engine.py
             self._started = perf_counter()
             return self
         except BaseException:
@@ -200,20 +204,14 @@ class SyncRecorder:
             raise
 
     def thread_session(self) -> Any:
-        """A predict session reporting here, for a thread or pool task that this recorder's code starts and that
-        runs its code on the stand-ins (threads.py: torch function modes are per thread)."""
-        from .predict import PredictSession
-
-        return PredictSession(self)
+        """What a thread or pool task that this recorder's code starts runs under (threads.py): the engine's
+        (predict mode: a predict session reporting here, torch function modes being per thread)."""
+        return self._engine.thread_session(self)
 
     def predict_forked_child(self) -> None:
-        """In a child just forked from a thread without the stand-ins: the child's one thread runs under a predict
-        session for the rest of its life (threads.predict_in_forked_child)."""
-        from .predict import PredictSession
-        from .predict.claims import first_session_here
-
-        if first_session_here() is None:
-            PredictSession(self).__enter__()
+        """In a child just forked from a thread without the stand-ins: what the child's one thread runs under for the
+        rest of its life, the engine's (threads.predict_in_forked_child)."""
+        self._engine.adopt_forked_child(self)
 
     def _forget_cached(self) -> None:
         # A cell's code is gone with the cell; a user file's functions run again in the
@@ -227,31 +225,10 @@ class SyncRecorder:
             undo.close()
             self._undo = None
 
-    def _install_hooks(self, torch, undo: Undo) -> None:
-        # Never the patched answer: under an outer predict session is_available() says
-        # True on a CPU build, and get_sync_debug_mode() would then fail.
-        self.cuda = _cuda_available(torch)
-        undo.push(hook.detach_debug, self)
-        hook.attach_debug(self, torch, self.cuda)
-        if not self.cuda:
-            # Without CUDA torch.cuda.synchronize() is either the CPU build's error or a
-            # predict session's stand-in, which records the sync itself (to this recorder
-            # when it owns the thread): a wrapper would count it twice.
-            self.note("No CUDA device: torch's sync debug mode is off; only syncs predicted "
-                      "by a predict session around this run are seen")
-        else:
-            undo.push(self._detach_explicit)
-            explicit.attach(self, torch)
-            if self.mode == "warn":
-                # torch.ops calls: their sync warnings reach Python only inside a binding
-                # that converts C++ warnings (ops_calls.py).
-                undo.push(ops_calls.detach, self)
-                ops_calls.attach(self, torch)
-            # Syncs on autograd's device thread: this recorder's when its context called
-            # backward, attributed through that call (dispatch.backward_caller).
-            undo.push(dispatch.detach_backward, self)
-            dispatch.attach_backward(self)
-
+    def measure_blocked_time(self, undo: Undo, hook_globals: dict) -> None:
+        """Turned on by an engine's start: time each sync (``blocked_ms``, stall.py) when asked (``measure_blocked``),
+        with CUDA, in warn mode. ``hook_globals``: the globals of the engine's hook, whose calls are not the
+        program's (the stall clock leaves them out). One clock per thread: a parent's running clock serves."""
         parent = self.parent
         if parent is not None and parent._clock is not None and parent._thread == self._thread:
             # One clock per thread (3.10/3.11 have one profiler slot): the syncs come to
@@ -259,11 +236,15 @@ class SyncRecorder:
             self._clock = parent._clock
         elif self.measure_blocked and self.cuda and self.mode == "warn":
             clock = self._clock = StallClock(self._cell_files,
-                                             hook_globals=(globals(), vars(hook)))
+                                             hook_globals=(globals(), hook_globals))
             undo.push(self._stop_clock)
             if not clock.start():
                 self._clock = None
                 self.note("blocked time not measured: another profiler is active")
+
+    def measure_gpu_cost(self, undo: Undo) -> None:
+        """Turned on by an engine's start: what each site's syncs cost, the GPU time they lose, from a trace of the
+        GPU's activity (gputrace.py, replayed by syncfree.cost), when asked (``measure_cost``) and with CUDA."""
         if self.measure_cost and self.cuda:
             from .gputrace import GpuTrace
 
@@ -273,10 +254,6 @@ class SyncRecorder:
             if self.cost_note is None:
                 self._trace = trace
                 self._cost_log = []
-
-    def _detach_explicit(self) -> None:
-        for note in explicit.detach(self):
-            self.note(note)
 
     def _stop_trace(self) -> None:
         trace, log = self._trace, self._cost_log
@@ -461,6 +438,11 @@ class SyncRecorder:
         # one dict lookup, with the walk inlined for the common case of a sync on a
         # top-level line of the cell (bench/overhead.py measures it).
         __tracebackhide__ = True
+        if self.engine == "cupti":
+            # Debug mode, installed for another recorder, reports a torch sync that CUPTI has already counted for
+            # this one (once CUPTI was held by another tool, debug mode is this recorder's engine and the
+            # warning is its count).
+            return
         entered = perf_counter() if self._cost_log is not None else 0.0  # the hook's own time, out of the cost
         ident = _get_ident()
         clock = self._clock
@@ -542,6 +524,37 @@ class SyncRecorder:
             now = perf_counter()
             log.append((tally, now, now))
         return tally
+
+    def record_blocking(self, frame: FrameType | None, blocked_s: float,
+                        caller: tuple[int, FrameType] | None = None) -> None:
+        """One blocking CUDA call (the CUPTI engine) whose calling thread's innermost Python frame is ``frame``
+        (None: a thread without Python code), blocked ``blocked_s`` seconds; ``caller``: the thread and frame where
+        the frames go on (a backward pass's caller, for a call made on autograd's device thread:
+        dispatch.backward_caller)."""
+        # The hot path, once per blocking call: for a known site on a top-level line of the
+        # cell, one dict lookup (the key `_record` would build: kind None, not predicted,
+        # no detail, then `_stack_key`); otherwise the recorder's general path, which
+        # walks the frames and classifies at a site's first sync. torch's explicit
+        # synchronize calls (never module code) are named as debug mode's wrappers name them.
+        blocked = blocked_s if self.measure_blocked else None
+        explicit = self._engine.explicit_calls
+        if caller is not None:
+            self.record_sync(frame, explicit.get(id(frame.f_code)) if frame is not None else None,
+                             blocked_s=blocked, caller=caller)
+            return
+        if frame is None:
+            self.record_sync(None, None, blocked_s=blocked)
+            return
+        code = frame.f_code
+        if self.parent is None and code.co_name == "<module>" and code.co_filename in self._cell_files:
+            tally = self._cache.get((None, False, None, _get_ident(), id(code), frame.f_lasti))
+            if tally is not None:
+                tally.count += 1
+                if blocked is not None:
+                    tally.blocked_s += blocked
+                    tally.measured += 1
+                return
+        self.record_sync(frame, explicit.get(id(code)), blocked_s=blocked)
 
     def explicit_sync(self, frame: FrameType, what: str, call, args: tuple, kwargs: dict,
                       kind: str = "explicit"):
@@ -781,6 +794,21 @@ class SyncRecorder:
 interrupts.teardown_code(SyncRecorder.__exit__, SyncRecorder._close_undo, Undo.close, close_all)
 
 
+class CuptiRecorder(SyncRecorder):
+    """A `SyncRecorder` whose engine is CUPTI (`cupti.CuptiEngine`: every blocking CUDA call, any library), which
+    falls back to the debug-mode engine, and says so, when CUPTI cannot be had at enter. Warn mode only.
+    ``cupti_api``: cupti-python's ``cupti`` module (loaded when None; tests give a fake)."""
+
+    def __init__(self, *args: Any, cupti_api: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, engine=CuptiEngine(DebugEngine(), cupti_api), **kwargs)
+
+
+def _predict_engine() -> Engine:
+    from .predict import PredictEngine  # imported at the first predict-mode recorder only
+
+    return PredictEngine()
+
+
 def _predict_table(recorder: SyncRecorder) -> dict | None:
     from . import optable  # predict mode's measured op table (imports torch lazily)
 
@@ -814,17 +842,6 @@ def _stack_key(frame: FrameType | None, files: Mapping[str, int],
             break
         f = f.f_back
     return tuple(key)
-
-
-def _cuda_available(torch) -> bool:
-    """Whether CUDA is really there, asked of the function a predict session replaced
-    when one is active (predict.real_cuda_available), never of its stand-in."""
-    # getattr: another thread may be importing predict.py right now, and a module being
-    # imported is in sys.modules before its functions exist (no session can run before).
-    real = getattr(sys.modules.get(__package__ + ".predict"), "real_cuda_available", None)
-    if real is not None:
-        return real()
-    return cuda_present(torch, torch.cuda.is_available)  # never torch's runtime question: it spoils forks
 
 
 def _innermost_frame(tb: TracebackType | None) -> FrameType | None:

@@ -20,7 +20,7 @@ The callback is kept to a timestamp at enter and, at exit, a frame lookup and th
 recorder's dictionary update (bench/overhead.py measures it); with one layer it infers
 enter from exit instead of reading cupti-python's callback data (`single_layer_callback`). CUPTI takes one subscriber
 per process: when torch.profiler, Nsight Systems or another tool holds it, `CuptiBusy`
-names the holder and the recorder falls back to debug mode (`CuptiRecorder`).
+names the holder and the recorder falls back to debug mode (`CuptiEngine`).
 
 NVIDIA's ``cupti-python`` (``pip install 'syncfree[cupti]'``) provides the bindings
 (``from cupti import cupti``); its major version must match the CUDA major version that
@@ -37,7 +37,8 @@ from time import perf_counter
 from types import FrameType
 from typing import Any
 
-from .recorder import SyncRecorder
+from .. import dispatch
+from ..engine import Engine
 
 _get_ident = threading.get_ident
 
@@ -327,97 +328,59 @@ def _result_name(cupti, exc: BaseException) -> str:
         return str(exc) or type(exc).__name__
 
 
-class CuptiRecorder(SyncRecorder):
-    """A `SyncRecorder` whose syncs come from CUPTI instead of torch's debug mode.
+class CuptiEngine(Engine):
+    """The engine of a recorder whose syncs come from CUPTI instead of torch's debug mode.
 
     Warn mode only (error mode needs torch to raise before the sync, which a callback
     cannot do). CUPTI has one subscriber per process, so one subscription serves every
     CUPTI recorder running (`_acquire`); a blocking call goes to the recorder that owns
-    the calling thread or task (dispatch.py), as a debug-mode warning does. When CUPTI
-    cannot be had at enter (busy, not installed), the recorder says so in a note and runs
-    debug mode instead; ``engine`` then reads ``"debug"``.
+    the calling thread or task (dispatch.py), as a debug-mode warning does
+    (`SyncRecorder.record_blocking`). When CUPTI cannot be had at start (busy, not
+    installed), the recorder says so in a note and runs debug mode instead (``fallback``,
+    the debug-mode engine, given by the recorder's maker); the recorder's ``engine`` then
+    reads ``"debug"``.
     """
 
-    def __init__(self, *args, cupti_api: Any = None, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if self.mode != "warn":
-            raise ValueError(f"the CUPTI engine records warn mode only, not {self.mode!r}")
-        self.engine = "cupti"
+    name = "cupti"
+    sees = "every blocking CUDA call, whichever library makes it (CUPTI's callbacks)"
+
+    def __init__(self, fallback: Engine, cupti_api: Any = None) -> None:
+        self.fallback = fallback
         self._cupti_api = cupti_api
-        self._explicit: dict[int, str] = {}
+        # id() of the code objects of torch's explicit synchronize functions -> "explicit" (`_explicit_calls`)
+        self.explicit_calls: dict[int, str] = {}
         self._explicit_codes: list = []
 
-    def _install_hooks(self, torch, undo) -> None:
-        undo.push(_release, self)
+    def check_mode(self, mode: str) -> None:
+        if mode != "warn":
+            raise ValueError(f"the CUPTI engine records warn mode only, not {mode!r}")
+
+    def start(self, recorder: Any, torch: Any, undo: Any) -> None:
+        undo.push(_release, recorder)
         try:
-            _acquire(self, self._cupti_api)
+            _acquire(recorder, self._cupti_api)
         except CuptiUnavailable as exc:
-            self.engine = "debug"
-            self.note(f"CUPTI engine unavailable: {exc}; debug mode used instead (it sees "
-                      "only the syncs that go through torch)")
-            super()._install_hooks(torch, undo)
+            recorder.engine = "debug"
+            recorder.note(f"CUPTI engine unavailable: {exc}; debug mode used instead (it sees "
+                          "only the syncs that go through torch)")
+            self.fallback.start(recorder, torch, undo)
             return
-        self._explicit, self._explicit_codes = _explicit_calls(torch)
-        self.cuda = True
+        self.explicit_calls, self._explicit_codes = _explicit_calls(torch)
+        recorder.cuda = True
         # CUPTI sees the backward pass's syncs on autograd's device thread, C++ nodes
         # included: the recorder whose context called backward owns them, attributed
         # through that call (dispatch.backward_caller), as debug mode replays them.
-        from . import dispatch
-
-        undo.push(dispatch.detach_backward, self)
-        dispatch.attach_backward(self)
-
-    def record_blocking(self, frame: FrameType | None, blocked_s: float,
-                        caller: tuple[int, FrameType] | None = None) -> None:
-        """One blocking CUDA call whose calling thread's innermost Python frame is
-        ``frame`` (None: a thread without Python code), blocked ``blocked_s`` seconds;
-        ``caller``: the thread and frame where the frames go on (a backward pass's caller,
-        for a call made on autograd's device thread: dispatch.backward_caller)."""
-        # The hot path, once per blocking call: for a known site on a top-level line of the
-        # cell, one dict lookup (the key `_record` would build: kind None, not predicted,
-        # no detail, then `_stack_key`); otherwise the recorder's general path, which
-        # walks the frames and classifies at a site's first sync. torch's explicit
-        # synchronize calls (never module code) are named as debug mode's wrappers name them.
-        blocked = blocked_s if self.measure_blocked else None
-        if caller is not None:
-            self.record_sync(frame, self._explicit.get(id(frame.f_code)) if frame is not None else None,
-                             blocked_s=blocked, caller=caller)
-            return
-        if frame is None:
-            self.record_sync(None, None, blocked_s=blocked)
-            return
-        code = frame.f_code
-        if self.parent is None and code.co_name == "<module>" and code.co_filename in self._cell_files:
-            tally = self._cache.get((None, False, None, _get_ident(), id(code), frame.f_lasti))
-            if tally is not None:
-                tally.count += 1
-                if blocked is not None:
-                    tally.blocked_s += blocked
-                    tally.measured += 1
-                return
-        self.record_sync(frame, self._explicit.get(id(code)), blocked_s=blocked)
-
-    def sync_warning(self, frame: FrameType, caller: tuple[int, FrameType] | None = None) -> None:
-        # Debug mode, installed for another recorder, reports a torch sync that CUPTI has
-        # already counted for this one; once CUPTI was held by another tool, debug mode is
-        # this recorder's engine and the warning is its count.
-        if self.engine == "debug":
-            super().sync_warning(frame, caller)
-
-    def callback_failed(self, exc: BaseException) -> None:
-        self.note(f"syncfree's CUPTI callback failed ({type(exc).__name__}: {exc}); "
-                  "some blocking calls may be missing")
+        undo.push(dispatch.detach_backward, recorder)
+        dispatch.attach_backward(recorder)
 
 
 # One subscription for every CUPTI recorder running (CUPTI allows one per process).
-_users: list[CuptiRecorder] = []
+_users: list[Any] = []  # the recorders whose engine is CUPTI
 _session: list[CuptiSession] = []
 
 
-def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
+def _acquire(recorder: Any, api: Any = None) -> None:
     if not _session:
-        from . import dispatch
-
         context_owner, process, unowned = dispatch.context_owner, dispatch.process_recorders, dispatch.unowned
         backward, backward_owner = dispatch.backward_passes, dispatch.backward_owner
         backward_caller = dispatch.backward_caller
@@ -427,16 +390,17 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
             target = context_owner()
             if target is None:
                 target = (backward_owner() if backward else None) or (process[-1] if process else None)
-            if isinstance(target, CuptiRecorder):
-                if target.engine == "cupti":
-                    target.record_blocking(frame, blocked, backward_caller() if backward else None)
-            elif target is None:
+            if target is None:
                 unowned()
-            # else: a debug-mode recorder owns this thread; it sees torch's syncs itself
+            elif target.engine == "cupti":
+                target.record_blocking(frame, blocked, backward_caller() if backward else None)
+            # else: a debug-mode recorder owns this thread (or a CUPTI one fallen back to debug mode); it sees
+            # torch's syncs itself
 
         def failed(exc):
             for user in _users:
-                user.callback_failed(exc)
+                user.note(f"syncfree's CUPTI callback failed ({type(exc).__name__}: {exc}); "
+                          "some blocking calls may be missing")
 
         session = CuptiSession(deliver, api=api, on_error=failed)
         session.start()  # CuptiBusy / CuptiUnavailable: nothing to undo
@@ -444,7 +408,7 @@ def _acquire(recorder: CuptiRecorder, api: Any = None) -> None:
     _users.append(recorder)
 
 
-def _release(recorder: CuptiRecorder) -> None:
+def _release(recorder: Any) -> None:
     """Idempotent: the last user out unsubscribes."""
     for i in range(len(_users) - 1, -1, -1):
         if _users[i] is recorder:
@@ -454,6 +418,6 @@ def _release(recorder: CuptiRecorder) -> None:
         _session.pop().stop()
 
 
-__all__ = ["BLOCKING_DRIVER", "BLOCKING_RUNTIME", "LAYERS", "CuptiBusy", "CuptiRecorder",
+__all__ = ["BLOCKING_DRIVER", "BLOCKING_RUNTIME", "LAYERS", "CuptiBusy", "CuptiEngine",
            "CuptiSession", "CuptiUnavailable", "blocking_callback", "callback_ids", "load_cupti",
            "single_layer_callback"]

@@ -9,3 +9,7 @@
 
 It imports only the shared parts of capture/ (dispatch.py: whose sync it is; optable.py), never another engine.
 """
+
+from .engine import DebugEngine
+
+__all__ = ["DebugEngine"]

@@ -99,6 +99,7 @@ modules before the cell, or ``importlib.reload`` them after.
 from __future__ import annotations
 
 from .compiles import COMPILE_NOTE_PREFIX, eager_compiled_calls
+from .engine import PredictEngine
 from .patches import real_cuda_available
 from .registry import VirtualCudaRegistry
 from .session import PredictSession
@@ -107,7 +108,7 @@ from .torchscript import TORCHSCRIPT_NOTE_PREFIX, unseen_torchscript_calls
 
 __all__ = [
     "COMPILE_NOTE_PREFIX", "PREDICTED_KINDS", "TORCHSCRIPT_NOTE_PREFIX", "UNMEASURED_RULES",
-    "PredictSession", "VirtualCudaRegistry", "eager_compiled_calls", "real_cuda_available",
+    "PredictEngine", "PredictSession", "VirtualCudaRegistry", "eager_compiled_calls", "real_cuda_available",
     "unseen_torchscript_calls",
 ]
 
