@@ -74,10 +74,12 @@ LOOPS: dict[str, tuple[str, str, str, str]] = {
         + STEP.replace("F.mse_loss(out, y)", "F.mse_loss(out, target)"), "`side.synchronize()`"),
 }
 
-# The three-sync step: a mask index mid-step followed by host work (dear), a .tolist() of the
+# The three-sync step: an int() of a count mid-step followed by host work (dear), a .tolist() of the
 # predictions followed by less host work, and an end-of-step .item() (cheap). Rewritten one at a time.
+# (A boolean-mask index as the dear sync saved 0.58 ms/step more than its GPU time lost on an H200:
+# its rewrite also drops the index's own work; the mid-step mask loop above measures a mask alone.)
 THREE = {
-    "B": ("    pos = per[per > 1.0]\n    work(3)\n", "    pos = per * (per > 1.0)\n    work(3)\n"),
+    "B": ("    hard = int((per > 1.0).sum())\n    work(3)\n", "    hard = (per > 1.0).sum()\n    work(3)\n"),
     "C": ("    preds = out.argmax(1).tolist()\n    work(1)\n", "    preds = out.argmax(1)\n    work(1)\n"),
     "A": ("    losses.append(loss.item())\n", "    losses.append(loss.detach())\n"),
 }
@@ -86,7 +88,7 @@ def three_code(rewritten: str | None) -> str:
         with_sync, without = THREE[name]
         return without if name == rewritten else with_sync
     return (HEAD + "    out = model(x)\n    per = (out - y).square().mean(1)\n" + part("B")
-            + "    loss = pos.mean()\n    loss.backward()\n"
+            + "    loss = per.mean()\n    loss.backward()\n"
             "    opt.step()\n" + part("C") + part("A"))
 
 
