@@ -168,3 +168,13 @@ def test_an_image_reader_imported_in_a_function_is_no_host_code():
         "        out.append(model(x).to('cpu'))\n    return out\n"
     )
     assert ("SF301", 8, "likely") in rules_at("import numpy as np\n" + source)
+
+
+def test_np_ndindex_yields_python_ints():
+    """``for b, n in np.ndindex(*shape)`` binds Python ints: ``labels[b, n]`` is basic indexing, no index copied to
+    the GPU (it was NumPy data: SF501); the comparison of the element read still syncs."""
+    source = (
+        "import numpy as np\ndef f(points: torch.Tensor, labels: torch.Tensor):\n"
+        "    for b, n in np.ndindex(*points.shape[:2]):\n        if labels[b, n] > -1:\n            pass\n"
+    )
+    assert rules_at(source) == [("SF103", 5, "likely")]

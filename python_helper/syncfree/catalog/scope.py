@@ -854,6 +854,8 @@ class CellScope:
             if device is None and _host_result(operands, comparison=False):
                 device = "cpu"  # torch.clamp(cpu_tensor, 0, w): a CPU tensor of 1+ dims keeps it on the CPU
             return Value("tensor", device, dtype, const=_placed(operands))
+        if name == "numpy.ndindex":
+            return PYTHON  # it yields tuples of Python ints: `for b, n in np.ndindex(*shape)`
         if name.startswith("numpy."):
             return Value("numpy")
         if name.startswith("builtins."):
