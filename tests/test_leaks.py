@@ -46,6 +46,7 @@ from syncfree.capture import predict as predict_module  # noqa: E402
 from syncfree.capture import threads as capture_threads  # noqa: E402
 from syncfree.capture.debug import explicit, hook, ops_calls  # noqa: E402
 from syncfree.capture.predict import claims as predict_claims  # noqa: E402
+from syncfree.capture.predict import here as predict_here  # noqa: E402
 
 # ----------------------------------------------------------------------------- state
 
@@ -114,7 +115,7 @@ def snapshot() -> dict:
     state["unraisablehook"] = sys.unraisablehook
     state["active_session"] = (predict_claims._active_session, list(predict_claims._claims),
                                list(predict_claims._patch_holders),
-                               dict(predict_claims._thread_modes))
+                               dict(predict_here.thread_modes))
     state["explicit"] = (list(explicit._receivers), list(explicit._installed))
     state["ops_calls"] = (list(ops_calls._users), list(ops_calls._installed),
                           vars(torch._ops.OpOverload)["__call__"],
@@ -179,7 +180,7 @@ def _repair() -> None:
     predict_claims._active_session = None
     predict_claims._claims.clear()
     predict_claims._patch_holders.clear()
-    predict_claims._thread_modes.clear()
+    predict_here.thread_modes.clear()
     gc.enable()
 
 

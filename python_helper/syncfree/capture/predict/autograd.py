@@ -25,17 +25,14 @@ Two things kept them out:
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import claims
-from .mode import _predict_mode_here
+from . import here
+from .here import Session, predict_mode_here
 from .registry import _tensors_in
 
-if TYPE_CHECKING:
-    from .session import PredictSession
 
-
-def install(session: PredictSession, patch: Any) -> None:
+def install(session: Session, patch: Any) -> None:
     import torch.autograd
     import torch.autograd.function as function
     import torch.autograd.graph as graph
@@ -73,9 +70,9 @@ def _under_the_mode(real: Any) -> Any:
 
     @functools.wraps(real)
     def under_the_mode(*args: Any, **kwargs: Any) -> Any:
-        session = claims._thread_modes.get(claims._get_ident())
+        session = here.thread_modes.get(here.get_ident())
         mode = session._mode if session is not None else None
-        if mode is None or _predict_mode_here():
+        if mode is None or predict_mode_here():
             return real(*args, **kwargs)
         import torch
 
@@ -109,7 +106,7 @@ def _push_saved_tensors_hooks(real: Any) -> Any:
     return push_saved_tensors_default_hooks
 
 
-def mark_gradients(session: PredictSession, grads: Any) -> None:
+def mark_gradients(session: Session, grads: Any) -> None:
     """The gradients in ``grads`` (a tensor, a tuple or list, Nones) are virtual."""
     registry = session.registry
     if registry is None:
@@ -120,12 +117,12 @@ def mark_gradients(session: PredictSession, grads: Any) -> None:
         registry.mark_results(_tensors_in(grads), set())
 
 
-def _function_apply(session: PredictSession, real: Any) -> Any:
+def _function_apply(session: Session, real: Any) -> Any:
     @functools.wraps(real)
     def apply(cls: Any, *args: Any, **kwargs: Any) -> Any:
         result = real(cls, *args, **kwargs)
         registry = session.registry
-        if registry is None or claims._get_ident() not in claims._thread_modes:
+        if registry is None or here.get_ident() not in here.thread_modes:
             return result
         import torch
 
@@ -142,7 +139,7 @@ def _function_apply(session: PredictSession, real: Any) -> Any:
     return apply
 
 
-def _node_apply(session: PredictSession, real: Any) -> Any:
+def _node_apply(session: Session, real: Any) -> Any:
     """A custom Function's node method ``real`` (``apply``/``apply_boxed``), its gradients marked virtual first
     when the Function's outputs were (`_function_apply` flagged the node)."""
 
@@ -156,7 +153,7 @@ def _node_apply(session: PredictSession, real: Any) -> Any:
     return apply
 
 
-def hook_on_virtual_gradient(session: PredictSession, hook: Any) -> Any:
+def hook_on_virtual_gradient(session: Session, hook: Any) -> Any:
     """``hook`` (of ``Tensor.register_hook`` on a virtual tensor) called with its
     gradient marked virtual."""
 

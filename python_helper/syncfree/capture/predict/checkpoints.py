@@ -12,15 +12,12 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .mode import _user_frame
-
-if TYPE_CHECKING:
-    from .session import PredictSession
+from .here import Session, user_frame
 
 
-def install_saving(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> None:
+def install_saving(session: Session, patch: Callable[[Any, str, Any], None]) -> None:
     """``torch.save`` of virtual CUDA tensors: tagged "cuda:0" in the file (so torch.load
     restores them to CUDA, as a file saved on a GPU) and one device-to-host copy per
     storage. torch/serialization.py: `save` looks `_save`/`_legacy_save` up in its module
@@ -36,7 +33,7 @@ def install_saving(session: PredictSession, patch: Callable[[Any, str, Any], Non
                   saving.save_wrapper(getattr(torch.serialization, name)))
 
 
-def load_wrapper(session: PredictSession,
+def load_wrapper(session: Session,
                  original_load: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.load`` with storages saved on (or mapped to) CUDA put on the stand-in device."""
 
@@ -44,7 +41,7 @@ def load_wrapper(session: PredictSession,
     def load(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
         if callable(map_location):
             return original_load(f, map_location, *args, **kwargs)
-        frame = _user_frame()
+        frame = user_frame()
         import torch.serialization
 
         def to_cpu_standing_in(storage: Any, location: str) -> Any:
@@ -86,7 +83,7 @@ class _Saving:
     storage's location, which ``torch.load`` without ``map_location`` restores to CUDA.
     """
 
-    def __init__(self, session: PredictSession) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
         self.local = threading.local()  # per thread: the storages of the saves under way
 
@@ -113,7 +110,7 @@ class _Saving:
         def save(*args: Any, **kwargs: Any) -> Any:
             saves = saving.local.__dict__.setdefault("saves", [])
             saves.append({})
-            frame = _user_frame()
+            frame = user_frame()
             try:
                 result = original(*args, **kwargs)
             finally:

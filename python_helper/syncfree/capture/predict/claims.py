@@ -4,7 +4,7 @@ thread.
 
 The patches are process-wide: the first session in installs them (it is `_active_session`
 until the last one is out, which restores them). Function modes are per thread: each
-thread with a session runs one mode, that of its first session (`_thread_modes`); a second
+thread with a session runs one mode, that of its first session (`thread_modes`); a second
 PredictMode stacked in one thread would see the first one's calls again. No lock is held
 across lines an interrupt could cut (capture/interrupts.py holds Ctrl-C back in the
 engine); one guards the bookkeeping against other threads.
@@ -13,30 +13,25 @@ engine); one guards the bookkeeping against other threads.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
 
+from .here import Session, get_ident, thread_modes
 from .mode import _ModeRemoval, _new_predict_mode
 from .standins import _Event, _Stream
 
-if TYPE_CHECKING:
-    from .session import PredictSession
-
-_claims: list[PredictSession] = []  # sessions entered, in order, any thread
-_active_session: PredictSession | None = None  # the one whose patches are installed
-_patch_holders: list[PredictSession] = []  # sessions relying on the patches
-_thread_modes: dict[int, PredictSession] = {}  # thread ident -> the session whose mode runs there
+_claims: list[Session] = []  # sessions entered, in order, any thread
+_active_session: Session | None = None  # the one whose patches are installed
+_patch_holders: list[Session] = []  # sessions relying on the patches
 _lock = threading.RLock()
-_get_ident = threading.get_ident
 
 
-def _release_claim(session: PredictSession) -> None:
+def _release_claim(session: Session) -> None:
     with _lock:
         for i in range(len(_claims) - 1, -1, -1):
             if _claims[i] is session:
                 del _claims[i]
 
 
-def _hold_patches(session: PredictSession) -> None:
+def _hold_patches(session: Session) -> None:
     """The first session in installs the patches; later ones share them (their Event and
     Stream stand-ins, default stream and patch record are the first one's)."""
     global _active_session
@@ -59,7 +54,7 @@ def _hold_patches(session: PredictSession) -> None:
             _patch_holders.append(session)
 
 
-def _release_patches(session: PredictSession) -> None:
+def _release_patches(session: Session) -> None:
     """Idempotent: the last session out restores the patches (whoever installed them)."""
     global _active_session
     with _lock:
@@ -74,36 +69,36 @@ def _release_patches(session: PredictSession) -> None:
         _active_session = None
 
 
-def _claim_thread_mode(session: PredictSession) -> bool:
+def _claim_thread_mode(session: Session) -> bool:
     """Whether ``session`` runs this thread's mode (False: the thread runs one already)."""
     with _lock:
-        current = _thread_modes.get(session._thread)
+        current = thread_modes.get(session._thread)
         if current is not None and current is not session:
             return False
-        _thread_modes[session._thread] = session
+        thread_modes[session._thread] = session
         return True
 
 
-def _release_thread_mode(session: PredictSession) -> None:
+def _release_thread_mode(session: Session) -> None:
     """Idempotent. Run after the session's mode is off the stack: when an inert session of
     this thread is still running (asyncio tasks that end out of order), its mode takes over."""
     with _lock:
-        if _thread_modes.get(session._thread) is not session:
+        if thread_modes.get(session._thread) is not session:
             return
-        del _thread_modes[session._thread]
+        del thread_modes[session._thread]
         heir = next((s for s in _claims if s._thread == session._thread and s is not session
                      and s._undo is not None and s._mode is None), None)
-        if heir is None or session._thread != _get_ident():
+        if heir is None or session._thread != get_ident():
             return
-        _thread_modes[heir._thread] = heir
+        thread_modes[heir._thread] = heir
         mode = heir._mode = _new_predict_mode(heir)
         heir._undo.push(_ModeRemoval(mode))
         mode.__enter__()
         heir.active = True
 
 
-def first_session_here() -> PredictSession | None:
-    ident = _get_ident()
+def first_session_here() -> Session | None:
+    ident = get_ident()
     for session in _claims:
         if session._thread == ident:
             return session

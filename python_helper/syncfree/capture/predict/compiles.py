@@ -58,13 +58,10 @@ import sys
 import threading
 import types
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import claims
-from .mode import _calling_line, _CallNotes, _predict_files, _predict_mode_here
-
-if TYPE_CHECKING:
-    from .session import PredictSession
+from . import claims, here
+from .here import CallNotes, Session, calling_line, predict_files, predict_mode_here
 
 #: How the report's note about compiled code run eagerly starts (pytest's summary looks
 #: for it among a report's notes).
@@ -79,7 +76,7 @@ eager_compiled_calls: dict[str, int] = {}
 _WALK_BUDGET = 20_000
 
 
-class _EagerCompiles(_CallNotes):
+class _EagerCompiles(CallNotes):
     """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
 
     Counted per (compiled function, calling line); one note at the end of the session
@@ -87,7 +84,7 @@ class _EagerCompiles(_CallNotes):
     predict mode believing it compiled.
     """
 
-    def __init__(self, session: PredictSession) -> None:
+    def __init__(self, session: Session) -> None:
         super().__init__(session)
         self.reasons: set[str] = set()
 
@@ -102,7 +99,7 @@ class _EagerCompiles(_CallNotes):
         else:
             name = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
                        or "a torch._dynamo.optimize block")
-        where = _calling_line(frame.f_back)
+        where = calling_line(frame.f_back)
         self.count(name, where)
         self.reasons.add(reason)
         eager_compiled_calls[name] = eager_compiled_calls.get(name, 0) + 1
@@ -132,7 +129,7 @@ class _RealCall:
 
     __slots__ = ("frame", "session", "mode", "started", "fell_back")
 
-    def __init__(self, frame: Any, session: PredictSession, mode: Any) -> None:
+    def __init__(self, frame: Any, session: Session, mode: Any) -> None:
         self.frame = frame  # dynamo's compile_wrapper frame of this call
         self.session = session
         self.mode = mode  # the PredictMode popped for the call
@@ -197,7 +194,7 @@ def asked_by_compiler(frame: Any) -> bool:
     if not compiling_for_real():
         return False
     compiler, passed = _compiler_prefixes()
-    ours = _predict_files()
+    ours = predict_files()
     while frame is not None:
         filename = frame.f_code.co_filename
         if not (filename.startswith(passed) or filename in ours):
@@ -208,7 +205,7 @@ def asked_by_compiler(frame: Any) -> bool:
 
 # -- installing ---------------------------------------------------------------------------
 
-def prepare_dynamo(session: PredictSession) -> None:
+def prepare_dynamo(session: Session) -> None:
     """Before any patch goes in: whether dynamo's tables of torch functions hold the real
     ones, so that real compiles can be allowed in this session."""
     session._dynamo_ready = "torch._dynamo" in sys.modules and _dynamo_tables_real()
@@ -237,12 +234,12 @@ class _DynamoImport:
     ``from torch._dynamo.testing import ...``) is executed with the session's patches set
     aside, so that dynamo records the real torch functions (importlib's loader protocol)."""
 
-    def __init__(self, session: PredictSession) -> None:
+    def __init__(self, session: Session) -> None:
         self.session = session
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        here = claims._get_ident()
-        if name != "torch._dynamo" or any(s._thread != here for s in claims._claims):
+        ident = here.get_ident()
+        if name != "torch._dynamo" or any(s._thread != ident for s in claims._claims):
             return None  # another session's thread would meet the real functions meanwhile
         from importlib.machinery import PathFinder
 
@@ -258,7 +255,7 @@ class _DynamoImport:
 
 
 class _RealTorchLoader:
-    def __init__(self, loader: Any, session: PredictSession) -> None:
+    def __init__(self, loader: Any, session: Session) -> None:
         self.loader = loader
         self.session = session
 
@@ -275,7 +272,7 @@ class _RealTorchLoader:
             hook_dynamo(session)
 
 
-def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> None:
+def install(session: Session, patch: Callable[[Any, str, Any], None]) -> None:
     """Decide per call of compiled code while ``session`` lasts; note eager runs at its end."""
     import torch
 
@@ -290,7 +287,7 @@ def install(session: PredictSession, patch: Callable[[Any, str, Any], None]) -> 
     patch(torch, "compile", _compile_wrapper(session, torch.compile))
 
 
-def hook_dynamo(session: PredictSession) -> None:
+def hook_dynamo(session: Session) -> None:
     """Put the per-call decision into dynamo (once per process-wide patch set)."""
     eval_frame = sys.modules.get("torch._dynamo.eval_frame")
     stance_type = getattr(eval_frame, "DynamoStance", None)
@@ -345,7 +342,7 @@ class _RealStance:
     forced: Any = None
 
     @classmethod
-    def enter(cls, session: PredictSession) -> None:
+    def enter(cls, session: Session) -> None:
         eval_frame = sys.modules["torch._dynamo.eval_frame"]
         with cls.lock:
             if cls.depth == 0:
@@ -364,7 +361,7 @@ class _RealStance:
                     eval_frame._stance = forced  # else the patches are gone: leave it
 
 
-def _compile_wrapper(session: PredictSession,
+def _compile_wrapper(session: Session,
                       original_compile: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original_compile)
     def compile(*args: Any, **kwargs: Any) -> Any:
@@ -378,7 +375,7 @@ def _compile_wrapper(session: PredictSession,
 
 # -- the decision -------------------------------------------------------------------------
 
-def _deciding_callback_from_stance(session: PredictSession,
+def _deciding_callback_from_stance(session: Session,
                                    original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def callback_from_stance(callback: Any) -> Any:
@@ -388,11 +385,11 @@ def _deciding_callback_from_stance(session: PredictSession,
         if frame.f_code.co_name != "compile_wrapper" or frame.f_globals.get("__name__") \
                 != "torch._dynamo.eval_frame":
             # `with torch._dynamo.optimize(...)`: eager where a session's mode runs
-            return None if _predict_mode_here() else original(callback)
+            return None if predict_mode_here() else original(callback)
         calls = _real_calls()
         if calls:  # inside compiled code that predict mode stepped aside for
             return None if calls[-1].fell_back else original(callback)  # the program's stance
-        owner = claims._thread_modes.get(claims._get_ident())
+        owner = here.thread_modes.get(here.get_ident())
         if owner is None or owner._mode is None or not owner.active:
             # A thread without a session's mode: nothing of it is predicted; as before.
             return original(callback)
@@ -416,7 +413,7 @@ def _deciding_callback_from_stance(session: PredictSession,
     return callback_from_stance
 
 
-def _why_eager(session: PredictSession, frame: Any) -> str | None:
+def _why_eager(session: Session, frame: Any) -> str | None:
     """Why the call of compiled code in ``frame`` (compile_wrapper's) must run eagerly."""
     import torch
 
@@ -528,7 +525,7 @@ class _CudaInTrace(Exception):
         self.reason = reason  # dynamo adds its hints to the message
 
 
-def _checking_wrap(session: PredictSession,
+def _checking_wrap(session: Session,
                    original: Callable[..., Any]) -> Callable[..., Any]:
     """``VariableBuilder._wrap``, through which dynamo turns each value it reads (a frame's
     argument, a global, an attribute, a closure's cell) into its tracker: a tensor virtually
@@ -543,7 +540,7 @@ def _checking_wrap(session: PredictSession,
     return _wrap
 
 
-def _is_virtual(session: PredictSession, value: Any) -> bool:
+def _is_virtual(session: Session, value: Any) -> bool:
     registry = session.registry
     return registry is not None and _registry_has(registry, value)
 
@@ -557,7 +554,7 @@ def _registry_has(registry: Any, value: Any) -> bool:
         return registry.is_cuda(value)
 
 
-def _checking_tensor_match(session: PredictSession,
+def _checking_tensor_match(session: Session,
                            original: Callable[..., Any]) -> Callable[..., Any]:
     """``GuardBuilder.TENSOR_MATCH`` while compiling for real: one more guard on the tensor,
     that it is not virtually on CUDA (torch/_dynamo/guards.py). A call where it is fails
@@ -578,7 +575,7 @@ def _checking_tensor_match(session: PredictSession,
     return TENSOR_MATCH
 
 
-def _checking_user_compiler(session: PredictSession,
+def _checking_user_compiler(session: Session,
                             original: Callable[..., Any]) -> Callable[..., Any]:
     """``OutputGraph.call_user_compiler``: a graph with a CUDA tensor in it (fake tensors
     let ``torch.zeros(3, device='cuda')`` trace on a CPU build; it fails when it runs), or

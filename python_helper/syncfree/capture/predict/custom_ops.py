@@ -77,16 +77,16 @@ def _overload(func: Any, args: tuple, kwargs: dict) -> Any:
 
 def call_under_the_mode(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     """Call the operator ``func`` through the dispatcher with ``mode`` on the stack; its
-    results are marked as any call's (mode.py, `_call_generic`). Where the kernel that
+    results are marked as any call's (mode.py, `call_generic`). Where the kernel that
     runs is Python, its calls are the prediction; a C++ kernel is left to the op table."""
     import torch
 
-    from .mode import _call_generic
+    from .calls import call_generic
 
     overload = _overload(func, args, kwargs)
     handle = getattr(overload, "_handle", None)
     if handle is None:
-        return _call_generic(mode, func, args, kwargs)
+        return call_generic(mode, func, args, kwargs)
     C = torch._C
 
     def dispatch(*call_args: Any, **call_kwargs: Any) -> Any:
@@ -99,7 +99,7 @@ def call_under_the_mode(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
             while C._len_torch_function_stack() > depth:
                 C._pop_torch_function_stack()
 
-    return _call_generic(mode, func, args, kwargs, run=dispatch,
+    return call_generic(mode, func, args, kwargs, run=dispatch,
                          ask_table=not _python_kernel(overload))
 
 

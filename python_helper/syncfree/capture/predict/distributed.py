@@ -216,13 +216,13 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
         patch(accelerator, "device_index", _DeviceIndex)
     local_world = os.environ.get("LOCAL_WORLD_SIZE", "")
     if local_world.isdigit() and int(local_world) > 1:
-        from .patches import _per_thread  # imported here: patches.py imports this module
+        from .here import per_thread
 
         # device_ids=[local_rank] and set_device(local_rank) name a device of this node.
         for owner in (cuda, getattr(torch, "accelerator", None)):
             if owner is not None and hasattr(owner, "device_count"):
                 real_count = session.real(owner, "device_count")
-                patch(owner, "device_count", _per_thread(lambda: int(local_world), real_count))
+                patch(owner, "device_count", per_thread(lambda: int(local_world), real_count))
 
 
 def _collective(torch: Any, original: Callable[..., Any], session: Any, c10d: Any,

@@ -5,7 +5,7 @@ device (``nonzero``, ``unique``, ``masked_select``, ``repeat_interleave``, ``bin
 ``histc``, ``one_hot``, ``equal``/``allclose``), tensors built from host data, the padding
 fast paths of nn.TransformerEncoder and the RNNs, pinning, and the device getters
 (``.device``, ``.is_cuda``). Indexing has a module of its own (indexing.py); calls without a
-handler go to the measured op table (mode.py, `_call_generic`).
+handler go to the measured op table (mode.py, `call_generic`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .calls import call_generic, handle_parse_to, parse_to, record, virtual
 from .indexing import _handle_getitem, _handle_setitem
-from .mode import _call_generic, _handle_parse_to, _record, _virtual, parse_to
 from .registry import _call_tensors, _is_cuda_device, _tensors_in
 
 
@@ -23,9 +23,9 @@ def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
 
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         tensor = args[0] if args else next(iter(kwargs.values()), None)
-        if _virtual(mode, tensor):
-            _record(mode, kind, count)
-        return _call_generic(mode, func, args, kwargs)
+        if virtual(mode, tensor):
+            record(mode, kind, count)
+        return call_generic(mode, func, args, kwargs)
 
     return handler
 
@@ -33,8 +33,8 @@ def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
 def _when_any_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         if any(mode.registry.is_cuda(t) for v in (args, kwargs) for t in _tensors_in(v)):
-            _record(mode, kind, count)
-        return _call_generic(mode, func, args, kwargs)
+            record(mode, kind, count)
+        return call_generic(mode, func, args, kwargs)
 
     return handler
 
@@ -43,37 +43,37 @@ def _handle_format(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     import torch
 
     tensor, spec = args[0], (args[1] if len(args) > 1 else kwargs.get("format_spec", ""))
-    if _virtual(mode, tensor):
+    if virtual(mode, tensor):
         # torch/_tensor.py: a 0-d Tensor formats its item(); others (and subclasses such
         # as Parameter) go through object.__format__, which allows only '' -> str(self).
         if tensor.dim() == 0 and type(tensor) is torch.Tensor:
-            _record(mode, "format")
+            record(mode, "format")
         elif spec == "":
-            _record(mode, "print")
+            record(mode, "print")
     return func(*args, **kwargs)
 
 
 def _handle_tolist(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    if _virtual(mode, args[0]) and _holds_data(args[0]):  # an empty copy makes no sync
-        _record(mode, "tolist")
+    if virtual(mode, args[0]) and _holds_data(args[0]):  # an empty copy makes no sync
+        record(mode, "tolist")
     return func(*args, **kwargs)
 
 
 def _handle_numpy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     tensor = args[0]
-    if _virtual(mode, tensor):
+    if virtual(mode, tensor):
         force = kwargs.get("force", args[1] if len(args) > 1 else False)
         if not force:
             # The error torch raises for a CUDA tensor (torch/csrc/utils/tensor_numpy.cpp).
             raise TypeError(
                 "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
                 "copy the tensor to host memory first.")
-        _record(mode, "to_host")
+        record(mode, "to_host")
     return func(*args, **kwargs)
 
 
 def _handle_array(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    if _virtual(mode, args[0]):
+    if virtual(mode, args[0]):
         raise TypeError(
             "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to "
             "copy the tensor to host memory first.")
@@ -93,7 +93,7 @@ def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
         extra["device"] = "cpu"
     moves = to_cuda is not None and to_cuda != source_virtual
     if moves and not non_blocking and _holds_data(tensor):
-        _record(mode, "to_device" if to_cuda else "to_host")
+        record(mode, "to_device" if to_cuda else "to_host")
     # A move between the virtual and the real device copies, as a device copy would.
     result = torch.Tensor.to(tensor, dtype=dtype, non_blocking=non_blocking,
                              copy=copy or moves, **extra)
@@ -129,9 +129,9 @@ def _handle_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         device, dtype, non_blocking, memory_format = parse_to(mode.registry, tuple(rest), kwargs)
     except (TypeError, RuntimeError):
         # Arguments torch itself rejects: let torch raise its own error.
-        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+        return call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
     if device is not None and device.type not in ("cuda", "cpu"):
-        return _call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
+        return call_generic(mode, func, args, dict(kwargs, copy=copy) if copy else kwargs)
     to_cuda = None if device is None else device.type == "cuda"
     return _move(mode, tensor, to_cuda, dtype, non_blocking, copy, memory_format)
 
@@ -180,7 +180,7 @@ def _handle_type(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return name
     target = _legacy_type_target(spec)
     if target is None:  # a torch.dtype: same device
-        return _call_generic(mode, func, args, kwargs)
+        return call_generic(mode, func, args, kwargs)
     to_cuda, dtype = target
     return _move(mode, tensor, to_cuda, dtype, non_blocking)
 
@@ -188,9 +188,9 @@ def _handle_type(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     destination, source = args[0], (args[1] if len(args) > 1 else kwargs.get("src"))
     non_blocking = kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
-    dst_virtual, src_virtual = mode.registry.is_cuda(destination), _virtual(mode, source)
+    dst_virtual, src_virtual = mode.registry.is_cuda(destination), virtual(mode, source)
     if dst_virtual != src_virtual and not non_blocking and _holds_data(destination):
-        _record(mode, "to_host" if src_virtual else "to_device")
+        record(mode, "to_host" if src_virtual else "to_device")
     return func(*args, **kwargs)
 
 
@@ -202,8 +202,8 @@ def _handle_aten_to_copy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any
     if device is not None and not kwargs.get("non_blocking", False) and _holds_data(tensor):
         to_cuda = _is_cuda_device(device)
         if to_cuda != mode.registry.is_cuda(tensor):
-            _record(mode, "to_device" if to_cuda else "to_host")
-    return _call_generic(mode, func, args, kwargs)
+            record(mode, "to_device" if to_cuda else "to_host")
+    return call_generic(mode, func, args, kwargs)
 
 
 def _aten_handlers() -> dict[Any, Callable[..., Any]]:
@@ -233,10 +233,10 @@ def _handle_deepcopy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 
     tensor = args[0]
     result = func(*args, **kwargs)
-    if _virtual(mode, tensor) and issubclass(type(result), torch.Tensor):
+    if virtual(mode, tensor) and issubclass(type(result), torch.Tensor):
         mode.registry.mark_cuda(result)
         grad = result.grad  # copied inside torch's __deepcopy__, where our mode is popped
-        if grad is not None and _virtual(mode, tensor.grad):
+        if grad is not None and virtual(mode, tensor.grad):
             mode.registry.mark_cuda(grad)
     return result
 
@@ -250,14 +250,14 @@ def _handle_packed_sequence(mode: Any, func: Any, args: tuple, kwargs: dict) -> 
 
     if func is torch._pack_padded_sequence:
         lengths = args[1] if len(args) > 1 else kwargs.get("lengths")
-        if _virtual(mode, lengths):
+        if virtual(mode, lengths):
             # The error a GPU run gets (aten/src/ATen/native/PackedSequence.cpp,
             # checkLongTensor): the lengths must be on the host.
             raise RuntimeError("'lengths' argument should be a 1D CPU int64 tensor, but got "
                                f"{lengths.dim()}D cuda:0 {_type_name(lengths)} tensor")
     result = func(*args, **kwargs)
     data = args[0] if args else next(iter(kwargs.values()), None)
-    if _virtual(mode, data):
+    if virtual(mode, data):
         mode.registry.mark_cuda(result[0])
     return result
 
@@ -275,10 +275,10 @@ def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any
     input's device."""
 
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-        if any(_virtual(mode, t) for t in _call_tensors(args, kwargs)):
+        if any(virtual(mode, t) for t in _call_tensors(args, kwargs)):
             n = syncs(args, kwargs)
             if n:
-                _record(mode, "library", n)
+                record(mode, "library", n)
             result = func(*args, **kwargs)
             for out in _tensors_in(result):
                 mode.registry.mark_cuda(out)
@@ -445,7 +445,7 @@ def _handle_register_hook(mode: Any, func: Any, args: tuple, kwargs: dict) -> An
     # A gradient hook on a virtual tensor gets a virtual gradient, as on a GPU (autograd.py).
     tensor = args[0]
     hook = args[1] if len(args) > 1 else kwargs.pop("hook", None)
-    if _virtual(mode, tensor) and callable(hook):
+    if virtual(mode, tensor) and callable(hook):
         from .autograd import hook_on_virtual_gradient
 
         hook = hook_on_virtual_gradient(mode.session, hook)
@@ -476,11 +476,11 @@ def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) ->
     device = kwargs.get("device")
     reads = _python_data_syncs(mode, data)
     if reads:
-        _record(mode, "python_scalar", reads)
-    data_virtual = _virtual(mode, data)
+        record(mode, "python_scalar", reads)
+    data_virtual = virtual(mode, data)
     if device is None:
         if isinstance(data, torch.Tensor):
-            return _call_generic(mode, func, args, kwargs)  # keeps the data's device
+            return call_generic(mode, func, args, kwargs)  # keeps the data's device
         # Host data and no device: a CPU tensor even when the elements were on CUDA.
         return func(*args, **kwargs)
     kind = None
@@ -491,9 +491,9 @@ def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) ->
             kind = "to_device"
     elif data_virtual:
         kind = "to_host"
-    result = _call_generic(mode, func, args, kwargs)
+    result = call_generic(mode, func, args, kwargs)
     if kind is not None and _holds_data(result):  # torch.tensor([], device='cuda'): no copy
-        _record(mode, kind)
+        record(mode, kind)
     return result
 
 
@@ -505,7 +505,7 @@ def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     to_cuda = _is_cuda_device(device) if device is not None else mode.registry.is_cuda(tensor)
     reads = _python_data_syncs(mode, data)
     if reads:
-        _record(mode, "python_scalar", reads)
+        record(mode, "python_scalar", reads)
     kind = None
     if to_cuda:
         if isinstance(data, torch.Tensor):
@@ -514,20 +514,20 @@ def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         else:
             kind = "tensor_from_python"
     if device is not None:
-        result = _call_generic(mode, func, args, kwargs)
+        result = call_generic(mode, func, args, kwargs)
     else:
         result = func(*args, **kwargs)
         if to_cuda:
             mode.registry.mark_cuda(result)
     if kind is not None and _holds_data(result):
-        _record(mode, kind)
+        record(mode, kind)
     return result
 
 
 def _handle_where(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    if len(args) + len(kwargs) == 1 and _virtual(mode, (args or tuple(kwargs.values()))[0]):
-        _record(mode, "nonzero")  # torch.where(cond) is nonzero(cond, as_tuple=True)
-    return _call_generic(mode, func, args, kwargs)
+    if len(args) + len(kwargs) == 1 and virtual(mode, (args or tuple(kwargs.values()))[0]):
+        record(mode, "nonzero")  # torch.where(cond) is nonzero(cond, as_tuple=True)
+    return call_generic(mode, func, args, kwargs)
 
 
 def _handle_repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -537,25 +537,25 @@ def _handle_repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -
     else:
         repeats = args[1] if len(args) > 1 else kwargs.get("repeats")
     output_size = kwargs.get("output_size")
-    if output_size is None and _virtual(mode, repeats):
-        _record(mode, "repeat_interleave", 2)  # measured: the output size and a check
-    return _call_generic(mode, func, args, kwargs)
+    if output_size is None and virtual(mode, repeats):
+        record(mode, "repeat_interleave", 2)  # measured: the output size and a check
+    return call_generic(mode, func, args, kwargs)
 
 
 def _handle_histc(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     names = ("input", "bins", "min", "max")
     bound = dict(zip(names, args))
     bound.update(kwargs)
-    if _virtual(mode, bound.get("input")) and bound.get("min", 0) == bound.get("max", 0):
-        _record(mode, "histc", 2)  # the range is read from the data: min and max
-    return _call_generic(mode, func, args, kwargs)
+    if virtual(mode, bound.get("input")) and bound.get("min", 0) == bound.get("max", 0):
+        record(mode, "histc", 2)  # the range is read from the data: min and max
+    return call_generic(mode, func, args, kwargs)
 
 
 def _handle_one_hot(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     num_classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
-    if num_classes == -1 and _virtual(mode, args[0] if args else kwargs.get("tensor")):
-        _record(mode, "one_hot")
-    return _call_generic(mode, func, args, kwargs)
+    if num_classes == -1 and virtual(mode, args[0] if args else kwargs.get("tensor")):
+        record(mode, "one_hot")
+    return call_generic(mode, func, args, kwargs)
 
 
 def _handle_equal(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -565,16 +565,16 @@ def _handle_equal(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     # A Python bool from the device; equal(x, x) and tensors of different shapes answer
     # on the host (measured: OpInfo `equal` samples of shapes (S,) and () gave 0).
     if (len(values) >= 2 and values[0] is not values[1]
-            and any(_virtual(mode, v) for v in values)
+            and any(virtual(mode, v) for v in values)
             and not (isinstance(values[0], torch.Tensor) and isinstance(values[1], torch.Tensor)
                      and values[0].shape != values[1].shape)):
-        _record(mode, "allclose")
+        record(mode, "allclose")
     return func(*args, **kwargs)
 
 
 def _handle_contains(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-    if _virtual(mode, args[0]):
-        _record(mode, "python_bool")  # torch/_tensor.py: bool((element == self).any().item())
+    if virtual(mode, args[0]):
+        record(mode, "python_bool")  # torch/_tensor.py: bool((element == self).any().item())
     return func(*args, **kwargs)
 
 
@@ -635,7 +635,7 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
         T.numpy: _handle_numpy,
         T.__array__: _handle_array,
         T.to: _handle_to,
-        torch._C._nn._parse_to: _handle_parse_to,  # nn.Module.to's arguments
+        torch._C._nn._parse_to: handle_parse_to,  # nn.Module.to's arguments
         T.cuda: _handle_cuda,
         T.cpu: _handle_cpu,
         T.type: _handle_type,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .mode import _call_generic, _record, _virtual
+from .calls import call_generic, record, virtual
 
 
 def _is_python_number(value: Any) -> bool:
@@ -89,8 +89,8 @@ def _handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     if self_virtual:
         kinds += ["mask_index"] * syncs.virtual_masks  # nonzero() of each CUDA mask
     for kind in kinds:
-        _record(mode, kind)
-    return _call_generic(mode, func, args, kwargs)
+        record(mode, kind)
+    return call_generic(mode, func, args, kwargs)
 
 
 def _handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -103,7 +103,7 @@ def _handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         return func(*args, **kwargs)  # python_variable_indexing.cpp: a no-op
     syncs = _IndexSyncs(mode, self_virtual, index)
     kinds = list(syncs.kinds)
-    value_virtual = _virtual(mode, value)
+    value_virtual = virtual(mode, value)
     if isinstance(value, torch.Tensor):
         value_host_scalar = not value_virtual and value.dim() == 0
         value_host_single = not value_virtual and value.numel() == 1
@@ -130,8 +130,8 @@ def _handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     elif value_virtual:
         kinds.append("to_host")  # a CUDA value copied into a host tensor
     for kind in kinds:
-        _record(mode, kind)
+        record(mode, kind)
     result = func(*args, **kwargs)
     if scalar_into_slice and torch.Tensor.__getitem__(tensor, index).dim() == 0:
-        _record(mode, "index_put")
+        record(mode, "index_put")
     return result

@@ -1,6 +1,6 @@
 """Predict mode's ``TorchFunctionMode``: every Python-level torch call of the session's
 thread comes here, goes to its handler (handlers.py, indexing.py) or else runs on the CPU
-with its fresh results marked virtual (`_call_generic`, which asks the measured op table,
+with its fresh results marked virtual (`call_generic`, which asks the measured op table,
 capture/optable.py, for ops no handler covers).
 
 The mode is popped while its handler runs (torch/overrides.py, ``_pop_mode_temporarily``),
@@ -11,16 +11,12 @@ outside torch's own handling, such as ``clip_grad_norm_``) made.
 
 from __future__ import annotations
 
-import functools
-import os
-import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .registry import _call_tensors, _collect_tensors, _is_cuda_device, _tensors_in
-
-if TYPE_CHECKING:
-    from .session import PredictSession
+from . import calls
+from .calls import call_generic
+from .here import MODE_CLASS, Session
 
 _Tensor: Any = None  # torch.Tensor, bound when the mode class is built (torch is imported lazily)
 _MethodWrapper = type(object().__str__)  # what Tensor.device.__get__ is
@@ -35,12 +31,13 @@ def _make_mode_class() -> type:
     from .handlers import _getters, _handlers, follow
 
     _Tensor = torch.Tensor
+    calls.bind(torch)
     _operator_types = operator_types()
 
     class PredictMode(TorchFunctionMode):
         """Routes torch calls to the stand-in handlers of one PredictSession."""
 
-        def __init__(self, session: PredictSession) -> None:
+        def __init__(self, session: Session) -> None:
             super().__init__()
             self.session = session
             self.registry = session.registry
@@ -62,7 +59,7 @@ def _make_mode_class() -> type:
             if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
                 if type(func) in _operator_types and runs_python_kernels(func):
                     return call_under_the_mode(self, func, args, kwargs)
-                return _call_generic(self, func, args, kwargs)
+                return call_generic(self, func, args, kwargs)
             name = func.__name__
             if name == "__get__" or name == "__set__":
                 handler = self.getters.get((getattr(func, "__self__", None), name))
@@ -80,24 +77,20 @@ def _make_mode_class() -> type:
                         and registry.is_cuda(args[0]):
                     registry.mark_results((result,), set())
                 return result
-            return _call_generic(self, func, args, kwargs)
+            return call_generic(self, func, args, kwargs)
 
     return PredictMode
 
 
-_predict_mode_class: type | None = None
-
-
-def _new_predict_mode(session: PredictSession) -> Any:
+def _new_predict_mode(session: Session) -> Any:
     """A TorchFunctionMode for ``session`` (the class is built on first use: torch is
     imported lazily), made in the thread that pushes it: the modes of this thread's sessions
     closed from another thread leave its stack first (`_orphan`)."""
-    global _predict_mode_class
     for orphan in _orphans.pop(threading.get_ident(), ()):
         _ModeRemoval(orphan)()
-    if _predict_mode_class is None:
-        _predict_mode_class = _make_mode_class()
-    return _predict_mode_class(session)
+    if not MODE_CLASS:
+        MODE_CLASS.append(_make_mode_class())  # here.py asks whether a mode of this class runs on a thread
+    return MODE_CLASS[0](session)
 
 
 # thread ident -> the modes of that thread's sessions closed from another thread, still on its function-mode stack
@@ -122,310 +115,6 @@ def _orphan(mode: Any, thread: int) -> None:
             "__doc__": "A PredictMode whose session ended in another thread (mode.py, _orphan)."})
     mode.__class__ = orphaned
     _orphans.setdefault(thread, []).append(mode)
-
-
-_CUDA = object()  # marker: the call targets the virtual CUDA device
-
-
-def _call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = None,
-                  ask_table: bool = True) -> Any:
-    """Run any torch call on the CPU and mark its fresh results as virtual CUDA tensors.
-
-    Results are virtual when the call names a CUDA device (or is a factory under
-    ``torch.set_default_device('cuda')``/``with torch.device('cuda')``), or names no
-    device and has a virtual input. In-place and ``out=`` results (their storage is a
-    non-virtual input's) keep their device, as on a GPU. ``run`` calls ``func`` some
-    other way (custom_ops.py); ``ask_table`` False: the call's syncs are predicted inside
-    it, not by the op table.
-    """
-    registry = mode.registry
-    target: Any = None
-    device = kwargs.get("device") if kwargs else None
-    if device is None and _default_device_is_cuda() and func in _device_constructors():
-        device = "cuda"  # the DeviceContext below us would fill in the CUDA default
-    if device is not None:
-        if _is_cuda_device(device):
-            kwargs = dict(kwargs, device="cpu")
-            target = _CUDA
-        else:
-            target = device
-    pin = False
-    if kwargs and kwargs.get("pin_memory"):
-        kwargs = dict(kwargs, pin_memory=False)
-        pin = True
-    inputs = _call_tensors(args, kwargs)
-    call = func if run is None else run
-    if not inputs and target is None and not pin:
-        return call(*args, **kwargs)  # no tensor in, no device named: nothing to mark
-    # kept: storages of host inputs, where in-place and out= results stay
-    virtual_input, kept = registry.split_inputs(inputs)
-    if virtual_input and kept and getattr(func, "__name__", None) in _SAME_DEVICE_OPS:
-        _check_same_device(registry, inputs)
-    if virtual_input and getattr(func, "__name__", None) in _CUDA_AUTOCAST and _cuda_autocast_on():
-        args, kwargs = _autocast_as_cuda(registry, _CUDA_AUTOCAST[func.__name__], args, kwargs)
-    if virtual_input and ask_table:  # an op no handler covers: the measured table (capture/optable.py)
-        syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
-        if syncs:
-            _record(mode, "library", syncs)
-    result = call(*args, **kwargs)
-    if target is _CUDA or (target is None and virtual_input):
-        if isinstance(result, _Tensor):
-            registry.mark_results((result,), kept)
-        else:
-            results: list[Any] = []
-            _collect_tensors(result, results, 0)
-            registry.mark_results(results, kept)
-    if pin:
-        for out in _tensors_in(result):
-            registry.mark_pinned(out)
-    return result
-
-
-# Ops whose CUDA kernels take no CPU operand but a 0-dim one (a CPU scalar): elementwise
-# arithmetic and comparisons (TensorIteratorBase::compute_types, check_all_same_device in
-# aten/src/ATen/TensorIterator.cpp), and matrix products and cat, whose wrappers check
-# every argument's device (torchgen's check_and_update_common_device). On the CPU stand-ins
-# these would run, and a test comparing a CPU tensor with its CUDA copy would fail for
-# another reason than on a GPU, or pass where a GPU raises.
-_SAME_DEVICE_OPS = frozenset({
-    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "eq", "ne", "lt", "le", "gt", "ge", "eq_", "ne_", "lt_", "le_", "gt_", "ge_",
-    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__",
-    "__mul__", "__rmul__", "__imul__", "__truediv__", "__rtruediv__", "__itruediv__",
-    "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "true_divide",
-    "maximum", "minimum", "isclose", "allclose",
-    "__matmul__", "__rmatmul__", "matmul", "mm", "mv", "bmm", "dot", "cat", "concat", "stack",
-})
-_SAME_DEVICE_MESSAGE = ("Expected all tensors to be on the same device, but found at least two "
-                        "devices, cuda:0 and cpu!")
-
-
-# CUDA autocast's policies that CPU autocast lacks (aten/src/ATen/autocast_mode.cpp, the CUDA
-# lists): "fp32" ops run in float32 (exp, pow, layer_norm, losses...), "fp32_set_opt_dtype"
-# ops (softmax, sum, cumsum...) give float32 when no dtype is asked for, "promote" ops take the
-# widest floating type of their arguments. Inside torch.autocast("cuda", float16) the stand-ins
-# run CPU autocast (cuda_api.py), which keeps all of these in float16: activations overflowed to
-# inf where a GPU has float32 (NaN gradients in an AMP loop), and dot of a float16 and a float32
-# tensor raised. Keyed by the Python-level name the mode sees (torch.softmax, F.softmax and
-# Tensor.softmax alike; F.cross_entropy, F.interpolate and F.normalize start with such an op).
-_FP32, _FP32_UNLESS_DTYPE, _PROMOTE = "fp32", "fp32_set_opt_dtype", "promote"
-_CUDA_AUTOCAST = {
-    **dict.fromkeys((
-        "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-        "reciprocal", "rsqrt", "sinh", "tan", "pow", "__pow__", "__rpow__", "softplus",
-        "layer_norm", "group_norm", "frobenius_norm", "nuclear_norm", "cosine_similarity",
-        "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "hinge_embedding_loss", "kl_div",
-        "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss", "margin_ranking_loss",
-        "multilabel_margin_loss", "soft_margin_loss", "triplet_margin_loss", "multi_margin_loss",
-        "binary_cross_entropy_with_logits", "dist", "pdist", "cdist", "renorm", "logsumexp",
-        "cross_entropy", "interpolate", "normalize"), _FP32),
-    **dict.fromkeys((
-        "prod", "softmax", "log_softmax", "cumprod", "cumsum", "sum", "norm", "vector_norm",
-        "matrix_norm", "linalg_vector_norm", "linalg_matrix_norm"), _FP32_UNLESS_DTYPE),
-    **dict.fromkeys((
-        "addcdiv", "addcmul", "atan2", "bilinear", "cross", "linalg_cross", "dot", "vdot",
-        "grid_sample", "index_put", "scatter_add", "tensordot"), _PROMOTE),
-}
-
-_autocast_enabled: Any = None
-
-
-def _cuda_autocast_on() -> bool:
-    """Whether a ``torch.autocast("cuda")`` region is on in this thread (the stand-ins enter it
-    with CPU autocast beside it: cuda_api.py)."""
-    global _autocast_enabled
-    if _autocast_enabled is None:
-        import torch
-
-        try:
-            torch.is_autocast_enabled("cuda")
-            _autocast_enabled = functools.partial(torch.is_autocast_enabled, "cuda")
-        except TypeError:  # torch < 2.4: the CUDA state is the one without an argument
-            _autocast_enabled = torch.is_autocast_enabled
-    return _autocast_enabled()
-
-
-def _autocast_as_cuda(registry: Any, policy: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """``args`` and ``kwargs`` cast as CUDA autocast casts them for an op of ``policy``: the
-    virtual float16/bfloat16 tensors to float32 (to the widest floating type for "promote").
-    The casts are virtual tensors, and differentiable, as on a GPU."""
-    import torch
-
-    low = (torch.float16, torch.bfloat16)
-    if policy == _FP32_UNLESS_DTYPE and kwargs.get("dtype") is not None:
-        return args, kwargs
-    target = torch.float32
-    if policy == _PROMOTE:
-        dtypes = {t.dtype for t in _call_tensors(args, kwargs) if t.is_floating_point()}
-        if len(dtypes) < 2:
-            return args, kwargs
-        target = torch.float64 if torch.float64 in dtypes else torch.float32
-
-    def cast(value: Any) -> Any:
-        if isinstance(value, _Tensor):
-            if value.dtype in low and registry.is_cuda(value):
-                value = value.to(target)
-                registry.mark_cuda(value)
-            return value
-        if type(value) in (list, tuple):
-            return type(value)(cast(item) for item in value)
-        return value
-
-    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
-
-
-def parse_to(registry: Any, args: tuple, kwargs: dict) -> tuple:
-    """``torch._C._nn._parse_to(*args, **kwargs)`` (what ``Tensor.to`` and ``nn.Module.to``
-    parse their arguments with) as on a GPU machine: ``(device, dtype, non_blocking,
-    memory_format)``.
-
-    Two answers differ from the CPU build's: a bare int device is a CUDA ordinal (``m.to(0)``;
-    the CPU build raises "Cannot access accelerator device"), and a virtual tensor argument
-    (``m.to(t)``, ``m.to(tensor=t)``) names the CUDA device. It runs past the mode: under it a
-    ``device="cuda"`` keyword would be rewritten to the host like a factory's (`_call_generic`),
-    and ``nn.Module.to(device="cuda")`` left every parameter on the host.
-    """
-    import torch
-
-    def ordinal(device: Any) -> Any:
-        if isinstance(device, int) and not isinstance(device, bool):
-            return f"cuda:{device}"
-        return device
-
-    args = list(args)
-    tensor = kwargs.get("tensor")
-    if args:
-        if isinstance(args[0], _Tensor):
-            tensor = args[0]
-        else:
-            args[0] = ordinal(args[0])
-    if "device" in kwargs:
-        kwargs = dict(kwargs, device=ordinal(kwargs["device"]))
-    with torch._C.DisableTorchFunction():
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
-        if isinstance(tensor, _Tensor) and registry.is_cuda(tensor):
-            device = torch.device("cuda", 0)
-    return device, dtype, non_blocking, memory_format
-
-
-def _handle_parse_to(mode: Any, func: Any, args: tuple, kwargs: dict) -> tuple:
-    return parse_to(mode.registry, args, kwargs)
-
-
-def _check_same_device(registry: Any, inputs: list) -> None:
-    for tensor in inputs:
-        if not registry.is_cuda(tensor) and tensor.device.type == "cpu" and tensor.dim() > 0:
-            raise RuntimeError(_SAME_DEVICE_MESSAGE)
-
-
-_optable_module: Any = None
-
-
-def _optable() -> Any:
-    global _optable_module
-    if _optable_module is None:
-        from .. import optable
-
-        _optable_module = optable
-    return _optable_module
-
-
-_device_module: Any = None
-
-
-def _default_device_is_cuda() -> bool:
-    # torch/utils/_device.py: DeviceContext (set_default_device, `with torch.device(..)`)
-    # keeps the default device in CURRENT_DEVICE and injects it into factory calls.
-    global _device_module
-    if _device_module is None:
-        import torch.utils._device as device_module
-
-        _device_module = device_module
-    current = getattr(_device_module, "CURRENT_DEVICE", None)
-    return current is not None and _is_cuda_device(current)
-
-
-def _device_constructors() -> Any:
-    import torch.utils._device as device_module
-
-    return device_module._device_constructors()
-
-
-def _virtual(mode: Any, value: Any) -> bool:
-    return isinstance(value, _Tensor) and mode.registry.is_cuda(value)  # bound by the mode
-
-
-def _record(mode: Any, kind: str, count: int = 1) -> None:
-    mode.session.record(kind, _user_frame(), count)
-
-
-def _predict_mode_here() -> bool:
-    """Whether a predict session's mode is on this thread's function-mode stack."""
-    if _predict_mode_class is None:
-        return False
-    from torch.overrides import _get_current_function_mode_stack
-
-    return any(type(m) is _predict_mode_class for m in _get_current_function_mode_stack())
-
-
-def _predict_session_here() -> Any:
-    """The session of the innermost predict mode on this thread's stack, else None."""
-    if _predict_mode_class is None:
-        return None
-    from torch.overrides import _get_current_function_mode_stack
-
-    for mode in reversed(_get_current_function_mode_stack()):
-        if type(mode) is _predict_mode_class:
-            return mode.session
-    return None
-
-
-def _calling_line(frame: Any) -> str:
-    """Where ``frame`` or the first frame out from it outside torch and this package
-    is, as the report's notes show it (``line N`` in a notebook cell)."""
-    import torch
-
-    torch_dir = os.path.dirname(torch.__file__) + os.sep
-    ours = _predict_files()
-    while frame is not None and (frame.f_code.co_filename.startswith(torch_dir)
-                                 or frame.f_code.co_filename in ours):
-        frame = frame.f_back
-    if frame is None:
-        return "?"
-    filename = frame.f_code.co_filename
-    if filename.startswith("<"):  # a notebook cell
-        return f"line {frame.f_lineno}"
-    try:
-        relative = os.path.relpath(filename)
-    except ValueError:  # another drive (Windows)
-        relative = filename
-    return f"{filename if relative.startswith('..') else relative}:{frame.f_lineno}"
-
-
-_SKIPPED: frozenset[str] | None = None
-
-
-@functools.cache
-def _predict_files() -> frozenset[str]:
-    """The source files of this package: a frame there is the engine's, never the user's."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return frozenset(os.path.join(here, name) for name in os.listdir(here)
-                     if name.endswith(".py"))
-
-
-def _user_frame() -> Any:
-    """The innermost frame outside this package and torch's torch-function dispatch
-    (torch/overrides.py, handle_torch_function)."""
-    global _SKIPPED
-    if _SKIPPED is None:
-        import torch.overrides
-
-        _SKIPPED = _predict_files() | {
-            torch.overrides.handle_torch_function.__code__.co_filename}
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename in _SKIPPED:
-        frame = frame.f_back
-    return frame
 
 
 class _ModeRemoval:
@@ -467,31 +156,3 @@ class _ModeRemoval:
 
 
 
-class _CallNotes:
-    """Calls a session ran some other way than a GPU would, per (name, calling line); one
-    note at the end of the session names the most frequent (`text` words it)."""
-
-    MAX_NAMED = 3
-
-    def __init__(self, session: Any) -> None:
-        self.session = session
-        self.calls: dict[tuple[str, str], int] = {}
-        self.noted = False
-
-    def count(self, name: str, where: str) -> None:
-        key = (name, where)
-        self.calls[key] = self.calls.get(key, 0) + 1
-
-    def note(self) -> None:
-        """Tell the recorder (once, at the end of the session)."""
-        note = getattr(self.session.recorder, "note", None)
-        if self.noted or not self.calls or note is None:
-            return
-        self.noted = True
-        named = sorted(self.calls.items(), key=lambda item: -item[1])
-        parts = [f"`{name}` called at {where} ×{n}" for (name, where), n in named[:self.MAX_NAMED]]
-        more = f" and {len(named) - self.MAX_NAMED} more" if len(named) > self.MAX_NAMED else ""
-        note(self.text(", ".join(parts) + more))
-
-    def text(self, calls: str) -> str:
-        raise NotImplementedError

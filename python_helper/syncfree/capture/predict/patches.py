@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..presence import cuda_present
-from . import checkpoints, claims, compiles, cuda_api
-from .mode import _new_predict_mode, _predict_mode_here, _user_frame
+from . import checkpoints, claims, compiles, cuda_api, here
+from .here import ANSWERS, Session, per_thread, predict_mode_here, user_frame
+from .mode import _new_predict_mode
 from .registry import _is_cuda_device
 from .standins import (
     _DEVICE_PROPERTIES,
@@ -35,7 +36,6 @@ from .standins import (
 
 if TYPE_CHECKING:
     from .registry import VirtualCudaRegistry
-    from .session import PredictSession
     from .standins import _Stream
 
 
@@ -147,7 +147,7 @@ def _real_for_compiler(stand_in: Callable[..., Any], real: Any) -> Callable[...,
     return stand_in_or_real
 
 
-def install(session: PredictSession) -> None:
+def install(session: Session) -> None:
     """Install the patches for ``session`` (the first session in: claims.py), each undone
     by ``session._patches.restore``."""
     import torch
@@ -159,7 +159,7 @@ def install(session: PredictSession) -> None:
     compiles.prepare_dynamo(session)  # before anything is patched
 
     def synchronize(device: Any = None) -> None:
-        session.record("explicit", _user_frame())
+        session.record("explicit", user_frame())
 
     def current_stream(device: Any = None) -> _Stream:
         return session._default_stream
@@ -167,8 +167,8 @@ def install(session: PredictSession) -> None:
     # Device queries answer for the stand-in in the cell's thread only: a thread the
     # cell did not run in (a background worker, another cell's thread) has no
     # stand-in tensors (function modes are per thread) and gets the real answers.
-    patch(cuda, "is_available", _per_thread(lambda: True, cuda.is_available))
-    patch(cuda, "device_count", _per_thread(lambda: 1, cuda.device_count))
+    patch(cuda, "is_available", per_thread(lambda: True, cuda.is_available))
+    patch(cuda, "device_count", per_thread(lambda: 1, cuda.device_count))
     patch(cuda, "current_device", lambda: 0)
     patch(cuda, "set_device", lambda device: None)
     patch(cuda, "device", _DeviceContext)
@@ -205,12 +205,12 @@ def install(session: PredictSession) -> None:
     if accelerator is not None:
         # torch >= 2.6 tutorials pick the device with torch.accelerator.
         patch(accelerator, "is_available",
-              _per_thread(lambda: True, accelerator.is_available))
+              per_thread(lambda: True, accelerator.is_available))
         patch(accelerator, "current_accelerator",
-              _per_thread(lambda check_available=False: torch.device("cuda"),
+              per_thread(lambda check_available=False: torch.device("cuda"),
                                accelerator.current_accelerator))
         patch(accelerator, "device_count",
-              _per_thread(lambda: 1, accelerator.device_count))
+              per_thread(lambda: 1, accelerator.device_count))
         for name in ("current_device_index", "current_device_idx"):
             if hasattr(accelerator, name):
                 patch(accelerator, name, lambda: 0)
@@ -263,7 +263,7 @@ def install(session: PredictSession) -> None:
           staticmethod(_wrapper_subclass_maker(session, torch._C.TensorBase._make_wrapper_subclass)))
 
 
-def _wrapper_subclass_maker(session: PredictSession,
+def _wrapper_subclass_maker(session: Session,
                             original: Callable[..., Any]) -> Callable[..., Any]:
     """``torch.Tensor._make_wrapper_subclass`` that marks a wrapper made on a CUDA device.
 
@@ -280,21 +280,11 @@ def _wrapper_subclass_maker(session: PredictSession,
         device = kwargs.get("device")
         registry = session.registry
         if device is not None and registry is not None and _is_cuda_device(device) \
-                and claims._get_ident() in claims._thread_modes:
+                and here.get_ident() in here.thread_modes:
             registry.mark_cuda(wrapper)
         return wrapper
 
     return make_wrapper_subclass
-
-
-class _Answers:
-    """How many times the stand-ins answered a device query (``torch.cuda.is_available()``
-    and the like) as a GPU machine would, in this process."""
-
-    count = 0
-
-
-_ANSWERS = _Answers()
 
 
 def standins_used() -> int:
@@ -303,27 +293,10 @@ def standins_used() -> int:
     runs without syncfree (the pytest plugin says a failure ran on the stand-ins only then)."""
     from .registry import _kernel_registry
 
-    return _ANSWERS.count + _kernel_registry().marked
+    return ANSWERS.count + _kernel_registry().marked
 
 
-def _per_thread(stand_in: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
-    """``stand_in`` in a thread that runs a session (and the DataLoader pinning thread,
-    which runs under a session's mode), ``real`` elsewhere."""
-    modes = claims._thread_modes
-    get_ident = claims._get_ident
-    answers = _ANSWERS
-
-    @functools.wraps(real)
-    def query(*args: Any, **kwargs: Any) -> Any:
-        if get_ident() in modes or _predict_mode_here():
-            answers.count += 1
-            return stand_in(*args, **kwargs)
-        return real(*args, **kwargs)
-
-    return query
-
-
-def _cudnn_wrapper(session: PredictSession, original: Callable[..., Any]) -> Callable[..., Any]:
+def _cudnn_wrapper(session: Session, original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def is_acceptable(tensor: Any) -> bool:
         import torch
@@ -341,7 +314,7 @@ def _cudnn_wrapper(session: PredictSession, original: Callable[..., Any]) -> Cal
     return is_acceptable
 
 
-def _grouping_wrapper(session: PredictSession,
+def _grouping_wrapper(session: Session,
                       original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def group_tensors_by_device_and_dtype(tensorlistlist: Any,
@@ -380,12 +353,12 @@ def _grouping_wrapper(session: PredictSession,
     return group_tensors_by_device_and_dtype
 
 
-def _pinning_wrapper(session: PredictSession,
+def _pinning_wrapper(session: Session,
                      original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def pin_memory(data: Any, device: Any = None) -> Any:
-        if (claims._active_session is None or claims._get_ident() in claims._thread_modes
-                or _predict_mode_here()):
+        if (claims._active_session is None or here.get_ident() in here.thread_modes
+                or predict_mode_here()):
             return original(data, device)
         # In the DataLoader's pinning thread, which has no mode of its own (modes are
         # per thread): Tensor.pin_memory, its only torch call, needs our stand-in.

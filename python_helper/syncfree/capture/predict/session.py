@@ -18,7 +18,6 @@ from . import cuda_api, patches
 from .claims import (
     _claim_thread_mode,
     _claims,
-    _get_ident,
     _hold_patches,
     _release_claim,
     _release_patches,
@@ -26,6 +25,7 @@ from .claims import (
     first_session_here,
 )
 from .compiles import _EagerCompiles
+from .here import get_ident
 from .mode import _ModeRemoval, _new_predict_mode
 from .patches import _Patches
 from .registry import VirtualCudaRegistry, _kernel_registry
@@ -80,7 +80,7 @@ class PredictSession:
             interrupts.hold(self)
             undo.push(_release_claim, self)
             _claims.append(self)
-            self._thread = _get_ident()
+            self._thread = get_ident()
             # One registry for the kernel's life: a tensor put on the stand-in device by
             # an earlier predicted cell is still "on CUDA" in the next one, as it would be
             # on a GPU. It holds weak references only.

@@ -10,12 +10,9 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .mode import _user_frame
-
-if TYPE_CHECKING:
-    from .session import PredictSession
+from .here import Session, user_frame
 
 _LEGACY_TYPE_NAMES = (
     "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
@@ -66,7 +63,7 @@ def _stream_context(stream: Any = None) -> Iterator[Any]:
 class _Event:
     """``torch.cuda.Event`` on the CPU: ``synchronize`` is a sync, ``wait``/``query`` are not."""
 
-    _session: PredictSession
+    _session: Session
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False,
                  interprocess: bool = False, external: bool = False) -> None:
@@ -83,7 +80,7 @@ class _Event:
         return True
 
     def synchronize(self) -> None:
-        self._session.record("explicit", _user_frame())
+        self._session.record("explicit", user_frame())
 
     def elapsed_time(self, end_event: _Event) -> float:
         if self._recorded_at is None or end_event._recorded_at is None:
@@ -97,7 +94,7 @@ class _Event:
 class _Stream:
     """``torch.cuda.Stream`` on the CPU: ``synchronize`` is a sync, the rest are no-ops."""
 
-    _session: PredictSession
+    _session: Session
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.priority = priority
@@ -110,7 +107,7 @@ class _Stream:
         return torch.device("cuda", 0)
 
     def synchronize(self) -> None:
-        self._session.record("stream_sync", _user_frame())
+        self._session.record("stream_sync", user_frame())
 
     def wait_event(self, event: Any) -> None:
         return None
@@ -142,7 +139,7 @@ class _Stream:
 class _LegacyCudaType(type):
     """Metaclass of the ``torch.cuda.FloatTensor``-style stand-ins."""
 
-    _session: PredictSession
+    _session: Session
     _cpu_type: Any
     dtype: Any
     is_cuda = True
@@ -162,7 +159,7 @@ class _LegacyCudaType(type):
         data = args[0] if len(args) == 1 else None
         if ((isinstance(data, (list, tuple)) and not isinstance(data, torch.Size)) or (
                 type(data).__name__ == "ndarray")) and tensor.numel() > 0:
-            cls._session.record("tensor_from_python", _user_frame())
+            cls._session.record("tensor_from_python", user_frame())
         cls._session.registry.mark_cuda(tensor)
         return tensor
 
@@ -170,7 +167,7 @@ class _LegacyCudaType(type):
         return f"<class 'torch.cuda.{cls.__name__}'>"
 
 
-def _legacy_cuda_type(session: PredictSession, name: str) -> type:
+def _legacy_cuda_type(session: Session, name: str) -> type:
     import torch
 
     cpu_type = getattr(torch, name)

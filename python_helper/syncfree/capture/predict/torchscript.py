@@ -31,13 +31,10 @@ from __future__ import annotations
 import re
 import sys
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .mode import _calling_line, _CallNotes, _predict_session_here
+from .here import CallNotes, Session, calling_line, predict_session_here
 from .registry import _call_tensors, _tensors_in
-
-if TYPE_CHECKING:
-    from .session import PredictSession
 
 # TorchScript's qualified names: __torch__.Net, __torch__.___torch_mangle_3.Net.
 _MANGLING = re.compile(r"^__torch__\.|___torch_mangle_\d+\.")
@@ -51,7 +48,7 @@ TORCHSCRIPT_NOTE_PREFIX = "TorchScript without Python source ran in predict mode
 unseen_torchscript_calls: dict[str, int] = {}
 
 
-def install(session: PredictSession, patch: Any) -> None:
+def install(session: Session, patch: Any) -> None:
     import torch
     import torch.jit
 
@@ -63,7 +60,7 @@ def install(session: PredictSession, patch: Any) -> None:
     module_getattr = vars(recursive)["__getattr__"]
 
     def call_function(self: Any, *args: Any, **kwargs: Any) -> Any:
-        current = _predict_session_here()
+        current = predict_session_here()
         if current is None:
             return function_call(self, *args, **kwargs)
         python = getattr(self, "_torchdynamo_inline", None)
@@ -73,7 +70,7 @@ def install(session: PredictSession, patch: Any) -> None:
         return _unseen(current, name, function_call, self, args, kwargs)
 
     def call_method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        current = _predict_session_here()
+        current = predict_session_here()
         if current is None:
             return method_call(self, *args, **kwargs)
         try:
@@ -83,7 +80,7 @@ def install(session: PredictSession, patch: Any) -> None:
         return _unseen(current, f"{owner}.{self.name}", method_call, self, args, kwargs)
 
     def getattr_as_python(self: Any, attr: str) -> Any:
-        if not self.__dict__.get("_initializing", True) and _predict_session_here() is not None:
+        if not self.__dict__.get("_initializing", True) and predict_session_here() is not None:
             function = _python_method(self, attr)
             if function is not None:
                 return types.MethodType(function, _AsPython(self))
@@ -113,7 +110,7 @@ class _ForwardAsPython:
         if module is None:
             return self
         script = module.__dict__.get("_actual_script_module", module)  # a traced module's
-        if not script.__dict__.get("_initializing", True) and _predict_session_here() is not None:
+        if not script.__dict__.get("_initializing", True) and predict_session_here() is not None:
             function = _python_method(script, "forward")
             if function is not None:
                 return types.MethodType(function, _AsPython(script))
@@ -305,7 +302,7 @@ class _AsPython:
         return repr(object.__getattribute__(self, "_module"))
 
 
-def _unseen(session: PredictSession, name: str, call: Any, target: Any, args: tuple,
+def _unseen(session: Session, name: str, call: Any, target: Any, args: tuple,
             kwargs: dict) -> Any:
     """Run TorchScript that has no Python source here; its results are virtual when an
     input is, and the session's note counts the call."""
@@ -319,12 +316,12 @@ def _unseen(session: PredictSession, name: str, call: Any, target: Any, args: tu
         with torch._C.DisableTorchFunction():
             registry.mark_results(_tensors_in(result), kept)
         name = _MANGLING.sub("", name)
-        session._unseen_torchscript.count(name, _calling_line(sys._getframe(2)))
+        session._unseen_torchscript.count(name, calling_line(sys._getframe(2)))
         unseen_torchscript_calls[name] = unseen_torchscript_calls.get(name, 0) + 1
     return result
 
 
-class UnseenTorchScript(_CallNotes):
+class UnseenTorchScript(CallNotes):
     """Calls of TorchScript without Python source that a session ran on virtual inputs."""
 
     def text(self, calls: str) -> str:
