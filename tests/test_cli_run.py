@@ -96,7 +96,7 @@ def test_argv_as_python_sets_it_with_a_double_dash_kept(tmp_path):
     write(tmp_path, "sub/train.py", PRINTING)
     done = syncfree("run", "sub/train.py", "--format", "json", "--", "-o", "x", cwd=tmp_path)
     assert "argv ['sub/train.py', '--format', 'json', '--', '-o', 'x']" in done.stdout, done.stdout + done.stderr
-    assert "sub/train.py:4:5: SF101 " in done.stdout  # the options after the script were the script's
+    assert "sub/train.py:4:29: SF101 " in done.stdout  # the options after the script were the script's
 
 
 def test_paths_stay_relative_to_where_run_started_after_the_program_changes_folder(tmp_path):
@@ -672,7 +672,7 @@ def test_objects_of_the_scripts_classes_cross_spawned_processes(tmp_path):
         """)
     done = syncfree("run", "train.py", cwd=tmp_path)
     assert "pool Result" in done.stdout and "queue Result" in done.stdout, (done.stdout, done.stderr)
-    assert done.returncode == 1 and "train.py:8:5: SF101 " in done.stdout, (done.stdout, done.stderr)
+    assert done.returncode == 1 and "train.py:8:19: SF101 " in done.stdout, (done.stdout, done.stderr)
 
 
 def test_a_spawned_childs_main_module_is_imported_under_its_watch(tmp_path):
@@ -1025,7 +1025,7 @@ def test_run_a_module_with_its_arguments(tmp_path):
     done = syncfree("run", "-m", "pkg.train", "--lr", "3", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert f"argv ['{tmp_path / 'pkg' / 'train.py'}', '--lr', '3']" in done.stdout
-    assert "pkg/train.py:4:5: SF101 " in done.stdout
+    assert "pkg/train.py:4:29: SF101 " in done.stdout  # the call that synced: `x.sum().item()`
     missing = syncfree("run", "-m", "pkg.nothing", cwd=tmp_path)
     assert missing.returncode == 2 and missing.stderr.startswith("syncfree: error: no module named 'pkg.nothing'")
     assert missing.stderr.count("\n") == 1
@@ -1035,7 +1035,7 @@ def test_run_reads_the_program_from_stdin(tmp_path):
     done = syncfree("run", "-", "a", cwd=tmp_path, stdin=textwrap.dedent(PRINTING))
     assert done.returncode == 1, done.stderr
     assert "argv ['-', 'a']" in done.stdout
-    assert "-:4:5: SF101 " in done.stdout and "×3" in done.stdout
+    assert "-:4:29: SF101 " in done.stdout and "×3" in done.stdout
 
 
 def test_run_script_restores_the_working_directory_and_sets_argv0_as_given(tmp_path, monkeypatch, capsys):

@@ -316,8 +316,8 @@ def test_without_cuda_the_cell_is_predicted_or_static(ip, monkeypatch):
     report = the_report(bundles)
     assert report["notes"][0].startswith("No CUDA device: --mode warn needs one")
     if report["mode"] == "predict":
-        assert report["notes"][0] == ("No CUDA device: --mode warn needs one; syncs predicted "
-                                      "on CPU stand-ins instead")
+        assert report["notes"][0] == ("No CUDA device: --mode warn needs one; the syncs a GPU would make are "
+                                      "predicted on the CPU instead")
         assert report["device"]["kind"] == "predict"
     else:
         assert report["mode"] == "static" and "predict mode is unavailable" in report["notes"][1]

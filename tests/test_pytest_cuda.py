@@ -84,7 +84,7 @@ def test_without_the_option_the_summary_counts_the_tests_skipped_for_want_of_cud
         "*= syncfree =*",
         "0 syncs predicted in 0 of 1 watched test (on the CPU: no CUDA device)",
         "  3 tests skipped for want of CUDA (the skip reason names CUDA or a GPU): "
-        "--syncfree-cuda runs them on the CPU stand-ins",
+        "--syncfree-cuda runs them in predict mode on the CPU",
     ])
 
 
@@ -102,10 +102,10 @@ def test_cuda_variants_run_on_the_standins(pytester):
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
         "3 syncs predicted in 3 of 5 watched tests (on the CPU: no CUDA device)",
-        "  test_suite.py:8: tensor built from Python data ×1, predicted, SF401 "
+        "  test_suite.py:8:*: SF401 Creating a CUDA tensor from Python or NumPy data waits for the copy (predicted) ×1 "
         "(called from test_suite.py:17)  [test_suite.py::test_grayscale_on_cuda]",
-        "  test_suite.py:12: .item() ×1, predicted, SF101  ?test_suite.py::test_total?cuda??",
-        "  CUDA variants ran on CPU stand-ins (--syncfree-cuda)*",
+        "  test_suite.py:12:*: SF101 `.item()` waits for the GPU (predicted) ×1  ?test_suite.py::test_total?cuda??",
+        "  CUDA variants ran in predict mode on the CPU (--syncfree-cuda)*",
     ])
     assert "skipped for want of CUDA" not in result.stdout.str()
 

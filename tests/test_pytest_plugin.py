@@ -633,18 +633,18 @@ def test_a_failure_on_the_standins_says_so(pytester):
     """)
     plain = run(pytester)
     plain.assert_outcomes(passed=2, failed=1)  # the marked test, watched without --syncfree
-    assert "ran on CPU stand-ins" not in plain.stdout.str()  # a SyncError says "predicted"
+    assert "ran in predict mode" not in plain.stdout.str()  # a SyncError says "predicted"
     for args in ((), ("-n", "2")):
         if args:
             pytest.importorskip("xdist")
         result = run(pytester, "--syncfree", *args)
         result.assert_outcomes(failed=2, errors=1)
         out = result.stdout.str()
-        assert out.count("- syncfree: ran on CPU stand-ins for CUDA -") == 2, out
+        assert out.count("- syncfree: ran in predict mode, CPU tensors in place of CUDA ones -") == 2, out
         assert out.count("torch.cuda.is_available() answered True") == 2, out
         section = _syncfree_section(result)
         assert section[-3:] == [
-            "  2 tests failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
+            "  2 tests failed in predict mode on the CPU, where torch.cuda.is_available() was True "
             "(plain pytest runs their CPU path; each failure says so):",
             "    test_branch.py::test_cuda_branch",
             "    test_branch.py::test_fixture_branch",
@@ -652,7 +652,7 @@ def test_a_failure_on_the_standins_says_so(pytester):
 
 
 def test_the_standins_note_only_where_they_answered_and_a_failing_marked_test_shows_its_syncs(pytester):
-    """Every failing watched test was told it "ran on CPU stand-ins", also one that never touched
+    """Every failing watched test was told it "ran in predict mode", also one that never touched
     CUDA and fails the same under plain pytest; a marked test that synced and then failed for its
     own reason showed only its own error."""
     pytester.makepyfile(test_mixed="""
@@ -670,17 +670,17 @@ def test_the_standins_note_only_where_they_answered_and_a_failing_marked_test_sh
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     host_only = out[out.index("_ test_host_only _"):out.index("_ test_syncs_then_fails _")]
-    assert "stand-ins" not in host_only, host_only
+    assert "predict mode" not in host_only, host_only
     marked = out[out.index("_ test_syncs_then_fails _"):]
     assert "AssertionError: assert 'its own' == 'reason'" in marked, marked
-    assert "- syncfree: ran on CPU stand-ins for CUDA -" in marked
+    assert "- syncfree: ran in predict mode, CPU tensors in place of CUDA ones -" in marked
     result.stdout.fnmatch_lines([
         "*- syncfree: the test also synchronized over its budget -*",
         "would synchronize 1 time, budget 0",
         "  test_mixed.py:8:*: SF101 `.item()` waits for the GPU (predicted) ×1",
     ])
     assert _syncfree_section(result)[-2:] == [
-        "  1 test failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() was True "
+        "  1 test failed in predict mode on the CPU, where torch.cuda.is_available() was True "
         "(plain pytest runs their CPU path; each failure says so):",
         "    test_mixed.py::test_syncs_then_fails",
     ]

@@ -133,7 +133,7 @@ class SyncfreeMagics(Magics):
     @magic_arguments.argument(
         "--mode", choices=("warn", "error", "predict"),
         help="warn: count every sync (default with CUDA); error: raise at the first sync; "
-             "predict: CPU stand-ins, the default without CUDA.")
+             "predict: the syncs a GPU would make, predicted on the CPU (the default without CUDA).")
     @magic_arguments.argument(
         "--engine", choices=("debug", "cupti", "auto"),
         help="What sees the syncs: torch's debug mode, CUPTI (every blocking CUDA call, "

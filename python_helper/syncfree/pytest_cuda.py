@@ -59,7 +59,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="without a CUDA device: answer torch.cuda.is_available() and "
                          "device_count() as a GPU machine does from start-up on (skipif "
                          "conditions, device lists built at import or collection), so the "
-                         "suite's CUDA tests run on predict mode's CPU stand-ins; implies "
+                         "suite's CUDA tests run in predict mode on the CPU; implies "
                          "--syncfree")
 
 
@@ -84,8 +84,8 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if not config.getoption("syncfree_cuda", False):
         return None
     if config.stash.get(_STANDING_IN, False):
-        return ("syncfree: --syncfree-cuda: torch.cuda.is_available() answers True (CPU "
-                "stand-ins, predict mode)")
+        return ("syncfree: --syncfree-cuda: torch.cuda.is_available() answers True (predict "
+                "mode on the CPU)")
     return "syncfree: --syncfree-cuda: a CUDA device is present; its real answers stand"
 
 
@@ -281,10 +281,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         _write_tests(write, skips.unseen, "TorchScript without Python source ran in {tests}: its syncs were "
                      "not predicted (a GPU run sees them; a sync_free verdict there is unverified):")
     if config.stash.get(_STANDING_IN, False):
-        write("  CUDA variants ran on CPU stand-ins (--syncfree-cuda): torch.cuda.is_available() "
+        write("  CUDA variants ran in predict mode on the CPU (--syncfree-cuda): torch.cuda.is_available() "
               "answered True from start-up")
         return
     if skips is not None and skips.count and not config.getoption("syncfree_cuda", False):
         tests = f"{skips.count} test{'s' if skips.count != 1 else ''}"
         write(f"  {tests} skipped for want of CUDA (the skip reason names CUDA or a GPU): "
-              f"{OPTION} runs them on the CPU stand-ins")
+              f"{OPTION} runs them in predict mode on the CPU")

@@ -25,7 +25,7 @@ def add_options(parser: pytest.Parser) -> None:
         return
     group.addoption("--syncfree", action="store_true", default=False,
                     help="watch every test for host-device syncs and rank them in the summary "
-                         "(predicted on CPU stand-ins without CUDA)")
+                         "(predicted on the CPU without CUDA)")
     group.addoption("--syncfree-mode", choices=("warn", "error", "predict"), default=None,
                     help="engine mode for marked and watched tests (default: warn with CUDA, "
                          "predict without)")

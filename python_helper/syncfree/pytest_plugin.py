@@ -381,9 +381,9 @@ def _summary_entry(report) -> dict:
 
 
 _STANDINS_SECTION = (
-    "This test ran on predict mode's CPU stand-ins for CUDA (no CUDA device here): "
+    "This test ran in predict mode on the CPU (no CUDA device here): "
     "torch.cuda.is_available() answered True and its 'cuda' tensors were CPU tensors "
-    "standing in for CUDA ones, so any CUDA path in it ran, as on a GPU machine; plain "
+    "in place of CUDA ones, so any CUDA path in it ran, as on a GPU machine; plain "
     "pytest on this machine runs its CPU path.")
 
 
@@ -398,7 +398,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # A SyncError is the verdict on the test's syncs, whose message says "predicted".
         # Only when the stand-ins answered the test (a CUDA query, a tensor on the device):
         # a test that never touched them failed as plain pytest fails it.
-        report.sections.append(("syncfree: ran on CPU stand-ins for CUDA", _STANDINS_SECTION))
+        report.sections.append(("syncfree: ran in predict mode, CPU tensors in place of CUDA ones",
+                                _STANDINS_SECTION))
         report.syncfree_standins = True  # for the summary (the controller's, under xdist)
     if call.when != "call":
         return report
@@ -550,7 +551,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if unjudged:  # WatchReport.judged: their 0 syncs say nothing of a GPU
         tests = f"{len(unjudged)} test{'s' if len(unjudged) != 1 else ''}"
         write(f"  {tests} could not be judged: no CUDA tensor was seen, their torch calls ran on CPU tensors only "
-              "(a device chosen before the stand-ins, at import?):")
+              "(a device chosen at import, before predict mode started?):")
         for nodeid in unjudged[:_SHOWN_FAILED]:
             write(f"    {nodeid}")
         if len(unjudged) > _SHOWN_FAILED:
@@ -558,7 +559,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     failed = sorted(state.failed_on_standins)
     if failed:
         tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"
-        write(f"  {tests} failed on the CPU stand-ins for CUDA, where torch.cuda.is_available() "
+        write(f"  {tests} failed in predict mode on the CPU, where torch.cuda.is_available() "
               "was True (plain pytest runs their CPU path; each failure says so):")
         for nodeid in failed[:_SHOWN_FAILED]:
             write(f"    {nodeid}")

@@ -33,7 +33,7 @@ def source_hash(source: str) -> str:
 
 
 def device_info(kind: str, name: str | None = None) -> dict:
-    """The report's ``device``: the CUDA device watched, the CPU stand-ins, or nothing.
+    """The report's ``device``: the CUDA device watched, the CPU that predicted the syncs, or nothing.
 
     Reads torch from ``sys.modules`` only: a kernel without torch gets ``torch: null``.
     """
@@ -45,7 +45,7 @@ def device_info(kind: str, name: str | None = None) -> dict:
         if kind == "cuda" and torch is not None:
             name = _cuda_device_name(torch)
         elif kind == "predict":
-            name = "CPU stand-ins (no CUDA device)"
+            name = "CPU, no CUDA device"
         else:
             name = "no CUDA device" if torch is not None else "torch not installed"
     return {"kind": kind, "name": name[:200], "torch": version}

@@ -201,8 +201,8 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         help="run a script or a notebook under syncfree and report its syncs",
         description="Run a Python program as python runs it (syncfree run train.py ARGS..., -m package.module "
         "ARGS..., or - to read it from stdin; everything after the program is its own) or execute a notebook in a "
-        "fresh kernel with every cell watched, and report the syncs. Without CUDA the syncs are predicted on CPU "
-        "stand-ins. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
+        "fresh kernel with every cell watched, and report the syncs. Without CUDA the syncs a GPU would make are "
+        "predicted on the CPU. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
         "that stdout holds the report alone.",
     )
     run_parser.add_argument("target", nargs="?", metavar="SCRIPT.py|-|NOTEBOOK.ipynb", help="the program to run")
@@ -210,7 +210,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     run_parser.add_argument("-m", dest="module_name", metavar="MODULE", help="run a module as python -m does")
     _common(run_parser)
     _rule_selection(run_parser, "default: every rule; syncs without a rule are always reported")
-    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (the default with CUDA), error (the first sync raises), predict (CPU stand-ins; the default without CUDA)")
+    run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (the default with CUDA), error (the first sync raises), predict (the syncs a GPU would make, predicted on the CPU; the default without CUDA)")
     run_parser.add_argument("--engine", choices=("debug", "cupti", "auto"),
                             help="what sees the syncs on a GPU: torch's debug mode, CUPTI (every blocking CUDA call, any "
                                  "library; pip install 'syncfree[cupti]'), auto (default: CUPTI when CuPy, Numba's CUDA "
