@@ -6,16 +6,15 @@
 
 On enter the recorder registers with the process-wide dispatcher (dispatch.py), which
 decides which recorder each sync belongs to (``scope``: the whole process, or the thread /
-asyncio task that routes to it) and, for warn and error modes, installs the debug-mode
-engine once for all running recorders: the warning hook, the filters kept first, torch's
-debug mode. The recorder adds wrappers for the explicit synchronize calls the debug mode
-does not see (explicit.py) and, for blocked time, a timing callback (stall.py). On exit,
-by any path, each of those is undone; the last recorder out puts the filters list,
-``warnings._showwarnmsg``, the wrapped torch functions and the debug mode back to the
+asyncio task that routes to it), and starts its engine (engine.py: the seam), which tells
+it each sync: the debug-mode engine by default (debug/: torch's sync debug mode, installed
+once for all running recorders, plus wrappers of the explicit synchronize calls it does not
+see, and, for blocked time, a timing callback, stall.py), the CUPTI engine (cupti/,
+`CuptiRecorder`), or in predict mode (no CUDA) the predict engine (predict/: a
+`PredictSession(recorder)`, which reports predicted syncs through `record_sync`). On exit,
+by any path, each step of the engine is undone; the last recorder out puts the filters
+list, ``warnings._showwarnmsg``, the wrapped torch functions and the debug mode back to the
 very objects and value they were before.
-
-Predict mode (no CUDA) enters `predict.PredictSession(recorder)` instead, which reports
-predicted syncs through `record_sync`.
 
 The hook's hot path is a walk of ``f_back`` from the syncing frame to the cell's module
 frame and one dict lookup keyed by the (code, instruction) pairs walked; the first time a
@@ -432,7 +431,7 @@ class SyncRecorder:
 
     def sync_warning(self, frame: FrameType, caller: tuple[int, FrameType] | None = None) -> None:
         """A debug-mode sync warning whose innermost Python frame is ``frame`` (the
-        dispatcher's warning hook calls this for the syncs this recorder owns); ``caller``:
+        debug-mode engine's warning hook calls this for the syncs this recorder owns); ``caller``:
         where the frames go on, for a sync on autograd's device thread (`record_sync`)."""
         # The hot path: on a GPU loop it runs once per sync, so it does one frame walk and
         # one dict lookup, with the walk inlined for the common case of a sync on a

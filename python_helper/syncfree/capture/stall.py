@@ -22,8 +22,8 @@ GPU work nearly all of it is the wait. A sync without a call of its own (``x[mas
   toggling sets one thread flag, while on 3.12 it would re-instrument code.
 
 Events from the warnings module (which runs between the sync and the hook), from this
-module and from the hook's modules (the dispatcher's and the recorder's) do not move the
-timestamp.
+module and from the hook's modules (the debug-mode engine's, debug/hook.py, and the recorder's) do not move
+the timestamp.
 """
 
 from __future__ import annotations

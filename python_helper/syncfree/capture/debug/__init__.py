@@ -7,7 +7,8 @@
 - ops_calls.py: ``torch.ops`` calls, whose C++ sync warnings reach Python only inside a binding that
   converts them.
 
-It imports only the shared parts of capture/ (dispatch.py: whose sync it is; optable.py), never another engine.
+It imports only the shared parts of capture/ (dispatch.py: whose sync it is; engine.py: the seam; presence.py;
+optable.py), never another engine.
 """
 
 from .engine import DebugEngine
