@@ -545,8 +545,8 @@ def test_watch_ranks_recurring_sites_by_their_cost_after_the_first_call(tmp_path
     assert [s.line for s in result.report.sites] == [6, 5, 2]
     text = result.report.text().splitlines()
     path = _display_path(result.path)
-    assert text[1:] == [
     # The layout of `syncfree run` (below), the path as the watch shows it.
+    assert text[1:] == [
         f"  {path}:6:5: SF103 A Python condition on a CUDA tensor waits for the GPU ×100, blocked 100.0 ms (first "
         "sync 1.00 ms, then 1.00 ms per sync ×99)",
         f"  {path}:5:5: SF101 `.item()` waits for the GPU ×100, blocked 101.0 ms (first sync 100.0 ms, then 0.010 ms "

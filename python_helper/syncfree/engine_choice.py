@@ -83,14 +83,17 @@ def _choose_mode(requested: str | None) -> Engine:
                      "ran without sync detection; static findings only")
         return Engine("static", device_info("none"), notes)
     if requested == "error":
-        notes.append("No CUDA device: syncs predicted on CPU stand-ins; --mode error stops "
-                     "at the first predicted sync")
+        notes.append(f"{PREDICTED_ON_CPU}; --mode error stops at the first predicted sync")
         return Engine("predict", device_info("predict"), notes, stop_at_first=True)
     if requested == "warn":
-        notes[-1] += "; syncs predicted on CPU stand-ins instead"
+        notes[-1] += "; the syncs a GPU would make are predicted on the CPU instead"
     elif requested != "predict":
-        notes.append("No CUDA device: syncs predicted on CPU stand-ins")
+        notes.append(PREDICTED_ON_CPU)
     return Engine("predict", device_info("predict"), notes)
+
+
+#: Predict mode's note: what it does, in words a newcomer reads (CUDA tensors are CPU tensors standing in for them).
+PREDICTED_ON_CPU = "No CUDA device: the syncs a GPU would make are predicted on the CPU"
 
 
 def new_recorder(engine: Engine, *, files: Mapping[str, int], findings: Mapping | None = None,

@@ -101,36 +101,10 @@ class WatchReport:
         return self.mode == "predict"
 
     def site_line(self, site: SyncSite) -> str:
-        """``path:line: kind ×count, blocked ms, rule`` for one site."""
-        where = f"{_display_path(site.file)}:{site.line}" if site.file else f"line {site.line}"
-        what = site.label.replace("`", "")
-        parts = [f"{where}: {what} ×{site.count}"]
-        if site.predicted:
-            parts.append("predicted")
-        if site.cost_ms is not None:  # what it cost leads (syncfree.cost); blocked time is second
-            share = f", {site.cost_share * 100:.1f}%" if site.cost_share is not None else ""
-            parts.append(f"cost {site.cost_ms:.2f} ms of GPU time ({site.cost_each_ms:.3f} ms each{share})")
-        if not site.predicted and site.blocked_ms is not None:
-            from .report import first_call_text
+        """One site in the layout of every text surface (`syncfree.output.text_line`)."""
+        from .output import watch_site_line
 
-            first = "" if site.one_off else first_call_text(site.count, site.blocked_ms, site.first_ms)
-            parts.append(f"blocked {site.blocked_ms:.1f} ms" + (f" ({first})" if first else ""))
-        if site.rule:
-            parts.append(site.rule)
-        if site.thread:  # a thread the block started: the same line in two threads is two rows
-            parts.append(f"in thread {site.thread}")
-        if site.process:  # a child process the block started (syncfree.processes)
-            parts.append(f"in child process{'es' if ', ' in site.process else ''} {site.process}")
-        text = ", ".join(parts)
-        if site.files and len(site.files) > 1:
-            chain = " <- ".join(f"{_display_path(f)}:{n}" for f, n in
-                                zip(reversed(site.files[:-1]), reversed(site.chain[:-1])))
-            text += f" (called from {chain})"
-        if site.library is not None:  # the framework's line under the user's (capture/sites.py)
-            from .report import library_text
-
-            text += f"\n      {library_text(site.library.to_report())}"
-        return text
+        return watch_site_line(site)
 
     def summary(self) -> str:
         verb = "predicted" if self.predicted else "seen"
@@ -146,30 +120,9 @@ class WatchReport:
         return f"syncfree ({self.mode}, {self.device.get('name')}): {text}"
 
     def text(self) -> str:
-        lines = [self.summary()]
-        # Recurring syncs first (paid every step), ranked by their cost after the first call;
-        # what is paid once apart: the syncs of lines that run once (setup, compilation), with
-        # their total, and the first calls of the recurring sites (warm-up).
-        lines += [f"  {self.site_line(s)}" for s in self.sites if not s.one_off]
-        once = [s for s in self.sites if s.one_off]
-        firsts = [s.first_ms for s in self.sites if not s.one_off and s.first_ms is not None]
-        if once or firsts:
-            blocked = [s.blocked_ms for s in once if s.blocked_ms is not None]
-            text = f"  once (setup, compilation): {sum(s.count for s in once)} sync(s)"
-            if blocked:
-                text += f", blocked {sum(blocked):.1f} ms"
-            if firsts:
-                text += (f"; the first calls of the {len(firsts)} recurring site{'s' if len(firsts) != 1 else ''}"
-                         f" above: blocked {sum(firsts):.1f} ms")
-            lines.append(text)
-            lines += [f"  {self.site_line(s)}" for s in once]
-        lines += [f"  {self.site_line(s)} [allowed]" for s in self.allowed]
-        unattributed = self.syncs - sum(s.count for s in self.sites + self.allowed)
-        if unattributed > 0:
-            lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  note: {n}" for n in self.predict_table_lines()]
-        return "\n".join(lines)
+        from .output import watch_report_text
+
+        return watch_report_text(self)
 
     def predict_table_lines(self) -> list[str]:
         """Calls predict mode had no measurement for; the table's torch version if it
@@ -229,7 +182,9 @@ class SyncError(AssertionError):
         lines = [head] + [f"  {report.site_line(s)}" for s in report.sites]
         unattributed = report.counted - sum(s.count for s in report.sites)
         if unattributed > 0:
-            lines.append(f"  {unattributed} sync(s) outside your code (library or other threads)")
+            from .output import outside_line
+
+            lines.append(f"  {outside_line(unattributed)}")
         super().__init__("\n".join(lines))
 
 
