@@ -52,7 +52,7 @@ export function headline(report: SyncReport, leftOut: readonly SyncSite[] = []):
   const sites = plural(totals.sites, 'site');
   if (report.mode === 'static') {
     const n = report.findings.length;
-    return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by static analysis (not run under the recorder)`;
+    return `syncfree: ${n} likely sync${n === 1 ? '' : 's'} found by reading the code (it did not run under syncfree)`;
   }
   if (allPredicted(report)) {
     // The report's note says why (no CUDA device in the kernel). Counts only: what a sync

@@ -307,7 +307,7 @@ describe('ranks that timed their first calls apart', () => {
     ];
     report.extremes = { least: 0, most: 1 };
     expect(extremesText(report)).toBe(
-      'Most blocked at recurring sites after their first calls: rank 1: 87.0 ms of 90.0 ms · least: rank 0: 27.0 ms of 530 ms'
+      'Waited longest at the lines that run every step, after their first calls: rank 1: 87.0 ms of 90.0 ms · shortest: rank 0: 27.0 ms of 530 ms'
     );
     // Past spread_after ranks, the totals row's blocked column compares them the same way.
     const six = [0, 1, 2, 3, 4, 5].map(rank => ({
@@ -338,7 +338,7 @@ describe('sites paid once', () => {
     expect(rows[0].querySelector('.jp-syncfree-phase-mark')).toBeNull();
     const marks = [...node.querySelectorAll<HTMLElement>('.jp-syncfree-phase-mark')];
     expect(marks.map(mark => mark.textContent)).toEqual(['once', 'once: compiling']);
-    expect(marks[0].title).toContain('paid once, not every step; ranked after the recurring syncs');
+    expect(marks[0].title).toContain('paid once, not every step; listed after the syncs made every step');
     expect(texts(rows[1].querySelectorAll('td'))[1]).toBe('.item()once');
     const total = rows[0].querySelectorAll<HTMLElement>('td.jp-syncfree-num')[2];
     expect(total.textContent).toBe('×8 · 120 ms');

@@ -52,7 +52,7 @@ describe('rankSites', () => {
     expect(filterChoices(inputs())).toEqual({
       kinds: ['item', 'static', 'print'],
       rules: ['SF101'],
-      kindLabels: { item: '.item()', print: 'printing a tensor', static: 'not run (static finding)' },
+      kindLabels: { item: '.item()', print: 'printing a tensor', static: 'did not run (found in the code)' },
       ruleLabels: { SF101: 'SF101 .item() on a CUDA tensor' }
     });
   });

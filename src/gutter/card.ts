@@ -204,7 +204,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   }
   if (content.showLibraryFrames && site.frames.length > 0) {
     const list = el('ol', `${C}-frames`);
-    list.setAttribute('aria-label', 'library frames, outer to inner');
+    list.setAttribute('aria-label', 'library calls, outer to inner');
     for (const frame of site.frames) {
       const item = el('li', undefined, frameText(frame));
       item.title = `${frame.file}:${frame.line}`;
@@ -212,7 +212,7 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     }
     block.appendChild(list);
     if (content.report.truncated.frames) {
-      block.appendChild(el('div', `${C}-note`, 'Some frames were left out.'));
+      block.appendChild(el('div', `${C}-note`, 'Some library calls were left out.'));
     }
   }
   return block;

@@ -251,14 +251,14 @@ export function phaseMark(site: MergedSite): { text: string; title: string } | n
     return {
       text: 'once: compiling',
       title:
-        'Synced while torch.compile compiled or autotuned: paid once, not every call; ranked after the recurring syncs'
+        'Synced while torch.compile compiled or autotuned: paid once, not every call; listed after the syncs made every step'
     };
   }
   if (site.phase === 'once') {
     return {
       text: 'once',
       title:
-        'This line runs once per run (setup, a final checkpoint): paid once, not every step; ranked after the recurring syncs'
+        'This line runs once per run (setup, a final checkpoint): paid once, not every step; listed after the syncs made every step'
     };
   }
   return null;
@@ -310,8 +310,8 @@ function recurringText(totals: RankTotals): string {
 
 /**
  * "Most: rank 0: 9 syncs · least: rank 1: 8 syncs", or, where the ranks timed first calls apart
- * (merge.py compares them by `recurring_ms` then), "Most blocked at recurring sites after their
- * first calls: rank 1: 87.0 ms of 90.0 ms · least: rank 0: 27.0 ms of 530 ms"; null when the
+ * (merge.py compares them by `recurring_ms` then), "Waited longest at the lines that run every
+ * step, after their first calls: rank 1: 87.0 ms of 90.0 ms · shortest: rank 0: 27.0 ms of 530 ms"; null when the
  * ranks did the same (merge.py `rank_lines` leaves the line out then too) or there are fewer than two.
  */
 export function extremesText(report: MergedReport): string | null {
@@ -328,7 +328,7 @@ export function extremesText(report: MergedReport): string | null {
     if (least.recurring_ms === most.recurring_ms && least.counted === most.counted) {
       return null;
     }
-    return `Most blocked at recurring sites after their first calls: ${recurringText(most)} · least: ${recurringText(least)}`;
+    return `Waited longest at the lines that run every step, after their first calls: ${recurringText(most)} · shortest: ${recurringText(least)}`;
   }
   if (least.blocked_ms === most.blocked_ms && least.counted === most.counted) {
     return null;

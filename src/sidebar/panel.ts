@@ -127,7 +127,7 @@ const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
       {
         key: 'count',
         label: 'Count',
-        title: 'Sort by how many times it synced (recurring syncs first, then those paid once)'
+        title: 'Sort by how many times it synced (syncs made every step first, then those paid once)'
       }
     ]
   },
@@ -138,7 +138,7 @@ const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
         key: 'blocked',
         label: 'Blocked',
         title:
-          'Sort by blocked time, costliest first: recurring syncs by their time after the first call, then those paid once by their total'
+          'Sort by blocked time (how long the CPU waited), longest first: syncs made every step by their time after the first call, then those paid once by their total'
       }
     ]
   }
@@ -163,7 +163,7 @@ const ONCE_HEADING = 'Once (setup, compilation)';
 const ONCE_TITLE =
   'Syncs paid once per run, not every step: lines that run once (setup, a final checkpoint) and torch.compile compiling. Listed after the syncs of every step, by what they cost (the GPU time they lose) where a GPU measured it, else by the time the CPU waited, else by count.';
 const COST_SORT_TITLE =
-  'Sort by cost, the GPU time the syncs lose (measured on the GPU), costliest first; recurring syncs before those paid once';
+  'Sort by cost, the GPU time the syncs lose (measured on the GPU), costliest first; syncs made every step before those paid once';
 const FIRST_CALL_TITLE =
   'The first sync of a line pays the warm-up (library handles, lazy loading, a compilation): the rows are ranked by what the further calls cost';
 

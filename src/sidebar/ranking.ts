@@ -754,7 +754,7 @@ export function filterChoices(inputs: readonly IRankInput[]): IFilterChoices {
     for (const finding of report.findings) {
       addRule(report, finding.rule);
       if (!siteLines.has(findingLine(report, finding, siteLines))) {
-        kinds.set(STATIC_KIND, 'not run (static finding)');
+        kinds.set(STATIC_KIND, 'did not run (found in the code)');
       }
     }
   }
