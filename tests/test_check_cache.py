@@ -158,3 +158,34 @@ def test_edited_syncfree_sources_invalidate_the_cache(tmp_path, analysed, monkey
     monkeypatch.setattr(cache_module, "_code_digest", "another version of the rules")
     _run([a], cache)
     assert analysed == ["a.py"]
+
+
+def test_a_file_whose_stat_is_unchanged_is_not_read_again(tmp_path, analysed, monkeypatch):
+    """Issue 40's warm-run figure: a file with the size and modification time recorded when its bytes were hashed is
+    not read or hashed again (ruff and git trust a file's stat); one modified just before it was hashed (within the
+    file system's clock's reach) is hashed again on the next run, not analysed, and trusted on the run after."""
+    import os
+    import time
+
+    old, racy = tmp_path / "old.py", tmp_path / "racy.py"
+    old.write_text(SYNCING)
+    racy.write_text(SYNCING)
+    past = time.time() - 3600
+    os.utime(old, (past, past))
+    hashed: list[int] = []
+    original = check_module.file_digest
+    monkeypatch.setattr(check_module, "file_digest", lambda data: hashed.append(len(data)) or original(data))
+    cache = tmp_path / "cache"
+    first = _run([old, racy], cache)
+    assert len(hashed) == 2 and sorted(analysed) == ["old.py", "racy.py"]
+    hashed.clear()
+    analysed.clear()
+    assert _run([old, racy], cache) == first
+    assert len(hashed) == 1 and analysed == []  # racy.py hashed again (modified just before its hash), old.py not
+    hashed.clear()
+    os.utime(racy, (past, past))  # ... then still: its stat no longer matches, so hashed again (the same bytes)
+    assert _run([old, racy], cache) == first
+    assert len(hashed) == 1 and analysed == []
+    hashed.clear()
+    assert _run([old, racy], cache) == first
+    assert hashed == [] and analysed == []

@@ -1,10 +1,13 @@
 """``syncfree check``'s cache of per-file results, as ruff's ``.ruff_cache``: a file whose bytes, path, syncfree
 code and result-changing options are those of an earlier run is not read by a worker, parsed or analysed again.
+A file whose size and modification time are those recorded when its bytes were hashed is not even read again (as
+ruff and git trust a file's stat): unless it was modified within two seconds before that hash was taken (git's
+"racily clean" case), when its bytes are read and hashed again.
 
 One JSON file per choice of settings, ``<cache dir>/<syncfree version>/<settings hash>.json``: the settings hash
 covers the bytes of syncfree's own sources (so an edited rule invalidates everything), the Python version (its
 ``ast`` may differ), the rules chosen (their codes) and ``--possible``. Inside, each path maps to the hash of the
-file's bytes and the file's diagnostics. JSON, not pickle: a cache folder is a file anyone could have committed, and
+file's bytes, the file's diagnostics and its stat when hashed. JSON, not pickle: a cache folder is a file anyone could have committed, and
 reading it must not run code; an entry that is not as written (a corrupt or truncated file) counts as absent.
 
 The cache folder (default ``.syncfree_cache`` next to the ``pyproject.toml`` that configured the run, else in the
@@ -29,13 +32,16 @@ from typing import Any
 from syncfree import __version__
 from syncfree.output import Diagnostic
 
-__all__ = ["DEFAULT_CACHE_DIR", "ResultCache", "file_digest"]
+__all__ = ["DEFAULT_CACHE_DIR", "ResultCache", "file_digest", "file_stat"]
 
 DEFAULT_CACHE_DIR = ".syncfree_cache"
 _FIELDS = tuple(field.name for field in dataclasses.fields(Diagnostic))
 #: An entry not used by any run for this long is dropped when the cache is next written.
 _KEEP_SECONDS = 30 * 24 * 3600
 _TOUCH_SECONDS = 24 * 3600  # a hit refreshes an entry's time at most once a day (a warm run writes nothing)
+#: A file modified this close before its bytes were hashed may change again within the same modification time
+#: (coarse file-system clocks): its stat is not trusted, its bytes are hashed again.
+_RACY_NS = 2_000_000_000
 _CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
                  "# This file is a cache directory tag created by syncfree.\n"
                  "# For information about cache directory tags see https://bford.info/cachedir/\n")
@@ -61,6 +67,16 @@ def file_digest(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
+def file_stat(path: Path) -> list[int] | None:
+    """What a cache entry records of a file besides its bytes' hash: its modification time (ns) and size, and when
+    it was hashed (now, ns); None when the file cannot be stat'ed."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return [stat.st_mtime_ns, stat.st_size, time.time_ns()]
+
+
 class ResultCache:
     """The cached results of one choice of settings (see the module docstring)."""
 
@@ -79,11 +95,25 @@ class ResultCache:
         except (OSError, ValueError, RecursionError):
             pass  # no cache yet, or one not as written: start empty
 
-    def get(self, path: str, digest: str) -> tuple[list[Diagnostic], int] | None:
-        """The diagnostics and syntax-error count stored for this path with these bytes, None if there are none."""
+    def unchanged(self, path: str, stat: list[int] | None) -> tuple[list[Diagnostic], int] | None:
+        """The result stored for this path when its stat (:func:`file_stat`) is the one recorded with the hash of its
+        bytes and the file was not modified just before that hash was taken; None otherwise (read and hash it)."""
         entry = self.entries.get(path)
         try:
-            if entry is None or entry[0] != digest:
+            recorded = entry[4] if entry is not None and stat is not None else None
+            if (recorded is None or recorded[0] != stat[0] or recorded[1] != stat[1]  # type: ignore[index]
+                    or recorded[0] > recorded[2] - _RACY_NS):
+                return None
+        except (TypeError, IndexError, KeyError):
+            return None
+        return self.get(path, entry[0])  # type: ignore[index]
+
+    def get(self, path: str, digest: str, stat: list[int] | None = None) -> tuple[list[Diagnostic], int] | None:
+        """The diagnostics and syntax-error count stored for this path with these bytes, None if there are none;
+        ``stat``: the file's (:func:`file_stat`, taken before its bytes were read), recorded for the next run."""
+        entry = self.entries.get(path)
+        try:
+            if entry is None or len(entry) != 5 or entry[0] != digest:
                 return None
             diagnostics = [_diagnostic(row) for row in entry[2]]
             syntax_errors = entry[1]
@@ -94,10 +124,14 @@ class ResultCache:
         if self.now - _int(entry[3]) > _TOUCH_SECONDS:
             entry[3] = self.now
             self.changed = True
+        if stat is not None and entry[4] != stat:
+            entry[4] = stat  # hashed again (touched, or hashed too soon after a change): its stat now
+            self.changed = True
         return diagnostics, syntax_errors
 
-    def put(self, path: str, digest: str, diagnostics: list[Diagnostic], syntax_errors: int) -> None:
-        self.entries[path] = [digest, syntax_errors, [_row(d) for d in diagnostics], self.now]
+    def put(self, path: str, digest: str, diagnostics: list[Diagnostic], syntax_errors: int,
+            stat: list[int] | None = None) -> None:
+        self.entries[path] = [digest, syntax_errors, [_row(d) for d in diagnostics], self.now, stat]
         self.changed = True
 
     def save(self) -> None:
@@ -105,7 +139,7 @@ class ResultCache:
         if not self.changed:
             return
         kept = {path: entry for path, entry in self.entries.items()
-                if isinstance(entry, list) and len(entry) == 4 and self.now - _int(entry[3]) <= _KEEP_SECONDS}
+                if isinstance(entry, list) and len(entry) == 5 and self.now - _int(entry[3]) <= _KEEP_SECONDS}
         try:
             _prepare(self.folder)
             self.file.parent.mkdir(parents=True, exist_ok=True)

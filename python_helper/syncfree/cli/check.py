@@ -30,7 +30,7 @@ from typing import Any, TextIO
 from syncfree import __version__
 from syncfree.analyze import Bindings, analyze_source, apply_fixes, neutralize_ipython
 from syncfree.catalog import RULES, select_rules
-from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest
+from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest, file_stat
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
@@ -229,19 +229,25 @@ def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] 
         yield from _check_all(files, select, ignore, jobs, fixing, possible)
         return
     known: dict[int, FileResult] = {}
-    digests: dict[int, str] = {}
+    digests: dict[int, tuple[str, list[int] | None]] = {}
     missing: list[Path] = []
     for index, path in enumerate(files):
         if str(path) == "-":
             missing.append(path)
+            continue
+        stat = file_stat(path)  # before the read: a write after it leaves a stat that no longer matches
+        found = cache.unchanged(str(path), stat)
+        if found is not None:
+            known[index] = FileResult(found[0], found[1])  # the size and time recorded with its hash: not read
             continue
         try:
             data = path.read_bytes()
         except OSError:
             missing.append(path)  # the worker reports it
             continue
-        digest = digests[index] = file_digest(data)
-        found = cache.get(str(path), digest)
+        digest = file_digest(data)
+        digests[index] = (digest, stat)
+        found = cache.get(str(path), digest, stat)
         if found is None:
             missing.append(path)
         else:
@@ -252,9 +258,9 @@ def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] 
             result = known.get(index)
             if result is None:
                 result = next(fresh)
-                digest = digests.get(index)
-                if digest is not None and result.problem is None:
-                    cache.put(str(path), digest, result.diagnostics, result.syntax_errors)
+                hashed = digests.get(index)
+                if hashed is not None and result.problem is None:
+                    cache.put(str(path), hashed[0], result.diagnostics, result.syntax_errors, hashed[1])
             yield result
     finally:
         cache.save()
