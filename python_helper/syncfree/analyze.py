@@ -201,8 +201,9 @@ class _Analysis:
                                 finding["certainty"] = "possible"
                                 finding["message"] = f"{finding['message']} (possible: only under `if {guard}`)"[:500]
                         if scope.function is not None:
-                            if scope.host is not None:
-                                self.functions[key] = id(scope.function)
+                            # (for host_code.py's demotion after the walk: the walk may find a function that imports
+                            # a host-only library after the findings of the file's earlier functions)
+                            self.functions[key] = id(scope.function)
                             if finding["certainty"] == "likely":
                                 self.annotated[key] = (id(scope.function), set(scope.names_in(found.node)))
 

@@ -44,7 +44,6 @@ dataset's features computed by a CNN on the device).
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable, Iterable
 
 __all__ = ["HostCode"]
@@ -94,10 +93,6 @@ _DATASET_ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__", "__len__"
 # Libraries of host memory only, by their top-level module: graphs, molecules, plots, meshes.
 _HOST_LIBRARIES = frozenset(
     "networkx networkit igraph graphviz rdkit matplotlib seaborn plotly trimesh open3d pyvista gdist".split()
-)
-# An indented import of one (inside a function or a block): the files worth a HostCode for it.
-_INDENTED_HOST_IMPORT = re.compile(
-    r"^[ \t]+(?:import|from)[ \t]+(?:" + "|".join(sorted(_HOST_LIBRARIES)) + r")\b", re.MULTILINE
 )
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
@@ -170,16 +165,15 @@ class HostCode:
         self._calls: dict[int, set[int]] = {}  # caller -> callees (ids of function nodes)
 
     @classmethod
-    def of(cls, tree: ast.Module, source: str = "") -> HostCode | None:
+    def of(cls, tree: ast.Module) -> HostCode | None:
         """A collector for ``tree``, or None when it defines no processor, pipeline, sampler or dataset class at its
-        top level and its text (``source``) imports no host-only library inside a block (most files: nothing to
-        collect)."""
+        top level (most files: nothing to collect; the walk makes one when a function imports a host-only library,
+        :func:`imports_host_library`)."""
         kinds: dict[str, str] = {}
         changed = True
         classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
-        interop = _INDENTED_HOST_IMPORT.search(source) is not None
         if not classes:
-            return cls(kinds) if interop else None
+            return None
         data = _data_bases(tree)
         while changed:  # in-file subclasses, in any order of definition
             changed = False
@@ -195,7 +189,7 @@ class HostCode:
                         kinds[node.name] = kind
                         changed = True
                         break
-        return cls(kinds) if kinds or interop else None
+        return cls(kinds) if kinds else None
 
     def defined(self, node: Function, *, definer: Function | None, owner: ast.ClassDef | None) -> None:
         """``node`` is defined inside ``definer`` (a nested def: reached when its definer is) or directly in the body
@@ -207,15 +201,9 @@ class HostCode:
             self._class_of[id(node)] = owner
             self._methods.setdefault(node.name, []).append(node)
 
-    def imported(self, function: Function | None, node: ast.Import | ast.ImportFrom) -> None:
-        """``node`` is an import statement in the body of ``function`` (None: the module's top level)."""
-        if function is None:
-            return
-        if isinstance(node, ast.ImportFrom):
-            modules = [node.module or ""] if not node.level else []
-        else:
-            modules = [alias.name for alias in node.names]
-        if any(module.partition(".")[0] in _HOST_LIBRARIES for module in modules):
+    def imported(self, function: Function, node: ast.Import | ast.ImportFrom) -> None:
+        """``node`` is an import statement in the body of ``function``."""
+        if imports_host_library(node):
             self._interop.add(id(function))
 
     def called(self, caller: Function | None, call: ast.Call, resolve: Callable[[ast.expr], object]) -> None:
@@ -264,3 +252,13 @@ class HostCode:
                     seen.add(callee)
                     stack.append(callee)
         return seen
+
+
+def imports_host_library(node: ast.Import | ast.ImportFrom) -> bool:
+    """Whether an import statement imports a host-only library (``import networkx as nx``, ``from rdkit import
+    Chem``)."""
+    if isinstance(node, ast.ImportFrom):
+        modules = [node.module or ""] if not node.level else []
+    else:
+        modules = [alias.name for alias in node.names]
+    return any(module.partition(".")[0] in _HOST_LIBRARIES for module in modules)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from syncfree.catalog import Certainty, Edit, Position
-from syncfree.catalog.host_code import HostCode
+from syncfree.catalog.host_code import HostCode, imports_host_library
 
 Device = Literal["cuda", "cpu"]
 
@@ -323,7 +323,7 @@ class CellScope:
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
         self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         self._owner: ast.ClassDef | None = None
-        self.host = HostCode.of(tree, source)
+        self.host = HostCode.of(tree)
         self._collect_imports(_imports(tree))
 
     def _adopt(self, node: ast.AST) -> None:
@@ -1333,8 +1333,11 @@ class CellScope:
                 # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
                 # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
                 self.contradicted[id(self.function)] = self._annotated_tensors
-        elif (kind is ast.Import or kind is ast.ImportFrom) and self.host is not None:
-            self.host.imported(self.function, node)  # type: ignore[arg-type]
+        elif (kind is ast.Import or kind is ast.ImportFrom) and self.function is not None:
+            if self.host is None and imports_host_library(node):  # type: ignore[arg-type]
+                self.host = HostCode({})  # a function that imports a host-only library: interop code (host_code.py)
+            if self.host is not None:
+                self.host.imported(self.function, node)  # type: ignore[arg-type]
         elif isinstance(node, ast.Delete):
             for target in node.targets:
                 if isinstance(target, ast.Name):
