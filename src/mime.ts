@@ -56,8 +56,10 @@ export function headline(report: SyncReport, leftOut: readonly SyncSite[] = []):
   }
   if (allPredicted(report)) {
     // The report's note says why (no CUDA device in the kernel). Counts only: what a sync
-    // costs is measured on a GPU, and none is made up (issue 37).
-    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites} · no cost without a GPU`;
+    // costs is measured on a GPU, and none is made up (issue 37); said here unless a note of
+    // the report says it already (report.py adds one: "no GPU, no cost: …").
+    const said = (report.notes ?? []).some(note => /\bno cost\b/i.test(note));
+    return `syncfree: ${syncCountText(totals.syncs, true)} at ${sites}${said ? '' : ' · no cost without a GPU'}`;
   }
   // What the syncs cost leads where the GPU measured it (issue 37), blocked time second.
   const cost =

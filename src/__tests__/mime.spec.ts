@@ -79,6 +79,9 @@ describe('SyncReportRenderer', () => {
       findings: []
     });
     expect(headline(predicted)).toBe('syncfree: 3 predicted syncs at 1 site · no cost without a GPU');
+    // Said once: a report whose note says it already (report.py's) is not told twice.
+    const noted = { ...predicted, notes: ['no GPU, no cost: what a sync costs is measured only on a GPU'] };
+    expect(headline(noted)).toBe('syncfree: 3 predicted syncs at 1 site');
     const node = render(predicted).node;
     expect(Array.from(node.querySelectorAll('thead th')).map(th => th.textContent)).toEqual([
       'line',

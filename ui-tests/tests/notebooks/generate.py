@@ -261,7 +261,61 @@ def review39_notebook() -> dict:
     ])
 
 
-NOTEBOOKS = {"syncs.ipynb": syncs_notebook, "hostile.ipynb": hostile_notebook, "review39.ipynb": review39_notebook}
+# ---------------------------------------------------------------------------- cost.ipynb
+
+# A training loop measured on a GPU with its cost (issue 37): what each site's syncs lose of
+# the GPU's time, of the order measured on an H200 (issue 37's table): the mask index costs
+# most though the `.item()` blocks longer; the table built on line 2 is paid once.
+COSTED = "\n".join([
+    "%%syncfree --cost",
+    "table = torch.tensor(values, device=\"cuda\")",
+    "for step in range(100):",
+    "    out = model(x)",
+    "    loss = out[out > 0].sum()",
+    "    total = loss.item()",
+    "    kept = out[out > 1].sum().item()",
+])
+
+COST_PREDICTED = "\n".join([
+    "%%syncfree",
+    "labels = torch.randint(0, 10, (1000,), device=\"cuda\")",
+    "for step in range(3):",
+    "    n = labels.sum().item()",
+])
+
+
+def costed_site(line: int, kind: str, count: int, blocked_ms: float, cost_ms: float, rule: str,
+                phase: str | None = None, busy_ms: float = 6200.0) -> dict:
+    entry = site(line, kind, count, blocked_ms, rule, f"{kind_label(kind)} synced {count}x")
+    entry.update({"cost_ms": cost_ms, "cost_each_ms": round(cost_ms / count, 3),
+                  "cost_share": round(cost_ms / busy_ms, 4)})
+    if phase:
+        entry["phase"] = phase
+    return entry
+
+
+def cost_notebook() -> dict:
+    sites = [
+        costed_site(2, "tensor_from_python", 1, 150.0, 3.2, "SF401", phase="once"),
+        costed_site(5, "mask_index", 100, 1.9, 173.0, "SF601"),
+        costed_site(6, "item", 100, 5960.0, 47.0, "SF101"),
+        costed_site(7, "mask_index", 100, 1.2, 12.0, "SF601"),
+        costed_site(7, "item", 100, 0.8, 2.5, "SF101"),
+    ]
+    costed = checked_report(COSTED, cell_id="costed", wall_ms=6400.0, sites=sites)
+    costed["totals"] = {**costed["totals"], "cost_ms": round(sum(s["cost_ms"] for s in sites), 3),
+                        "gpu_busy_ms": 6200.0, "gpu_idle_ms": 260.0}
+    validate_report(costed)
+    predicted = checked_report(COST_PREDICTED, cell_id="predicted", mode="predict", device=PREDICT, wall_ms=3.0,
+                               sites=[site(4, "item", 3, None, "SF101", "item would sync 3x", predicted=True)])
+    return notebook([
+        code_cell("costed", COSTED, [report_output(costed)], count=1),
+        code_cell("predicted", COST_PREDICTED, [report_output(predicted)], count=2),
+    ])
+
+
+NOTEBOOKS = {"syncs.ipynb": syncs_notebook, "hostile.ipynb": hostile_notebook, "review39.ipynb": review39_notebook,
+             "cost.ipynb": cost_notebook}
 
 
 def main(names: list[str]) -> None:
@@ -271,7 +325,7 @@ def main(names: list[str]) -> None:
         (HERE / name).write_text(json.dumps(content, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {HERE / name}")
     # The hash the frontend recomputes must match the one written (same text, same bytes).
-    for name in ("syncs.ipynb", "review39.ipynb"):
+    for name in ("syncs.ipynb", "review39.ipynb", "cost.ipynb"):
         nb = json.loads((HERE / name).read_text(encoding="utf-8"))
         for cell in nb["cells"]:
             for out in cell.get("outputs", []):
