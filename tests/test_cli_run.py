@@ -1074,11 +1074,11 @@ def test_select_and_ignore_apply_to_run_as_to_check(tmp_path):
     done = syncfree("run", "--format", "json", "--ignore", "SF101,SF303", "train.py", cwd=tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout) == [], done.stdout
     done = syncfree("run", "--select", "SF3", "train.py", cwd=tmp_path)
-    assert "\ntrain.py:2:1: SF303 " in done.stdout and " SF101 " not in done.stdout, done.stdout
+    assert "\ntrain.py:2:9: SF303 " in done.stdout and " SF101 " not in done.stdout, done.stdout
     assert "2 syncs at 1 site" in done.stdout and "1 left out by --select/--ignore" in done.stdout
     # --mode error goes past the syncs of the rules left out (a one-off model.to(device)), stops at the others.
     done = syncfree("run", "--mode", "error", "--ignore", "SF303", "train.py", cwd=tmp_path)
-    assert done.returncode == 1 and done.stdout.startswith("train.py:4:1: SF101 ") and " SF303 " not in done.stdout
+    assert done.returncode == 1 and done.stdout.startswith("train.py:4:7: SF101 ") and " SF303 " not in done.stdout
     assert "stopped at its first sync (--mode error)" in done.stderr and "line 4, in <module>" in done.stderr
     (tmp_path / "pyproject.toml").write_text('[tool.syncfree]\nignore = ["SF101", "SF303"]\n')
     assert syncfree("run", "train.py", cwd=tmp_path).returncode == 0

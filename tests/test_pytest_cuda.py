@@ -103,7 +103,7 @@ def test_cuda_variants_run_on_the_standins(pytester):
         "*= syncfree =*",
         "3 syncs predicted in 3 of 5 watched tests (on the CPU: no CUDA device)",
         "  test_suite.py:8:*: SF401 Creating a CUDA tensor from Python or NumPy data waits for the copy (predicted) ×1 "
-        "(called from test_suite.py:17)  [test_suite.py::test_grayscale_on_cuda]",
+        "(called from test_suite.py:17)  ?test_suite.py::test_grayscale_on_cuda?",
         "  test_suite.py:12:*: SF101 `.item()` waits for the GPU (predicted) ×1  ?test_suite.py::test_total?cuda??",
         "  CUDA variants ran in predict mode on the CPU (--syncfree-cuda)*",
     ])

@@ -806,10 +806,11 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines([
         "*syncfree: would synchronize 3 times, budget 0",
-        "  test_ranks.py:9:*: SF101 `.item()` waits for the GPU (predicted) ×3, in child processes SpawnProcess-1, SpawnProcess-2",
+        "  test_ranks.py:9:*: SF101 `.item()` waits for the GPU (predicted) ×3 (in child processes SpawnProcess-1, "
+        "SpawnProcess-2)",
     ])
     # The pool may hand all four items to one worker: "in child process SpawnPoolWorker-3" or two names.
-    result.stdout.fnmatch_lines(["  test_ranks.py:15:*: SF101 `.item()` waits for the GPU (predicted) ×4, in child process*"
+    result.stdout.fnmatch_lines(["  test_ranks.py:15:*: SF101 `.item()` waits for the GPU (predicted) ×4 (in child process*"
                                  "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
@@ -859,7 +860,7 @@ def test_a_sync_free_block_inside_a_watched_test_counts_the_ranks_it_starts(pyte
     """)
     result = run(pytester, "--syncfree")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_block.py:7: .item() ×2, predicted, SF101, in child processes*"])
+    result.stdout.fnmatch_lines(["*test_block.py:7:*: SF101 `.item()` waits for the GPU (predicted) ×2 (in child processes*"])
 
 
 # Syncs on lines a `# syncfree: allow` comment covers: the last line syncs twice, an .item()
@@ -891,16 +892,16 @@ ALLOWED_SUITE = """
 ALLOWED_SECTION = [
     "2 syncs predicted in 2 of 5 watched tests (on the CPU: no CUDA device); "
     "6 allowed by comments, not counted",
-    "  test_allowed.py:21:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]",
-    "  test_allowed.py:13:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_plain]",
+    "  test_allowed.py:21:22: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]",
+    "  test_allowed.py:13:5: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_plain]",
     "  allowed by comments (not counted): 6 syncs at 4 sites",
-    "  test_allowed.py:7:*: SF101 `.item()` waits for the GPU (predicted) ×3  [test_allowed.py::test_allowed_item]"
+    "  test_allowed.py:7:9: SF101 `.item()` waits for the GPU (predicted) ×3  [test_allowed.py::test_allowed_item]"
     "  [allowed: # syncfree: allow[SF101]]",
-    "  test_allowed.py:10:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_bare_allow]"
+    "  test_allowed.py:10:5: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_allowed.py::test_bare_allow]"
     "  [allowed: # syncfree: allow]",
-    "  test_allowed.py:17:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_marked_allowed]"
+    "  test_allowed.py:17:5: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_marked_allowed]"
     "  [allowed: # syncfree: allow[item]]",
-    "  test_allowed.py:21:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]"
+    "  test_allowed.py:21:5: SF101 `.item()` waits for the GPU (predicted) ×1  [test_allowed.py::test_mixed_line]"
     "  [allowed: # syncfree: allow[SF101]]",
 ]
 
@@ -927,9 +928,9 @@ def test_an_allow_for_one_rule_does_not_allow_another_sync_on_its_line(pytester)
     section = [line for line in _syncfree_section(result)[1:] if line]
     assert section == [
         "1 sync predicted in 1 of 1 watched test (on the CPU: no CUDA device); 1 allowed by comments, not counted",
-        "  test_rules.py:7:*: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]",
+        "  test_rules.py:7:22: SF301 A blocking copy to the CPU waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]",
         "  allowed by comments (not counted): 1 sync at 1 site",
-        "  test_rules.py:7:*: SF101 `.item()` waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]"
+        "  test_rules.py:7:5: SF101 `.item()` waits for the GPU (predicted) ×1  [test_rules.py::test_copy_on_an_item_line]"
         "  [allowed: # syncfree: allow[SF101]]",
     ], section
 
