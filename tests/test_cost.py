@@ -189,7 +189,8 @@ def test_a_budget_in_gpu_time_fails_a_block_whose_syncs_lost_more():
     check_cost_budget(report, 5.0)  # within
     with pytest.raises(SyncError, match=r"losing 4\.20 ms of GPU time, budget 4 ms") as raised:
         check_cost_budget(report, 4.0)
-    assert "cost 4.20 ms of GPU time (0.420 ms each, 2.0%)" in str(raised.value)
+    assert ("train.py:3: SF101 `.item()` waits for the GPU ×10, cost 4.20 ms of GPU time (0.420 ms each, 2.0% of the "
+            "GPU's time)") in str(raised.value)
     assert "cost 4.20 ms of GPU time (GPU busy 200.0 ms, idle 10.0 ms)" in report.summary()
 
 
@@ -265,7 +266,8 @@ def test_a_cell_report_with_costs_lists_the_costliest_site_first_and_says_what_t
     assert [s["line"] for s in report["sites"]] == [3, 2]  # by cost, not by blocked time (3000 ms vs 50 ms)
     text = report_text(report)
     assert "cost 41.00 ms of GPU time (40.0 ms of 800.0 ms idle), blocked 3050.0 ms" in text
-    assert "line 3: boolean-mask indexing synced 50x, cost 40.0 ms of GPU time (5.0%), blocked 50.0 ms" in text
+    assert ("  line 3: SF601 Indexing with a boolean mask waits for the number of selected elements ×50, cost 40.00 ms "
+            "of GPU time (0.800 ms each, 5.0% of the GPU's time), blocked 50.0 ms") in text
 
 
 # ---------------------------------------------------------------- reading a trace (gputrace), with made-up events
