@@ -59,7 +59,7 @@ export function siteLabel(site: SyncSite): string {
  * formatted one way): false for the recorder's own "<label> synced 64x, blocked 1.9 ms"
  * and "<label> would sync 2x (predicted on CPU)", true for any other wording.
  */
-export function messageAddsToLabel(site: SyncSite): boolean {
+export function messageAddsToLabel(site: Pick<SyncSite, 'message'>): boolean {
   return site.message !== '' && !/^.+? (?:synced|would sync) \d+x\b/.test(site.message);
 }
 
@@ -417,9 +417,12 @@ export function definedInText(site: SyncSite): string | null {
   return at.text ? `${text}: \`${at.text}\`` : text;
 }
 
-/** "2.7 %": a share (0..1) as a percentage. */
+/** "2.7 %": a share (0..1) as a percentage; "under 0.1 %" for a share that rounds to none but is not none. */
 export function formatShare(share: number): string {
   const pct = share * 100;
+  if (pct > 0 && pct < 0.05) {
+    return 'under 0.1 %';
+  }
   return `${pct >= 10 ? Math.round(pct) : pct.toFixed(1)} %`;
 }
 

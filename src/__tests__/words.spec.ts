@@ -7,6 +7,7 @@ import { Widget } from '@lumino/widgets';
 import { renderSyncCard } from '../gutter/card';
 import { markerLines } from '../gutter/lines';
 import { headline } from '../mime';
+import { costText } from '../model';
 import { SyncsPanel } from '../sidebar/panel';
 import { loopReport, report, site } from './fixtures';
 
@@ -72,5 +73,21 @@ describe('plain words', () => {
       expect(text).not.toMatch(JARGON);
     }
     expect(headline(report({ mode: 'static', sites: [] }))).not.toMatch(JARGON);
+  });
+  it("a row's tooltip says each thing once, counts as ×N; a tiny share of the GPU's time is not '0.0 %'", () => {
+    const r = report({
+      sites: [site({ count: 100, message: '`.item()` synced 100x, blocked 0.5 ms' })],
+      findings: []
+    });
+    const widget = new SyncsPanel({ jump: jest.fn() });
+    widget.source = { title: 'demo.ipynb', inputs: () => [{ cellId: 'a', cellNumber: 1, report: r, previous: null }] };
+    Widget.attach(widget, document.body);
+    widget.render();
+    const title = widget.rows[0].title;
+    expect(title).toBe('line 3: .item() ×100 — SF101 .item() on a CUDA tensor');
+    expect(title).not.toMatch(/\d+x\b/);
+    expect(costText({ cost_ms: 2.5, cost_each_ms: 0.025, cost_share: 0.0004, count: 100 })).toBe(
+      "costs ≈ 0.03 ms of GPU time each time it runs (2.50 ms in all), under 0.1 % of the cell's GPU time"
+    );
   });
 });

@@ -16,7 +16,7 @@ import {
   firstDirection,
   rowBand
 } from './ranking';
-import { costText, formatCount, formatMs, plainText, plural, syncCountText } from '../model';
+import { costText, formatCount, formatMs, messageAddsToLabel, plainText, plural, syncCountText } from '../model';
 import { el, withInlineCode } from '../dom';
 import { librarySwitch, libraryText, libraryWhere } from '../library';
 import { shortFile } from './merged';
@@ -704,7 +704,9 @@ export class SyncsPanel extends Panel {
         : site.currentLine === null
           ? `line ${site.line} (deleted)`
           : `line ${line}`;
-    row.title = [`${where}: ${whatText}`, site.firstCall, phase?.words, ruleText, site.message, staleNote]
+    // The recorder's own message ("… synced 100x") repeats the label and count: shown only when it says more.
+    const message = messageAddsToLabel(site) ? site.message : null;
+    row.title = [`${where}: ${whatText}`, site.firstCall, phase?.words, ruleText, message, staleNote]
       .filter(Boolean)
       .join(' — ');
     return row;
