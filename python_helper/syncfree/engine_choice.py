@@ -105,7 +105,7 @@ def new_recorder(engine: Engine, *, files: Mapping[str, int], findings: Mapping 
     from .capture import SyncRecorder
 
     if engine.engine == "cupti":
-        from .capture.cupti_engine import CuptiRecorder
+        from .capture.recorder import CuptiRecorder
 
         recorder = CuptiRecorder(engine.mode, measure_blocked=measure_blocked, max_frames=max_frames,
                                  cell_files=files, findings=findings, scope=scope)
