@@ -405,11 +405,13 @@ def test_never_raises_on_truncated_sources():
 
 def test_large_cell_is_fast():
     body = "\n".join(f"y{i} = x * {i}\ns{i} = y{i}.sum().item()\nif y{i}.mean() > 0:\n    print(y{i})" for i in range(150))
-    start = time.perf_counter()
+    # This process's CPU time, not the clock's: under make test's pytest-xdist workers, beside other processes on a
+    # 2-core machine, the clock counts their time too.
+    start = time.process_time()
     findings = analyze_source(CUDA + body)
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert len(findings) == 450
-    assert elapsed < 2.0, f"{elapsed:.2f} s for a 600-line cell"
+    assert elapsed < 2.0, f"{elapsed:.2f} s of CPU for a 600-line cell"
 
 
 def test_deeply_nested_expressions():

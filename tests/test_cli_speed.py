@@ -12,13 +12,13 @@ def _reads(count: int) -> str:
 
 
 def test_four_thousand_consecutive_item_reads_finish_fast():
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: other processes beside the suite's workers do not count
     findings = analyze_source(_reads(4000))
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     rows = [f for f in findings if f["rule"] == "SF910"]
     assert len(rows) == 125  # in parts of 32
     assert [(r["range"]["line"], r["range"]["end_line"]) for r in rows[:2]] == [(3, 34), (35, 66)]
-    assert elapsed < 10, f"{elapsed:.1f} s for 4,000 reads"
+    assert elapsed < 10, f"{elapsed:.1f} s of CPU for 4,000 reads"
 
 
 def _analysis_times(make_source, small: int, large: int) -> tuple[float, float]:
