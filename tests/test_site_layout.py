@@ -63,10 +63,14 @@ def test_run_gives_the_exact_columns_of_the_call_as_check_does_and_a_watch_print
     (tmp_path / "t1.py").write_text(SCRIPT)
     (tmp_path / "t2.py").write_text("import syncfree\nwith syncfree.watch() as w:\n"
                                     + textwrap.indent(SCRIPT, "    ") + "print(w.report)\n")
+    # A call over two lines with a comment between them: the range is its first line's code.
+    (tmp_path / "t3.py").write_text(SCRIPT.replace("x.sum().item()  # a comment (with `.item()` in it)",
+                                                   "float(x.sum()  # a comment\n              )"))
     commands = [("-m", "syncfree", "run", "t1.py"), ("-m", "syncfree", "check", "t1.py"),
-                ("-m", "syncfree", "run", "--format", "sarif", "t1.py"), ("t2.py",)]
+                ("-m", "syncfree", "run", "--format", "sarif", "t1.py"), ("t2.py",),
+                ("-m", "syncfree", "run", "--format", "json", "t3.py")]
     with concurrent.futures.ThreadPoolExecutor(len(commands)) as pool:
-        run, check, sarif, watch = pool.map(lambda argv: python(*argv, cwd=tmp_path), commands)
+        run, check, sarif, watch, split = pool.map(lambda argv: python(*argv, cwd=tmp_path), commands)
     # The call `x.sum().item()` (columns 9 to 22), not the line's start nor its comment: check's columns.
     assert run.stdout.startswith("t1.py:4:9: SF101 `.item()` waits for the GPU (predicted) ×3\n"), run.stdout
     assert check.stdout.startswith("t1.py:4:9: SF101 "), check.stdout
@@ -76,6 +80,8 @@ def test_run_gives_the_exact_columns_of_the_call_as_check_does_and_a_watch_print
     assert result["message"]["text"] == "`.item()` waits for the GPU (predicted)"
     # A watch's report: the same layout, figures and all (its line is a line further down).
     assert "\n  t2.py:6:13: SF101 `.item()` waits for the GPU (predicted) ×3\n" in watch.stdout, watch.stdout
+    [row] = json.loads(split.stdout)
+    assert (row["line"], row["col"], row["end_line"], row["end_col"]) == (4, 9, 4, 22), row  # `float(x.sum()`
 
 
 def test_a_notebook_row_and_a_cell_reports_text_are_at_the_call_that_synced():

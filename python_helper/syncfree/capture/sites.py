@@ -769,6 +769,13 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     span = None if shows else instruction_span(cell_frame.f_code, cell_frame.f_lasti, offset)
     if span is not None and span[0] != chain[-1]:
         span = None
+    elif span is not None and span[2] != span[0]:
+        # A call spread over lines (`float(x.sum()  # why` / `)`): its first line's code, where the site is, so
+        # that a comment between its lines is never inside the range.
+        from syncfree.output import code_columns
+
+        _, end = code_columns(linecache.getline(cell_frame.f_code.co_filename, span[0] - offset))
+        span = (span[0], span[1], span[0], max(end - 1, span[1]))
     if found is not None:
         # The line entered an installed framework (trainer.train()) that synced inside: the
         # site names the framework's line with that line's rule; the user's line gets the
