@@ -101,8 +101,9 @@ PYTEST_ARGS := tests -q -rs --durations=25 -n $(PYTEST_WORKERS) --dist loadgroup
 test-py: $(INSTALLED)
 	$(PY) -m pytest $(PYTEST_ARGS) -m "not exhaustive"
 
+# SYNCFREE_LEAKS=1: tests/test_leaks.py interrupts at every engine line, not at a sample of them.
 test-py-all: $(INSTALLED)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	SYNCFREE_LEAKS=1 $(PY) -m pytest $(PYTEST_ARGS)
 
 test-js: $(BUILT) lint
 	npx jest --silent=false
