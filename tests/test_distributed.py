@@ -175,7 +175,7 @@ def test_merge_per_rank_counts_divergent_sites_and_totals():
     assert "1 divergent site" in text
     # The note every rank has is said once.
     assert text.count("No CUDA device") == 1
-    assert "rank 1: 3 sync(s) outside your code" in text
+    assert "rank 1: 3 syncs outside your code" in text
 
 
 def test_even_ranks_name_no_most_and_least():

@@ -255,7 +255,7 @@ def test_syncs_outside_the_cell_code_are_counted_in_notes_not_lost():
     assert sites(recorder) == [(3, "other", 1)]
     assert recorder.syncs == 3
     fields = recorder.report_fields()
-    assert any("2 sync(s) in thread 'prefetch'" in n for n in fields["notes"])
+    assert any("2 syncs in thread 'prefetch'" in n for n in fields["notes"])
 
     code, filename = compile_cell("x = 1\n")
     recorder = SyncRecorder("warn", cell_files={filename: 0}, findings={filename: []})
@@ -634,7 +634,7 @@ def test_sites_are_capped_and_the_totals_stay_true():
     assert len(fields["sites"]) == 1000
     assert fields["truncated_sites"] is True
     assert fields["syncs"] == 1003
-    assert any("3 sync(s) at sites beyond the first 1000" in n for n in fields["notes"])
+    assert any("3 syncs at sites beyond the first 1000" in n for n in fields["notes"])
 
 
 def test_a_full_site_table_still_counts_a_known_site_reached_another_way():
@@ -969,7 +969,7 @@ def test_a_thread_started_in_a_watch_is_its_own_in_warn_mode(global_state):
         with warnings.catch_warnings(record=True):  # after the watch: not its (shown)
             assert pool.submit(sync_now).result() is None
     assert w.report.syncs == 2, w.report.notes
-    assert any("1 sync(s) in thread 'outside', which no syncfree watch owned" in n
+    assert any("1 sync in thread 'outside', which no syncfree watch owned" in n
                for n in w.report.notes), w.report.notes
     _assert_restored(before, global_state())
 

@@ -209,7 +209,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 if running:
                     watch.engine.notes.append(
                         f"torch was first imported in thread {here.name!r} while {_names_of(running)} ran: predict "
-                        "mode's stand-ins run in it and in the threads started from then on, not in those (their "
+                        "mode runs in it and in the threads started from then on, not in those (their "
                         "CUDA work is not predicted)")
             configure(watch)
 

@@ -343,13 +343,14 @@ def leave(recorder: Any) -> None:
         for thread, count in _unowned.items():
             new = count - before.get(thread, 0)
             if new > 0:
-                recorder.note(f"{new} sync(s) in thread {thread!r}, which no syncfree watch "
+                recorder.note(f"{new} sync{'s' if new != 1 else ''} in thread {thread!r}, which no syncfree watch "
                               "owned, ran during this one and are not counted in it")
         if recorder.scope == "context" and recorder.syncs:
             name = threading.current_thread().name
             for outer in process_recorders:
                 if outer._thread != recorder._thread:
-                    outer.note(f"{recorder.syncs} sync(s) in thread {name!r} went to a "
+                    syncs = recorder.syncs
+                    outer.note(f"{syncs} sync{'s' if syncs != 1 else ''} in thread {name!r} went to a "
                                "syncfree.watch() of that thread and are not counted here")
         if not _running:
             _unowned.clear()  # nobody left to tell

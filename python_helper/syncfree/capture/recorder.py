@@ -735,7 +735,8 @@ class SyncRecorder:
         for thread, tally in self._outside.items():
             if tally.count:
                 where = f"in thread {thread!r}" if thread else "in the cell's thread"
-                notes.append(f"{tally.count} sync(s) {where} ran outside the cell's code and "
+                notes.append(f"{tally.count} sync{'s' if tally.count != 1 else ''} {where} ran outside the cell's code "
+                             "and "
                              "are not attributed to a line")
         if self.unwatched_children:
             names = self.unwatched_children
@@ -759,10 +760,12 @@ class SyncRecorder:
         inherited = self.inherited_sites()
         outside = sum(r.syncs for r in self.inherited_children) - sum(s.count for s in inherited)
         if outside > 0:
-            notes.append(f"{outside} sync(s) in child processes ran outside the cell's code and are not attributed "
+            notes.append(f"{outside} sync{'s' if outside != 1 else ''} in child processes ran outside the cell's code "
+                         "and are not attributed "
                          "to a line")
         if self._table.overflow.count:
-            notes.append(f"{self._table.overflow.count} sync(s) at sites beyond the first "
+            notes.append(f"{self._table.overflow.count} sync{'s' if self._table.overflow.count != 1 else ''} at sites "
+                         "beyond the first "
                          f"{len(self._table.sites())} are counted in the totals only")
         cost = self.cost_fields()
         if cost["cost_ms"] is None:  # one line on why there is no cost (syncfree.cost)

@@ -106,8 +106,8 @@ def _start(thread: Any) -> Any:
         # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
         predicting = _predicting_process()
         if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread, recorder):
-            recorder.note(f"daemon thread {thread.name!r} ran without predict mode's stand-ins (a daemon thread may "
-                          "outlive the block, and would keep them installed): its CUDA work is not predicted, so "
+            recorder.note(f"daemon thread {thread.name!r} ran without predict mode (a daemon thread may outlive the "
+                          "block, and would keep predict mode on after it): its CUDA work is not predicted, so "
                           "its syncs are not counted (a non-daemon thread, or syncfree run, predicts them)")
     if recorder is None and predicting is None:
         return _real["start"](thread)

@@ -471,8 +471,9 @@ class MergedReport:
                 lines.append(f"most: {one(most)}; least: {one(least)}")
         for t in self.totals:
             if t.unattributed:
-                lines.append(f"rank {t.rank}: {t.unattributed} sync(s) outside your code "
-                             "(library or other threads)")
+                from syncfree.output import outside_line
+
+                lines.append(f"rank {t.rank}: {outside_line(t.unattributed)}")
         return lines
 
     def site_message(self, site: MergedSite) -> str:

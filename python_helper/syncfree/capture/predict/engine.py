@@ -15,7 +15,7 @@ class PredictEngine(Engine):
     and cost are not measured: nothing waits for a GPU."""
 
     name = "predict"
-    sees = "the syncs a GPU would make, predicted on CPU stand-ins from the measured op table"
+    sees = "the syncs a GPU would make, predicted on the CPU from the measured op table"
 
     def check_mode(self, mode: str) -> None:
         if mode != "predict":
