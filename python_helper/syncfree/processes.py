@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import sys
@@ -60,12 +59,6 @@ _real_exit = os._exit
 _real_execv = os.execv
 _real_execve = getattr(os, "execve", None)
 
-# The ForkedChildren following this process's children now (syncfree run's, a watched test's), innermost last: the
-# multiprocessing children started meanwhile are its (capture/threads.py, _process_start); while none follows, a
-# watch follows those its code starts (ForkedChildren.for_watch).
-_followers: list[ForkedChildren] = []
-
-
 class WatchSettings(Protocol):
     """How a child process watches its target (`syncfree.watches.ChildWatch`, made by the watch, cell or run that
     starts it): pickled with the target, it starts the child's watch (`watch`), so that this module never imports
@@ -77,6 +70,11 @@ class WatchSettings(Protocol):
         """A new watch of every thread of the child, not yet entered (``__enter__``/``__exit__``)."""
         ...
 
+    def follow_children(self) -> ForkedChildren:
+        """The follower of the children that a watch's (or a cell's) code starts (`ForkedChildren.for_watch`):
+        capture/threads.py asks the recorder's settings for one, and so imports nothing of this module."""
+        ...
+
 
 def running_recorder() -> Any:
     """The recorder already recording this thread or task, if any."""
@@ -84,9 +82,6 @@ def running_recorder() -> Any:
     return None if dispatch is None else dispatch.owner_here()
 
 
-def follower() -> ForkedChildren | None:
-    """The ForkedChildren that the multiprocessing children started now belong to, if any."""
-    return _followers[-1] if _followers else None
 
 # How long a child terminated through multiprocessing has to write its report and die before it is killed (a report
 # takes milliseconds; a child whose main thread is stuck in C never runs the handler).
@@ -177,7 +172,7 @@ class ForkedChildren:
         from .capture import threads
 
         threads.hook_process_start()  # BaseProcess.start: start_process, while this follows
-        _followers.append(self)
+        threads.followers.append(self)
         # A Python program the run starts with subprocess is a program of its own, unwatched: named in a note
         # (subprocess.Popen.__init__, threads.hook_popen: `programs`).
         threads.hook_popen()
@@ -275,8 +270,8 @@ class ForkedChildren:
                 os.execve = _real_execve
             from .capture import threads
 
-            if self in _followers:
-                _followers.remove(self)
+            if self in threads.followers:
+                threads.followers.remove(self)
             threads.unhook_process_start()
             threads.unhook_popen()
             _unhook_terminate()
@@ -797,50 +792,6 @@ def _hook_preparation_data() -> None:
     spawn.get_preparation_data = get_preparation_data
 
 
-def called_by_the_program(frame: Any) -> bool:
-    """Whether the subprocess being started from ``frame`` (the caller of ``Popen.__init__``) is the program's own
-    (its code called subprocess), not a library's (torch.compile's compile workers, a package's helpers)."""
-    import subprocess
-
-    from .capture.sites import UserFiles
-
-    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
-        frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename in UserFiles()
-
-
-_PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
-
-
-def python_program(args: Any, executable: Any = None) -> str | None:
-    """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
-    None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
-    if isinstance(args, (str, bytes, os.PathLike)):
-        return None  # a shell line or a bare program: not read
-    try:
-        argv = [os.fsdecode(a) for a in args]
-    except TypeError:
-        return None
-    if not argv:
-        return None
-    interpreter = os.fsdecode(executable) if executable is not None else argv[0]
-    if interpreter != sys.executable and not _PYTHON.search(os.path.basename(interpreter)):
-        return None
-    rest = iter(argv[1:])
-    for arg in rest:
-        if arg in ("-m", "-c"):
-            value = next(rest, "")
-            return f"-m {value}" if arg == "-m" else "-c ..."
-        if arg.startswith("-m") and len(arg) > 2:
-            return f"-m {arg[2:]}"
-        if arg in ("-W", "-X"):
-            next(rest, None)
-            continue
-        if not arg.startswith("-"):
-            return os.path.basename(arg) if arg != "-" else "-"
-    return None
-
-
 def followed_reports(started: list[tuple[ForkedChildren, int]]) -> tuple[list[ProcessReport], list[str]]:
     """For a watch whose children a follower of the process's children took (``started``: (follower, pid)), the
     reports of those that ended, and notes on the others."""
@@ -855,8 +806,10 @@ def followed_reports(started: list[tuple[ForkedChildren, int]]) -> tuple[list[Pr
 def pass_to_parents(recorder: Any, reports: list[ProcessReport], notes: list[str]) -> None:
     """A watch's children's reports count for the recorders around it too (an outer watch, a ``%%syncfree`` cell),
     up to the one whose follower collects them itself (syncfree run's, a watched test's)."""
+    from .capture import threads
+
     parent = recorder.parent
-    while parent is not None and not any(f.collects_for(parent) for f in _followers):
+    while parent is not None and not any(f.collects_for(parent) for f in threads.followers):
         parent.inherited_children.extend(reports)
         parent.inherited_notes.extend(notes)
         parent = parent.parent
@@ -894,39 +847,11 @@ def earlier_children_note(before: dict[int, str], where: str) -> str | None:
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:
     """The children's syncs join a watch's `WatchReport` (its count, its sites, its verdict), with the notes on
     children it has no report for."""
+    from .capture.sites import child_sites
+
     report.sites.extend(child_sites(reports))
     report.syncs += sum(r.syncs for r in reports)
     report.notes.extend(notes)
-
-
-def child_sites(reports: list[ProcessReport]) -> list[Any]:
-    """The children's sites as `SyncSite`s of the watching process's report, one per (files, line, kind, rule)
-    with the names of the processes that synced there (``process``), for a watch that takes its children's syncs
-    into its own count (a watched test's ranks: pytest_plugin.py)."""
-    from .capture.sites import SyncSite
-
-    merged: dict[tuple, Any] = {}
-    names: dict[tuple, list[str]] = {}
-    for report in reports:
-        for fields in report.sites:
-            files = tuple(fields["files"]) if fields.get("files") else None
-            key = (files, tuple(fields["chain"]), fields["kind"], fields.get("rule"), fields.get("detail"))
-            site = merged.get(key)
-            if site is None:
-                site = merged[key] = SyncSite(tuple(fields["chain"]), fields["kind"], fields.get("rule"), (),
-                                              None, bool(fields.get("predicted")), fields.get("detail"), files,
-                                              phase=fields.get("phase") or "recurring",
-                                              span=tuple(fields["span"]) if fields.get("span") else None)
-                names[key] = []
-            site.count += int(fields["count"])
-            if fields.get("blocked_ms") is not None:
-                site.blocked_s += float(fields["blocked_ms"]) / 1000.0
-                site.measured += int(fields["count"])
-            if report.name not in names[key]:
-                names[key].append(report.name)
-    for key, site in merged.items():
-        site.process = ", ".join(names[key])
-    return list(merged.values())
 
 
 def _start_method(process: Any) -> str:

@@ -29,6 +29,7 @@ from .allow import allowed_by_comment
 from .capture import interrupts
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 from .engine_choice import Engine, choose_engine, cuda_available, new_recorder, unseen_libraries
+from .processes import ForkedChildren
 
 __all__ = ["ChildWatch", "NotJudged", "SyncError", "Watch", "WatchReport", "check_cost_budget", "check_verdict",
            "child_settings", "sync_free", "watch"]
@@ -672,6 +673,11 @@ class ChildWatch:
         """The child's watch, of every thread of the process (not yet entered)."""
         return Watch(self.mode, engine=self.engine, all_threads=True,
                      measure_blocked=self.measure_blocked, max_frames=self.max_frames)
+
+    def follow_children(self) -> ForkedChildren:
+        """The follower of the children a watch's (or a cell's) code starts, each watching its target as this says
+        (capture/threads.py starts them through it)."""
+        return ForkedChildren.for_watch(self)
 
 
 def child_settings(engine: Engine, measure_blocked: bool, max_frames: int) -> ChildWatch | None:

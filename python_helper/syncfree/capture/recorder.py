@@ -700,7 +700,7 @@ class SyncRecorder:
             return []
         from dataclasses import replace
 
-        from ..processes import child_sites
+        from .sites import child_sites
 
         cells = self._cell_files
         if isinstance(cells, UserFiles):

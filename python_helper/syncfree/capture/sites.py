@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from types import CodeType, FrameType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from .. import collector
@@ -236,6 +236,35 @@ def rank_key(one_off: bool, blocked_ms: float | None, first_ms: float | None, co
     time second; sites without it (a child process's) after those with it."""
     cost = blocked_ms if one_off else steady_ms(blocked_ms, first_ms)
     return (one_off, cost_ms is None, -(cost_ms or 0.0), -(cost or 0.0), -count)
+
+
+def child_sites(reports: Sequence[Any]) -> list[SyncSite]:
+    """The children's sites as `SyncSite`s of the watching process's report, one per (files, line, kind, rule)
+    with the names of the processes that synced there (``process``), for a watch that takes its children's syncs
+    into its own count (a watched test's ranks: pytest_plugin.py). ``reports``: the children's
+    `syncfree.processes.ProcessReport`s, whose sites are `syncfree.processes.site_fields`."""
+    merged: dict[tuple, SyncSite] = {}
+    names: dict[tuple, list[str]] = {}
+    for report in reports:
+        for fields in report.sites:
+            files = tuple(fields["files"]) if fields.get("files") else None
+            key = (files, tuple(fields["chain"]), fields["kind"], fields.get("rule"), fields.get("detail"))
+            site = merged.get(key)
+            if site is None:
+                site = merged[key] = SyncSite(tuple(fields["chain"]), fields["kind"], fields.get("rule"), (),
+                                              None, bool(fields.get("predicted")), fields.get("detail"), files,
+                                              phase=fields.get("phase") or "recurring",
+                                              span=tuple(fields["span"]) if fields.get("span") else None)
+                names[key] = []
+            site.count += int(fields["count"])
+            if fields.get("blocked_ms") is not None:
+                site.blocked_s += float(fields["blocked_ms"]) / 1000.0
+                site.measured += int(fields["count"])
+            if report.name not in names[key]:
+                names[key].append(report.name)
+    for key, site in merged.items():
+        site.process = ", ".join(names[key])
+    return list(merged.values())
 
 
 class SiteTable:

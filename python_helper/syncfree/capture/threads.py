@@ -22,9 +22,10 @@ Four patches, installed by the first recorder in (`hold`) and removed by the las
   worker started during a watch is not bound to it for later tasks.
 
 * ``multiprocessing.process.BaseProcess.start`` (one shared replacement, counted: `hook_process_start`). While a
-  follower of the process's children runs (``syncfree run``, a watched test: `syncfree.processes.follower`), it
+  follower of the process's children runs (``syncfree run``, a watched test: `current_follower`), it
   starts each child its way. Else a child that a watch's code starts runs its target under a watch of its own and
-  reports into the watch's report (`syncfree.processes.ForkedChildren.for_watch`); one without a target (a
+  reports into the watch's report (the follower that the recorder's ``child_settings.follow_children()`` makes:
+  `syncfree.processes.ForkedChildren.for_watch`); one without a target (a
   ``Process`` subclass's own ``run()``), or started by a recorder that is not a watch's (a ``%%syncfree`` cell), is
   named in the recorder's report, never silently left out. torch.compile's own workers are left alone.
 
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import concurrent.futures.thread as _futures_thread
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -168,6 +170,17 @@ def _recorder_here() -> Any:
 
 _starting = threading.local()  # depth: a multiprocessing child is being started in this thread (_process_start)
 
+#: The followers of this process's children now (`syncfree.processes.ForkedChildren`: syncfree run's, a watched
+#: test's), innermost last, which each puts in and takes out: the multiprocessing children started meanwhile are its
+#: (`_process_start`); while none follows, a watch follows those its code starts (its ``child_settings``).
+followers: list[Any] = []
+
+
+def current_follower() -> Any:
+    """The follower (`syncfree.processes.ForkedChildren`) that the multiprocessing children started now belong to,
+    if any."""
+    return followers[-1] if followers else None
+
 
 def _after_fork_in_parent() -> None:
     """``os.register_at_fork``: a process that a recorder's code forks with ``os.fork()`` itself (not through
@@ -175,8 +188,7 @@ def _after_fork_in_parent() -> None:
     watched test patch ``os.fork``), runs unwatched: the recorder counts it and its report names it."""
     if getattr(_starting, "depth", 0):
         return
-    processes = sys.modules.get("syncfree.processes")
-    if processes is not None and processes.follower() is not None:
+    if current_follower() is not None:
         return
     recorder = _recorder_here()
     if recorder is not None and recorder.running:
@@ -198,8 +210,7 @@ def _process_start(process: Any) -> Any:
 
 
 def _start_child(process: Any) -> Any:
-    processes = sys.modules.get("syncfree.processes")
-    follower = processes.follower() if processes is not None else None
+    follower = current_follower()
     if follower is not None:
         follower.start_process(_real["process_start"], process)
         recorder = dispatch.owner_here()
@@ -214,9 +225,7 @@ def _start_child(process: Any) -> Any:
     settings = recorder.child_settings
     if settings is not None:  # a watch: its children are its own
         if recorder.children is None:
-            from .. import processes
-
-            recorder.children = processes.ForkedChildren.for_watch(settings)
+            recorder.children = settings.follow_children()
             if recorder.watches_cells:
                 recorder.children.ended = "the cell ended"  # what a child still running outlived (its note)
         if recorder.children.start_process(_real["process_start"], process):
@@ -261,19 +270,58 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     """``subprocess.Popen.__init__``: a Python program that the program's own code starts is named in the notes of
     the follower of the process's children, else of the recorder whose code started it (it runs unwatched)."""
     real = _real["popen_init"]
-    processes = sys.modules.get("syncfree.processes")
-    follower = processes.follower() if processes is not None else None
+    follower = current_follower()
     recorder = _recorder_here() if follower is None else None
     if follower is None and recorder is None:
         return real(popen, args, *rest, **kwargs)
-    from .. import processes
-
-    program = processes.python_program(args, kwargs.get("executable"))
-    if program is not None and not processes.called_by_the_program(sys._getframe(1)):
+    program = python_program(args, kwargs.get("executable"))
+    if program is not None and not called_by_the_program(sys._getframe(1)):
         program = None
     real(popen, args, *rest, **kwargs)
     if program is not None:
         (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+    return None
+
+
+def called_by_the_program(frame: Any) -> bool:
+    """Whether the subprocess being started from ``frame`` (the caller of ``Popen.__init__``) is the program's own
+    (its code called subprocess), not a library's (torch.compile's compile workers, a package's helpers)."""
+    from .sites import UserFiles
+
+    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename in UserFiles()
+
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+def python_program(args: Any, executable: Any = None) -> str | None:
+    """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
+    None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        return None  # a shell line or a bare program: not read
+    try:
+        argv = [os.fsdecode(a) for a in args]
+    except TypeError:
+        return None
+    if not argv:
+        return None
+    interpreter = os.fsdecode(executable) if executable is not None else argv[0]
+    if interpreter != sys.executable and not _PYTHON.search(os.path.basename(interpreter)):
+        return None
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg in ("-m", "-c"):
+            value = next(rest, "")
+            return f"-m {value}" if arg == "-m" else "-c ..."
+        if arg.startswith("-m") and len(arg) > 2:
+            return f"-m {arg[2:]}"
+        if arg in ("-W", "-X"):
+            next(rest, None)
+            continue
+        if not arg.startswith("-"):
+            return os.path.basename(arg) if arg != "-" else "-"
     return None
 
 
