@@ -163,9 +163,9 @@ class SyncRecorder:
         # (syncfree run, a watched test): a watch reads their reports at its end too (watches.Watch._end).
         self.followed_children: list = []
         self._child_lines: dict[int, int] = {}  # a recorder of cells: pid -> the cell line that started the child
-        # How a watch's child processes watch their targets (Watch: mode, engine, ...; None: they are only named),
-        # and the follower of those it started (syncfree.processes.ForkedChildren.for_watch; capture/threads.py).
-        self.child_settings: dict | None = None
+        # How a watch's child processes watch their targets (syncfree.watches.ChildWatch: mode, engine, ...; None: they
+        # are only named), and the follower of those it started (its follow_children(); capture/threads.py).
+        self.child_settings: Any = None
         self.children: object = None
         self.error: dict | None = None
 
