@@ -85,6 +85,11 @@ def layout_problems(root: Path = PACKAGE.parent) -> list[str]:
     for package in ("syncfree.capture", "syncfree.distributed"):
         for circle in circles(import_graph(root, package)):
             problems.append(f"import circle: {' <-> '.join(circle)}")
+    # capture/ imports the rest of syncfree only downwards: no circle runs out of it and back in.
+    for circle in circles(import_graph(root, "syncfree")):
+        inside = [m for m in circle if m.startswith("syncfree.capture")]
+        if inside and len(inside) < len(circle):
+            problems.append(f"import circle through capture/: {' <-> '.join(circle)}")
     graph = import_graph(root, "syncfree.capture")
     for module, targets in sorted(graph.items()):
         mine = engine_of(module)
@@ -103,8 +108,8 @@ def test_capture_and_distributed_have_no_import_circles_and_engines_stay_apart()
 
 
 def test_the_check_sees_a_circle_and_an_engine_reaching_into_another(tmp_path):
-    """The check itself, on a made-up tree: a loop closed by a lazy import, and the CUPTI engine importing the
-    debug-mode engine."""
+    """The check itself, on a made-up tree: a loop closed by a lazy import, one out of capture/ and back, and the
+    CUPTI engine importing the debug-mode engine."""
     capture = tmp_path / "syncfree" / "capture"
     for folder in (capture / "debug", capture / "cupti", tmp_path / "syncfree" / "distributed"):
         folder.mkdir(parents=True)
@@ -114,7 +119,10 @@ def test_the_check_sees_a_circle_and_an_engine_reaching_into_another(tmp_path):
     (capture / "threads.py").write_text("from . import dispatch\n")
     (capture / "cupti" / "engine.py").write_text("from ..debug import hook\n")
     (capture / "debug" / "hook.py").write_text("from .. import dispatch\n")
+    (capture / "sites.py").write_text("def f():\n    from syncfree.output import columns\n")
+    (tmp_path / "syncfree" / "output.py").write_text("from syncfree.capture.sites import f\n")
     assert layout_problems(tmp_path) == [
         "import circle: syncfree.capture.dispatch <-> syncfree.capture.threads",
+        "import circle through capture/: syncfree.capture.sites <-> syncfree.output",
         "engine cupti imports engine debug: syncfree.capture.cupti.engine -> syncfree.capture.debug.hook",
     ]

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .parsing import code_columns
+
 __all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
            "code_columns", "site_diagnostic", "site_what", "text_line", "write_diagnostics"]
 
@@ -262,30 +264,6 @@ def site_what(rule: str | None, kind: str, label: str | None = None) -> str:
     if rule in RULES:
         return RULES[rule].title
     return label or kind_label(kind)
-
-
-def code_columns(text: str) -> tuple[int, int]:
-    """1-based (col, end_col) of the code on a line: from its first non-blank character to the end of its code, a
-    comment and trailing blanks left out; (1, 1) for a blank line. Where a site's exact range is not known (Python
-    3.10), its line's statement stands for it."""
-    text = text.rstrip("\r\n")
-    if not text.strip():
-        return 1, 1
-    end = len(text)
-    hash_at = text.find("#")
-    if hash_at >= 0:
-        import tokenize
-
-        try:  # a '#' inside a string is no comment: ask the tokenizer
-            tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
-            comments = [t.start[1] for t in tokens if t.type == tokenize.COMMENT]
-        except (tokenize.TokenError, SyntaxError, IndentationError):  # a line of a longer statement
-            comments = [hash_at] if "'" not in text[:hash_at] and '"' not in text[:hash_at] else []
-        if comments:
-            end = comments[0]
-    end = len(text[:end].rstrip())
-    start = len(text) - len(text.lstrip())
-    return start + 1, max(end, start) + 1
 
 
 def site_diagnostic(site: Any, path: str, *, line_text: str | None = None, **fields: Any) -> Diagnostic:

@@ -29,6 +29,7 @@ other threads meet the copy in between, and an interrupt on the way out leaves i
 from __future__ import annotations
 
 import ast
+import io
 import re
 import sys
 import warnings
@@ -126,4 +127,28 @@ def _take_out(filters: list, this: _ThisParse, entries: list) -> None:
             pass
 
 
-__all__ = ["parse_quietly", "parser_may_warn"]
+def code_columns(text: str) -> tuple[int, int]:
+    """1-based (col, end_col) of the code on a line: from its first non-blank character to the end of its code, a
+    comment and trailing blanks left out; (1, 1) for a blank line. Where a site's exact range is not known (Python
+    3.10), its line's statement stands for it."""
+    text = text.rstrip("\r\n")
+    if not text.strip():
+        return 1, 1
+    end = len(text)
+    hash_at = text.find("#")
+    if hash_at >= 0:
+        import tokenize
+
+        try:  # a '#' inside a string is no comment: ask the tokenizer
+            tokens = list(tokenize.generate_tokens(io.StringIO(text + "\n").readline))
+            comments = [t.start[1] for t in tokens if t.type == tokenize.COMMENT]
+        except (tokenize.TokenError, SyntaxError, IndentationError):  # a line of a longer statement
+            comments = [hash_at] if "'" not in text[:hash_at] and '"' not in text[:hash_at] else []
+        if comments:
+            end = comments[0]
+    end = len(text[:end].rstrip())
+    start = len(text) - len(text.lstrip())
+    return start + 1, max(end, start) + 1
+
+
+__all__ = ["code_columns", "parse_quietly", "parser_may_warn"]

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 # What synced, in user terms: one list for the recorder, the predict mode and the catalog.
 from .. import collector
 from ..kinds import KINDS, kind_label  # noqa: F401  (KINDS re-exported by syncfree.capture)
-from ..parsing import parse_quietly
+from ..parsing import code_columns, parse_quietly
 
 MAX_SITES = 1000          # report.schema.json: sites maxItems
 MAX_CHAIN = 32            # report.schema.json: SyncSite.chain maxItems
@@ -801,8 +801,6 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
     elif span is not None and span[2] != span[0]:
         # A call spread over lines (`float(x.sum()  # why` / `)`): its first line's code, where the site is, so
         # that a comment between its lines is never inside the range.
-        from syncfree.output import code_columns
-
         _, end = code_columns(linecache.getline(cell_frame.f_code.co_filename, span[0] - offset))
         span = (span[0], span[1], span[0], max(end - 1, span[1]))
     if found is not None:
