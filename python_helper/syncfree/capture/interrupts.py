@@ -267,10 +267,10 @@ def _place_of(filename: str) -> bool | None:
     norm = filename.replace("\\", "/")
     if "/site-packages/" in norm or "/dist-packages/" in norm:
         return None
-    from .sites import _library_roots
+    from .sites import library_roots
 
     path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    if any(path.startswith(root + os.sep) for root in _library_roots()):
+    if any(path.startswith(root + os.sep) for root in library_roots()):
         return None
     return False
 

@@ -321,7 +321,7 @@ class SiteTable:
 
 
 @functools.lru_cache(maxsize=1)
-def _library_roots() -> tuple[str, ...]:
+def library_roots() -> tuple[str, ...]:
     """The standard library, installed packages and syncfree itself: not the user's code.
     Computed once per process (``sysconfig.get_paths`` costs ~0.4 ms a call)."""
     import os
@@ -348,7 +348,7 @@ class UserFiles(dict):
         import os
 
         self._include = tuple(os.path.abspath(p) for p in include)
-        self._exclude = tuple(sorted({*_library_roots(), *map(os.path.abspath, exclude)}))
+        self._exclude = tuple(sorted({*library_roots(), *map(os.path.abspath, exclude)}))
         self._rejected: set[str] = set()
 
     def _is_user(self, filename: str) -> bool:
