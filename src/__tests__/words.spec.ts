@@ -73,6 +73,8 @@ describe('plain words', () => {
       expect(text).not.toMatch(JARGON);
     }
     expect(headline(report({ mode: 'static', sites: [] }))).not.toMatch(JARGON);
+    // "blocked" says what it is, to whoever hovers it.
+    expect(card.querySelector('.jp-syncfree-card-blocked')!.getAttribute('title')).toMatch(/^How long the CPU waited/);
   });
   it("a row's tooltip says each thing once, counts as ×N; a tiny share of the GPU's time is not '0.0 %'", () => {
     const r = report({

@@ -123,6 +123,12 @@ export function firstCallText(site: SyncSite): string | null {
   return `${first}, then ${each >= 0.1 ? formatMs(each) : `${each.toFixed(3)} ms`} per sync ×${rest}`;
 }
 
+/** What "blocked" means, for a newcomer (the card's tooltip on it). */
+const BLOCKED_TITLE =
+  'How long the CPU waited inside the sync for GPU work already queued, which the GPU does anyway. What a sync costs is the GPU time it loses after it (run with --cost on a GPU to measure it).';
+const NO_COST_TITLE =
+  'What a sync costs is the GPU time it loses, measured on a GPU. This sync was predicted without one: it has no cost, and none is guessed.';
+
 function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   const block = el('div', `${C}-site`);
   const head = el('div', `${C}-site-head`);
@@ -132,17 +138,17 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
   // What the sync costs leads (issue 37): the GPU time it loses, measured on the GPU; the
   // time the CPU was blocked (GPU work already queued, done anyway) comes second.
   const cost = costText(site);
-  head.appendChild(
-    el(
-      'span',
-      `${C}-blocked`,
-      site.blocked_ms !== null
-        ? `blocked ${formatMs(site.blocked_ms)}`
-        : predicted
-          ? 'no cost without a GPU'
-          : 'blocked time not measured'
-    )
+  const blockedNode = el(
+    'span',
+    `${C}-blocked`,
+    site.blocked_ms !== null
+      ? `blocked ${formatMs(site.blocked_ms)}`
+      : predicted
+        ? 'no cost without a GPU'
+        : 'blocked time not measured'
   );
+  blockedNode.title = site.blocked_ms === null && predicted ? NO_COST_TITLE : BLOCKED_TITLE;
+  head.appendChild(blockedNode);
   if (predicted) {
     head.appendChild(el('span', `${C}-badge`, 'predicted'));
   }
@@ -162,9 +168,13 @@ function siteBlock(site: SyncSite, content: ISyncCardContent): HTMLElement {
     const blocked = head.querySelector(`.${C}-blocked`);
     if (blocked) {
       blocked.remove();
-      block.appendChild(
-        el('div', `${C}-blocked ${C}-second`, `${blocked.textContent}, waiting for GPU work already queued`)
+      const second = el(
+        'div',
+        `${C}-blocked ${C}-second`,
+        `${blocked.textContent}, waiting for GPU work already queued`
       );
+      second.title = BLOCKED_TITLE;
+      block.appendChild(second);
     }
   }
   const first = firstCallText(site);
