@@ -51,12 +51,19 @@ def test_what_a_method_stores_in_self(source, expected):
          "        s = sigmas.to(dtype=torch.float32)\n    else:\n        raise TypeError(sigmas)\n"
          "    if s[-1].abs().item() > 1e-6:\n        pass\n    t = s.to('cuda')\n    return t[0].item()\n",
          [("SF101", 9, "possible"), ("SF101", 12, "certain")]),
-        # ... with a union annotation; and a default made on the CPU when the caller passes none
+        # ... with a union annotation; a tensor sized out of nothing on the CPU (`torch.ones(n)`, a model's
+        # last-layer path or a default) says nothing of host data: likely
         ("def blocks(sizes: list[int] | torch.Tensor, weight: torch.Tensor | None = None):\n"
          "    if not isinstance(sizes, torch.Tensor):\n        sizes = torch.tensor(sizes, dtype=torch.long)\n"
          "    if weight is None:\n        weight = torch.ones(sizes.numel())\n"
          "    return sizes.view(-1).tolist(), weight.sum().item()\n",
-         [("SF101", 7, "possible"), ("SF204", 7, "possible")]),
+         [("SF101", 7, "likely"), ("SF204", 7, "possible")]),
+        # a schedule computed on the CPU from numbers, replaced on one path by a function's result: no tensor to
+        # write a number into on the GPU as far as the text tells
+        ("def rescale(betas: torch.Tensor) -> torch.Tensor:\n    return 1 - torch.cumprod(1 - betas, dim=0)\n"
+         "def make(n: int, zero_snr: bool):\n    betas = torch.linspace(0.1, 0.2, n) ** 2\n"
+         "    if zero_snr:\n        betas = rescale(betas)\n    betas[-1] = 2**-24\n",
+         []),
         # a CPU tensor on one path and a CUDA one, or one moved to a device the text does not name (a scheduler's
         # timesteps: made on the CPU, moved by set_timesteps(device)), on the other is no host code: likely; a
         # tensor of unknown device on both paths stays likely too

@@ -86,6 +86,13 @@ PARTLY_CPU = Value("maybe_tensor", const="cpu")
 #: device on the other stay likely when either was placed so (a scheduler's CPU timesteps later moved to the
 #: device; an MPS fallback's `coeffs.cpu()` beside `coeffs.double()`).
 MOVED = "moved"
+#: ``Value.const`` of a CPU tensor made from host data or numbers (``torch.tensor(sigmas)``, ``torch.from_numpy(a)``,
+#: ``torch.linspace(b0, b1, n)``), not sized out of nothing (``torch.ones(n)``): beside a tensor of unknown device on
+#: another path it says the code takes host data (a list or a tensor; a schedule) (:func:`join`); a model's
+#: ``torch.ones(n, dtype=torch.bool)`` on its last layer's path says nothing of the kind.
+HOST_DATA = "host data"
+# The factories that make a tensor of data (not only of sizes).
+_DATA_FACTORIES = frozenset({"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "linspace", "logspace"})
 #: A host object that is no tensor, no array and no number (``df: pd.DataFrame``, ``img: PIL.Image.Image``).
 HOST_OBJECT = Value("host")
 #: A tuple (``tuple(slices)``, ``(0, slice(None))``) or a list of strings (``["col"]``): as an index, basic indexing
@@ -831,7 +838,8 @@ class CellScope:
             return Value("module", device if is_device else self.default_device)
         if name == "torch.Tensor":
             # torch.Tensor([...]) / torch.Tensor(2, 3): a float tensor on the default device, as torch.FloatTensor
-            return Value("tensor", self.default_device, "float")
+            return Value("tensor", self.default_device, "float",
+                         const=HOST_DATA if self.default_device == "cpu" and call.args else None)
         legacy = self.legacy_tensor_class(call.func)
         if legacy is not None:
             return Value("tensor", legacy[0], _DTYPES.get(legacy[1]))  # type: ignore[arg-type]
@@ -952,7 +960,8 @@ class CellScope:
                 dtype = "bool" if isinstance(fill, bool) else "int" if isinstance(fill, int) else dtype
         pinned = is_constant(keyword_value(call, "pin_memory"), True)
         return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data),
-                     const=MOVED if is_device and device is None else None)
+                     const=MOVED if is_device and device is None else HOST_DATA if device == "cpu" and short in _DATA_FACTORIES
+                     else None)
 
     def _factory_ndim(self, short: str, call: ast.Call, data: ast.expr | None) -> int | None:
         """The number of dimensions a factory call creates, when its arguments spell it out."""
@@ -2033,11 +2042,20 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
 
 
 def _placed(values: list[Value]) -> str | None:
-    """:data:`MOVED` when a tensor operand was placed on a device by the text (the result is where it is)."""
+    """:data:`MOVED` when a tensor operand was placed on a device by the text (the result is where it is); else
+    :data:`HOST_DATA` when the operands are CPU tensors, one of host data, and numbers."""
+    host = None
     for value in values:
-        if value.const == MOVED and value.kind == "tensor":
-            return MOVED
-    return None
+        if value.kind == "tensor":
+            if value.const == MOVED:
+                return MOVED
+            if value.device != "cpu":
+                host = False
+            elif value.const == HOST_DATA and host is None:
+                host = True
+        elif value.kind not in ("python", "sequence", "device"):
+            host = False
+    return HOST_DATA if host else None
 
 
 def _partly_cpu(values: list[Value]) -> bool:
@@ -2063,14 +2081,17 @@ def join(first: Value, second: Value) -> Value:
         cpu, other = (first, second) if first.device == "cpu" and first.kind == "tensor" else (second, first)
         if other.kind == "maybe_tensor":
             return other if other.const == "numpy" else PARTLY_CPU
-        if other.device is None and other.const != MOVED and cpu.const != MOVED:
+        if other.device is None and other.const != MOVED and cpu.const == HOST_DATA:
             return PARTLY_CPU
     if first.kind != second.kind:
         return UNKNOWN
     device = first.device if first.device == second.device else None
     dtype = first.dtype if first.dtype == second.dtype else None
     ndim = first.ndim if first.ndim == second.ndim else None
-    placed = MOVED if first.kind == "tensor" and MOVED in (first.const, second.const) else None
+    placed = None
+    if first.kind == "tensor":
+        placed = MOVED if MOVED in (first.const, second.const) else (
+            HOST_DATA if device == "cpu" and HOST_DATA in (first.const, second.const) else None)
     return Value(first.kind, device, dtype, ndim=ndim, const=placed)
 
 
