@@ -343,9 +343,9 @@ def _attach_detach_functions() -> list:
             SyncRecorder._close_undo, Undo.close,
             interrupts.hold, interrupts.release, Watch.__enter__, Watch.__exit__, Watch._begin,
             Watch._resume, Watch._suspend, Watch._end, Watch._abandon, PredictSession.__enter__,
-            PredictSession.__exit__, PredictSession.close, claims._hold_patches,
-            claims._release_patches, patches.install, patches._Patches.replace,
-            patches._Patches.restore, capture_threads.install, capture_threads.remove,
+            PredictSession.__exit__, PredictSession.close, claims.hold_patches,
+            claims.release_patches, patches.install, patches.Patches.replace,
+            patches.Patches.restore, capture_threads.install, capture_threads.remove,
             capture_threads._replace, capture_threads.hold, capture_threads.release]
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from . import here
 from .here import Session, predict_mode_here
-from .registry import _tensors_in
+from .registry import tensors_in
 
 
 def install(session: Session, patch: Any) -> None:
@@ -114,7 +114,7 @@ def mark_gradients(session: Session, grads: Any) -> None:
     import torch
 
     with torch._C.DisableTorchFunction():  # called under the mode: storage reads go past it
-        registry.mark_results(_tensors_in(grads), set())
+        registry.mark_results(tensors_in(grads), set())
 
 
 def _function_apply(session: Session, real: Any) -> Any:
@@ -127,7 +127,7 @@ def _function_apply(session: Session, real: Any) -> Any:
         import torch
 
         with torch._C.DisableTorchFunction():
-            for out in _tensors_in(result) if not isinstance(result, torch.Tensor) else [result]:
+            for out in tensors_in(result) if not isinstance(result, torch.Tensor) else [result]:
                 node = out.grad_fn
                 if node is not None and registry.is_cuda(out):
                     try:

@@ -10,7 +10,7 @@ import functools
 from typing import Any
 
 from .here import user_frame
-from .registry import _call_tensors, _collect_tensors, _is_cuda_device, _tensors_in
+from .registry import call_tensors, collect_tensors, is_cuda_device, tensors_in
 
 _Tensor: Any = None  # torch.Tensor, bound by `bind` when the mode class is built (torch is imported lazily)
 
@@ -41,7 +41,7 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
     if device is None and _default_device_is_cuda() and func in _device_constructors():
         device = "cuda"  # the DeviceContext below us would fill in the CUDA default
     if device is not None:
-        if _is_cuda_device(device):
+        if is_cuda_device(device):
             kwargs = dict(kwargs, device="cpu")
             target = _CUDA
         else:
@@ -50,7 +50,7 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
     if kwargs and kwargs.get("pin_memory"):
         kwargs = dict(kwargs, pin_memory=False)
         pin = True
-    inputs = _call_tensors(args, kwargs)
+    inputs = call_tensors(args, kwargs)
     call = func if run is None else run
     if not inputs and target is None and not pin:
         return call(*args, **kwargs)  # no tensor in, no device named: nothing to mark
@@ -70,10 +70,10 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
             registry.mark_results((result,), kept)
         else:
             results: list[Any] = []
-            _collect_tensors(result, results, 0)
+            collect_tensors(result, results, 0)
             registry.mark_results(results, kept)
     if pin:
-        for out in _tensors_in(result):
+        for out in tensors_in(result):
             registry.mark_pinned(out)
     return result
 
@@ -153,7 +153,7 @@ def _autocast_as_cuda(registry: Any, policy: str, args: tuple, kwargs: dict) -> 
         return args, kwargs
     target = torch.float32
     if policy == _PROMOTE:
-        dtypes = {t.dtype for t in _call_tensors(args, kwargs) if t.is_floating_point()}
+        dtypes = {t.dtype for t in call_tensors(args, kwargs) if t.is_floating_point()}
         if len(dtypes) < 2:
             return args, kwargs
         target = torch.float64 if torch.float64 in dtypes else torch.float32
@@ -239,7 +239,7 @@ def _default_device_is_cuda() -> bool:
 
         _device_module = device_module
     current = getattr(_device_module, "CURRENT_DEVICE", None)
-    return current is not None and _is_cuda_device(current)
+    return current is not None and is_cuda_device(current)
 
 
 def _device_constructors() -> Any:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import threading
 
 from .here import Session, get_ident, thread_modes
-from .mode import _ModeRemoval, _new_predict_mode
-from .standins import _Event, _Stream
+from .mode import ModeRemoval, new_predict_mode
+from .standins import EventStandIn, StreamStandIn
 
 _claims: list[Session] = []  # sessions entered, in order, any thread
 _active_session: Session | None = None  # the one whose patches are installed
@@ -24,14 +24,14 @@ _patch_holders: list[Session] = []  # sessions relying on the patches
 _lock = threading.RLock()
 
 
-def _release_claim(session: Session) -> None:
+def release_claim(session: Session) -> None:
     with _lock:
         for i in range(len(_claims) - 1, -1, -1):
             if _claims[i] is session:
                 del _claims[i]
 
 
-def _hold_patches(session: Session) -> None:
+def hold_patches(session: Session) -> None:
     """The first session in installs the patches; later ones share them (their Event and
     Stream stand-ins, default stream and patch record are the first one's)."""
     global _active_session
@@ -41,8 +41,8 @@ def _hold_patches(session: Session) -> None:
             _active_session = session  # before anything is patched: the release restores it
             # Stand-in classes (what torch.cuda.Event/Stream become).
             bound = {"_session": session, "__module__": "torch.cuda"}
-            session.event_type = type("Event", (_Event,), bound)
-            session.stream_type = type("Stream", (_Stream,), bound)
+            session.event_type = type("Event", (EventStandIn,), bound)
+            session.stream_type = type("Stream", (StreamStandIn,), bound)
             session._default_stream = session.stream_type()
             _patch_holders.append(session)
             session._install_patches()
@@ -54,7 +54,7 @@ def _hold_patches(session: Session) -> None:
             _patch_holders.append(session)
 
 
-def _release_patches(session: Session) -> None:
+def release_patches(session: Session) -> None:
     """Idempotent: the last session out restores the patches (whoever installed them)."""
     global _active_session
     with _lock:
@@ -69,7 +69,7 @@ def _release_patches(session: Session) -> None:
         _active_session = None
 
 
-def _claim_thread_mode(session: Session) -> bool:
+def claim_thread_mode(session: Session) -> bool:
     """Whether ``session`` runs this thread's mode (False: the thread runs one already)."""
     with _lock:
         current = thread_modes.get(session._thread)
@@ -79,7 +79,7 @@ def _claim_thread_mode(session: Session) -> bool:
         return True
 
 
-def _release_thread_mode(session: Session) -> None:
+def release_thread_mode(session: Session) -> None:
     """Idempotent. Run after the session's mode is off the stack: when an inert session of
     this thread is still running (asyncio tasks that end out of order), its mode takes over."""
     with _lock:
@@ -91,8 +91,8 @@ def _release_thread_mode(session: Session) -> None:
         if heir is None or session._thread != get_ident():
             return
         thread_modes[heir._thread] = heir
-        mode = heir._mode = _new_predict_mode(heir)
-        heir._undo.push(_ModeRemoval(mode))
+        mode = heir._mode = new_predict_mode(heir)
+        heir._undo.push(ModeRemoval(mode))
         mode.__enter__()
         heir.active = True
 

@@ -12,7 +12,7 @@ decides, per call:
   optimizer's tensors; :func:`_reaches_virtual`). The session steps aside for the call: its
   ``TorchFunctionMode`` is popped (dynamo would trace the mode's ``__torch_function__``),
   and torch's compiler (dynamo, inductor, AOT autograd, fake tensors) gets the real
-  ``torch.cuda`` functions where it asks them (patches.py, ``_Patches.replace``), so CPU
+  ``torch.cuda`` functions where it asks them (patches.py, ``Patches.replace``), so CPU
   code compiles as on a CPU machine, with the user's backend, and counts as compiled. The
   compiled code still sees the stand-ins (``torch.cuda.is_available()`` is True there).
   Checks guard the verdict while the compiler traces (``VariableBuilder._wrap``,
@@ -76,7 +76,7 @@ eager_compiled_calls: dict[str, int] = {}
 _WALK_BUDGET = 20_000
 
 
-class _EagerCompiles(CallNotes):
+class EagerCompiles(CallNotes):
     """Calls of ``torch.compile``'d code while a session runs it eagerly, for the report.
 
     Counted per (compiled function, calling line); one note at the end of the session

@@ -51,7 +51,7 @@ DEBUG = _DebugMode()
 
 def install(session: Any, patch: Any) -> None:
     """Patch ``torch.cuda``'s remaining API for ``session`` through ``patch(owner, name,
-    value)`` (patches.py's `_Patches.replace`: undone when the session ends)."""
+    value)`` (patches.py's `Patches.replace`: undone when the session ends)."""
     import torch
     import torch.amp.autocast_mode
 
@@ -70,9 +70,9 @@ def install(session: Any, patch: Any) -> None:
     patch(cuda, "set_sync_debug_mode", set_sync_debug_mode)
     patch(cuda, "get_sync_debug_mode", lambda: DEBUG.mode)
 
-    from .standins import _host_memory_bytes
+    from .standins import host_memory_bytes
 
-    total = _host_memory_bytes()
+    total = host_memory_bytes()
     patch(cuda, "mem_get_info", lambda device=None: (total, total))
     for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
                  "max_memory_reserved", "memory_cached", "max_memory_cached"):
@@ -164,9 +164,9 @@ def _generator_type(torch: Any) -> type:
         __doc__ = real.__doc__
 
         def __new__(cls, device: Any = "cpu") -> Any:
-            from .registry import _is_cuda_device
+            from .registry import is_cuda_device
 
-            if not _is_cuda_device(device):
+            if not is_cuda_device(device):
                 return real(device)
             return super().__new__(cls, "cpu")
 

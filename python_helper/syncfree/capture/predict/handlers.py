@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .calls import call_generic, handle_parse_to, parse_to, record, virtual
-from .indexing import _handle_getitem, _handle_setitem
-from .registry import _call_tensors, _is_cuda_device, _tensors_in
+from .indexing import handle_getitem, handle_setitem
+from .registry import call_tensors, is_cuda_device, tensors_in
 
 
 def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
@@ -32,7 +32,7 @@ def _when_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
 
 def _when_any_virtual(kind: str, count: int = 1) -> Callable[..., Any]:
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-        if any(mode.registry.is_cuda(t) for v in (args, kwargs) for t in _tensors_in(v)):
+        if any(mode.registry.is_cuda(t) for v in (args, kwargs) for t in tensors_in(v)):
             record(mode, kind, count)
         return call_generic(mode, func, args, kwargs)
 
@@ -200,7 +200,7 @@ def _handle_aten_to_copy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any
     tensor = args[0] if args else kwargs.get("self")
     device = kwargs.get("device")
     if device is not None and not kwargs.get("non_blocking", False) and _holds_data(tensor):
-        to_cuda = _is_cuda_device(device)
+        to_cuda = is_cuda_device(device)
         if to_cuda != mode.registry.is_cuda(tensor):
             record(mode, "to_device" if to_cuda else "to_host")
     return call_generic(mode, func, args, kwargs)
@@ -275,12 +275,12 @@ def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any
     input's device."""
 
     def handler(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
-        if any(virtual(mode, t) for t in _call_tensors(args, kwargs)):
+        if any(virtual(mode, t) for t in call_tensors(args, kwargs)):
             n = syncs(args, kwargs)
             if n:
                 record(mode, "library", n)
             result = func(*args, **kwargs)
-            for out in _tensors_in(result):
+            for out in tensors_in(result):
                 mode.registry.mark_cuda(out)
             return result
         return func(*args, **kwargs)
@@ -462,7 +462,7 @@ def _python_data_syncs(mode: Any, data: Any) -> int:
 
     if isinstance(data, torch.Tensor):
         return 0
-    return sum(1 for t in _tensors_in(data) if mode.registry.is_cuda(t))
+    return sum(1 for t in tensors_in(data) if mode.registry.is_cuda(t))
 
 
 def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -484,7 +484,7 @@ def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) ->
         # Host data and no device: a CPU tensor even when the elements were on CUDA.
         return func(*args, **kwargs)
     kind = None
-    if _is_cuda_device(device):
+    if is_cuda_device(device):
         if not isinstance(data, torch.Tensor):
             kind = "tensor_from_python"
         elif not data_virtual:
@@ -502,7 +502,7 @@ def _handle_new_tensor(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
 
     tensor, data = args[0], (args[1] if len(args) > 1 else kwargs.get("data"))
     device = kwargs.get("device")
-    to_cuda = _is_cuda_device(device) if device is not None else mode.registry.is_cuda(tensor)
+    to_cuda = is_cuda_device(device) if device is not None else mode.registry.is_cuda(tensor)
     reads = _python_data_syncs(mode, data)
     if reads:
         record(mode, "python_scalar", reads)
@@ -605,7 +605,7 @@ _PLACES: list[tuple[Any, str, Callable[..., Any]]] = []
 _PLACES_BY_NAME: dict[str, list[tuple[Any, str, Callable[..., Any]]]] = {}
 
 
-def _handlers() -> dict[Any, Callable[..., Any]]:
+def handler_table() -> dict[Any, Callable[..., Any]]:
     """The handler table, keyed on the functions torch passes to a TorchFunctionMode, as they are now: a
     function the program put in a handled one's place (``torch.Tensor.item = wrapper``, after the table was
     built by the first watch of the process) gets its handler too. torch passes the wrapper itself: a Tensor
@@ -669,8 +669,8 @@ def _handlers() -> dict[Any, Callable[..., Any]]:
             lambda a, k: 1 if getattr(a[0], "is_nested", False) else 0),
         torch._pack_padded_sequence: _handle_packed_sequence,
         torch._pad_packed_sequence: _handle_packed_sequence,
-        T.__getitem__: _handle_getitem,
-        T.__setitem__: _handle_setitem,
+        T.__getitem__: handle_getitem,
+        T.__setitem__: handle_setitem,
         torch.tensor: _handle_tensor_from_data,
         torch.as_tensor: _handle_tensor_from_data,
         T.new_tensor: _handle_new_tensor,
@@ -753,7 +753,7 @@ def follow(func: Any) -> Callable[..., Any] | None:
     return None
 
 
-def _getters() -> dict[Any, Callable[..., Any]]:
+def getter_table() -> dict[Any, Callable[..., Any]]:
     global _GETTERS
     if _GETTERS is not None:
         return _GETTERS

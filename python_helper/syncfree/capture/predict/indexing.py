@@ -30,7 +30,7 @@ def _index_components(index: Any) -> tuple:
 
     if issubclass(type(index), tuple):
         return tuple(tuple.__iter__(index))
-    # A list is read through list's own slots (as _collect_tensors reads containers).
+    # A list is read through list's own slots (as collect_tensors reads containers).
     if issubclass(type(index), list) and list.__len__(index) < 32 and any(
             isinstance(item, (torch.Tensor, slice)) or item is None or item is Ellipsis
             or _is_index_sequence(item) for item in list.__iter__(index)):
@@ -81,7 +81,7 @@ class _IndexSyncs:
                     self.kinds.append("index")  # a host index tensor copied to the device
 
 
-def _handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     tensor, index = args[0], args[1]
     self_virtual = mode.registry.is_cuda(tensor)
     syncs = _IndexSyncs(mode, self_virtual, index)
@@ -93,7 +93,7 @@ def _handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     return call_generic(mode, func, args, kwargs)
 
 
-def _handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     import torch
 
     tensor, index, value = args[0], args[1], args[2]

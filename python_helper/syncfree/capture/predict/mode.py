@@ -28,7 +28,7 @@ def _make_mode_class() -> type:
     from torch.overrides import TorchFunctionMode
 
     from .custom_ops import call_under_the_mode, operator_types, runs_python_kernels
-    from .handlers import _getters, _handlers, follow
+    from .handlers import follow, getter_table, handler_table
 
     _Tensor = torch.Tensor
     calls.bind(torch)
@@ -41,8 +41,8 @@ def _make_mode_class() -> type:
             super().__init__()
             self.session = session
             self.registry = session.registry
-            self.handlers = _handlers()
-            self.getters = _getters()
+            self.handlers = handler_table()
+            self.getters = getter_table()
             self._handler_for = self.handlers.get
 
         def __torch_function__(self, func: Any, types: Any, args: tuple = (),
@@ -82,12 +82,12 @@ def _make_mode_class() -> type:
     return PredictMode
 
 
-def _new_predict_mode(session: Session) -> Any:
+def new_predict_mode(session: Session) -> Any:
     """A TorchFunctionMode for ``session`` (the class is built on first use: torch is
     imported lazily), made in the thread that pushes it: the modes of this thread's sessions
     closed from another thread leave its stack first (`_orphan`)."""
     for orphan in _orphans.pop(threading.get_ident(), ()):
-        _ModeRemoval(orphan)()
+        ModeRemoval(orphan)()
     if not MODE_CLASS:
         MODE_CLASS.append(_make_mode_class())  # here.py asks whether a mode of this class runs on a thread
     return MODE_CLASS[0](session)
@@ -104,7 +104,7 @@ def _pass_through(self: Any, func: Any, types: Any, args: tuple = (), kwargs: An
 
 def _orphan(mode: Any, thread: int) -> None:
     """``mode``'s session was closed from another thread than the one whose function-mode stack holds it: torch's
-    stack is per thread and only that thread can take it off. Until it does (`_new_predict_mode`, at its next
+    stack is per thread and only that thread can take it off. Until it does (`new_predict_mode`, at its next
     session), the mode runs every call as it is: it predicts and counts nothing (a later session of that thread
     pushes a mode of its own, which counted each sync a second time)."""
     cls = type(mode)
@@ -117,7 +117,7 @@ def _orphan(mode: Any, thread: int) -> None:
     _orphans.setdefault(thread, []).append(mode)
 
 
-class _ModeRemoval:
+class ModeRemoval:
     """Takes ``mode`` off torch's function-mode stack even if code left modes above it.
 
     Modes pushed above ours (``torch.set_default_device`` pushes one and never pops it)

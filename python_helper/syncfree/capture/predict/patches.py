@@ -24,22 +24,22 @@ from typing import TYPE_CHECKING, Any
 from ..presence import cuda_present
 from . import checkpoints, claims, compiles, cuda_api, here
 from .here import ANSWERS, Session, per_thread, predict_mode_here, user_frame
-from .mode import _new_predict_mode
-from .registry import _is_cuda_device
+from .mode import new_predict_mode
+from .registry import is_cuda_device
 from .standins import (
     _DEVICE_PROPERTIES,
-    _LEGACY_TYPE_NAMES,
-    _DeviceContext,
-    _legacy_cuda_type,
-    _stream_context,
+    LEGACY_TYPE_NAMES,
+    CudaDeviceContext,
+    legacy_cuda_type,
+    stream_context,
 )
 
 if TYPE_CHECKING:
     from .registry import VirtualCudaRegistry
-    from .standins import _Stream
+    from .standins import StreamStandIn
 
 
-class _Patches:
+class Patches:
     """Attribute replacements for one session, undone in reverse order.
 
     Each entry is saved before its attribute is set and dropped only after it has been
@@ -161,7 +161,7 @@ def install(session: Session) -> None:
     def synchronize(device: Any = None) -> None:
         session.record("explicit", user_frame())
 
-    def current_stream(device: Any = None) -> _Stream:
+    def current_stream(device: Any = None) -> StreamStandIn:
         return session._default_stream
 
     # Device queries answer for the stand-in in the cell's thread only: a thread the
@@ -171,13 +171,13 @@ def install(session: Session) -> None:
     patch(cuda, "device_count", per_thread(lambda: 1, cuda.device_count))
     patch(cuda, "current_device", lambda: 0)
     patch(cuda, "set_device", lambda device: None)
-    patch(cuda, "device", _DeviceContext)
-    patch(cuda, "device_of", _DeviceContext)
+    patch(cuda, "device", CudaDeviceContext)
+    patch(cuda, "device_of", CudaDeviceContext)
     patch(cuda, "synchronize", synchronize)
     patch(cuda, "current_stream", current_stream)
     patch(cuda, "default_stream", current_stream)
     patch(cuda, "set_stream", lambda stream: None)
-    patch(cuda, "stream", _stream_context)
+    patch(cuda, "stream", stream_context)
     patch(cuda, "Event", session.event_type)
     patch(cuda, "Stream", session.stream_type)
     patch(cuda, "get_device_name", lambda device=None: "CPU stand-in (syncfree predict mode)")
@@ -195,9 +195,9 @@ def install(session: Session) -> None:
           lambda new_state, device="cuda": torch.set_rng_state(new_state))
     patch(cuda, "get_rng_state_all", lambda: [torch.get_rng_state()])
     patch(cuda, "set_rng_state_all", lambda new_states: torch.set_rng_state(new_states[0]))
-    for name in _LEGACY_TYPE_NAMES:
+    for name in LEGACY_TYPE_NAMES:
         if hasattr(cuda, name):
-            patch(cuda, name, _legacy_cuda_type(session, name))
+            patch(cuda, name, legacy_cuda_type(session, name))
     # The debug mode, autocast, memory statistics, seeding, NVTX (cuda_api.py).
     cuda_api.install(session, patch)
 
@@ -279,7 +279,7 @@ def _wrapper_subclass_maker(session: Session,
         wrapper = original(*args, **kwargs)
         device = kwargs.get("device")
         registry = session.registry
-        if device is not None and registry is not None and _is_cuda_device(device) \
+        if device is not None and registry is not None and is_cuda_device(device) \
                 and here.get_ident() in here.thread_modes:
             registry.mark_cuda(wrapper)
         return wrapper
@@ -291,9 +291,9 @@ def standins_used() -> int:
     """A number that grows whenever code is touched by the stand-ins: a device query answered as
     a GPU machine's, a tensor put on the virtual CUDA device. Code that never grows it ran as it
     runs without syncfree (the pytest plugin says a failure ran on the stand-ins only then)."""
-    from .registry import _kernel_registry
+    from .registry import kernel_registry
 
-    return ANSWERS.count + _kernel_registry().marked
+    return ANSWERS.count + kernel_registry().marked
 
 
 def _cudnn_wrapper(session: Session, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -362,7 +362,7 @@ def _pinning_wrapper(session: Session,
             return original(data, device)
         # In the DataLoader's pinning thread, which has no mode of its own (modes are
         # per thread): Tensor.pin_memory, its only torch call, needs our stand-in.
-        with _new_predict_mode(session):
+        with new_predict_mode(session):
             return original(data, device)
 
     return pin_memory

@@ -3,7 +3,7 @@ how the engine finds the tensors among a torch call's arguments without running 
 
 Virtual-CUDA membership is a property of the *storage*: views, ``.data``,
 ``nn.Parameter(t)``, ``param.data = t`` and ``unbind`` share it for free, as they share a
-device on a GPU. One registry serves the kernel's life (`_kernel_registry`): a tensor put
+device on a GPU. One registry serves the kernel's life (`kernel_registry`): a tensor put
 on the stand-in device by an earlier predicted cell is still "on CUDA" in the next one.
 """
 
@@ -255,17 +255,17 @@ def _functorch_base(tensor: Any) -> Any:
 _registry: VirtualCudaRegistry | None = None
 
 
-def _kernel_registry() -> VirtualCudaRegistry:
+def kernel_registry() -> VirtualCudaRegistry:
     global _registry
     if _registry is None:
         _registry = VirtualCudaRegistry()
     return _registry
 
 
-def _tensors_in(obj: Any) -> list[Any]:
+def tensors_in(obj: Any) -> list[Any]:
     """Tensors in an argument: nested lists/tuples and dict values, a few levels deep."""
     found: list[Any] = []
-    _collect_tensors(obj, found, 0)
+    collect_tensors(obj, found, 0)
     return found
 
 
@@ -295,8 +295,8 @@ def _items_of(cls: type) -> Callable[[Any], Any] | None:
     return items
 
 
-def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
-    """The tensors among a call's arguments: `_collect_tensors` of args and kwargs, with
+def call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
+    """The tensors among a call's arguments: `collect_tensors` of args and kwargs, with
     the usual flat case (tensors and plain values) handled without recursion."""
     global _Tensor
     if _Tensor is None:
@@ -310,18 +310,18 @@ def _call_tensors(args: tuple, kwargs: dict | None) -> list[Any]:
         if issubclass(cls, tensor_type):
             found.append(value)
         elif cls in _ITEMS or (cls not in _NUMBERS and _items_of(cls) is not None):
-            _collect_tensors(value, found, 1)
+            collect_tensors(value, found, 1)
     if kwargs:
         for value in kwargs.values():
             cls = type(value)
             if issubclass(cls, tensor_type):
                 found.append(value)
             elif cls in _ITEMS or (cls not in _NUMBERS and _items_of(cls) is not None):
-                _collect_tensors(value, found, 1)
+                collect_tensors(value, found, 1)
     return found
 
 
-def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
+def collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
     """Append the tensors in ``obj`` to ``found``: a real tensor (by its type, not by
     ``isinstance``, which asks a proxy's ``__class__``), or the items of a standard
     container, read through the base class (see :data:`_ITEMS`), a few levels deep."""
@@ -346,10 +346,10 @@ def _collect_tensors(obj: Any, found: list[Any], depth: int) -> None:
         if first is not None and issubclass(type(first), _NUMBERS):
             return
     for item in items(obj):
-        _collect_tensors(item, found, depth + 1)
+        collect_tensors(item, found, depth + 1)
 
 
-def _is_cuda_device(device: Any) -> bool:
+def is_cuda_device(device: Any) -> bool:
     import torch
 
     if isinstance(device, torch.device):

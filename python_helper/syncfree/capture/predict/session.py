@@ -16,20 +16,20 @@ from .. import dispatch, interrupts
 from ..undo import Undo
 from . import cuda_api, patches
 from .claims import (
-    _claim_thread_mode,
     _claims,
-    _hold_patches,
-    _release_claim,
-    _release_patches,
-    _release_thread_mode,
+    claim_thread_mode,
     first_session_here,
+    hold_patches,
+    release_claim,
+    release_patches,
+    release_thread_mode,
 )
-from .compiles import _EagerCompiles
+from .compiles import EagerCompiles
 from .here import get_ident
-from .mode import _ModeRemoval, _new_predict_mode
-from .patches import _Patches
-from .registry import VirtualCudaRegistry, _kernel_registry
-from .standins import _Stream
+from .mode import ModeRemoval, new_predict_mode
+from .patches import Patches
+from .registry import VirtualCudaRegistry, kernel_registry
+from .standins import StreamStandIn
 from .torchscript import UnseenTorchScript
 
 
@@ -50,14 +50,14 @@ class PredictSession:
         self.active = False
         self.event_type: type | None = None
         self.stream_type: type | None = None
-        self._patches = _Patches()
+        self._patches = Patches()
         self._undo: contextlib.ExitStack | None = None
         self._mode: Any = None
-        self._default_stream: _Stream | None = None
+        self._default_stream: StreamStandIn | None = None
         self._dynamo_hooked = False
         self._dynamo_ready = False  # compiles.prepare_dynamo
         self._trace_checked = False  # compiles.hook_dynamo: the tracer's checks are in
-        self._eager_compiles = _EagerCompiles(self)
+        self._eager_compiles = EagerCompiles(self)
         self._unseen_torchscript = UnseenTorchScript(self)
         self._marked_before = 0
         self._thread = threading.get_ident()
@@ -78,27 +78,27 @@ class PredictSession:
             # whose first entry is the active session; list.append is atomic.
             undo.push(interrupts.release, self)  # a Ctrl-C is raised outside (interrupts.py)
             interrupts.hold(self)
-            undo.push(_release_claim, self)
+            undo.push(release_claim, self)
             _claims.append(self)
             self._thread = get_ident()
             # One registry for the kernel's life: a tensor put on the stand-in device by
             # an earlier predicted cell is still "on CUDA" in the next one, as it would be
             # on a GPU. It holds weak references only.
-            self.registry = _kernel_registry()
+            self.registry = kernel_registry()
             self._marked_before = self.registry.marked
             # Each entry notes its own compiled calls run eagerly (compiles.py), whichever
             # session installed the patches.
-            self._eager_compiles = _EagerCompiles(self)
+            self._eager_compiles = EagerCompiles(self)
             undo.push(self._eager_compiles.note)
             self._unseen_torchscript = UnseenTorchScript(self)
             undo.push(self._unseen_torchscript.note)
-            undo.push(_release_patches, self)
-            _hold_patches(self)
-            undo.push(_release_thread_mode, self)
-            if not _claim_thread_mode(self):
+            undo.push(release_patches, self)
+            hold_patches(self)
+            undo.push(release_thread_mode, self)
+            if not claim_thread_mode(self):
                 return self  # inert: this thread's mode sees its calls
-            mode = self._mode = _new_predict_mode(self)
-            undo.push(_ModeRemoval(mode))
+            mode = self._mode = new_predict_mode(self)
+            undo.push(ModeRemoval(mode))
             mode.__enter__()
             self.active = True
             return self
@@ -147,7 +147,7 @@ class PredictSession:
     # -- patches for what a TorchFunctionMode cannot see -------------------------------
 
     def _install_patches(self) -> None:
-        patches.install(self)  # by the first session in (claims.py, _hold_patches)
+        patches.install(self)  # by the first session in (claims.py, hold_patches)
 
 
 def _owner() -> Any:

@@ -14,13 +14,13 @@ from typing import Any
 
 from .here import Session, user_frame
 
-_LEGACY_TYPE_NAMES = (
+LEGACY_TYPE_NAMES = (
     "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "ByteTensor",
     "CharTensor", "ShortTensor", "IntTensor", "LongTensor", "BoolTensor",
 )
 
 
-def _host_memory_bytes() -> int:
+def host_memory_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -32,7 +32,7 @@ class _DeviceProperties:
 
     name = "CPU stand-in (syncfree predict mode)"
     major, minor = 9, 0
-    total_memory = _host_memory_bytes()
+    total_memory = host_memory_bytes()
     multi_processor_count = os.cpu_count() or 1
     is_integrated = False
     is_multi_gpu_board = False
@@ -45,7 +45,7 @@ class _DeviceProperties:
 _DEVICE_PROPERTIES = _DeviceProperties()
 
 
-class _DeviceContext(contextlib.AbstractContextManager):
+class CudaDeviceContext(contextlib.AbstractContextManager):
     """``torch.cuda.device(i)`` / ``device_of(t)``: there is one virtual device."""
 
     def __init__(self, device: Any = None) -> None:
@@ -56,11 +56,11 @@ class _DeviceContext(contextlib.AbstractContextManager):
 
 
 @contextlib.contextmanager
-def _stream_context(stream: Any = None) -> Iterator[Any]:
+def stream_context(stream: Any = None) -> Iterator[Any]:
     yield stream
 
 
-class _Event:
+class EventStandIn:
     """``torch.cuda.Event`` on the CPU: ``synchronize`` is a sync, ``wait``/``query`` are not."""
 
     _session: Session
@@ -82,7 +82,7 @@ class _Event:
     def synchronize(self) -> None:
         self._session.record("explicit", user_frame())
 
-    def elapsed_time(self, end_event: _Event) -> float:
+    def elapsed_time(self, end_event: EventStandIn) -> float:
         if self._recorded_at is None or end_event._recorded_at is None:
             raise RuntimeError("Both events must be recorded before calculating elapsed time.")
         return (end_event._recorded_at - self._recorded_at) * 1000.0
@@ -91,7 +91,7 @@ class _Event:
         return "<torch.cuda.Event (syncfree predict stand-in)>"
 
 
-class _Stream:
+class StreamStandIn:
     """``torch.cuda.Stream`` on the CPU: ``synchronize`` is a sync, the rest are no-ops."""
 
     _session: Session
@@ -126,7 +126,7 @@ class _Stream:
     def is_capturing(self) -> bool:
         return False
 
-    def __enter__(self) -> _Stream:
+    def __enter__(self) -> StreamStandIn:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -167,7 +167,7 @@ class _LegacyCudaType(type):
         return f"<class 'torch.cuda.{cls.__name__}'>"
 
 
-def _legacy_cuda_type(session: Session, name: str) -> type:
+def legacy_cuda_type(session: Session, name: str) -> type:
     import torch
 
     cpu_type = getattr(torch, name)

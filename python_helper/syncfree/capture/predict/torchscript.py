@@ -34,7 +34,7 @@ import types
 from typing import Any
 
 from .here import CallNotes, Session, calling_line, predict_session_here
-from .registry import _call_tensors, _tensors_in
+from .registry import call_tensors, tensors_in
 
 # TorchScript's qualified names: __torch__.Net, __torch__.___torch_mangle_3.Net.
 _MANGLING = re.compile(r"^__torch__\.|___torch_mangle_\d+\.")
@@ -310,11 +310,11 @@ def _unseen(session: Session, name: str, call: Any, target: Any, args: tuple,
 
     registry = session.registry
     with torch._C.DisableTorchFunction():
-        virtual, kept = registry.split_inputs(_call_tensors(args, kwargs))
+        virtual, kept = registry.split_inputs(call_tensors(args, kwargs))
     result = call(target, *args, **kwargs)
     if virtual:
         with torch._C.DisableTorchFunction():
-            registry.mark_results(_tensors_in(result), kept)
+            registry.mark_results(tensors_in(result), kept)
         name = _MANGLING.sub("", name)
         session._unseen_torchscript.count(name, calling_line(sys._getframe(2)))
         unseen_torchscript_calls[name] = unseen_torchscript_calls.get(name, 0) + 1
