@@ -113,7 +113,7 @@ const EDIT_REDRAW_MS = 150;
 /** The Syncs panel in the right sidebar; it follows the active notebook. */
 export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_IDS.sidebar,
-  description: 'The Syncs sidebar: every sync of the current notebook, ranked by blocked time.',
+  description: 'The Syncs sidebar: every sync of the current notebook, costliest first.',
   autoStart: true,
   requires: [ISyncReports, INotebookTracker],
   optional: [ISettingRegistry, ICommandPalette, ILayoutRestorer, IStatusBar],
@@ -273,7 +273,7 @@ export const sidebarPlugin: JupyterFrontEndPlugin<void> = {
 
     commands.addCommand(CommandIDs.openSidebar, {
       label: 'Show Syncs Panel',
-      caption: 'The syncs of this notebook, ranked by blocked time',
+      caption: 'The syncs of this notebook, costliest first (GPU time lost where measured)',
       icon: syncfreeIcon,
       execute: () => shell.activateById(panel.id)
     });
