@@ -185,3 +185,16 @@ def test_np_ndindex_yields_python_ints():
         "    for b, n in np.ndindex(*points.shape[:2]):\n        if labels[b, n] > -1:\n            pass\n"
     )
     assert rules_at(source) == [("SF103", 5, "likely")]
+
+
+def test_a_device_parameter_annotated_str_is_the_callers_device():
+    """``device: str = "cpu"`` names a device as an unannotated ``device`` does: ``torch.tensor(ids, device=device)``
+    is on the caller's device, not the CPU, so the processor's later index with it stays a likely sync."""
+    source = (
+        "class P:\n    def __init__(self, n: int, ids: int | list[int] | torch.Tensor, device: str = 'cpu'):\n"
+        "        if not isinstance(ids, torch.Tensor):\n            ids = torch.tensor(ids, device=device)\n"
+        "        self.ids = ids\n        self.n = n\n"
+        "    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:\n"
+        "        out = torch.full_like(scores, -1.0)\n        out[:, self.ids] = 0\n        return out\n"
+    )
+    assert ("SF502", 10, "likely") in rules_at(source)

@@ -612,8 +612,9 @@ class CellScope:
             return True, value.device
         if value.kind == "tensor":  # .to(other): other's device
             return True, value.device
-        if isinstance(node, ast.Name) and value.kind == "unknown" and "dev" in node.id.lower():
-            return True, None
+        if isinstance(node, ast.Name) and value.kind in ("unknown", "python") and "dev" in node.id.lower():
+            # (a parameter `device: str = "cpu"` is a device all the same, the caller's)
+            return True, device_of_literal(value.const)
         if isinstance(node, ast.Attribute) and node.attr == "device":
             return True, None
         return False, None
