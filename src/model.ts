@@ -405,7 +405,7 @@ export function anchoredLines(source: string, report: SyncReport): { stale?: boo
 
 /**
  * "in helper(), defined in In [3] line 8: `return y.item()`": where a sync inside a
- * function from an earlier notebook cell happened (report.py defined_in_text; the site's
+ * function from an earlier notebook cell happened (output.py defined_in_text; the site's
  * line and chain are the calling cell's); null for any other site.
  */
 export function definedInText(site: SyncSite): string | null {

@@ -78,7 +78,7 @@ def test_unmeasured_calls_are_counted_not_silently_zero():
     assert dict(tally.unmeasured) == {"aten::_test_serialization_subcmul": 3}
     fields = optable.report_of(recorder)
     assert fields["unmeasured_calls"] == 3 and fields["predicted_syncs"] == 2
-    from syncfree.report import predict_table_lines
+    from syncfree.output import predict_table_lines
 
     assert predict_table_lines({"predict_table": fields})[0] == (
         "predict mode: 3 calls to 1 op without a measurement (aten::_test_serialization_subcmul); "

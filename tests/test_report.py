@@ -170,7 +170,7 @@ def test_a_recurring_sites_first_call_in_the_text_and_html():
 
 
 def test_a_site_that_synced_once_has_no_split():
-    from syncfree.report import first_call_text
+    from syncfree.output import first_call_text
 
     assert first_call_text(1, 5.0, 5.0) == ""
     assert first_call_text(3, 5.0, None) == "" and first_call_text(3, None, None) == ""

@@ -15,7 +15,7 @@ import os
 import re
 import select
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -144,6 +144,78 @@ def write_diagnostics(
             out.write(summary + "\n")
 
 
+# ------------------------------------------------------------------------------------- the words of a site
+#: How a site's phase reads beside it (report.schema.json SyncSite.phase; recurring: nothing).
+PHASE_WORDS = {"once": "paid once: the line runs once", "compile": "paid once: torch.compile compiling"}
+
+
+def ms_text(ms: float) -> str:
+    """``12.3 ms``, ``0.42 ms``, ``0.013 ms``: enough digits for a per-call mean."""
+    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms" if ms >= 0.1 else f"{ms:.3f} ms"
+
+
+def first_call_text(count: int, blocked_ms: float | None, first_ms: float | None,
+                    firsts: int = 1) -> str:
+    """``first sync 98.0 ms, then 0.013 ms per sync ×19``: a recurring site's first call (its
+    first sync: warm-up) apart from the rest. ``firsts``: how many first syncs ``first_ms``
+    sums (a row of several call chains has one each). Empty when not measured, or when
+    there is no rest (a site that synced once: its blocked time says it all)."""
+    rest = count - firsts
+    if blocked_ms is None or first_ms is None or rest <= 0:
+        return ""
+    first = f"first sync{'s' if firsts > 1 else ''} {ms_text(first_ms)}"
+    steady = max(blocked_ms - first_ms, 0.0)
+    return f"{first}, then {ms_text(steady / rest)} per sync ×{rest}"
+
+
+def site_first_call_text(site: Mapping[str, Any]) -> str:
+    """`first_call_text` of a report's site; empty for a one-off site (all of it is paid once)."""
+    if site.get("phase", "recurring") != "recurring":
+        return ""
+    return first_call_text(site["count"], site.get("blocked_ms"), site.get("first_ms"))
+
+
+def library_text(library: Mapping[str, Any]) -> str:
+    """``inside transformers/trainer.py:1922 `if torch.isnan(...)` [SF103]; SFL101 switch:
+    TrainingArguments(logging_nan_inf_filter=False)``: the library line under a user line."""
+    text = f"inside {library['file']}:{library['line']}"
+    if library.get("text"):
+        text += f" `{library['text']}`"
+    if library.get("rule"):
+        text += f" [{library['rule']}]"
+    entry = library.get("entry")
+    if entry:
+        text += f"; {entry['code']} {entry['title']} ({entry['how_often']}); switch: {entry['switch']}"
+    return text
+
+
+def defined_in_text(defined_in: Mapping[str, Any]) -> str:
+    """``in helper(), defined in In [3] line 8: `return y.item()```: where a sync inside a
+    function from an earlier notebook cell happened (the site's line is the calling one)."""
+    text = f"in {defined_in['function']}(), defined in {defined_in['cell']} line {defined_in['line']}"
+    return text + (f": `{defined_in['text']}`" if defined_in.get("text") else "")
+
+
+def predict_table_lines(report: Mapping[str, Any]) -> list[str]:
+    """What predict mode's op table adds for the user: calls it had no measurement for,
+    and that it was measured with another torch version (one line each)."""
+    table = report.get("predict_table")
+    if not isinstance(table, Mapping):
+        return []
+    lines = []
+    calls = table.get("unmeasured_calls") or 0
+    if calls:
+        ops = table.get("unmeasured_ops") or []
+        names = ", ".join(str(op.get("name")) for op in ops[:3])
+        more = f", and {len(ops) - 3} more" if len(ops) > 3 else ""
+        lines.append(f"predict mode: {calls} call{'s' if calls != 1 else ''} to {len(ops)} "
+                     f"op{'s' if len(ops) != 1 else ''} without a measurement "
+                     f"({names}{more}); they may sync")
+    if table.get("version_note"):
+        lines.append(str(table["version_note"]))
+    return lines
+
+
 #: How a certainty reads after the message (certain and measured: nothing to say).
 CERTAINTY_WORDS = {"likely": "likely", "possible": "possible", "predicted": "predicted", "static": "static check"}
 
@@ -175,8 +247,6 @@ def text_line(d: Diagnostic, style: Style | None = None) -> str:
         if first:
             extra += f" ({first})"
     if d.phase:
-        from syncfree.report import PHASE_WORDS
-
         extra += f", {PHASE_WORDS.get(d.phase, d.phase)}"
     if d.thread:
         extra += f", in thread {clean_text(d.thread)}"
@@ -186,9 +256,7 @@ def text_line(d: Diagnostic, style: Style | None = None) -> str:
     if where:
         extra += f" ({where})"
     line = f"{style.bold(d.location())}: {style.red(d.rule)} {clean_text(d.message)}{style.dim(extra) if extra else ''}"
-    if d.inside:  # the library line under the user's line (syncfree.report.library_text)
-        from syncfree.report import library_text
-
+    if d.inside:  # the library line under the user's line (library_text)
         line += "\n    " + clean_text(library_text(d.inside))
     return line
 
@@ -315,8 +383,6 @@ def _first_call(d: Diagnostic) -> str:
     """``first sync 98.0 ms, then 0.013 ms per sync ×19`` for a recurring row with blocked time; else empty."""
     if d.first_ms is None or d.count is None or d.phase:
         return ""
-    from syncfree.report import first_call_text
-
     return first_call_text(d.count, d.blocked_ms, d.first_ms, d.first_calls or 1)
 
 
@@ -378,8 +444,6 @@ def _github_line(d: Diagnostic) -> str:
     if first:  # the row's cost apart from its first call, which warm-up inflates
         message += f" (×{d.count}, blocked {d.blocked_ms:.1f} ms: {first})"
     if d.inside:  # the library line under the user's line, on a line of its own in the annotation
-        from syncfree.report import library_text
-
         message += "\n" + clean_text(library_text(d.inside))
     return f"::{level} {','.join(properties)}::{_github_escape(message)}"
 
@@ -508,8 +572,6 @@ def _sarif_result(d: Diagnostic, rule_index: int) -> dict[str, Any]:
     if d.inside:
         # The library line where the sync happened, as a related location (viewers link it); its path is the
         # package's own (transformers/trainer.py), not one of the repository's files.
-        from syncfree.report import library_text
-
         result["relatedLocations"] = [{
             "id": 1,
             "physicalLocation": {"artifactLocation": {"uri": _uri(d.inside["file"])},

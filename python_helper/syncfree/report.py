@@ -18,6 +18,16 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
+from .output import (  # the one layout of a site, and its words
+    Diagnostic,
+    defined_in_text,
+    library_text,
+    predict_table_lines,
+    site_diagnostic,
+    site_first_call_text,
+    text_line,
+)
+
 MIME_TYPE = "application/vnd.syncfree.report.v1+json"
 SCHEMA_PATH = Path(__file__).with_name("report.schema.json")
 
@@ -171,57 +181,6 @@ def _blocked_text(ms: float | None) -> str:
     return "" if ms is None else f"{ms:.1f} ms"
 
 
-#: How a site's phase reads beside it (report.schema.json SyncSite.phase; recurring: nothing).
-PHASE_WORDS = {"once": "paid once: the line runs once", "compile": "paid once: torch.compile compiling"}
-
-
-def ms_text(ms: float) -> str:
-    """``12.3 ms``, ``0.42 ms``, ``0.013 ms``: enough digits for a per-call mean."""
-    return f"{ms:.1f} ms" if ms >= 10 else f"{ms:.2f} ms" if ms >= 0.1 else f"{ms:.3f} ms"
-
-
-def first_call_text(count: int, blocked_ms: float | None, first_ms: float | None,
-                    firsts: int = 1) -> str:
-    """``first sync 98.0 ms, then 0.013 ms per sync ×19``: a recurring site's first call (its
-    first sync: warm-up) apart from the rest. ``firsts``: how many first syncs ``first_ms``
-    sums (a row of several call chains has one each). Empty when not measured, or when
-    there is no rest (a site that synced once: its blocked time says it all)."""
-    rest = count - firsts
-    if blocked_ms is None or first_ms is None or rest <= 0:
-        return ""
-    first = f"first sync{'s' if firsts > 1 else ''} {ms_text(first_ms)}"
-    steady = max(blocked_ms - first_ms, 0.0)
-    return f"{first}, then {ms_text(steady / rest)} per sync ×{rest}"
-
-
-def site_first_call_text(site: Mapping) -> str:
-    """`first_call_text` of a report's site; empty for a one-off site (all of it is paid once)."""
-    if site.get("phase", "recurring") != "recurring":
-        return ""
-    return first_call_text(site["count"], site.get("blocked_ms"), site.get("first_ms"))
-
-
-def library_text(library: Mapping) -> str:
-    """``inside transformers/trainer.py:1922 `if torch.isnan(...)` [SF103]; SFL101 switch:
-    TrainingArguments(logging_nan_inf_filter=False)``: the library line under a user line."""
-    text = f"inside {library['file']}:{library['line']}"
-    if library.get("text"):
-        text += f" `{library['text']}`"
-    if library.get("rule"):
-        text += f" [{library['rule']}]"
-    entry = library.get("entry")
-    if entry:
-        text += f"; {entry['code']} {entry['title']} ({entry['how_often']}); switch: {entry['switch']}"
-    return text
-
-
-def defined_in_text(defined_in: Mapping) -> str:
-    """``in helper(), defined in In [3] line 8: `return y.item()```: where a sync inside a
-    function from an earlier notebook cell happened (the site's line is the calling one)."""
-    text = f"in {defined_in['function']}(), defined in {defined_in['cell']} line {defined_in['line']}"
-    return text + (f": `{defined_in['text']}`" if defined_in.get("text") else "")
-
-
 def _summary(report: Mapping) -> str:
     totals = report["totals"]
     device = report["device"]
@@ -245,32 +204,10 @@ def _rule_title(report: Mapping, code: str | None) -> str:
     return rule["title"] if rule else ""
 
 
-def predict_table_lines(report: Mapping) -> list[str]:
-    """What predict mode's op table adds for the user: calls it had no measurement for,
-    and that it was measured with another torch version (one line each)."""
-    table = report.get("predict_table")
-    if not isinstance(table, Mapping):
-        return []
-    lines = []
-    calls = table.get("unmeasured_calls") or 0
-    if calls:
-        ops = table.get("unmeasured_ops") or []
-        names = ", ".join(str(op.get("name")) for op in ops[:3])
-        more = f", and {len(ops) - 3} more" if len(ops) > 3 else ""
-        lines.append(f"predict mode: {calls} call{'s' if calls != 1 else ''} to {len(ops)} "
-                     f"op{'s' if len(ops) != 1 else ''} without a measurement "
-                     f"({names}{more}); they may sync")
-    if table.get("version_note"):
-        lines.append(str(table["version_note"]))
-    return lines
-
-
 def report_text(report: Mapping) -> str:
     """Plain-text summary (text/plain): one line per site, in the layout of every text surface
     (`syncfree.output.text_line`: ``line 4:col 9: SF101 `.item()` waits for the GPU (predicted) ×3``),
     then the static findings on lines that did not sync, notes, error."""
-    from .output import Diagnostic, site_diagnostic, text_line
-
     lines = [_summary(report)]
     for site in report["sites"]:
         d = site_diagnostic(dict(site, predicted=site.get("predicted", report.get("mode") == "predict")),

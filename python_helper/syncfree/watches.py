@@ -127,8 +127,8 @@ class WatchReport:
 
     def predict_table_lines(self) -> list[str]:
         """Calls predict mode had no measurement for; the table's torch version if it
-        differs from the installed one (report.predict_table_lines)."""
-        from .report import predict_table_lines
+        differs from the installed one (output.predict_table_lines)."""
+        from .output import predict_table_lines
 
         return predict_table_lines({"predict_table": self.predict_table})
 

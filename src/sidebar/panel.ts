@@ -144,7 +144,7 @@ const COLUMNS: readonly { name: string; sorts: ISortButton[] }[] = [
   }
 ];
 
-/** What a one-off phase means (report.py PHASE_WORDS; the card's badge says the same). */
+/** What a one-off phase means (output.py PHASE_WORDS; the card's badge says the same). */
 const PHASE_WORDS: Record<'once' | 'compile', { badge: string; words: string; title: string }> = {
   once: {
     badge: 'once',

@@ -377,7 +377,7 @@ class MergedReport:
 
     def notes(self) -> list[str]:
         """Each rank's notes once; a note only some ranks have names them."""
-        from syncfree.report import predict_table_lines
+        from syncfree.output import predict_table_lines
 
         seen: dict[str, list[int]] = {}
         for report in self.reports:
