@@ -14,7 +14,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.catalog import select_rules
 from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments

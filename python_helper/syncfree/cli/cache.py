@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.output import Diagnostic
 
 __all__ = ["DEFAULT_CACHE_DIR", "ResultCache", "file_digest", "file_stat"]

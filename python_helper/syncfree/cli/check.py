@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.analyze import Bindings, analyze_source, apply_fixes, neutralize_ipython
 from syncfree.catalog import RULES, select_rules
 from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest, file_stat

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.cli.sources import read_notebook_json
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 from syncfree.output import Diagnostic, clean_text, site_diagnostic, write_diagnostics

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.cli.job import JobOptions
 from syncfree.cli.usage import EXIT_ERROR, UsageProblem, not_a_file
 from syncfree.distributed.ranks import RankInfo

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from syncfree import __version__
+from syncfree._version import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, code_columns, site_what, write_diagnostics
 
