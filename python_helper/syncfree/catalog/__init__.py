@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
+# How sure a match is and the edits of a fix: below this module and scope.py, which both use them.
+from syncfree.catalog.edits import Certainty, Edit
+
 # What a runtime sync site's ``kind`` may be (report.schema.json, SyncSite.kind); every rule
 # has exactly one. Defined once, with the labels people read, in syncfree.kinds.
 from syncfree.kinds import KINDS
@@ -70,32 +73,7 @@ CATEGORIES: Mapping[int, str] = MappingProxyType(
     }
 )
 
-# possible: analyze.py's demotion of a likely finding in code that runs on the host by construction (host_code.py)
-# or on an optimizer's step count or scalar (optimizer_scalars.py), left out unless asked for; rules themselves say
-# certain or likely.
-Certainty = Literal["certain", "likely", "possible"]
 Safety = Literal["safe", "review", "none"]
-Position = tuple[int, int]  # (line, column) as Python's ast gives them: 1-based line, UTF-8 byte column
-
-
-@dataclass(frozen=True)
-class Edit:
-    """Replace the source between ``start`` and ``end`` (ast coordinates of the parsed cell) with ``text``.
-
-    :mod:`syncfree.analyze` turns these into the report's cell-relative character ranges.
-    """
-
-    start: Position
-    end: Position
-    text: str
-
-    @classmethod
-    def replace(cls, node: ast.AST, text: str) -> Edit:
-        return cls(node_start(node), node_end(node), text)
-
-    @classmethod
-    def insert(cls, at: Position, text: str) -> Edit:
-        return cls(at, at, text)
 
 
 @dataclass(frozen=True)
@@ -281,14 +259,6 @@ def parse_rule_doc(doc: str, code: str = "rule") -> dict[str, tuple[str, str]]:
         ]
         parsed[name] = ("\n\n".join(p for p in paragraphs if p), "\n\n".join(code_blocks))
     return parsed
-
-
-def node_start(node: ast.AST) -> Position:
-    return (node.lineno, node.col_offset)  # type: ignore[attr-defined]
-
-
-def node_end(node: ast.AST) -> Position:
-    return (node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
 
 
 def _discover() -> dict[str, Rule]:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from syncfree.catalog import Certainty, Edit, Position
+from syncfree.catalog.edits import Certainty, Edit, Position
 from syncfree.catalog.host_code import HostCode, imports_host_library
 
 Device = Literal["cuda", "cpu"]
