@@ -10,22 +10,41 @@ unreadable files or a notebook that failed to run.
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import sys
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from syncfree._version import __version__
-from syncfree.catalog import select_rules
 from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
-from syncfree.cli.merge import merge
-from syncfree.cli.run_notebook import run
-from syncfree.cli.run_script import _selected_rules, die_by_signal, discard_carry, run_python
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
 
 __all__ = ["check", "main", "run", "run_python"]
+
+#: The commands other than check, imported when first used: `syncfree check` does not pay for the runners.
+_LAZY = {"run": ("syncfree.cli.run_notebook", "run"), "run_python": ("syncfree.cli.run_script", "run_python"),
+         "merge": ("syncfree.cli.merge", "merge")}
+
+
+def _command(name: str) -> Callable[..., Any]:
+    """The function of a lazily imported command (a test may have replaced it: this module's name is looked up)."""
+    value = globals().get(name)
+    if value is None or isinstance(value, types.ModuleType):  # importing syncfree.cli.merge binds the module here
+        module, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return _command(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -60,8 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = check(args.paths, output_format=args.format, select=select, ignore=ignore, budget=budget,
                            out=output.stream(), state=state, **check_options(args, config))
         elif args.command == "merge":
-            status = merge(args.directory, output_format=args.format, budget=budget, out=output.stream(),
-                           state=state, selected=_selected_rules(select, ignore))
+            from syncfree.cli.run_script import _selected_rules
+
+            status = _command("merge")(args.directory, output_format=args.format, budget=budget,
+                                       out=output.stream(), state=state, selected=_selected_rules(select, ignore))
         elif args.notebook is None and _distributed(args):
             if args.cost or args.budget_ms is not None:  # the ranks do not measure it: never a budget left unchecked
                 raise UsageProblem("--cost/--budget-ms are not measured in a distributed job's ranks yet: run a rank's "
@@ -72,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rank_report_dir:
                 raise UsageProblem("--rank-report-dir is for the ranks of a distributed job: under torchrun, "
                                    "or with --nproc-per-node N")
-            status = run_python(args.target, args.args, module=args.module, mode=args.mode or config.mode,
+            status = _command("run_python")(args.target, args.args, module=args.module, mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
                                 output=output, state=state, exit_zero=args.exit_zero, run_options=run_options,
                                 cost=args.cost, budget_ms=args.budget_ms)
@@ -86,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageProblem("--cost/--budget-ms apply to scripts: in a notebook, %%syncfree --cost measures a cell")
             if args.mode and args.marked_only:
                 raise UsageProblem("--mode with --marked-only: each marked cell's %%syncfree line sets its own mode")
-            status = run(
+            status = _command("run")(
                 args.notebook,
                 timeout=args.timeout if args.timeout is not None else 600,
                 output=args.output,
@@ -102,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         output.close()
     except (UsageProblem, ConfigError, OutputFileError) as problem:
+        from syncfree.cli.run_script import discard_carry
+
         error(problem)
         status = EXIT_ERROR
         discard_carry()  # a followed os.exec* whose run could not start: its file is nobody's to read
@@ -116,6 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if entry and state.get("die_by"):
         # An uncaught KeyboardInterrupt (the program's, or Ctrl-C while syncfree itself ran): the report is written,
         # and the process dies by SIGINT as Python's does.
+        from syncfree.cli.run_script import die_by_signal
+
         die_by_signal(state["die_by"])
     if args.exit_zero and (status == EXIT_FOUND or (status == EXIT_ERROR and state.get("syntax_only"))):
         return EXIT_CLEAN
@@ -308,6 +333,8 @@ def _budget(text: str) -> int:
 
 
 def _codes(text: str) -> list[str]:
+    from syncfree.catalog import select_rules
+
     codes = [code.strip() for code in text.split(",") if code.strip()]
     try:
         select_rules(codes)

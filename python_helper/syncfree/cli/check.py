@@ -9,33 +9,31 @@ from __future__ import annotations
 
 import argparse
 import ast
-import difflib
 import functools
 import gc
 import hashlib
 import io
 import json
-import multiprocessing
 import os
 import sys
 import time
 import tokenize
 import warnings
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from syncfree._version import __version__
-from syncfree.analyze import Bindings, analyze_source, apply_fixes, neutralize_ipython
-from syncfree.catalog import RULES, select_rules
 from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest, file_stat
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.output import SYNTAX_ERROR, Diagnostic, write_diagnostics
+
+if TYPE_CHECKING:
+    from syncfree.analyze import Bindings
 
 __all__ = ["FileResult", "check", "check_file"]
 
@@ -169,6 +167,8 @@ def write_statistics(diagnostics: Sequence[Diagnostic], output_format: str, out:
         entry[0] += 1
         entry[1] += d.fix is not None
     rows = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    from syncfree.catalog import RULES
+
     if output_format == "json":
         json.dump([{"code": code, "name": RULES[code].name if code in RULES else code, "count": count,
                     "fixable": fixable} for code, (count, fixable) in rows], out, indent=1)
@@ -213,6 +213,12 @@ def _open_cache(folder: str | os.PathLike[str] | None, select: list[str] | None,
                 possible: bool) -> ResultCache | None:
     if folder is None:
         return None
+    if select is None and not ignore:
+        # The default rules: which they are is the catalog's code, which the cache's key covers (code_digest), so a
+        # run wholly from the cache does not import the catalog to list them.
+        return ResultCache(Path(folder), ["<default>"], possible)
+    from syncfree.catalog import select_rules
+
     try:
         rules = [rule.code for rule in select_rules(select, ignore)]
     except ValueError:
@@ -270,12 +276,21 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
                jobs: int | None, fixing: FixMode | None = None, possible: bool = False) -> Iterator[FileResult]:
     """Each file's result in the order given. Files are independent, so a process pool shares them out over the
     cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
+    if not files:
+        return
+    # The analysis is imported here, not with the command (a warm run, all from the cache, never needs it), and
+    # before the pool forks: each worker starts with it.
+    import syncfree.analyze  # noqa: F401
+
     jobs = jobs or _usable_cores()
     check_one = functools.partial(check_file, select=select, ignore=ignore, fixing=fixing, possible=possible)
     on_disk = [path for path in files if str(path) != "-"]
     if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
         yield from map(check_one, files)
         return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     # fork where there is one: the workers start with syncfree and the catalog imported (spawn re-imports them).
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(min(jobs, len(on_disk)), mp_context=context, initializer=_worker_started) as pool:
@@ -339,6 +354,8 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
     syntax_errors = fixed = 0
     rewritten: list[SourceCell] = []
     seen: dict[tuple[str, ...], int] = {}
+    from syncfree.analyze import Bindings
+
     bindings = Bindings()  # a notebook's cells see what the cells above them bound
     for cell in cells:
         before = Bindings(dict(bindings.names), dict(bindings.aliases), set(bindings.imported), bindings.default_device)
@@ -373,6 +390,8 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
 def _rewritten(source: str, findings: list[dict[str, Any]]) -> str | None:
     """The source with the findings' rewrites applied, or None when the result would not parse (a rewrite is kept
     only if the file is still Python afterwards)."""
+    from syncfree.analyze import apply_fixes, neutralize_ipython
+
     try:
         new = apply_fixes(source, findings)
     except ValueError:
@@ -391,6 +410,8 @@ def _rewritten(source: str, findings: list[dict[str, Any]]) -> str | None:
 
 def _diff(old: SourceCell, new: SourceCell) -> str:
     name = old.path if old.number is None else f"{old.path}:cell {old.number}"
+    import difflib
+
     lines = difflib.unified_diff(old.source.splitlines(keepends=True), new.source.splitlines(keepends=True),
                                  fromfile=name, tofile=name)
     text = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
@@ -422,6 +443,8 @@ def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]
 def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | None,
              bindings: Bindings, possible: bool = False) -> tuple[list[dict[str, Any]], Diagnostic | None]:
     """The cell's findings, or the diagnostic saying it does not parse."""
+    from syncfree.analyze import analyze_source
+
     with cycle_collection_paused(), warnings.catch_warnings():  # a large file's tree is no garbage (syncfree.collector)
         warnings.simplefilter("ignore", SyntaxWarning)  # invalid escapes and the like: not ours to report
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -439,6 +462,8 @@ def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | Non
 
 
 def _syntax_error(cell: SourceCell) -> Diagnostic | None:
+    from syncfree.analyze import neutralize_ipython
+
     python_source = neutralize_ipython(cell.source)
     if python_source is None:
         return None
