@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         files = list(expand_paths([str(folder)]))
         lines = sum(len(path.read_bytes().splitlines()) for path in files)
         _, diagnostics = run_check(folder)  # findings (no cache: --no-cache)
-        findings = [d for d in diagnostics if d["rule"] != "E999"]
+        findings = [d for d in diagnostics if d["rule"] not in ("E999", "syntax-error")]  # files that do not parse
         entry = labels.get(name, {})
         labelled = entry.get("findings", []) if entry.get("version") == version else []
         if args.draw:

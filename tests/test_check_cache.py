@@ -189,3 +189,36 @@ def test_a_file_whose_stat_is_unchanged_is_not_read_again(tmp_path, analysed, mo
     hashed.clear()
     assert _run([old, racy], cache) == first
     assert hashed == [] and analysed == []
+
+
+def test_a_run_wholly_from_the_cache_imports_neither_the_analysis_nor_the_other_commands(tmp_path):
+    # A warm run's time is mostly imports: it needs the cache and the output, not the rules, the walk or the runners.
+    import subprocess
+    import sys
+
+    _files(tmp_path)
+    program = ("import sys\nfrom syncfree.cli import main\n"
+               "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '--format', 'json', '-o', sys.argv[3]])\n"
+               "print(status, sorted(name for name in sys.modules if name.startswith(('syncfree.analyze', "
+               "'syncfree.catalog', 'syncfree.cli.run_', 'syncfree.cli.merge', 'multiprocessing', 'difflib'))))\n")
+    command = [sys.executable, "-c", program, str(tmp_path), str(tmp_path / "cache"), str(tmp_path / "report.json")]
+    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert cold.stdout.startswith("2 ") and "'syncfree.analyze'" in cold.stdout, cold.stderr  # broken.py: exit 2
+    report = (tmp_path / "report.json").read_text()
+    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert warm.stdout == "2 []\n", warm.stderr
+    assert (tmp_path / "report.json").read_text() == report
+
+
+def test_json_is_one_diagnostic_a_line(tmp_path):
+    # Written by json's C encoder (indent=1 runs the pure-Python one): a list of one-line entries, still a JSON list.
+    out = io.StringIO()
+    check([str(path) for path in _files(tmp_path)], output_format="json", out=out, jobs=1)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "[" and lines[-1] == "]" and len(lines) == 4
+    entries = [json.loads(line.rstrip(",")) for line in lines[1:-1]]
+    assert entries == json.loads(out.getvalue()) and {entry["rule"] for entry in entries} == {"SF101", "syntax-error"}
+    assert "fix_edits" not in entries[0] or isinstance(entries[0]["fix_edits"], list)
+    empty = io.StringIO()
+    check([str(tmp_path / "b.py")], output_format="json", out=empty, jobs=1)
+    assert empty.getvalue() == "[]\n"
