@@ -9,6 +9,7 @@ count them), unlike the report schema's 0-based ``col``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -403,7 +404,12 @@ def _context(d: Diagnostic) -> str:
     return clean_text(", ".join(parts))
 
 
-_DIAGNOSTIC_FIELDS = tuple(field.name for field in fields(Diagnostic))
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The fields of a `Diagnostic` class, a subclass's own included (distributed.emit's ranks and divergent)."""
+    return tuple(field.name for field in fields(kind))
+
+
 #: Absent from a json entry where None: not the command's (check has no chains, run no fix).
 _JSON_OPTIONAL = ("chains", "processes", "fix_title", "fix_edits", "fingerprint", "inside", "phase", "first_ms",
                   "first_calls", "cost_ms", "cost_each_ms", "thread", "cost_share")
@@ -412,7 +418,7 @@ _JSON_OPTIONAL = ("chains", "processes", "fix_title", "fix_edits", "fingerprint"
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     # The fields as they are, not dataclasses.asdict's deep copy (most of a warm check's time): json writes a tuple as
     # a list, and nothing here keeps the entry.
-    entry = {name: getattr(d, name) for name in _DIAGNOSTIC_FIELDS}
+    entry = {name: getattr(d, name) for name in _field_names(type(d))}
     for key in _JSON_OPTIONAL:
         if entry[key] is None:
             del entry[key]
