@@ -105,7 +105,7 @@ def parse_quietly(source: str, mode: str = "exec", filename: str = "<unknown>") 
         return ast.parse(source, filename, mode)
     this = _ThisParse()
     entries = [("ignore", this, SyntaxWarning, None, 0), ("ignore", this, DeprecationWarning, None, 0)]
-    # No filters_changed() (capture/dispatch.py) on the way in or out: the entries change
+    # No filters_changed() (capture/debug/hook.py) on the way in or out: the entries change
     # the outcome of no warning but this parse's, which the parser issues with no registry,
     # so no "already warned" registry can be out of date.
     try:
