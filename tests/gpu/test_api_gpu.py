@@ -57,7 +57,7 @@ def test_sync_free_on_cuda_lists_every_site_with_blocked_time(userlib):
     assert message.startswith("synchronized 3 times, budget 0"), message
     lines = message.splitlines()[1:]
     assert len(lines) == 3, message
-    assert any("userlib.py:5: .item() ×1, blocked" in line and "SF101" in line
+    assert any("userlib.py:5:12: SF101 `.item()` waits for the GPU ×1, blocked" in line
                for line in lines), message
     assert sum(line.lstrip().startswith("tests/gpu/test_api_gpu.py:") for line in lines) == 2, message
     print(f"\nsyncfree-gpu: SyncError message:\n{message}")
@@ -121,7 +121,7 @@ def test_pytest_plugin_on_cuda(tmp_path):
     assert result.returncode == 1, out
     assert "1 failed, 3 passed" in out, out
     assert "synchronized 3 times, budget 0" in out, out
-    assert "test_cuda_suite.py:19: .item() ×3, blocked" in out, out
+    assert "test_cuda_suite.py:19:9: SF101 `.item()` waits for the GPU ×3, blocked" in out, out
     assert "syncs seen in" in out and "CPU stand-ins" not in out, out
     print("\nsyncfree-gpu: pytest plugin on CUDA:\n" + "\n".join(  # indented: not the log's FAILED
         "    " + line for line in out.splitlines() if "syncfree" in line or "test_cuda_suite" in line
@@ -149,7 +149,7 @@ def test_syncfree_run_mode_error_on_cuda_stops_at_the_users_line(tmp_path):
     done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--mode", "error", str(script)],
                           capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "never" not in done.stdout.splitlines() and "step.py:5:5: SF101" in done.stdout
+    assert "never" not in done.stdout.splitlines() and "step.py:5:12: SF101" in done.stdout
     frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
     assert frames[-1].strip().startswith(f'File "{script}", line 5'), done.stderr
     assert "called a synchronizing CUDA operation" in done.stderr

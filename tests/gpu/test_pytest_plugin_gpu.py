@@ -141,10 +141,10 @@ def test_the_summary_ranks_a_per_step_sync_above_a_larger_warm_up(tmp_path):
     print("\nsyncfree-gpu: --syncfree summary ranked by the time after the first call:\n"
           + "\n".join("    " + line for line in section))
     rows = [line for line in section[2:] if line.startswith("  test_cuda_suite.py:")]
-    step = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:5: .item() ×50"))
-    warm_up = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:12: .item() ×1"))
+    step = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:5:") and "`.item()` waits for the GPU ×50" in line)
+    warm_up = next(i for i, line in enumerate(rows) if line.startswith("  test_cuda_suite.py:12:") and "`.item()` waits for the GPU ×1," in line)
     assert step < warm_up, section
-    once = next(i for i, line in enumerate(section) if line.startswith("  once (setup, compilation): "))
+    once = next(i for i, line in enumerate(section) if line.startswith("  paid once (setup, compilation): "))
     assert all(not line.startswith("  test_cuda_suite.py:5:") for line in section[once:]), section
 
 
@@ -223,5 +223,5 @@ def test_syncfree_option_watches_doctests_on_a_gpu(tmp_path):
                             cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     out = result.stdout
     assert "2 syncs seen in 1 of 1 watched test" in out, out + result.stderr
-    assert "<doctest steps.step[2]>:2: .item() ×2" in out, out
+    assert "<doctest steps.step[2]>:2:9: SF101 `.item()` waits for the GPU ×2" in out, out
     print(f"\nsyncfree-gpu: doctest watched: {out.splitlines()[-3:]}")

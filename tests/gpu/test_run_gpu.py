@@ -41,7 +41,7 @@ def test_mode_error_goes_past_an_ignored_rule_and_stops_at_the_next_sync(tmp_pat
     out = done.stdout + done.stderr
     assert done.returncode == 1, out
     assert "after setup" in done.stdout and "never" not in done.stdout, out
-    assert "train.py:5:1: SF101 " in done.stdout and "(predicted)" not in done.stdout, out
+    assert "train.py:5:7: SF101 " in done.stdout and "(predicted)" not in done.stdout, out
     assert "line 5, in <module>" in done.stderr, out
     print("\nsyncfree-gpu: run --mode error --ignore SF303:\n" + out)
 
