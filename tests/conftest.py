@@ -78,6 +78,15 @@ class FakeDebugMode:
 
 
 @pytest.fixture
+def short_tmp():
+    """A temp folder with a short path (under /tmp): a kernel's Unix sockets fit in it whatever pytest's
+    basetemp is (xdist's is longer), so a notebook run's sockets are where the test looks for them."""
+    folder = Path(tempfile.mkdtemp(prefix="sf-t-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
 def fake_cuda(monkeypatch):
     """Make the recorder believe a CUDA device is there; explicit syncs become no-ops."""
     torch = pytest.importorskip("torch")

@@ -219,15 +219,15 @@ def test_run_reads_only_this_runs_outputs_and_strips_control_characters(notebook
     assert "\x1b" not in done.stdout and "5 syncs" not in done.stdout and "Traceback" not in done.stderr
 
 
-def test_run_ends_at_sigint_without_waiting_for_the_cell_leaving_no_kernel_or_temp_files(notebooks, with_torch, tmp_path):
+def test_run_ends_at_sigint_without_waiting_for_the_cell_leaving_no_kernel_or_temp_files(notebooks, with_torch, tmp_path,
+                                                                                         short_tmp):
     import signal
     import time
 
     nbformat, write = notebooks
     loop = write("loop.ipynb", nbformat.v4.new_code_cell("print('started', flush=True)\nwhile True: pass"))
-    temp = tmp_path / "tmp"
+    temp = short_tmp
     runtime = tmp_path / "runtime"
-    temp.mkdir()
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), "TMPDIR": str(temp),
                    "JUPYTER_RUNTIME_DIR": str(runtime)}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", str(loop), "--timeout", "100"],

@@ -178,7 +178,8 @@ def test_a_cell_timeout_is_one_line_without_the_kernels_traceback(tmp_path):
 
 def test_a_notebook_runs_where_the_temp_folder_is_too_long_for_a_unix_socket(tmp_path):
     # The kernel's sockets go in TMPDIR: a path past a Unix socket's 107 bytes ended the run at the kernel's start
-    # with zmq's "File name too long" (seen with pytest-xdist's longer temp folders). It talks over TCP then.
+    # with zmq's "File name too long" (seen with pytest-xdist's longer temp folders). They go in a short folder of
+    # /tmp then (over TCP, the other way out, a signal took the kernel a minute to stop).
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("ipykernel")
     notebook = nbformat.v4.new_notebook()
@@ -193,10 +194,9 @@ def test_a_notebook_runs_where_the_temp_folder_is_too_long_for_a_unix_socket(tmp
     assert "ran 42" in (tmp_path / "out.ipynb").read_text() and not list(temp.iterdir()), done.stderr
 
 
-def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path):
+def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path, short_tmp):
     notebook = loop_notebook(tmp_path)
-    temp, runtime = tmp_path / "tmp", tmp_path / "runtime"
-    temp.mkdir()
+    temp, runtime = short_tmp, tmp_path / "runtime"
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), "TMPDIR": str(temp),
                    "JUPYTER_RUNTIME_DIR": str(runtime)}
     for phase in ("starting", "running"):

@@ -31,6 +31,23 @@ REPORT_MIME_TYPE = "application/vnd.syncfree.report.v1+json"
 _SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 
 
+def _fits(folder: str) -> bool:
+    """Whether the kernel's sockets (<folder>/kernel-<port>) fit a Unix socket's path."""
+    return len(os.fsencode(os.path.join(folder, "kernel-65535"))) <= _SOCKET_PATH_MAX
+
+
+def _short_folder() -> str | None:
+    """A private folder with a short path for the kernel's sockets, or None."""
+    try:
+        folder = tempfile.mkdtemp(prefix="syncfree-kernel-", dir="/tmp")
+    except OSError:
+        return None
+    if _fits(folder):
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    return None
+
+
 def run(
     notebook_path: str,
     *,
@@ -95,12 +112,19 @@ def run(
 
         # An absolute socket path: the kernel runs in the notebook's folder, not ours.
         sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
-        if len(os.fsencode(os.path.join(sockets, "kernel-65535"))) <= _SOCKET_PATH_MAX:
+        if not _fits(sockets):
+            # A TMPDIR too long for a socket's path: the sockets go in a short folder of /tmp instead (over TCP a
+            # signal takes the kernel about a minute to stop).
+            short = _short_folder()
+            if short is not None:
+                shutil.rmtree(sockets, ignore_errors=True)
+                sockets = short
+        if _fits(sockets):
             extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
                                              ip=os.path.join(sockets, "kernel"))
         else:
             # A TMPDIR too long for a socket's path ("File name too long" from zmq, and the run ended at the
-            # kernel's start): the kernel talks over TCP on the loopback. Still our manager, made here, so that a
+            # kernel's start) and no short folder to put them in: the kernel talks over TCP on the loopback. Still our manager, made here, so that a
             # signal finds the kernel to stop (the folder still holds the kernel's log).
             extra["km"] = AsyncKernelManager(kernel_name=kernel_name)
     client = NotebookClient(
