@@ -18,7 +18,8 @@ DEV_PINS := jupyterlab==4.6.4 notebook==7.6.3 torch==2.13.0 ipykernel pytest jso
 	hatchling hatch-jupyter-builder hatch-nodejs-version editables ruff==0.17.6
 PIP := $(PY) -m pip --disable-pip-version-check -q
 # Large libraries whose sources tests/test_check_precision.py and bench/check_precision.py read (never import):
-# installed without their dependencies (timm's would pull torchvision, which must not be installed here).
+# installed without their dependencies (timm's would pull torchvision, which must not be installed here), and
+# without compiling their thousands of modules to bytecode at install (they are read, and the few imported compile then).
 # accelerate: tests/test_library_sites.py checks that catalog/libraries names its real functions.
 CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 accelerate==1.15.0 diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
@@ -31,7 +32,7 @@ all: install
 $(VENV)/.deps: Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install $(DEV_PINS) > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
-	$(PIP) install --no-deps $(CORPUS_PINS) > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
+	$(PIP) install --no-deps --no-compile $(CORPUS_PINS) > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; exit 1; }
 	$(PY) -c "import torch, jupyterlab; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $@
 
