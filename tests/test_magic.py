@@ -35,6 +35,17 @@ def ip():
     shell.run_line_magic("unload_ext", "syncfree")
 
 
+@pytest.fixture(autouse=True)
+def _displayhook_unders():
+    """A cell that assigns `_` (`for _ in range(3)`) stops IPython's displayhook from ever
+    updating `_` again in this worker's shell: after each test, put its values back."""
+    yield
+    shell = globalipapp.get_ipython()
+    for unders in ("_", "__", "___"):
+        if shell is not None and unders in shell.user_ns:
+            shell.user_ns[unders] = getattr(shell.displayhook, unders)
+
+
 @pytest.fixture
 def cuda_ip(ip, fake_cuda):
     """The shell with a stand-in CUDA device and stand-in tensors in its namespace."""
