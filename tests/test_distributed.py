@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -1017,14 +1018,21 @@ def test_a_signal_to_the_launcher_goes_to_torchrun_and_the_ranks_reports_are_mer
     env = {**job_env(), "TMPDIR": str(temporary)}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2",
                                 "train.py"], cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)
+                               stderr=subprocess.PIPE, start_new_session=True)
     pids: list[int] = []
+    # No wait without an end: a job that never says it is ready fails the test instead of hanging the suite
+    # (the whole job: torchrun and the ranks hold the pipe open too).
+    watchdog = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
+    watchdog.start()
     try:
         ready = 0
         for line in process.stderr:
-            ready += "rank ready" in line
-            if ready == 2:
+            # torchrun runs the ranks with python -u: a print is two writes, so the two ranks' lines can
+            # interleave as "rank readyrank ready\n\n" (the suite hung here once).
+            ready += line.count("rank ready")
+            if ready >= 2:
                 break
+        watchdog.cancel()
         pids = [int((tmp_path / f"pid-{rank}").read_text()) for rank in (0, 1)]
         process.send_signal(signum)
         out, err = process.communicate(timeout=150)
