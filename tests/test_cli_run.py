@@ -988,6 +988,48 @@ def test_a_thread_that_imports_torch_is_watched(tmp_path):
     assert "torch was first imported in thread 'Thread-1 (work)' while thread 'MainThread' ran" in done.stdout
 
 
+def test_a_thread_whose_mode_outlives_its_watch_leaves_nothing_on_its_stack_at_its_end(tmp_path):
+    # The thread that imports torch gets predict mode; the watch ends from the main thread, which cannot take a
+    # mode off another thread's stack. What was left there was freed by torch's C++ thread-local destructor after
+    # the thread's Python state was gone, racing the interpreter's exit: a clean-clone make test saw the program
+    # die of "terminate called without an active exception" (SIGABRT). The thread's stack is emptied at its end
+    # while its Python state lives, before join() returns: a mode it left there (here a library's) is freed by
+    # then. (The main thread keeps the GIL after join(): a destructor after the thread's state could not run.)
+    write(tmp_path, "train.py", """\
+        import sys, threading
+
+        freed = []
+
+        def work():
+            import torch
+            from torch.overrides import TorchFunctionMode
+
+            class Library(TorchFunctionMode):
+                def __torch_function__(self, func, types, args=(), kwargs=None):
+                    return func(*args, **(kwargs or {}))
+
+                def __del__(self):
+                    freed.append(True)
+
+            def push():  # (the mode in no frame's locals)
+                Library().__enter__()  # never left
+
+            push()
+            torch.randn(4, device="cuda").sum().item()
+
+        thread = threading.Thread(target=work)
+        sys.setswitchinterval(1000)
+        thread.start()
+        thread.join()
+        gone = bool(freed)
+        sys.setswitchinterval(0.005)
+        print("freed when join() returned:", gone)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stdout.startswith("freed when join() returned: True\n"), done.stdout
+
+
 def test_children_that_import_torch_when_the_parent_never_does_are_watched(tmp_path):
     write(tmp_path, "train.py", """\
         import multiprocessing, os, sys

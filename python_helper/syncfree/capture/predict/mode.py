@@ -11,6 +11,7 @@ outside torch's own handling, such as ``clip_grad_norm_``) made.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -88,6 +89,8 @@ def new_predict_mode(session: Session) -> Any:
     closed from another thread leave its stack first (`_orphan`)."""
     for orphan in _orphans.pop(threading.get_ident(), ()):
         ModeRemoval(orphan)()
+    if threading.current_thread() is not threading.main_thread() and getattr(_ends, "guard", None) is None:
+        _ends.guard = _ThreadEnd()
     if not MODE_CLASS:
         MODE_CLASS.append(_make_mode_class())  # here.py asks whether a mode of this class runs on a thread
     return MODE_CLASS[0](session)
@@ -95,6 +98,30 @@ def new_predict_mode(session: Session) -> Any:
 
 # thread ident -> the modes of that thread's sessions closed from another thread, still on its function-mode stack
 _orphans: dict[int, list[Any]] = {}
+_ends = threading.local()
+
+
+class _ThreadEnd:
+    """Empties a thread's torch function-mode stack when the thread ends (its Python state is cleared, in that
+    thread, before ``join()`` returns). A mode left there, such as a session's closed from another thread (the
+    thread that first imported torch under ``syncfree run``), was freed by torch's C++ thread-local destructor
+    after the thread's Python state was gone, racing the interpreter's exit: now and then the program died of
+    "terminate called without an active exception" (SIGABRT) after it had ended well."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+
+    def __del__(self) -> None:
+        torch = sys.modules.get("torch")
+        if torch is None or threading.get_ident() != self.thread:
+            return  # a fork's child clears the other threads' states in its own thread: their stacks are not its
+        try:
+            C = torch._C
+            while C._len_torch_function_stack():
+                C._pop_torch_function_stack()
+        except Exception:  # noqa: S110 (a thread's end: nothing to tell, nobody to tell it to)
+            pass
+        _orphans.pop(threading.get_ident(), None)
 _orphan_classes: dict[type, type] = {}
 
 
