@@ -8,6 +8,7 @@ cost). The figures against a plain run are printed by bench/slow_paths.py.
 from __future__ import annotations
 
 import ast
+import gc
 import time
 
 import pytest
@@ -20,15 +21,22 @@ from syncfree.capture import SyncRecorder, sites  # noqa: E402
 
 
 def _best(fn, repeat: int = 3) -> float:
+    # This process's CPU time, without the cycle collector (its passes grow with everything the suite made before:
+    # under xdist beside other workers a linear 4x read 7.3x once).
     times = []
     for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.process_time()
+            fn()
+            times.append(time.process_time() - start)
+        finally:
+            gc.enable()
     return min(times)
 
 
-def _interleaved(small_fn, large_fn, repeat: int = 4) -> tuple[float, float]:
+def _interleaved(small_fn, large_fn, repeat: int = 6) -> tuple[float, float]:
     """The fastest of ``repeat`` runs of each, alternated so both see the same load."""
     small, large = [], []
     for _ in range(repeat):
