@@ -198,3 +198,18 @@ def test_a_device_parameter_annotated_str_is_the_callers_device():
         "        out = torch.full_like(scores, -1.0)\n        out[:, self.ids] = 0\n        return out\n"
     )
     assert ("SF502", 10, "likely") in rules_at(source)
+
+
+def test_a_data_transform_class_is_host_code():
+    """A class deriving from a ``...Transform`` base (a dataset's transform, in-file subclasses too) runs on a sample
+    in the data pipeline, on the host: its syncs are possible. A model's block deriving from a ``...Transformer`` is
+    no transform."""
+    source = (
+        "from graphs.transforms import BaseTransform\nfrom models import Transformer\n"
+        "class Normalize(BaseTransform):\n    def forward(self, data):\n"
+        "        return data.pos / data.pos.abs().max().item()\n"
+        "class Jitter(Normalize):\n    def __call__(self, pos: torch.Tensor):\n        return self.clip(pos)\n"
+        "    def clip(self, pos: torch.Tensor):\n        return pos[pos.norm(dim=-1) < 1]\n"
+        "class Block(Transformer):\n    def forward(self, x):\n        return x.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 6, "possible"), ("SF101", 14, "likely"), ("SF601", 11, "possible")]

@@ -30,6 +30,13 @@ dataset's random crop: CPU tensors made without a device). Those bases count onl
 ``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
 sampler) run on the GPU.
 
+Data transforms draw it too: a class deriving from a class named ``...Transform`` (torchvision's ``Transform``, and
+the transform bases of medical-imaging, graph and augmentation libraries built on the same convention) is applied to a
+sample in the dataset's pipeline, on the host, before the user's ``.to(device)``: every method of such a class is host
+code, as a sampler's is, and its device is the caller's (measured on monai 1.6 and torch_geometric 2.8: every finding
+read by hand in such a class was of that kind). A model's layers are ``nn.Module`` subclasses named after what they
+compute, not after a transform base.
+
 A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting or
 mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
 ``to_smiles``) converts the caller's tensors into that library's objects: the optional dependency imported where it is
@@ -116,6 +123,11 @@ def _is_pipeline_base(name: str) -> bool:
     return name.endswith("Pipeline") and name != "DiffusionPipeline"
 
 
+def _is_transform_base(name: str) -> bool:
+    """A data transform's base (``Transform``, ``BaseTransform``, ``MapTransform``...; not ``...Transformer``)."""
+    return name.endswith("Transform")
+
+
 def _data_bases(tree: ast.Module) -> dict[str, str]:
     """The names under which the file's top level imports torch.utils.data's sampler and dataset classes, with their
     kind (``from torch.utils.data import Sampler as S``: ``{"S": "sampler"}``)."""
@@ -156,7 +168,8 @@ class HostCode:
     (:meth:`of`)."""
 
     def __init__(self, kinds: dict[str, str]) -> None:
-        # class name -> "processor" | "pipeline" | "sampler" | "dataset" (from the bases, in-file subclasses included)
+        # class name -> "processor" | "pipeline" | "sampler" | "dataset" | "transform" (from the bases, in-file
+        # subclasses included)
         self._kinds = kinds
         self._interop: set[int] = set()  # ids of the functions that import a host-only library in their body
         self._class_of: dict[int, ast.ClassDef] = {}
@@ -166,9 +179,9 @@ class HostCode:
 
     @classmethod
     def of(cls, tree: ast.Module) -> HostCode | None:
-        """A collector for ``tree``, or None when it defines no processor, pipeline, sampler or dataset class at its
-        top level (most files: nothing to collect; the walk makes one when a function imports a host-only library,
-        :func:`imports_host_library`)."""
+        """A collector for ``tree``, or None when it defines no processor, pipeline, sampler, dataset or transform
+        class at its top level (most files: nothing to collect; the walk makes one when a function imports a
+        host-only library, :func:`imports_host_library`)."""
         kinds: dict[str, str] = {}
         changed = True
         classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
@@ -183,7 +196,8 @@ class HostCode:
                 for base in node.bases:
                     name = _base_name(base)
                     kind = kinds.get(name) or _data_base(base, data) or (
-                        "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name) else None
+                        "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name)
+                        else "transform" if _is_transform_base(name) else None
                     )
                     if kind is not None:
                         kinds[node.name] = kind
@@ -233,7 +247,7 @@ class HostCode:
             if (
                 (kind == "processor" and _is_preprocessing_entry(node.name))
                 or (kind == "pipeline" and node.name in _PIPELINE_ROOTS)
-                or kind == "sampler"
+                or kind in ("sampler", "transform")
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)
