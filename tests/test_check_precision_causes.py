@@ -213,3 +213,38 @@ def test_a_data_transform_class_is_host_code():
         "class Block(Transformer):\n    def forward(self, x):\n        return x.sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 6, "possible"), ("SF101", 14, "likely"), ("SF601", 11, "possible")]
+
+
+def test_an_array_or_tensor_type_is_the_callers_data():
+    """A parameter typed by an alias named for arrays and tensors alike (``NdarrayOrTensor``, defined in another
+    module) is NumPy data or the caller's tensor: a sync on it, on what is computed from it, on a copy of it, or a copy
+    to its device (``x.device``, ``.to(x)``) is possible. Its tensor branch (``isinstance(x, torch.Tensor)``) is still
+    the caller's tensor. A parameter typed ``torch.Tensor`` stays likely."""
+    source = (
+        "import numpy as np\nfrom copy import deepcopy\nfrom imaging.types import NdarrayOrTensor, NdarrayTensor\n"
+        "def to_pixels(coords: NdarrayOrTensor, res: int):\n    if isinstance(coords, torch.Tensor):\n"
+        "        coords = coords.detach().cpu().numpy()\n    return (coords / res).astype(int)\n"
+        "def swap(boxes: NdarrayTensor):\n"
+        "    out = boxes.clone() if isinstance(boxes, torch.Tensor) else deepcopy(boxes)\n    return out[:, [1, 0]]\n"
+        "def heatmap(points: NdarrayOrTensor, shape: list[int]):\n    device = points.device\n"
+        "    out = torch.zeros(shape, device=device)\n    bounds = torch.as_tensor(shape, device=device)\n"
+        "    for p in points:\n        if (p < bounds).all():\n            out[p[0], p[1]] += 1\n"
+        "    return out[out > 1], torch.as_tensor(shape).to(points)\n"
+        "def step(x: torch.Tensor, shape: list[int]):\n"
+        "    return torch.as_tensor(shape, device=x.device), x.sum().item()\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 21, "likely"), ("SF103", 17, "possible"), ("SF301", 7, "possible"), ("SF302", 19, "possible"),
+        ("SF401", 15, "possible"), ("SF401", 21, "likely"), ("SF501", 11, "possible"), ("SF601", 19, "possible"),
+    ]
+
+
+def test_a_data_loader_class_is_host_code():
+    """A ``torch.utils.data.DataLoader`` subclass builds and collates batches (and preprocesses what it samples from) on
+    the host, before the user's ``.to(device)``: its syncs are possible, as a sampler's are."""
+    source = (
+        "class Loader(torch.utils.data.DataLoader):\n    def __init__(self, edge_index: torch.Tensor, **kwargs):\n"
+        "        self.num_nodes = int(edge_index.max()) + 1\n        super().__init__(range(self.num_nodes), **kwargs)\n"
+        "def degree(edge_index: torch.Tensor):\n    return int(edge_index.max()) + 1\n"
+    )
+    assert rules_at(source) == [("SF102", 4, "possible"), ("SF102", 7, "likely")]

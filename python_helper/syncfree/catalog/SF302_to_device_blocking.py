@@ -57,6 +57,7 @@ def copy_to_cuda(node: ast.AST, scope: CellScope) -> tuple[ast.expr, str] | None
             return None  # no device, a CPU target, or non_blocking passed positionally
         target_certain = target[1] == "cuda"
     else:
+        target = None
         if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, bool):
             return None  # .cuda(True) is non_blocking positionally in old code
         target_certain = True
@@ -67,6 +68,8 @@ def copy_to_cuda(node: ast.AST, scope: CellScope) -> tuple[ast.expr, str] | None
     if not source_on_host and not target_certain:
         return None  # neither end in sight: a device-agnostic move
     certainty = "certain" if target_certain and source_on_host else "likely"
+    if name == "to" and target is not None and scope.is_callers_device(target[0]):
+        certainty = "possible"  # t.to(x.device) for x: NdarrayOrTensor: a copy to the GPU only for a CUDA x
     return receiver, certainty
 
 

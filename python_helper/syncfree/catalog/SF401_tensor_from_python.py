@@ -55,7 +55,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         return
     if isinstance(device.value, ast.Attribute) and device.value.attr == "device" and scope.text(device.value.value) == scope.text(node.args[0]):
         return  # torch.as_tensor(labels, dtype=..., device=labels.device): a tensor converted where it is
-    certainty = "certain" if where == "cuda" else "likely"
+    certainty = "certain" if where == "cuda" else "possible" if scope.is_callers_device(device.value) else "likely"
     yield Match(
         node,
         f"`{scope.snippet(node)}` copies Python/NumPy data from the CPU to the GPU and waits for the copy",

@@ -62,6 +62,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         # A list index on an unknown value: only arrays and tensors accept one, so report it as likely.
         # (A list bound to a name is as often a DataFrame's columns or a dict's keys: not reported.)
         certainty = "likely" if receiver.kind == "unknown" and any(isinstance(h, ast.List) for h in hosts) else None
+        if receiver.kind == "maybe_tensor" and receiver.const is not None:
+            certainty = "possible"  # the caller's NumPy-or-tensor data (x: NdarrayOrTensor): a tensor on some paths
     if certainty:
         yield Match(
             node,

@@ -31,11 +31,17 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import Match, Rule
-from syncfree.catalog.scope import CellScope, assigned_value, index_parts, number_literal
+from syncfree.catalog.scope import CellScope, Value, assigned_value, index_parts, number_literal
 
 
 def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
-    return [part for part in index_parts(node) if scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool"]
+    return [part for part in index_parts(node) if (scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool")
+            or (type(part) is ast.Compare and _callers_data(scope.value(part)))]
+
+
+def _callers_data(value: Value) -> bool:
+    """The caller's NumPy-or-tensor data (``x: NdarrayOrTensor``, what is computed from it): a tensor on some paths."""
+    return value.kind == "maybe_tensor" and value.const is not None
 
 
 def _tensor_shaped(value: ast.expr) -> bool:
@@ -50,7 +56,10 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not masks:
         return
     receiver = scope.value(node.value)
-    if receiver.kind not in ("tensor", "unknown"):
+    possible = any(_callers_data(scope.value(mask)) for mask in masks)  # at most possible (below)
+    if _callers_data(receiver):
+        receiver, possible = Value("tensor"), True
+    elif receiver.kind not in ("tensor", "unknown"):
         return
     if all(scope.value(mask).device == "cpu" for mask in masks):
         return  # a mask on the CPU is counted there: x[mask.cpu()] does not sync (measured, sync-facts.md)
@@ -77,7 +86,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         certainty = "likely"
     else:
         message = f"`{scope.snippet(node)}` has as many elements as the mask has True values: the CPU waits for that count"
-    yield Match(node, message, certainty)
+    yield Match(node, message, "possible" if possible and certainty == "likely" else certainty)
 
 
 RULE = Rule.from_docstring(

@@ -24,8 +24,9 @@ copies subclass each other), and a class deriving from one in the same file is o
 
 PyTorch's data pipeline draws the same line (torch/utils/data/dataloader.py): a ``Sampler`` yields the indices the
 ``DataLoader`` fetches and a ``Dataset`` turns an index into a sample, in the main process or in a worker process,
-before ``pin_memory`` and the user's ``.to(device)``. Every method of a sampler class is host code, and so is what a
-dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach (a batch sampler's choice weights, a
+before ``pin_memory`` and the user's ``.to(device)``. Every method of a sampler class is host code, as is every method
+of a ``DataLoader`` subclass (the batches it builds and collates, the graph or table it preprocesses to sample from),
+and so is what a dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach (a batch sampler's choice weights, a
 dataset's random crop: CPU tensors made without a device). Those bases count only when the file imports them from
 ``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
 sampler) run on the GPU.
@@ -96,6 +97,7 @@ _SAMPLER_BASES = frozenset({"Sampler", "BatchSampler", "SequentialSampler", "Ran
                             "WeightedRandomSampler", "DistributedSampler"})
 _DATASET_BASES = frozenset({"Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "Subset"})
 _DATASET_ROOTS = frozenset({"__getitem__", "__getitems__", "__iter__", "__len__"})
+_LOADER_BASES = frozenset({"DataLoader"})
 
 # Libraries of host memory only, by their top-level module: graphs, molecules, plots, meshes.
 _HOST_LIBRARIES = frozenset(
@@ -142,7 +144,8 @@ def _data_bases(tree: ast.Module) -> dict[str, str]:
 
 
 def _data_kind(name: str) -> str | None:
-    return "sampler" if name in _SAMPLER_BASES else "dataset" if name in _DATASET_BASES else None
+    return ("sampler" if name in _SAMPLER_BASES else "dataset" if name in _DATASET_BASES
+            else "loader" if name in _LOADER_BASES else None)
 
 
 def _data_base(node: ast.expr, imported: dict[str, str]) -> str | None:
@@ -168,8 +171,8 @@ class HostCode:
     (:meth:`of`)."""
 
     def __init__(self, kinds: dict[str, str]) -> None:
-        # class name -> "processor" | "pipeline" | "sampler" | "dataset" | "transform" (from the bases, in-file
-        # subclasses included)
+        # class name -> "processor" | "pipeline" | "sampler" | "dataset" | "loader" | "transform" (from the bases,
+        # in-file subclasses included)
         self._kinds = kinds
         self._interop: set[int] = set()  # ids of the functions that import a host-only library in their body
         self._class_of: dict[int, ast.ClassDef] = {}
@@ -247,7 +250,7 @@ class HostCode:
             if (
                 (kind == "processor" and _is_preprocessing_entry(node.name))
                 or (kind == "pipeline" and node.name in _PIPELINE_ROOTS)
-                or kind in ("sampler", "transform")
+                or kind in ("sampler", "loader", "transform")
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)

@@ -119,6 +119,14 @@ _CONTAINER_TYPES = frozenset(
 )
 _PYTHON_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.str", "builtins.complex"})
 _HOST_MODULES = ("pandas.", "PIL.", "numpy.")
+#: A type named for arrays and tensors alike (``NdarrayOrTensor``, ``TensorOrArray``, ``ArrayTensor``): a union of
+#: ``np.ndarray`` and ``torch.Tensor`` spelled by an alias of another module, which the text does not show.
+_ARRAY_OR_TENSOR = re.compile(r"(?i)array.*tensor|tensor.*array")
+#: ``Value.const`` of the ``device`` of a value that is a tensor on some paths and host data on others
+#: (``x.device`` for ``x: NdarrayOrTensor``): the caller's device, the CPU when the caller's data is host data.
+CALLERS = "the caller's"
+MAYBE_DEVICE = Value("device", const=CALLERS)
+_COPIES = frozenset({"copy.copy", "copy.deepcopy"})
 
 DEFAULT_ALIASES = {
     "torch": "torch",
@@ -612,6 +620,8 @@ class CellScope:
             return True, value.device
         if value.kind == "tensor":  # .to(other): other's device
             return True, value.device
+        if value.kind == "maybe_tensor" and value.const is not None:
+            return True, None  # .to(x) for x: NdarrayOrTensor: the caller's device (is_callers_device)
         if isinstance(node, ast.Name) and value.kind in ("unknown", "python") and "dev" in node.id.lower():
             # (a parameter `device: str = "cpu"` is a device all the same, the caller's)
             return True, device_of_literal(value.const)
@@ -739,6 +749,8 @@ class CellScope:
             return Value("module", base.device)  # a submodule or a parameter: on the module's device
         if base.kind == "numpy":
             return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
+        if base.kind == "maybe_tensor" and base.const is not None and node.attr == "device":
+            return MAYBE_DEVICE  # the caller's device, the CPU for host data
         if base.kind == "unknown" and node.attr in ("shape", "ndim"):
             return PYTHON  # a tensor's or an array's sizes: Python ints either way
         if base.kind == "unknown" and _names_a_config(node.value):
@@ -800,8 +812,8 @@ class CellScope:
         if callee.kind == "module_class":
             return Value("module", "cpu")
         if callee.kind == "function":
-            return self.returns.get(id(callee.const), UNKNOWN)
-        return UNKNOWN
+            return self.returns.get(id(callee.const)) or self._passed_through(call)
+        return self._passed_through(call)
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
         short = name.rsplit(".", 1)[1]
@@ -871,6 +883,16 @@ class CellScope:
             return self._builtin_call(short, call)
         if name.startswith("math."):
             return PYTHON
+        return self._passed_through(call)
+
+    def _passed_through(self, call: ast.Call) -> Value:
+        """A copy of the caller's NumPy-or-tensor data (``deepcopy(x)`` for ``x: NdarrayOrTensor``), or of a NumPy
+        array: what it copies. (Not what other functions give for it: ``convert_data_type(x, torch.Tensor)`` is a
+        tensor, the caller's, as the tensors a model's helper gets are; a model calls its NMS with them on the GPU.)"""
+        if len(call.args) == 1 and self.call_name(call) in _COPIES:
+            value = self.value(call.args[0])
+            if value.kind in ("maybe_tensor", "numpy"):
+                return value
         return UNKNOWN
 
     def _distribution(self, call: ast.Call) -> Value:
@@ -921,6 +943,8 @@ class CellScope:
         short = name.rsplit(".", 1)[1]
         data = call.args[0] if call.args else keyword_value(call, "data")
         is_device, device = self.device_argument(keyword_value(call, "device"))
+        if is_device and device is None and self.is_callers_device(keyword_value(call, "device")):
+            return PARTLY_CPU  # torch.zeros(n, device=x.device) for x: NdarrayOrTensor: where the caller's data is
         if not is_device:
             if short.endswith("_like") and call.args:
                 device = self.value(call.args[0]).device
@@ -1044,7 +1068,7 @@ class CellScope:
             return PYTHON
         if receiver.kind == "maybe_tensor" and receiver.const != "numpy" and method in ("cuda", "to", "cpu"):
             # (NumPy arrays have no such method: a tensor)
-            if method == "to" and self.to_target(call) is None:
+            if method == "to" and (self.to_target(call) is None or self._to_callers_device(call)):
                 return receiver  # .to(dtype=torch.float32): where it was
             return Value("tensor", self._moved_device(receiver, method, call), const=MOVED)
         if receiver.kind == "maybe_tensor":
@@ -1070,8 +1094,23 @@ class CellScope:
                 return candidate, device
         return None
 
+    def _to_callers_device(self, call: ast.Call) -> bool:
+        target = self.to_target(call)
+        return target is not None and target[1] is None and self.is_callers_device(target[0])
+
+    def is_callers_device(self, node: ast.AST | None) -> bool:
+        """Whether ``node`` is the device of the caller's NumPy-or-tensor data (:data:`MAYBE_DEVICE`): a copy there
+        is a copy to the GPU only when the caller's data is a CUDA tensor."""
+        if node is None:
+            return False
+        value = self.value(node)
+        return (value.kind == "device" and value.const == CALLERS) or (
+            value.kind == "maybe_tensor" and value.const is not None)
+
     def _tensor_method(self, receiver: Value, receiver_node: ast.expr, method: str, call: ast.Call) -> Value:
         unknown_receiver = receiver.kind == "unknown"
+        if method == "to" and receiver.device != "cuda" and self._to_callers_device(call):
+            return PARTLY_CPU  # t.to(x.device) for x: NdarrayOrTensor: where the caller's data is
         if method in ("cuda", "to", "cpu"):
             device = self._moved_device(receiver, method, call)
             if unknown_receiver and self.looks_like_module(receiver_node):
@@ -1400,6 +1439,11 @@ class CellScope:
             return None
         name = test.args[0].id
         current = self.value(test.args[0])
+        if current.kind == "maybe_tensor" and current.const is not None:
+            # x: NdarrayOrTensor: a tensor in one branch, the caller's (the CPU's when they convert host data), and
+            # the array in the other
+            other = Value("numpy") if current.const == "numpy" else PYTHON
+            return [{name: PARTLY_CPU}, {name: other}] if positive else [{name: other}, {name: PARTLY_CPU}]
         if current.kind not in ("unknown", "tensor"):
             return None
         tensor = current if current.kind == "tensor" else Value("tensor", current.device)
@@ -1651,6 +1695,9 @@ class CellScope:
                 kinds.add("numpy")
             elif name is not None and name.startswith(_HOST_MODULES):
                 kinds.add("host")
+            elif _ARRAY_OR_TENSOR.search(member.id if type(member) is ast.Name else  # type: ignore[attr-defined]
+                                         member.attr if type(member) is ast.Attribute else ""):  # type: ignore[attr-defined]
+                kinds.update(("tensor", "numpy"))  # NdarrayOrTensor: a union of both, by its name
             else:
                 return UNKNOWN  # a class the text does not tell (it may hold tensors, or be one)
         if kinds == {"tensor"}:
@@ -2060,11 +2107,12 @@ def _placed(values: list[Value]) -> str | None:
 
 
 def _partly_cpu(values: list[Value]) -> bool:
-    """Whether an operation's operands are :data:`PARTLY_CPU` tensors beside host data and CPU tensors only."""
+    """Whether an operation's operands are :data:`PARTLY_CPU` tensors (or the caller's NumPy-or-tensor data,
+    :data:`MAYBE_NUMPY`) beside host data and CPU tensors only."""
     partly = False
     for value in values:
         kind = value.kind
-        if kind == "maybe_tensor" and value.const == "cpu":
+        if kind == "maybe_tensor" and value.const in ("cpu", "numpy"):
             partly = True
         elif not (kind in ("python", "sequence", "device") or (kind == "tensor" and value.device == "cpu")):
             return False
@@ -2084,6 +2132,8 @@ def join(first: Value, second: Value) -> Value:
             return other if other.const == "numpy" else PARTLY_CPU
         if other.device is None and other.const != MOVED and cpu.const == HOST_DATA:
             return PARTLY_CPU
+    if kinds == {"maybe_tensor", "numpy"}:
+        return MAYBE_NUMPY  # the caller's tensor (x: NdarrayOrTensor, narrowed) on one path, an array on the other
     if first.kind != second.kind:
         return UNKNOWN
     device = first.device if first.device == second.device else None
@@ -2098,6 +2148,8 @@ def join(first: Value, second: Value) -> Value:
 
 def element_of(container: Value) -> Value:
     """What iterating (or unpacking) a value yields."""
+    if container.kind == "maybe_tensor" and container.const is not None:
+        return container  # rows of the caller's NumPy-or-tensor data
     if container.kind in ("tensor", "tensors"):
         return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None)
     if container.kind in ("numpy", "python"):
