@@ -248,3 +248,15 @@ def test_a_data_loader_class_is_host_code():
         "def degree(edge_index: torch.Tensor):\n    return int(edge_index.max()) + 1\n"
     )
     assert rules_at(source) == [("SF102", 4, "possible"), ("SF102", 7, "likely")]
+
+
+def test_a_function_that_calls_an_interop_function_of_its_file_is_interop_code():
+    """``visualize(edge_index)`` that hands the caller's graph to the file's networkx drawing converts it for a host-only
+    library as that function does: possible. A function calling only functions without such an import stays likely."""
+    source = (
+        "def _draw(edges: list):\n    import networkx as nx\n    return nx.Graph(edges)\n"
+        "def visualize(edge_index: torch.Tensor):\n    return _draw(edge_index.t().tolist())\n"
+        "def _count(n):\n    return n\n"
+        "def degree(edge_index: torch.Tensor):\n    return _count(edge_index.t().tolist())\n"
+    )
+    assert rules_at(source) == [("SF204", 6, "possible"), ("SF204", 10, "likely")]

@@ -42,9 +42,10 @@ A function that imports, in its own body, a library that works on host memory on
 mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
 ``to_smiles``) converts the caller's tensors into that library's objects: the optional dependency imported where it is
 used says the function is interop code, and its ``.tolist()`` or ``.cpu()`` syncs only if the caller's data is on the
-GPU (measured on torch_geometric 2.8: each such finding read by hand was of that kind). Libraries that also take the
-results of a model on the GPU as a rule are not among them: SciPy's assignment solver in a detection loss,
-scikit-learn's metrics, pandas (an explainer's table of a model's predictions; cuDF's twin on the GPU); nor are the
+GPU (measured on torch_geometric 2.8: each such finding read by hand was of that kind); so does a function that
+calls such a function of its file by name (a ``visualize_graph`` that picks the networkx or the graphviz drawing).
+Libraries that also take the results of a model on the GPU as a rule are not among them: SciPy's assignment solver in
+a detection loss, scikit-learn's metrics, pandas (an explainer's table of a model's predictions; cuDF's twin on the GPU); nor are the
 readers of images and volumes (PIL, OpenCV, NiBabel...), whose data a function loads and then may move to the GPU (a
 dataset's features computed by a CNN on the device).
 """
@@ -254,7 +255,9 @@ class HostCode:
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)
-        interop = self._interop
+        # (and so does a function of the file that calls one: `visualize_graph` picks the networkx or the graphviz
+        # drawing and hands it the caller's graph)
+        interop = self._interop | {caller for caller, callees in self._calls.items() if callees & self._interop}
         reached = self._reach([*roots, *interop])
         shared = [callee for caller, callees in self._calls.items() if caller not in reached for callee in callees
                   if callee in reached and callee not in interop]
