@@ -215,3 +215,12 @@ def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path, 
         assert "Traceback" not in err, err
         left = [*temp.iterdir(), *(runtime.iterdir() if runtime.exists() else ())]
         assert not left, (phase, left)  # the sockets' folder, the connection file
+        if Path("/proc").is_dir():  # no kernel left running: none names the run's sockets' folder
+            running = []
+            for entry in Path("/proc").iterdir():
+                try:
+                    if entry.name.isdigit() and str(temp).encode() in (entry / "cmdline").read_bytes():
+                        running.append(entry.name)
+                except OSError:
+                    pass
+            assert not running, (phase, running)

@@ -6,6 +6,7 @@ metadata) or ``--budget`` (default 0) for the cells without one.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -101,44 +102,6 @@ def run(
         lines = str(error).strip().splitlines()
         raise UsageProblem(f"cannot read {path} as a notebook: {lines[0] if lines else type(error).__name__}") from None
     cell_budgets = _cell_budgets(notebook, str(path))
-    extra = {}
-    sockets = None
-    if os.name == "posix":
-        # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
-        # does not warn about unencrypted TCP).
-        # The async manager: nbclient's event loop keeps polling (cell timeouts, a dead kernel) while a cell
-        # runs; a blocking KernelManager would stall it (nbclient/client.py, async_wait_for_reply).
-        from jupyter_client.manager import AsyncKernelManager
-
-        # An absolute socket path: the kernel runs in the notebook's folder, not ours.
-        sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
-        if not _fits(sockets):
-            # A TMPDIR too long for a socket's path: the sockets go in a short folder of /tmp instead (over TCP a
-            # signal takes the kernel about a minute to stop).
-            short = _short_folder()
-            if short is not None:
-                shutil.rmtree(sockets, ignore_errors=True)
-                sockets = short
-        if _fits(sockets):
-            extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
-                                             ip=os.path.join(sockets, "kernel"))
-        else:
-            # A TMPDIR too long for a socket's path ("File name too long" from zmq, and the run ended at the
-            # kernel's start) and no short folder to put them in: the kernel talks over TCP on the loopback. Still our manager, made here, so that a
-            # signal finds the kernel to stop (the folder still holds the kernel's log).
-            extra["km"] = AsyncKernelManager(kernel_name=kernel_name)
-    client = NotebookClient(
-        notebook,
-        timeout=timeout,
-        kernel_name=kernel_name,
-        **extra,
-        allow_errors=allow_errors,
-        resources={"metadata": {"path": str(path.resolve().parent)}},
-        on_cell_executed=_Progress(notebook, sys.stderr),
-    )
-    # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
-    # setup_kernel): ours too.
-    client.owns_km = True
     # Loaded directly rather than with %load_ext, so that the notebook's own
     # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
     setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
@@ -153,13 +116,15 @@ def run(
     failure = None
     stopped: list[int] = []  # the signal that stopped the run
 
+    started: list[Any] = []  # the NotebookClient, once made
+
     def on_signal(signum: int, frame: Any) -> None:
         # A KeyboardInterrupt raised inside nbclient's event loop is not seen until the running cell ends (never,
         # for an infinite loop): kill the kernel instead, which nbclient reports at once as a dead kernel. Before
         # the kernel has a process, stop the start; either way the kernel, its sockets and its connection file
         # are cleaned up below, for SIGTERM (a CI job cancelled, a `timeout` run out) as for Ctrl-C.
         stopped.append(signum)
-        provisioner = getattr(client.km, "provisioner", None)
+        provisioner = getattr(getattr(started[0], "km", None), "provisioner", None) if started else None
         pid = getattr(provisioner, "pid", None)
         if pid:
             try:
@@ -172,8 +137,57 @@ def run(
     handled = (signal.SIGINT, signal.SIGTERM)
     previous = ({signum: signal.signal(signum, on_signal) for signum in handled}
                 if threading.current_thread() is threading.main_thread() else {})
-    kernel_log = open(os.path.join(sockets, "kernel.log"), "w+b") if sockets else None  # noqa: SIM115
+    # The handlers are in place before anything is made that a signal would leave behind (the sockets' folder, the
+    # connection file, the kernel): from here every exit goes through the finally below.
+    sockets = None
+    kernel_log = None
+    client = None
     try:
+        extra = {}
+        if os.name == "posix":
+            # Unix sockets rather than TCP: the kernel stays private to this run (and ipykernel
+            # does not warn about unencrypted TCP).
+            # The async manager: nbclient's event loop keeps polling (cell timeouts, a dead kernel) while a cell
+            # runs; a blocking KernelManager would stall it (nbclient/client.py, async_wait_for_reply).
+            from jupyter_client.manager import AsyncKernelManager
+
+            # An absolute socket path: the kernel runs in the notebook's folder, not ours.
+            with _signals_held():  # made and named at once: a signal cannot come between
+                sockets = tempfile.mkdtemp(prefix="syncfree-kernel-")
+            if not _fits(sockets):
+                # A TMPDIR too long for a socket's path: the sockets go in a short folder of /tmp instead (over TCP a
+                # signal takes the kernel about a minute to stop).
+                with _signals_held():
+                    short = _short_folder()
+                    if short is not None:
+                        shutil.rmtree(sockets, ignore_errors=True)
+                        sockets = short
+            # The connection file goes in the same folder: left to jupyter_client it is a mkstemp file of TMPDIR
+            # (jupyter_client/connect.py, write_connection_file), which a signal between its creation and the manager
+            # learning its name would leave behind.
+            connection = {"connection_file": os.path.join(sockets, "connection.json")}
+            if _fits(sockets):
+                extra["km"] = AsyncKernelManager(kernel_name=kernel_name, transport="ipc",
+                                                 ip=os.path.join(sockets, "kernel"), **connection)
+            else:
+                # A TMPDIR too long for a socket's path ("File name too long" from zmq, and the run ended at the
+                # kernel's start) and no short folder to put them in: the kernel talks over TCP on the loopback. Still our manager, made here, so that a
+                # signal finds the kernel to stop (the folder still holds the kernel's log).
+                extra["km"] = AsyncKernelManager(kernel_name=kernel_name, **connection)
+        client = NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name=kernel_name,
+            **extra,
+            allow_errors=allow_errors,
+            resources={"metadata": {"path": str(path.resolve().parent)}},
+            on_cell_executed=_Progress(notebook, sys.stderr),
+        )
+        # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
+        # setup_kernel): ours too.
+        client.owns_km = True
+        started.append(client)
+        kernel_log = open(os.path.join(sockets, "kernel.log"), "w+b") if sockets else None  # noqa: SIM115
         _execute(client, notebook, setup, timeout, kernel_log)
     except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
         failure = error
@@ -182,7 +196,12 @@ def run(
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _forget_kernel(client)
+        if client is not None:
+            _forget_kernel(client)
+        if sockets:
+            # A signal that came while the kernel's process was being made (its pid not yet known to its manager)
+            # leaves it running: it is found by its connection file, in its arguments.
+            _kill_children_naming(sockets)
         if kernel_log is not None:
             kernel_log.close()
         if sockets:
@@ -383,6 +402,45 @@ class ExtensionNotLoaded(RuntimeError):
 
 class _Stopped(BaseException):
     """SIGINT or SIGTERM before the kernel had a process."""
+
+
+@contextlib.contextmanager
+def _signals_held() -> Any:
+    """SIGINT and SIGTERM held back (delivered at the end) while a temp file is made and named."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # no pthread_sigmask (Windows): as before
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _kill_children_naming(text: str) -> None:
+    """Kill (and reap) this process's children whose command line contains ``text`` (Linux; elsewhere nothing)."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    me = os.getpid()
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+            if int(fields[1]) != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if text.encode() not in cmdline.read():
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            os.waitpid(int(entry), 0)
+        except (OSError, IndexError, ValueError, ChildProcessError):
+            continue
 
 
 def _forget_kernel(client: Any) -> None:
