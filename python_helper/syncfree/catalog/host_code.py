@@ -26,10 +26,10 @@ PyTorch's data pipeline draws the same line (torch/utils/data/dataloader.py): a 
 ``DataLoader`` fetches and a ``Dataset`` turns an index into a sample, in the main process or in a worker process,
 before ``pin_memory`` and the user's ``.to(device)``. Every method of a sampler class is host code, as is every method
 of a ``DataLoader`` subclass (the batches it builds and collates, the graph or table it preprocesses to sample from),
-and so is what a dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach (a batch sampler's choice weights, a
-dataset's random crop: CPU tensors made without a device). Those bases count only when the file imports them from
-``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language model's token
-sampler) run on the GPU.
+and so is what a dataset's ``__getitem__``, ``__getitems__``, ``__iter__`` and ``__len__`` reach (a batch sampler's
+choice weights, a dataset's random crop: CPU tensors made without a device). Those bases count only when the file
+imports them from ``torch.utils.data`` (or spells ``torch.utils.data.Sampler``): other libraries' samplers (a language
+model's token sampler) run on the GPU.
 
 Data transforms draw it too: a class deriving from a class named ``...Transform`` (torchvision's ``Transform``, and
 the transform bases of medical-imaging, graph and augmentation libraries built on the same convention) is applied to a
