@@ -260,3 +260,22 @@ def test_a_function_that_calls_an_interop_function_of_its_file_is_interop_code()
         "def degree(edge_index: torch.Tensor):\n    return _count(edge_index.t().tolist())\n"
     )
     assert rules_at(source) == [("SF204", 6, "possible"), ("SF204", 10, "likely")]
+
+
+def test_a_test_of_a_tensors_device_places_it_in_each_branch():
+    """``if x.is_cuda:`` / ``x.device.type == "cpu"``: the tensor is on the GPU in one branch and off it in the other
+    (a CPU path's ``.tolist()`` or ``.cpu()`` copies nothing); where another test beside it may decide the branch
+    (``if use_cuda_map and x.is_cuda: ... else: x.cpu()``), the else is possible. A module's ``self.device.type``
+    places no tensor."""
+    source = (
+        "def lookup(query: torch.Tensor, table, use_cuda_map: bool):\n"
+        "    if use_cuda_map and query.is_cuda:\n        index = table.get(query)\n"
+        "    else:\n        index = table.get(query.cpu())\n    return index\n"
+        "def scale(coeffs: torch.Tensor):\n"
+        "    if coeffs.device.type == 'cpu':\n        return coeffs.abs().max().tolist()\n"
+        "    elif not coeffs.is_cuda:\n        return coeffs.cpu()\n"
+        "    else:\n        return coeffs.sum().item()\n"
+        "class Exporter:\n    def export(self, x: torch.Tensor):\n"
+        "        if self.device.type != 'cuda':\n            return x.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 14, "certain"), ("SF101", 18, "likely"), ("SF301", 6, "possible")]

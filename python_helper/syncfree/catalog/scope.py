@@ -1436,7 +1436,7 @@ class CellScope:
             and isinstance(test.args[0], ast.Name)
             and self.qualified_name(test.args[1]) == "torch.Tensor"
         ):
-            return None
+            return self._device_narrowing(test, positive)
         name = test.args[0].id
         current = self.value(test.args[0])
         if current.kind == "maybe_tensor" and current.const is not None:
@@ -1449,6 +1449,35 @@ class CellScope:
         tensor = current if current.kind == "tensor" else Value("tensor", current.device)
         other = Value("python")  # whatever it is, not a tensor
         return [{name: tensor}, {name: other}] if positive else [{name: other}, {name: tensor}]
+
+    def _device_narrowing(self, test: ast.expr, positive: bool) -> list[dict[str, Value]] | None:
+        """What ``if x.is_cuda:`` (``x.device.type == "cuda"``, ``!= "cpu"``...) tells each branch about the tensor
+        ``x``: on the GPU in one, not on it in the other (a CPU fallback's ``x.cpu()`` copies nothing). Beside other
+        tests (``if WITH_CUDA_MAP and x.is_cuda:``), the branch where the whole test fails has ``x`` off the GPU only
+        where the device test failed: the caller's tensor on the other paths, a possible sync (:data:`PARTLY_CPU`)."""
+        conjuncts = test.values if type(test) is ast.BoolOp else [test]  # type: ignore[attr-defined]
+        tests = [found for found in map(_device_test, conjuncts) if found is not None]
+        if len(tests) != 1:
+            return None
+        name, when_true, when_false, tensor_only = tests[0]
+        current = self._bound(name) or UNKNOWN
+        if not (current.kind == "tensor" or (current.kind == "unknown" and tensor_only and name != self.self_name)):
+            return None  # (`self.device.type` of a module, a device's `.type`: no tensor to place)
+        if type(test) is ast.BoolOp and len(conjuncts) > 1:  # the other tests may decide the branch instead
+            if type(test.op) is ast.And:  # type: ignore[attr-defined]
+                when_false = "partly" if when_false == "cpu" else None
+            else:
+                when_true = "partly" if when_true == "cpu" else None
+
+        def placed(device: str | None) -> Value:
+            if device == "partly":
+                return PARTLY_CPU
+            if device is None:
+                return current
+            return Value("tensor", device, current.dtype, ndim=current.ndim)  # type: ignore[arg-type]
+
+        branches = [{name: placed(when_true)}, {name: placed(when_false)}]
+        return branches if positive else branches[::-1]
 
     def _bind_iteration(self, target: ast.expr, iterable: ast.expr) -> None:
         """Bind what a ``for`` takes from ``iterable``: ``for i, row in enumerate(rows)`` binds a Python int to
@@ -2144,6 +2173,38 @@ def join(first: Value, second: Value) -> Value:
         placed = MOVED if MOVED in (first.const, second.const) else (
             HOST_DATA if device == "cpu" and HOST_DATA in (first.const, second.const) else None)
     return Value(first.kind, device, dtype, ndim=ndim, const=placed)
+
+
+def _device_test(test: ast.expr) -> tuple[str, str | None, str | None, bool] | None:
+    """``(x, device when true, device when false, only a tensor has it)`` for a test of a name's device: ``x.is_cuda``
+    -> (x, cuda, cpu, True), ``x.device.type != "cpu"`` -> (x, None, cpu, False) ("cpu" for a tensor off the GPU, None
+    for nothing learnt; a module has a ``.device`` too, not an ``.is_cuda``)."""
+    flip = False
+    while type(test) is ast.UnaryOp and type(test.op) is ast.Not:  # type: ignore[attr-defined]
+        test, flip = test.operand, not flip  # type: ignore[attr-defined]
+    found: tuple[str, str | None, str | None, bool] | None = None
+    if type(test) is ast.Attribute and test.attr == "is_cuda" and type(test.value) is ast.Name:  # type: ignore[attr-defined]
+        found = (test.value.id, "cuda", "cpu", True)  # type: ignore[attr-defined]
+    elif (
+        type(test) is ast.Compare
+        and len(test.ops) == 1  # type: ignore[attr-defined]
+        and type(test.ops[0]) in (ast.Eq, ast.NotEq)  # type: ignore[attr-defined]
+        and type(test.left) is ast.Attribute  # type: ignore[attr-defined]
+        and test.left.attr == "type"  # type: ignore[attr-defined]
+        and type(test.left.value) is ast.Attribute  # type: ignore[attr-defined]
+        and test.left.value.attr == "device"  # type: ignore[attr-defined]
+        and type(test.left.value.value) is ast.Name  # type: ignore[attr-defined]
+        and type(test.comparators[0]) is ast.Constant  # type: ignore[attr-defined]
+        and test.comparators[0].value in ("cuda", "cpu")  # type: ignore[attr-defined]
+    ):
+        name = test.left.value.value.id  # type: ignore[attr-defined]
+        cuda = test.comparators[0].value == "cuda"  # type: ignore[attr-defined]
+        found = (name, "cuda", "cpu", False) if cuda else (name, "cpu", None, False)
+        if type(test.ops[0]) is ast.NotEq:  # type: ignore[attr-defined]
+            found = (name, found[2], found[1], False)
+    if found is not None and flip:
+        found = (found[0], found[2], found[1], found[3])
+    return found
 
 
 def element_of(container: Value) -> Value:
