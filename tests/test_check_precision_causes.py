@@ -279,3 +279,17 @@ def test_a_test_of_a_tensors_device_places_it_in_each_branch():
         "        if self.device.type != 'cuda':\n            return x.sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 14, "certain"), ("SF101", 18, "likely"), ("SF301", 6, "possible")]
+
+
+def test_code_after_a_device_test_that_returns_has_the_tensor_where_the_test_leaves_it():
+    """``if x.device.type != "cpu" or ...: return`` leaves a CPU ``x`` to the code after it (an eager CPU shortcut's
+    ``.item()`` copies nothing); ``if use_cuda_map and x.is_cuda: return ...`` leaves it off the GPU only where the
+    flag was set (possible). An ``isinstance`` test that returns narrows nothing after it."""
+    source = (
+        "def shortcut(x: torch.Tensor, n: int) -> bool:\n"
+        "    if x.device.type != 'cpu' or n <= 1:\n        return False\n    return x.max().item() > 1\n"
+        "def hash_map(key: torch.Tensor, use_cuda_map: bool):\n"
+        "    if use_cuda_map and key.is_cuda:\n        return key\n    return key.cpu()\n"
+        "def first(x):\n    if not isinstance(x, torch.Tensor):\n        return x\n    return x[0].item()\n"
+    )
+    assert rules_at(source) == [("SF101", 13, "likely"), ("SF301", 9, "possible")]

@@ -1304,7 +1304,13 @@ class CellScope:
         if isinstance(node, ast.If):
             visit(node)
             self._expression(node.test)
-            self._branches(node.body, node.orelse, narrowed=self._narrowing(node.test))
+            narrowed = self._narrowing(node.test)
+            self._branches(node.body, node.orelse, narrowed=narrowed)
+            if narrowed is not None and not node.orelse and node.body and type(node.body[-1]) in _EXITS:
+                for name, value in narrowed[1].items():
+                    if _device_test_in(node.test) and self._bound(name) is not None:
+                        # `if not x.is_cuda: return fallback(x)`: the code after it runs only for a CUDA x
+                        self.bind(name, value)
         elif isinstance(node, ast.While):
             visit(node)
             self._expression(node.test)
@@ -2173,6 +2179,11 @@ def join(first: Value, second: Value) -> Value:
         placed = MOVED if MOVED in (first.const, second.const) else (
             HOST_DATA if device == "cpu" and HOST_DATA in (first.const, second.const) else None)
     return Value(first.kind, device, dtype, ndim=ndim, const=placed)
+
+
+def _device_test_in(test: ast.expr) -> bool:
+    """Whether an if's test is (or holds, in an ``and``/``or``) a test of a tensor's device."""
+    return any(_device_test(part) is not None for part in (test.values if type(test) is ast.BoolOp else [test]))  # type: ignore[attr-defined]
 
 
 def _device_test(test: ast.expr) -> tuple[str, str | None, str | None, bool] | None:
