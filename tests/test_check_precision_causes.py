@@ -293,3 +293,15 @@ def test_code_after_a_device_test_that_returns_has_the_tensor_where_the_test_lea
         "def first(x):\n    if not isinstance(x, torch.Tensor):\n        return x\n    return x[0].item()\n"
     )
     assert rules_at(source) == [("SF101", 13, "likely"), ("SF301", 9, "possible")]
+
+
+def test_a_model_layer_named_like_a_transform_is_no_data_transform():
+    """A normalizing flow's bijector (a ``torch.distributions`` transform) and a ``...Transform`` subclass that makes
+    parameters or ``nn`` modules are layers of a model, on its device: their syncs stay likely."""
+    source = (
+        "from torch import nn\nfrom torch.distributions.transforms import Transform\nfrom flows.base import BaseTransform\n"
+        "class Flow(Transform):\n    def _call(self, x):\n        return x * x.abs().max().item()\n"
+        "class Coupling(BaseTransform):\n    def __init__(self, n: int):\n        self.scale = nn.Parameter(torch.ones(n))\n"
+        "    def forward(self, x):\n        return x * self.scale.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 7, "likely"), ("SF101", 12, "likely")]

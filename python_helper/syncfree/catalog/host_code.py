@@ -36,7 +36,9 @@ the transform bases of medical-imaging, graph and augmentation libraries built o
 sample in the dataset's pipeline, on the host, before the user's ``.to(device)``: every method of such a class is host
 code, as a sampler's is, and its device is the caller's (measured on monai 1.6 and torch_geometric 2.8: every finding
 read by hand in such a class was of that kind). A model's layers are ``nn.Module`` subclasses named after what they
-compute, not after a transform base.
+compute, not after a transform base; a class named like a transform that derives from a ``torch.distributions``
+transform (a normalizing flow's bijector) or makes parameters, buffers or ``nn`` modules is a model's layer all the
+same.
 
 A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting or
 mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
@@ -131,6 +133,24 @@ def _is_transform_base(name: str) -> bool:
     return name.endswith("Transform")
 
 
+def _is_model_layer(node: ast.ClassDef, distributions: set[str]) -> bool:
+    """A class named like a transform that is a layer of a model: a bijector of ``torch.distributions`` (a normalizing
+    flow's layer, on the model's device), or a class that makes parameters, buffers or ``nn`` modules."""
+    for base in node.bases:
+        if (isinstance(base, ast.Name) and base.id in distributions) or (
+            isinstance(base, ast.Attribute) and "distributions" in ast.unparse(base)
+        ):
+            return True
+    for item in ast.walk(node):
+        if isinstance(item, ast.Call) and isinstance(item.func, ast.Attribute):
+            name, owner = item.func.attr, item.func.value
+            if name in ("Parameter", "register_buffer", "register_parameter") or (
+                name[:1].isupper() and isinstance(owner, ast.Name) and owner.id == "nn"
+            ):
+                return True
+    return False
+
+
 def _data_bases(tree: ast.Module) -> dict[str, str]:
     """The names under which the file's top level imports torch.utils.data's sampler and dataset classes, with their
     kind (``from torch.utils.data import Sampler as S``: ``{"S": "sampler"}``)."""
@@ -192,6 +212,8 @@ class HostCode:
         if not classes:
             return None
         data = _data_bases(tree)
+        distributions = {alias.asname or alias.name for item in tree.body if isinstance(item, ast.ImportFrom)
+                         and "distributions" in (item.module or "") for alias in item.names}
         while changed:  # in-file subclasses, in any order of definition
             changed = False
             for node in classes:
@@ -201,7 +223,8 @@ class HostCode:
                     name = _base_name(base)
                     kind = kinds.get(name) or _data_base(base, data) or (
                         "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name)
-                        else "transform" if _is_transform_base(name) else None
+                        else "transform" if _is_transform_base(name) and not _is_model_layer(node, distributions)
+                        else None
                     )
                     if kind is not None:
                         kinds[node.name] = kind
