@@ -305,3 +305,14 @@ def test_a_model_layer_named_like_a_transform_is_no_data_transform():
         "    def forward(self, x):\n        return x * self.scale.sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 7, "likely"), ("SF101", 12, "likely")]
+
+
+def test_a_mask_of_the_callers_array_or_tensor_data_is_possible():
+    """``dist[seg.bool()]`` in the tensor branch of ``seg: NdarrayOrTensor``: a mask of the caller's data, a sync only
+    where that is a CUDA tensor (possible, not dropped)."""
+    source = (
+        "from imaging.types import NdarrayOrTensor\n"
+        "def surface(seg: NdarrayOrTensor, dist: torch.Tensor):\n"
+        "    if isinstance(seg, torch.Tensor):\n        return dist[seg.bool()]\n    return dist\n"
+    )
+    assert rules_at(source) == [("SF601", 5, "possible")]

@@ -36,7 +36,15 @@ from syncfree.catalog.scope import CellScope, Value, assigned_value, index_parts
 
 def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
     return [part for part in index_parts(node) if (scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool")
-            or (type(part) is ast.Compare and _callers_data(scope.value(part)))]
+            or (_mask_shaped(part) and _callers_data(scope.value(part)))]
+
+
+def _mask_shaped(part: ast.expr) -> bool:
+    """A comparison, a negated one or a ``.bool()``: a mask, whatever data it is computed from."""
+    if type(part) is ast.UnaryOp and type(part.op) is ast.Invert:
+        part = part.operand
+    return type(part) is ast.Compare or (
+        type(part) is ast.Call and type(part.func) is ast.Attribute and part.func.attr == "bool" and not part.args)
 
 
 def _callers_data(value: Value) -> bool:
