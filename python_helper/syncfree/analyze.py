@@ -78,7 +78,7 @@ def analyze_source(
     python_source = source if tree is not None else neutralize_ipython(source)
     if python_source is None:
         return []
-    rules = select_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
+    rules = _chosen_rules(list(select) if select is not None else None, list(ignore) if ignore is not None else None)
     with cycle_collection_paused():
         if tree is None:
             try:
@@ -104,6 +104,24 @@ def analyze_source(
         if allows:
             findings = [f for f in findings if not _finding_allowed(allows, f)]
     return findings
+
+
+#: The rules of each choice of select and ignore met so far (``syncfree check`` analyses thousands of files with the
+#: same choice: the catalog's codes matched once, not per file).
+_CHOSEN: dict[tuple[tuple[str, ...] | None, tuple[str, ...] | None], tuple[Rule, ...]] = {}
+
+
+def _chosen_rules(select: list[str] | None, ignore: list[str] | None) -> tuple[Rule, ...]:
+    key = (tuple(select) if select is not None else None, tuple(ignore) if ignore is not None else None)
+    try:
+        rules = _CHOSEN.get(key)
+    except TypeError:  # not strings: select_rules says what is wrong
+        return select_rules(select, ignore)
+    if rules is None:
+        rules = select_rules(select, ignore)
+        if len(_CHOSEN) < 64:
+            _CHOSEN[key] = rules
+    return rules
 
 
 def _finding_allowed(allows: dict[int, frozenset[str] | None], finding: dict[str, Any]) -> bool:

@@ -48,6 +48,11 @@ def _setting_of_self(node: ast.AST, scope: CellScope) -> bool:
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Call):
         return
+    func = node.func
+    if type(func) is ast.Attribute and func.attr != "normal" and not func.attr[:1].isupper():
+        # The last name of `x.attr(...)`'s qualified name is `attr`: neither torch.normal nor a distribution's class,
+        # known without resolving the name (this rule sees every call).
+        return
     name = scope.call_name(node) or ""
     if name == "torch.normal" and len(node.args) >= 2:
         std = scope.value(node.args[1])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog.scope import CellScope, is_constant, keyword_value
+from syncfree.catalog.scope import CellScope, child_nodes, is_constant, keyword_value
 
 #: Collectives that write their result into a tensor the caller passes: (keyword, position).
 OUTPUT_ARGUMENT = {
@@ -18,6 +18,8 @@ OUTPUT_ARGUMENT = {
         "all_gather": ("tensor_list", 0),
     }.items()
 }
+#: The last names of OUTPUT_ARGUMENT's collectives.
+_COLLECTIVE_NAMES = frozenset(name.rpartition(".")[2] for name in OUTPUT_ARGUMENT)
 #: Host reads of a tensor: methods, and builtins that take it as their one argument.
 READ_METHODS = frozenset({"item", "tolist"})
 READ_BUILTINS = frozenset({"builtins.float", "builtins.int", "builtins.bool"})
@@ -31,6 +33,9 @@ def collective_output(call: ast.AST, scope: CellScope, *, asynchronous: bool = F
     ``wait()``)."""
     if type(call) is not ast.Call:
         return None
+    func = call.func
+    if type(func) is ast.Attribute and func.attr not in _COLLECTIVE_NAMES:  # type: ignore[attr-defined]
+        return None  # (`x.attr(...)`'s qualified name ends with `attr`, known without resolving it)
     collective = scope.call_name(call)
     argument = OUTPUT_ARGUMENT.get(collective or "")
     if argument is None or (not asynchronous and is_constant(keyword_value(call, "async_op"), True)):
@@ -75,9 +80,23 @@ def _writes(statement: ast.stmt, name: str) -> bool:
         if type(target) is ast.Name:  # the usual target, without ast.walk's generator
             if target.id == name:
                 return True
-        elif any(type(n) is ast.Name and n.id == name for n in ast.walk(target)):
+        elif name in _names_under(target):
             return True
     return False
+
+
+def _names_under(node: ast.AST) -> list[str]:
+    """The ids of the ``Name`` nodes in ``node`` (what ``ast.walk`` finds, without its generator and deque: the look
+    back asks this of each target like `self.x` it passes)."""
+    found = []
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if type(item) is ast.Name:
+            found.append(item.id)  # type: ignore[attr-defined]
+        else:
+            stack.extend(child_nodes(item))
+    return found
 
 
 #: What the name of every collective of OUTPUT_ARGUMENT holds (all_reduce, reduce, reduce_scatter_tensor;

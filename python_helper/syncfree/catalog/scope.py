@@ -14,7 +14,9 @@ are resolved so that ``import torch as th`` / ``from torch.nn import functional 
 from __future__ import annotations
 
 import ast
+import bisect
 import builtins
+import functools
 import re
 from collections import ChainMap
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -146,6 +148,9 @@ FACTORIES = frozenset(
         "empty_like full_like rand_like randn_like randint_like normal"
     ).split()
 )
+# The modules whose functions _function_call tells apart (any other's: what _passed_through makes of it, or Python for a
+# _PYTHON_RESULTS name).
+_KNOWN_ROOTS = ("torch.", "numpy.", "builtins.", "math.")
 # torch functions (and tensor methods) whose result is a Python object, not a tensor.
 _PYTHON_RESULTS = frozenset(
     "is_tensor numel is_nonzero equal allclose is_floating_point is_complex get_default_dtype is_grad_enabled "
@@ -223,8 +228,10 @@ _MODULE_WRAPPERS = frozenset(
     }
 )
 _BUILTINS = frozenset(dir(builtins))
+_BUILTIN_NAMES = {name: f"builtins.{name}" for name in _BUILTINS}  # what a builtin's name qualifies to
 # The parameters and buffers of torch.nn's modules, by their usual names (`self.proj.weight`).
 _PARAMETER_NAMES = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "in_proj_bias"})
+_NUMPY_OPERANDS, _PYTHON_OPERANDS = frozenset({"numpy", "python"}), frozenset({"python"})  # (_operator)
 _EXITS = frozenset({ast.Raise, ast.Return})  # not continue/break: the loop's later code sees their bindings
 _PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
 # torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
@@ -277,10 +284,14 @@ def number_literal(node: ast.AST | None) -> int | float | bool | None:
 
 
 def int_list_literal(node: ast.AST | None) -> tuple[int, ...] | None:
-    if isinstance(node, (ast.List, ast.Tuple)):
-        values = [number_literal(element) for element in node.elts]
-        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-            return tuple(values)  # type: ignore[arg-type]
+    if isinstance(node, (ast.List, ast.Tuple)) and node.elts:
+        values = []
+        for element in node.elts:  # (most lists hold names: the first says no)
+            value = number_literal(element)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return None
+            values.append(value)
+        return tuple(values)
     return None
 
 
@@ -316,7 +327,6 @@ class CellScope:
         earlier = earlier or Bindings()
         self.tree = tree
         self.source = source
-        self.lines = source.splitlines(keepends=True)
         self.aliases: dict[str, str] = {**DEFAULT_ALIASES, **earlier.aliases}
         self.imported: set[str] = set(earlier.imported)
         self.default_device: Device | None = earlier.default_device
@@ -339,18 +349,32 @@ class CellScope:
         self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         self._owner: ast.ClassDef | None = None
         self.host = HostCode.of(tree)
-        self._collect_imports(_imports(tree))
+        self._collect_imports(_imports(tree, source))
 
     def _adopt(self, node: ast.AST) -> None:
-        """Record the parents of a node's children, and of the children of the parts the walk goes through by hand
-        (a function's arguments, a with's items, a try's handlers, a match's cases, a comprehension's generators)."""
+        """Record the parents of the statements a compound statement holds, of its handlers and match cases and of
+        theirs, of its with items and of a function's arguments: what :meth:`siblings` and the walk read. The
+        expressions the walk goes through are given their parent as it enters them (``_expression(node, parent)``);
+        anything else's is recorded when asked for (:meth:`parent`)."""
         parents = self.parents
-        nodes = [node]
-        for parent in nodes:
-            for child in child_nodes(parent):
-                parents[child] = parent
-                if type(child) in _PARTS:
-                    nodes.append(child)
+        kind = type(node)
+        for field_name in _BLOCK_FIELDS[kind]:
+            for child in getattr(node, field_name):
+                parents[child] = node
+                if type(child) in _HOLDERS:  # an except handler, a match case
+                    for statement in child.body:  # type: ignore[attr-defined]
+                        parents[statement] = child
+        if kind is ast.With or kind is ast.AsyncWith:
+            for item in node.items:  # type: ignore[attr-defined]
+                parents[item] = node
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            parents[node.args] = node  # type: ignore[attr-defined]
+
+    @functools.cached_property
+    def lines(self) -> list[str]:
+        """The source's lines, their endings kept: split when first asked for (by a finding's range or message; most
+        files of a library have none to give)."""
+        return self.source.splitlines(keepends=True)
 
     def bindings(self) -> Bindings:
         """What this cell leaves for the next one (call after :meth:`walk`)."""
@@ -466,26 +490,25 @@ class CellScope:
 
     def qualified_name(self, node: ast.AST) -> str | None:
         """``torch.nn.functional.one_hot`` for ``F.one_hot`` and the like; None when the base is a variable."""
-        # Rules ask this of the same nodes many times per statement; the answer holds until a name is bound.
-        key = id(node)
-        name = self._names.get(key, _UNSEEN)
-        if name is _UNSEEN:
-            name = self._names[key] = self._qualified_name(node)
-        return name  # type: ignore[return-value]
-
-    def _qualified_name(self, node: ast.AST) -> str | None:
-        if isinstance(node, ast.Name):
-            if self._bound(node.id) is not None and node.id not in self.imported:
-                return None
-            if node.id in self.aliases:
-                return self.aliases[node.id]
-            if node.id in _BUILTINS:
-                return f"builtins.{node.id}"
+        kind = type(node)
+        if kind is ast.Name:
+            # A name's answer is a few lookups: cheaper to work out again than to keep.
+            name = node.id  # type: ignore[attr-defined]
+            for names in self._env.maps:
+                if name in names and names[name] is not None:
+                    return None if name not in self.imported else self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+            return self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+        if kind is not ast.Attribute:
             return None
-        if isinstance(node, ast.Attribute):
-            base = self.qualified_name(node.value)
-            return f"{base}.{node.attr}" if base and not base.startswith("builtins.") else None
-        return None
+        # Rules ask this of the same attributes many times per statement; the answer holds until a name is bound.
+        key = id(node)
+        found = self._names.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            base = self.qualified_name(node.value)  # type: ignore[attr-defined]
+            found = self._names[key] = (
+                f"{base}.{node.attr}" if base and not base.startswith("builtins.") else None  # type: ignore[attr-defined]
+            )
+        return found  # type: ignore[return-value]
 
     def call_name(self, call: ast.Call) -> str | None:
         return self.qualified_name(call.func)
@@ -555,8 +578,25 @@ class CellScope:
                     return found
             return UNKNOWN
         cache = self._cache
-        found = cache.get(id(node))
+        key = id(node)
+        found = cache.get(key)
         if found is not None:
+            return found
+        # The operand a chain's next link would be (as below): when there is none, or it is a name or known already,
+        # the node is evaluated on its own (most nodes), without the chain's list and loop.
+        kind = type(node)
+        if kind is ast.Attribute or kind is ast.Subscript:
+            inner = node.value  # type: ignore[attr-defined]
+        elif kind is ast.Call:
+            inner = node.func.value if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
+        elif kind is ast.BinOp or kind is ast.Compare:
+            inner = node.left  # type: ignore[attr-defined]
+        elif kind is ast.UnaryOp:
+            inner = node.operand  # type: ignore[attr-defined]
+        else:
+            inner = None
+        if inner is None or type(inner) is ast.Name or id(inner) in cache:
+            found = cache[key] = self._evaluate(node)
             return found
         # Evaluate a long left-leaning chain (x + x + ..., t.a().b().c()) from its innermost operand out, so that
         # each step finds its operand cached and the recursion stays shallow.
@@ -759,9 +799,10 @@ class CellScope:
 
     def _operator(self, operands: list[ast.expr], *, comparison: bool = False, boolean: bool = False) -> Value:
         values = [self.value(operand) for operand in operands]
-        if _partly_cpu(values):
+        kinds = {v.kind for v in values}  # (one pass, for the tests below that look at kinds only)
+        if "maybe_tensor" in kinds and _partly_cpu(values):
             return PARTLY_CPU
-        if any(v.kind == "tensor" for v in values):
+        if "tensor" in kinds:
             dtypes = {v.dtype for v in values if v.kind == "tensor"}
             dtype = "bool" if comparison or (boolean and dtypes == {"bool"}) else None
             ndims = [v.ndim for v in values if v.kind != "python"]
@@ -770,15 +811,14 @@ class CellScope:
             if device is None and _host_result(values, comparison=comparison):
                 device = "cpu"
             return Value("tensor", device, dtype, ndim=ndim, const=_placed(values))
-        if any(v.kind == "numpy" for v in values) and all(v.kind in ("numpy", "python") for v in values):
+        if "numpy" in kinds and kinds <= _NUMPY_OPERANDS:
             # (NumPy data times a value the text does not tell may be a tensor: torch's __array_priority__ wins)
             return Value("numpy")
-        if all(v.kind == "python" for v in values):
+        if kinds <= _PYTHON_OPERANDS:
             return PYTHON
-        maybe = [v for v in values if v.kind == "maybe_tensor"]
-        if maybe:  # `n > 0` for `n: int | Tensor`: a tensor when n is one
-            return MAYBE_NUMPY if any(v.const == "numpy" for v in maybe) else MAYBE_TENSOR
-        if any(v.kind == "unknown" and v.device == "cuda" for v in values):
+        if "maybe_tensor" in kinds:  # `n > 0` for `n: int | Tensor`: a tensor when n is one
+            return MAYBE_NUMPY if any(v.kind == "maybe_tensor" and v.const == "numpy" for v in values) else MAYBE_TENSOR
+        if "unknown" in kinds and any(v.kind == "unknown" and v.device == "cuda" for v in values):
             return Value("unknown", "cuda")
         return UNKNOWN
 
@@ -817,6 +857,13 @@ class CellScope:
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
         short = name.rsplit(".", 1)[1]
+        # What the tests below come to for another library's function and for a builtin, without going through
+        # them (a tenth of the static pass's calls): a test added below for a name outside _KNOWN_ROOTS, or for a
+        # builtin, goes above these two.
+        if not name.startswith(_KNOWN_ROOTS):
+            return PYTHON if short in _PYTHON_RESULTS else self._passed_through(call)
+        if name.startswith("builtins.") and short not in _PYTHON_RESULTS:
+            return self._builtin_call(short, call)
         if name in FACTORIES:
             return self._factory(name, call)
         if name == "torch.device":
@@ -1300,10 +1347,12 @@ class CellScope:
         self._statement_now = outer
 
     def _compound(self, node: ast.stmt) -> None:
-        visit = self._visit
+        types = self._types
+        # (only the node types asked for: most compound statements are of none, and a call costs)
+        visit = self._visit if types is None or type(node) in types else _skip_visit
         if isinstance(node, ast.If):
             visit(node)
-            self._expression(node.test)
+            self._expression(node.test, node)
             narrowed = self._narrowing(node.test)
             self._branches(node.body, node.orelse, narrowed=narrowed)
             if narrowed is not None and not node.orelse and node.body and type(node.body[-1]) in _EXITS:
@@ -1313,29 +1362,30 @@ class CellScope:
                         self.bind(name, value)
         elif isinstance(node, ast.While):
             visit(node)
-            self._expression(node.test)
+            self._expression(node.test, node)
             self._branches(node.body + node.orelse, [])
         elif isinstance(node, (ast.For, ast.AsyncFor)):
             visit(node)
-            self._expression(node.iter)
+            self._expression(node.iter, node)
             self._bind_iteration(node.target, node.iter)
-            self._expression(node.target)
+            self._expression(node.target, node)
             self._branches(node.body + node.orelse, [])
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             visit(node)
             for item in node.items:
-                self._expression(item.context_expr)
+                self._expression(item.context_expr, item)
                 if item.optional_vars is not None:
                     self._bind_target(item.optional_vars, UNKNOWN)
-                    self._expression(item.optional_vars)
+                    self._expression(item.optional_vars, item)
             self._block(node.body)
         elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             visit(node)
             handlers = []
             for handler in node.handlers:
-                visit(handler)
+                if types is None or ast.ExceptHandler in types:
+                    self._visit(handler)
                 if handler.type is not None:
-                    self._expression(handler.type)
+                    self._expression(handler.type, handler)
                 handlers.append(handler.body)
             self._branches(node.body + node.orelse, *handlers)
             self._block(node.finalbody)
@@ -1345,12 +1395,12 @@ class CellScope:
             self._class(node)
         elif isinstance(node, ast.Match):
             visit(node)
-            self._expression(node.subject)
+            self._expression(node.subject, node)
             cases = []
             for case in node.cases:
-                self._generic(case.pattern)
+                self._generic(case.pattern, case)
                 if case.guard is not None:
-                    self._expression(case.guard)
+                    self._expression(case.guard, case)
                 cases.append(case.body)
             self._branches(*cases, [])
 
@@ -1546,14 +1596,14 @@ class CellScope:
                 self._bind_target(inner, element_of(value) if not isinstance(element_target, ast.Starred) else UNKNOWN)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        visit = self._visit
-        visit(node)
+        if self._types is None or type(node) in self._types:
+            self._visit(node)
         if self.host is not None:
             self.host.defined(node, definer=self.function, owner=self._owner)
         for decorator in node.decorator_list:
-            self._expression(decorator)
+            self._expression(decorator, node)
         for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]:
-            self._expression(default)
+            self._expression(default, node.args)
         self.bind(node.name, Value("function", const=node))
         self._deferred.append((node, self._env))
 
@@ -1744,9 +1794,10 @@ class CellScope:
         return UNKNOWN
 
     def _class(self, node: ast.ClassDef) -> None:
-        self._visit(node)
+        if self._types is None or ast.ClassDef in self._types:
+            self._visit(node)
         for base in node.bases:
-            self._expression(base)
+            self._expression(base, node)
         is_module = any(
             self.qualified_name(base) == "torch.nn.Module" or self.value(base).kind == "module_class"
             for base in node.bases
@@ -1839,7 +1890,8 @@ class CellScope:
             self._generic(generator.iter, generator)
             self._bind_iteration(generator.target, generator.iter)
             self._generic(generator.target, generator)
-            self._visit(generator)
+            if self._types is None or ast.comprehension in self._types:
+                self._visit(generator)
             for condition in generator.ifs:
                 self._generic(condition, generator)
         elements = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
@@ -1860,7 +1912,7 @@ _LEAVE_SCOPE = object()  # on the walk's stack: a lambda's body ends here
 _COMPOUND = frozenset({ast.If, ast.While, ast.For, ast.AsyncFor, ast.With, ast.AsyncWith, ast.Try,
                        getattr(ast, "TryStar", ast.Try), ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
                        ast.Match})
-_PARTS = frozenset({ast.arguments, ast.withitem, ast.ExceptHandler, ast.match_case, ast.comprehension})
+_HOLDERS = frozenset({ast.ExceptHandler, ast.match_case})  # parts that hold statements (_adopt)
 
 
 
@@ -1896,9 +1948,12 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     if kind in _LEAVES:
         lines.append("    return")
     elif kind is ast.Call:
-        lines += ["    func = type(node.func)",
-                  "    if scope.host is not None or func is Name or func is NamedExpr or (",
-                  "            func is Attribute and scope.self_name is not None):",
+        # (`x.f()` in a method: recorded only for `self.f()`, as _record_call would take no other)
+        lines += ["    func = node.func",
+                  "    func_kind = type(func)",
+                  "    if scope.host is not None or func_kind is Name or func_kind is NamedExpr or (",
+                  "            func_kind is Attribute and scope.self_name is not None and type(func.value) is Name",
+                  "            and func.value.id == scope.self_name):",
                   "        scope._record_call(node)"]
     elif kind in _COMPREHENSIONS:
         lines += ["    scope._comprehension(node)", "    return"]
@@ -1940,19 +1995,50 @@ def _skip(node: object, scope: CellScope, depth: int, parent: ast.AST | None) ->
     pass
 
 
-def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+def _skip_visit(node: ast.AST) -> None:
+    pass
+
+
+def _imports(tree: ast.Module, source: str | None = None) -> list[ast.Import | ast.ImportFrom]:
     """The cell's imports in ``ast.walk``'s order (breadth first, so a later import of a name wins), found through
-    the statements alone: imports are statements, and statements hold no expressions that hold statements."""
+    the statements alone: imports are statements, and statements hold no expressions that hold statements. Given
+    the ``source``, a compound statement none of whose lines holds the word ``import`` is not entered (most functions
+    import nothing): an import's lines hold its keyword."""
     found: list[ast.Import | ast.ImportFrom] = []
     nodes: list[ast.AST] = [tree]
     blocks = _BLOCK_FIELDS
+    lines = _import_lines(source) if source is not None else None
     for node in nodes:
         kind = type(node)
         if kind is ast.Import or kind is ast.ImportFrom:
             found.append(node)  # type: ignore[arg-type]
             continue
-        for name in blocks.get(kind, ()):
+        fields = blocks.get(kind)
+        if fields is None:
+            continue
+        if lines is not None and kind in _COMPOUND:
+            index = bisect.bisect_left(lines, node.lineno)  # type: ignore[attr-defined]
+            if index == len(lines) or lines[index] > node.end_lineno:  # type: ignore[attr-defined]
+                continue
+        for name in fields:
             nodes.extend(getattr(node, name))
+    return found
+
+
+def _import_lines(source: str) -> list[int] | None:
+    """The numbers of the lines that hold ``import``, in order; None where ``\r`` may end lines (the parser's line
+    numbers then need more than counting ``\n``)."""
+    if "\r" in source:
+        return None
+    found: list[int] = []
+    line, counted = 1, 0
+    position = source.find("import")
+    while position >= 0:
+        line += source.count("\n", counted, position)
+        counted = position
+        if not found or found[-1] != line:
+            found.append(line)
+        position = source.find("import", position + 6)
     return found
 
 
@@ -2039,12 +2125,14 @@ class _ClassInfo:
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
 # stores in its instances' attributes, counted so that an attribute is believed only once the walk saw each store.
-_STORES = (
-    # (no \b: a literal first makes the search fast; `myself.x = ` counted too only makes an attribute less believed)
-    re.compile(r"self\.(\w+)[ \t]*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))"),
-    re.compile(r"self\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']"),
+# One pattern, one scan of the text (the three were three scans, a tenth of a class-heavy file's walk): group 1 the
+# name of `self.register_buffer("name"`, else group 2 the name of `self.name = ` (an operator in group 3) or of
+# `self.name,` (`self.a, self.b = ...` when the line is a target list, below). No match holds a `self.` but at its
+# start, so the one scan finds what each pattern found alone.
+# (no \b: a literal first makes the search fast; `myself.x = ` counted too only makes an attribute less believed)
+_STORES = re.compile(
+    r"self\.(?:register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']|(\w+)[ \t]*(?:(=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))|,))"
 )
-_IN_TUPLE = re.compile(r"self\.(\w+)[ \t]*,")  # `self.a, self.b = ...` when the line is a target list (below)
 _TARGET_LIST = re.compile(r"[ \t]*\(?[\w. \t,*]*\)?[ \t]*")
 
 
@@ -2066,8 +2154,12 @@ def _quoted_annotation(text: str) -> ast.expr | None:
 
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
     """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`, and the names of a target list)."""
-    found = [(match.start(), match.group(1)) for pattern in _STORES for match in pattern.finditer(source)]
-    for match in _IN_TUPLE.finditer(source):
+    found: list[tuple[int, str]] = []
+    for match in _STORES.finditer(source):
+        registered, name, stored = match.groups()
+        if registered is not None or stored is not None:
+            found.append((match.start(), registered or name))
+            continue
         start = source.rfind("\n", 0, match.start()) + 1
         end = source.find("\n", match.start())
         text = source[start : end if end >= 0 else None]
@@ -2075,7 +2167,7 @@ def _attribute_stores(source: str) -> list[tuple[int, str]]:
             continue  # the last line of a call's arguments (`    self.a, self.b, flag=True)`), no target list
         head, equals, tail = text.partition("=")
         if equals and not tail.startswith("=") and match.start() < start + len(head) and _TARGET_LIST.fullmatch(head):
-            found.append((match.start(), match.group(1)))
+            found.append((match.start(), name))
     found.sort()
     stores, line, position = [], 1, 0
     for start, name in found:

@@ -1,0 +1,174 @@
+"""The static pass's short cuts (issue #40's cold speed) do less work and find the same.
+
+Each short cut skips work whose answer the text or the node already gives: counted here, not timed (a shared machine's
+noise says nothing). The answers are held to the long way: the regex and import scans on awkward text, and the
+findings of the whole pass on the corpus libraries (bench/check_precision.py) before and after, byte for byte.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+import syncfree.analyze as analyze
+from syncfree.analyze import analyze_source
+from syncfree.catalog import RULES
+from syncfree.catalog import collectives as collectives_module
+from syncfree.catalog import scope as scope_module
+from syncfree.catalog.scope import CellScope
+
+# What _attribute_stores scanned with before one pattern did it in one scan.
+_OLD_STORES = (
+    re.compile(r"self\.(\w+)[ \t]*(?:=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))"),
+    re.compile(r"self\.register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']"),
+)
+_OLD_IN_TUPLE = re.compile(r"self\.(\w+)[ \t]*,")
+
+
+def _old_attribute_stores(source: str) -> list[tuple[int, str]]:
+    found = [(match.start(), match.group(1)) for pattern in _OLD_STORES for match in pattern.finditer(source)]
+    for match in _OLD_IN_TUPLE.finditer(source):
+        start = source.rfind("\n", 0, match.start()) + 1
+        end = source.find("\n", match.start())
+        text = source[start : end if end >= 0 else None]
+        if text.count(")") > text.count("("):
+            continue
+        head, equals, tail = text.partition("=")
+        if equals and not tail.startswith("=") and match.start() < start + len(head) and \
+                scope_module._TARGET_LIST.fullmatch(head):
+            found.append((match.start(), match.group(1)))
+    found.sort()
+    stores, line, position = [], 1, 0
+    for start, name in found:
+        line += source.count("\n", position, start)
+        position = start
+        stores.append((line, name))
+    return stores
+
+
+STORES_SOURCE = '''\
+class A:
+    def __init__(self, n):
+        self.a = n; self.b: int = 2; self.c += 1; self.d //= 2; self.e **= 3; self.f @= m
+        self.register_buffer("buf", t); self.register_parameter( 'w', p)
+        self.register_buffer = 3
+        self.g, self.h = 1, 2
+        (self.i, self.j) = pair
+        call(self.k, self.l, flag=True)
+        self.m == self.n; self.o != 1; self.p := 4
+        myself.q = 1; self.r.s = 2; self.t[0] = 3
+        self.u, = single
+'''
+
+
+def test_attribute_stores_one_scan_finds_what_three_found() -> None:
+    assert scope_module._attribute_stores(STORES_SOURCE) == _old_attribute_stores(STORES_SOURCE)
+    names = [name for _, name in scope_module._attribute_stores(STORES_SOURCE)]
+    assert {"a", "b", "c", "d", "e", "f", "buf", "w", "register_buffer", "g", "h", "i", "u"} <= set(names)
+    assert not {"k", "l", "m", "n", "o", "s"} & set(names)
+
+
+IMPORTS_SOURCE = '''\
+import torch as th
+
+
+def plain(x):
+    return x.item()
+
+
+def lazy(x):
+    if x:
+        from numpy import (
+            asarray as aa,
+        )
+    return aa(x)
+
+
+class Holder:
+    def method(self):
+        from \\
+            torch.nn import functional \\
+            as G
+        return G
+
+
+important = "no import statement on this line"
+'''
+
+
+@pytest.mark.parametrize("source", [IMPORTS_SOURCE, IMPORTS_SOURCE.replace("\n", "\r\n"), "x = 1\n", ""])
+def test_imports_found_through_the_lines_that_hold_import_are_all_the_imports(source: str) -> None:
+    tree = ast.parse(source)
+    assert scope_module._imports(tree, source) == scope_module._imports(tree)
+    if source == IMPORTS_SOURCE:
+        assert len(scope_module._imports(tree, source)) == 3
+        assert scope_module._import_lines(source) == [1, 10, 19, 24]
+
+
+def test_statements_of_types_not_asked_for_are_not_visited() -> None:
+    """A for, a with, a def or a class no rule looks at is not handed to the visit (each visit is a call)."""
+    source = "import torch\nclass A:\n    def f(self, x):\n        for i in x:\n            with i:\n                i.item()\n"
+    tree = ast.parse(source)
+    seen: list[str] = []
+    CellScope(tree, source).walk(lambda node: seen.append(type(node).__name__), types=frozenset({ast.Call}))
+    assert seen == ["Call"]
+
+
+def test_analyses_with_one_choice_of_rules_choose_them_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[object] = []
+    real = analyze.select_rules
+    monkeypatch.setattr(analyze, "_CHOSEN", {})
+    monkeypatch.setattr(analyze, "select_rules", lambda *args: calls.append(args) or real(*args))
+    for _ in range(3):
+        analyze_source("x.item()\n", select=["SF101"])
+    assert len(calls) == 1
+    assert [f["rule"] for f in analyze_source("x.item()\n", select=["SF101"])] == ["SF101"]
+
+
+def test_only_self_method_calls_are_recorded_in_a_method(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``x.f()`` in a method can pass nothing to a method of the file: only ``self.f()`` is recorded."""
+    recorded: list[str] = []
+    real = CellScope._record_call
+
+    def record(scope: CellScope, call: ast.Call) -> None:
+        recorded.append(ast.unparse(call.func))
+        real(scope, call)
+
+    monkeypatch.setattr(CellScope, "_record_call", record)
+    source = ("import torch\nclass M(torch.nn.Module):\n    def helper(self, t):\n        return t.sum()\n"
+              "    def forward(self, x):\n        y = x.float().mean()\n        return self.helper(y).item()\n")
+    findings = analyze_source(source)
+    assert recorded == ["self.helper"]
+    assert [f["rule"] for f in findings] == ["SF101"]
+
+
+def test_calls_whose_attribute_names_no_match_are_not_resolved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SF706 sees every call and the collectives' look back every statement before a read: a callee ``x.attr``
+    whose ``attr`` can name neither needs no qualified name."""
+    resolved: list[str] = []
+    real = CellScope.call_name
+    monkeypatch.setattr(CellScope, "call_name", lambda scope, call: resolved.append(ast.unparse(call)) or real(scope, call))
+    source = "import torch\nt = torch.ones(3)\nt.add_(1)\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    call = tree.body[2].value  # type: ignore[attr-defined]
+    assert list(RULES["SF706"].matcher(call, scope)) == []
+    assert collectives_module.collective_output(call, scope) is None
+    assert resolved == []
+    normal = ast.parse("torch.distributions.Normal(t, 1.0)").body[0].value  # type: ignore[attr-defined]
+    assert [m.certainty for m in RULES["SF706"].matcher(normal, scope)] == ["likely"]
+
+
+def test_another_librarys_function_skips_torchs_tests(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pandas.read_csv(...)`` and ``len(...)`` are told apart by their module, not after every torch test."""
+    asked: list[object] = []
+    monkeypatch.setattr(CellScope, "legacy_tensor_class", lambda scope, node: asked.append(node))
+    source = "import pandas\nimport copy\nframe = pandas.read_csv('f')\nn = len(frame)\nc = copy.copy(frame)\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    scope.walk(lambda node: None)
+    assert asked == []
+    assert scope.bindings().names["n"].kind == "python"
+    assert scope.bindings().names["frame"].kind == "unknown"
