@@ -123,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated substrings of loop names to run")
     parser.add_argument("--json", default="", help="write the rows as JSON to this file")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dump", default="", help="pickle each costed run's trace inputs and the savings here "
+                        "(to study the attribution away from the GPU)")
     args = parser.parse_args(argv)
     import torch
 
@@ -187,13 +189,16 @@ def main(argv: list[str] | None = None) -> int:
             if recorder.costs is None:
                 raise SystemExit(f"cost not measured: {recorder.cost_note}; notes: {fields['notes']}")
             # The same trace read without taking the recorder's own time out (its effect on the cost).
-            from syncfree.cost import compute_costs
+            from syncfree.cost import Sync, compute_costs
 
-            acts, syncs, copies, blocking = recorder.trace_inputs
+            acts, syncs, copies, blocking, overhead = recorder.trace_inputs
             alt = compute_costs(acts, syncs, copies, barriers=blocking, observer=False)
             lines = {id(s): s.line for s in recorder.sites}
             runs.append({"sites": fields["sites"], "cost": fields["cost"],
                          "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()]})
+            if args.dump:
+                runs[-1]["inputs"] = (acts, [Sync(lines.get(s.site), s.end, s.hook, s.call) for s in syncs], copies,
+                                      blocking, overhead)
         return runs
 
     def traced(ns: dict, filename: str, code) -> dict:
@@ -312,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     if three:
         for site in THREE:
             print(f"    three: {site} raw cost {raw_cost(costs['three'], steps_of['big'], THREE_LINES[site]):7.3f}")
+    if args.dump:
+        import pickle
+
+        dumped = {"rows": out_rows, "steps": steps_of, "three_lines": THREE_LINES,
+                  "runs": {name: [run.get("inputs") for run in runs] for name, runs in costs.items()}}
+        Path(args.dump).write_bytes(pickle.dumps(dumped))
     if args.json:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                                "rows": out_rows, "missed": missed,

@@ -80,6 +80,51 @@ def test_launch_bound_sync_costs_only_its_own_wait():
     assert costs.sites["item"].cost_us < 5 * 15.0
 
 
+def test_a_removed_explicit_sync_saves_its_whole_call_not_only_its_wait():
+    # torch.cuda.synchronize() in a launch-bound step: the call takes 60 us of host time, of which the runtime's
+    # wait is 10 us; deleting the call (the rewrite) gives all 60 back to the host, which is the step's time.
+    acts, syncs, barriers = [], [], []
+    cpu = 0.0
+    for _ in range(5):
+        for _ in range(10):
+            acts.append(Activity(cpu + 5.0, cpu + 10.0, cpu))
+            cpu += 40.0
+        call = cpu
+        barriers.append((cpu + 45.0, cpu + 55.0))
+        syncs.append(Sync("sync", cpu + 60.0, call=call))  # the recorder sees it return 5 us after the wait
+        cpu += 70.0
+    with_call = compute_costs(acts, syncs, barriers=barriers).sites["sync"].cost_us
+    syncs_unknown = [Sync(s.site, s.end) for s in syncs]
+    wait_only = compute_costs(acts, syncs_unknown, barriers=barriers).sites["sync"].cost_us
+    assert abs(wait_only - 4 * 10.0) < 2.0  # the wait of each sync followed by work
+    assert abs(with_call - 4 * 55.0) < 2.0  # the call's 45 us before its wait, and the wait (the 5 us after: the recorder's)
+
+
+def test_tracing_s_launch_overhead_is_taken_out_of_the_gap_a_sync_leaves():
+    # A GPU-bound step: after the sync the host launches 20 small kernels, 10 us apart as traced; untraced it
+    # launches them 6 us apart (4 us a launch is the trace's). The GPU starves until it catches up: less so untraced.
+    acts, waits, syncs = [], [], []
+    cpu, gpu = 0.0, 0.0
+    for _ in range(3):
+        for _ in range(4):  # long kernels: the host runs ahead
+            start = max(cpu + 5.0, gpu)
+            acts.append(Activity(start, start + 1000.0, cpu))
+            gpu = start + 1000.0
+            cpu += 10.0
+        waits.append((cpu, gpu + 2.0))
+        syncs.append(Sync("item", gpu + 3.0))
+        cpu = gpu + 3.0
+        for _ in range(20):  # small kernels, each 2 us on the GPU
+            start = max(cpu + 5.0, gpu)
+            acts.append(Activity(start, start + 2.0, cpu))
+            gpu = start + 2.0
+            cpu += 10.0
+    traced = compute_costs(acts, syncs, waits, observer=False).sites["item"].cost_us
+    untraced = compute_costs(acts, syncs, waits, observer=False, launch_overhead_us=4.0).sites["item"].cost_us
+    # after each of the 3 syncs the GPU waits for the small kernels' launches: 20 x 10 us traced, 20 x 6 us untraced
+    assert abs(traced - untraced - 3 * 20 * 4.0) < 10.0, (traced, untraced)
+
+
 def test_gaps_belong_to_the_last_sync_before_them_and_sites_rank_by_cost():
     # One GPU-bound step with three syncs: a cheap one (CPU back in 50 us), a dear one (1 ms of
     # CPU work before the next launch) and a middle one (400 us).
@@ -326,7 +371,7 @@ def test_a_trace_in_the_system_clock_is_read_into_costs_on_the_recorders_clock()
     for event in events:
         event.base = base
     returned = (base + 1005 * 1000 - real_offset) / 1e9  # the hook saw the sync return 1 us after the call did
-    costs = trace._costs(events, [("item", returned, returned + 1e-6)], _offsets())
+    costs = trace._costs(events, [("item", returned, returned + 1e-6, None)], _offsets())
     assert trace.stats["clock"] == "realtime" and trace.stats["launch_known"] == 3, trace.stats
     assert costs.sites["item"].syncs == 1
     # Without the wait (the copy's 993 us and the sync's 1 us) the next kernel is queued at once: the gap goes.

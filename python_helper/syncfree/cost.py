@@ -48,6 +48,9 @@ COST_NOT_ASKED = ("cost not measured (the GPU time each sync loses: --cost, watc
 # recorded ended (the warning reaches Python after the C++ call returns: stall.py): its
 # window starts at that call's end.
 SNAP_US = 2000.0
+# The most a debug-mode sync's warning takes from the syncing call's return to the recorder's hook (Python's warnings
+# module; 15-25 us on an H200 host with Python 3.12): what a run's syncs show is taken when less.
+WARNING_US = 40.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,7 @@ class Sync:
     site: Hashable
     end: float
     hook: float = 0.0  # us the recorder's hook took after it (not the program's time)
+    call: float | None = None  # host time (us) the syncing call began, where the recorder saw it (explicit syncs)
 
 
 @dataclass
@@ -103,7 +107,8 @@ class Costs:
 
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                   waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
-                  barriers: Iterable[tuple[float, float]] = (), observer: bool = True) -> Costs:
+                  barriers: Iterable[tuple[float, float]] = (), observer: bool = True,
+                  launch_overhead_us: float = 0.0) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
     ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
@@ -113,6 +118,9 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     ``observer``: take the recorder's own time out of the host's time: its hook (`Sync.hook`) and,
     before it, the time from the sync's last wait (or the program's last launch after it) to the
     sync's recorded return.
+    ``launch_overhead_us``: what tracing adds to the host's time of each launch (measured by the trace's start):
+    taken out of the host's time in every replay, so that the CPU launches as fast as it does untraced (a traced
+    host refills an emptied queue more slowly, and the GPU's idle time after a sync would be overstated).
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs()
@@ -151,22 +159,47 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     # after it) to the hook's entry the host runs the warning's machinery, not the program.
     launch_times = sorted(a.launch for a in acts if a.launch is not None)
     observed: list[tuple[float, float]] = []
+    calls: list[tuple[float, Hashable, float]] = []  # (when, site, host time a rewrite deleting the call saves)
+    told: list[tuple[Sync, list[int], float]] = []  # each sync, its waits, and when the program's part of it ended
     for s in sync_list:
         low = max(s.end - snap_us, previous) + slack
         i = bisect.bisect_right(wait_ends, low)
         j = bisect.bisect_right(wait_ends, s.end + slack)
         mine = [k for k in range(i, j) if owner.setdefault(k, s.site) == s.site]
-        if observer:
-            since = s.end
-            if mine:
-                since = min(max(wait_ends[k] for k in mine), s.end)
-                at = bisect.bisect_right(launch_times, s.end) - 1
-                if at >= 0 and launch_times[at] > since:
-                    since = launch_times[at]  # the program launched work after the wait: its time
-            took = (s.end - since) + max(s.hook, 0.0)
-            if took > 0:
-                observed.append((since, min(took, snap_us)))
+        since = s.end
+        if mine:
+            since = min(max(wait_ends[k] for k in mine), s.end)
+            at = bisect.bisect_right(launch_times, s.end) - 1
+            if at >= 0 and launch_times[at] > since:
+                since = launch_times[at]  # the program launched work after the wait: its time
+        told.append((s, mine, since))
         previous = s.end
+    # A sync told by a warning (debug mode) reaches the hook after the syncing call returned: from its last wait to the
+    # hook the host runs the rest of the call (a `.tolist()` builds its list: the program's time, which a rewrite
+    # saves) and then the warning's path through Python's warnings module (the recorder's). That path takes about the
+    # same time at every sync: the low tenth of the run's gaps, at most WARNING_US.
+    gaps = sorted(s.end - since for s, mine, since in told if s.call is None and mine)
+    warning = min(gaps[len(gaps) // 10], WARNING_US) if gaps else WARNING_US
+    for s, mine, since in told:
+        if not observer:
+            rest = 0.0
+        elif s.call is not None:
+            rest = 0.0
+            # Removing the call saves its whole host time (a rewrite deletes it), not only its waits: the rest of the
+            # call (Python, the device guard, the runtime's own work) before the recorder's part.
+            inside = sum(min(wait_list[k][1], since) - max(wait_list[k][0], s.call) for k in mine
+                         if wait_list[k][0] < since and wait_list[k][1] > s.call)
+            before = (since - s.call) - inside
+            if 0 < before < snap_us:
+                calls.append((s.call, s.site, before))
+        else:
+            rest = max(s.end - since - warning, 0.0) if mine else 0.0
+            if rest > 0:
+                calls.append((since, s.site, rest))
+        if observer:
+            took = (s.end - since - rest) + max(s.hook, 0.0)
+            if took > 0:
+                observed.append((since + rest, min(took, snap_us)))
     barrier_set = {(float(s), float(e)) for s, e in barriers}
     kept = [k for k in range(len(wait_list)) if k in owner or wait_list[k] in barrier_set]
 
@@ -209,6 +242,8 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
         events.append((wait_list[w][0], 1, w, 0.0))
     for when, took in observed:
         events.append((when, 2, took, 0.0))
+    for when, site, rest in calls:
+        events.append((when, 3, site, rest))
     events.sort(key=lambda e: (e[0], e[1]))
 
     def replay(removed: Hashable | None) -> float:
@@ -223,8 +258,12 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                 end = sim_end[x] = start + (a.end - a.start)
                 free[a.stream] = end
                 last = max(last, end)
+                delta -= launch_overhead_us
             elif kind == 2:
                 delta -= x
+            elif kind == 3:
+                if x == removed:
+                    delta -= lat  # the removed call's own host time
             elif removed is not None and owner.get(x) == removed:
                 ws, we = wait_list[x]
                 delta -= we - ws  # the wait takes no time

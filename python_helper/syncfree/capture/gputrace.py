@@ -36,6 +36,8 @@ _COPIES = ("Memcpy",)
 _GPU_KINDS = ("kernel", "gpu_memcpy", "gpu_memset", "concurrent_kernel")
 
 _active: list[GpuTrace] = []  # at most one: Kineto runs one trace per process
+# What tracing adds to each launch's host time, in us, per device (measured at a process's first trace).
+_launch_overhead: dict[int, float] = {}
 
 
 def trace_busy() -> bool:
@@ -59,6 +61,8 @@ class GpuTrace:
         self.running = False
         self.stats: dict = {}  # what the trace held (bench/cost.py prints it)
         self.inputs: tuple = ()
+        self.launch_overhead_us = 0.0
+        self._mark = 0  # perf_counter_ns() once the trace's own calibration was done: what came before is not the run's
 
     def start(self) -> str | None:
         """Start the trace; None when started, else why not (a line for the report's notes)."""
@@ -70,9 +74,17 @@ class GpuTrace:
             import torch
             from torch.autograd import profiler as autograd_profiler
 
+            device = torch.cuda.current_device()
+            plain = None if device in _launch_overhead else _per_launch_us(torch)
             profile = autograd_profiler.profile(use_kineto=True, use_cpu=False, use_device="cuda")
             profile._prepare_trace()
             profile._start_trace()
+            if plain is not None:
+                # The same launches traced: what the trace adds to each (a traced host refills an emptied GPU queue
+                # more slowly than the program does untraced: syncfree.cost takes it out).
+                _launch_overhead[device] = max(_per_launch_us(torch) - plain, 0.0)
+            self.launch_overhead_us = _launch_overhead[device]
+            self._mark = time.perf_counter_ns()
         except Exception as exc:  # a build without Kineto/CUPTI: no cost, the run goes on
             self.reason = f"cost not measured: torch's profiler could not trace the GPU ({type(exc).__name__}: {exc})"[:500]
             return self.reason
@@ -83,9 +95,10 @@ class GpuTrace:
         self._offsets = _offsets()
         return None
 
-    def stop(self, syncs: Iterable[tuple[Hashable, float, float]]) -> Costs | None:
+    def stop(self, syncs: Iterable[tuple[Hashable, float, float, float | None]]) -> Costs | None:
         """Stop the trace and work out the costs of ``syncs``: (site, perf_counter() at the
-        sync's return as the recorder's hook saw it, perf_counter() when the hook was done).
+        sync's return as the recorder's hook saw it, perf_counter() when the hook was done,
+        perf_counter() when the syncing call began where the recorder saw it, else None).
         None when nothing was traced (``reason`` says why)."""
         if not self.running:
             return None
@@ -118,7 +131,7 @@ class GpuTrace:
             self.reason = f"cost not measured: the GPU trace could not be read ({type(exc).__name__}: {exc})"[:500]
             return None
 
-    def _costs(self, events, syncs: list[tuple[Hashable, float, float]], end_offsets) -> Costs | None:
+    def _costs(self, events, syncs: list[tuple[Hashable, float, float, float | None]], end_offsets) -> Costs | None:
         gpu, launches, waits, barriers = [], {}, [], []
         kinds: dict[str, int] = {}
         wait_names: dict[str, int] = {}
@@ -145,6 +158,15 @@ class GpuTrace:
         monotonic = (self._offsets[1] + end_offsets[1]) / 2
         now_perf = time.perf_counter_ns()
         offset = min((realtime, monotonic), key=lambda o: abs(first - (now_perf + o)))
+        # The trace's own calibration launches (start) are not the run's.
+        mark = self._mark + offset
+        gpu = [g for g in gpu if (launches.get(g[2]) or launches.get(g[3]) or g[0]) >= mark]
+        waits = [w for w in waits if w[0] >= mark]
+        barriers = [b for b in barriers if b[0] >= mark]
+        if not gpu:
+            self.reason = "cost not measured: the trace recorded no GPU activity"
+            return None
+        first = min(g[0] for g in gpu)
         activities = []
         matched = 0
         for start, end, corr, linked, stream in gpu:
@@ -154,15 +176,33 @@ class GpuTrace:
             matched += launch is not None
             activities.append(Activity(start / 1000.0, end / 1000.0, None if launch is None else launch / 1000.0,
                                        stream))
-        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0, max(left - t, 0.0) * 1e6) for site, t, left in syncs]
+        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0, max(left - t, 0.0) * 1e6,
+                          None if call is None else (call * 1e9 + offset) / 1000.0)
+                     for site, t, left, call in syncs]
         self.stats = {"kinds": kinds, "gpu": len(gpu), "launch_known": matched, "waits": wait_names,
                       "clock": "realtime" if offset == realtime else "monotonic",
                       "streams": len({g[4] for g in gpu}), "syncs": len(sync_list),
+                      "launch_overhead_us": round(self.launch_overhead_us, 2),
                       "first_sync_after_gpu_start_us": round(sync_list[0].end - first / 1000.0, 1) if sync_list else None}
         copies = [(s / 1000.0, e / 1000.0) for s, e in waits]
         blocking = [(s / 1000.0, e / 1000.0) for s, e in barriers]
-        self.inputs = (activities, sync_list, copies, blocking)  # for bench/cost.py's other readings
-        return compute_costs(activities, sync_list, copies, barriers=blocking)
+        self.inputs = (activities, sync_list, copies, blocking, self.launch_overhead_us)  # bench/cost.py's readings
+        return compute_costs(activities, sync_list, copies, barriers=blocking,
+                             launch_overhead_us=self.launch_overhead_us)
+
+
+def _per_launch_us(torch, launches: int = 100, rounds: int = 3) -> float:
+    """The host's time per launch of a tiny kernel, in us (the best of a few rounds), on the current device."""
+    x = torch.zeros(1, device="cuda")
+    torch._C._cuda_synchronize()
+    best = float("inf")
+    for _ in range(rounds):
+        started = time.perf_counter_ns()
+        for _ in range(launches):
+            x.add_(1)
+        best = min(best, time.perf_counter_ns() - started)
+    torch._C._cuda_synchronize()
+    return best / launches / 1000.0
 
 
 def _stream(event) -> int:

@@ -260,13 +260,13 @@ class SyncRecorder:
             return
         self._trace = self._cost_log = None
         log = log or []
-        costs = self.costs = trace.stop([(id(tally), when, left) for tally, when, left in log])
+        costs = self.costs = trace.stop([(id(tally), when, left, call) for tally, when, left, call in log])
         self.trace_stats = trace.stats
         self.trace_inputs = trace.inputs
         if costs is None:
             self.cost_note = trace.reason
             return
-        for tally in {id(t): t for t, _, _ in log}.values():
+        for tally in {id(entry[0]): entry[0] for entry in log}.values():
             measured = costs.sites.get(id(tally))
             if isinstance(tally, SyncSite) and measured is not None:
                 tally.cost_s = measured.cost_us / 1e6
@@ -326,9 +326,11 @@ class SyncRecorder:
                                f"{tally.label if isinstance(tally, SyncSite) else kind})")
 
     def _record(self, frame: FrameType | None, kind: str | None, predicted: bool,
-                blocked: float | None, detail: str | None, caller: tuple[int, FrameType] | None = None) -> SyncTally:
+                blocked: float | None, detail: str | None, caller: tuple[int, FrameType] | None = None,
+                call_start: float | None = None) -> SyncTally:
         """Record one sync told by explicit.py, predict mode or error mode (the warning
-        hook has its own copy of this path)."""
+        hook has its own copy of this path); ``call_start``: perf_counter() when the syncing call began, where the
+        caller timed it (the cost counts the host time a rewrite that deletes the call saves)."""
         key = (kind, predicted, detail) + _stack_key(frame, self._cell_files, self.boundary)
         if caller is not None:
             key += _stack_key(caller[1], self._cell_files, self.boundary)
@@ -342,7 +344,7 @@ class SyncRecorder:
         log = self._cost_log
         if log is not None:
             now = perf_counter()
-            log.append((tally, now, now))
+            log.append((tally, now, now, call_start))
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
@@ -476,7 +478,7 @@ class SyncRecorder:
                 tally.measured += 1
             log = self._cost_log
             if log is not None:
-                log.append((tally, entered, perf_counter()))
+                log.append((tally, entered, perf_counter(), None))
             stop = self._stops_at_sync
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
@@ -521,7 +523,7 @@ class SyncRecorder:
         log = self._cost_log
         if log is not None:
             now = perf_counter()
-            log.append((tally, now, now))
+            log.append((tally, now, now, None))
         return tally
 
     def record_blocking(self, frame: FrameType | None, blocked_s: float,
@@ -575,20 +577,16 @@ class SyncRecorder:
             raise RuntimeError(f"{SYNC_MESSAGE}: {what} (syncfree --mode error stops at "
                                "explicit synchronization too)")
         clock = self._clock
-        if clock is None or threading.get_ident() != self._thread:
-            try:
-                return call(*args, **kwargs)
-            finally:
-                for recorder in chain:
-                    recorder._record(frame, kind, False, None, what)
+        timed = clock is not None and threading.get_ident() == self._thread
         start = perf_counter()
         try:
             return call(*args, **kwargs)
         finally:
-            blocked = perf_counter() - start
+            blocked = perf_counter() - start if timed else None
             for recorder in chain:
-                recorder._record(frame, kind, False, blocked, what)
-            clock.resume()  # the next interval starts after this sync
+                recorder._record(frame, kind, False, blocked, what, call_start=start)
+            if timed:
+                clock.resume()  # the next interval starts after this sync
 
     # ------------------------------------------------------------------ errors
 
