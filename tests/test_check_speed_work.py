@@ -172,3 +172,33 @@ def test_another_librarys_function_skips_torchs_tests(monkeypatch: pytest.Monkey
     assert asked == []
     assert scope.bindings().names["n"].kind == "python"
     assert scope.bindings().names["frame"].kind == "unknown"
+
+
+def test_rules_shown_every_call_or_assignment_make_no_generator_for_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SF706 (every call), SF905 and SF910 (every assignment) answer most nodes with the one empty iterator."""
+    from syncfree.catalog import NO_MATCH
+
+    source = "import os\nimport torch\ny = torch.ones(2)\nz = y.sum()\nos.environ['TORCH_NCCL_BLOCKING_WAIT'] = '1'\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    plain, environ = tree.body[3], tree.body[4]
+    assert RULES["SF706"].matcher(plain.value, scope) is NO_MATCH  # type: ignore[attr-defined]
+    assert RULES["SF910"].matcher(plain, scope) is NO_MATCH
+    assert RULES["SF905"].matcher(plain, scope) is NO_MATCH
+    assert [m.certainty for m in RULES["SF905"].matcher(environ, scope)] == ["certain"]
+    assert list(NO_MATCH) == []
+
+
+def test_a_transform_class_is_looked_through_once_for_model_layers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HostCode.of asks at each pass over the file's classes whether a ...Transform class makes parameters or nn
+    modules; the answer is the class's own: worked out once (a pass walks every node of such a class)."""
+    from syncfree.catalog import host_code
+
+    asked: list[str] = []
+    real = host_code._is_model_layer
+    monkeypatch.setattr(host_code, "_is_model_layer", lambda node, names: asked.append(node.name) or real(node, names))
+    source = ("from torch import nn\nclass Layer(Transform):\n    def __init__(self):\n        self.proj = nn.Linear(2, 2)\n"
+              "class Plain(Transform):\n    pass\nclass Later(Plain):\n    pass\n")
+    found = host_code.HostCode.of(ast.parse(source))
+    assert asked == ["Layer", "Plain"]
+    assert found is not None and sorted(found._kinds) == ["Later", "Plain"]

@@ -32,7 +32,7 @@ No automatic fix: turning validation off hides invalid parameters, which is for 
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.scope import CellScope, keyword_value
 
 
@@ -47,12 +47,16 @@ def _setting_of_self(node: ast.AST, scope: CellScope) -> bool:
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Call):
-        return
+        return NO_MATCH
     func = node.func
     if type(func) is ast.Attribute and func.attr != "normal" and not func.attr[:1].isupper():
         # The last name of `x.attr(...)`'s qualified name is `attr`: neither torch.normal nor a distribution's class,
         # known without resolving the name (this rule sees every call).
-        return
+        return NO_MATCH
+    return _matches(node, scope)
+
+
+def _matches(node: ast.Call, scope: CellScope) -> Iterator[Match]:
     name = scope.call_name(node) or ""
     if name == "torch.normal" and len(node.args) >= 2:
         std = scope.value(node.args[1])

@@ -27,7 +27,7 @@ integer count stacked with float losses comes back as a float (`3.0`, not `3`).
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import NO_MATCH, Edit, Fix, Match, Rule
 from syncfree.catalog.scope import CellScope
 
 
@@ -109,7 +109,11 @@ def _index(block: list[ast.stmt], node: ast.stmt, scope: CellScope) -> int | Non
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not _looks_like_read(node):
-        return
+        return NO_MATCH  # (most assignments: this rule is shown each)
+    return _matches(node, scope)  # type: ignore[arg-type]
+
+
+def _matches(node: ast.Assign, scope: CellScope) -> Iterator[Match]:
     # The statements already taken into a run. A run is computed once, when the walk reaches its first statement
     # (what the scope knows then is what the reads are judged by), so a file of thousands of consecutive reads
     # stays linear: every later read of the run is a set lookup.

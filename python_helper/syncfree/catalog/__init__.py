@@ -104,6 +104,10 @@ class Match:
 
 
 Matcher = Callable[[ast.AST, "CellScope"], Iterator[Match]]
+#: What a matcher returns for a node that fails its first, cheap test: an iterator that is empty for good. (A matcher
+#: that is a generator function makes a generator for each node it is shown, and some rules are shown every call or
+#: assignment: they test first and hand the rest to a generator.)
+NO_MATCH: Iterator[Match] = iter(())
 Rewrite = Callable[[Match, "CellScope"], "Fix | None"]
 
 

@@ -141,13 +141,18 @@ def _is_model_layer(node: ast.ClassDef, distributions: set[str]) -> bool:
             isinstance(base, ast.Attribute) and "distributions" in ast.unparse(base)
         ):
             return True
-    for item in ast.walk(node):
-        if isinstance(item, ast.Call) and isinstance(item.func, ast.Attribute):
-            name, owner = item.func.attr, item.func.value
+    from syncfree.catalog.scope import child_nodes  # (scope imports this module)
+
+    stack: list[ast.AST] = [node]
+    while stack:  # every node of the class, as ast.walk finds them, without its generators (a class is large)
+        item = stack.pop()
+        if type(item) is ast.Call and type(item.func) is ast.Attribute:  # type: ignore[attr-defined]
+            name, owner = item.func.attr, item.func.value  # type: ignore[attr-defined]
             if name in ("Parameter", "register_buffer", "register_parameter") or (
                 name[:1].isupper() and isinstance(owner, ast.Name) and owner.id == "nn"
             ):
                 return True
+        stack += child_nodes(item)
     return False
 
 
@@ -214,6 +219,14 @@ class HostCode:
         data = _data_bases(tree)
         distributions = {alias.asname or alias.name for item in tree.body if isinstance(item, ast.ImportFrom)
                          and "distributions" in (item.module or "") for alias in item.names}
+        layers: dict[int, bool] = {}  # class id -> _is_model_layer (asked again at each pass of the loop below)
+
+        def model_layer(node: ast.ClassDef) -> bool:
+            found = layers.get(id(node))
+            if found is None:
+                found = layers[id(node)] = _is_model_layer(node, distributions)
+            return found
+
         while changed:  # in-file subclasses, in any order of definition
             changed = False
             for node in classes:
@@ -223,7 +236,7 @@ class HostCode:
                     name = _base_name(base)
                     kind = kinds.get(name) or _data_base(base, data) or (
                         "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name)
-                        else "transform" if _is_transform_base(name) and not _is_model_layer(node, distributions)
+                        else "transform" if _is_transform_base(name) and not model_layer(node)
                         else None
                     )
                     if kind is not None:

@@ -495,7 +495,7 @@ class CellScope:
             # A name's answer is a few lookups: cheaper to work out again than to keep.
             name = node.id  # type: ignore[attr-defined]
             for names in self._env.maps:
-                if name in names and names[name] is not None:
+                if names.get(name) is not None:
                     return None if name not in self.imported else self.aliases.get(name) or _BUILTIN_NAMES.get(name)
             return self.aliases.get(name) or _BUILTIN_NAMES.get(name)
         if kind is not ast.Attribute:
