@@ -15,11 +15,12 @@ SARIF_SCHEMA = json.loads((ROOT / "tests" / "data" / "sarif-schema-2.1.0.json").
 SYNCING = "import torch\nx = torch.randn(4, device='cuda')\ns = x.sum().item()\n"
 
 
-def syncfree(*argv: str, cwd: Path | None = None, stdin: str | None = None, env: dict | None = None):
+def syncfree(*argv: str, cwd: Path | None = None, stdin: str | None = None, env: dict | None = None,
+             limit: float = 120):
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper"), **(env or {})}
     environment.pop("FORCE_COLOR", None)
     return subprocess.run([sys.executable, "-m", "syncfree", *argv], capture_output=True, text=True, cwd=cwd,
-                          input=stdin, env=environment, timeout=120)
+                          input=stdin, env=environment, timeout=limit)
 
 
 def test_version_and_python_m():
@@ -197,13 +198,15 @@ def test_run_timeout_on_an_infinite_loop_and_a_dead_kernel_end_promptly(notebook
 
     nbformat, write = notebooks
     loop = write("loop.ipynb", nbformat.v4.new_code_cell("while True: pass"))
+    # Promptly: not for ever (a blocking kernel manager never saw the timeout or the dead kernel). The bound leaves room
+    # for a loaded machine's kernel start (25-30 s beside two other test runs on 2 cores); the helper's own limit is 300 s.
     start = time.monotonic()
-    done = syncfree("run", str(loop), "--timeout", "3")
-    assert done.returncode == 2 and "timed out" in done.stderr and time.monotonic() - start < 30
+    done = syncfree("run", str(loop), "--timeout", "3", limit=300)
+    assert done.returncode == 2 and "timed out" in done.stderr and time.monotonic() - start < 150
     dead = write("dead.ipynb", nbformat.v4.new_code_cell("import os; os._exit(3)"))
     start = time.monotonic()
-    done = syncfree("run", str(dead))
-    assert done.returncode == 2 and "did not run to the end" in done.stderr and time.monotonic() - start < 30
+    done = syncfree("run", str(dead), limit=300)
+    assert done.returncode == 2 and "did not run to the end" in done.stderr and time.monotonic() - start < 150
 
 
 def test_run_reads_only_this_runs_outputs_and_strips_control_characters(notebooks, with_torch):
