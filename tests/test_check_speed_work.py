@@ -189,6 +189,43 @@ def test_rules_shown_every_call_or_assignment_make_no_generator_for_most(monkeyp
     assert list(NO_MATCH) == []
 
 
+def test_rules_shown_every_subscript_expression_or_operator_make_no_generator_for_most() -> None:
+    """SF502, SF503 (every subscript), SF203, SF907 (every expression statement), SF202 (every operator) and SF904
+    (every if and read, in a file that calls no collective) answer most nodes with the one empty iterator."""
+    from syncfree.catalog import NO_MATCH
+
+    source = "import torch\nx = torch.ones(4, device='cuda')\ny = x[0] + 1\nprint(y)\nif y:\n    z = y.item()\nw = 2\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    scope.walk(lambda node: None)
+    subscript = tree.body[2].value.left  # type: ignore[attr-defined]
+    addition, statement, test = tree.body[2].value, tree.body[3], tree.body[4]  # type: ignore[attr-defined]
+    assert RULES["SF502"].matcher(subscript, scope) is NO_MATCH
+    assert RULES["SF503"].matcher(subscript, scope) is NO_MATCH
+    assert RULES["SF203"].matcher(statement, scope) is NO_MATCH
+    assert RULES["SF907"].matcher(statement, scope) is NO_MATCH
+    assert RULES["SF202"].matcher(addition, scope) is NO_MATCH
+    assert RULES["SF904"].matcher(test, scope) is NO_MATCH
+    assert [f["rule"] for f in analyze_source(source)] == ["SF201", "SF103", "SF101"]
+
+
+def test_a_conversion_that_matches_nothing_takes_no_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SF102 sees every int(), range() and torch.zeros(): the call's text (which splits the file into lines) only
+    for a match."""
+    source = "import torch\nn = 3\nfor i in range(int(n)):\n    t = torch.zeros(n)\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    assert all(list(RULES["SF102"].matcher(call, scope)) == [] for call in calls)
+    assert "lines" not in vars(scope)
+
+
+def test_the_rules_of_a_choice_are_sorted_by_type_once() -> None:
+    rules = analyze._chosen_rules(None, None)
+    assert analyze._dispatch(rules, True) is analyze._dispatch(rules, True)
+    assert analyze._DISPATCH_BY_ID[id(rules), True][0] is rules
+
+
 def test_a_transform_class_is_looked_through_once_for_model_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """HostCode.of asks at each pass over the file's classes whether a ...Transform class makes parameters or nn
     modules; the answer is the class's own: worked out once (a pass walks every node of such a class)."""

@@ -272,11 +272,19 @@ class _Analysis:
 _DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]]] = {}
 
 
+_DISPATCH_BY_ID: dict[tuple[int, bool], tuple[tuple[Rule, ...], Any]] = {}
+
+
 def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
     dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]
 ]:
     """The rules by node type and by callee name, and the node types some rule looks at: made once per choice of
     rules (``syncfree check`` analyses thousands of files with the same rules; the tables are only read)."""
+    # (the same tuple of rules comes back for each file from _chosen_rules: known by its identity, the tuple kept
+    # alive beside the tables so that its id stays its own)
+    kept = _DISPATCH_BY_ID.get((id(rules), by_callee))
+    if kept is not None and kept[0] is rules:
+        return kept[1]
     key = (by_callee, *(rule.code for rule in rules))
     found = _DISPATCH.get(key)
     if found is None:
@@ -295,6 +303,8 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
         by_name = {name: [*every_call, *chosen] for name, chosen in by_name.items()}
         types = frozenset({*by_type, *((ast.Call,) if by_name else ())})
         found = _DISPATCH[key] = (by_type, by_name, types)
+    if len(_DISPATCH_BY_ID) < 64:
+        _DISPATCH_BY_ID[id(rules), by_callee] = (rules, found)
     return found
 
 

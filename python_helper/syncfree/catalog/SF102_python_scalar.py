@@ -47,24 +47,25 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         return
     if name in _CONVERSIONS or name.startswith("math."):
         arguments = node.args
-        what = f"`{scope.snippet(node)}` turns a tensor into a Python number"
+        what = "turns a tensor into a Python number"
     elif name in _SIZE_FACTORIES:
         arguments = node.args[:1] if name == "torch.full" else node.args
-        what = f"`{scope.snippet(node)}` reads a CUDA tensor as a Python size"
+        what = "reads a CUDA tensor as a Python size"
     else:
         return
     certainties = [scope.tensor_certainty(argument) for argument in arguments if not isinstance(argument, ast.Starred)]
     if name in _SIZE_FACTORIES:
         # only a tensor known on CUDA, or a value that is a tensor on some paths (`n: int | Tensor`: possible)
         certainties = [c if c in ("certain", "possible") else None for c in certainties]
+    # (the call's text only for a match: most int(), range() and torch.zeros() calls are none)
     if "certain" in certainties or "likely" in certainties:
         yield Match(
             node,
-            f"{what}: the CPU copies it back and waits for the GPU",
+            f"`{scope.snippet(node)}` {what}: the CPU copies it back and waits for the GPU",
             "certain" if "certain" in certainties else "likely",
         )
     elif "possible" in certainties:
-        yield Match(node, f"{what}: the CPU copies it back and waits for the GPU", "possible")
+        yield Match(node, f"`{scope.snippet(node)}` {what}: the CPU copies it back and waits for the GPU", "possible")
 
 
 RULE = Rule.from_docstring(

@@ -28,7 +28,7 @@ No automatic fix: the string needs the values.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.scope import CellScope
 
 
@@ -37,6 +37,14 @@ def _best(certainties: list[str | None]) -> str | None:
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    if type(node) is ast.BinOp and not (
+        type(node.op) is ast.Mod and type(node.left) is ast.Constant and isinstance(node.left.value, str)
+    ):
+        return NO_MATCH  # (arithmetic: most of the operators this rule is shown)
+    return _matches(node, scope)
+
+
+def _matches(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if isinstance(node, ast.JoinedStr):
         # The f-string as a whole: CPython 3.11 attributes FORMAT_VALUE to the JoinedStr's columns.
         operands = [part.value for part in node.values if isinstance(part, ast.FormattedValue)]

@@ -27,7 +27,7 @@ No automatic fix: the display may be what the author wants.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.scope import CellScope
 
 
@@ -40,7 +40,11 @@ def _silenced(node: ast.Expr, scope: CellScope) -> bool:
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     body = scope.tree.body
     if not body or body[-1] is not node or not isinstance(node, ast.Expr) or _silenced(node, scope):
-        return
+        return NO_MATCH  # (most nodes this rule is shown: no generator for them)
+    return _matches(node, scope)
+
+
+def _matches(node: ast.Expr, scope: CellScope) -> Iterator[Match]:
     certainty = scope.tensor_certainty(node.value)
     if certainty:
         yield Match(

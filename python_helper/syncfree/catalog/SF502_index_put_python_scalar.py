@@ -35,7 +35,7 @@ original takes torch's `masked_fill_` path, which does not sync, while a GPU val
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import NO_MATCH, Edit, Fix, Match, Rule
 from syncfree.catalog.scope import CellScope, index_parts, is_side_effect_free, number_literal
 from syncfree.catalog.SF501_index_with_host_index import host_index
 
@@ -69,7 +69,11 @@ def _named_mask(part: ast.expr) -> bool:
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     parent = scope.parent(node)
     if not isinstance(node, ast.Subscript) or not isinstance(parent, ast.Assign) or parent.targets != [node]:
-        return
+        return NO_MATCH  # (most nodes this rule is shown: no generator for them)
+    return _matches(node, scope, parent)
+
+
+def _matches(node: ast.Subscript, scope: CellScope, parent: ast.Assign) -> Iterator[Match]:
     value_node = parent.value
     value = scope.value(value_node)
     if number_literal(value_node) is None and value.kind != "python":

@@ -29,13 +29,13 @@ No automatic fix.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.scope import CellScope, index_parts
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Subscript):
-        return
+        return NO_MATCH
     bounds = [
         bound
         for part in index_parts(node)
@@ -43,6 +43,12 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         for bound in (part.lower, part.upper, part.step)
         if bound is not None
     ]
+    if not bounds:
+        return NO_MATCH  # (most nodes this rule is shown: no generator for them)
+    return _matches(node, scope, bounds)
+
+
+def _matches(node: ast.Subscript, scope: CellScope, bounds: list[ast.expr]) -> Iterator[Match]:
     certainties = [scope.tensor_certainty(bound) for bound in bounds]
     count = sum(1 for c in certainties if c)
     if count:

@@ -33,8 +33,8 @@ No automatic fix: how often to read is the program's choice.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
-from syncfree.catalog.collectives import READ_METHODS, host_read, reduced_before
+from syncfree.catalog import NO_MATCH, Match, Rule
+from syncfree.catalog.collectives import READ_METHODS, host_read, may_call_collectives, reduced_before
 from syncfree.catalog.scope import CellScope
 
 
@@ -54,6 +54,12 @@ def _names_tested(test: ast.expr) -> Iterator[ast.Name]:
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
+    if not may_call_collectives(scope):
+        return NO_MATCH  # (every path below needs reduced_before, which finds no collective then)
+    return _matches(node, scope)
+
+
+def _matches(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if type(node) is ast.Call:
         read = host_read(node, scope)
         if read is None:

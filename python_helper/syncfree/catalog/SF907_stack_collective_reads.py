@@ -28,7 +28,7 @@ No automatic fix: `torch.stack` needs tensors of one shape and promotes their dt
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
+from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.collectives import LOOK_BACK, collective_output, reads_of
 from syncfree.catalog.scope import CellScope
 
@@ -48,7 +48,11 @@ GAP = 3
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     name = _all_reduce(node, scope)  # type: ignore[arg-type]
     if name is None:
-        return
+        return NO_MATCH  # (most nodes this rule is shown: no generator for them)
+    return _matches(node, scope, name)  # type: ignore[arg-type]
+
+
+def _matches(node: ast.stmt, scope: CellScope, name: str) -> Iterator[Match]:
     block, index = scope.siblings(node)  # type: ignore[arg-type]
     if any(_all_reduce(s, scope) for s in block[max(0, index - GAP):index]):
         return  # reported from the first all-reduce of the group
