@@ -859,3 +859,10 @@ def test_a_collective_named_in_an_earlier_cell_is_still_looked_back_for():
 )
 def test_where_values_come_from_and_what_type_they_have(source, expected):
     assert sorted(rules_at("import torch\n" + source, select=["ALL"], possible=True)) == sorted(expected)
+
+
+def test_a_call_of_a_walrus_is_followed_not_a_crash():
+    """`(f := g)(x)` called a NamedExpr, which has no `.id`: the whole check stopped with an AttributeError. The call
+    goes to the function it names, as `g(x)` does."""
+    source = "def g(t):\n    return t.item()\n(f := g)(torch.ones(2, device='cuda'))\n"
+    assert sorted(rules_at("import torch\n" + source)) == [("SF101", 3, "certain")]

@@ -1675,7 +1675,7 @@ class CellScope:
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][0 if _is_static(function) else 1:]
         elif type(func) is not ast.Name and type(func) is not ast.NamedExpr:
             return  # x[0](...): only a name holds a function of the cell (Value "function")
-        elif func.id == "isinstance":  # type: ignore[attr-defined]
+        elif type(func) is ast.Name and func.id == "isinstance":  # type: ignore[attr-defined]
             self._isinstance_test(call)
             return
         else:
