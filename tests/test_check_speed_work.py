@@ -239,3 +239,26 @@ def test_a_transform_class_is_looked_through_once_for_model_layers(monkeypatch: 
     found = host_code.HostCode.of(ast.parse(source))
     assert asked == ["Layer", "Plain"]
     assert found is not None and sorted(found._kinds) == ["Later", "Plain"]
+
+
+def test_a_class_counts_the_stores_in_its_own_lines_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each class counts the `self.x = ` stores of its lines: found among the file's (in line order) by bisection, not
+    by going through all of them for each class (a file of many classes)."""
+
+    class Stores(list):  # type: ignore[type-arg]
+        iterated = 0
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            Stores.iterated += 1
+            return super().__iter__()
+
+    real = scope_module._attribute_stores
+    monkeypatch.setattr(scope_module, "_attribute_stores", lambda source: Stores(real(source)))
+    source = ("class A:\n    def f(self):\n        self.a = 1\n"
+              "class B:\n    def g(self):\n        self.b = 2\n        self.a = 3\n        self.b += 1\n")
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    scope.walk(lambda node: None)
+    counts = {info.methods and next(iter(info.methods)): info.stores for info in scope._method_owner.values()}
+    assert counts == {"f": {"a": 1}, "g": {"b": 2, "a": 1}}
+    assert Stores.iterated == 0

@@ -17,6 +17,7 @@ import ast
 import bisect
 import builtins
 import functools
+import operator
 import re
 from collections import ChainMap
 from collections.abc import Callable, Container, Iterable, Iterator
@@ -1806,9 +1807,10 @@ class CellScope:
         if stores is None:
             stores = self._attribute_stores = _attribute_stores(self.source)
         counts: dict[str, int] = {}
-        for line, name in stores:
-            if node.lineno <= line <= node.end_lineno:  # type: ignore[operator]
-                counts[name] = counts.get(name, 0) + 1
+        # The stores in the class's lines (they are in line order: a file of many classes looks at each store once)
+        first = bisect.bisect_left(stores, node.lineno, key=_LINE)
+        for _, name in stores[first : bisect.bisect_right(stores, node.end_lineno, key=_LINE)]:  # type: ignore[arg-type]
+            counts[name] = counts.get(name, 0) + 1
         info = _ClassInfo(
             tensor=any(self.qualified_name(base) in _TENSOR_TYPES for base in node.bases),
             methods={f.name: f for f in node.body if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)},  # type: ignore[union-attr]
@@ -2150,6 +2152,9 @@ def _quoted_annotation(text: str) -> ast.expr | None:
         if len(_QUOTED) < 4096:
             _QUOTED[text] = found  # type: ignore[assignment]
     return found  # type: ignore[return-value]
+
+
+_LINE = operator.itemgetter(0)  # the line of an (line, name) of _attribute_stores
 
 
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
