@@ -141,10 +141,8 @@ def _is_model_layer(node: ast.ClassDef, distributions: set[str]) -> bool:
             isinstance(base, ast.Attribute) and "distributions" in ast.unparse(base)
         ):
             return True
-    from syncfree.catalog.scope import child_nodes  # (scope imports this module)
-
     stack: list[ast.AST] = [node]
-    while stack:  # every node of the class, as ast.walk finds them, without its generators (a class is large)
+    while stack:  # every node of the class, as ast.walk finds them (once a class: the answer is kept)
         item = stack.pop()
         if type(item) is ast.Call and type(item.func) is ast.Attribute:  # type: ignore[attr-defined]
             name, owner = item.func.attr, item.func.value  # type: ignore[attr-defined]
@@ -152,7 +150,7 @@ def _is_model_layer(node: ast.ClassDef, distributions: set[str]) -> bool:
                 name[:1].isupper() and isinstance(owner, ast.Name) and owner.id == "nn"
             ):
                 return True
-        stack += child_nodes(item)
+        stack.extend(ast.iter_child_nodes(item))  # (not scope's faster child_nodes: scope imports this module)
     return False
 
 
