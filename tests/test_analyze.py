@@ -866,3 +866,9 @@ def test_a_call_of_a_walrus_is_followed_not_a_crash():
     goes to the function it names, as `g(x)` does."""
     source = "def g(t):\n    return t.item()\n(f := g)(torch.ones(2, device='cuda'))\n"
     assert sorted(rules_at("import torch\n" + source)) == [("SF101", 3, "certain")]
+
+
+def test_a_call_of_a_module_itself_is_no_crash():
+    """`torch()` (a module called, as a typo or a callable module) qualifies to a name without a dot: the static pass
+    took its last part with `rsplit(".", 1)[1]`, an IndexError that stopped the whole check."""
+    assert rules_at("import torch\nimport numpy as np\nx = torch()\ny = np(x)\n") == []

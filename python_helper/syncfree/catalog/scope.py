@@ -857,7 +857,7 @@ class CellScope:
         return self._passed_through(call)
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
-        short = name.rsplit(".", 1)[1]
+        short = name.rpartition(".")[2]  # (`torch()`: a module called, a name without a dot)
         # What the tests below come to for another library's function and for a builtin, without going through
         # them (a tenth of the static pass's calls): a test added below for a name outside _KNOWN_ROOTS, or for a
         # builtin, goes above these two.
