@@ -31,6 +31,19 @@ from syncfree.capture.predict import (  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 
 
+@pytest.fixture(autouse=True)
+def _dynamo_tables_hold_the_real_functions():
+    """Each test here compiles for real only where dynamo's tables hold torch's real functions at the session's start
+    (compiles._dynamo_tables_real). In one clean-clone run every test of this file ran eagerly in one xdist worker: say
+    why at once (what replaced torch.cuda.synchronize, left by an earlier test of that worker) rather than in 16
+    frame counts of 0."""
+    if not compiles._dynamo_tables_real():
+        now = torch.cuda.synchronize
+        pytest.fail(f"dynamo's tables do not hold torch's functions now: torch.cuda.synchronize is {now!r} from "
+                    f"{getattr(now, '__module__', None)} (a replacement an earlier test left in this process)")
+    yield
+
+
 class Recorder:
     """The two methods predict mode calls on a recorder."""
 
