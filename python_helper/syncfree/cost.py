@@ -118,7 +118,7 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     ``observer``: take the recorder's own time out of the host's time: its hook (`Sync.hook`) and,
     before it, the time from the sync's last wait (or the program's last launch after it) to the
     sync's recorded return.
-    ``launch_overhead_us``: what tracing adds to the host's time of each launch (measured by the trace's start):
+    ``launch_overhead_us``: what tracing adds to the host's time of each launch (measured at the trace's end):
     taken out of the host's time in every replay, so that the CPU launches as fast as it does untraced (a traced
     host refills an emptied queue more slowly, and the GPU's idle time after a sync would be overstated).
     """

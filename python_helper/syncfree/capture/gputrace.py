@@ -62,7 +62,7 @@ class GpuTrace:
         self.stats: dict = {}  # what the trace held (bench/cost.py prints it)
         self.inputs: tuple = ()
         self.launch_overhead_us = 0.0
-        self._mark = 0  # perf_counter_ns() once the trace's own calibration was done: what came before is not the run's
+        self._mark: int | None = None  # perf_counter_ns() before the trace's own calibration launches (not the run's)
 
     def start(self) -> str | None:
         """Start the trace; None when started, else why not (a line for the report's notes)."""
@@ -74,17 +74,9 @@ class GpuTrace:
             import torch
             from torch.autograd import profiler as autograd_profiler
 
-            device = torch.cuda.current_device()
-            plain = None if device in _launch_overhead else _per_launch_us(torch)
             profile = autograd_profiler.profile(use_kineto=True, use_cpu=False, use_device="cuda")
             profile._prepare_trace()
             profile._start_trace()
-            if plain is not None:
-                # The same launches traced: what the trace adds to each (a traced host refills an emptied GPU queue
-                # more slowly than the program does untraced: syncfree.cost takes it out).
-                _launch_overhead[device] = max(_per_launch_us(torch) - plain, 0.0)
-            self.launch_overhead_us = _launch_overhead[device]
-            self._mark = time.perf_counter_ns()
         except Exception as exc:  # a build without Kineto/CUPTI: no cost, the run goes on
             self.reason = f"cost not measured: torch's profiler could not trace the GPU ({type(exc).__name__}: {exc})"[:500]
             return self.reason
@@ -112,6 +104,19 @@ class GpuTrace:
             torch._C._cuda_synchronize()  # the last kernels' records; not the wrapped synchronize()
         except Exception:
             pass
+        # What tracing adds to each launch (a traced host refills an emptied GPU queue more slowly than the program does
+        # untraced: syncfree.cost takes it out): tiny launches timed traced now and untraced below, once a process. At
+        # the end, not the start: only where the program made its CUDA context (one made here would break its forked
+        # children's CUDA: capture/presence.py), and the start stays cheap.
+        traced = device = None
+        try:
+            if torch.cuda.is_initialized():
+                device = torch.cuda.current_device()
+                if device not in _launch_overhead:
+                    self._mark = time.perf_counter_ns()
+                    traced = _per_launch_us(torch)
+        except Exception:
+            traced = None
         try:
             result = _disable_profiler()
         except Exception as exc:  # the run's end must not fail for the cost: no cost, and why
@@ -125,6 +130,12 @@ class GpuTrace:
             except Exception:
                 pass
         end_offsets = _offsets()
+        try:
+            if traced is not None:
+                _launch_overhead[device] = max(traced - _per_launch_us(torch), 0.0)
+        except Exception:
+            pass
+        self.launch_overhead_us = _launch_overhead.get(device, 0.0)
         try:
             return self._costs(result.events(), list(syncs), end_offsets)
         except Exception as exc:  # a torch whose events read differently: no cost rather than a broken run
@@ -158,15 +169,15 @@ class GpuTrace:
         monotonic = (self._offsets[1] + end_offsets[1]) / 2
         now_perf = time.perf_counter_ns()
         offset = min((realtime, monotonic), key=lambda o: abs(first - (now_perf + o)))
-        # The trace's own calibration launches (start) are not the run's.
-        mark = self._mark + offset
-        gpu = [g for g in gpu if (launches.get(g[2]) or launches.get(g[3]) or g[0]) >= mark]
-        waits = [w for w in waits if w[0] >= mark]
-        barriers = [b for b in barriers if b[0] >= mark]
-        if not gpu:
-            self.reason = "cost not measured: the trace recorded no GPU activity"
-            return None
-        first = min(g[0] for g in gpu)
+        if self._mark is not None:  # the trace's own calibration launches (stop) are not the run's
+            mark = self._mark + offset
+            gpu = [g for g in gpu if (launches.get(g[2]) or launches.get(g[3]) or g[0]) < mark]
+            waits = [w for w in waits if w[0] < mark]
+            barriers = [b for b in barriers if b[0] < mark]
+            if not gpu:
+                self.reason = "cost not measured: the trace recorded no GPU activity"
+                return None
+            first = min(g[0] for g in gpu)
         activities = []
         matched = 0
         for start, end, corr, linked, stream in gpu:
