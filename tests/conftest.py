@@ -110,7 +110,13 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda.Event, "synchronize", event_synchronize)
     if hasattr(torch, "accelerator"):
         monkeypatch.setattr(torch.accelerator, "synchronize", lambda device=None: None)
-    return debug
+    yield debug
+    # torch's own functions back, then dynamo's table of them where a compile built it on these stand-ins (after
+    # torch.distributed's init_process_group had cleared it): later compiles in this worker see torch's functions.
+    monkeypatch.undo()
+    from syncfree.capture import dynamo_tables
+
+    dynamo_tables.drop_stale()
 
 
 @pytest.fixture

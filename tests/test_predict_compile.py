@@ -417,3 +417,47 @@ def test_a_walk_that_runs_out_of_budget_stays_eager_and_says_so(monkeypatch):
     assert counter.frame_count == 0
     (note,) = compile_notes(recorder)
     assert "(too many objects reach it to rule out a virtual CUDA tensor)" in note
+
+
+# ------------------------------------------- dynamo's table of torch functions (dynamo_tables.py)
+
+
+def test_a_process_group_started_under_a_watch_leaves_later_compiles_real():
+    """torch.distributed's init_process_group clears dynamo's table of torch functions; a compile inside the same watch
+    builds it again while predict mode's stand-ins are in torch's place. Once the watch is over the table is built
+    again on torch's own functions: a later watch still compiles CPU code for real (in one clean-clone run every
+    compile test of an xdist worker ran eagerly after tests/test_distributed.py had started a process group)."""
+    import torch.distributed as dist
+
+    from syncfree.capture import SyncRecorder, dynamo_tables
+
+    inside, after = CompileCounter(), CompileCounter()
+    with SyncRecorder("predict", cell_files={}):
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        try:
+            torch.compile(lambda t: (t + 1).sum(), backend=inside)(torch.ones(2))
+        finally:
+            dist.destroy_process_group()
+    assert inside.frame_count == 1
+    assert not dynamo_tables.stale()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        torch.compile(lambda t: (t * 3).sum(), backend=after)(torch.ones(2))
+    assert after.frame_count == 1 and compile_notes(recorder) == []
+
+
+def test_a_table_built_under_someone_elses_replacement_is_built_again_at_the_start(monkeypatch):
+    from syncfree.capture import dynamo_tables
+    from torch._dynamo import trace_rules
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    trace_rules.clear_lru_cache()
+    trace_rules.get_torch_obj_rule_map()  # built on the replacement
+    monkeypatch.undo()
+    assert dynamo_tables.stale()
+    counter = CompileCounter()
+    recorder = Recorder()
+    with PredictSession(recorder):
+        torch.compile(lambda t: (t - 1).sum(), backend=counter)(torch.ones(2))
+    assert counter.frame_count == 1 and compile_notes(recorder) == []
+    assert not dynamo_tables.stale()

@@ -30,7 +30,7 @@ from time import perf_counter
 from types import FrameType, TracebackType
 from typing import Any
 
-from . import dispatch, interrupts, sites, threads
+from . import dispatch, dynamo_tables, interrupts, sites, threads
 from .cupti import CuptiEngine
 from .debug import DebugEngine
 from .debug.hook import SYNC_MESSAGE
@@ -186,6 +186,9 @@ class SyncRecorder:
             # is put back last.
             undo.push(interrupts.release, self)
             interrupts.hold(self)
+            # Once every replacement is out: dynamo's table of torch functions, where it was built while they were in
+            # (torch.distributed's init_process_group clears it), is built again on torch's own (dynamo_tables.py).
+            undo.push(dynamo_tables.drop_stale)
             undo.push(self._forget_cached)
             self._thread = threading.get_ident()
             undo.push(threads.release, self)  # after `leave`: the last recorder out takes the patches out

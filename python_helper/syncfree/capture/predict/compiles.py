@@ -60,6 +60,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from .. import dynamo_tables
 from . import claims, here
 from .here import CallNotes, Session, calling_line, predict_files, predict_mode_here
 
@@ -220,7 +221,11 @@ def _dynamo_tables_real() -> bool:
         from torch._dynamo.variables.torch import TorchInGraphFunctionVariable
 
         # Built at dynamo's import (a dynamo imported under the patches holds the stand-ins,
-        # and keeps them); _get_handlers is built on first use: built now.
+        # and keeps them); _get_handlers is built on first use: built now. The table of
+        # torch functions is built on first use too, and again after torch.distributed's
+        # init_process_group clears it: one built while something else stood in torch's
+        # place is built again now, on what torch holds (dynamo_tables.py).
+        dynamo_tables.drop_stale()
         ready = torch.cuda.synchronize in trace_rules.get_torch_obj_rule_map()
         TorchInGraphFunctionVariable._get_handlers()
     except Exception:  # another torch: no real compiles  # noqa: BLE001
