@@ -447,8 +447,9 @@ def test_a_process_group_started_under_a_watch_leaves_later_compiles_real():
 
 
 def test_a_table_built_under_someone_elses_replacement_is_built_again_at_the_start(monkeypatch):
-    from syncfree.capture import dynamo_tables
     from torch._dynamo import trace_rules
+
+    from syncfree.capture import dynamo_tables
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
     trace_rules.clear_lru_cache()
