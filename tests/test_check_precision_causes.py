@@ -316,3 +316,34 @@ def test_a_mask_of_the_callers_array_or_tensor_data_is_possible():
         "    if isinstance(seg, torch.Tensor):\n        return dist[seg.bool()]\n    return dist\n"
     )
     assert rules_at(source) == [("SF601", 5, "possible")]
+
+
+def test_a_list_the_code_fills_with_tensors_holds_them_where_they_are():
+    """``srcs = []`` then ``srcs.append(t)`` in a loop: a list of ``t``'s device, so ``torch.cat(srcs)`` of CPU
+    tensors read from a file is a CPU tensor (a dataset's ``process()``: ``int(src.max())`` copies nothing); a list of
+    tensors of unknown device keeps its syncs likely, indexed (``masks[i]``) as well as concatenated."""
+    source = (
+        "def process(paths):\n    srcs = []\n    for path in paths:\n"
+        "        edge = torch.tensor([int(x) for x in open(path).read().split()])\n        srcs.append(edge[::3])\n"
+        "    src = torch.cat(srcs, dim=0)\n    return int(src.max())\n"
+        "def overlap(pred: torch.Tensor, ids):\n    masks: list[torch.Tensor] = []\n    for i in ids:\n"
+        "        masks.append(pred == i)\n    return torch.cat(masks).sum().item(), pred[masks[0] > 0]\n"
+        "def mixed(pred: torch.Tensor, n: int):\n    out = []\n    for i in range(n):\n        out.append(i)\n"
+        "    out.append(pred)\n    return torch.stack(out).sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 13, "likely"), ("SF101", 19, "likely"), ("SF601", 13, "likely")]
+
+
+def test_a_parameter_made_a_cpu_tensor_on_one_path_is_the_callers_on_the_other():
+    """``if isinstance(nu, Number): nu = torch.tensor(float(nu))``: the code takes numbers as well as tensors, the
+    tensors the caller's (a prior's hyperparameter): a sync on it is possible. A parameter replaced on one path by
+    something the text does not tell, or a name that is no parameter, stays likely."""
+    source = (
+        "from numbers import Number\n"
+        "def prior(nu, k: torch.Tensor):\n    if isinstance(nu, Number):\n        nu = torch.tensor(float(nu))\n"
+        "    if torch.any(nu <= 0):\n        raise ValueError(nu)\n"
+        "def other(nu, make):\n    if isinstance(nu, Number):\n        nu = make(nu)\n    return nu.sum().item()\n"
+        "def local(make, flag: bool):\n    y = make()\n    if flag:\n        y = torch.tensor([1.0])\n"
+        "    return y.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 11, "likely"), ("SF101", 16, "likely"), ("SF103", 6, "possible")]

@@ -102,6 +102,9 @@ HOST_OBJECT = Value("host")
 #: or a column selection, never an index tensor (``Value.const`` of a ``sequence``).
 TUPLE = "tuple"
 STRINGS = "strings"
+#: ``Value.const`` of an empty list (``srcs = []``): what ``srcs.append(t)`` puts in it decides what it holds, a list
+#: of tensors on ``t``'s device (``tensors``) when each append is of a tensor (:meth:`CellScope._appended`).
+EMPTY = "empty"
 _HOST_KINDS = frozenset({"numpy", "python", "sequence", "host"})
 # Annotations: typing's unions, and the classes that say "a tensor" or "host data".
 _UNIONS = frozenset({"typing.Optional", "typing.Union"})
@@ -744,7 +747,9 @@ class CellScope:
         if isinstance(node, ast.Tuple):
             return Value("sequence", int_data=int_list_literal(node), const=TUPLE)
         if isinstance(node, ast.List):
-            strings = node.elts and all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)
+            if not node.elts:
+                return Value("sequence", const=EMPTY)
+            strings = all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)
             return Value("sequence", int_data=int_list_literal(node), const=STRINGS if strings else None)
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Dict, ast.Set)):
             return Value("sequence")
@@ -832,7 +837,9 @@ class CellScope:
             elif isinstance(argument, ast.Starred):
                 values.append(UNKNOWN)
             else:
-                values.append(self.value(argument))
+                value = self.value(argument)
+                # a list of tensors (`torch.cat(srcs)`): its tensors are the operands
+                values.append(element_of(value) if value.kind == "tensors" else value)
         return values
 
     def _call(self, call: ast.Call) -> Value:
@@ -1335,8 +1342,30 @@ class CellScope:
             for outcome in outcomes:
                 value = outcome[name] if name in outcome else scope.get(name, UNKNOWN)
                 result = value if result is None else join(result, value)
+            if result is UNKNOWN and self._converted_parameter(name, outcomes, scope):
+                result = PARTLY_CPU
             scope[name] = result
         self._changed()
+
+    def _converted_parameter(self, name: str, outcomes: list[dict[str, Value]], scope: dict[str, Value]) -> bool:
+        """Whether the branches made a parameter the text knows nothing of into a CPU tensor of host data on some
+        paths and left it as passed on the others: ``if isinstance(nu, Number): nu = torch.tensor(float(nu))``. The
+        code takes numbers (or lists) as well as tensors, the tensors the caller's: a sync on it is possible."""
+        function = self.function
+        if function is None or scope.get(name) is not UNKNOWN:
+            return False
+        arguments = function.args
+        if not any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]):
+            return False
+        converted = False
+        for outcome in outcomes:
+            value = outcome.get(name)
+            if value is None or value is UNKNOWN:
+                continue  # the path that left it as passed (or bound it to what the text does not tell)
+            if not (value.kind == "tensor" and value.device == "cpu" and value.const == HOST_DATA):
+                return False
+            converted = True
+        return converted and any(name not in outcome for outcome in outcomes)
 
     def _statement(self, node: ast.stmt) -> None:
         outer, self._statement_now = self._statement_now, node
@@ -1578,8 +1607,24 @@ class CellScope:
             return
         if method and isinstance(method[0], ast.Name):
             receiver = self.value(method[0])
+            if method[1] == "append" and len(call.args) == 1 and not call.keywords:
+                self._appended(method[0].id, receiver, call.args[0])
+                return
             if receiver.kind == "module" and method[1] in ("cuda", "to", "cpu"):
                 self.bind(method[0].id, Value("module", self._moved_device(receiver, method[1], call)))
+
+    def _appended(self, name: str, receiver: Value, item: ast.expr) -> None:
+        """``srcs.append(t)`` on a list the cell made empty (``srcs = []``) or filled with tensors so far: a list of
+        tensors on ``t``'s device, then ``torch.cat(srcs)`` is where they are (a dataset's ``process()`` builds CPU
+        tensors from files that way); anything else appended leaves a list of unknown elements."""
+        if receiver.kind != "tensors" and not (receiver.kind == "sequence" and receiver.const == EMPTY):
+            return  # (a list of the caller's, a module's list: what it holds is not the cell's to tell)
+        value = self.value(item)
+        if value.kind == "tensor":
+            device = value.device if receiver.kind == "sequence" or receiver.device == value.device else None
+            self.bind(name, Value("tensors", device))
+        else:
+            self.bind(name, Value("sequence"))
 
     def _bind_target(self, target: ast.expr, value: Value, source: ast.expr | None = None) -> None:
         if isinstance(target, ast.Name):
@@ -2266,6 +2311,8 @@ def join(first: Value, second: Value) -> Value:
             return PARTLY_CPU
     if kinds == {"maybe_tensor", "numpy"}:
         return MAYBE_NUMPY  # the caller's tensor (x: NdarrayOrTensor, narrowed) on one path, an array on the other
+    if kinds == {"sequence", "tensors"} and EMPTY in (first.const, second.const):
+        return first if first.kind == "tensors" else second  # a loop that appended tensors, or ran no time
     if first.kind != second.kind:
         return UNKNOWN
     device = first.device if first.device == second.device else None
