@@ -35,7 +35,7 @@ updated in place later), the result differs.
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Edit, Fix, Match, Rule
+from syncfree.catalog import NO_MATCH, Certainty, Edit, Fix, Match, Rule
 from syncfree.catalog.scope import CellScope, iter_truth_tested
 
 _REVIEW = (
@@ -65,38 +65,65 @@ def _in_tested_position(node: ast.AST, scope: CellScope) -> bool:
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if isinstance(node, ast.BoolOp) and not _in_tested_position(node, scope):
+    # Most nodes shown to this rule ask for no tensor's truth (`-x`, `if x is None:`): the cheap tests come first,
+    # without a generator, and where a node is tested (`_in_tested_position`, which takes the statement apart to find
+    # parents) is asked only once an operand is a tensor.
+    kind = type(node)
+    if kind is ast.If or kind is ast.While or kind is ast.IfExp or kind is ast.Assert:
+        test = node.test  # type: ignore[attr-defined]
+        test_kind = type(test)
+        if test_kind is not ast.BoolOp and not (test_kind is ast.UnaryOp and type(test.op) is ast.Not):
+            certainty = scope.tensor_certainty(test)  # a test of one operand, the most common
+            return iter((_tested_match(node, test, certainty, scope),)) if certainty else NO_MATCH
+        operands = list(iter_truth_tested(test))
+    elif kind is ast.UnaryOp:
+        if type(node.op) is not ast.Not:  # type: ignore[attr-defined]
+            return NO_MATCH
+        certainty = scope.tensor_certainty(node.operand)  # type: ignore[attr-defined]
+        if not certainty or _in_tested_position(node, scope):
+            return NO_MATCH
+        message = f"`{scope.snippet(node)}` asks a CUDA tensor for its truth value: the CPU waits for the GPU"
+        return iter((Match(node, message, certainty),))
+    elif kind is ast.BoolOp:
         # `t and u` as a value: Python tests every operand but the last.
-        operands = [o for value in node.values[:-1] for o in iter_truth_tested(value)]
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and not _in_tested_position(node, scope):
-        certainty = scope.tensor_certainty(node.operand)
-        if certainty:
-            yield Match(node, f"`{scope.snippet(node)}` asks a CUDA tensor for its truth value: the CPU waits for the GPU", certainty)
-        return
-    elif isinstance(node, ast.Call) and scope.call_name(node) == "builtins.bool" and len(node.args) == 1:
-        certainty = scope.tensor_certainty(node.args[0])
-        if certainty:
-            yield Match(node, f"`{scope.snippet(node)}` copies a CUDA tensor's truth value to the CPU and waits for the GPU", certainty)
-        return
+        operands = [o for value in node.values[:-1] for o in iter_truth_tested(value)]  # type: ignore[attr-defined]
+    elif kind is ast.Call:
+        if scope.call_name(node) != "builtins.bool" or len(node.args) != 1:  # type: ignore[attr-defined]
+            return NO_MATCH
+        certainty = scope.tensor_certainty(node.args[0])  # type: ignore[attr-defined]
+        if not certainty:
+            return NO_MATCH
+        message = f"`{scope.snippet(node)}` copies a CUDA tensor's truth value to the CPU and waits for the GPU"
+        return iter((Match(node, message, certainty),))
     else:
         operands = _tested(node)
+    found = []
     for operand in operands:
         certainty = scope.tensor_certainty(operand)
         if certainty:
-            where = {
-                ast.If: "the if ",
-                ast.While: "the while ",
-                ast.Assert: "the assert ",
-                ast.IfExp: "the conditional expression ",
-                ast.comprehension: "the comprehension's if ",
-                ast.BoolOp: "`and`/`or` ",
-            }[type(node)]
-            yield Match(
-                operand,
-                f"{where}tests `{scope.snippet(operand)}` on the CPU: it copies the result back and waits for the GPU",
-                certainty,
-                parts={"owner": node},
-            )
+            found.append((operand, certainty))
+    if not found or (kind is ast.BoolOp and _in_tested_position(node, scope)):
+        return NO_MATCH
+    return iter([_tested_match(node, operand, certainty, scope) for operand, certainty in found])
+
+
+_WHERE = {
+    ast.If: "the if ",
+    ast.While: "the while ",
+    ast.Assert: "the assert ",
+    ast.IfExp: "the conditional expression ",
+    ast.comprehension: "the comprehension's if ",
+    ast.BoolOp: "`and`/`or` ",
+}
+
+
+def _tested_match(node: ast.AST, operand: ast.expr, certainty: Certainty, scope: CellScope) -> Match:
+    return Match(
+        operand,
+        f"{_WHERE[type(node)]}tests `{scope.snippet(operand)}` on the CPU: it copies the result back and waits for the GPU",
+        certainty,
+        parts={"owner": node},
+    )
 
 
 def _single_assignment(block: list[ast.stmt]) -> ast.Assign | None:
