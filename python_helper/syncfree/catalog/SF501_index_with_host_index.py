@@ -30,8 +30,8 @@ No automatic fix: the index should move out of the loop, which a local edit cann
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
-from syncfree.catalog.scope import STRINGS, TUPLE, CellScope, index_parts
+from syncfree.catalog import NO_MATCH, Match, Rule
+from syncfree.catalog.scope import STRINGS, TUPLE, CellScope
 
 
 def host_index(part: ast.expr, scope: CellScope) -> bool:
@@ -47,12 +47,24 @@ def host_index(part: ast.expr, scope: CellScope) -> bool:
     return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu" and value.dtype != "bool")
 
 
+#: Index parts that are never a host index: a number, None, an Ellipsis, a string, a slice (its bounds are SF503's).
+_BASIC_PARTS = (ast.Constant, ast.Slice)
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if not isinstance(node, ast.Subscript):
-        return
-    hosts = [part for part in index_parts(node) if host_index(part, scope)]
+    # Every subscript is shown to this rule and few index with host data (x[0], x[:, 1:]): those are told apart
+    # here, without the generator that a finding needs.
+    if type(node) is not ast.Subscript:
+        return NO_MATCH
+    index = node.slice  # type: ignore[attr-defined]
+    hosts = [part for part in (index.elts if type(index) is ast.Tuple else (index,))  # index_parts, as a tuple
+             if type(part) not in _BASIC_PARTS and host_index(part, scope)]
     if not hosts:
-        return
+        return NO_MATCH
+    return _matches(node, hosts, scope)  # type: ignore[arg-type]
+
+
+def _matches(node: ast.Subscript, hosts: list[ast.expr], scope: CellScope) -> Iterator[Match]:
     if scope.qualified_name(node.value) is not None:
         return  # an imported name or a module's attribute: a type (Callable[[Iterable], T], dict[str, int]), no tensor
     receiver = scope.value(node.value)
