@@ -30,13 +30,24 @@ No automatic fix: the result's shape changes, so the code that uses it must chan
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog import Match, Rule
-from syncfree.catalog.scope import CellScope, Value, assigned_value, index_parts, number_literal
+from syncfree.catalog import NO_MATCH, Match, Rule
+from syncfree.catalog.scope import CellScope, Value, assigned_value, number_literal
 
 
 def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
-    return [part for part in index_parts(node) if (scope.value(part).kind == "tensor" and scope.value(part).dtype == "bool")
-            or (_mask_shaped(part) and _callers_data(scope.value(part)))]
+    masks = []
+    index = node.slice
+    for part in index.elts if type(index) is ast.Tuple else (index,):  # index_parts, without its list
+        if type(part) in _NO_MASKS:
+            continue
+        value = scope.value(part)
+        if (value.kind == "tensor" and value.dtype == "bool") or (_mask_shaped(part) and _callers_data(value)):
+            masks.append(part)
+    return masks
+
+
+#: Index parts that are never a mask: a number, None, an Ellipsis, a string, a slice.
+_NO_MASKS = (ast.Constant, ast.Slice)
 
 
 def _mask_shaped(part: ast.expr) -> bool:
@@ -58,11 +69,17 @@ def _tensor_shaped(value: ast.expr) -> bool:
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if not isinstance(node, ast.Subscript):
-        return
-    masks = _mask_parts(node, scope)
+    # Every subscript is shown to this rule and few hold a mask: those are told apart here, without the generator
+    # that a finding needs.
+    if type(node) is not ast.Subscript:
+        return NO_MATCH
+    masks = _mask_parts(node, scope)  # type: ignore[arg-type]
     if not masks:
-        return
+        return NO_MATCH
+    return _matches(node, masks, scope)  # type: ignore[arg-type]
+
+
+def _matches(node: ast.Subscript, masks: list[ast.expr], scope: CellScope) -> Iterator[Match]:
     receiver = scope.value(node.value)
     possible = any(_callers_data(scope.value(mask)) for mask in masks)  # at most possible (below)
     if _callers_data(receiver):
