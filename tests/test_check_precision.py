@@ -9,7 +9,8 @@ here each labelled file is checked again as the command checks it, and
 
 The libraries are read, not imported: ``pip install --no-deps`` of the Makefile's CORPUS_PINS (transformers, timm,
 torchmetrics, lightning, and diffusers, kornia, torch_geometric and monai, added by issue 40 as libraries the rules were
-not tuned on; ``make install`` does it). A library missing, or at another version, skips its case.
+not tuned on; ``make install`` does it; and gpytorch 1.15.2, added later by issue 40: ``pip install --no-deps
+gpytorch==1.15.2``). A library missing, or at another version, skips its case.
 """
 
 from __future__ import annotations
