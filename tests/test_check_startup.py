@@ -1,0 +1,79 @@
+"""What a ``syncfree check`` pays before it checks anything (issue 40's warm-run figure: a run whose results all come
+from the cache is mostly start-up): the configuration is parsed only where a syncfree table may be, and the cache's
+key knows syncfree's sources by their stat, not by reading them."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from syncfree.cli.cache import tree_digest
+from syncfree.config import Config, find_config, may_hold_syncfree_table
+
+
+@pytest.mark.parametrize("text", [
+    "[tool.syncfree]\nbudget = 3\n",
+    "[ \"tool\" . 'syncfree' ]\nbudget = 3\n",
+    "[tool.\"syncfree\"]\nbudget = 3\n",
+    "tool.syncfree.budget = 3\n",
+    "tool . syncfree = {budget = 3}\n",
+    "[tool]\nsyncfree = {budget = 3}\n",
+    "[tool]\n\"syncfree\".budget = 3\n",
+    "[tool]\nruff = {}\n  syncfree . budget = 3\n",
+    "tool = {syncfree = {budget = 3}}\n",
+    "[\"tool\".\"\\u0073yncfree\"]\nbudget = 3\n",  # a quoted key spelled with an escape
+])
+def test_every_spelling_of_a_syncfree_table_is_read(tmp_path, text):
+    assert may_hold_syncfree_table(text)
+    (tmp_path / "pyproject.toml").write_text(text + "[project]\nname = \"demo\"\n")
+    assert find_config(tmp_path).budget == 3
+
+
+@pytest.mark.parametrize("text", [
+    "[project]\nname = \"demo\"\ndependencies = [\"syncfree\"]\n",
+    # syncfree's own pyproject.toml: its name, its command and its pytest plugin, no table of settings
+    "[project]\nname = \"syncfree\"\n[project.scripts]\nsyncfree = \"syncfree.cli:main\"\n"
+    "[project.entry-points.pytest11]\nsyncfree = \"syncfree.pytest_plugin\"\n[tool.ruff]\nline-length = 120\n",
+])
+def test_a_pyproject_without_a_syncfree_table_is_not_parsed(tmp_path, text, monkeypatch):
+    # TOML's parser takes 5 ms to import and run, a tenth of a warm run: a file that cannot hold the table is left
+    # unparsed, and TOML that is not valid there is another tool's to report.
+    import tomllib
+
+    def refused(text: str) -> dict:
+        raise AssertionError("parsed a pyproject.toml that holds no syncfree table")
+
+    monkeypatch.setattr(tomllib, "loads", refused)
+    assert not may_hold_syncfree_table(text)
+    (tmp_path / "pyproject.toml").write_text(text + "[tool.other]\nbroken = \n")
+    assert find_config(tmp_path) == Config()
+
+
+def test_syncfree_sources_are_known_by_their_stat_and_just_edited_ones_by_their_bytes(tmp_path):
+    # Reading and hashing syncfree's 2 MB of sources was a tenth of a warm run: as Python's bytecode cache, the
+    # cache's key trusts each file's size and modification time, except for a file modified within two seconds (an
+    # edit within the clock's reach may leave its time as it was), whose bytes count too.
+    package = tmp_path / "package"
+    (package / "catalog").mkdir(parents=True)
+    (package / "__pycache__").mkdir()
+    rule = package / "catalog" / "rule.py"
+    rule.write_text("A = 1\n")
+    past = time.time_ns() - 3600 * 10**9
+    os.utime(rule, ns=(past, past))
+    first = tree_digest(str(package))
+    (package / "__pycache__" / "rule.cpython-311.pyc").write_bytes(b"bytecode")  # not a source
+    (package / "notes.md").write_text("not a source either")
+    assert tree_digest(str(package)) == first
+    os.utime(rule, ns=(past + 1000, past + 1000))
+    assert tree_digest(str(package)) != first  # touched: another time
+    (package / "data.json").write_text("{}")
+    assert tree_digest(str(package)) != first
+    now = time.time_ns()
+    rule.write_text("A = 2\n")
+    os.utime(rule, ns=(now, now))
+    just_edited = tree_digest(str(package))
+    rule.write_text("A = 3\n")  # the same size and time
+    os.utime(rule, ns=(now, now))
+    assert tree_digest(str(package)) != just_edited
