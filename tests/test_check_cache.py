@@ -192,20 +192,24 @@ def test_a_file_whose_stat_is_unchanged_is_not_read_again(tmp_path, analysed, mo
 
 
 def test_a_run_wholly_from_the_cache_imports_neither_the_analysis_nor_the_other_commands(tmp_path):
-    # A warm run's time is mostly imports: it needs the cache and the output, not the rules, the walk or the runners.
+    # A warm run's time is mostly imports: it needs the cache and the output, not the rules, the walk or the runners;
+    # nor OpenSSL (hashlib: 6 ms), the launcher's subprocess and uuid, or TOML's parser for a pyproject.toml that
+    # holds no syncfree table.
     import subprocess
     import sys
 
     _files(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\ndependencies = ["syncfree"]\n')
     program = ("import sys\nfrom syncfree.cli import main\n"
                "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '--format', 'json', '-o', sys.argv[3]])\n"
                "print(status, sorted(name for name in sys.modules if name.startswith(('syncfree.analyze', "
-               "'syncfree.catalog', 'syncfree.cli.run_', 'syncfree.cli.merge', 'multiprocessing', 'difflib'))))\n")
+               "'syncfree.catalog', 'syncfree.cli.run_', 'syncfree.cli.merge', 'multiprocessing', 'difflib', "
+               "'_hashlib', 'subprocess', 'uuid', 'tomllib'))))\n")
     command = [sys.executable, "-c", program, str(tmp_path), str(tmp_path / "cache"), str(tmp_path / "report.json")]
-    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
     assert cold.stdout.startswith("2 ") and "'syncfree.analyze'" in cold.stdout, cold.stderr  # broken.py: exit 2
     report = (tmp_path / "report.json").read_text()
-    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
     assert warm.stdout == "2 []\n", warm.stderr
     assert (tmp_path / "report.json").read_text() == report
 

@@ -11,13 +11,10 @@ import argparse
 import ast
 import functools
 import gc
-import hashlib
-import io
 import json
 import os
 import sys
 import time
-import tokenize
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -279,7 +276,11 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
     if not files:
         return
     # The analysis is imported here, not with the command (a warm run, all from the cache, never needs it), and
-    # before the pool forks: each worker starts with it.
+    # before the pool forks: each worker starts with it, and with what reading a file and its findings' fingerprints
+    # need (hashlib loads OpenSSL: 6 ms a process).
+    import hashlib  # noqa: F401
+    import tokenize  # noqa: F401
+
     import syncfree.analyze  # noqa: F401
 
     jobs = jobs or _usable_cores()
@@ -424,6 +425,9 @@ def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]
     changes only where the code did."""
     data = path.read_bytes()
     if path.suffix != ".ipynb":
+        import io
+        import tokenize
+
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         text = rewritten[0].source
         payload = text.encode("utf-8-sig" if encoding == "utf-8-sig" else encoding)
@@ -499,6 +503,8 @@ def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[t
     identical ones come before it, hashed; lines moving up or down leave it unchanged (SARIF partialFingerprints)."""
     if not findings:
         return []
+    import hashlib
+
     lines = cell.source.splitlines()
     prints = []
     for finding in findings:

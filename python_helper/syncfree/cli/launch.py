@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from syncfree._version import __version__
 from syncfree.cli.job import JobOptions
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
+
+if TYPE_CHECKING:
+    import subprocess
+
+# (subprocess, tempfile, shutil and uuid, which imports platform, are imported by the launch itself: every command
+# builds its options with this module's, and `syncfree check` from the cache runs in a few hundredths of a second)
 
 __all__ = ["TORCHRUN_OPTIONS", "add_torchrun_options", "launch", "torchrun_arguments"]
 
@@ -110,6 +112,11 @@ def launch(
         import torch.distributed.run  # noqa: F401  (the launcher; fails early without torch)
     except ImportError as problem:
         raise UsageProblem(f"--nproc-per-node needs torch.distributed.run, which cannot be imported: {problem}") from None
+    import shutil
+    import subprocess
+    import tempfile
+    import uuid
+
     temporary = rank_report_dir is None
     folder = tempfile.mkdtemp(prefix="syncfree-ranks-") if temporary else os.path.abspath(rank_report_dir)
     launch_id = uuid.uuid4().hex
@@ -213,6 +220,8 @@ class _Forwarded:
             pass
 
     def wait(self) -> int:
+        import subprocess
+
         while True:
             if not self.received:
                 try:
