@@ -31,7 +31,7 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import Match, Rule
-from syncfree.catalog.scope import CellScope
+from syncfree.catalog.scope import CellScope, is_constant, keyword_value
 
 _LOGGER_METHODS = frozenset({"add_scalar", "add_histogram"})
 
@@ -40,11 +40,28 @@ def _best(certainties: list[str | None]) -> str | None:
     return "certain" if "certain" in certainties else "likely" if "likely" in certainties else None
 
 
+def _one_on_the_cpu(call: ast.Call, scope: CellScope) -> bool:
+    """``assert_close(out.cpu(), expected)``: with one tensor known on the CPU, the values are compared only when the
+    other is there too. torch checks the devices first (torch/testing/_comparison.py, ``_compare_attributes``: a CPU
+    and a CUDA tensor fail on the ``device`` attribute before any value is read), unless ``check_device=False``, which
+    moves both to the CPU (``_equalize_attributes``)."""
+    check_device = keyword_value(call, "check_device")
+    if check_device is not None and not is_constant(check_device, True):
+        return False
+    for argument in call.args[:2]:
+        value = scope.value(argument)
+        if value.kind == "tensor" and value.device == "cpu":
+            return True
+    return False
+
+
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if not isinstance(node, ast.Call):
         return
     name = scope.call_name(node)
     if name == "torch.testing.assert_close":
+        if _one_on_the_cpu(node, scope):
+            return
         certainty = _best([scope.tensor_certainty(a, unknown=True) for a in node.args[:2]])
         what = "compares the tensors and builds its message on the CPU"
     elif name == "wandb.log" and node.args and isinstance(node.args[0], ast.Dict):
