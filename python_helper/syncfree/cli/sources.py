@@ -74,28 +74,83 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
         if name == "-":
             yield path
         elif path.is_dir():
-            found = []
 
             def unreadable(error: OSError) -> None:
                 if on_error is not None:
                     on_error(UsageProblem(f"cannot read {error.filename}: {error.strerror or error}"))
 
-            for folder, folders, files in os.walk(path, onerror=unreadable):
-                folders[:] = sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES
-                                    and not (exclusion and exclusion.excludes(Path(folder, f))))
-                for file in sorted(files):
-                    p = Path(folder, file)
-                    if p.suffix not in (".py", ".ipynb") or (exclusion and exclusion.excludes(p)):
-                        continue
-                    if p.is_file():
-                        found.append(p)
-                    elif on_error is not None and not p.is_dir():
-                        problem = not_a_file(str(p))  # a symlink loop is said; a dangling link is skipped
-                        if not problem.missing:
-                            on_error(problem)
-            yield from sorted(found)
+            found: list[tuple[tuple[str, ...], str]] = []
+            _walk(os.fspath(path), (), exclusion, unreadable, on_error, found)
+            # Sorted as the paths themselves sort (part by part: `a/b.py` before `a-b/c.py`), each made a Path once
+            found.sort()
+            yield from (Path(file) for _, file in found)
         else:
             yield path  # a missing or wrong file is reported by read_cells
+
+
+def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable: Callable[[OSError], None],
+          on_error: Callable[[UsageProblem], None] | None, found: list[tuple[tuple[str, ...], str]]) -> None:
+    """``os.walk(folder)`` top down (symlinked folders listed, not entered; the subfolders in sorted order), adding
+    each source file as (its parts below the walk's top, its path) to ``found``. A regular file (the directory entry
+    tells, no stat) is taken at once; anything else is asked as before (a link to a file, a loop, a socket)."""
+    folders: list[str] = []
+    files: list[os.DirEntry[str]] = []
+    try:
+        entries = os.scandir(folder)
+    except OSError as error:
+        unreadable(error)
+        return
+    with entries:
+        while True:
+            try:
+                entry = next(entries)
+            except StopIteration:
+                break
+            except OSError as error:
+                unreadable(error)
+                return
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            if is_dir:
+                folders.append(entry.name)
+            elif entry.name.endswith(_SOURCE_SUFFIXES):
+                files.append(entry)
+    files.sort(key=_name)  # (problems said in os.walk's order)
+    for entry in files:
+        name = entry.name
+        if name in _SUFFIXES_ALONE:  # `.py`: a name that is only a suffix has none (Path.suffix)
+            continue
+        if exclusion and exclusion.excludes(Path(entry.path)):
+            continue
+        try:
+            regular = not entry.is_symlink() and entry.is_file()
+        except OSError:
+            regular = False
+        if regular:
+            found.append(((*parts, name), entry.path))
+            continue
+        p = Path(entry.path)
+        if p.is_file():
+            found.append(((*parts, name), entry.path))
+        elif on_error is not None and not p.is_dir():
+            problem = not_a_file(str(p))  # a symlink loop is said; a dangling link is skipped
+            if not problem.missing:
+                on_error(problem)
+    for name in sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES
+                       and not (exclusion and exclusion.excludes(Path(folder, f)))):
+        path = os.path.join(folder, name)
+        if not os.path.islink(path):
+            _walk(path, (*parts, name), exclusion, unreadable, on_error, found)
+
+
+_SOURCE_SUFFIXES = (".py", ".ipynb")
+_SUFFIXES_ALONE = frozenset(_SOURCE_SUFFIXES)
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def read_cells(path: Path) -> list[SourceCell]:
