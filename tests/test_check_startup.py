@@ -98,3 +98,28 @@ def test_the_listing_walks_as_os_walk_did(tmp_path):
     assert found == ["a/b/..py", "a/b.py", "a/z.ipynb", "a-b/c.py", "link.py"]
     assert len(said) == 1 and "loop.py" in said[0]
     assert [p.name for p in expand_paths([str(tmp_path)], exclude=["a"])] == ["c.py", "link.py"]
+
+
+def test_diagnostics_read_back_from_the_cache_equal_the_analysed_ones(tmp_path):
+    # Read back by setting their fields (a frozen dataclass's __init__ was a twentieth of a warm run): equal, hashed
+    # and shown alike, a fix's edits as tuples, a row not as written still refused.
+    from syncfree.cli.cache import ResultCache, _diagnostic, _row
+    from syncfree.cli.check import check_file
+
+    path = tmp_path / "a.py"
+    path.write_text("import torch\n\ndef f(x: torch.Tensor):\n    y = torch.tensor([1.0, 2.0], device='cuda')\n"
+                    "    return x.sum().item() + y\n")
+    analysed = check_file(path).diagnostics
+    assert {d.rule for d in analysed} == {"SF101", "SF401"} and any(d.fix_edits for d in analysed)
+    cache = ResultCache(tmp_path / "cache", ["<default>"], False)
+    cache.put(str(path), "digest", analysed, 0)
+    cache.save()
+    read = ResultCache(tmp_path / "cache", ["<default>"], False).get(str(path), "digest")
+    assert read is not None and read[0] == analysed
+    assert [hash(d) for d in read[0]] == [hash(d) for d in analysed] and [repr(d) for d in read[0]] == [repr(d) for d in analysed]
+    row = _row(analysed[0])
+    for index, wrong in ((0, None), (1, "1"), (6, 3)):
+        broken = list(row)
+        broken[index] = wrong
+        with pytest.raises(ValueError):
+            _diagnostic(broken)

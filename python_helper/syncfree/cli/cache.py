@@ -201,19 +201,34 @@ def _row(diagnostic: Diagnostic) -> list[Any]:
     return [getattr(diagnostic, name) for name in _FIELDS]
 
 
+_STRINGS = tuple(_FIELDS.index(name) for name in ("path", "rule", "message"))
+_INTS = tuple(_FIELDS.index(name) for name in ("line", "col", "end_line", "end_col"))
+_NESTED = tuple(_FIELDS.index(name) for name in ("fix_edits", "chains"))  # tuples of tuples, as JSON lists of lists
+_PROCESSES = _FIELDS.index("processes")
+#: A Diagnostic is made from a row by setting its fields' values, not through the frozen dataclass's __init__ (which
+#: sets each of its 28 fields with object.__setattr__: a warm run of a large library made thousands): there is
+#: nothing else its __init__ would do.
+_FIELDS_ONLY = not hasattr(Diagnostic, "__post_init__") and "__slots__" not in Diagnostic.__dict__
+
+
 def _diagnostic(row: list[Any]) -> Diagnostic:
     if type(row) is not list or len(row) != len(_FIELDS):
         raise ValueError("not a cached diagnostic")
-    values = dict(zip(_FIELDS, row))
-    for name in ("fix_edits", "chains"):  # tuples of tuples, as JSON lists of lists
-        if values[name] is not None:
-            values[name] = tuple(tuple(item) for item in values[name])
-    if values["processes"] is not None:
-        values["processes"] = tuple(values["processes"])
-    for name in ("path", "rule", "message"):
-        if type(values[name]) is not str:
+    for index in _STRINGS:
+        if type(row[index]) is not str:
             raise ValueError("not a cached diagnostic")
-    for name in ("line", "col", "end_line", "end_col"):
-        if type(values[name]) is not int:
+    for index in _INTS:
+        if type(row[index]) is not int:
             raise ValueError("not a cached diagnostic")
-    return Diagnostic(**values)
+    if row[_NESTED[0]] is not None or row[_NESTED[1]] is not None or row[_PROCESSES] is not None:
+        row = list(row)
+        for index in _NESTED:
+            if row[index] is not None:
+                row[index] = tuple(tuple(item) for item in row[index])
+        if row[_PROCESSES] is not None:
+            row[_PROCESSES] = tuple(row[_PROCESSES])
+    if not _FIELDS_ONLY:
+        return Diagnostic(*row)
+    diagnostic = object.__new__(Diagnostic)
+    diagnostic.__dict__.update(zip(_FIELDS, row))
+    return diagnostic
