@@ -33,7 +33,7 @@ import io
 import re
 import sys
 import warnings
-from threading import get_ident
+from _thread import get_ident  # threading.get_ident itself, without importing threading (a warm check needs no thread)
 
 #: The parser versions whose warnings `parser_may_warn` was checked against (3.11-3.13:
 #: tests/test_filters.py compares it with the running parser); a later parser may warn
