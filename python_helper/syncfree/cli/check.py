@@ -289,6 +289,8 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
     if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
         yield from map(check_one, files)
         return
+    # What the analysis makes on first use, made once here rather than in each worker (syncfree.analyze.prepare).
+    syncfree.analyze.prepare(select, ignore)
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
