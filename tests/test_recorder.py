@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import threading
 import time
@@ -458,9 +459,10 @@ def test_explicit_synchronize_is_counted_and_event_wait_query_are_not(fake_cuda)
         "torch.cuda.Event.synchronize(e)\n"
         "assert torch.cuda.Event.wait is wait and torch.cuda.Event.query is query\n",
         namespace={"wait": wait, "query": query})
-    assert [(s.line, s.kind, s.message) for s in recorder.sites] == [
-        (2, "explicit", "`torch.cuda.synchronize()` synced 1x, blocked 0.0 ms"),
-        (3, "explicit", "`Event.synchronize()` synced 1x, blocked 0.0 ms"),
+    # The blocked time is whatever the two no-op calls took: 0.0 ms, or a preemption's 20 ms beside busy processes.
+    assert [(s.line, s.kind, re.sub(r"blocked \d+\.\d+ ms", "blocked T ms", s.message)) for s in recorder.sites] == [
+        (2, "explicit", "`torch.cuda.synchronize()` synced 1x, blocked T ms"),
+        (3, "explicit", "`Event.synchronize()` synced 1x, blocked T ms"),
     ]
     assert fake_cuda.history.count("device-synchronize") == 1
     assert fake_cuda.history.count("event-synchronize") == 1
@@ -569,18 +571,26 @@ def test_blocked_time_is_the_time_spent_in_the_syncing_call(monkeypatch, first_s
         monkeypatch.setattr(hook, "_exact", [])
     else:
         sync_now_quietly()
-    namespace = {"slow_sync": slow_sync}
-    recorder = run("from time import perf_counter\n"
-                   "t = FakeTensor()\n"
-                   "started = perf_counter(); slow_sync(); call_ms = (perf_counter() - started) * 1000\n"
-                   "t.item()\n",
-                   namespace=namespace)
-    first, second = recorder.sites
-    call_ms = namespace["call_ms"]
-    assert (first.line, second.line) == (3, 4)
-    assert 0.7 * call_ms <= first.blocked_ms <= call_ms
-    assert second.blocked_ms < 0.1 * call_ms  # the interval restarts after each sync
-    assert sys.getprofile() is None
+    # The interval restarts after each sync: the second sync's blocked time is its own (about 0), not the first's
+    # call again. Beside busy processes a preemption can land in it (20 ms seen in one clean-clone run): an interval
+    # that does not restart fails every try, a preemption one.
+    for _ in range(3):
+        namespace = {"slow_sync": slow_sync}
+        recorder = run("from time import perf_counter\n"
+                       "t = FakeTensor()\n"
+                       "started = perf_counter(); slow_sync(); call_ms = (perf_counter() - started) * 1000\n"
+                       "t.item()\n",
+                       namespace=namespace)
+        first, second = recorder.sites
+        call_ms = namespace["call_ms"]
+        assert (first.line, second.line) == (3, 4)
+        assert 0.7 * call_ms <= first.blocked_ms <= call_ms
+        assert sys.getprofile() is None
+        if second.blocked_ms < 0.1 * call_ms:
+            break
+        if first_sync_of_the_process:
+            monkeypatch.setattr(hook, "_exact", [])
+    assert second.blocked_ms < 0.1 * call_ms
 
 
 def test_no_blocked_measures_nothing():
