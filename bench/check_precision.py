@@ -1,7 +1,8 @@
 """``syncfree check`` on the sources of large installed libraries: findings per rule, sampled precision, speed.
 
 For each library (by default transformers, timm, torchmetrics and lightning, and diffusers, kornia, torch_geometric,
-monai and gpytorch, which the rules were not tuned on; ``--libraries torch`` works too), found
+monai and gpytorch, which the rules were not tuned on, and pyro (pyro-ppl) and ultralytics, held out: labelled before
+any fix they led to; ``--libraries torch`` works too), found
 in this Python without importing it, the script runs the command a user runs::
 
     syncfree check <the package's folder> --format json --exit-zero
@@ -28,7 +29,8 @@ an entry ``{"file", "line", "rule", "verdict", "reason"}`` of the library in the
 false). The libraries are installed without their dependencies (only their sources are read)::
 
     .venv/bin/python -m pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 \
-        diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2
+        diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 \
+        pyro-ppl==1.9.2 ultralytics==8.4.190
 
 (the Makefile's CORPUS_PINS, which ``make install`` installs).
 """
@@ -64,7 +66,14 @@ sys.path.insert(0, str(ROOT / "python_helper"))
 from syncfree.cli.sources import expand_paths  # noqa: E402
 
 LABELS = ROOT / "tests" / "data" / "check_precision.json"
-DEFAULT_LIBRARIES = ("transformers", "timm", "torchmetrics", "lightning", "diffusers", "kornia", "torch_geometric", "monai", "gpytorch")
+DEFAULT_LIBRARIES = ("transformers", "timm", "torchmetrics", "lightning", "diffusers", "kornia", "torch_geometric", "monai", "gpytorch",
+                     "pyro", "ultralytics")
+
+
+def installed_version(name: str) -> str:
+    """The installed version of the distribution that provides package ``name`` (pyro comes from pyro-ppl)."""
+    distributions = importlib.metadata.packages_distributions().get(name) or [name]
+    return importlib.metadata.version(distributions[0])
 
 
 def package_folder(name: str) -> Path | None:
@@ -249,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if folder is None:
             print(f"== {name}: not installed (pip install --no-deps {name}==VERSION)")
             continue
-        version = importlib.metadata.version(name)
+        version = installed_version(name)
         files = list(expand_paths([str(folder)]))
         lines = sum(len(path.read_bytes().splitlines()) for path in files)
         _, diagnostics = run_check(folder)  # findings (no cache: --no-cache)
