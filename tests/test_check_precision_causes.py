@@ -347,3 +347,83 @@ def test_a_parameter_made_a_cpu_tensor_on_one_path_is_the_callers_on_the_other()
         "    return y.sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 11, "likely"), ("SF101", 16, "likely"), ("SF103", 6, "possible")]
+
+
+def test_a_buffer_registered_from_a_cpu_tensor_is_on_the_cpu_for_the_rest_of_that_method():
+    """``self.register_buffer("t", torch.zeros(n))`` moves nothing: the rest of the method that registers it (an
+    ``__init__`` filling a transfer matrix) writes a CPU tensor, no sync; the class's other methods see the buffer on
+    the module's device (likely), and a buffer made on CUDA is CUDA's (certain)."""
+    source = (
+        "class Arranger(torch.nn.Module):\n    def __init__(self, m: int, k: int):\n        super().__init__()\n"
+        "        self.register_buffer('transf', torch.zeros((m, k)))\n"
+        "        self.register_buffer('onto', torch.zeros((m, k), device='cuda'))\n"
+        "        for i in range(m):\n            self.transf[i, 0] = 1\n            self.onto[i, 0] = 1\n"
+        "    def forward(self, x, i: int):\n        self.transf[i, 0] = 1\n        return x\n"
+    )
+    assert rules_at(source) == [("SF502", 9, "certain"), ("SF502", 11, "likely")]
+
+
+def test_each_name_of_a_zip_takes_an_element_of_its_own_iterable():
+    """``for s, e in zip(starts, ends)`` over CPU tensors made from a Python list: CPU elements, ``.item()`` copies
+    nothing (a layer's __init__ computing slices); over a CUDA tensor, the element is on CUDA (certain), inside an
+    ``enumerate`` too."""
+    source = (
+        "def slices(dims):\n    ends = torch.cumsum(torch.tensor(dims), dim=0)\n"
+        "    starts = torch.cat((torch.zeros(1).type_as(ends), ends[:-1]))\n"
+        "    return [slice(s.item(), e.item()) for s, e in zip(starts, ends)]\n"
+        "def pairs(n: int):\n    a = torch.zeros(n, device='cuda')\n    b = torch.arange(n)\n"
+        "    for i, (x, y) in enumerate(zip(a, b)):\n        print(x.item(), y.item())\n"
+    )
+    assert rules_at(source) == [("SF101", 10, "certain")]
+
+
+def test_an_augmented_assignment_keeps_a_numpy_array_an_array():
+    """``allow &= iou.max(axis=1) <= thr`` on a NumPy mask changes the array in place: whatever the right side is
+    (a function of another module), ``allow`` stays an array and its ``.tolist()`` copies nothing; on a name the text
+    does not tell, the result stays unknown (likely)."""
+    source = (
+        "import numpy as np\nfrom elsewhere import box_iou\n"
+        "def nms(scores: list, boxes, thr: float):\n    allow = np.array(scores) > thr\n"
+        "    allow &= box_iou(boxes).max(axis=1) <= thr\n    return allow.tolist()\n"
+        "def other(allow, boxes, thr: float):\n    allow &= box_iou(boxes).max(axis=1) <= thr\n"
+        "    return allow.tolist()\n"
+    )
+    assert rules_at(source) == [("SF204", 10, "likely")]
+
+
+def test_a_device_parameter_left_out_by_every_call_is_the_default_device():
+    """A helper's ``device=None`` that each call of the file (walked before it) leaves out or passes None: its
+    tensors are made on the default device, the CPU; one call with another device keeps the finding likely."""
+    source = (
+        "def main(x: torch.Tensor):\n    a = key([1])\n    b = key([2], device=None)\n"
+        "    return make([3.0]), make([4.0], device=x.device)\n"
+        "def key(values, *, device=None):\n    return torch.tensor(values, device=device)\n"
+        "def make(values, device=None):\n    return torch.tensor(values, device=device)\n"
+    )
+    assert rules_at(source) == [("SF401", 9, "likely")]
+
+
+def test_as_tensor_of_the_callers_data_to_the_callers_device_is_possible():
+    """``torch.as_tensor(x, device=device)`` where both are the function's parameters (a conversion utility, a
+    ``lambda x: torch.as_tensor(x, device=device)`` handed to a helper): the caller's data, a tensor kept where it is
+    or host data, to the caller's device: a copy is possible, not likely. A device of the object's own
+    (``self.device``: a user's prompt of lists copied to the model's device) or data the function made stays likely."""
+    source = (
+        "def convert(x, device=None):\n    return torch.as_tensor(x, device=device)\n"
+        "def scale(s: list, device=None):\n    return helper(lambda v: torch.diag(torch.as_tensor(v, device=device)))\n"
+        "class P:\n    def prompts(self, boxes):\n        return torch.as_tensor(boxes, device=self.device)\n"
+        "def made(x, device=None):\n    x = [x, x]\n    return torch.as_tensor(x, device=device)\n"
+    )
+    assert rules_at(source) == [("SF401", 3, "possible"), ("SF401", 5, "possible"), ("SF401", 8, "likely"),
+                                ("SF401", 11, "likely")]
+
+
+def test_independent_validates_nothing_of_its_own():
+    """``Independent(base, n)`` wraps a distribution: no parameter constraints, its log_prob leaves the check to the
+    base: no sync of its own (the base's constructor is where the check is); Normal(loc, scale) validates."""
+    source = (
+        "from torch.distributions import Independent, Normal\n"
+        "def kl(p, q, n: int):\n    q = Independent(q.base_dist, n) if n else q.base_dist\n"
+        "    return Normal(p.loc, p.scale)\n"
+    )
+    assert rules_at(source) == [("SF706", 5, "likely")]

@@ -56,6 +56,16 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if isinstance(device.value, ast.Attribute) and device.value.attr == "device" and scope.text(device.value.value) == scope.text(node.args[0]):
         return  # torch.as_tensor(labels, dtype=..., device=labels.device): a tensor converted where it is
     certainty = "certain" if where == "cuda" else "possible" if scope.is_callers_device(device.value) else "likely"
+    if (
+        name != "torch.tensor"
+        and certainty == "likely"
+        and data.kind == "unknown"
+        and scope.is_parameter(node.args[0])
+        and scope.is_parameter(device.value)
+    ):
+        # torch.as_tensor(value, device=device), both parameters the text does not type: a conversion utility, the
+        # caller's data (a tensor where it is, or host data) to the caller's device (None by default: the CPU)
+        certainty = "possible"
     yield Match(
         node,
         f"`{scope.snippet(node)}` copies Python/NumPy data from the CPU to the GPU and waits for the copy",

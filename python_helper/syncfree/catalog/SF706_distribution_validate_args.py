@@ -35,6 +35,10 @@ from collections.abc import Iterator
 from syncfree.catalog import NO_MATCH, Match, Rule
 from syncfree.catalog.scope import CellScope, keyword_value
 
+#: Distributions that wrap another and check nothing themselves: no parameter constraints (`arg_constraints = {}`)
+#: and a log_prob that leaves the input's check to the distribution it wraps (torch/distributions/independent.py).
+_NOTHING_TO_VALIDATE = frozenset({"Independent"})
+
 
 def _setting_of_self(node: ast.AST, scope: CellScope) -> bool:
     return (
@@ -65,6 +69,8 @@ def _matches(node: ast.Call, scope: CellScope) -> Iterator[Match]:
                         "certain" if std.device == "cuda" else "likely")
         return
     if not name.startswith("torch.distributions.") or not name.rsplit(".", 1)[-1][:1].isupper():
+        return
+    if name.rsplit(".", 1)[-1] in _NOTHING_TO_VALIDATE:
         return
     flag = keyword_value(node, "validate_args")
     if isinstance(flag, ast.Constant) and flag.value is False:

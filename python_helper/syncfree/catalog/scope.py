@@ -434,6 +434,33 @@ class CellScope:
             found = self._record_parents(node)
         return found
 
+    def is_parameter(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a name that holds, unchanged, a parameter of a function or lambda it is in (the
+        caller's value: ``key`` and ``device`` in ``def as_key(key, device=None): return torch.as_tensor(key,
+        device=device)``)."""
+        if type(node) is not ast.Name:
+            return False
+        name = node.id  # type: ignore[attr-defined]
+        scope: ast.AST | None = self.parent(node)
+        while scope is not None:  # the innermost function or lambda (around this one) that has the parameter
+            if type(scope) in (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda):
+                arguments = scope.args  # type: ignore[attr-defined]
+                if name in {a.arg for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]}:
+                    break
+            scope = self.parent(scope)
+        if scope is None:
+            return False
+        if type(scope) is ast.Lambda:
+            return True
+        # not bound again on the lines before (`x = np.asarray(x)`)
+        line = node.lineno  # type: ignore[attr-defined]
+        return not any(
+            type(target) is ast.Name and target.id == name  # type: ignore[attr-defined]
+            for statement in ast.walk(scope)
+            if type(statement) in (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For) and statement.lineno < line  # type: ignore[attr-defined]
+            for target in (statement.targets if type(statement) is ast.Assign else [statement.target])  # type: ignore[attr-defined]
+        )
+
     def _record_parents(self, node: ast.AST) -> ast.AST | None:
         """The parent of a node the walk has not recorded: those of the statement being walked are recorded first
         (down to, not into, the statements it holds, which have theirs), then, if the node is elsewhere (or in no
@@ -1454,7 +1481,7 @@ class CellScope:
         elif kind is ast.AnnAssign and node.value is not None and type(node.target) is ast.Name:  # type: ignore[attr-defined]
             self._bind_target(node.target, self.value(node.value), node.value)  # type: ignore[attr-defined]
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            self.bind(node.target.id, self._operator([node.target, node.value]))
+            self.bind(node.target.id, self._augmented(node.target, node.value))
         elif isinstance(node, ast.AugAssign) and type(node.target) is ast.Attribute:
             self._store_attribute(node.target, self._operator([node.target, node.value]))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -1484,6 +1511,17 @@ class CellScope:
             for target in node.targets if kind is ast.Assign else [node.target]:  # type: ignore[attr-defined]
                 if type(target) is ast.Attribute and type(target.value) is ast.Name and target.value.id == self.self_name:  # type: ignore[attr-defined]
                     self._store_attribute(target, self.value(node.value))  # type: ignore[attr-defined]
+
+    def _augmented(self, target: ast.Name, operand: ast.expr) -> Value:
+        """What ``target op= operand`` leaves in ``target``: an array or a tensor of known device is changed in place
+        (``allow &= iou.max(1) <= thr`` on a NumPy mask stays a NumPy mask, whatever the function gave)."""
+        current = self.value(target)
+        result = self._operator([target, operand])
+        if current.kind == "numpy":
+            return current
+        if current.kind == "tensor" and current.device is not None and result.kind == "tensor":
+            return replace(result, device=current.device)
+        return result
 
     def _store_attribute(self, target: ast.Attribute, value: Value) -> None:
         """Keep what ``self.name = value`` stores, for the class's methods walked after this one."""
@@ -1578,7 +1616,19 @@ class CellScope:
             and not isinstance(iterable.args[0], ast.Starred)
         ):
             self._bind_target(target.elts[0], PYTHON)
-            self._bind_target(target.elts[1], element_of(self.value(iterable.args[0])))
+            self._bind_iteration(target.elts[1], iterable.args[0])
+            return
+        if (
+            isinstance(target, (ast.Tuple, ast.List))
+            and isinstance(iterable, ast.Call)
+            and len(target.elts) == len(iterable.args) > 1
+            and not iterable.keywords
+            and not any(isinstance(node, ast.Starred) for node in (*target.elts, *iterable.args))
+            and self.call_name(iterable) == "builtins.zip"
+        ):
+            # `for s, e in zip(starts, ends)`: each name takes an element of its own iterable
+            for element_target, iterated in zip(target.elts, iterable.args):
+                self._bind_iteration(element_target, iterated)
             return
         self._bind_target(target, element_of(self.value(iterable)))
 
@@ -1604,6 +1654,10 @@ class CellScope:
             data = self.value(call.args[1])
             value = Value("tensor", "cuda" if data.device == "cuda" else None, data.dtype, ndim=data.ndim)
             self._store_attribute(ast.Attribute(value=method[0], attr=call.args[0].value), value)  # type: ignore[attr-defined]
+            if data.kind == "tensor" and data.device == "cpu":
+                # Registering moves nothing: the rest of this method (an __init__ filling a transfer matrix made by
+                # torch.zeros) writes the CPU tensor it made; the class's other methods see the module's device.
+                self.bind(_ATTRIBUTE + call.args[0].value, data)  # type: ignore[attr-defined]
             return
         if method and isinstance(method[0], ast.Name):
             receiver = self.value(method[0])
@@ -1736,19 +1790,35 @@ class CellScope:
         arguments: dict[str, ast.expr] = dict(zip(parameters, call.args))
         for item in call.keywords:
             arguments[item.arg] = item.value  # type: ignore[index]
+        # A device parameter the call leaves out gets its default: `device=None` is the default device, the CPU (a
+        # helper whose every call in the file omits its device makes its tensors there).
+        signature = function.args
+        for parameter, default in [
+            *zip([*signature.posonlyargs, *signature.args][::-1], signature.defaults[::-1]),
+            *zip(signature.kwonlyargs, signature.kw_defaults),
+        ]:
+            if type(default) is ast.Constant and "dev" in parameter.arg.lower() and parameter.arg not in arguments:
+                arguments[parameter.arg] = default
         # What the calls so far pass, joined parameter by parameter in call order (a parameter missing from it was
         # left out by some call: unknown, whatever the others pass, so its arguments need no working out).
         joined = self._call_arguments.get(id(function))
         if joined is None:
-            self._call_arguments[id(function)] = {name: self.value(node) for name, node in arguments.items()}
+            self._call_arguments[id(function)] = {name: self._argument(name, node) for name, node in arguments.items()}
             return
         for name in list(joined):
             node = arguments.get(name)
-            value = join(joined[name], self.value(node)) if node is not None else UNKNOWN
+            value = join(joined[name], self._argument(name, node)) if node is not None else UNKNOWN
             if value == UNKNOWN:
                 del joined[name]
             else:
                 joined[name] = value
+
+    def _argument(self, parameter: str, node: ast.expr) -> Value:
+        """What a call passes a parameter: None for a device (``device=None``, given or by default) is the default
+        device, the CPU unless the cell set another."""
+        if type(node) is ast.Constant and node.value is None and "dev" in parameter.lower():  # type: ignore[attr-defined]
+            return Value("device", self.default_device or "cpu")
+        return self.value(node)
 
     def _isinstance_test(self, call: ast.Call) -> None:
         """``isinstance(x, np.ndarray)`` in a function, ``x`` one of its parameters: see :attr:`numpy_too`."""
