@@ -427,3 +427,22 @@ def test_independent_validates_nothing_of_its_own():
         "    return Normal(p.loc, p.scale)\n"
     )
     assert rules_at(source) == [("SF706", 5, "likely")]
+
+
+def test_a_subclass_method_gets_the_calls_its_base_makes_through_self():
+    """``self.decode_log_probs(row)`` in a base class's method reaches each subclass's ``decode_log_probs`` of the
+    file: NumPy rows handed to a method annotated ``torch.Tensor`` make its tensors possible (the code takes arrays),
+    also through a second method (``partial_decoding``) that gets what the first got; a subclass's method that no
+    call of the file reaches keeps its annotation (likely)."""
+    source = (
+        "class Base(torch.nn.Module):\n    def decode_beams(self, log_probs: torch.Tensor):\n"
+        "        rows = log_probs.cpu().numpy()\n"
+        "        return [self.decode_log_probs(row, n) for row, n in zip(rows, range(3))]\n"
+        "    def decode_log_probs(self, log_probs: torch.Tensor, n: int):\n"
+        "        return self.partial_decoding(log_probs, n)\n"
+        "    def partial_decoding(self, log_probs: torch.Tensor, n: int):\n        raise NotImplementedError\n"
+        "class Searcher(Base):\n    def partial_decoding(self, log_probs: torch.Tensor, n: int):\n"
+        "        for col in log_probs[:n]:\n            if col[0] > 0.5:\n                return n\n"
+        "    def other(self, scores: torch.Tensor):\n        return scores[0].item()\n"
+    )
+    assert rules_at(source) == [("SF101", 16, "likely"), ("SF103", 13, "possible"), ("SF301", 4, "likely")]

@@ -1293,6 +1293,7 @@ class CellScope:
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
         self._call_arguments: dict[int, dict[str, Value]] = {}  # function id -> parameter -> what the calls pass
         self._method_owner: dict[int, _ClassInfo] = {}  # method id -> its class (methods of the class body only)
+        self._classes: dict[str, tuple[_ClassInfo, list[str]]] = {}  # class name -> its info and its bases' names
         self.self_name: str | None = None  # `self` in a method of a class of the file (None elsewhere)
         self._attribute_stores: list[tuple[int, str]] | None = None  # (line, name) of each `self.name = ` in the text
         self._annotated_tensors: set[str] | None = None  # in a function annotated `-> Tensor`: its Tensor parameters
@@ -1733,10 +1734,11 @@ class CellScope:
                     value = passed if passed.kind != "unknown" or value.kind in ("unknown", "maybe_tensor") else value
                 elif node.name.startswith("_") and passed.kind != "unknown":
                     value = passed  # a private method: the calls seen are the calls it gets
-                elif value.kind == "tensor" and passed.kind in _HOST_KINDS:
+                elif value.kind == "tensor" and (passed.kind in _HOST_KINDS or passed == MAYBE_NUMPY):
                     # A public method annotated `torch.Tensor` that the file itself calls with NumPy or Python
-                    # data: the annotation is not the whole truth (diffusers' schedulers pass NumPy sigmas).
-                    value = MAYBE_NUMPY if passed.kind == "numpy" else MAYBE_TENSOR
+                    # data (or with what is an array on some paths): the annotation is not the whole truth
+                    # (diffusers' schedulers pass NumPy sigmas).
+                    value = MAYBE_NUMPY if passed.kind in ("numpy", "maybe_tensor") else MAYBE_TENSOR
             if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
                 annotated.add(argument.arg)
             self.bind(argument.arg, value)
@@ -1773,6 +1775,11 @@ class CellScope:
             if stores:
                 self._effects.append(stores)  # type: ignore[union-attr]
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][0 if _is_static(function) else 1:]
+            for override in self._method_owner[id(function)].overrides.get(func.attr, ()):  # type: ignore[attr-defined]
+                # a subclass's method of that name in the file gets the call when `self` is one of the subclass's
+                # (a searcher's decode_beams handing NumPy rows to each subclass's decode_log_probs)
+                self._record_arguments(
+                    override, [a.arg for a in [*override.args.posonlyargs, *override.args.args]][0 if _is_static(override) else 1:], call)
         elif type(func) is not ast.Name and type(func) is not ast.NamedExpr:
             return  # x[0](...): only a name holds a function of the cell (Value "function")
         elif type(func) is ast.Name and func.id == "isinstance":  # type: ignore[attr-defined]
@@ -1783,6 +1790,13 @@ class CellScope:
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        self._record_arguments(function, parameters, call)
+
+    def _record_arguments(
+        self, function: ast.FunctionDef | ast.AsyncFunctionDef, parameters: list[str], call: ast.Call
+    ) -> None:
+        """Join what ``call`` passes ``function``'s parameters (named ``parameters`` by position) into what the calls
+        walked so far passed it."""
         if any(type(argument) is ast.Starred for argument in call.args[: len(parameters)]):
             return  # f(*args): the text does not say which parameter gets what
         if any(item.arg is None for item in call.keywords):
@@ -1933,6 +1947,19 @@ class CellScope:
         )
         for method in info.methods.values():
             self._method_owner[id(method)] = info
+        # The classes of the file it derives from (by name, at any depth): their calls `self.name(...)` reach its own
+        # `name` when `self` is one of this class's
+        ancestors, bases = [], [base.id for base in node.bases if type(base) is ast.Name]  # type: ignore[attr-defined]
+        while bases:
+            base = self._classes.get(bases.pop())
+            if base is not None and base[0] not in ancestors:
+                ancestors.append(base[0])
+                bases.extend(base[1])
+        for ancestor in ancestors:
+            for name, method in info.methods.items():
+                if name in ancestor.methods:
+                    ancestor.overrides.setdefault(name, []).append(method)
+        self._classes[node.name] = (info, [base.id for base in node.bases if type(base) is ast.Name])  # type: ignore[attr-defined]
         self._env = self._env.new_child()
         self._changed()
         owner, self._owner = self._owner, node
@@ -2238,6 +2265,8 @@ class _ClassInfo:
     seen: dict[str, int] = field(default_factory=dict)  # the stores of each walked so far
     #: method id -> what it stores in `self.name` by its end (_function_body), for `self.method()` calls after it
     effects: dict[int, dict[str, Value]] = field(default_factory=dict)
+    #: method name -> the methods of that name of the file's classes that derive from this one (directly or not)
+    overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
