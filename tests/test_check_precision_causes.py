@@ -446,3 +446,16 @@ def test_a_subclass_method_gets_the_calls_its_base_makes_through_self():
         "    def other(self, scores: torch.Tensor):\n        return scores[0].item()\n"
     )
     assert rules_at(source) == [("SF101", 16, "likely"), ("SF103", 13, "possible"), ("SF301", 4, "likely")]
+
+
+def test_what_an_object_moved_to_the_cpu_holds_is_on_the_cpu():
+    """``boxes = boxes.cpu()`` of an object holding tensors (a detection result, a graph, a batch): the move is the
+    sync, and what it holds afterwards (``boxes.xywhn.tolist()``, each row's ``d.cls.item()``, also through
+    ``reversed``) is on the CPU: no sync more. Without the move, the rows stay likely."""
+    source = (
+        "def summary(boxes, names):\n    boxes = boxes.cpu()\n    coords = boxes.xywhn.reshape(len(boxes), -1).tolist()\n"
+        "    for d in reversed(boxes):\n        print(names[int(d.cls.item())], coords)\n"
+        "    for d in list(boxes):\n        print(float(d.conf.item()))\n"
+        "def unmoved(boxes):\n    for d in boxes:\n        print(d.cls.item())\n"
+    )
+    assert rules_at(source) == [("SF101", 11, "likely"), ("SF301", 3, "likely")]

@@ -810,6 +810,10 @@ class CellScope:
                 return Value("device", base.device)
             if node.attr in _TENSOR_SAME_ATTRIBUTES:
                 return Value("tensor", base.device, base.dtype if node.attr not in ("grad", "real", "imag") else None)
+            if base.device == "cpu" and base.const == MOVED:
+                # `boxes = boxes.cpu()` of an object with tensors (a detection result, a graph, a batch): what it
+                # holds is on the CPU now (`boxes.xywhn.tolist()`, `d.cls.item()` copy nothing)
+                return Value("tensor", "cpu", const=MOVED)
             return UNKNOWN
         if base.kind == "module":
             attribute = node.attr
@@ -1630,6 +1634,15 @@ class CellScope:
             # `for s, e in zip(starts, ends)`: each name takes an element of its own iterable
             for element_target, iterated in zip(target.elts, iterable.args):
                 self._bind_iteration(element_target, iterated)
+            return
+        if (
+            isinstance(iterable, ast.Call)
+            and len(iterable.args) == 1
+            and not iterable.keywords
+            and not isinstance(iterable.args[0], ast.Starred)
+            and self.call_name(iterable) in ("builtins.reversed", "builtins.list", "builtins.tuple")
+        ):
+            self._bind_iteration(target, iterable.args[0])  # `for d in reversed(boxes)`: the elements of boxes
             return
         self._bind_target(target, element_of(self.value(iterable)))
 
@@ -2466,7 +2479,9 @@ def element_of(container: Value) -> Value:
     if container.kind == "maybe_tensor" and container.const is not None:
         return container  # rows of the caller's NumPy-or-tensor data
     if container.kind in ("tensor", "tensors"):
-        return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None)
+        # (an element of what the text moved is where it was moved: `for d in boxes.cpu()`, a row of detections)
+        return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None,
+                     const=MOVED if container.const == MOVED else None)
     if container.kind in ("numpy", "python"):
         return container if container.kind == "numpy" else PYTHON
     return UNKNOWN
