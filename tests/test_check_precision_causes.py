@@ -459,3 +459,34 @@ def test_what_an_object_moved_to_the_cpu_holds_is_on_the_cpu():
         "def unmoved(boxes):\n    for d in boxes:\n        print(d.cls.item())\n"
     )
     assert rules_at(source) == [("SF101", 11, "likely"), ("SF301", 3, "likely")]
+
+
+def test_a_pandas_table_and_a_pil_image_are_host_data():
+    """``df = pd.read_csv(path)``: a table in host memory, its columns too; ``df["ID"].tolist()`` copies nothing (a
+    recipe's data preparation), nor does a method of it or of a PIL image; a tensor beside it keeps its finding."""
+    source = (
+        "import pandas as pd\nfrom PIL import Image\n"
+        "def load(path, x: torch.Tensor):\n    df = pd.read_csv(path)\n    ids = df['ID'].tolist()\n"
+        "    wavs = df.wav.tolist()\n    sizes = df.groupby('spk').size().tolist()\n"
+        "    img = Image.open(path).convert('RGB').getdata().tolist()\n    return ids, wavs, sizes, img, x.tolist()\n"
+    )
+    assert rules_at(source) == [("SF204", 10, "likely")]
+
+
+def test_what_another_modules_function_gives_for_cpu_tensors_is_on_the_cpu():
+    """``loss = ctc_loss(torch.randn(...), [100, 100])`` (a test's data, a dataset's tensors): a function of another
+    module given CPU tensors and host data only computes where they are, so ``loss.item()`` copies nothing, and moving
+    what it gives to a device is a copy from the CPU (likely); given a tensor of unknown device, an object the text
+    does not tell (which may hold one), a device, or no tensor, it stays unknown (likely)."""
+    source = (
+        "from elsewhere import ctc_loss, rotation\n"
+        "def test_loss(compiler):\n    log_probs = torch.randn(4, 100, 30)\n"
+        "    loss = ctc_loss(log_probs=log_probs, lengths=[100, 100])\n    assert loss.item() >= 0\n"
+        "    with_compiler = ctc_loss(log_probs, compiler)\n    assert with_compiler.item() >= 0\n"
+        "def kernel(angle: torch.Tensor, kernel: torch.Tensor):\n"
+        "    r = rotation(torch.deg2rad(angle.detach().cpu()))\n    return r.to(kernel.device)\n"
+        "def train(x: torch.Tensor, device: torch.device):\n    idx = torch.arange(3)\n"
+        "    return ctc_loss(x, idx).item(), ctc_loss(idx, device=device).item(), ctc_loss().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 8, "likely"), ("SF101", 14, "likely"), ("SF101", 14, "likely"),
+                                ("SF101", 14, "likely"), ("SF301", 10, "likely"), ("SF302", 11, "likely")]

@@ -171,7 +171,7 @@ def test_another_librarys_function_skips_torchs_tests(monkeypatch: pytest.Monkey
     scope.walk(lambda node: None)
     assert asked == []
     assert scope.bindings().names["n"].kind == "python"
-    assert scope.bindings().names["frame"].kind == "unknown"
+    assert scope.bindings().names["frame"].kind == "host"  # (a pandas table: host data, no tensor)
 
 
 def test_rules_shown_every_call_or_assignment_make_no_generator_for_most(monkeypatch: pytest.MonkeyPatch) -> None:

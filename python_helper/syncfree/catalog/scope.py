@@ -125,6 +125,8 @@ _CONTAINER_TYPES = frozenset(
 )
 _PYTHON_TYPES = frozenset({"builtins.int", "builtins.float", "builtins.bool", "builtins.str", "builtins.complex"})
 _HOST_MODULES = ("pandas.", "PIL.", "numpy.")
+#: Libraries whose functions give objects in host memory that are neither arrays nor tensors (tables, images).
+_HOST_LIBRARIES = ("pandas.", "PIL.")
 #: A type named for arrays and tensors alike (``NdarrayOrTensor``, ``TensorOrArray``, ``ArrayTensor``): a union of
 #: ``np.ndarray`` and ``torch.Tensor`` spelled by an alias of another module, which the text does not show.
 _ARRAY_OR_TENSOR = re.compile(r"(?i)array.*tensor|tensor.*array")
@@ -742,8 +744,8 @@ class CellScope:
                 return Value("tensor", base.device, base.dtype, const=base.const)
             if base.kind in ("tensors", "module"):
                 return Value("tensor" if base.kind == "tensors" else "module", base.device)
-            if base.kind == "numpy" or base.kind == "maybe_tensor":
-                return base
+            if base.kind == "numpy" or base.kind == "maybe_tensor" or base.kind == "host":
+                return base  # (`df["wav"]`: a column of a pandas table, host data)
             if base.kind == "python" and base.const is None:
                 return PYTHON  # an element of a shape, of a list of numbers
             return UNKNOWN
@@ -826,6 +828,8 @@ class CellScope:
             return Value("module", base.device)  # a submodule or a parameter: on the module's device
         if base.kind == "numpy":
             return Value("numpy") if node.attr in ("T", "real", "imag") else PYTHON
+        if base.kind == "host":
+            return HOST_OBJECT  # df.wav, df.values: a table's columns and data, in host memory
         if base.kind == "maybe_tensor" and base.const is not None and node.attr == "device":
             return MAYBE_DEVICE  # the caller's device, the CPU for host data
         if base.kind == "unknown" and node.attr in ("shape", "ndim"):
@@ -900,7 +904,16 @@ class CellScope:
         # them (a tenth of the static pass's calls): a test added below for a name outside _KNOWN_ROOTS, or for a
         # builtin, goes above these two.
         if not name.startswith(_KNOWN_ROOTS):
-            return PYTHON if short in _PYTHON_RESULTS else self._passed_through(call)
+            if name.startswith(_HOST_LIBRARIES):
+                return HOST_OBJECT  # pd.read_csv(...), PIL.Image.open(...): a table, an image in host memory
+            if short in _PYTHON_RESULTS:
+                return PYTHON
+            passed = self._passed_through(call)
+            if passed is UNKNOWN and (call.args or call.keywords) and self._cpu_arguments(call):
+                # A function of another module given CPU tensors and host data only (a test's torch.randn, a
+                # dataset's tensors, no device): it computes where they are, on the CPU
+                return Value("tensor", "cpu")
+            return passed
         if name.startswith("builtins.") and short not in _PYTHON_RESULTS:
             return self._builtin_call(short, call)
         if name in FACTORIES:
@@ -970,6 +983,22 @@ class CellScope:
         if name.startswith("math."):
             return PYTHON
         return self._passed_through(call)
+
+    def _cpu_arguments(self, call: ast.Call) -> bool:
+        """Whether a call's arguments are CPU tensors, one at least, and host data: nothing the text does not tell
+        (a tensor of unknown device, an object that may hold one), no device but the CPU."""
+        cpu = False
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            if type(argument) is ast.Starred:
+                return False
+            value = self.value(argument)
+            if value.kind == "tensor" or value.kind == "device":
+                if value.device != "cpu":
+                    return False
+                cpu = cpu or value.kind == "tensor"
+            elif value.kind not in _HOST_KINDS:
+                return False
+        return cpu
 
     def _passed_through(self, call: ast.Call) -> Value:
         """A copy of the caller's NumPy-or-tensor data (``deepcopy(x)`` for ``x: NdarrayOrTensor``), or of a NumPy
@@ -1134,6 +1163,8 @@ class CellScope:
             return Value("numpy")  # x.astype(np.int16), rng.choice(n, k): no tensor has these methods
         if receiver.kind in ("tensor", "unknown"):
             return self._tensor_method(receiver, receiver_node, method, call)
+        if receiver.kind == "host":
+            return HOST_OBJECT  # df.groupby(...), df["wav"].tolist(), image.convert("RGB"): host objects and data
         if receiver.kind == "module":
             if method in ("cuda", "to", "cpu"):
                 return Value("module", self._moved_device(receiver, method, call))
