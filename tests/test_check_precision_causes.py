@@ -490,3 +490,14 @@ def test_what_another_modules_function_gives_for_cpu_tensors_is_on_the_cpu():
     )
     assert rules_at(source) == [("SF101", 8, "likely"), ("SF101", 14, "likely"), ("SF101", 14, "likely"),
                                 ("SF101", 14, "likely"), ("SF301", 10, "likely"), ("SF302", 11, "likely")]
+
+
+def test_a_class_of_another_module_built_from_cpu_tensors_is_no_cpu_tensor():
+    """``Net(torch.zeros(3))`` builds an object (a model that may move itself, a graph container), not a tensor
+    computed from its arguments: what it gives keeps its finding; a function (``ctc_loss``) computes on the CPU."""
+    source = (
+        "from elsewhere import Net, ctc_loss\n"
+        "def run(x):\n    net = Net(torch.zeros(3))\n    y = net.cuda()(x)\n"
+        "    return y.sum().item(), Net(torch.zeros(3)).item(), ctc_loss(torch.zeros(3)).item()\n"
+    )
+    assert rules_at(source) == [("SF101", 6, "likely"), ("SF101", 6, "likely"), ("SF302", 5, "likely")]

@@ -909,9 +909,9 @@ class CellScope:
             if short in _PYTHON_RESULTS:
                 return PYTHON
             passed = self._passed_through(call)
-            if passed is UNKNOWN and (call.args or call.keywords) and self._cpu_arguments(call):
-                # A function of another module given CPU tensors and host data only (a test's torch.randn, a
-                # dataset's tensors, no device): it computes where they are, on the CPU
+            if passed is UNKNOWN and not short[:1].isupper() and (call.args or call.keywords) and self._cpu_arguments(call):
+                # A function (not a class) of another module given CPU tensors and host data only (a test's
+                # torch.randn, a dataset's tensors, no device): it computes where they are, on the CPU
                 return Value("tensor", "cpu")
             return passed
         if name.startswith("builtins.") and short not in _PYTHON_RESULTS:
