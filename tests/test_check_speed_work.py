@@ -262,3 +262,26 @@ def test_a_class_counts_the_stores_in_its_own_lines_only(monkeypatch: pytest.Mon
     counts = {info.methods and next(iter(info.methods)): info.stores for info in scope._method_owner.values()}
     assert counts == {"f": {"a": 1}, "g": {"b": 2, "a": 1}}
     assert Stores.iterated == 0
+
+
+def test_an_is_or_in_test_leaves_its_left_side_unevaluated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``if self.cache is None:`` (SF103 asks every if's test): ``is`` and ``in`` answer with Python's own bool whatever
+    their left side holds, so the left side is not worked out first (as the first link of a chain once was); another
+    comparison's is."""
+    source = "if t.grad is None:\n    pass\nif t.sum() not in (1, 2):\n    pass\nif t.sum() > 0:\n    pass\n"
+    tree = ast.parse(source)
+    scope = CellScope(tree, source)
+    evaluated: list[list[str]] = []
+    kinds: list[str] = []
+    real = CellScope._evaluate
+    monkeypatch.setattr(CellScope, "_evaluate", lambda scope, node: (evaluated[-1].append(ast.unparse(node))
+                                                                      if evaluated else None) or real(scope, node))
+
+    def visit(node: ast.AST) -> None:
+        if type(node) is ast.If:
+            evaluated.append([])
+            kinds.append(scope.value(node.test).kind)  # type: ignore[attr-defined]
+
+    scope.walk(visit, types=frozenset({ast.If}))
+    assert kinds[:2] == ["python", "python"]
+    assert evaluated == [["t.grad is None"], ["t.sum() not in (1, 2)"], ["t.sum()", "t.sum() > 0", "0"]]

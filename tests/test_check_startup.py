@@ -139,3 +139,54 @@ def test_the_analysis_is_prepared_once_before_the_pool_forks():
     assert len(_WALKERS[types]) >= 40  # the node types of most code
     found = {finding["rule"] for finding in analyze.analyze_source(analyze._PREPARE_SOURCE, possible=True)}
     assert {"SF101", "SF103", "SF301", "SF501"} <= found  # the rules' own paths are taken too
+
+
+def test_a_run_wholly_from_the_cache_makes_no_dataclass_and_imports_no_parser_or_launcher(tmp_path):
+    # A warm run is mostly start-up: dataclasses (with inspect, dis and tokenize, 4 ms) and the making of each
+    # dataclass (0.5 to 2 ms a class), the parser's ast, the launcher and its signal were a sixth of what it took
+    # beyond the interpreter's own start. Only what a bare interpreter had not imported already counts.
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text("import torch\n\ndef f(x: torch.Tensor):\n    return x.sum().item()\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n\n[tool.syncfree]\nbudget = 3\n')
+    watched = ("dataclasses", "inspect", "dis", "ast", "tokenize", "signal", "syncfree.cli.launch", "syncfree.cli.job")
+    program = ("import sys\nbefore = set(sys.modules)\nfrom syncfree.cli import main\n"
+               "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '-o', sys.argv[3]])\n"
+               f"print(status, sorted(set(sys.modules) - before & set({watched!r})))\n")
+    command = [sys.executable, "-c", program, str(tmp_path), str(tmp_path / "cache"), str(tmp_path / "report.txt")]
+    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert cold.stdout.startswith("0 ") and "'ast'" in cold.stdout, cold.stderr  # one finding, within the budget
+    report = (tmp_path / "report.txt").read_text()
+    assert "SF101" in report
+    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    assert warm.stdout == "0 []\n", warm.stderr
+    assert (tmp_path / "report.txt").read_text() == report
+
+
+def test_records_behave_as_the_frozen_dataclasses_they_replace():
+    # Diagnostic, FileResult, FixMode, SourceCell and Config (syncfree.records): equal by value and class, hashed by
+    # value, shown with their fields, not assignable, and a worker's result goes through pickle whole.
+    import pickle
+
+    from syncfree.cli.check import FileResult, FixMode
+    from syncfree.cli.sources import SourceCell
+    from syncfree.distributed.emit import RankedDiagnostic
+    from syncfree.output import Diagnostic
+
+    d = Diagnostic("a.py", 1, 2, 1, 5, "SF101", "m", certainty="likely", fix_edits=((1, 2, 1, 5, "x"),))
+    assert d == Diagnostic("a.py", 1, 2, 1, 5, "SF101", "m", None, None, "likely", fix_edits=((1, 2, 1, 5, "x"),))
+    assert d != Diagnostic("a.py", 1, 2, 1, 5, "SF101", "m") and hash(d) == hash(pickle.loads(pickle.dumps(d)))
+    assert repr(d).startswith("Diagnostic(path='a.py', line=1, col=2, end_line=1, end_col=5, rule='SF101', ")
+    assert d.cell is None and d.count is None and d.fix_edits == ((1, 2, 1, 5, "x"),)
+    with pytest.raises(AttributeError):
+        d.line = 3  # type: ignore[misc]
+    ranked = RankedDiagnostic("a.py", 1, 2, 1, 5, "SF101", "m", ranks=({"rank": 0},), divergent=True)
+    assert ranked.ranks == ({"rank": 0},) and ranked.divergent and ranked != Diagnostic("a.py", 1, 2, 1, 5, "SF101", "m")
+    assert RankedDiagnostic._fields[-2:] == ("ranks", "divergent") and RankedDiagnostic("p", 1, 1, 1, 1, "r", "m").ranks == ()
+    result = FileResult([d], 1, fixed=2)
+    assert pickle.loads(pickle.dumps(result)) == result and result.problem is None and result.diffs == ()
+    assert FixMode("diff") == FixMode("diff", False) != FixMode("diff", True)
+    cell = SourceCell("n.ipynb", 3, "x = 1\n")
+    assert cell.cell_id is None and cell.location(2, 0) == "n.ipynb:cell 3:line 2:col 1" and {cell: 1}[SourceCell("n.ipynb", 3, "x = 1\n")]
+    assert Config() == Config(None, None, None, None, None, [], None) and Config().exclude == [] and Config().exclude is not Config().exclude

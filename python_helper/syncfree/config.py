@@ -7,9 +7,10 @@ Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from syncfree.records import Record
 
 __all__ = ["Config", "ConfigError", "find_config"]
 
@@ -20,15 +21,21 @@ class ConfigError(ValueError):
     """A ``[tool.syncfree]`` table that cannot be used: the message names the file and the key."""
 
 
-@dataclass(frozen=True)
-class Config:
-    path: Path | None = None
-    select: list[str] | None = None
-    ignore: list[str] | None = None
-    budget: int | None = None
-    mode: str | None = None
-    exclude: list[str] = field(default_factory=list)
-    engine: str | None = None  # debug | cupti | auto: what sees the syncs (capture/engines.py)
+class Config(Record):
+    path: Path | None
+    select: list[str] | None
+    ignore: list[str] | None
+    budget: int | None
+    mode: str | None
+    exclude: list[str]
+    engine: str | None  # debug | cupti | auto: what sees the syncs (capture/engines.py)
+    _fields = ("path", "select", "ignore", "budget", "mode", "exclude", "engine")
+
+    def __init__(self, path: Path | None = None, select: list[str] | None = None, ignore: list[str] | None = None,
+                 budget: int | None = None, mode: str | None = None, exclude: list[str] | None = None,
+                 engine: str | None = None) -> None:
+        self.__dict__.update(path=path, select=select, ignore=ignore, budget=budget, mode=mode,
+                             exclude=exclude if exclude is not None else [], engine=engine)
 
 
 def find_config(start: Path | None = None) -> Config:
@@ -46,10 +53,11 @@ def find_config(start: Path | None = None) -> Config:
 # The spellings of a syncfree table in TOML: a header or dotted key through tool (`[tool.syncfree]`,
 # `[ "tool" . 'syncfree' ]`, `tool.syncfree.budget = 0`), a key of a `[tool]` table (`syncfree = {...}`,
 # `"syncfree".budget = 0`), an inline tool table (`tool = {syncfree = {...}}`).
-_TOOL_SYNCFREE = re.compile(r"""tool["']?[ \t]*\.[ \t]*["']?syncfree""")
-_TOOL_TABLE = re.compile(r"""^[ \t]*\[[ \t]*["']?tool["']?[ \t]*\]""", re.MULTILINE)
-_SYNCFREE_KEY = re.compile(r"""^[ \t]*["']?syncfree["']?[ \t]*[.=]""", re.MULTILINE)
-_TOOL_INLINE = re.compile(r"""tool["']?[ \t]*=[ \t]*\{""")
+# (Patterns, compiled by re where a pyproject.toml names syncfree at all: most runs never use them.)
+_TOOL_SYNCFREE = r"""tool["']?[ \t]*\.[ \t]*["']?syncfree"""
+_TOOL_TABLE = r"""(?m)^[ \t]*\[[ \t]*["']?tool["']?[ \t]*\]"""
+_SYNCFREE_KEY = r"""(?m)^[ \t]*["']?syncfree["']?[ \t]*[.=]"""
+_TOOL_INLINE = r"""tool["']?[ \t]*=[ \t]*\{"""
 
 
 def may_hold_syncfree_table(text: str) -> bool:
@@ -61,8 +69,8 @@ def may_hold_syncfree_table(text: str) -> bool:
         return True
     if "syncfree" not in text:
         return False
-    return bool(_TOOL_SYNCFREE.search(text) or _TOOL_INLINE.search(text)
-                or (_TOOL_TABLE.search(text) and _SYNCFREE_KEY.search(text)))
+    return bool(re.search(_TOOL_SYNCFREE, text) or re.search(_TOOL_INLINE, text)
+                or (re.search(_TOOL_TABLE, text) and re.search(_SYNCFREE_KEY, text)))
 
 
 def _table(path: Path) -> dict[str, Any] | None:

@@ -9,7 +9,6 @@ count them), unlike the report schema's 0-based ``col``.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import os
@@ -17,11 +16,11 @@ import re
 import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TextIO
 
 from .parsing import code_columns
+from .records import Record
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
            "code_columns", "site_diagnostic", "site_what", "text_line", "write_diagnostics"]
@@ -42,9 +41,11 @@ def clean_text(text: str) -> str:
     return _CONTROL.sub("", _ESCAPE.sub("", text))
 
 
-@dataclass(frozen=True)
-class Diagnostic:
-    """One finding or sync site, located in a file (``cell`` None) or a notebook cell (1-based among all cells)."""
+class Diagnostic(Record):
+    """One finding or sync site, located in a file (``cell`` None) or a notebook cell (1-based among all cells).
+
+    A frozen record (syncfree.records: what a frozen dataclass gives, without the dataclasses module, a tenth of a
+    ``syncfree check`` whose results all come from its cache); ``_fields`` names the fields in order."""
 
     path: str
     line: int
@@ -84,6 +85,25 @@ class Diagnostic:
     # a watch's site: the Python thread it synced in (not the main one), and its share of the GPU time (0..1)
     thread: str | None = None
     cost_share: float | None = None
+
+    _fields = ("path", "line", "col", "end_line", "end_col", "rule", "message", "cell", "cell_id", "certainty", "fix",
+               "count", "blocked_ms", "cost_ms", "cost_each_ms", "chains", "processes", "fix_title", "fix_edits",
+               "fingerprint", "inside", "phase", "first_ms", "first_calls", "thread", "cost_share")
+
+    def __init__(self, path: str, line: int, col: int, end_line: int, end_col: int, rule: str, message: str,
+                 cell: int | None = None, cell_id: str | None = None, certainty: str = "certain", fix: str | None = None,
+                 count: int | None = None, blocked_ms: float | None = None, cost_ms: float | None = None,
+                 cost_each_ms: float | None = None, chains: tuple[tuple[str, ...], ...] | None = None,
+                 processes: tuple[str, ...] | None = None, fix_title: str | None = None,
+                 fix_edits: tuple[tuple[int, int, int, int, str], ...] | None = None, fingerprint: str | None = None,
+                 inside: dict[str, Any] | None = None, phase: str | None = None, first_ms: float | None = None,
+                 first_calls: int | None = None, thread: str | None = None, cost_share: float | None = None) -> None:
+        self.__dict__.update(
+            path=path, line=line, col=col, end_line=end_line, end_col=end_col, rule=rule, message=message, cell=cell,
+            cell_id=cell_id, certainty=certainty, fix=fix, count=count, blocked_ms=blocked_ms, cost_ms=cost_ms,
+            cost_each_ms=cost_each_ms, chains=chains, processes=processes, fix_title=fix_title, fix_edits=fix_edits,
+            fingerprint=fingerprint, inside=inside, phase=phase, first_ms=first_ms, first_calls=first_calls,
+            thread=thread, cost_share=cost_share)
 
     def location(self) -> str:
         """``path:line:col`` (a file), ``path:cell 3:line 4:col 9`` (a notebook's cell), ``line 4:col 9`` (the cell a
@@ -404,10 +424,9 @@ def _context(d: Diagnostic) -> str:
     return clean_text(", ".join(parts))
 
 
-@functools.cache
-def _field_names(kind: type) -> tuple[str, ...]:
+def _field_names(kind: type[Diagnostic]) -> tuple[str, ...]:
     """The fields of a `Diagnostic` class, a subclass's own included (distributed.emit's ranks and divergent)."""
-    return tuple(field.name for field in fields(kind))
+    return kind._fields
 
 
 #: Absent from a json entry where None: not the command's (check has no chains, run no fix).

@@ -28,12 +28,15 @@ other threads meet the copy in between, and an interrupt on the way out leaves i
 
 from __future__ import annotations
 
-import ast
 import io
 import re
 import sys
 import warnings
 from _thread import get_ident  # threading.get_ident itself, without importing threading (a warm check needs no thread)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ast
 
 #: The parser versions whose warnings `parser_may_warn` was checked against (3.11-3.13:
 #: tests/test_filters.py compares it with the running parser); a later parser may warn
@@ -98,6 +101,8 @@ class _ThisParse:
 def parse_quietly(source: str, mode: str = "exec", filename: str = "<unknown>") -> ast.AST:
     """``ast.parse(source, filename, mode)`` with the parser's warnings ignored, in this thread
     only; the program's warning filters are as they were after it, whatever interrupts it."""
+    import ast  # (here: the output, which imports this module, needs no parser)
+
     if not parser_may_warn(source):
         return ast.parse(source, filename, mode)
     filters = warnings.filters

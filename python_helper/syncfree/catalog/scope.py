@@ -622,8 +622,14 @@ class CellScope:
             inner = node.value  # type: ignore[attr-defined]
         elif kind is ast.Call:
             inner = node.func.value if type(node.func) is ast.Attribute else None  # type: ignore[attr-defined]
-        elif kind is ast.BinOp or kind is ast.Compare:
+        elif kind is ast.BinOp:
             inner = node.left  # type: ignore[attr-defined]
+        elif kind is ast.Compare:
+            # (`x.attr is None`, `k in d`: Python's own bool, whatever the left side holds (_evaluate), which is not
+            # worked out first)
+            ops = node.ops  # type: ignore[attr-defined]
+            python = len(ops) == 1 and type(ops[0]) in _PYTHON_COMPARISONS or all(type(op) in _PYTHON_COMPARISONS for op in ops)
+            inner = None if python else node.left  # type: ignore[attr-defined]
         elif kind is ast.UnaryOp:
             inner = node.operand  # type: ignore[attr-defined]
         else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import signal
 import sys
 import types
 from collections.abc import Callable, Sequence
@@ -19,7 +18,6 @@ from typing import Any
 
 from syncfree._version import __version__
 from syncfree.cli.check import add_check_options, check, check_options
-from syncfree.cli.launch import add_torchrun_options, launch, torchrun_arguments
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
@@ -49,9 +47,9 @@ def __getattr__(name: str) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``syncfree`` console script (also ``python -m syncfree``)."""
-    parser, run_parser = _parser()
     entry = argv is None  # this process's own command line: it may end as the program it ran did (die_by)
     argv = list(sys.argv[1:] if argv is None else argv)
+    parser, run_parser = _parser(argv[:1] != ["check"])
     program: list[str] = []
     run_options: list[str] = []  # syncfree run's own options: a program the run follows through os.exec* gets them
     if argv[:1] == ["run"]:
@@ -98,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 output=output, state=state, exit_zero=args.exit_zero, run_options=run_options,
                                 cost=args.cost, budget_ms=args.budget_ms)
         else:
+            from syncfree.cli.launch import torchrun_arguments
+
             if torchrun_arguments(args) or args.rank_report_dir:
                 raise UsageProblem("--nproc-per-node and the other torchrun options run a .py script")
             if args.select is not None or args.ignore is not None:
@@ -134,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         silence_stdout()
         status = state.get("status", EXIT_FOUND)
     except KeyboardInterrupt:
+        import signal
+
         print("syncfree: interrupted", file=sys.stderr)
         state["die_by"], status = signal.SIGINT, 130
     if entry and state.get("die_by"):
@@ -201,7 +203,9 @@ def _only_for_notebooks(args: argparse.Namespace) -> None:
                            f"{'-m ' + args.target if args.module else args.target}{hint}")
 
 
-def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line's parser, and run's. Without ``every_command`` (a ``syncfree check`` command line) the
+    other commands are named but their options not added: check does not pay for run's parser and its imports."""
     parser = argparse.ArgumentParser(
         prog="syncfree",
         description="Find host-device synchronizations in PyTorch code and notebooks.",
@@ -230,6 +234,11 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
         "predicted on the CPU. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
         "that stdout holds the report alone.",
     )
+    if not every_command:
+        commands.add_parser("merge", help=_MERGE_HELP)
+        return parser, run_parser
+    from syncfree.cli.launch import add_torchrun_options
+
     run_parser.add_argument("target", nargs="?", metavar="SCRIPT.py|-|NOTEBOOK.ipynb", help="the program to run")
     run_parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's arguments")
     run_parser.add_argument("-m", dest="module_name", metavar="MODULE", help="run a module as python -m does")
@@ -257,7 +266,7 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     add_torchrun_options(run_parser)
     merge_parser = commands.add_parser(
         "merge",
-        help="merge the rank reports of a distributed job into one report",
+        help=_MERGE_HELP,
         description="Merge the rank reports that the ranks of `torchrun ... -m syncfree run train.py` wrote "
         "(./syncfree-ranks unless --rank-report-dir named another folder) into one ranked report. --budget is "
         "per rank.",
@@ -266,6 +275,9 @@ def _parser() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     _common(merge_parser)
     _rule_selection(merge_parser, "default: every rule; syncs without a rule are always reported")
     return parser, run_parser
+
+
+_MERGE_HELP = "merge the rank reports of a distributed job into one report"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -284,6 +296,7 @@ def _rule_selection(parser: argparse.ArgumentParser, default: str) -> None:
 
 def _distributed(args: argparse.Namespace) -> bool:
     """Whether ``syncfree run script.py`` starts a job (torchrun options) or is one of its ranks."""
+    from syncfree.cli.launch import torchrun_arguments
     from syncfree.distributed.ranks import RankEnvironmentError, RankInfo
 
     if torchrun_arguments(args):
@@ -296,6 +309,7 @@ def _distributed(args: argparse.Namespace) -> bool:
 
 def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], output: ReportOutput) -> int:
     from syncfree.cli.job import JobOptions
+    from syncfree.cli.launch import launch, torchrun_arguments
     from syncfree.distributed.ranks import RankInfo
 
     if args.target == "-":

@@ -19,7 +19,6 @@ uncached, never failed.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from syncfree._version import __version__
+from syncfree.collector import paused as cycle_collection_paused
 from syncfree.output import Diagnostic
 
 try:
@@ -41,7 +41,7 @@ except ImportError:  # another Python than CPython
 __all__ = ["DEFAULT_CACHE_DIR", "ResultCache", "code_digest", "file_digest", "file_stat", "tree_digest"]
 
 DEFAULT_CACHE_DIR = ".syncfree_cache"
-_FIELDS = tuple(field.name for field in dataclasses.fields(Diagnostic))
+_FIELDS = Diagnostic._fields
 #: An entry not used by any run for this long is dropped when the cache is next written.
 _KEEP_SECONDS = 30 * 24 * 3600
 _TOUCH_SECONDS = 24 * 3600  # a hit refreshes an entry's time at most once a day (a warm run writes nothing)
@@ -116,7 +116,9 @@ class ResultCache:
         self.changed = False
         self.now = int(time.time())
         try:
-            data = json.loads(self.file.read_bytes())
+            # (a large tree's cache is thousands of lists, none of them garbage: no collection walks them young)
+            with cycle_collection_paused():
+                data = json.loads(self.file.read_bytes())
             if isinstance(data, dict) and isinstance(data.get("entries"), dict):
                 self.entries = data["entries"]
         except (OSError, ValueError, RecursionError):
@@ -205,9 +207,8 @@ _STRINGS = tuple(_FIELDS.index(name) for name in ("path", "rule", "message"))
 _INTS = tuple(_FIELDS.index(name) for name in ("line", "col", "end_line", "end_col"))
 _NESTED = tuple(_FIELDS.index(name) for name in ("fix_edits", "chains"))  # tuples of tuples, as JSON lists of lists
 _PROCESSES = _FIELDS.index("processes")
-#: A Diagnostic is made from a row by setting its fields' values, not through the frozen dataclass's __init__ (which
-#: sets each of its 28 fields with object.__setattr__: a warm run of a large library made thousands): there is
-#: nothing else its __init__ would do.
+#: A Diagnostic is made from a row by setting its fields' values, not through its __init__ (a call with each of its
+#: 26 fields by name: a warm run of a large library made thousands): there is nothing else its __init__ would do.
 _FIELDS_ONLY = not hasattr(Diagnostic, "__post_init__") and "__slots__" not in Diagnostic.__dict__
 
 

@@ -8,7 +8,6 @@ Directories are searched for both; the findings are printed ruff style and the c
 from __future__ import annotations
 
 import argparse
-import ast
 import functools
 import gc
 import json
@@ -17,17 +16,17 @@ import sys
 import time
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from syncfree._version import __version__
 from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest, file_stat
 from syncfree.cli.exclusion import Exclusion
-from syncfree.cli.sources import SourceCell, decode_python, expand_paths, read_cells
+from syncfree.cli.sources import SourceCell, decode_python, read_cells, source_names
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error
 from syncfree.collector import paused as cycle_collection_paused
 from syncfree.output import SYNTAX_ERROR, Diagnostic, write_diagnostics
+from syncfree.records import Record
 
 if TYPE_CHECKING:
     from syncfree.analyze import Bindings
@@ -73,7 +72,7 @@ def check(
         error(problem)
         unreadable = True
 
-    files = list(expand_paths(paths, exclude, on_error=cannot_list))
+    files = list(source_names(paths, exclude, on_error=cannot_list))  # (each made a Path only if it is checked)
     fixing = FixMode("diff" if diff else "write", unsafe_fixes) if fix or diff else None
     diagnostics: list[Diagnostic] = []
     syntax_errors = checked = fixed = 0
@@ -177,25 +176,34 @@ def write_statistics(diagnostics: Sequence[Diagnostic], output_format: str, out:
         out.write(f"{count:>{width}}\t{code}\t{'[*]' if fixable else '[ ]'} {title}\n")
 
 
-@dataclass(frozen=True)
-class FileResult:
+class FileResult(Record):
     """What checking one file gave: its diagnostics (syntax errors among them), or the problem that kept it unread;
     with fixing, how many findings the rewrites fixed and the unified diff of the rewrites (``--diff``)."""
 
     diagnostics: list[Diagnostic]
-    syntax_errors: int = 0
-    problem: UsageProblem | None = None
-    fixed: int = 0
-    diffs: tuple[str, ...] = ()
+    syntax_errors: int
+    problem: UsageProblem | None
+    fixed: int
+    diffs: tuple[str, ...]
+    _fields = ("diagnostics", "syntax_errors", "problem", "fixed", "diffs")
+
+    def __init__(self, diagnostics: list[Diagnostic], syntax_errors: int = 0, problem: UsageProblem | None = None,
+                 fixed: int = 0, diffs: tuple[str, ...] = ()) -> None:
+        values = self.__dict__
+        values["diagnostics"], values["syntax_errors"], values["problem"] = diagnostics, syntax_errors, problem
+        values["fixed"], values["diffs"] = fixed, diffs
 
 
-@dataclass(frozen=True)
-class FixMode:
+class FixMode(Record):
     """``write``: rewrite the file in place (``--fix``); ``diff``: only show the rewrites (``--diff``). ``unsafe``:
     the rewrites marked for review too (``--unsafe-fixes``)."""
 
     action: str
-    unsafe: bool = False
+    unsafe: bool
+    _fields = ("action", "unsafe")
+
+    def __init__(self, action: str, unsafe: bool = False) -> None:
+        self.__dict__["action"], self.__dict__["unsafe"] = action, unsafe
 
     def takes(self, finding: dict[str, Any]) -> bool:
         fix = finding.get("fix")
@@ -223,38 +231,41 @@ def _open_cache(folder: str | os.PathLike[str] | None, select: list[str] | None,
     return ResultCache(Path(folder), rules, possible)
 
 
-def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] | None,
+def _check_files(files: list[str], select: list[str] | None, ignore: list[str] | None,
                  jobs: int | None, fixing: FixMode | None = None, possible: bool = False,
                  cache: ResultCache | None = None) -> Iterator[FileResult]:
-    """Each file's result in the order given; with a ``cache``, a file whose bytes it holds a result for is not
-    checked again, and the results of the others are added to it."""
+    """Each file's result in the order given (the files by their names, :func:`source_names`); with a ``cache``, a
+    file whose bytes it holds a result for is not checked again, and the results of the others are added to it."""
     if cache is None:
-        yield from _check_all(files, select, ignore, jobs, fixing, possible)
+        yield from _check_all([Path(name) for name in files], select, ignore, jobs, fixing, possible)
         return
     known: dict[int, FileResult] = {}
     digests: dict[int, tuple[str, list[int] | None]] = {}
     missing: list[Path] = []
-    for index, path in enumerate(files):
-        if str(path) == "-":
-            missing.append(path)
-            continue
-        stat = file_stat(path)  # before the read: a write after it leaves a stat that no longer matches
-        found = cache.unchanged(str(path), stat)
-        if found is not None:
-            known[index] = FileResult(found[0], found[1])  # the size and time recorded with its hash: not read
-            continue
-        try:
-            data = path.read_bytes()
-        except OSError:
-            missing.append(path)  # the worker reports it
-            continue
-        digest = file_digest(data)
-        digests[index] = (digest, stat)
-        found = cache.get(str(path), digest, stat)
-        if found is None:
-            missing.append(path)
-        else:
-            known[index] = FileResult(found[0], found[1])
+    # (the results read back are no garbage: no collection walks them while they are young)
+    with cycle_collection_paused():
+        for index, path in enumerate(files):
+            if path == "-":
+                missing.append(Path(path))
+                continue
+            stat = file_stat(path)  # before the read: a write after it leaves a stat that no longer matches
+            found = cache.unchanged(path, stat)
+            if found is not None:
+                known[index] = FileResult(found[0], found[1])  # the size and time recorded with its hash: not read
+                continue
+            try:
+                with open(path, "rb") as stream:
+                    data = stream.read()
+            except OSError:
+                missing.append(Path(path))  # the worker reports it
+                continue
+            digest = file_digest(data)
+            digests[index] = (digest, stat)
+            found = cache.get(path, digest, stat)
+            if found is None:
+                missing.append(Path(path))
+            else:
+                known[index] = FileResult(found[0], found[1])
     fresh = _check_all(missing, select, ignore, jobs, fixing, possible)
     try:
         for index, path in enumerate(files):
@@ -263,7 +274,7 @@ def _check_files(files: list[Path], select: list[str] | None, ignore: list[str] 
                 result = next(fresh)
                 hashed = digests.get(index)
                 if hashed is not None and result.problem is None:
-                    cache.put(str(path), hashed[0], result.diagnostics, result.syntax_errors, hashed[1])
+                    cache.put(path, hashed[0], result.diagnostics, result.syntax_errors, hashed[1])
             yield result
     finally:
         cache.save()
@@ -393,6 +404,8 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
 def _rewritten(source: str, findings: list[dict[str, Any]]) -> str | None:
     """The source with the findings' rewrites applied, or None when the result would not parse (a rewrite is kept
     only if the file is still Python afterwards)."""
+    import ast
+
     from syncfree.analyze import apply_fixes, neutralize_ipython
 
     try:
@@ -449,6 +462,8 @@ def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]
 def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | None,
              bindings: Bindings, possible: bool = False) -> tuple[list[dict[str, Any]], Diagnostic | None]:
     """The cell's findings, or the diagnostic saying it does not parse."""
+    import ast  # (here: a run whose results all come from the cache parses nothing)
+
     from syncfree.analyze import analyze_source
 
     with cycle_collection_paused(), warnings.catch_warnings():  # a large file's tree is no garbage (syncfree.collector)
@@ -468,6 +483,8 @@ def _analyse(cell: SourceCell, select: list[str] | None, ignore: list[str] | Non
 
 
 def _syntax_error(cell: SourceCell) -> Diagnostic | None:
+    import ast
+
     from syncfree.analyze import neutralize_ipython
 
     python_source = neutralize_ipython(cell.source)

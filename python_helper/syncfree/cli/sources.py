@@ -10,29 +10,32 @@ from __future__ import annotations
 import io
 import json
 import os
-import tokenize
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.usage import UsageProblem, not_a_file
+from syncfree.records import Record
 
 __all__ = ["SourceCell", "decode_python", "expand_paths", "notebook_code_cells", "read_cells", "read_notebook_json",
-           "read_python"]
+           "read_python", "source_names"]
 
 _SKIPPED_DIRECTORIES = {".ipynb_checkpoints", "__pycache__", "node_modules", ".git", ".venv", "venv"}
 
 
-@dataclass(frozen=True)
-class SourceCell:
+class SourceCell(Record):
     """A piece of source to analyse: a whole ``.py`` file (``number`` None) or one notebook code cell."""
 
     path: str
     number: int | None  # 1-based position among all the notebook's cells, as a reader counts them
     source: str
-    cell_id: str | None = None
+    cell_id: str | None
+    _fields = ("path", "number", "source", "cell_id")
+
+    def __init__(self, path: str, number: int | None, source: str, cell_id: str | None = None) -> None:
+        values = self.__dict__
+        values["path"], values["number"], values["source"], values["cell_id"] = path, number, source, cell_id
 
     def location(self, line: int, column: int) -> str:
         """``path:cell 3:line 4:col 9`` (notebooks) or ``path:4:9`` (files); ``column`` is 0-based."""
@@ -44,6 +47,8 @@ class SourceCell:
 def decode_python(data: bytes, name: str) -> str:
     """Python source bytes as text, decoded as Python decodes them (a UTF-8 BOM, a PEP 263 coding line, else UTF-8),
     with the BOM dropped. UsageProblem when Python could not decode them either."""
+    import tokenize  # (here: a run whose results all come from the cache reads no source)
+
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return data.decode(encoding)
@@ -68,11 +73,18 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
     checkpoints, caches and virtual environments skipped). A directory that cannot be listed goes to ``on_error``
     (``os.walk`` and ``Path.rglob`` would skip it without a word). ``exclude``: patterns matched as ruff matches
     them (:mod:`syncfree.cli.exclusion`); an excluded folder is not entered."""
+    return map(Path, source_names(paths, exclude, on_error))
+
+
+def source_names(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
+                 on_error: Callable[[UsageProblem], None] | None = None) -> Iterator[str]:
+    """:func:`expand_paths`'s files as the names their paths have (``str(path)``), none made a Path: a warm check
+    of a large library made thousands only to name them."""
     exclusion = exclude if isinstance(exclude, Exclusion) else Exclusion(exclude)
     for name in paths:
         path = Path(name)
         if name == "-":
-            yield path
+            yield name
         elif path.is_dir():
 
             def unreadable(error: OSError) -> None:
@@ -81,11 +93,15 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
 
             found: list[tuple[tuple[str, ...], str]] = []
             _walk(os.fspath(path), (), exclusion, unreadable, on_error, found)
-            # Sorted as the paths themselves sort (part by part: `a/b.py` before `a-b/c.py`), each made a Path once
+            # Sorted as the paths themselves sort (part by part: `a/b.py` before `a-b/c.py`)
             found.sort()
-            yield from (Path(file) for _, file in found)
+            top = os.fspath(path)
+            if top == ".":  # scandir's "./a.py", which a Path names "a.py"
+                yield from (file[2:] for _, file in found)
+            else:
+                yield from (file for _, file in found)
         else:
-            yield path  # a missing or wrong file is reported by read_cells
+            yield str(path)  # a missing or wrong file is reported by read_cells
 
 
 def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable: Callable[[OSError], None],

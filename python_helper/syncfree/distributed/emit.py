@@ -10,7 +10,6 @@ SARIF result.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
 from typing import Any, TextIO
 
 from syncfree.output import Diagnostic, write_diagnostics
@@ -20,17 +19,22 @@ from .merge import MergedReport, MergedSite
 __all__ = ["RankedDiagnostic", "diagnostics", "write_merged"]
 
 
-@dataclass(frozen=True)
 class RankedDiagnostic(Diagnostic):
     """A merged site: a `Diagnostic` with what each rank did there."""
 
     ranks: tuple[dict[str, Any], ...] = ()  # {"rank", "count", "blocked_ms"} for every rank
     divergent: bool = False                 # made on some ranks only
+    _fields = (*Diagnostic._fields, "ranks", "divergent")
+
+    def __init__(self, *args: Any, ranks: tuple[dict[str, Any], ...] = (), divergent: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.__dict__.update(ranks=ranks, divergent=divergent)
 
 
 def _diagnostic(merged: MergedReport, site: MergedSite) -> RankedDiagnostic:
     d = merged.site_diagnostic(site)
-    return RankedDiagnostic(**{f.name: getattr(d, f.name) for f in fields(d)},
+    return RankedDiagnostic(**{name: getattr(d, name) for name in Diagnostic._fields},
                             ranks=tuple(site.per_rank(merged.ranks)), divergent=site.divergent(merged.ranks))
 
 
