@@ -76,3 +76,7 @@ def test_three_sync_step_sites_come_out_in_the_measured_order(tmp_path):
     print("syncfree-gpu: three-sync step", data["three"], [(r["loop"], r["saved_ms"], r["cost_ms"])
                                                           for r in data["rows"]])
     assert data["three"]["order_cost"] == data["three"]["order_saving"]
+    # the GPU's power over the trace was read (NVML): the costs know whether the GPU ran at its power limit
+    power = data["trace"].get("power")
+    print("syncfree-gpu: power over the three-sync trace", power)
+    assert power is not None and power["limit_w"] > 0 and 0.0 <= power["capped_share"] <= 1.0

@@ -24,7 +24,8 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable, Iterable
 
-from ..cost import Activity, Costs, Sync, compute_costs
+from ..cost import Activity, Costs, Power, Sync, compute_costs
+from .gpupower import PowerWindow
 
 __all__ = ["GpuTrace", "trace_busy"]
 
@@ -63,6 +64,8 @@ class GpuTrace:
         self.inputs: tuple = ()
         self.launch_overhead_us = 0.0
         self._mark: int | None = None  # perf_counter_ns() before the trace's own calibration launches (not the run's)
+        self._power = PowerWindow()
+        self.power: Power | None = None
 
     def start(self) -> str | None:
         """Start the trace; None when started, else why not (a line for the report's notes)."""
@@ -84,6 +87,7 @@ class GpuTrace:
         self._torch = torch
         self.running = True
         _active.append(self)
+        self._power.start()
         self._offsets = _offsets()
         return None
 
@@ -112,6 +116,7 @@ class GpuTrace:
         try:
             if torch.cuda.is_initialized():
                 device = torch.cuda.current_device()
+                self.power = self._power.stop(device)
                 if device not in _launch_overhead:
                     self._mark = time.perf_counter_ns()
                     traced = _per_launch_us(torch)
@@ -197,9 +202,13 @@ class GpuTrace:
                       "first_sync_after_gpu_start_us": round(sync_list[0].end - first / 1000.0, 1) if sync_list else None}
         copies = [(s / 1000.0, e / 1000.0) for s, e in waits]
         blocking = [(s / 1000.0, e / 1000.0) for s, e in barriers]
-        self.inputs = (activities, sync_list, copies, blocking, self.launch_overhead_us)  # bench/cost.py's readings
+        if self.power is not None:
+            self.stats["power"] = {"average_w": round(self.power.average_w, 1), "limit_w": self.power.limit_w,
+                                   "capped_share": round(self.power.capped_share, 3)}
+        # bench/cost.py's readings
+        self.inputs = (activities, sync_list, copies, blocking, self.launch_overhead_us, self.power)
         return compute_costs(activities, sync_list, copies, barriers=blocking,
-                             launch_overhead_us=self.launch_overhead_us)
+                             launch_overhead_us=self.launch_overhead_us, power=self.power)
 
 
 def _per_launch_us(torch, launches: int = 100, rounds: int = 3) -> float:
