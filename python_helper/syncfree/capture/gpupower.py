@@ -64,23 +64,42 @@ def _counters(lib, handle) -> tuple[int, int, int] | None:
     return energy.value, violation.violation_time, limit.value
 
 
+def _handle(lib, torch_device: int):
+    """NVML's handle of torch's device ``torch_device`` (by its PCI address: CUDA_VISIBLE_DEVICES renumbers), or None."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch_device)
+    bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0".encode()
+    handle = ctypes.c_void_p()
+    if lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(handle)) != 0:
+        return None
+    return handle
+
+
 class PowerWindow:
     def __init__(self) -> None:
         self._start: dict[int, tuple[float, tuple[int, int, int]]] = {}  # handle -> (perf_counter, counters)
 
-    def start(self) -> None:
-        """Read every GPU's counters (which one the program uses is known only at the stop)."""
+    def start(self, torch_device: int | None = None) -> None:
+        """Read the counters of torch's device ``torch_device``, or of every GPU where CUDA is not started yet (which
+        one the program uses is known only at the stop). A read takes some milliseconds (the energy counter's most)."""
         try:
             lib = _library()
             if lib is None:
                 return
-            count = ctypes.c_uint()
-            if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-                return
-            for index in range(min(count.value, 64)):
-                handle = ctypes.c_void_p()
-                if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
-                    continue
+            if torch_device is not None:
+                handle = _handle(lib, torch_device)
+                handles = [] if handle is None else [handle]
+            else:
+                count = ctypes.c_uint()
+                if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+                    return
+                handles = []
+                for index in range(min(count.value, 64)):
+                    handle = ctypes.c_void_p()
+                    if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) == 0:
+                        handles.append(handle)
+            for handle in handles:
                 counters = _counters(lib, handle)
                 if counters is not None:
                     self._start[handle.value] = (time.perf_counter(), counters)
@@ -92,13 +111,9 @@ class PowerWindow:
         if not self._start:
             return None
         try:
-            import torch
-
-            props = torch.cuda.get_device_properties(torch_device)
-            bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0".encode()
             lib = _library()
-            handle = ctypes.c_void_p()
-            if lib is None or lib.nvmlDeviceGetHandleByPciBusId_v2(bus, ctypes.byref(handle)) != 0:
+            handle = None if lib is None else _handle(lib, torch_device)
+            if handle is None:
                 return None
             began = self._start.get(handle.value)
             counters = _counters(lib, handle)

@@ -87,7 +87,11 @@ class GpuTrace:
         self._torch = torch
         self.running = True
         _active.append(self)
-        self._power.start()
+        try:  # only the program's GPU where it has started CUDA (never started here: forked children)
+            device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+        except Exception:
+            device = None
+        self._power.start(device)
         self._offsets = _offsets()
         return None
 
