@@ -628,7 +628,10 @@ class CellScope:
             # (`x.attr is None`, `k in d`: Python's own bool, whatever the left side holds (_evaluate), which is not
             # worked out first)
             ops = node.ops  # type: ignore[attr-defined]
-            python = len(ops) == 1 and type(ops[0]) in _PYTHON_COMPARISONS or all(type(op) in _PYTHON_COMPARISONS for op in ops)
+            if len(ops) == 1:
+                python = type(ops[0]) in _PYTHON_COMPARISONS
+            else:
+                python = all(type(op) in _PYTHON_COMPARISONS for op in ops)
             inner = None if python else node.left  # type: ignore[attr-defined]
         elif kind is ast.UnaryOp:
             inner = node.operand  # type: ignore[attr-defined]

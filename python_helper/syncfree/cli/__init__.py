@@ -204,8 +204,8 @@ def _only_for_notebooks(args: argparse.Namespace) -> None:
 
 
 def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
-    """The command line's parser, and run's. Without ``every_command`` (a ``syncfree check`` command line) the
-    other commands are named but their options not added: check does not pay for run's parser and its imports."""
+    """The command line's parser, and run's. Without ``every_command`` (a ``syncfree check`` command line) only check
+    is added, and its parser comes second: check does not pay for the other commands' parsers and their imports."""
     parser = argparse.ArgumentParser(
         prog="syncfree",
         description="Find host-device synchronizations in PyTorch code and notebooks.",
@@ -224,6 +224,8 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
     _common(check_parser)
     _rule_selection(check_parser, "default: the rules on by default")
     add_check_options(check_parser)
+    if not every_command:
+        return parser, check_parser
     run_parser = commands.add_parser(
         "run",
         usage="syncfree run [options] (SCRIPT.py | -m MODULE | - | NOTEBOOK.ipynb) [ARGS...]",
@@ -234,9 +236,6 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
         "predicted on the CPU. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
         "that stdout holds the report alone.",
     )
-    if not every_command:
-        commands.add_parser("merge", help=_MERGE_HELP)
-        return parser, run_parser
     from syncfree.cli.launch import add_torchrun_options
 
     run_parser.add_argument("target", nargs="?", metavar="SCRIPT.py|-|NOTEBOOK.ipynb", help="the program to run")
@@ -266,7 +265,7 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
     add_torchrun_options(run_parser)
     merge_parser = commands.add_parser(
         "merge",
-        help=_MERGE_HELP,
+        help="merge the rank reports of a distributed job into one report",
         description="Merge the rank reports that the ranks of `torchrun ... -m syncfree run train.py` wrote "
         "(./syncfree-ranks unless --rank-report-dir named another folder) into one ranked report. --budget is "
         "per rank.",
@@ -275,9 +274,6 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
     _common(merge_parser)
     _rule_selection(merge_parser, "default: every rule; syncs without a rule are always reported")
     return parser, run_parser
-
-
-_MERGE_HELP = "merge the rank reports of a distributed job into one report"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -288,9 +288,10 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
         return
     # The analysis is imported here, not with the command (a warm run, all from the cache, never needs it), and
     # before the pool forks: each worker starts with it, and with what reading a file and its findings' fingerprints
-    # need (hashlib loads OpenSSL: 6 ms a process).
-    import hashlib  # noqa: F401
+    # need (hashlib's sha256 would load OpenSSL: 3 to 6 ms; CPython's own module makes the same digests).
     import tokenize  # noqa: F401
+
+    _sha256()
 
     import syncfree.analyze  # noqa: F401
 
@@ -522,8 +523,7 @@ def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[t
     identical ones come before it, hashed; lines moving up or down leave it unchanged (SARIF partialFingerprints)."""
     if not findings:
         return []
-    import hashlib
-
+    sha256 = _sha256()
     lines = cell.source.splitlines()
     prints = []
     for finding in findings:
@@ -535,9 +535,28 @@ def _fingerprints(cell: SourceCell, findings: list[dict[str, Any]], seen: dict[t
                 covered[0] = covered[0][r["col"] :]
         key = (finding["rule"], cell.path, cell.cell_id or str(cell.number or ""), " ".join(" ".join(covered).split()))
         seen[key] = seen.get(key, 0) + 1
-        digest = hashlib.sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:32]
+        digest = sha256("\0".join((*key, str(seen[key]))).encode()).hexdigest()[:32]
         prints.append(digest)
     return prints
+
+
+def _sha256() -> Callable[[bytes], Any]:
+    """SHA-256 without hashlib where CPython has its own module (``_sha256``; 3.12's ``_sha2``): hashlib loads
+    OpenSSL on import, a few milliseconds of a cold run's fixed cost, for digests of a few dozen bytes."""
+    global _SHA256
+    if _SHA256 is None:
+        try:
+            from _sha256 import sha256  # type: ignore[import-not-found]
+        except ImportError:
+            try:
+                from _sha2 import sha256  # type: ignore[import-not-found,no-redef]
+            except ImportError:
+                from hashlib import sha256  # type: ignore[assignment]
+        _SHA256 = sha256
+    return _SHA256
+
+
+_SHA256: Callable[[bytes], Any] | None = None
 
 
 def _summary(diagnostics: list[Diagnostic], files: int, syntax_errors: int, budget: int | None, fixed: int = 0) -> str:
