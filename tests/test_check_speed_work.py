@@ -233,7 +233,8 @@ def test_a_transform_class_is_looked_through_once_for_model_layers(monkeypatch: 
 
     asked: list[str] = []
     real = host_code._is_model_layer
-    monkeypatch.setattr(host_code, "_is_model_layer", lambda node, names: asked.append(node.name) or real(node, names))
+    monkeypatch.setattr(host_code, "_is_model_layer",
+                        lambda node, names, *lines: asked.append(node.name) or real(node, names, *lines))
     source = ("from torch import nn\nclass Layer(Transform):\n    def __init__(self):\n        self.proj = nn.Linear(2, 2)\n"
               "class Plain(Transform):\n    pass\nclass Later(Plain):\n    pass\n")
     found = host_code.HostCode.of(ast.parse(source))
@@ -285,3 +286,33 @@ def test_an_is_or_in_test_leaves_its_left_side_unevaluated(monkeypatch: pytest.M
     scope.walk(visit, types=frozenset({ast.If}))
     assert kinds[:2] == ["python", "python"]
     assert evaluated == [["t.grad is None"], ["t.sum() not in (1, 2)"], ["t.sum()", "t.sum() > 0", "0"]]
+
+
+@pytest.mark.parametrize("with_source", [False, True])
+def test_a_transform_class_whose_text_names_no_layer_is_not_walked(monkeypatch: pytest.MonkeyPatch,
+                                                                    with_source: bool) -> None:
+    """Whether a ...Transform class makes parameters or nn modules: told by its text where it names none of them (a
+    walk of every node of the class, most of host_code's time on a library of transforms, for the others); the
+    answers are the walk's. A class that names one in a docstring or a decorator is walked; so is one with non-ASCII
+    text (a name may be another spelling of one); without the source, every class is."""
+    from syncfree.catalog import host_code
+
+    text = ("from torch import nn\n"
+            "class Layer(Transform):\n    def __init__(self):\n        self.proj = nn.Linear(2, 2)\n"
+            "class Plain(Transform):\n    def __call__(self, x):\n        return x.flip(0)\n"
+            "class Said(Transform):\n    \"Not an nn.Module.\"\n"
+            "@decorated(torch.nn.Parameter(t))\nclass Decorated(Transform):\n    pass\n"
+            "class Wide(Transform):\n    \u00e9t\u00e9 = 1\n")
+    walked: list[str] = []
+    real_children = ast.iter_child_nodes
+
+    def children(node: ast.AST):  # type: ignore[no-untyped-def]
+        if type(node) is ast.ClassDef:
+            walked.append(node.name)
+        return real_children(node)
+
+    monkeypatch.setattr(host_code.ast, "iter_child_nodes", children)
+    found = host_code.HostCode.of(ast.parse(text), text if with_source else None)
+    assert found is not None and sorted(found._kinds) == ["Plain", "Said", "Wide"]
+    everything = ["Layer", "Plain", "Said", "Decorated", "Wide"]
+    assert walked == ([name for name in everything if name != "Plain"] if with_source else everything)

@@ -55,6 +55,7 @@ dataset's features computed by a CNN on the device).
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterable
 
 __all__ = ["HostCode"]
@@ -133,14 +134,24 @@ def _is_transform_base(name: str) -> bool:
     return name.endswith("Transform")
 
 
-def _is_model_layer(node: ast.ClassDef, distributions: set[str]) -> bool:
+#: What the text of a class that makes parameters, buffers or ``nn`` modules holds (the names the walk below looks for).
+_LAYER_WORDS = re.compile(r"Parameter|register_buffer|register_parameter|\bnn\b")
+
+
+def _is_model_layer(node: ast.ClassDef, distributions: set[str], lines: list[str] | None = None) -> bool:
     """A class named like a transform that is a layer of a model: a bijector of ``torch.distributions`` (a normalizing
-    flow's layer, on the model's device), or a class that makes parameters, buffers or ``nn`` modules."""
+    flow's layer, on the model's device), or a class that makes parameters, buffers or ``nn`` modules. ``lines``: the
+    source's lines as the parser numbers them, when known: a class whose text names none of those is not walked."""
     for base in node.bases:
         if (isinstance(base, ast.Name) and base.id in distributions) or (
             isinstance(base, ast.Attribute) and "distributions" in ast.unparse(base)
         ):
             return True
+    if lines is not None:
+        first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
+        text = "\n".join(lines[first - 1 : node.end_lineno])
+        if text.isascii() and not _LAYER_WORDS.search(text):  # (a non-ASCII name may be another spelling of one)
+            return False
     stack: list[ast.AST] = [node]
     while stack:  # every node of the class, as ast.walk finds them (once a class: the answer is kept)
         item = stack.pop()
@@ -205,7 +216,7 @@ class HostCode:
         self._calls: dict[int, set[int]] = {}  # caller -> callees (ids of function nodes)
 
     @classmethod
-    def of(cls, tree: ast.Module) -> HostCode | None:
+    def of(cls, tree: ast.Module, source: str | None = None) -> HostCode | None:
         """A collector for ``tree``, or None when it defines no processor, pipeline, sampler, dataset or transform
         class at its top level (most files: nothing to collect; the walk makes one when a function imports a
         host-only library, :func:`imports_host_library`)."""
@@ -218,11 +229,14 @@ class HostCode:
         distributions = {alias.asname or alias.name for item in tree.body if isinstance(item, ast.ImportFrom)
                          and "distributions" in (item.module or "") for alias in item.names}
         layers: dict[int, bool] = {}  # class id -> _is_model_layer (asked again at each pass of the loop below)
+        lines: list[list[str] | None] = []  # the source's lines, split when a class is first asked about
 
         def model_layer(node: ast.ClassDef) -> bool:
             found = layers.get(id(node))
             if found is None:
-                found = layers[id(node)] = _is_model_layer(node, distributions)
+                if not lines:  # (the parser numbers lines at "\n", "\r\n" and "\r" only; splitlines splits at more)
+                    lines.append(source.split("\n") if source is not None and "\r" not in source else None)
+                found = layers[id(node)] = _is_model_layer(node, distributions, lines[0])
             return found
 
         while changed:  # in-file subclasses, in any order of definition

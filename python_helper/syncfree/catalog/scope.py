@@ -354,7 +354,7 @@ class CellScope:
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
         self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         self._owner: ast.ClassDef | None = None
-        self.host = HostCode.of(tree)
+        self.host = HostCode.of(tree, source)
         self._collect_imports(_imports(tree, source))
 
     def _adopt(self, node: ast.AST) -> None:
