@@ -437,7 +437,10 @@ _JSON_OPTIONAL = ("chains", "processes", "fix_title", "fix_edits", "fingerprint"
 def _json_entry(d: Diagnostic) -> dict[str, Any]:
     # The fields as they are, not dataclasses.asdict's deep copy (most of a warm check's time): json writes a tuple as
     # a list, and nothing here keeps the entry.
-    entry = {name: getattr(d, name) for name in _field_names(type(d))}
+    names = _field_names(type(d))
+    values = d.__dict__
+    # (a record's __dict__ holds its fields in their order, set at once: copied whole, not read field by field)
+    entry = dict(values) if tuple(values) == names else {name: getattr(d, name) for name in names}
     for key in _JSON_OPTIONAL:
         if entry[key] is None:
             del entry[key]

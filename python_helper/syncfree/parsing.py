@@ -49,13 +49,15 @@ _CHECKED = sys.version_info < (3, 14)
 # start). A line continuation (backslash, newline) is valid: the parser sees "\r\n" and
 # "\r" as "\n". Backslashes in comments and raw strings may count too: they only cost a
 # quiet parse.
-_BACKSLASH_BEFORE_INVALID = re.compile(r"""\\(?![\n\r\\'"abfnrtvx0-3]|[4-7](?![0-7]{2}))""")
+_BACKSLASH_BEFORE_INVALID = r"""\\(?![\n\r\\'"abfnrtvx0-3]|[4-7](?![0-7]{2}))"""
 
 # A digit, then one of the keywords the tokenizer warns about, in one run of letters,
 # digits, underscores and points: a number literal if the digit follows no ASCII letter,
 # digit or underscore ("1if", "0x1for", "1.5else", the "5or" of "1e-5or"); identifiers
 # that merely hold digits ("conv2d_input") are not.
-_DIGIT_BEFORE_KEYWORD = re.compile(r"[0-9][0-9A-Za-z_.]*?(?:and|else|for|if|in|is|not|or)")
+_DIGIT_BEFORE_KEYWORD = r"[0-9][0-9A-Za-z_.]*?(?:and|else|for|if|in|is|not|or)"
+#: The two patterns compiled, on the first parse (the output imports this module and parses nothing).
+_PATTERNS: tuple[re.Pattern[str], re.Pattern[str]] | None = None
 _ASCII_WORD = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
@@ -63,17 +65,21 @@ def parser_may_warn(source: str) -> bool:
     """Whether parsing ``source`` could make the parser warn (False: it cannot)."""
     if not _CHECKED:
         return True
+    global _PATTERNS
+    if _PATTERNS is None:
+        _PATTERNS = (re.compile(_BACKSLASH_BEFORE_INVALID), re.compile(_DIGIT_BEFORE_KEYWORD))
+    backslash_before_invalid, digit_before_keyword = _PATTERNS
     # Regular expressions that start at a rare character, then a look at each match: a
     # pattern that looked behind at every position cost a tenth of the parse itself.
     if "\\" in source:
-        for found in _BACKSLASH_BEFORE_INVALID.finditer(source):
+        for found in backslash_before_invalid.finditer(source):
             at = start = found.start()
             while at and source[at - 1] == "\\":
                 at -= 1
             if (start - at) % 2 == 0:
                 return True
     at = 0
-    while (found := _DIGIT_BEFORE_KEYWORD.search(source, at)) is not None:
+    while (found := digit_before_keyword.search(source, at)) is not None:
         start = found.start()
         if not start or source[start - 1] not in _ASCII_WORD:
             return True
