@@ -489,7 +489,8 @@ def sarif_log(diagnostics: Sequence[Diagnostic], tool_version: str) -> dict[str,
     from syncfree.catalog import RULES
 
     codes = sorted({d.rule for d in diagnostics})
-    rules = [_sarif_rule(code, RULES.get(code)) for code in codes]
+    documentation = _documentation_url() if any(code in RULES for code in codes) else None  # (once: metadata() scans)
+    rules = [_sarif_rule(code, RULES.get(code), documentation) for code in codes]
     index = {code: i for i, code in enumerate(codes)}
     results = [_sarif_result(d, index[d.rule]) for d in diagnostics]
     return {
@@ -511,7 +512,7 @@ def sarif_log(diagnostics: Sequence[Diagnostic], tool_version: str) -> dict[str,
     }
 
 
-def _sarif_rule(code: str, rule: Any) -> dict[str, Any]:
+def _sarif_rule(code: str, rule: Any, documentation: str | None) -> dict[str, Any]:
     if rule is None:  # syntax-error
         return {
             "id": code,
@@ -520,7 +521,6 @@ def _sarif_rule(code: str, rule: Any) -> dict[str, Any]:
             "defaultConfiguration": {"level": "error"},
         }
     help_text = f"{rule.why}\n\nUse instead: {rule.fix}"
-    documentation = _documentation_url()
     return {
         "id": code,
         "name": rule.name,
