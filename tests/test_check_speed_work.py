@@ -316,3 +316,20 @@ def test_a_transform_class_whose_text_names_no_layer_is_not_walked(monkeypatch: 
     assert found is not None and sorted(found._kinds) == ["Plain", "Said", "Wide"]
     everything = ["Layer", "Plain", "Said", "Decorated", "Wide"]
     assert walked == ([name for name in everything if name != "Plain"] if with_source else everything)
+
+
+@pytest.mark.parametrize(("text", "names"), [
+    ("dist.all_reduce(t)", True),
+    ("from torch.distributed import reduce as r\nr(t)", True),
+    ("torch.distributed.all_gather_into_tensor(out, t)", True),
+    ("dist.reduce_scatter_tensor(out, t)\n", True),
+    ("broadcast(t, 0)", True),
+    ("self.add_state('x', dist_reduce_fx='sum')\ny = x.broadcast_to(s)\nall_gather_object(o, t)\n# a reduction", False),
+    ("reduced = mean_reduce(t)\nbroadcasted = 1\n", False),
+])
+def test_a_file_calls_a_collective_only_where_it_names_one_as_a_name(text: str, names: bool) -> None:
+    """SF904's and SF907's look back at every if and read runs only in a file that names a collective: as a name of
+    its own (torchmetrics' `dist_reduce_fx` in half its files, `broadcast_to` in kornia's, named none)."""
+    tree = ast.parse(text)
+    scope = CellScope(tree, text)
+    assert collectives_module.may_call_collectives(scope) is names

@@ -104,14 +104,33 @@ def _names_under(node: ast.AST) -> list[str]:
 _COLLECTIVE_TEXT = ("reduce", "all_gather", "broadcast")
 
 
+def _names_a_collective(source: str) -> bool:
+    """Whether the text holds the name of a collective of OUTPUT_ARGUMENT as a name of its own (a call or an import
+    names one so), not as a part of one (`dist_reduce_fx`, `broadcast_to`, `all_gather_object`): each occurrence of
+    _COLLECTIVE_TEXT is widened to the whole name around it (str.find and a look at its ends: a regular expression
+    that tests a word boundary at every position took ten times as long)."""
+    for text in _COLLECTIVE_TEXT:
+        at = source.find(text)
+        while at >= 0:
+            start, end = at, at + len(text)
+            while start and (source[start - 1].isalnum() or source[start - 1] == "_"):
+                start -= 1
+            while end < len(source) and (source[end].isalnum() or source[end] == "_"):
+                end += 1
+            if source[start:end] in _COLLECTIVE_NAMES:
+                return True
+            at = source.find(text, end)
+    return False
+
+
 def may_call_collectives(scope: CellScope) -> bool:
-    """Whether a call in this cell can name a collective of OUTPUT_ARGUMENT: its text holds one of their names, or
-    an earlier cell bound a short name to one (``from torch.distributed import all_reduce as ar``). Most files
-    call none, and the look back of `reduced_before` at every ``if`` and read is then skipped."""
+    """Whether a call in this cell can name a collective of OUTPUT_ARGUMENT: its text holds one of their names as a
+    name, or an earlier cell bound a short name to one (``from torch.distributed import all_reduce as ar``). Most
+    files call none, and the look back of `reduced_before` at every ``if`` and read is then skipped."""
     found = scope.memo.get("may_call_collectives")
     if found is None:
         source = scope.source
-        found = scope.memo["may_call_collectives"] = any(text in source for text in _COLLECTIVE_TEXT) or any(
+        found = scope.memo["may_call_collectives"] = _names_a_collective(source) or any(
             target in OUTPUT_ARGUMENT for target in scope.aliases.values()
         )
     return found
