@@ -30,7 +30,7 @@ false). The libraries are installed without their dependencies (only their sourc
 
     .venv/bin/python -m pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 \
         diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 \
-        pyro-ppl==1.9.2 ultralytics==8.4.190 speechbrain==1.1.2
+        pyro-ppl==1.9.2 ultralytics==8.4.190 speechbrain==1.1.2 botorch==0.18.1
 
 (the Makefile's CORPUS_PINS, which ``make install`` installs).
 """
@@ -67,7 +67,7 @@ from syncfree.cli.sources import expand_paths  # noqa: E402
 
 LABELS = ROOT / "tests" / "data" / "check_precision.json"
 DEFAULT_LIBRARIES = ("transformers", "timm", "torchmetrics", "lightning", "diffusers", "kornia", "torch_geometric", "monai", "gpytorch",
-                     "pyro", "ultralytics", "speechbrain")
+                     "pyro", "ultralytics", "speechbrain", "botorch")
 
 
 def installed_version(name: str) -> str:

@@ -501,3 +501,23 @@ def test_a_class_of_another_module_built_from_cpu_tensors_is_no_cpu_tensor():
         "    return y.sum().item(), Net(torch.zeros(3)).item(), ctc_loss(torch.zeros(3)).item()\n"
     )
     assert rules_at(source) == [("SF101", 6, "likely"), ("SF101", 6, "likely"), ("SF302", 5, "likely")]
+
+
+def test_a_body_walked_before_its_callers_is_walked_again_with_their_host_data():
+    """Bodies are walked in definition order: a helper defined above its callers learns what they pass only after its
+    walk, and a function calling one defined below it reads no return. Where the calls pass host data or a CPU tensor
+    (a sampler run on the CPU: ``walk(A.cpu())``; a key made with its device left out, ``device=None``), or where the
+    function read before its walk returns host data, the body is walked again with it, and then the bodies that read
+    a return that changed (``int(as_key([index]))``). A helper whose callers pass a tensor they do not place stays
+    likely."""
+    source = (
+        "import numpy as np\n"
+        "def walk(A):\n    pos = A > 0\n    return A[pos].min().item()\n"
+        "def as_key(key, *, device=None):\n    return torch.as_tensor(key, device=device)\n"
+        "def other(x):\n    return x.sum().item()\n"
+        "def counts(x):\n    return lengths(x).tolist()\n"
+        "def select(index, A, x):\n"
+        "    return walk(A.cpu()), int(as_key([index])), other(x)\n"
+        "def lengths(x):\n    return np.asarray(x)\n"
+    )
+    assert rules_at(source) == [("SF101", 9, "likely"), ("SF301", 13, "likely")]

@@ -238,6 +238,7 @@ class _Analysis:
 
     def run(self) -> list[dict[str, Any]]:
         limit = self.limit
+        self.scope.forget = self._forget
         self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=self.types)
         contradicted, numpy_too = self.scope.contradicted, self.scope.numpy_too
         for key, (function, names) in self.annotated.items():
@@ -261,6 +262,12 @@ class _Analysis:
                 if function in host and finding["certainty"] == "likely":
                     finding["certainty"] = "possible"  # the code shows no CUDA value, and runs on the host by design
         return sorted(self.findings.values(), key=_position_key)
+
+    def _forget(self, function: int) -> None:
+        """Drop the findings in a function's body before the walk goes through it again (CellScope._walk_again)."""
+        for key in [key for key, owner in self.functions.items() if owner == function]:
+            del self.findings[key], self.functions[key]
+            self.annotated.pop(key, None)
 
     def _visit(self, node: ast.AST) -> None:
         kind = type(node)

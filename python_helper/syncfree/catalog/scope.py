@@ -355,6 +355,9 @@ class CellScope:
         self.function: ast.FunctionDef | ast.AsyncFunctionDef | None = None
         self._owner: ast.ClassDef | None = None
         self.host = HostCode.of(tree, source)
+        #: Called with a function's id before its body is walked again (:meth:`_walk_again`): the visitor drops
+        #: what it found there the first time.
+        self.forget: Callable[[int], None] | None = None
         self._collect_imports(_imports(tree, source))
 
     def _adopt(self, node: ast.AST) -> None:
@@ -904,6 +907,7 @@ class CellScope:
         if callee.kind == "module_class":
             return Value("module", "cpu")
         if callee.kind == "function":
+            self._read_return(id(callee.const))
             return self.returns.get(id(callee.const)) or self._passed_through(call)
         return self._passed_through(call)
 
@@ -1166,6 +1170,7 @@ class CellScope:
         if self.self_name is not None and type(call.func) is ast.Attribute:
             own = self._own_method(call.func)  # type: ignore[arg-type]
             if own is not None:
+                self._read_return(id(own))
                 return self.returns.get(id(own), UNKNOWN)  # self.method(...): what that method returns
         receiver = self.value(receiver_node)
         if receiver.kind == "unknown" and method in _NUMPY_METHODS:
@@ -1201,6 +1206,14 @@ class CellScope:
             # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
             return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else receiver
         return UNKNOWN
+
+    def _read_return(self, callee: int) -> None:
+        """The body being walked reads what function ``callee`` returns (:meth:`_walk_again`)."""
+        function = self.function
+        if function is not None:
+            self._return_readers.setdefault(callee, set()).add(id(function))
+            if callee not in self._walked:
+                self._early_readers.setdefault(callee, set()).add(id(function))
 
     def _moved_device(self, receiver: Value, method: str, call: ast.Call) -> Device | None:
         """Where ``x.cuda()`` / ``x.cpu()`` / ``x.to(...)`` puts its result."""
@@ -1355,6 +1368,13 @@ class CellScope:
         self._returned: Value | None = None
         self._returns_wanted = False
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
+        #: function id -> (its node, its enclosing scope, what the calls seen before its walk passed it)
+        self._walked: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value], dict[str, Value] | None]] = {}
+        #: function id -> the ids of the functions whose bodies read what it returns (and, for the second set,
+        #: read it before it was walked: nothing)
+        self._return_readers: dict[int, set[int]] = {}
+        self._early_readers: dict[int, set[int]] = {}
+        self._again = False
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1366,6 +1386,8 @@ class CellScope:
             function, enclosing = self._deferred[index]
             index += 1
             self._function_body(function, enclosing)
+        if self._walked:
+            self._walk_again(index)
         self.function = None
         self.self_name = None
         self._env = top
@@ -1373,6 +1395,7 @@ class CellScope:
         # The callback is usually a bound method of an object holding this scope: dropping it leaves no cycle, so
         # the cell's tree is freed by reference counting, without the cycle collector walking it (collector.py).
         self._visit = None  # type: ignore[assignment]
+        self.forget = None
 
     def _changed(self) -> None:
         self._cache.clear()
@@ -1761,12 +1784,56 @@ class CellScope:
         self.bind(node.name, Value("function", const=node))
         self._deferred.append((node, self._env))
 
+    def _walk_again(self, index: int) -> None:
+        """Walk again, once, the bodies walked before what they depend on was known, where it is host data.
+
+        Bodies are walked in definition order: a helper defined above its callers is walked before their calls pass
+        it anything, and a function that calls one defined below it reads no return. Where the calls the whole walk
+        saw pass a parameter host data or a CPU tensor that its walk did not have (`as_key_tensor([index])`, its
+        device left out: the CPU), or where a function read before its walk returns host data, that body is walked
+        again with it, and then the bodies that read a return the first of these changed. Only host data starts
+        this: the walk takes a tensor it cannot place for one on the GPU already, so a CUDA argument changes little.
+        """
+        stale = []
+        for key, (node, enclosing, seen) in self._walked.items():
+            passed = self._call_arguments.get(key)
+            if passed and any(_host_side(value) and (seen is None or seen.get(name) != value) for name, value in passed.items()):
+                stale.append(key)
+        for callee, readers in self._early_readers.items():
+            returned = self.returns.get(callee)
+            if returned is not None and _host_side(returned):
+                stale.extend(reader for reader in readers if reader in self._walked)
+        self._again = True
+        done: set[int] = set()
+        for _ in range(2):
+            stale = [key for key in dict.fromkeys(stale) if key not in done]
+            if not stale:
+                break
+            before = {key: self.returns.get(key) for key in stale}
+            for key in stale:
+                node, enclosing, _seen = self._walked[key]
+                self._deferred.append((node, enclosing))
+            done.update(stale)
+            while index < len(self._deferred):
+                function, enclosing = self._deferred[index]
+                index += 1
+                self._function_body(function, enclosing)
+            # the bodies that read a return the walk above changed
+            stale = [reader for key, returned in before.items() if self.returns.get(key) != returned
+                     for reader in self._return_readers.get(key, ())]
+        self._again = False
+
     def _function_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef, enclosing: ChainMap[str, Value]) -> None:
         """Walk a function's body in its enclosing scope as it stands after the cell's top level ran."""
         self.function = node
         self._env = enclosing.new_child()
         self._changed()
         calls = self._call_arguments.get(id(node))
+        if self._again:
+            if self.forget is not None:
+                self.forget(id(node))
+        else:
+            self._walked[id(node)] = (node, enclosing, dict(calls) if calls else None)
         arguments = node.args
         owner = self._method_owner.get(id(node))
         positional = [*arguments.posonlyargs, *arguments.args]
@@ -2381,6 +2448,14 @@ def _attribute_stores(source: str) -> list[tuple[int, str]]:
 
 def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(type(d) is ast.Name and d.id == "staticmethod" for d in function.decorator_list)
+
+
+def _host_side(value: Value) -> bool:
+    """An array or host object, or a tensor or device the text places on the CPU (not a list or tuple, which may hold
+    tensors, nor a Python number or flag, which most helpers take beside their tensors and which seldom decides a
+    finding: walking again for those would walk a tenth of a library's functions twice)."""
+    kind = value.kind
+    return kind == "numpy" or kind == "host" or (value.device == "cpu" and kind in ("tensor", "device", "tensors"))
 
 
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
