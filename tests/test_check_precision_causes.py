@@ -521,3 +521,24 @@ def test_a_body_walked_before_its_callers_is_walked_again_with_their_host_data()
         "def lengths(x):\n    return np.asarray(x)\n"
     )
     assert rules_at(source) == [("SF101", 9, "likely"), ("SF301", 13, "likely")]
+
+
+def test_a_test_case_that_names_no_device_is_host_code():
+    """A library's test helpers and tests (``class BaseTestCase``, its subclasses, a pytest module's ``test_*``
+    functions and what only they call) make their tensors on the CPU or compare the caller's: a sync there is
+    possible. A test that names a device (a ``cuda=True`` variant) is not, nor what it calls; a CUDA tensor stays
+    certain; a function the tests do not reach stays likely."""
+    source = (
+        "import pytest\n"
+        "class BaseTestCase:\n    def assertAllClose(self, a, b):\n        return (a - b).abs().max().item()\n"
+        "class KernelTestCase(BaseTestCase):\n"
+        "    def test_iter(self):\n        return self._iter(torch.randn(3), cuda=False)\n"
+        "    def test_iter_cuda(self):\n        return self._iter(torch.randn(3), cuda=True)\n"
+        "    def _iter(self, x, cuda):\n        if cuda:\n            x = x.cuda()\n        return self._norm(x)\n"
+        "    def _norm(self, x):\n        return x.norm().item()\n"
+        "    def test_on_gpu(self):\n        return torch.zeros(3, device='cuda').sum().item()\n"
+        "def test_loss(model):\n    assert model(torch.randn(3)).item() > 0\n"
+        "def compute(x):\n    return x.tolist()\n"
+    )
+    assert rules_at(source) == [("SF101", 5, "possible"), ("SF101", 16, "likely"), ("SF101", 18, "certain"),
+                                ("SF101", 20, "possible"), ("SF204", 22, "likely"), ("SF302", 13, "certain")]

@@ -40,6 +40,14 @@ compute, not after a transform base; a class named like a transform that derives
 transform (a normalizing flow's bijector) or makes parameters, buffers or ``nn`` modules is a model's layer all the
 same.
 
+Test code draws it too: a library's test helpers (``gpytorch/test``, ``botorch/utils/testing.py``) and the tests it
+ships. Every method of a test case class, named by unittest's convention (``TestCase``, ``BaseTestCase``, a
+``...TestCaseMixin``, and the file's subclasses of one), and every top-level ``test_*`` function of a module that
+imports pytest or unittest, is host code, with what only they call, where its text names no device (no ``cuda``, no
+``device``): its tensors are the test's, made on the CPU, or the caller's (an ``assertAllClose`` of two tensors). A
+test that names one (a ``cuda=True`` variant that moves its model) is not, nor is what the walk reaches through it: a
+sync there is one where the test places its tensors.
+
 A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting or
 mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
 ``to_smiles``) converts the caller's tensors into that library's objects: the optional dependency imported where it is
@@ -129,6 +137,25 @@ def _is_pipeline_base(name: str) -> bool:
     return name.endswith("Pipeline") and name != "DiffusionPipeline"
 
 
+def _is_test_case(name: str) -> bool:
+    """A test case class by unittest's naming (``TestCase``, ``BaseTestCase``, ``BotorchTestCase``, a
+    ``...TestCaseMixin``)."""
+    return name.endswith(("TestCase", "TestCaseMixin", "TestCaseMixIn"))
+
+
+def _test_functions(tree: ast.Module) -> frozenset[str]:
+    """The top-level ``test_*`` functions of a module that imports pytest or unittest: the tests they collect."""
+    names = frozenset(node.name for node in tree.body
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_"))
+    if names and any(
+        (isinstance(node, ast.Import) and any(a.name.partition(".")[0] in ("pytest", "unittest") for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and (node.module or "").partition(".")[0] in ("pytest", "unittest"))
+        for node in tree.body
+    ):
+        return names
+    return frozenset()
+
+
 def _is_transform_base(name: str) -> bool:
     """A data transform's base (``Transform``, ``BaseTransform``, ``MapTransform``...; not ``...Transformer``)."""
     return name.endswith("Transform")
@@ -205,10 +232,13 @@ class HostCode:
     host-code functions. Made only for a file that defines a processor, pipeline, sampler or dataset class
     (:meth:`of`)."""
 
-    def __init__(self, kinds: dict[str, str]) -> None:
-        # class name -> "processor" | "pipeline" | "sampler" | "dataset" | "loader" | "transform" (from the bases,
-        # in-file subclasses included)
+    def __init__(self, kinds: dict[str, str], tests: frozenset[str] = frozenset(), source: str | None = None) -> None:
+        # class name -> "processor" | "pipeline" | "sampler" | "dataset" | "loader" | "transform" | "test" (from the
+        # bases, in-file subclasses included)
         self._kinds = kinds
+        self._tests = tests  # the names of the module's top-level test functions (pytest's, unittest's)
+        self._top: set[int] = set()  # ids of the functions defined at the module's top level
+        self._source = source
         self._interop: set[int] = set()  # ids of the functions that import a host-only library in their body
         self._class_of: dict[int, ast.ClassDef] = {}
         self._methods: dict[str, list[Function]] = {}  # method name -> methods of that name in processor classes
@@ -223,8 +253,9 @@ class HostCode:
         kinds: dict[str, str] = {}
         changed = True
         classes = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+        tests = _test_functions(tree)
         if not classes:
-            return None
+            return cls(kinds, tests, source) if tests else None
         data = _data_bases(tree)
         distributions = {alias.asname or alias.name for item in tree.body if isinstance(item, ast.ImportFrom)
                          and "distributions" in (item.module or "") for alias in item.names}
@@ -244,10 +275,15 @@ class HostCode:
             for node in classes:
                 if node.name in kinds:
                     continue
+                if _is_test_case(node.name):
+                    kinds[node.name] = "test"
+                    changed = True
+                    continue
                 for base in node.bases:
                     name = _base_name(base)
                     kind = kinds.get(name) or _data_base(base, data) or (
                         "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name)
+                        else "test" if _is_test_case(name)
                         else "transform" if _is_transform_base(name) and not model_layer(node)
                         else None
                     )
@@ -255,12 +291,14 @@ class HostCode:
                         kinds[node.name] = kind
                         changed = True
                         break
-        return cls(kinds) if kinds else None
+        return cls(kinds, tests, source) if kinds or tests else None
 
     def defined(self, node: Function, *, definer: Function | None, owner: ast.ClassDef | None) -> None:
         """``node`` is defined inside ``definer`` (a nested def: reached when its definer is) or directly in the body
         of the class ``owner``."""
         self._functions[id(node)] = node
+        if definer is None and owner is None:
+            self._top.add(id(node))
         if definer is not None:
             self._calls.setdefault(id(definer), set()).add(id(node))
         if owner is not None and owner.name in self._kinds:
@@ -294,12 +332,15 @@ class HostCode:
         for key, node in self._functions.items():
             owner = self._class_of.get(key)
             if owner is None:
+                if node.name in self._tests and key in self._top and self._places_nothing(node):
+                    roots.append(key)  # a test function: its tensors are the test's
                 continue
             kind = self._kinds[owner.name]
             if (
                 (kind == "processor" and _is_preprocessing_entry(node.name))
                 or (kind == "pipeline" and node.name in _PIPELINE_ROOTS)
                 or kind in ("sampler", "loader", "transform")
+                or (kind == "test" and self._places_nothing(node))
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):
                 roots.append(key)
@@ -307,16 +348,30 @@ class HostCode:
         # drawing and hands it the caller's graph)
         interop = self._interop | {caller for caller, callees in self._calls.items() if callees & self._interop}
         reached = self._reach([*roots, *interop])
+        if self._tests or "test" in self._kinds.values():
+            # a test that names a device (its CUDA variant) is not reached through: what it does, and what it calls,
+            # runs where it places its tensors
+            placing = {key for key in reached if not self._places_nothing(self._functions[key])}
+            if placing:
+                reached = self._reach([*(key for key in roots if key not in placing), *interop], placing)
         shared = [callee for caller, callees in self._calls.items() if caller not in reached for callee in callees
                   if callee in reached and callee not in interop]
         return frozenset((reached - self._reach(shared)) | interop)
 
-    def _reach(self, starts: Iterable[int]) -> set[int]:
+    def _places_nothing(self, node: Function) -> bool:
+        """Whether a test's text names no device (no ``cuda``, no ``device``): its tensors are made on the CPU, where a
+        test that runs on the GPU moves them (a ``cuda=True`` variant) and stays as it was."""
+        if self._source is None:
+            return False
+        text = "\n".join(self._source.split("\n")[node.lineno - 1 : node.end_lineno]).lower()
+        return "cuda" not in text and "device" not in text
+
+    def _reach(self, starts: Iterable[int], blocked: set[int] | frozenset[int] = frozenset()) -> set[int]:
         seen = set(starts)
         stack = list(seen)
         while stack:
             for callee in self._calls.get(stack.pop(), ()):
-                if callee not in seen:
+                if callee not in seen and callee not in blocked:
                     seen.add(callee)
                     stack.append(callee)
         return seen
