@@ -542,3 +542,19 @@ def test_a_test_case_that_names_no_device_is_host_code():
     )
     assert rules_at(source) == [("SF101", 5, "possible"), ("SF101", 16, "likely"), ("SF101", 18, "certain"),
                                 ("SF101", 20, "possible"), ("SF204", 22, "likely"), ("SF302", 13, "certain")]
+
+
+def test_numpy_data_with_an_untold_value_is_maybe_an_array():
+    """``(x.astype(np.float32) - zero_point) * scale``: NumPy data with values the text does not tell is an array, or a
+    tensor only if one of them is one: possible. A name that holds such a value on one path and what the text does
+    not tell on the other (``x = interpreter.get_tensor(i)``) is maybe an array too; a tensor beside NumPy data stays
+    a tensor, and an untold value alone stays likely."""
+    source = (
+        "import numpy as np\n"
+        "def outputs(interpreter, details, w, t: torch.Tensor):\n    y = []\n    for d in details:\n"
+        "        x = interpreter.get_tensor(d['index'])\n"
+        "        if d['dtype'] == np.int8:\n            x = (x.astype(np.float32) - d['zero']) * d['scale']\n"
+        "        x[:, :, [0, 2]] *= w\n        y.append(x)\n"
+        "    return y, (np.ones(3) * t).sum().item(), interpreter.out.sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 11, "likely"), ("SF101", 11, "likely"), ("SF501", 9, "possible")]

@@ -238,6 +238,7 @@ _BUILTIN_NAMES = {name: f"builtins.{name}" for name in _BUILTINS}  # what a buil
 # The parameters and buffers of torch.nn's modules, by their usual names (`self.proj.weight`).
 _PARAMETER_NAMES = frozenset({"weight", "bias", "running_mean", "running_var", "in_proj_weight", "in_proj_bias"})
 _NUMPY_OPERANDS, _PYTHON_OPERANDS = frozenset({"numpy", "python"}), frozenset({"python"})  # (_operator)
+_MAYBE_NUMPY_OPERANDS = frozenset({"numpy", "python", "unknown"})
 _EXITS = frozenset({ast.Raise, ast.Return})  # not continue/break: the loop's later code sees their bindings
 _PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
 # torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
@@ -865,8 +866,11 @@ class CellScope:
                 device = "cpu"
             return Value("tensor", device, dtype, ndim=ndim, const=_placed(values))
         if "numpy" in kinds and kinds <= _NUMPY_OPERANDS:
-            # (NumPy data times a value the text does not tell may be a tensor: torch's __array_priority__ wins)
             return Value("numpy")
+        if "numpy" in kinds and kinds <= _MAYBE_NUMPY_OPERANDS:
+            # NumPy data with a value the text does not tell: an array, or a tensor if that value is one (torch's
+            # __array_priority__ wins): a sync on it is possible
+            return MAYBE_NUMPY
         if kinds <= _PYTHON_OPERANDS:
             return PYTHON
         if "maybe_tensor" in kinds:  # `n > 0` for `n: int | Tensor`: a tensor when n is one
@@ -2536,8 +2540,15 @@ def join(first: Value, second: Value) -> Value:
             return other if other.const == "numpy" else PARTLY_CPU
         if other.device is None and other.const != MOVED and cpu.const == HOST_DATA:
             return PARTLY_CPU
-    if kinds == {"maybe_tensor", "numpy"}:
-        return MAYBE_NUMPY  # the caller's tensor (x: NdarrayOrTensor, narrowed) on one path, an array on the other
+    if kinds == {"maybe_tensor", "numpy"} or (
+        kinds == {"unknown", "maybe_tensor"} and MAYBE_NUMPY in (first, second) and UNKNOWN in (first, second)
+    ):
+        # the caller's tensor (x: NdarrayOrTensor, narrowed) on one path, an array on the other; or what NumPy
+        # arithmetic made on one path and what the text does not tell on the other (`x = interpreter.get_tensor(i)`,
+        # then `x = (x.astype(np.float32) - zero_point) * scale` on one branch): code written for arrays. (An
+        # array on one path and an untold value on the other stays untold: `x.clone() if isinstance(x, Tensor) else
+        # np.copy(x)` takes the tensor too.)
+        return MAYBE_NUMPY
     if kinds == {"sequence", "tensors"} and EMPTY in (first.const, second.const):
         return first if first.kind == "tensors" else second  # a loop that appended tensors, or ran no time
     if first.kind != second.kind:
