@@ -150,7 +150,10 @@ def test_a_run_wholly_from_the_cache_makes_no_dataclass_and_imports_no_parser_or
 
     (tmp_path / "a.py").write_text("import torch\n\ndef f(x: torch.Tensor):\n    return x.sum().item()\n")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n\n[tool.syncfree]\nbudget = 3\n')
-    watched = ("dataclasses", "inspect", "dis", "ast", "tokenize", "signal", "syncfree.cli.launch", "syncfree.cli.job")
+    for name in ("a.py", "pyproject.toml"):  # edited an hour ago: the cache trusts them at once (no racy re-stamp)
+        os.utime(tmp_path / name, (time.time() - 3600, time.time() - 3600))
+    watched = ("dataclasses", "inspect", "dis", "ast", "tokenize", "signal", "tempfile", "syncfree.cli.launch",
+               "syncfree.cli.job")
     program = ("import sys\nbefore = set(sys.modules)\nfrom syncfree.cli import main\n"
                "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '-o', sys.argv[3]])\n"
                f"print(status, sorted(set(sys.modules) - before & set({watched!r})))\n")

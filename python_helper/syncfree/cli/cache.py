@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -169,6 +168,8 @@ class ResultCache:
             return
         kept = {path: entry for path, entry in self.entries.items()
                 if isinstance(entry, list) and len(entry) == 5 and self.now - _int(entry[3]) <= _KEEP_SECONDS}
+        import tempfile  # only where something changed: a warm run never imports it (shutil, bz2, lzma, random)
+
         try:
             _prepare(self.folder)
             self.file.parent.mkdir(parents=True, exist_ok=True)
