@@ -1,7 +1,7 @@
 """``syncfree check`` on the sources of large installed libraries: findings per rule, sampled precision, speed.
 
 For each library (by default transformers, timm, torchmetrics and lightning, and diffusers, kornia, torch_geometric,
-monai and gpytorch, which the rules were not tuned on, and pyro (pyro-ppl), ultralytics and speechbrain, held
+monai and gpytorch, which the rules were not tuned on, and pyro (pyro-ppl), ultralytics, speechbrain and botorch, held
 out: labelled before any fix they led to; ``--libraries torch`` works too), found
 in this Python without importing it, the script runs the command a user runs::
 
