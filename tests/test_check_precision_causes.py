@@ -558,3 +558,17 @@ def test_numpy_data_with_an_untold_value_is_maybe_an_array():
         "    return y, (np.ones(3) * t).sum().item(), interpreter.out.sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 11, "likely"), ("SF101", 11, "likely"), ("SF501", 9, "possible")]
+
+
+def test_a_method_walked_again_keeps_what_the_class_stores():
+    """Methods walked again (they read, before its walk, a function's NumPy return) must not count the class's
+    ``self.name`` stores twice: ``self.best`` (a CPU tensor, every store of it seen) copied to the device stays a
+    blocking copy."""
+    source = (
+        "import numpy as np\nclass Attack:\n"
+        "    def update(self, x):\n        self.device = x.device\n        self.best = x.cpu().clone()\n"
+        "        return helper(x).tolist()\n"
+        "    def close(self, x):\n        self.current = self.best.to(self.device)\n        return helper(x).tolist()\n"
+        "def helper(x):\n    return np.asarray(x)\n"
+    )
+    assert rules_at(source) == [("SF301", 6, "likely"), ("SF302", 9, "likely")]

@@ -1609,6 +1609,8 @@ class CellScope:
         function = self.function
         in_body = self.parents.get(self._statement_now) is function  # a statement of the body, not of a branch
         self.bind(_ATTRIBUTE + target.attr, value)  # for this method's later statements (branches join it)
+        if self._again:
+            return  # a method walked again (_walk_again): the class's stores were all counted the first time
         if before is None or (stored_by.get(target.attr) is function and in_body):
             after = value  # a later statement of the same method's body replaces what an earlier one stored
         else:
@@ -1824,7 +1826,7 @@ class CellScope:
                 self._function_body(function, enclosing)
             # the bodies that read a return the walk above changed
             stale = [reader for key, returned in before.items() if self.returns.get(key) != returned
-                     for reader in self._return_readers.get(key, ())]
+                     for reader in self._return_readers.get(key, ()) if reader in self._walked]
         self._again = False
 
     def _function_body(self, node: ast.FunctionDef | ast.AsyncFunctionDef, enclosing: ChainMap[str, Value]) -> None:
