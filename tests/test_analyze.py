@@ -508,19 +508,21 @@ def test_a_limit_keeps_the_first_findings_and_stops_the_walk():
     assert any(f["rule"] == "SF204" and f["range"]["line"] == 4 for f in limited)
 
 
-def test_values_keep_their_dataclass_fields_and_stay_frozen():
-    import dataclasses
+def test_values_keep_their_fields_and_stay_frozen():
     import inspect
 
-    from syncfree.catalog.scope import Value
+    from syncfree.catalog.scope import Value, replace
 
     parameters = inspect.signature(Value.__init__).parameters
-    assert [(f.name, f.default) for f in dataclasses.fields(Value)] == [
-        (name, p.default) for name, p in parameters.items() if name != "self"
-    ]
+    assert list(Value.FIELDS) == [name for name in parameters if name != "self"]
     value = Value("tensor", "cuda", ndim=2)
-    assert dataclasses.replace(value, device=None) == Value("tensor", None, ndim=2)
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    assert list(value.__dict__) == list(Value.FIELDS)
+    assert replace(value, device=None) == Value("tensor", None, ndim=2)
+    assert replace(value, device=None) != value and hash(Value("tensor", "cuda", ndim=2)) == hash(value)
+    assert repr(Value("python")) == (
+        "Value(kind='python', device=None, dtype=None, pinned=False, int_data=None, const=None, ndim=None)"
+    )
+    with pytest.raises(AttributeError):
         value.kind = "numpy"  # type: ignore[misc]
 
 

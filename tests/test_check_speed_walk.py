@@ -9,13 +9,12 @@ visited in the same order, with the same values in scope, and ``parent()`` answe
 from __future__ import annotations
 
 import ast
-from dataclasses import replace
 
 import pytest
 
 from syncfree.analyze import _dispatch
 from syncfree.catalog import select_rules
-from syncfree.catalog.scope import CellScope, child_nodes
+from syncfree.catalog.scope import CellScope, child_nodes, replace
 
 SOURCE = '''\
 import torch

@@ -167,6 +167,55 @@ def test_a_run_wholly_from_the_cache_makes_no_dataclass_and_imports_no_parser_or
     assert (tmp_path / "report.txt").read_text() == report
 
 
+def test_a_cold_run_makes_no_dataclass_and_parses_no_rule_docstring(tmp_path):
+    # A cold run's fixed cost, paid by every process: the catalog's and scope's records were dataclasses (dataclasses
+    # imports inspect, dis and copy: 4 ms; making the seven classes 3 ms more), and each rule parsed its docstring's
+    # texts at import (5 ms), which a check never shows.
+    import subprocess
+    import sys
+
+    (tmp_path / "a.py").write_text("import torch\n\ndef f(x: torch.Tensor):\n    return x.sum().item()\n")
+    watched = ("dataclasses", "inspect", "dis", "pkgutil", "copy")
+    program = ("import sys\nbefore = set(sys.modules)\nfrom syncfree.cli import main\n"
+               "status = main(['check', sys.argv[1], '--no-cache', '-o', sys.argv[2]])\n"
+               "from syncfree.catalog import RULES\n"
+               "parsed = [code for code, rule in RULES.items() if '_doc' not in rule.__dict__]\n"
+               f"print(status, sorted(set(sys.modules) - before & set({watched!r})), parsed)\n")
+    command = [sys.executable, "-c", program, str(tmp_path / "a.py"), str(tmp_path / "report.txt")]
+    import syncfree
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(syncfree.__file__))}  # this syncfree
+    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
+    assert cold.stdout == "1 [] []\n", cold.stderr
+    assert "SF101" in (tmp_path / "report.txt").read_text()
+
+
+def test_catalog_records_behave_as_the_frozen_dataclasses_they_replace():
+    import pickle
+
+    from syncfree.catalog import Edit, Fix, Match
+    from syncfree.catalog.scope import Bindings
+
+    edit = Edit((1, 2), (1, 5), "x")
+    assert edit == Edit((1, 2), (1, 5), "x") != Edit((1, 2), (1, 5), "y") and hash(edit) == hash(Edit((1, 2), (1, 5), "x"))
+    assert repr(edit) == "Edit(start=(1, 2), end=(1, 5), text='x')" and pickle.loads(pickle.dumps(edit)) == edit
+    fix = Fix("t", "safe", (edit,))
+    assert fix == Fix("t", "safe", (edit,), None) != Fix("t", "review", (edit,), "r") and fix.reason is None
+    assert {fix: 1}[Fix("t", "safe", (edit,))] == 1
+    match = Match(None, "m", "likely")  # type: ignore[arg-type]
+    assert match.parts == {} and match.end_node is None and match != Match(None, "m", "likely")  # type: ignore[arg-type]
+    assert Match(None, "m", "likely").parts is not match.parts  # type: ignore[arg-type]
+    for record in (edit, fix, match):
+        with pytest.raises(AttributeError):
+            record.text = "z"  # type: ignore[union-attr]
+    assert Bindings() == Bindings({}, {}, set(), "cpu") != Bindings(default_device=None)
+    assert Bindings().names is not Bindings().names
+    match = Match(1, "m", "likely", 2, {"a": 3})  # type: ignore[arg-type]
+    again = pickle.loads(pickle.dumps(match))
+    assert (again.node, again.message, again.certainty, again.end_node, again.parts) == (1, "m", "likely", 2, {"a": 3})
+    assert pickle.loads(pickle.dumps(fix)) == fix
+
+
 def test_records_behave_as_the_frozen_dataclasses_they_replace():
     # Diagnostic, FileResult, FixMode, SourceCell and Config (syncfree.records): equal by value and class, hashed by
     # value, shown with their fields, not assignable, and a worker's result goes through pickle whole.

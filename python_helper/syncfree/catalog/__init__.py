@@ -25,16 +25,14 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
-import pkgutil
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
 # How sure a match is and the edits of a fix: below this module and scope.py, which both use them.
-from syncfree.catalog.edits import Certainty, Edit
+from syncfree.catalog.edits import Certainty, Edit, Frozen
 
 # What a runtime sync site's ``kind`` may be (report.schema.json, SyncSite.kind); every rule
 # has exactly one. Defined once, with the labels people read, in syncfree.kinds.
@@ -76,31 +74,73 @@ CATEGORIES: Mapping[int, str] = MappingProxyType(
 Safety = Literal["safe", "review", "none"]
 
 
-@dataclass(frozen=True)
-class Fix:
+class Fix(Frozen):
     """A proposed rewrite of one match: what the frontend's *Apply rewrite* does."""
 
+    __slots__ = ("title", "safety", "edits", "reason")
     title: str
     safety: Literal["safe", "review"]
     edits: tuple[Edit, ...]
-    reason: str | None = None  # required for review: what to check before applying
+    reason: str | None  # required for review: what to check before applying
+
+    def __init__(self, title: str, safety: Literal["safe", "review"], edits: tuple[Edit, ...],
+                 reason: str | None = None) -> None:
+        setter = object.__setattr__
+        setter(self, "title", title)
+        setter(self, "safety", safety)
+        setter(self, "edits", edits)
+        setter(self, "reason", reason)
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.title, self.safety, self.edits, self.reason)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"Fix(title={self.title!r}, safety={self.safety!r}, edits={self.edits!r}, "
+                f"reason={self.reason!r})")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (Fix, self._fields())
 
 
-@dataclass(frozen=True, eq=False)
-class Match:
+class Match(Frozen):
     """One place where a rule's matcher found a sync.
 
     ``node`` is the expression or statement whose range the finding covers (the call expression that syncs, so
     that the engine can join a runtime site to it by the executing instruction's columns); ``end_node`` extends
     the range to the end of a later node (several statements that could be one sync). ``parts`` holds the nodes a
-    rewrite needs.
+    rewrite needs. Compared by identity.
     """
 
+    __slots__ = ("node", "message", "certainty", "end_node", "parts")
     node: ast.AST
     message: str
     certainty: Certainty
-    end_node: ast.AST | None = None
-    parts: Mapping[str, Any] = field(default_factory=dict)
+    end_node: ast.AST | None
+    parts: Mapping[str, Any]
+
+    def __init__(self, node: ast.AST, message: str, certainty: Certainty, end_node: ast.AST | None = None,
+                 parts: Mapping[str, Any] | None = None) -> None:
+        setter = object.__setattr__
+        setter(self, "node", node)
+        setter(self, "message", message)
+        setter(self, "certainty", certainty)
+        setter(self, "end_node", end_node)
+        setter(self, "parts", {} if parts is None else parts)
+
+    def __repr__(self) -> str:
+        return (f"Match(node={self.node!r}, message={self.message!r}, certainty={self.certainty!r}, "
+                f"end_node={self.end_node!r}, parts={self.parts!r})")
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return (Match, (self.node, self.message, self.certainty, self.end_node, self.parts))
 
 
 Matcher = Callable[[ast.AST, "CellScope"], Iterator[Match]]
@@ -117,9 +157,29 @@ def callee_names(qualified: Iterable[str]) -> frozenset[str]:
     return frozenset(name.rpartition(".")[2] for name in qualified)
 
 
-@dataclass(frozen=True)
-class Rule:
-    """A catalog entry: the texts the frontend shows, plus the static matcher and the optional rewrite."""
+#: The texts a rule reads from its module docstring's sections, and the section (prose or its code) each comes from.
+_TEXTS: Mapping[str, tuple[str, int]] = MappingProxyType({
+    "why": ("Why is this bad?", 0),
+    "fix": ("Use instead", 0),
+    "example_before": ("Example", 1),
+    "example_after": ("Use instead", 1),
+    "what": ("What it does", 0),
+    "fix_safety_note": ("Fix safety", 0),
+})
+
+
+class Rule(Frozen):
+    """A catalog entry: the texts the frontend shows, plus the static matcher and the optional rewrite.
+
+    A rule built by :meth:`from_docstring` parses its docstring the first time one of its texts (``why``, ``fix``,
+    ``example_before``, ``example_after``, ``what``, ``fix_safety_note``) is read: a check reads none, and parsing
+    the 44 docstrings was a tenth of a cold check's fixed cost. Two rules are equal when all their fields are.
+    """
+
+    #: The fields, in the order of the constructor's parameters.
+    FIELDS = ("code", "name", "title", "category", "kind", "dependency", "cuda_call", "why", "fix", "example_before",
+              "example_after", "fix_safety", "what", "fix_safety_note", "node_types", "matcher", "rewrite",
+              "enabled_by_default", "calls")
 
     code: str
     name: str
@@ -136,14 +196,71 @@ class Rule:
     what: str
     fix_safety_note: str
     node_types: tuple[type[ast.AST], ...]
-    matcher: Matcher = field(repr=False)
-    rewrite: Rewrite | None = field(default=None, repr=False)
-    enabled_by_default: bool = True
+    matcher: Matcher
+    rewrite: Rewrite | None
+    enabled_by_default: bool
     #: For a rule on ``ast.Call``: the names a callee it can match ends with, once import aliases are resolved
     #: (``item`` for ``t.item()``; ``one_hot`` for ``F.one_hot(...)`` and for ``oh(...)`` after ``from
     #: torch.nn.functional import one_hot as oh``). The static pass calls the matcher only for those calls; None:
     #: for every call. tests/test_analyze.py checks the sets against showing every call to every rule.
-    calls: frozenset[str] | None = field(default=None, repr=False)
+    calls: frozenset[str] | None
+
+    def __init__(
+        self,
+        code: str,
+        name: str,
+        title: str,
+        category: str,
+        kind: str,
+        dependency: Literal["false", "true"],
+        cuda_call: str | None,
+        why: str,
+        fix: str,
+        example_before: str,
+        example_after: str,
+        fix_safety: Safety,
+        what: str,
+        fix_safety_note: str,
+        node_types: tuple[type[ast.AST], ...],
+        matcher: Matcher,
+        rewrite: Rewrite | None = None,
+        enabled_by_default: bool = True,
+        calls: frozenset[str] | None = None,
+    ) -> None:
+        self.__dict__.update(
+            code=code, name=name, title=title, category=category, kind=kind, dependency=dependency,
+            cuda_call=cuda_call, why=why, fix=fix, example_before=example_before, example_after=example_after,
+            fix_safety=fix_safety, what=what, fix_safety_note=fix_safety_note, node_types=node_types,
+            matcher=matcher, rewrite=rewrite, enabled_by_default=enabled_by_default, calls=calls,
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only for what the instance lacks: the texts of a rule built from its docstring, until first read.
+        doc = self.__dict__.get("_doc")
+        if doc is None or name not in _TEXTS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        sections = parse_rule_doc(doc, self.__dict__["code"])
+        texts = {text: sections[section][part] for text, (section, part) in _TEXTS.items()}
+        self._check_texts(texts)
+        self.__dict__.update(texts)
+        del self.__dict__["_doc"]
+        return texts[name]
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self is other or self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        # Equal rules have the same code and name: hashing reads no text (a set of rules parses no docstring).
+        return hash((self.code, self.name))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.FIELDS[:15] + ("enabled_by_default",))
+        return f"Rule({shown})"
 
     @classmethod
     def from_docstring(
@@ -163,36 +280,25 @@ class Rule:
         enabled_by_default: bool = True,
         calls: Iterable[str] | None = None,
     ) -> Rule:
-        """Build a rule whose texts come from its module docstring (the ruff-style sections)."""
-        sections = parse_rule_doc(doc or "", code)
-        before_prose, before_code = sections["Example"]
-        fix_prose, after_code = sections["Use instead"]
-        rule = cls(
-            code=code,
-            name=name,
-            title=title,
-            category=CATEGORIES[int(code[2])],
-            kind=kind,
-            dependency=dependency,
-            cuda_call=cuda_call,
-            why=sections["Why is this bad?"][0],
-            fix=fix_prose,
-            example_before=before_code,
-            example_after=after_code,
-            fix_safety=fix_safety,
-            what=sections["What it does"][0],
-            fix_safety_note=sections["Fix safety"][0],
-            node_types=node_types,
-            matcher=matcher,
-            rewrite=rewrite,
-            enabled_by_default=enabled_by_default,
-            calls=frozenset(calls) if calls is not None else None,
+        """Build a rule whose texts come from its module docstring (the ruff-style sections), parsed when first
+        read; the rest of the entry is validated now, the texts (and the sections' presence) when parsed."""
+        rule = cls.__new__(cls)
+        rule.__dict__.update(
+            code=code, name=name, title=title, category=CATEGORIES[int(code[2])], kind=kind, dependency=dependency,
+            cuda_call=cuda_call, fix_safety=fix_safety, node_types=node_types, matcher=matcher, rewrite=rewrite,
+            enabled_by_default=enabled_by_default, calls=frozenset(calls) if calls is not None else None,
+            _doc=doc or "",
         )
-        rule.validate()
+        rule._check_entry()
         return rule
 
     def validate(self) -> None:
-        """Raise ValueError when the entry breaks the catalog's invariants (checked at import)."""
+        """Raise ValueError when the entry breaks the catalog's invariants (its texts included: they are parsed)."""
+        self._check_entry()
+        self._check_texts({text: getattr(self, text) for text in _TEXTS})
+
+    def _check_entry(self) -> None:
+        """The invariants of what is not a docstring's text (checked at import)."""
         problems = []
         if not re.fullmatch(r"SF[1-9][0-9]{2}", self.code):
             problems.append("code must look like SF101")
@@ -208,15 +314,24 @@ class Rule:
             problems.append("calls (callee names) is for a rule on ast.Call and names at least one")
         if (self.rewrite is None) != (self.fix_safety == "none"):
             problems.append("a rule has a rewrite exactly when its fix_safety is not 'none'")
-        limits = {"title": 200, "why": 2000, "fix": 2000, "example_before": 2000, "example_after": 2000}
+        if not self.title.strip():
+            problems.append("title is empty")
+        if len(self.title) > 200:
+            problems.append("title is longer than 200 characters")
+        if self.cuda_call is not None and len(self.cuda_call) > 200:
+            problems.append("cuda_call is longer than 200 characters")
+        if problems:
+            raise ValueError(f"{self.code}: " + "; ".join(problems))
+
+    def _check_texts(self, texts: Mapping[str, str]) -> None:
+        problems = []
+        limits = {"why": 2000, "fix": 2000, "example_before": 2000, "example_after": 2000}
         for attribute, limit in limits.items():
-            text = getattr(self, attribute)
+            text = texts[attribute]
             if not text.strip():
                 problems.append(f"{attribute} is empty")
             if len(text) > limit:
                 problems.append(f"{attribute} is longer than {limit} characters")
-        if self.cuda_call is not None and len(self.cuda_call) > 200:
-            problems.append("cuda_call is longer than 200 characters")
         if problems:
             raise ValueError(f"{self.code}: " + "; ".join(problems))
 
@@ -246,6 +361,8 @@ def parse_rule_doc(doc: str, code: str = "rule") -> dict[str, tuple[str, str]]:
     Prose paragraphs are unwrapped (lines joined with spaces, paragraphs kept apart by a blank line) because the
     frontend wraps text itself; fenced code blocks are kept verbatim.
     """
+    import inspect  # here, not at import: only a rule's texts need it (inspect imports dis, 2 ms of a cold check)
+
     text = inspect.cleandoc(doc)
     parts = re.split(r"^## (.+?)\s*$", text, flags=re.MULTILINE)
     sections = {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
@@ -268,11 +385,15 @@ def parse_rule_doc(doc: str, code: str = "rule") -> dict[str, tuple[str, str]]:
 def _discover() -> dict[str, Rule]:
     """Import every ``SFnnn_*.py`` module of this package and collect its ``RULE``."""
     rules: dict[str, Rule] = {}
-    for module_info in pkgutil.iter_modules(__path__):
-        found = re.fullmatch(r"(SF[0-9]{3})_[a-z0-9_]+", module_info.name)
+    # The folder's listing, not pkgutil.iter_modules (whose import is a millisecond of a cold check): the rules are
+    # modules of their own files, as installed from the wheel.
+    names = {name.partition(".")[0] for folder in __path__ for name in os.listdir(folder)
+             if name.endswith((".py", ".pyc"))}
+    for module_name in sorted(names):
+        found = re.fullmatch(r"(SF[0-9]{3})_[a-z0-9_]+", module_name)
         if not found:
             continue
-        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        module = importlib.import_module(f"{__name__}.{module_name}")
         rule = getattr(module, "RULE", None)
         if not isinstance(rule, Rule):
             raise TypeError(f"{module.__name__} defines no RULE")

@@ -21,17 +21,15 @@ import operator
 import re
 from collections import ChainMap
 from collections.abc import Callable, Container, Iterable, Iterator
-from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from syncfree.catalog.edits import Certainty, Edit, Position
+from syncfree.catalog.edits import Certainty, Edit, Frozen, Position
 from syncfree.catalog.host_code import HostCode, imports_host_library
 
 Device = Literal["cuda", "cpu"]
 
 
-@dataclass(frozen=True)
-class Value:
+class Value(Frozen):
     """An abstract value.
 
     kind: ``tensor``, ``tensors`` (an iterable of tensors, e.g. ``model.parameters()``), ``module``,
@@ -43,13 +41,17 @@ class Value:
     the text shows it (``torch.zeros(8, 8)``), which decides whether ``x[0, 0] = 0`` syncs.
     """
 
-    kind: str = "unknown"
-    device: Device | None = None
-    dtype: Literal["bool", "int", "float"] | None = None
-    pinned: bool = False
-    int_data: tuple[int, ...] | None = None
-    const: object = None
-    ndim: int | None = None
+    #: The fields, in the order of the constructor's parameters (a frozen record written out by hand: no
+    #: dataclasses on a check's path, edits.Frozen).
+    FIELDS = ("kind", "device", "dtype", "pinned", "int_data", "const", "ndim")
+
+    kind: str
+    device: Device | None
+    dtype: Literal["bool", "int", "float"] | None
+    pinned: bool
+    int_data: tuple[int, ...] | None
+    const: object
+    ndim: int | None
 
     def __init__(
         self,
@@ -61,15 +63,34 @@ class Value:
         const: object = None,
         ndim: int | None = None,
     ) -> None:
-        # The fields above, set in one step: the frozen dataclass's own __init__ sets each through
+        # The fields above, set in one step: a frozen dataclass's own __init__ set each through
         # object.__setattr__, and the static pass makes several values per line of a cell.
         self.__dict__.update(
             kind=kind, device=device, dtype=dtype, pinned=pinned, int_data=int_data, const=const, ndim=ndim
         )
 
+    def _fields(self) -> tuple[object, ...]:
+        return (self.kind, self.device, self.dtype, self.pinned, self.int_data, self.const, self.ndim)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return ("Value(" + ", ".join(f"{name}={value!r}" for name, value in zip(self.FIELDS, self._fields())) + ")")
+
     @property
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
+
+
+def replace(value: Value, **changes: Any) -> Value:
+    """``value`` with some fields changed (what ``dataclasses.replace`` did)."""
+    return Value(**{**value.__dict__, **changes})
 
 
 UNKNOWN = Value()
@@ -309,7 +330,6 @@ def is_side_effect_free(node: ast.AST) -> bool:
     return isinstance(node, ast.Name)
 
 
-@dataclass
 class Bindings:
     """What the cells run so far left behind: names, imports and the default device.
 
@@ -317,10 +337,28 @@ class Bindings:
     ``x = torch.randn(8, device="cuda")`` in one cell makes ``x.item()`` in a later cell certain.
     """
 
-    names: dict[str, Value] = field(default_factory=dict)
-    aliases: dict[str, str] = field(default_factory=dict)
-    imported: set[str] = field(default_factory=set)
-    default_device: Device | None = "cpu"
+    names: dict[str, Value]
+    aliases: dict[str, str]
+    imported: set[str]
+    default_device: Device | None
+
+    def __init__(self, names: dict[str, Value] | None = None, aliases: dict[str, str] | None = None,
+                 imported: set[str] | None = None, default_device: Device | None = "cpu") -> None:
+        self.names = {} if names is None else names
+        self.aliases = {} if aliases is None else aliases
+        self.imported = set() if imported is None else imported
+        self.default_device = default_device
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return (f"Bindings(names={self.names!r}, aliases={self.aliases!r}, imported={self.imported!r}, "
+                f"default_device={self.default_device!r})")
 
 
 class CellScope:
@@ -2377,7 +2415,6 @@ def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
     return tuple(kinds)
 
 
-@dataclass
 class _ClassInfo:
     """A class of the file: whether it subclasses torch.Tensor (its ``self`` is a tensor), and its methods by name."""
 
@@ -2386,13 +2423,24 @@ class _ClassInfo:
     #: How many statements of the class's text store each ``self.name`` (:func:`_attribute_stores`).
     stores: dict[str, int]
     #: What ``self.name = ...`` in its methods stores, joined over the assignments walked so far.
-    attributes: dict[str, Value] = field(default_factory=dict)
-    stored_by: dict[str, object] = field(default_factory=dict)  # the method that stored each last
-    seen: dict[str, int] = field(default_factory=dict)  # the stores of each walked so far
+    attributes: dict[str, Value]
+    stored_by: dict[str, object]  # the method that stored each last
+    seen: dict[str, int]  # the stores of each walked so far
     #: method id -> what it stores in `self.name` by its end (_function_body), for `self.method()` calls after it
-    effects: dict[int, dict[str, Value]] = field(default_factory=dict)
+    effects: dict[int, dict[str, Value]]
     #: method name -> the methods of that name of the file's classes that derive from this one (directly or not)
-    overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = field(default_factory=dict)
+    overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
+
+    def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
+                 stores: dict[str, int]) -> None:
+        self.tensor = tensor
+        self.methods = methods
+        self.stores = stores
+        self.attributes = {}
+        self.stored_by = {}
+        self.seen = {}
+        self.effects = {}
+        self.overrides = {}
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
