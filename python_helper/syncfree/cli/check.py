@@ -303,14 +303,23 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
         return
     # What the analysis makes on first use, made once here rather than in each worker (syncfree.analyze.prepare).
     syncfree.analyze.prepare(select, ignore)
+    # Small chunks keep both cores busy to the end (a 10,000-line file next to many small ones).
+    chunksize = max(1, min(16, len(on_disk) // (jobs * 8)))
+    if hasattr(os, "fork"):
+        # Forked workers of our own (forkpool.py): concurrent.futures' pool and its imports cost 25 ms of CPU.
+        from syncfree.cli.forkpool import forked_map
+
+        by_path = forked_map(check_one, on_disk, min(jobs, len(on_disk)), chunksize)
+        for path in files:
+            yield check_one(path) if str(path) == "-" else next(by_path)
+        return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     # fork where there is one: the workers start with syncfree and the catalog imported (spawn re-imports them).
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
     with ProcessPoolExecutor(min(jobs, len(on_disk)), mp_context=context, initializer=_worker_started) as pool:
-        # Small chunks keep both cores busy to the end (a 10,000-line file next to many small ones).
-        results = pool.map(check_one, on_disk, chunksize=max(1, min(16, len(on_disk) // (jobs * 8))))
+        results = pool.map(check_one, on_disk, chunksize=chunksize)
         by_path = iter(results)
         for path in files:
             yield check_one(path) if str(path) == "-" else next(by_path)
