@@ -152,17 +152,25 @@ def test_a_run_wholly_from_the_cache_makes_no_dataclass_and_imports_no_parser_or
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "demo"\n\n[tool.syncfree]\nbudget = 3\n')
     for name in ("a.py", "pyproject.toml"):  # edited an hour ago: the cache trusts them at once (no racy re-stamp)
         os.utime(tmp_path / name, (time.time() - 3600, time.time() - 3600))
-    watched = ("dataclasses", "inspect", "dis", "ast", "tokenize", "signal", "tempfile", "syncfree.cli.launch",
-               "syncfree.cli.job")
+    watched = ("dataclasses", "inspect", "dis", "ast", "tokenize", "signal", "tempfile", "shutil", "random",
+               "syncfree.cli.launch", "syncfree.cli.job")
     program = ("import sys\nbefore = set(sys.modules)\nfrom syncfree.cli import main\n"
                "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '-o', sys.argv[3]])\n"
                f"print(status, sorted(set(sys.modules) - before & set({watched!r})))\n")
     command = [sys.executable, "-c", program, str(tmp_path), str(tmp_path / "cache"), str(tmp_path / "report.txt")]
-    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    import syncfree
+
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(syncfree.__file__))}  # this syncfree
+    cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
     assert cold.stdout.startswith("0 ") and "'ast'" in cold.stdout, cold.stderr  # one finding, within the budget
+    # Writing the cache takes no tempfile (with shutil and random, 4 ms), and argparse's formatter no shutil.
+    assert "'tempfile'" not in cold.stdout and "'shutil'" not in cold.stdout, cold.stdout
+    cache_files = [path for path in (tmp_path / "cache").rglob("*") if path.is_file() and path.suffix == ".json"]
+    assert cache_files and all(path.stat().st_mode & 0o777 == 0o600 for path in cache_files)  # as mkstemp made it
+    assert not list((tmp_path / "cache").rglob(".tmp-*"))
     report = (tmp_path / "report.txt").read_text()
     assert "SF101" in report
-    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
+    warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
     assert warm.stdout == "0 []\n", warm.stderr
     assert (tmp_path / "report.txt").read_text() == report
 
@@ -242,3 +250,24 @@ def test_records_behave_as_the_frozen_dataclasses_they_replace():
     cell = SourceCell("n.ipynb", 3, "x = 1\n")
     assert cell.cell_id is None and cell.location(2, 0) == "n.ipynb:cell 3:line 2:col 1" and {cell: 1}[SourceCell("n.ipynb", 3, "x = 1\n")]
     assert Config() == Config(None, None, None, None, None, [], None) and Config().exclude == [] and Config().exclude is not Config().exclude
+
+
+def test_the_help_formatter_takes_the_width_shutil_gives(monkeypatch):
+    # argparse's formatter asks shutil for the terminal's width (importing shutil, bz2 and lzma in every check);
+    # syncfree's reads it the same way without them.
+    import argparse
+    import shutil
+
+    from syncfree.cli import _HelpFormatter, _parser
+
+    for columns in ("100", "37", "0", "x", None):
+        if columns is None:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        else:
+            monkeypatch.setenv("COLUMNS", columns)
+        expected = argparse.HelpFormatter("syncfree")
+        assert _HelpFormatter("syncfree")._width == expected._width == shutil.get_terminal_size().columns - 2
+    monkeypatch.setenv("COLUMNS", "90")
+    parser, check_parser = _parser(every_command=False)
+    assert check_parser.formatter_class is _HelpFormatter and parser.formatter_class is _HelpFormatter
+    assert max(len(line) for line in check_parser.format_help().splitlines()) <= 88
