@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from syncfree.records import Record
+
+TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Config", "ConfigError", "find_config"]
 

@@ -17,10 +17,13 @@ import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
 
 from .parsing import code_columns
 from .records import Record
+
+TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
            "code_columns", "site_diagnostic", "site_what", "text_line", "write_diagnostics"]

@@ -9,7 +9,10 @@ restores ``__dict__`` without ``__setattr__``).
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
 
 __all__ = ["Record"]
 

@@ -15,13 +15,16 @@ import os
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from syncfree._version import __version__
 from syncfree.cli.check import add_check_options, check, check_options
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
+
+TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["check", "main", "run", "run_python"]
 
