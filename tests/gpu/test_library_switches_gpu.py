@@ -289,7 +289,7 @@ def test_the_trainer_example_names_the_switch_and_loses_nothing():
     nan_line = next(line for line, below in zip(lines, lines[1:])
                     if line.startswith("examples/trainer_gpt2.py") and "SFL101" in below)
     assert "(first sync " in nan_line and "per sync ×" in nan_line, nan_line
-    assert "ranked by blocked time after the first call" in out and "at the first calls of the recurring rows" in out
+    assert "ranked by blocked time after the first call" in out and "at the first call of each repeated one" in out
     assert nan_rows and sum(nan_rows) >= 8
     assert not any("SFL101" in inside for _, inside in fixed_rows)
     assert fixed_total <= total - sum(nan_rows)
