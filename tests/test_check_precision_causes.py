@@ -572,3 +572,16 @@ def test_a_method_walked_again_keeps_what_the_class_stores():
         "def helper(x):\n    return np.asarray(x)\n"
     )
     assert rules_at(source) == [("SF301", 6, "likely"), ("SF302", 9, "likely")]
+
+
+def test_a_torch_function_that_gives_a_string_or_a_dtype_formats_no_tensor():
+    """``torch.typename(p)`` is a string, ``torch.result_type(a, b)`` a dtype, ``torch.can_cast`` a bool: an f-string
+    of them (a container's ``extra_repr``) formats no tensor; ``torch.abs(p)`` in one still does."""
+    source = (
+        "def extra_repr(p: torch.Tensor, q: torch.Tensor):\n"
+        "    kind = p.device.type\n"
+        "    a = f'[{torch.typename(p)} of size {p.size()} {kind}]'\n"
+        "    b = f'{torch.result_type(p, q)} {torch.can_cast(p.dtype, q.dtype)} {torch.promote_types(p.dtype, q.dtype)}'\n"
+        "    return a + b + f'{torch.abs(p)}'\n"
+    )
+    assert rules_at(source) == [("SF202", 6, "likely")]

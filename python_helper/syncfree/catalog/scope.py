@@ -178,11 +178,12 @@ FACTORIES = frozenset(
 # The modules whose functions _function_call tells apart (any other's: what _passed_through makes of it, or Python for a
 # _PYTHON_RESULTS name).
 _KNOWN_ROOTS = ("torch.", "numpy.", "builtins.", "math.")
-# torch functions (and tensor methods) whose result is a Python object, not a tensor.
+# torch functions (and tensor methods) whose result is a Python object, not a tensor (a string: `torch.typename(p)`;
+# a dtype: `torch.result_type(a, b)`; a bool: `torch.can_cast`).
 _PYTHON_RESULTS = frozenset(
     "is_tensor numel is_nonzero equal allclose is_floating_point is_complex get_default_dtype is_grad_enabled "
     "manual_seed initial_seed seed save set_default_dtype set_default_device set_printoptions "
-    "use_deterministic_algorithms".split()
+    "use_deterministic_algorithms typename result_type promote_types can_cast is_storage".split()
 )
 # Namespaces whose functions take and return tensors (torch.utils, torch.optim... hold other objects).
 _TENSOR_NAMESPACES = frozenset(
