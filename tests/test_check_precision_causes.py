@@ -585,3 +585,21 @@ def test_a_torch_function_that_gives_a_string_or_a_dtype_formats_no_tensor():
         "    return a + b + f'{torch.abs(p)}'\n"
     )
     assert rules_at(source) == [("SF202", 6, "likely")]
+
+
+def test_a_branch_taken_only_on_another_accelerator_is_possible():
+    """``if self.device.type == "mps":`` (or ``in {"mps", "npu"}``, ``str(device) == "xla"``): the branch runs only on
+    another accelerator than CUDA (an MPS fallback to the host, a bucketed size for Apple's driver), so what syncs there
+    never waits for a CUDA GPU: possible. A CUDA or CPU test, a ``!=`` test and the code after the branch keep theirs."""
+    source = (
+        "def sizes(self, counts: torch.Tensor, x: torch.Tensor, device):\n"
+        "    n = counts.max()\n"
+        "    if self.device.type == 'mps':\n        m = 1 << (int(n) - 1).bit_length()\n"
+        "    if x.device.type in {'mps', 'npu'} and n is not None:\n        x = x.cpu()\n"
+        "    if str(device) == 'xla':\n        print(x.tolist())\n"
+        "    if self.device.type == 'cuda':\n        a = int(n)\n"
+        "    if self.device.type != 'mps':\n        b = int(n)\n"
+        "    return int(n)\n"
+    )
+    assert rules_at(source) == [("SF102", 5, "possible"), ("SF102", 11, "likely"), ("SF102", 13, "likely"),
+                                ("SF102", 14, "likely"), ("SF204", 9, "possible"), ("SF301", 7, "possible")]
