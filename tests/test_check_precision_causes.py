@@ -603,3 +603,21 @@ def test_a_branch_taken_only_on_another_accelerator_is_possible():
     )
     assert rules_at(source) == [("SF102", 5, "possible"), ("SF102", 11, "likely"), ("SF102", 13, "likely"),
                                 ("SF102", 14, "likely"), ("SF204", 9, "possible"), ("SF301", 7, "possible")]
+
+
+def test_an_object_of_a_class_of_the_file_holds_what_its_methods_store():
+    """``colors = Colors()`` at the top of a module, then ``colors.palette[[9, 7]]`` in another class: what
+    ``Colors.__init__`` stores in ``self.palette`` (a NumPy array) is what the object holds, so indexing it with a list
+    and ``.tolist()`` of a row copy nothing. An attribute stored with a tensor of unknown device, or not stored by the
+    class, stays as untold as before."""
+    source = (
+        "import numpy as np\n"
+        "class Colors:\n    def __init__(self):\n        self.palette = np.array([[255, 128, 0], [0, 0, 0]])\n"
+        "        self.weights = torch.ones(3).to(self.device)\n"
+        "colors = Colors()\n"
+        "class Annotator:\n    def __init__(self):\n        self.limb = colors.palette[[1, 0]]\n"
+        "        self.w = colors.weights[[1, 0]]\n        self.other = colors.unknown[[1, 0]]\n"
+        "    def draw(self, i):\n        return self.limb[i].tolist(), self.w.tolist()\n"
+    )
+    assert rules_at(source) == [("SF204", 14, "likely"), ("SF302", 6, "likely"), ("SF501", 11, "likely"),
+                                ("SF501", 12, "likely")]

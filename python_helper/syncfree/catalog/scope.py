@@ -886,6 +886,16 @@ class CellScope:
             return MAYBE_DEVICE  # the caller's device, the CPU for host data
         if base.kind == "unknown" and node.attr in ("shape", "ndim"):
             return PYTHON  # a tensor's or an array's sizes: Python ints either way
+        if base.kind == "unknown" and type(base.const) is tuple and base.const[0] is _INSTANCE:
+            # `colors.pose_palette` of `colors = Colors()`: what the class's methods store in it, once the walk has
+            # seen every store its text holds, when that is host data (a palette of `np.array(...)`); a tensor of
+            # unknown device or an untold value says nothing more than the attribute did.
+            info: _ClassInfo = base.const[1]
+            stored = info.attributes.get(node.attr)
+            if stored is not None and info.seen.get(node.attr) == info.stores.get(node.attr) and (
+                stored.kind in _HOST_KINDS or (stored.kind == "tensor" and stored.device == "cpu")
+            ):
+                return stored
         if base.kind == "unknown" and _names_a_config(node.value):
             return PYTHON  # self.config.pad_token_id, config.hidden_size: settings, not tensors
         return UNKNOWN
@@ -952,6 +962,12 @@ class CellScope:
         if callee.kind == "function":
             self._read_return(id(callee.const))
             return self.returns.get(id(callee.const)) or self._passed_through(call)
+        if callee is UNKNOWN and type(call.func) is ast.Name:
+            found = self._classes.get(call.func.id)  # type: ignore[attr-defined]
+            if found is not None and not found[0].tensor:
+                # `colors = Colors()`: an object of a class of the file, of unknown kind as before, whose attributes
+                # are what the class's methods store in them (_attribute)
+                return Value("unknown", const=(_INSTANCE, found[0]))
         return self._passed_through(call)
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
@@ -2212,6 +2228,8 @@ class CellScope:
 
 #: The prefix of the names under which a method's scope keeps what it stored in `self.name` (no identifier has it).
 _ATTRIBUTE = "."
+#: ``Value.const[0]`` of an object made by calling a class of the file (``(_INSTANCE, its _ClassInfo)``).
+_INSTANCE = "instance of a class of the file"
 _NAMELESS_TARGETS = frozenset({ast.Attribute, ast.Subscript})  # assigning to these binds no name
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
