@@ -621,3 +621,18 @@ def test_an_object_of_a_class_of_the_file_holds_what_its_methods_store():
     )
     assert rules_at(source) == [("SF204", 14, "likely"), ("SF302", 6, "likely"), ("SF501", 11, "likely"),
                                 ("SF501", 12, "likely")]
+
+
+def test_a_test_that_hands_its_tensors_own_device_along_places_nothing():
+    """A pytest test whose only word of a device is its own CPU tensor's handed along (``device=log_probs.device``
+    to a graph compiler) makes its tensors on the CPU: host code, possible. ``device=self.device`` (a device the test
+    case holds) or ``.to(device)`` still names one."""
+    source = (
+        "import pytest\nfrom lib import Compiler, loss_of\n"
+        "def test_loss():\n    log_probs = torch.randn(4, 100, 30)\n"
+        "    compiler = Compiler(device=log_probs.device)\n"
+        "    loss = loss_of(log_probs, compiler)\n    assert loss.item() >= 0\n"
+        "def test_loss_on(device):\n    log_probs = torch.randn(4, 100, 30).to(device)\n"
+        "    loss = loss_of(log_probs, Compiler(device=log_probs.device))\n    assert loss.item() >= 0\n"
+    )
+    assert rules_at(source) == [("SF101", 8, "possible"), ("SF101", 12, "likely"), ("SF302", 10, "likely")]
