@@ -636,3 +636,17 @@ def test_a_test_that_hands_its_tensors_own_device_along_places_nothing():
         "    loss = loss_of(log_probs, Compiler(device=log_probs.device))\n    assert loss.item() >= 0\n"
     )
     assert rules_at(source) == [("SF101", 8, "possible"), ("SF101", 12, "likely"), ("SF302", 10, "likely")]
+
+
+def test_a_call_that_leaves_a_functions_device_at_none_gets_a_cpu_tensor():
+    """``int(as_key([index]))`` where other calls of ``as_key`` pass a device (so its one return is of no one device):
+    given host data and its ``device=None`` left out, it makes its tensor on the default device, the CPU. A call given
+    a tensor of unknown device, or a device, stay likely."""
+    source = (
+        "def as_key(key, *, device=None):\n    return torch.as_tensor(key, device=device)\n"
+        "def lookup(x: torch.Tensor, index: int):\n    keys = as_key(x.tolist(), device=x.device)\n"
+        "    return int(as_key([index])), int(as_key([index], device=None)), int(as_key(x)),"
+        " int(as_key([index], device=x.device))\n"
+    )
+    assert rules_at(source) == [("SF102", 6, "likely"), ("SF102", 6, "likely"), ("SF204", 5, "likely"),
+                                ("SF401", 3, "possible")]

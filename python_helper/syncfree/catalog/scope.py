@@ -961,7 +961,14 @@ class CellScope:
             return Value("module", "cpu")
         if callee.kind == "function":
             self._read_return(id(callee.const))
-            return self.returns.get(id(callee.const)) or self._passed_through(call)
+            returned = self.returns.get(id(callee.const))
+            if returned is not None and returned.kind == "tensor" and returned.device is None and (
+                self._on_default_device(callee.const, call)
+            ):
+                # `int(as_key_tensor([index]))`: a function of the module whose return is of no one device (its
+                # calls pass different devices) given host data and its device left at None: made on the CPU
+                return Value("tensor", self.default_device or "cpu", returned.dtype, ndim=returned.ndim)
+            return returned or self._passed_through(call)
         if callee is UNKNOWN and type(call.func) is ast.Name:
             found = self._classes.get(call.func.id)  # type: ignore[attr-defined]
             if found is not None and not found[0].tensor:
@@ -1055,6 +1062,36 @@ class CellScope:
         if name.startswith("math."):
             return PYTHON
         return self._passed_through(call)
+
+    def _on_default_device(self, function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> bool:
+        """Whether ``call`` of a function defined at the module's top level passes it host data only (numbers, lists,
+        arrays, CPU tensors) and leaves its device parameter (``device=None``) at None: the tensors it makes are
+        made on the default device, whatever other calls pass it."""
+        if self.parents.get(function) is not self.tree:
+            return False  # a method reads its object, a nested function its definer's names
+        signature = function.args
+        positional = [*signature.posonlyargs, *signature.args]
+        defaults = {**dict(zip([a.arg for a in positional][::-1], signature.defaults[::-1])),
+                    **{a.arg: d for a, d in zip(signature.kwonlyargs, signature.kw_defaults) if d is not None}}
+        devices = [name for name, default in defaults.items()
+                   if "dev" in name.lower() and is_constant(default, None)]
+        if len(devices) != 1:
+            return False
+        passed = dict(zip([a.arg for a in positional], call.args))
+        for item in call.keywords:
+            if item.arg is None:
+                return False  # f(**kwargs): the device may be in it
+            passed[item.arg] = item.value
+        if any(type(argument) is ast.Starred for argument in call.args) or not passed:
+            return False
+        device = passed.pop(devices[0], None)
+        if device is not None and not is_constant(device, None):
+            return False
+        for argument in passed.values():
+            value = self.value(argument)
+            if not (value.kind in _HOST_KINDS or (value.kind == "tensor" and value.device == "cpu")):
+                return False
+        return True
 
     def _cpu_arguments(self, call: ast.Call) -> bool:
         """Whether a call's arguments are CPU tensors, one at least, and host data: nothing the text does not tell
