@@ -572,3 +572,81 @@ def test_a_method_walked_again_keeps_what_the_class_stores():
         "def helper(x):\n    return np.asarray(x)\n"
     )
     assert rules_at(source) == [("SF301", 6, "likely"), ("SF302", 9, "likely")]
+
+
+def test_a_torch_function_that_gives_a_string_or_a_dtype_formats_no_tensor():
+    """``torch.typename(p)`` is a string, ``torch.result_type(a, b)`` a dtype, ``torch.can_cast`` a bool: an f-string
+    of them (a container's ``extra_repr``) formats no tensor; ``torch.abs(p)`` in one still does."""
+    source = (
+        "def extra_repr(p: torch.Tensor, q: torch.Tensor):\n"
+        "    kind = p.device.type\n"
+        "    a = f'[{torch.typename(p)} of size {p.size()} {kind}]'\n"
+        "    b = f'{torch.result_type(p, q)} {torch.can_cast(p.dtype, q.dtype)} {torch.promote_types(p.dtype, q.dtype)}'\n"
+        "    return a + b + f'{torch.abs(p)}'\n"
+    )
+    assert rules_at(source) == [("SF202", 6, "likely")]
+
+
+def test_a_branch_taken_only_on_another_accelerator_is_possible():
+    """``if self.device.type == "mps":`` (or ``in {"mps", "npu"}``, ``str(device) == "xla"``): the branch runs only on
+    another accelerator than CUDA (an MPS fallback to the host, a bucketed size for Apple's driver), so what syncs there
+    never waits for a CUDA GPU: possible. A CUDA or CPU test, a ``!=`` test and the code after the branch keep theirs."""
+    source = (
+        "def sizes(self, counts: torch.Tensor, x: torch.Tensor, device):\n"
+        "    n = counts.max()\n"
+        "    if self.device.type == 'mps':\n        m = 1 << (int(n) - 1).bit_length()\n"
+        "    if x.device.type in {'mps', 'npu'} and n is not None:\n        x = x.cpu()\n"
+        "    if str(device) == 'xla':\n        print(x.tolist())\n"
+        "    if self.device.type == 'cuda':\n        a = int(n)\n"
+        "    if self.device.type != 'mps':\n        b = int(n)\n"
+        "    return int(n)\n"
+    )
+    assert rules_at(source) == [("SF102", 5, "possible"), ("SF102", 11, "likely"), ("SF102", 13, "likely"),
+                                ("SF102", 14, "likely"), ("SF204", 9, "possible"), ("SF301", 7, "possible")]
+
+
+def test_an_object_of_a_class_of_the_file_holds_what_its_methods_store():
+    """``colors = Colors()`` at the top of a module, then ``colors.palette[[9, 7]]`` in another class: what
+    ``Colors.__init__`` stores in ``self.palette`` (a NumPy array) is what the object holds, so indexing it with a list
+    and ``.tolist()`` of a row copy nothing. An attribute stored with a tensor of unknown device, or not stored by the
+    class, stays as untold as before."""
+    source = (
+        "import numpy as np\n"
+        "class Colors:\n    def __init__(self):\n        self.palette = np.array([[255, 128, 0], [0, 0, 0]])\n"
+        "        self.weights = torch.ones(3).to(self.device)\n"
+        "colors = Colors()\n"
+        "class Annotator:\n    def __init__(self):\n        self.limb = colors.palette[[1, 0]]\n"
+        "        self.w = colors.weights[[1, 0]]\n        self.other = colors.unknown[[1, 0]]\n"
+        "    def draw(self, i):\n        return self.limb[i].tolist(), self.w.tolist()\n"
+    )
+    assert rules_at(source) == [("SF204", 14, "likely"), ("SF302", 6, "likely"), ("SF501", 11, "likely"),
+                                ("SF501", 12, "likely")]
+
+
+def test_a_test_that_hands_its_tensors_own_device_along_places_nothing():
+    """A pytest test whose only word of a device is its own CPU tensor's handed along (``device=log_probs.device``
+    to a graph compiler) makes its tensors on the CPU: host code, possible. ``device=self.device`` (a device the test
+    case holds) or ``.to(device)`` still names one."""
+    source = (
+        "import pytest\nfrom lib import Compiler, loss_of\n"
+        "def test_loss():\n    log_probs = torch.randn(4, 100, 30)\n"
+        "    compiler = Compiler(device=log_probs.device)\n"
+        "    loss = loss_of(log_probs, compiler)\n    assert loss.item() >= 0\n"
+        "def test_loss_on(device):\n    log_probs = torch.randn(4, 100, 30).to(device)\n"
+        "    loss = loss_of(log_probs, Compiler(device=log_probs.device))\n    assert loss.item() >= 0\n"
+    )
+    assert rules_at(source) == [("SF101", 8, "possible"), ("SF101", 12, "likely"), ("SF302", 10, "likely")]
+
+
+def test_a_call_that_leaves_a_functions_device_at_none_gets_a_cpu_tensor():
+    """``int(as_key([index]))`` where other calls of ``as_key`` pass a device (so its one return is of no one device):
+    given host data and its ``device=None`` left out, it makes its tensor on the default device, the CPU. A call given
+    a tensor of unknown device, or a device, stay likely."""
+    source = (
+        "def as_key(key, *, device=None):\n    return torch.as_tensor(key, device=device)\n"
+        "def lookup(x: torch.Tensor, index: int):\n    keys = as_key(x.tolist(), device=x.device)\n"
+        "    return int(as_key([index])), int(as_key([index], device=None)), int(as_key(x)),"
+        " int(as_key([index], device=x.device))\n"
+    )
+    assert rules_at(source) == [("SF102", 6, "likely"), ("SF102", 6, "likely"), ("SF204", 5, "likely"),
+                                ("SF401", 3, "possible")]

@@ -394,7 +394,9 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
 def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
     """The test of an ``if`` around ``node`` (in its method) that runs the branch only when an optional attribute of
     the instance exists: ``hasattr(self, "final_offload_hook") and ...``, ``getattr(self, "_hf_hook", None) is not
-    None`` (set by a feature few runs use), or only in a mode few runs are in (``torch.jit.is_scripting()``). Not ``if not hasattr(self, "cache")`` (the first run takes it), nor a
+    None`` (set by a feature few runs use), only in a mode few runs are in (``torch.jit.is_scripting()``), or only on
+    another accelerator than CUDA (``if self.device.type == "mps":``). Not ``if not hasattr(self, "cache")`` (the
+    first run takes it), nor a
     test of its value (``getattr(self, "method", None) == HQQ``), nor another object's (``hasattr(config, ...)``)."""
     child, parent = node, scope.parent(node)
     while parent is not None and type(parent) not in _SCOPES:
@@ -413,8 +415,33 @@ def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
                     _instance_attribute_test(conjunct, scope) or scope.call_name(conjunct) in _MODE_TESTS
                 ):
                     return scope.snippet(test, 60)
+                if _other_backend_test(conjunct):
+                    return scope.snippet(test, 60)
         child, parent = parent, scope.parent(parent)
     return None
+
+
+def _other_backend_test(test: ast.expr) -> bool:
+    """``x.device.type == "mps"``, ``device.type in ("xla", "xpu")``, ``str(device) == "npu"``: a test that holds only
+    on another accelerator than CUDA (Apple's MPS, XLA, Intel's XPU, Ascend's NPU, Gaudi's HPU). The branch never
+    runs when the code runs on CUDA: what syncs there waits for that device, not for a CUDA GPU."""
+    if type(test) is not ast.Compare or len(test.ops) != 1:
+        return False
+    operator, right = test.ops[0], test.comparators[0]
+    if type(operator) is ast.Eq:
+        names = [right]
+    elif type(operator) is ast.In and type(right) in (ast.Tuple, ast.List, ast.Set):
+        names = right.elts  # type: ignore[attr-defined]
+    else:
+        return False
+    return bool(names) and all(
+        type(name) is ast.Constant and name.value in _OTHER_BACKENDS for name in names  # type: ignore[attr-defined]
+    )
+
+
+# Device types of accelerators other than CUDA (torch.device's types; "cpu" and "meta" are not among them: a CPU
+# branch may still copy to the GPU, and "meta" names other things too).
+_OTHER_BACKENDS = frozenset({"mps", "xla", "xpu", "npu", "hpu", "mlu"})
 
 
 def _instance_attribute_test(call: ast.Call, scope: CellScope) -> bool:

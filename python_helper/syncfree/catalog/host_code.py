@@ -44,9 +44,9 @@ Test code draws it too: a library's test helpers (``gpytorch/test``, ``botorch/u
 ships. Every method of a test case class, named by unittest's convention (``TestCase``, ``BaseTestCase``, a
 ``...TestCaseMixin``, and the file's subclasses of one), and every top-level ``test_*`` function of a module that
 imports pytest or unittest, is host code, with what only they call, where its text names no device (no ``cuda``, no
-``device``): its tensors are the test's, made on the CPU, or the caller's (an ``assertAllClose`` of two tensors). A
-test that names one (a ``cuda=True`` variant that moves its model) is not, nor is what the walk reaches through it: a
-sync there is one where the test places its tensors.
+``device`` but a tensor's own handed along, ``device=log_probs.device``): its tensors are the test's, made on the CPU,
+or the caller's (an ``assertAllClose`` of two tensors). A test that names one (a ``cuda=True`` variant that moves its
+model) is not, nor is what the walk reaches through it: a sync there is one where the test places its tensors.
 
 A function that imports, in its own body, a library that works on host memory only (a graph, molecule, plotting or
 mesh library: ``import networkx as nx`` in ``to_networkx``, ``from rdkit import Chem`` in
@@ -117,6 +117,10 @@ _HOST_LIBRARIES = frozenset(
 )
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+# `x.device` of a name other than self/cls (in a test's text, lowered), and `device=` handing it along.
+_TENSORS_DEVICE = re.compile(r"(?<![\w.])(?!self\.|cls\.)[a-z_]\w*\.device\b(?!\s*\()")
+_PASSED_ALONG = re.compile(r"\bdevice\s*=\s*\0|\0")
 
 
 def _base_name(node: ast.expr) -> str:
@@ -364,7 +368,11 @@ class HostCode:
         if self._source is None:
             return False
         text = "\n".join(self._source.split("\n")[node.lineno - 1 : node.end_lineno]).lower()
-        return "cuda" not in text and "device" not in text
+        if "cuda" in text:
+            return False
+        # `device=log_probs.device`: the device of a tensor the test already has, handed along, places nothing new
+        # (`self.device`, a device the test case holds, still does)
+        return "device" not in _PASSED_ALONG.sub("", _TENSORS_DEVICE.sub("\0", text))
 
     def _reach(self, starts: Iterable[int], blocked: set[int] | frozenset[int] = frozenset()) -> set[int]:
         seen = set(starts)

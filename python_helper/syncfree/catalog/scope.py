@@ -178,11 +178,12 @@ FACTORIES = frozenset(
 # The modules whose functions _function_call tells apart (any other's: what _passed_through makes of it, or Python for a
 # _PYTHON_RESULTS name).
 _KNOWN_ROOTS = ("torch.", "numpy.", "builtins.", "math.")
-# torch functions (and tensor methods) whose result is a Python object, not a tensor.
+# torch functions (and tensor methods) whose result is a Python object, not a tensor (a string: `torch.typename(p)`;
+# a dtype: `torch.result_type(a, b)`; a bool: `torch.can_cast`).
 _PYTHON_RESULTS = frozenset(
     "is_tensor numel is_nonzero equal allclose is_floating_point is_complex get_default_dtype is_grad_enabled "
     "manual_seed initial_seed seed save set_default_dtype set_default_device set_printoptions "
-    "use_deterministic_algorithms".split()
+    "use_deterministic_algorithms typename result_type promote_types can_cast is_storage".split()
 )
 # Namespaces whose functions take and return tensors (torch.utils, torch.optim... hold other objects).
 _TENSOR_NAMESPACES = frozenset(
@@ -885,6 +886,16 @@ class CellScope:
             return MAYBE_DEVICE  # the caller's device, the CPU for host data
         if base.kind == "unknown" and node.attr in ("shape", "ndim"):
             return PYTHON  # a tensor's or an array's sizes: Python ints either way
+        if base.kind == "unknown" and type(base.const) is tuple and base.const[0] is _INSTANCE:
+            # `colors.pose_palette` of `colors = Colors()`: what the class's methods store in it, once the walk has
+            # seen every store its text holds, when that is host data (a palette of `np.array(...)`); a tensor of
+            # unknown device or an untold value says nothing more than the attribute did.
+            info: _ClassInfo = base.const[1]
+            stored = info.attributes.get(node.attr)
+            if stored is not None and info.seen.get(node.attr) == info.stores.get(node.attr) and (
+                stored.kind in _HOST_KINDS or (stored.kind == "tensor" and stored.device == "cpu")
+            ):
+                return stored
         if base.kind == "unknown" and _names_a_config(node.value):
             return PYTHON  # self.config.pad_token_id, config.hidden_size: settings, not tensors
         return UNKNOWN
@@ -950,7 +961,20 @@ class CellScope:
             return Value("module", "cpu")
         if callee.kind == "function":
             self._read_return(id(callee.const))
-            return self.returns.get(id(callee.const)) or self._passed_through(call)
+            returned = self.returns.get(id(callee.const))
+            if returned is not None and returned.kind == "tensor" and returned.device is None and (
+                self._on_default_device(callee.const, call)
+            ):
+                # `int(as_key_tensor([index]))`: a function of the module whose return is of no one device (its
+                # calls pass different devices) given host data and its device left at None: made on the CPU
+                return Value("tensor", self.default_device or "cpu", returned.dtype, ndim=returned.ndim)
+            return returned or self._passed_through(call)
+        if callee is UNKNOWN and type(call.func) is ast.Name:
+            found = self._classes.get(call.func.id)  # type: ignore[attr-defined]
+            if found is not None and not found[0].tensor:
+                # `colors = Colors()`: an object of a class of the file, of unknown kind as before, whose attributes
+                # are what the class's methods store in them (_attribute)
+                return Value("unknown", const=(_INSTANCE, found[0]))
         return self._passed_through(call)
 
     def _function_call(self, name: str, call: ast.Call) -> Value:
@@ -1038,6 +1062,36 @@ class CellScope:
         if name.startswith("math."):
             return PYTHON
         return self._passed_through(call)
+
+    def _on_default_device(self, function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> bool:
+        """Whether ``call`` of a function defined at the module's top level passes it host data only (numbers, lists,
+        arrays, CPU tensors) and leaves its device parameter (``device=None``) at None: the tensors it makes are
+        made on the default device, whatever other calls pass it."""
+        if self.parents.get(function) is not self.tree:
+            return False  # a method reads its object, a nested function its definer's names
+        signature = function.args
+        positional = [*signature.posonlyargs, *signature.args]
+        defaults = {**dict(zip([a.arg for a in positional][::-1], signature.defaults[::-1])),
+                    **{a.arg: d for a, d in zip(signature.kwonlyargs, signature.kw_defaults) if d is not None}}
+        devices = [name for name, default in defaults.items()
+                   if "dev" in name.lower() and is_constant(default, None)]
+        if len(devices) != 1:
+            return False
+        passed = dict(zip([a.arg for a in positional], call.args))
+        for item in call.keywords:
+            if item.arg is None:
+                return False  # f(**kwargs): the device may be in it
+            passed[item.arg] = item.value
+        if any(type(argument) is ast.Starred for argument in call.args) or not passed:
+            return False
+        device = passed.pop(devices[0], None)
+        if device is not None and not is_constant(device, None):
+            return False
+        for argument in passed.values():
+            value = self.value(argument)
+            if not (value.kind in _HOST_KINDS or (value.kind == "tensor" and value.device == "cpu")):
+                return False
+        return True
 
     def _cpu_arguments(self, call: ast.Call) -> bool:
         """Whether a call's arguments are CPU tensors, one at least, and host data: nothing the text does not tell
@@ -2211,6 +2265,8 @@ class CellScope:
 
 #: The prefix of the names under which a method's scope keeps what it stored in `self.name` (no identifier has it).
 _ATTRIBUTE = "."
+#: ``Value.const[0]`` of an object made by calling a class of the file (``(_INSTANCE, its _ClassInfo)``).
+_INSTANCE = "instance of a class of the file"
 _NAMELESS_TARGETS = frozenset({ast.Attribute, ast.Subscript})  # assigning to these binds no name
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
