@@ -650,3 +650,21 @@ def test_a_call_that_leaves_a_functions_device_at_none_gets_a_cpu_tensor():
     )
     assert rules_at(source) == [("SF102", 6, "likely"), ("SF102", 6, "likely"), ("SF204", 5, "likely"),
                                 ("SF401", 3, "possible")]
+
+
+def test_a_tested_tensor_is_named_with_the_statement_that_tests_it():
+    """SF103's message names the statement by its keyword (``if``, ``while``, ``assert``, a conditional expression)
+    and says that the truth value is needed on the CPU: "the if tests `noise.lt(min_noise).any()` on the CPU" read as
+    if the CPU ran the comparison, under a noun ("the if") no user writes."""
+    found = analyze_source(
+        "import torch\ndef check(noise: torch.Tensor, min_noise: float):\n    if noise.lt(min_noise).any():\n"
+        "        pass\n    while noise.sum() > 1:\n        pass\n    return 1 if noise.max() > 0 else 0\n",
+        select=["SF103"],
+    )
+    assert [f["message"] for f in found] == [
+        "`if` needs the truth value of `noise.lt(min_noise).any()` on the CPU: it is copied back and the CPU waits "
+        "for the GPU",
+        "`while` needs the truth value of `noise.sum() > 1` on the CPU: it is copied back and the CPU waits for the GPU",
+        "`… if … else …` needs the truth value of `noise.max() > 0` on the CPU: it is copied back and the CPU waits "
+        "for the GPU",
+    ]
