@@ -11,8 +11,9 @@ The libraries are read, not imported: ``pip install --no-deps`` of the Makefile'
 torchmetrics, lightning, and diffusers, kornia, torch_geometric and monai, added by issue 40 as libraries the rules were
 not tuned on; ``make install`` does it; gpytorch 1.15.2, added later by issue 40, and pyro-ppl 1.9.2, ultralytics
 8.4.190, speechbrain 1.1.2 and botorch 0.18.1, held out: labelled before the fixes they led to; peft 0.21.2, pytorch-ignite
-0.5.5 and stable-baselines3 2.9.2, held out and labelled after the last rule change, never tuned on). A library missing, or
-at another version, skips its case.
+0.5.5 and stable-baselines3 2.9.2, held out and labelled after the last rule change, never tuned on; and sentence-transformers
+6.2.0 and torchtune 0.6.1, held out the same way after issue 40's fourth round). A library missing, or at another version,
+skips its case.
 """
 
 from __future__ import annotations

@@ -650,3 +650,60 @@ def test_a_call_that_leaves_a_functions_device_at_none_gets_a_cpu_tensor():
     )
     assert rules_at(source) == [("SF102", 6, "likely"), ("SF102", 6, "likely"), ("SF204", 5, "likely"),
                                 ("SF401", 3, "possible")]
+
+
+def test_a_tested_tensor_is_named_with_the_statement_that_tests_it():
+    """SF103's message names the statement by its keyword (``if``, ``while``, ``assert``, a conditional expression)
+    and says that the truth value is needed on the CPU: "the if tests `noise.lt(min_noise).any()` on the CPU" read as
+    if the CPU ran the comparison, under a noun ("the if") no user writes."""
+    found = analyze_source(
+        "import torch\ndef check(noise: torch.Tensor, min_noise: float):\n    if noise.lt(min_noise).any():\n"
+        "        pass\n    while noise.sum() > 1:\n        pass\n    return 1 if noise.max() > 0 else 0\n",
+        select=["SF103"],
+    )
+    assert [f["message"] for f in found] == [
+        "`if` needs the truth value of `noise.lt(min_noise).any()` on the CPU: it is copied back and the CPU waits "
+        "for the GPU",
+        "`while` needs the truth value of `noise.sum() > 1` on the CPU: it is copied back and the CPU waits for the GPU",
+        "`… if … else …` needs the truth value of `noise.max() > 0` on the CPU: it is copied back and the CPU waits "
+        "for the GPU",
+    ]
+
+
+def test_a_device_parameter_of_cpu_default_is_the_callers_choice():
+    """``device: str | torch.device = torch.device("cpu")`` handed to the base class's ``__init__`` (which keeps it in
+    ``self._device``), or kept by the class itself (``torch.device(device)``, read through a property): the metric's
+    state made and moved there (``torch.tensor(0.0, device=self._device)``, ``+= y.sum().to(self._device)``) is on the
+    device its user picks, the CPU by default, so its ``.item()`` and masks are possible, with that reason. A device
+    of another default (``"auto"``), a model's (an ``nn.Module``'s, or one a model is moved to) and one the file's
+    callers pass (``device=x.device``) keep their findings."""
+    source = (
+        "from torch import nn\nfrom metrics.base import Metric\n"
+        "class Pearson(Metric):\n"
+        "    def __init__(self, eps: float = 1e-8, device: str | torch.device = torch.device('cpu')):\n"
+        "        super().__init__(lambda x: x, device)\n"
+        "    def reset(self):\n        self._sum = torch.tensor(0.0, device=self._device)\n        self._n = 0\n"
+        "    def update(self, y: torch.Tensor):\n        self._sum += y.sum().to(self._device)\n"
+        "        self._n += y.shape[0]\n"
+        "    def compute(self):\n        r = self._sum / self._n\n        return r.item(), self._sum[self._sum > 0]\n"
+        "class Own:\n    def __init__(self, device='cpu'):\n        self._device = torch.device(device)\n"
+        "    @property\n    def device(self):\n        return self._device\n"
+        "    def compute(self):\n        return torch.zeros(3, device=self.device).sum().item()\n"
+        "class Auto:\n    def __init__(self, device='auto'):\n        self._device = torch.device(device)\n"
+        "    def compute(self):\n        return torch.zeros(3, device=self._device).sum().item()\n"
+        "class Net(nn.Module):\n    def __init__(self, device: str = 'cpu'):\n        super().__init__()\n"
+        "        self.device = device\n"
+        "    def forward(self, x):\n        return torch.ones(3).to(self.device)\n"
+        "def score(x: torch.Tensor, model, device='cpu'):\n    model = model.to(device)\n"
+        "    return torch.zeros(3, device=device).sum().item()\n"
+        "def paired(x: torch.Tensor):\n    return _ids(x, device=x.device)\n"
+        "def _ids(x: torch.Tensor, device='cpu'):\n    return torch.as_tensor([1, 2], device=device)\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF101", 15, "possible"), ("SF101", 23, "possible"), ("SF101", 28, "likely"), ("SF101", 37, "likely"),
+        ("SF302", 34, "likely"), ("SF401", 8, "possible"), ("SF401", 41, "likely"), ("SF601", 15, "possible"),
+    ]
+    reasons = {f["range"]["line"] for f in found if f["message"].endswith("(possible: on the device its caller picks, "
+                                                                           "the CPU by default)")}
+    assert reasons == {8, 15, 23}

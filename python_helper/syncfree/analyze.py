@@ -294,6 +294,13 @@ class _Analysis:
                             and optimizer.demotes(found.node, scope.names_in(found.node))
                         ):
                             finding["certainty"] = "possible"  # a step count or scalar: CPU unless capturable/fused
+                        if finding["certainty"] == "likely" and scope.only_cpu_by_default(found.node):
+                            # a mask of a metric's state, `.item()` reads in a row of it: on the device the caller
+                            # picks, the CPU by default (scope.CPU_DEFAULT), whatever the rule's own device test
+                            finding["certainty"] = "possible"
+                            finding["message"] = (
+                                f"{finding['message']} (possible: on the device its caller picks, the CPU by default)"
+                            )[:500]
                         if finding["certainty"] == "likely":
                             guard = _optional_guard(found.node, scope)
                             if guard is not None:
@@ -314,7 +321,10 @@ class _Analysis:
         end_position = (end.end_lineno, end.end_col_offset)  # type: ignore[attr-defined]
         fix = rule.rewrite(found, self.scope) if rule.rewrite is not None else None
         message = found.message
-        if found.certainty == "possible":  # a matcher's own `possible`: a value that is a tensor on some paths only
+        if found.certainty == "possible" and self.scope.on_cpu_by_default(found.node):
+            # (a tensor of a device parameter `device="cpu"`, or kept in `self._device`: scope.CPU_DEFAULT)
+            message += " (possible: on the device its caller picks, the CPU by default)"
+        elif found.certainty == "possible":  # a matcher's own `possible`: a value that is a tensor on some paths only
             message += " (possible: only when it is a tensor; its annotation or its callers allow host data too)"
         return {
             "rule": rule.code,

@@ -107,20 +107,23 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     return iter([_tested_match(node, operand, certainty, scope) for operand, certainty in found])
 
 
+# What asks for the truth value, by the node that holds the test ("the if tests `x` on the CPU" read as if the CPU
+# ran the comparison, and "the if" is no word of the language the user reads).
 _WHERE = {
-    ast.If: "the if ",
-    ast.While: "the while ",
-    ast.Assert: "the assert ",
-    ast.IfExp: "the conditional expression ",
-    ast.comprehension: "the comprehension's if ",
-    ast.BoolOp: "`and`/`or` ",
+    ast.If: "`if`",
+    ast.While: "`while`",
+    ast.Assert: "`assert`",
+    ast.IfExp: "`… if … else …`",
+    ast.comprehension: "a comprehension's `if`",
+    ast.BoolOp: "`and`/`or`",
 }
 
 
 def _tested_match(node: ast.AST, operand: ast.expr, certainty: Certainty, scope: CellScope) -> Match:
     return Match(
         operand,
-        f"{_WHERE[type(node)]}tests `{scope.snippet(operand)}` on the CPU: it copies the result back and waits for the GPU",
+        f"{_WHERE[type(node)]} needs the truth value of `{scope.snippet(operand)}` on the CPU: it is copied back and the "
+        "CPU waits for the GPU",
         certainty,
         parts={"owner": node},
     )

@@ -155,6 +155,17 @@ _ARRAY_OR_TENSOR = re.compile(r"(?i)array.*tensor|tensor.*array")
 #: (``x.device`` for ``x: NdarrayOrTensor``): the caller's device, the CPU when the caller's data is host data.
 CALLERS = "the caller's"
 MAYBE_DEVICE = Value("device", const=CALLERS)
+#: ``Value.const`` of a device the caller picks, the CPU when it picks none: a parameter ``device="cpu"`` or
+#: ``device=torch.device("cpu")`` (as passed, converted by ``torch.device(device)``, kept in ``self._device``, or
+#: handed to the base class's ``__init__`` that keeps it), and of a tensor made or moved there (``torch.zeros(n,
+#: device=self._device)``, ``x.to(self._device)``) and what is computed from it beside CPU data. Code that keeps its
+#: tensors (a metric's running sums) where its user says, the CPU by default: a sync on them is ``possible``, since
+#: nothing in the text puts them on the GPU. Not so a device that a model is moved to (``model.to(device)``), nor a
+#: module's (an ``nn.Module``'s device is where it runs), nor ``device="auto"``, ``"cuda"`` or a device worked out
+#: from ``torch.cuda.is_available()``. (``device=None`` made the CPU when left out, ``torch.device(device or
+#: "cpu")``, is left out too: timm's evaluators take it so, and timm's tasks hand them the model's device.)
+CPU_DEFAULT = "the caller's, the CPU by default"
+CPU_BY_DEFAULT = Value("device", const=CPU_DEFAULT)
 _COPIES = frozenset({"copy.copy", "copy.deepcopy"})
 
 DEFAULT_ALIASES = {
@@ -715,7 +726,10 @@ class CellScope:
         """
         value = self.value(node)
         if value.kind == "tensor":
-            return "certain" if value.device == "cuda" else "likely" if value.device is None else None
+            if value.device is None:
+                # (on the device its caller picks, the CPU by default: nothing in the text puts it on the GPU)
+                return "possible" if value.const == CPU_DEFAULT else "likely"
+            return "certain" if value.device == "cuda" else None
         if value.kind == "maybe_tensor":
             if unknown and value.const is None:
                 # grid_thw: list[int] | Tensor, then grid_thw[0].item(): only the tensor has the method
@@ -809,7 +823,8 @@ class CellScope:
             operand = self.value(node.operand)
             if isinstance(node.op, ast.USub) and operand.kind == "python" and isinstance(operand.const, (int, float)):
                 return Value("python", const=-operand.const)
-            return replace(operand, const=None, int_data=None)
+            # (`-torch.ones(n, device=self._device)`: where its operand is)
+            return replace(operand, const=CPU_DEFAULT if operand.const == CPU_DEFAULT else None, int_data=None)
         if isinstance(node, ast.Compare):
             if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
@@ -822,7 +837,11 @@ class CellScope:
             return join(body, orelse)
         if isinstance(node, ast.BoolOp):
             values = [self.value(v) for v in node.values]
-            return values[0] if all(v == values[0] for v in values) else UNKNOWN
+            if all(v == values[0] for v in values):
+                return values[0]
+            if all(v.kind == "device" for v in values):
+                return functools.reduce(join, values)  # `device or "cpu"`: the caller's, the CPU by default
+            return UNKNOWN
         if isinstance(node, ast.Call):
             return self._call(node)
         if isinstance(node, ast.Tuple):
@@ -856,12 +875,16 @@ class CellScope:
                 # self.timesteps: what the class's methods store in it, once the walk has seen every store the
                 # class's text holds (a store in a method walked later may change it: until then, unknown)
                 return stored
+            if node.attr not in owner.stores:
+                found = self._unstored_attribute(owner, node.attr)
+                if found is not None:
+                    return found
         base = self.value(node.value)
         if base.kind == "tensor":
             if node.attr in _TENSOR_PYTHON_ATTRIBUTES:
                 return PYTHON
             if node.attr == "device":
-                return Value("device", base.device)
+                return CPU_BY_DEFAULT if base.const == CPU_DEFAULT else Value("device", base.device)
             if node.attr in _TENSOR_SAME_ATTRIBUTES:
                 return Value("tensor", base.device, base.dtype if node.attr not in ("grad", "real", "imag") else None)
             if base.device == "cpu" and base.const == MOVED:
@@ -998,7 +1021,10 @@ class CellScope:
         if name in FACTORIES:
             return self._factory(name, call)
         if name == "torch.device":
-            is_device, device = self.device_argument(call.args[0] if call.args else keyword_value(call, "type"))
+            argument = call.args[0] if call.args else keyword_value(call, "type")
+            if self.cpu_by_default(argument):
+                return CPU_BY_DEFAULT  # torch.device(device) of a parameter `device="cpu"`: the caller's, the CPU by default
+            is_device, device = self.device_argument(argument)
             return Value("device", device if is_device else None)
         if name in ("torch.cuda.Event", "torch.Event"):
             return Value("event")
@@ -1167,7 +1193,11 @@ class CellScope:
         short = name.rsplit(".", 1)[1]
         data = call.args[0] if call.args else keyword_value(call, "data")
         is_device, device = self.device_argument(keyword_value(call, "device"))
-        if is_device and device is None and self.is_callers_device(keyword_value(call, "device")):
+        # torch.zeros(n, device=self._device) for a device the caller picks, the CPU by default (zeros_like of a
+        # tensor made so): there too
+        placed = CPU_DEFAULT if is_device and device is None and self.cpu_by_default(keyword_value(call, "device")) or (
+            not is_device and short.endswith("_like") and call.args and self.cpu_by_default(call.args[0])) else None
+        if is_device and device is None and placed is None and self.is_callers_device(keyword_value(call, "device")):
             return PARTLY_CPU  # torch.zeros(n, device=x.device) for x: NdarrayOrTensor: where the caller's data is
         if not is_device:
             if short.endswith("_like") and call.args:
@@ -1209,8 +1239,8 @@ class CellScope:
                 dtype = "bool" if isinstance(fill, bool) else "int" if isinstance(fill, int) else dtype
         pinned = is_constant(keyword_value(call, "pin_memory"), True)
         return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data),
-                     const=MOVED if is_device and device is None else HOST_DATA if device == "cpu" and short in _DATA_FACTORIES
-                     else None)
+                     const=placed or (MOVED if is_device and device is None else HOST_DATA if device == "cpu" and short in
+                     _DATA_FACTORIES else None))
 
     def _factory_ndim(self, short: str, call: ast.Call, data: ast.expr | None) -> int | None:
         """The number of dimensions a factory call creates, when its arguments spell it out."""
@@ -1295,6 +1325,8 @@ class CellScope:
             return PYTHON
         if receiver.kind == "maybe_tensor" and receiver.const != "numpy" and method in ("cuda", "to", "cpu"):
             # (NumPy arrays have no such method: a tensor)
+            if method == "to" and self._to_cpu_by_default(call):
+                return Value("tensor", const=CPU_DEFAULT)
             if method == "to" and (self.to_target(call) is None or self._to_callers_device(call)):
                 return receiver  # .to(dtype=torch.float32): where it was
             return Value("tensor", self._moved_device(receiver, method, call), const=MOVED)
@@ -1302,6 +1334,46 @@ class CellScope:
             # What a tensor's method gives, kept as uncertain as the receiver (`sigmas[-1].abs()`).
             return PYTHON if method in _TENSOR_PYTHON_METHODS or method in _TENSOR_NONE_METHODS else receiver
         return UNKNOWN
+
+    def _unstored_attribute(self, owner: _ClassInfo, attribute: str) -> Value | None:
+        """What ``self.name`` holds in a method of a class of the file whose text stores nothing in it: what the
+        class's property of that name returns (``@property def device(self): return self._device``); or, for a
+        device attribute (``self._device``, ``self.device``) of a class whose ``__init__`` hands its parameter
+        ``device="cpu"`` to its base's (``super().__init__(output_transform, device)``, the base, in another module,
+        keeping it), a device the caller picks, the CPU by default. None: the text does not tell."""
+        method = owner.methods.get(attribute)
+        if method is not None and _is_property(method):
+            self._read_return(id(method))
+            returned = self.returns.get(id(method))
+            return returned if returned is not None and returned is not UNKNOWN else None
+        if "device" not in attribute.lower() or owner.module:
+            return None
+        if owner.base_device is None:
+            init = owner.methods.get("__init__")
+            owner.base_device = self._hands_cpu_device_to_base(init) and not _moves_a_model(owner.node, attribute)
+        return CPU_BY_DEFAULT if owner.base_device else None
+
+    def _hands_cpu_device_to_base(self, init: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
+        """Whether ``__init__`` takes a device parameter whose default is the CPU and passes it on to its base's
+        ``__init__`` (``super().__init__(..., device)``, ``Base.__init__(self, ..., device=device)``)."""
+        if init is None:
+            return False
+        names = {name for name, default in _defaults(init.args).items()
+                 if "dev" in name.lower() and self._names_the_cpu(default)}
+        if not names:
+            return False
+        for node in ast.walk(init):
+            if type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "__init__" and any(  # type: ignore[attr-defined]
+                type(argument) is ast.Name and argument.id in names  # type: ignore[attr-defined]
+                for argument in [*node.args, *(item.value for item in node.keywords)]  # type: ignore[attr-defined]
+            ):
+                return True
+        return False
+
+    def _names_the_cpu(self, node: ast.expr) -> bool:
+        """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
+        value = self.value(node)
+        return value.kind == "device" and value.device == "cpu"
 
     def _read_return(self, callee: int) -> None:
         """The body being walked reads what function ``callee`` returns (:meth:`_walk_again`)."""
@@ -1333,17 +1405,73 @@ class CellScope:
         target = self.to_target(call)
         return target is not None and target[1] is None and self.is_callers_device(target[0])
 
+    def _to_cpu_by_default(self, call: ast.Call) -> bool:
+        """``x.to(self._device)`` for a device the caller picks, the CPU by default (:data:`CPU_DEFAULT`)."""
+        target = self.to_target(call)
+        return target is not None and target[1] is None and self.cpu_by_default(target[0])
+
     def is_callers_device(self, node: ast.AST | None) -> bool:
         """Whether ``node`` is the device of the caller's NumPy-or-tensor data (:data:`MAYBE_DEVICE`): a copy there
         is a copy to the GPU only when the caller's data is a CUDA tensor."""
         if node is None:
             return False
         value = self.value(node)
-        return (value.kind == "device" and value.const == CALLERS) or (
-            value.kind == "maybe_tensor" and value.const is not None)
+        return (value.kind == "device" and value.const in (CALLERS, CPU_DEFAULT)) or (
+            value.kind == "maybe_tensor" and value.const is not None) or (
+            value.kind == "tensor" and value.const == CPU_DEFAULT)
+
+    def cpu_by_default(self, node: ast.AST | None) -> bool:
+        """Whether ``node`` is a device the caller picks, the CPU by default, or a tensor placed on one
+        (:data:`CPU_DEFAULT`)."""
+        return node is not None and self.value(node).const == CPU_DEFAULT
+
+    def on_cpu_by_default(self, node: ast.AST) -> bool:
+        """Whether an expression in ``node`` (a finding's range) is a tensor or a device of :data:`CPU_DEFAULT`:
+        what a possible finding's message gives as its reason."""
+        return any(isinstance(part, ast.expr) and self.value(part).const == CPU_DEFAULT for part in ast.walk(node))
+
+    def only_cpu_by_default(self, node: ast.AST) -> bool:
+        """Whether the values ``node`` computes with are tensors on the CPU or on a device the caller picks, the CPU
+        by default (one at least), and host data: nothing the text does not tell (a tensor of unknown device, a value
+        of unknown kind). A rule that works out its certainty from the devices of its operands (a mask and the
+        tensor it indexes) then finds at most a possible sync."""
+        found = False
+        stack: list[ast.AST] = [node]
+        while stack:
+            part = stack.pop()
+            kind = type(part)
+            if kind is ast.Call:
+                func = part.func  # type: ignore[attr-defined]
+                stack.extend((*part.args, *(item.value for item in part.keywords)))  # type: ignore[attr-defined]
+                if type(func) is ast.Attribute and self.qualified_name(func) is None:
+                    stack.append(func.value)  # the receiver of a method (not the callee's name)
+            elif kind is ast.Assign or kind is ast.Expr:
+                stack.append(part.value)  # type: ignore[attr-defined]  # (a statement's finding: `a = t.item()`)
+            elif not isinstance(part, ast.expr) or kind is ast.Constant or kind is ast.Slice:
+                continue
+            elif kind is ast.Name and part.id == self.self_name:  # type: ignore[attr-defined]
+                continue
+            else:
+                value = self.value(part)
+                if value.kind == "tensor":
+                    if value.const == CPU_DEFAULT:
+                        found = True
+                    elif value.device != "cpu":
+                        return False
+                elif value.kind in ("unknown", "maybe_tensor", "tensors", "module"):
+                    if kind is not ast.Attribute or self.qualified_name(part) is None:
+                        return False
+                if kind is ast.Attribute:
+                    continue  # (its object: `self`, or a tensor whose attribute is read)
+                stack.extend(child_nodes(part))
+        return found
 
     def _tensor_method(self, receiver: Value, receiver_node: ast.expr, method: str, call: ast.Call) -> Value:
         unknown_receiver = receiver.kind == "unknown"
+        if method == "to" and self._to_cpu_by_default(call) and not (unknown_receiver and self.looks_like_module(receiver_node)):
+            # y.sum().to(self._device): on the device the caller picks, the CPU by default
+            return Value("tensor", None, self.dtype_family(call.args[0]) or receiver.dtype if call.args else receiver.dtype,
+                         ndim=receiver.ndim if receiver.kind == "tensor" else None, const=CPU_DEFAULT)
         if method == "to" and receiver.device != "cuda" and self._to_callers_device(call):
             return PARTLY_CPU  # t.to(x.device) for x: NdarrayOrTensor: where the caller's data is
         if method in ("cuda", "to", "cpu"):
@@ -1647,7 +1775,7 @@ class CellScope:
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             self.bind(node.target.id, self._augmented(node.target, node.value))
         elif isinstance(node, ast.AugAssign) and type(node.target) is ast.Attribute:
-            self._store_attribute(node.target, self._operator([node.target, node.value]))
+            self._store_attribute(node.target, self._augmented_attribute(node.target, node.value))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._in_place_effect(node.value)
         elif kind is ast.Return and self._returns_wanted:
@@ -1686,6 +1814,22 @@ class CellScope:
         if current.kind == "tensor" and current.device is not None and result.kind == "tensor":
             return replace(result, device=current.device)
         return result
+
+    def _augmented_attribute(self, target: ast.Attribute, operand: ast.expr) -> Value:
+        """What ``self.name op= operand`` leaves in ``self.name``: a tensor placed on a device is changed in place, where
+        it is (``self._sum += y.sum().to(self._device)``), and a number plus a number is a number, also before the walk
+        has seen every store of the attribute (what the stores walked so far give: a metric's ``reset`` walked, its
+        ``update`` adding to it)."""
+        current = self.value(target)
+        if current.kind != "tensor" and self.self_name is not None and type(target.value) is ast.Name and (
+            target.value.id == self.self_name  # type: ignore[attr-defined]
+        ):
+            current = self._method_owner[id(self.function)].attributes.get(target.attr, current)
+        if current.kind == "tensor" and (current.device is not None or current.const == CPU_DEFAULT):
+            return current
+        if current.kind == "python" and self.value(operand).kind == "python":
+            return PYTHON  # a count (`self._num_examples += y.shape[0]`)
+        return self._operator([target, operand])
 
     def _store_attribute(self, target: ast.Attribute, value: Value) -> None:
         """Keep what ``self.name = value`` stores, for the class's methods walked after this one."""
@@ -1895,7 +2039,10 @@ class CellScope:
         stale = []
         for key, (node, enclosing, seen) in self._walked.items():
             passed = self._call_arguments.get(key)
-            if passed and any(_host_side(value) and (seen is None or seen.get(name) != value) for name, value in passed.items()):
+            if passed and any((_host_side(value) or (value.kind == "device" and "dev" in name.lower()))
+                              and (seen is None or seen.get(name) != value) for name, value in passed.items()):
+                # (a device the calls pass: the body took its parameter `device="cpu"` for the caller's, the CPU by
+                # default, where the file's own calls hand it a tensor's device)
                 stale.append(key)
         for callee, readers in self._early_readers.items():
             returned = self.returns.get(callee)
@@ -1938,6 +2085,7 @@ class CellScope:
         first = positional[0] if positional and owner is not None and not _is_static(node) else None
         self.self_name = first.arg if first is not None else None
         annotated: set[str] = set()  # the parameters that are tensors by their annotation alone
+        defaults = _defaults(arguments) if arguments.defaults or arguments.kw_defaults else None
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
                 continue
@@ -1959,13 +2107,25 @@ class CellScope:
                     value = MAYBE_NUMPY if passed.kind in ("numpy", "maybe_tensor") else MAYBE_TENSOR
             if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
                 annotated.add(argument.arg)
+            if defaults is not None and (value.kind == "unknown" or value.kind == "python") and "dev" in argument.arg.lower() and not (
+                owner is not None and owner.module
+            ):
+                default = defaults.get(argument.arg)
+                if default is not None and self._names_the_cpu(default) and not _moves_a_model(
+                    owner.node if owner is not None else node, argument.arg
+                ):
+                    # `device: str | torch.device = torch.device("cpu")`: the caller's, the CPU by default. (Not a
+                    # model's: an nn.Module's device, or one a model is moved to, is where it runs, the GPU when it
+                    # trains there, whatever its default.)
+                    value = CPU_BY_DEFAULT
             self.bind(argument.arg, value)
         returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
         self._annotated_tensors = annotated if returns_tensor and annotated else None
         self._returned: Value | None = None
         # What it returns matters only if the file calls it by name (most functions of a library are called from
         # elsewhere: `forward`, `step`), or for its annotations (above)
-        self._returns_wanted = self._annotated_tensors is not None or self._called_in_text(node.name)
+        self._returns_wanted = (self._annotated_tensors is not None or self._called_in_text(node.name)
+                                or (owner is not None and _is_property(node)))
         self._block(node.body)
         self._annotated_tensors = None
         if self._returned is not None and self._returned.kind != "unknown":
@@ -2050,7 +2210,10 @@ class CellScope:
         device, the CPU unless the cell set another."""
         if type(node) is ast.Constant and node.value is None and "dev" in parameter.lower():  # type: ignore[attr-defined]
             return Value("device", self.default_device or "cpu")
-        return self.value(node)
+        value = self.value(node)
+        if value is UNKNOWN and type(node) is ast.Attribute and node.attr == "device" and "dev" in parameter.lower():  # type: ignore[attr-defined]
+            return Value("device")  # `device=pairwise_iou.device`: a device, the one of a value the text does not tell
+        return value
 
     def _isinstance_test(self, call: ast.Call) -> None:
         """``isinstance(x, np.ndarray)`` in a function, ``x`` one of its parameters: see :attr:`numpy_too`."""
@@ -2160,6 +2323,8 @@ class CellScope:
             counts[name] = counts.get(name, 0) + 1
         info = _ClassInfo(
             tensor=any(self.qualified_name(base) in _TENSOR_TYPES for base in node.bases),
+            module=is_module,
+            node=node,
             methods={f.name: f for f in node.body if type(f) in (ast.FunctionDef, ast.AsyncFunctionDef)},  # type: ignore[union-attr]
             stores=counts,
         )
@@ -2475,6 +2640,9 @@ class _ClassInfo:
     """A class of the file: whether it subclasses torch.Tensor (its ``self`` is a tensor), and its methods by name."""
 
     tensor: bool
+    #: whether it is a torch.nn.Module (derives from it, or from a module class of the file)
+    module: bool
+    node: ast.ClassDef | None
     methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
     #: How many statements of the class's text store each ``self.name`` (:func:`_attribute_stores`).
     stores: dict[str, int]
@@ -2486,10 +2654,14 @@ class _ClassInfo:
     effects: dict[int, dict[str, Value]]
     #: method name -> the methods of that name of the file's classes that derive from this one (directly or not)
     overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
+    #: whether its __init__ hands a device parameter of CPU default to its base's (None: not worked out yet)
+    base_device: bool | None
 
     def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
-                 stores: dict[str, int]) -> None:
+                 stores: dict[str, int], module: bool = False, node: ast.ClassDef | None = None) -> None:
         self.tensor = tensor
+        self.module = module
+        self.node = node
         self.methods = methods
         self.stores = stores
         self.attributes = {}
@@ -2497,6 +2669,7 @@ class _ClassInfo:
         self.seen = {}
         self.effects = {}
         self.overrides = {}
+        self.base_device = None
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
@@ -2560,12 +2733,28 @@ def _is_static(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any(type(d) is ast.Name and d.id == "staticmethod" for d in function.decorator_list)
 
 
+def _is_property(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """``@property`` or ``@functools.cached_property``: read as an attribute, ``self.device``."""
+    return any((type(d) is ast.Name and d.id in ("property", "cached_property"))  # type: ignore[attr-defined]
+               or (type(d) is ast.Attribute and d.attr == "cached_property")  # type: ignore[attr-defined]
+               for d in function.decorator_list)
+
+
+def _defaults(arguments: ast.arguments) -> dict[str, ast.expr]:
+    """The parameters of a signature that have a default, with it."""
+    positional = [*arguments.posonlyargs, *arguments.args]
+    found = {a.arg: d for a, d in zip(positional[::-1], arguments.defaults[::-1])}
+    found.update((a.arg, d) for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None)
+    return found
+
+
 def _host_side(value: Value) -> bool:
     """An array or host object, or a tensor or device the text places on the CPU (not a list or tuple, which may hold
     tensors, nor a Python number or flag, which most helpers take beside their tensors and which seldom decides a
     finding: walking again for those would walk a tenth of a library's functions twice)."""
     kind = value.kind
-    return kind == "numpy" or kind == "host" or (value.device == "cpu" and kind in ("tensor", "device", "tensors"))
+    return kind == "numpy" or kind == "host" or (value.device == "cpu" and kind in ("tensor", "device", "tensors")) or (
+        value.const == CPU_DEFAULT)
 
 
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
@@ -2605,19 +2794,24 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
 
 def _placed(values: list[Value]) -> str | None:
     """:data:`MOVED` when a tensor operand was placed on a device by the text (the result is where it is); else
-    :data:`HOST_DATA` when the operands are CPU tensors, one of host data, and numbers."""
+    :data:`CPU_DEFAULT` when the tensor operands are on a device the caller picks, the CPU by default, or on the CPU;
+    else :data:`HOST_DATA` when the operands are CPU tensors, one of host data, and numbers."""
     host = None
+    cpu_by_default: bool | None = None  # (every tensor on the CPU or on a device of CPU default, one at least so)
     for value in values:
         if value.kind == "tensor":
             if value.const == MOVED:
                 return MOVED
-            if value.device != "cpu":
+            if value.const == CPU_DEFAULT:
+                cpu_by_default = cpu_by_default is not False
                 host = False
+            elif value.device != "cpu":
+                host = cpu_by_default = False
             elif value.const == HOST_DATA and host is None:
                 host = True
         elif value.kind not in ("python", "sequence", "device"):
-            host = False
-    return HOST_DATA if host else None
+            host = cpu_by_default = False
+    return CPU_DEFAULT if cpu_by_default else HOST_DATA if host else None
 
 
 def _partly_cpu(values: list[Value]) -> bool:
@@ -2638,6 +2832,15 @@ def join(first: Value, second: Value) -> Value:
     if first == second:
         return first
     kinds = {first.kind, second.kind}
+    if first.kind == second.kind and CPU_DEFAULT in (first.const, second.const) and (
+        _on_cpu_by_default(first) and _on_cpu_by_default(second)
+    ):
+        # the CPU on one path, the caller's device of CPU default on the other (a metric's sum made there, a CPU
+        # tensor)
+        if first.kind == "device":
+            return CPU_BY_DEFAULT
+        return Value("tensor", None, first.dtype if first.dtype == second.dtype else None,
+                     ndim=first.ndim if first.ndim == second.ndim else None, const=CPU_DEFAULT)
     if "tensor" in kinds and kinds <= {"tensor", "maybe_tensor"} and (first.device == "cpu" or second.device == "cpu"):
         # A CPU tensor on one path; on the other a tensor of unknown device, or what a union annotation admits
         # (`block_sizes: list[int] | Tensor`, the list made into a CPU tensor): the code is written for host data.
@@ -2667,6 +2870,35 @@ def join(first: Value, second: Value) -> Value:
         placed = MOVED if MOVED in (first.const, second.const) else (
             HOST_DATA if device == "cpu" and HOST_DATA in (first.const, second.const) else None)
     return Value(first.kind, device, dtype, ndim=ndim, const=placed)
+
+
+def _on_cpu_by_default(value: Value) -> bool:
+    """A CPU tensor or device, or one of :data:`CPU_DEFAULT` (:func:`join`)."""
+    return (value.kind == "tensor" or value.kind == "device") and (value.device == "cpu" or value.const == CPU_DEFAULT)
+
+
+#: Names of what a model is held in (``self.model``, ``sim_net``, ``generator.module``).
+_MODEL_WORDS = ("model", "net", "module")
+
+
+def _moves_a_model(node: ast.AST, device: str) -> bool:
+    """Whether ``node`` (a function, or a class: its methods) moves a model to the device named ``device`` (the
+    parameter, or ``self.device`` and its kin): ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)``.
+    Then that device is where the code runs the model, the GPU when it runs on one, whatever its default."""
+    for call in ast.walk(node):
+        if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr != "to":  # type: ignore[attr-defined]
+            continue
+        targets = [*call.args[:1], *(item.value for item in call.keywords if item.arg == "device")]  # type: ignore[attr-defined]
+        if not any((type(t) is ast.Name and t.id == device) or (type(t) is ast.Attribute and "device" in t.attr.lower())  # type: ignore[attr-defined]
+                   for t in targets):
+            continue
+        receiver = call.func.value  # type: ignore[attr-defined]
+        if type(receiver) is ast.Call:
+            receiver = receiver.func  # type: ignore[attr-defined]
+        name = receiver.id if type(receiver) is ast.Name else receiver.attr if type(receiver) is ast.Attribute else ""  # type: ignore[attr-defined]
+        if (type(call.func.value) is ast.Call and name[:1].isupper()) or any(word in name.lower() for word in _MODEL_WORDS):  # type: ignore[attr-defined]
+            return True
+    return False
 
 
 def _device_test_in(test: ast.expr) -> bool:
@@ -2713,7 +2945,7 @@ def element_of(container: Value) -> Value:
     if container.kind in ("tensor", "tensors"):
         # (an element of what the text moved is where it was moved: `for d in boxes.cpu()`, a row of detections)
         return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None,
-                     const=MOVED if container.const == MOVED else None)
+                     const=container.const if container.const in (MOVED, CPU_DEFAULT) else None)
     if container.kind in ("numpy", "python"):
         return container if container.kind == "numpy" else PYTHON
     return UNKNOWN
