@@ -707,3 +707,26 @@ def test_a_device_parameter_of_cpu_default_is_the_callers_choice():
     reasons = {f["range"]["line"] for f in found if f["message"].endswith("(possible: on the device its caller picks, "
                                                                            "the CPU by default)")}
     assert reasons == {8, 15, 23}
+
+
+def test_a_private_module_object_called_in_the_file_gets_what_its_calls_pass():
+    """``self.core = _Core(...)`` then ``self.core(image, target_size=torch.tensor(size))`` (an image transform's
+    sizes): a call of an object of a module class of the file reaches its ``forward``, of a plain class its
+    ``__call__``; where the class is the module's own (a private name), the calls seen are the calls it gets, so a
+    CPU tensor passed there is one in the body. A public class's ``forward`` (called from other files too) and a
+    CUDA tensor passed keep their findings."""
+    source = (
+        "class _Core(torch.nn.Module):\n"
+        "    def forward(self, image: torch.Tensor, target_size: torch.Tensor, canvas_size: torch.Tensor):\n"
+        "        h, w = target_size.tolist()\n        return canvas_size.tolist()\n"
+        "class _Smooth:\n    def __call__(self, n: torch.Tensor):\n        return n.sum().item()\n"
+        "class Transform:\n    def __init__(self):\n        self.core = _Core()\n        self.smooth = _Smooth()\n"
+        "    def __call__(self, image, size: list):\n"
+        "        out = self.core(image, target_size=torch.tensor(size), canvas_size=torch.tensor([4, 4]))\n"
+        "        core = _Core()\n        core(image, torch.tensor(size), torch.tensor(size))\n"
+        "        return self.smooth(torch.zeros(3)), out\n"
+        "class Public(torch.nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x.tolist()\n"
+        "class _Gpu(torch.nn.Module):\n    def forward(self, x: torch.Tensor):\n        return x.tolist()\n"
+        "def run(x: torch.Tensor):\n    Public()(torch.zeros(3))\n    return _Gpu()(x.cuda())\n"
+    )
+    assert rules_at(source) == [("SF204", 20, "likely"), ("SF204", 23, "likely"), ("SF302", 26, "likely")]

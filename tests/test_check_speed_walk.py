@@ -115,6 +115,9 @@ def _walk(source: str, types: object) -> tuple[list[tuple[object, ...]], CellSco
         value = scope.value(node) if isinstance(node, ast.expr) else None
         if value is not None and isinstance(value.const, ast.AST):  # a function of the cell: its own tree's node
             value = replace(value, const=(type(value.const).__name__, value.const.lineno))
+        elif value is not None and type(value.const) is tuple and hasattr(value.const[-1], "node"):
+            # an object of a class of the file: (its marker, the class's info, made anew by each walk)
+            value = replace(value, const=(value.const[0], value.const[1].node.name))
         seen.append((type(node).__name__, getattr(node, "lineno", None), getattr(node, "col_offset", None),
                      type(parent).__name__, value, scope.function.name if scope.function else None))
 

@@ -981,7 +981,8 @@ class CellScope:
             device = "cuda" if inputs == "cuda" else callee.device or inputs
             return Value("tensor", device)
         if callee.kind == "module_class":
-            return Value("module", "cpu")
+            # (an nn.Module subclass of the file: its instances' calls reach its forward, _record_call)
+            return Value("module", "cpu", const=callee.const)
         if callee.kind == "function":
             self._read_return(id(callee.const))
             returned = self.returns.get(id(callee.const))
@@ -2098,8 +2099,11 @@ class CellScope:
                     # a function of the file: the calls seen are the calls it gets (an annotation says more than
                     # calls that pass values the text does not tell)
                     value = passed if passed.kind != "unknown" or value.kind in ("unknown", "maybe_tensor") else value
-                elif node.name.startswith("_") and passed.kind != "unknown":
-                    value = passed  # a private method: the calls seen are the calls it gets
+                elif passed.kind != "unknown" and (node.name.startswith("_") or (
+                        node.name == "forward" and owner.node is not None and owner.node.name.startswith("_"))):
+                    # a private method, or the forward of a private module whose objects the file calls
+                    # (_record_instance_call): the calls seen are the calls it gets
+                    value = passed
                 elif value.kind == "tensor" and (passed.kind in _HOST_KINDS or passed == MAYBE_NUMPY):
                     # A public method annotated `torch.Tensor` that the file itself calls with NumPy or Python
                     # data (or with what is an array on some paths): the annotation is not the whole truth
@@ -2148,6 +2152,8 @@ class CellScope:
             # self.method(...) in a method of a class of the file: what it passes is what that method gets.
             function = self._own_method(func)  # type: ignore[arg-type]
             if function is None:
+                if type(func.value) is ast.Name and func.value.id == self.self_name:  # type: ignore[attr-defined]
+                    self._record_instance_call(self.value(func), call)  # self.core(...) of `self.core = _Core()`
                 return
             stores = self._method_owner[id(function)].effects.get(id(function)) if self._effects is not None else None
             if stores:
@@ -2166,9 +2172,26 @@ class CellScope:
         else:
             function = self.value(func).const
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if type(function) is tuple:
+                    self._record_instance_call(self.value(func), call)  # core(...) of `core = _Core()`
                 return
             parameters = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
         self._record_arguments(function, parameters, call)
+
+    def _record_instance_call(self, callee: Value, call: ast.Call) -> None:
+        """``core(x)`` of an object of a class of the file (``core = _Core()``, ``self.core = _Core(...)``): what it
+        passes is what the class's ``forward`` (an ``nn.Module``) or ``__call__`` gets, when the class is the
+        module's own (its name private): a public class's objects are called from other files too."""
+        const = callee.const
+        if type(const) is not tuple or const[0] is not _INSTANCE:
+            return
+        info: _ClassInfo = const[1]
+        if info.node is None or not info.node.name.startswith("_"):
+            return
+        function = info.methods.get("forward" if callee.kind == "module" else "__call__")
+        if function is None or _is_static(function):
+            return
+        self._record_arguments(function, [a.arg for a in [*function.args.posonlyargs, *function.args.args]][1:], call)
 
     def _record_arguments(
         self, function: ast.FunctionDef | ast.AsyncFunctionDef, parameters: list[str], call: ast.Call
@@ -2349,7 +2372,7 @@ class CellScope:
         self._block(node.body)
         self._owner = owner
         self._env = self._env.parents
-        self.bind(node.name, Value("module_class") if is_module else UNKNOWN)
+        self.bind(node.name, Value("module_class", const=(_INSTANCE, info)) if is_module else UNKNOWN)
 
     def _generic(self, node: ast.AST, parent: ast.AST | None = None) -> None:
         """Visit a node and everything under it, parents first, giving comprehensions and lambdas their own names.
