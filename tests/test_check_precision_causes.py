@@ -730,3 +730,24 @@ def test_a_private_module_object_called_in_the_file_gets_what_its_calls_pass():
         "def run(x: torch.Tensor):\n    Public()(torch.zeros(3))\n    return _Gpu()(x.cuda())\n"
     )
     assert rules_at(source) == [("SF204", 20, "likely"), ("SF204", 23, "likely"), ("SF302", 26, "likely")]
+
+
+def test_a_dict_of_cpu_tensors_gives_cpu_tensors():
+    """``self.times = {"a": torch.zeros(n), ...}`` (a profiler's timings, an empty dict before): reading an item gives a
+    CPU tensor, so a static method handed the items and a CPU tensor reads nothing back from a GPU. A dict whose items
+    the class writes (``self.other["b"] = x``), a name's dict given an item of unknown device, and the keys a loop over
+    the dict gives keep their findings."""
+    source = (
+        "class Profiler:\n    def __init__(self):\n        self.times: dict = {}\n        self.flow = torch.zeros(1)\n"
+        "        self.other = {}\n"
+        "    def _reset(self, n: int):\n        self.times = {'a': torch.zeros(n), 'b': torch.zeros(1)}\n"
+        "        self.flow = torch.zeros(n)\n        self.other = {'a': torch.zeros(n)}\n"
+        "    def record(self, t: float):\n        self.times['a'][0] = t\n"
+        "    def store(self, x: torch.Tensor):\n        self.other['b'] = x\n"
+        "    @staticmethod\n    def _stats(data: torch.Tensor):\n        return torch.mean(data).item()\n"
+        "    def results(self):\n"
+        "        return [self._stats(self.times[k]) for k in self.times], self._stats(self.flow), self.other['b'].item()\n"
+        "def local(x: torch.Tensor):\n    d = {'a': torch.zeros(3)}\n    e = {'a': torch.zeros(3)}\n    e['b'] = x\n"
+        "    for k in d:\n        k.item()\n    return d['a'].sum().item(), e['a'].sum().item()\n"
+    )
+    assert rules_at(source) == [("SF101", 19, "likely"), ("SF101", 25, "likely"), ("SF101", 26, "likely")]

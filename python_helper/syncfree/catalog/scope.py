@@ -126,6 +126,9 @@ STRINGS = "strings"
 #: ``Value.const`` of an empty list (``srcs = []``): what ``srcs.append(t)`` puts in it decides what it holds, a list
 #: of tensors on ``t``'s device (``tensors``) when each append is of a tensor (:meth:`CellScope._appended`).
 EMPTY = "empty"
+#: ``Value.const`` of a dict of CPU tensors made by a display (``{Events.STARTED: torch.zeros(1), ...}``, kind
+#: ``tensors``): reading an item gives a CPU tensor; iterating it gives its keys, not tensors (:func:`element_of`).
+DICT = "dict"
 _HOST_KINDS = frozenset({"numpy", "python", "sequence", "host"})
 # Annotations: typing's unions, and the classes that say "a tensor" or "host data".
 _UNIONS = frozenset({"typing.Optional", "typing.Union"})
@@ -851,13 +854,29 @@ class CellScope:
                 return Value("sequence", const=EMPTY)
             strings = all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)
             return Value("sequence", int_data=int_list_literal(node), const=STRINGS if strings else None)
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Dict, ast.Set)):
+        if isinstance(node, ast.Dict):
+            return self._dict_display(node)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Set)):
             return Value("sequence")
         if isinstance(node, ast.JoinedStr):
             return PYTHON
         if isinstance(node, ast.NamedExpr):
             return self.value(node.value)
         return UNKNOWN
+
+    def _dict_display(self, node: ast.Dict) -> Value:
+        """``{}``: an empty dict, what is stored in it later decides (:func:`join`); ``{k: torch.zeros(n), ...}``, every
+        value a CPU tensor and no ``**`` unpacking: a dict of CPU tensors (:data:`DICT`), its items on the CPU (a
+        profiler's timings)."""
+        if not node.keys:
+            return Value("sequence", const=EMPTY)
+        if any(key is None for key in node.keys):
+            return Value("sequence")
+        for item in node.values:
+            value = self.value(item)
+            if value.kind != "tensor" or value.device != "cpu":
+                return Value("sequence")
+        return Value("tensors", "cpu", const=DICT)
 
     def _attribute(self, node: ast.Attribute) -> Value:
         if self.qualified_name(node) is not None:
@@ -1600,6 +1619,7 @@ class CellScope:
         self._return_readers: dict[int, set[int]] = {}
         self._early_readers: dict[int, set[int]] = {}
         self._again = False
+        self._written_items: dict[tuple[int, str], bool] = {}  # (class id, attribute) -> _items_written
         for statement in self.tree.body:
             if stop is not None and stop():
                 break
@@ -1767,6 +1787,8 @@ class CellScope:
             # common assignment of a model's code, binds none (evaluation reads the scope and changes nothing).
             value = None
             for target in node.targets:  # type: ignore[attr-defined]
+                if type(target) is ast.Subscript and type(target.value) is ast.Name:  # type: ignore[attr-defined]
+                    self._item_stored(target.value.id, node.value)  # type: ignore[attr-defined]
                 if type(target) not in _NAMELESS_TARGETS:
                     if value is None:
                         value = self.value(node.value)  # type: ignore[attr-defined]
@@ -1838,7 +1860,9 @@ class CellScope:
             return
         owner = self._method_owner[id(self.function)]
         attributes, stored_by = owner.attributes, owner.stored_by
-        if value.device == "cpu" and value.kind in ("module", "tensors"):
+        if value.const == DICT and self._items_written(owner, target.attr):
+            value = Value("sequence")  # `self.times[k] = t`, `self.times.update(...)`: what it holds is not all told
+        elif value.device == "cpu" and value.kind in ("module", "tensors") and value.const != DICT:
             # A submodule, a ParameterDict: made on the CPU, they follow the model to its device (model.to("cuda")),
             # which this file does not tell.
             value = replace(value, device=None)
@@ -1857,6 +1881,27 @@ class CellScope:
         if after != before:
             attributes[target.attr] = after
             self._changed()
+
+    def _items_written(self, owner: _ClassInfo, attribute: str) -> bool:
+        """Whether the class's text writes items of ``self.attribute`` (``self.times[k] = t``, ``del``) or changes it
+        by a method (``self.times.update(...)``, ``setdefault``, ``pop``): a dict of CPU tensors it stores then holds
+        what the walk does not follow."""
+        key = (id(owner), attribute)
+        found = self._written_items.get(key)
+        if found is None:
+            found = False
+            for node in ast.walk(owner.node) if owner.node is not None else ():
+                if type(node) is ast.Subscript and type(node.ctx) is not ast.Load:
+                    target = node.value
+                elif type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr in _DICT_CHANGES:
+                    target = node.func.value
+                else:
+                    continue
+                if type(target) is ast.Attribute and target.attr == attribute and type(target.value) is ast.Name:
+                    found = True
+                    break
+            self._written_items[key] = found
+        return found
 
     def _narrowing(self, test: ast.expr) -> list[dict[str, Value]] | None:
         """What ``if isinstance(x, torch.Tensor):`` tells each branch about ``x``: a tensor in one, no tensor in the
@@ -1984,8 +2029,21 @@ class CellScope:
             if method[1] == "append" and len(call.args) == 1 and not call.keywords:
                 self._appended(method[0].id, receiver, call.args[0])
                 return
+            if method[1] in _DICT_CHANGES:
+                self._item_stored(method[0].id, None)
+                return
             if receiver.kind == "module" and method[1] in ("cuda", "to", "cpu"):
                 self.bind(method[0].id, Value("module", self._moved_device(receiver, method[1], call)))
+
+    def _item_stored(self, name: str, item: ast.expr | None) -> None:
+        """``d[k] = t`` (``item``; None: ``d.update(...)`` and the like) on a dict of CPU tensors: it stays one only
+        where ``t`` is a CPU tensor."""
+        current = self._bound(name)
+        if current is None or current.const != DICT:
+            return
+        value = self.value(item) if item is not None else UNKNOWN
+        if value.kind != "tensor" or value.device != "cpu":
+            self.bind(name, Value("sequence"))
 
     def _appended(self, name: str, receiver: Value, item: ast.expr) -> None:
         """``srcs.append(t)`` on a list the cell made empty (``srcs = []``) or filled with tensors so far: a list of
@@ -2455,6 +2513,8 @@ class CellScope:
 _ATTRIBUTE = "."
 #: ``Value.const[0]`` of an object made by calling a class of the file (``(_INSTANCE, its _ClassInfo)``).
 _INSTANCE = "instance of a class of the file"
+#: Methods that change what a dict holds (:meth:`CellScope._items_written`).
+_DICT_CHANGES = frozenset({"update", "setdefault", "pop", "popitem", "clear", "__setitem__"})
 _NAMELESS_TARGETS = frozenset({ast.Attribute, ast.Subscript})  # assigning to these binds no name
 _LEAVES = frozenset({ast.Name, ast.Constant})  # nodes without children: a str, a constant
 _CHILDREN: dict[type, Callable[[ast.AST], list[ast.AST]]] = dict.fromkeys(_LEAVES, lambda node: [])
@@ -2889,6 +2949,8 @@ def join(first: Value, second: Value) -> Value:
     dtype = first.dtype if first.dtype == second.dtype else None
     ndim = first.ndim if first.ndim == second.ndim else None
     placed = None
+    if first.kind == "tensors" and first.const == second.const == DICT:
+        placed = DICT if device == "cpu" else None
     if first.kind == "tensor":
         placed = MOVED if MOVED in (first.const, second.const) else (
             HOST_DATA if device == "cpu" and HOST_DATA in (first.const, second.const) else None)
@@ -2965,6 +3027,8 @@ def element_of(container: Value) -> Value:
     """What iterating (or unpacking) a value yields."""
     if container.kind == "maybe_tensor" and container.const is not None:
         return container  # rows of the caller's NumPy-or-tensor data
+    if container.const == DICT:
+        return UNKNOWN  # iterating a dict gives its keys
     if container.kind in ("tensor", "tensors"):
         # (an element of what the text moved is where it was moved: `for d in boxes.cpu()`, a row of detections)
         return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None,
