@@ -50,6 +50,15 @@ class SourceCell(Record):
 def decode_python(data: bytes, name: str) -> str:
     """Python source bytes as text, decoded as Python decodes them (a UTF-8 BOM, a PEP 263 coding line, else UTF-8),
     with the BOM dropped. UsageProblem when Python could not decode them either."""
+    # Most files: no BOM and no coding line (tokenize.detect_encoding reads the first two lines and finds a cookie
+    # only in a line that says "coding"), so UTF-8; decoded here without a BytesIO and detect_encoding's readline
+    # calls and regex (5% of a parse per file). Bytes that are no UTF-8 take the way below, for its error message.
+    second = data.find(b"\n", data.find(b"\n") + 1)
+    if not data.startswith(b"\xef\xbb\xbf") and b"coding" not in (data[: second + 1] if second >= 0 else data):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
     import tokenize  # (here: a run whose results all come from the cache reads no source)
 
     try:
