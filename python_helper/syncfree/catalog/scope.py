@@ -568,11 +568,16 @@ class CellScope:
         kind = type(node)
         if kind is ast.Name:
             # A name's answer is a few lookups: cheaper to work out again than to keep.
+            # (Most names are the code's own variables, neither an import nor a builtin: None, whatever the scope
+            # binds, without looking through its maps.)
             name = node.id  # type: ignore[attr-defined]
+            found = self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+            if found is None:
+                return None
             for names in self._env.maps:
                 if names.get(name) is not None:
-                    return None if name not in self.imported else self.aliases.get(name) or _BUILTIN_NAMES.get(name)
-            return self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+                    return found if name in self.imported else None
+            return found
         if kind is not ast.Attribute:
             return None
         # Rules ask this of the same attributes many times per statement; the answer holds until a name is bound.
@@ -2294,7 +2299,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
             lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
                                  "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
-    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
     return function
 
@@ -2381,7 +2386,7 @@ def _children_function(node: ast.AST) -> Callable[[ast.AST], list[ast.AST]]:
             lines += [f"    value = node.{name}", "    if isinstance(value, AST):", "        found.append(value)"]
     lines.append("    return found")
     namespace: dict[str, Any] = {"AST": ast.AST}
-    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = _CHILDREN[kind] = namespace["children"]
     return function
 
@@ -2450,8 +2455,11 @@ class _ClassInfo:
 # `self.name,` (`self.a, self.b = ...` when the line is a target list, below). No match holds a `self.` but at its
 # start, so the one scan finds what each pattern found alone.
 # (no \b: a literal first makes the search fast; `myself.x = ` counted too only makes an attribute less believed)
+# The name is taken whole, `(?=(\w+))\2` (an atomic group, which Python's re has only from 3.11): a shorter part of
+# it is followed by a word character, which nothing after it can match, so the search gives up on `self.conv1(x)` at
+# once rather than trying each shorter name (a third of the scan, `self.` being on most lines of a model).
 _STORES = re.compile(
-    r"self\.(?:register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']|(\w+)[ \t]*(?:(=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))|,))"
+    r"self\.(?:register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']|(?=(\w+))\2[ \t]*(?:(=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))|,))"
 )
 _TARGET_LIST = re.compile(r"[ \t]*\(?[\w. \t,*]*\)?[ \t]*")
 
@@ -2478,19 +2486,28 @@ _LINE = operator.itemgetter(0)  # the line of an (line, name) of _attribute_stor
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
     """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`, and the names of a target list)."""
     found: list[tuple[int, str]] = []
+    # The line of the last `self.name,` looked at: where it ends, and where its target list ends (-1: it has none).
+    # Worked out once per line: `f(self.a, self.b, self.c)` is three matches on one line.
+    line_end = target_end = -1
     for match in _STORES.finditer(source):
         registered, name, stored = match.groups()
+        position = match.start()
         if registered is not None or stored is not None:
-            found.append((match.start(), registered or name))
+            found.append((position, registered or name))
             continue
-        start = source.rfind("\n", 0, match.start()) + 1
-        end = source.find("\n", match.start())
-        text = source[start : end if end >= 0 else None]
-        if text.count(")") > text.count("("):
-            continue  # the last line of a call's arguments (`    self.a, self.b, flag=True)`), no target list
-        head, equals, tail = text.partition("=")
-        if equals and not tail.startswith("=") and match.start() < start + len(head) and _TARGET_LIST.fullmatch(head):
-            found.append((match.start(), name))
+        if position > line_end:
+            start = source.rfind("\n", 0, position) + 1
+            end = source.find("\n", position)
+            line_end = end if end >= 0 else len(source)
+            text = source[start:line_end]
+            head, equals, tail = text.partition("=")
+            # (not the last line of a call's arguments, `    self.a, self.b, flag=True)`: no target list)
+            target_end = start + len(head) if (
+                equals and not tail.startswith("=") and text.count(")") <= text.count("(")
+                and _TARGET_LIST.fullmatch(head)
+            ) else -1
+        if position < target_end:
+            found.append((position, name))
     found.sort()
     stores, line, position = [], 1, 0
     for start, name in found:
