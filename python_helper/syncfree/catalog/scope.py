@@ -1453,7 +1453,10 @@ class CellScope:
     def bind(self, name: str, value: Value) -> None:
         self._env.maps[0][name] = value  # ChainMap.__setitem__'s own step, without its call
         self._cache.clear()
-        self._names.clear()
+        if name in self.aliases or name in _BUILTIN_NAMES:
+            # (a qualified name depends on the scope only through the names that are imports or builtins, which a
+            # binding shadows: the qualified names kept stay true when any other name is bound, most bindings)
+            self._names.clear()
 
     def _block(self, statements: Iterable[ast.stmt]) -> None:
         for statement in statements:
