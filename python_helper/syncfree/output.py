@@ -16,7 +16,6 @@ import re
 import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 
 from .parsing import code_columns
 from .records import Record
@@ -682,6 +681,8 @@ class ReportOutput:
         """Write the buffered report to ``--output-file``."""
         if self.path is not None and self._buffer is not None:
             try:
+                from pathlib import Path  # (here: a report to stdout, the usual, needs no pathlib)
+
                 Path(self.path).write_text(self._buffer.getvalue(), encoding="utf-8")
             except OSError as error:
                 raise OutputFileError(f"cannot write {self.path}: {error.strerror or error}") from None
@@ -830,6 +831,8 @@ def silence_stdout() -> None:
 
 
 def _check_writable(output: str) -> None:
+    from pathlib import Path
+
     target = Path(output)
     folder = target.resolve().parent
     if target.is_dir():
