@@ -174,18 +174,24 @@ def test_another_librarys_function_skips_torchs_tests(monkeypatch: pytest.Monkey
     assert scope.bindings().names["frame"].kind == "host"  # (a pandas table: host data, no tensor)
 
 
-def test_rules_shown_every_call_or_assignment_make_no_generator_for_most(monkeypatch: pytest.MonkeyPatch) -> None:
-    """SF706 (every call), SF905 and SF910 (every assignment) answer most nodes with the one empty iterator."""
+def test_rules_shown_many_calls_or_subscripts_make_no_generator_for_most(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SF706 (calls of `normal` and of classes), SF905 (every subscript) and SF910 (every `.item()` call) answer most
+    nodes with the one empty iterator; SF905 and SF910 find their statement from the node they are shown."""
     from syncfree.catalog import NO_MATCH
 
-    source = "import os\nimport torch\ny = torch.ones(2)\nz = y.sum()\nos.environ['TORCH_NCCL_BLOCKING_WAIT'] = '1'\n"
+    source = ("import os\nimport torch\ny = torch.ones(2)\nz = y.sum()\nos.environ['TORCH_NCCL_BLOCKING_WAIT'] = '1'\n"
+              "print(y[0].item())\n")
     tree = ast.parse(source)
     scope = CellScope(tree, source)
-    plain, environ = tree.body[3], tree.body[4]
+    plain, environ, printed = tree.body[3], tree.body[4], tree.body[5]
     assert RULES["SF706"].matcher(plain.value, scope) is NO_MATCH  # type: ignore[attr-defined]
-    assert RULES["SF910"].matcher(plain, scope) is NO_MATCH
+    assert RULES["SF706"].matcher(ast.parse("ValueError('no')").body[0].value, scope) is NO_MATCH  # type: ignore[attr-defined]
+    assert RULES["SF910"].matcher(plain.value, scope) is NO_MATCH  # type: ignore[attr-defined]
+    assert RULES["SF910"].matcher(printed.value.args[0], scope) is NO_MATCH  # type: ignore[attr-defined]  # no assignment
     assert RULES["SF905"].matcher(plain, scope) is NO_MATCH
-    assert [m.certainty for m in RULES["SF905"].matcher(environ, scope)] == ["certain"]
+    assert RULES["SF905"].matcher(printed.value.args[0].func.value, scope) is NO_MATCH  # type: ignore[attr-defined]  # y[0]
+    assert [m.certainty for m in RULES["SF905"].matcher(environ.targets[0], scope)] == ["certain"]  # type: ignore[attr-defined]
+    assert [m.node for m in RULES["SF905"].matcher(environ.targets[0], scope)] == [environ]  # type: ignore[attr-defined]
     assert list(NO_MATCH) == []
 
 

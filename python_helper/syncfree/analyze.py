@@ -227,7 +227,7 @@ class _Analysis:
         # Most rules look at calls, and each only at calls of a few names (Rule.calls): a call is shown to the
         # rules for its callee's name, not to all thirty of them (by_callee=False shows every call to every
         # rule: the tests compare the two).
-        self.by_type, self.by_callee, self.types = _dispatch(rules, by_callee)
+        self.by_type, self.by_callee, self.types, self.by_class = _dispatch(rules, by_callee)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
         # finding key -> (id of its function, the names it reads): the likely findings in functions, for
@@ -279,6 +279,8 @@ class _Analysis:
             chosen = self.by_callee.get(name)
             if chosen:
                 rules = chosen  # the rules for every call are in each name's list (_dispatch)
+            elif name is not None and name[:1].isupper() and self.by_class:
+                rules = self.by_class  # a class's name (Rule.class_calls)
         if rules:
             scope = self.scope
             for rule in rules:
@@ -362,17 +364,19 @@ class _Analysis:
         return len(text.encode()[:byte_column].decode("utf-8", errors="replace"))
 
 
-_DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]]] = {}
+_DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type],
+                                       list[Rule]]] = {}
 
 
 _DISPATCH_BY_ID: dict[tuple[int, bool], tuple[tuple[Rule, ...], Any]] = {}
 
 
 def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
-    dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type]
+    dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type], list[Rule]
 ]:
-    """The rules by node type and by callee name, and the node types some rule looks at: made once per choice of
-    rules (``syncfree check`` analyses thousands of files with the same rules; the tables are only read)."""
+    """The rules by node type and by callee name, the node types some rule looks at, and the rules of a call of a
+    capitalized name that has none of its own (Rule.class_calls): made once per choice of rules (``syncfree check``
+    analyses thousands of files with the same rules; the tables are only read)."""
     # (the same tuple of rules comes back for each file from _chosen_rules: known by its identity, the tuple kept
     # alive beside the tables so that its id stays its own)
     kept = _DISPATCH_BY_ID.get((id(rules), by_callee))
@@ -393,9 +397,18 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
         # A call's rules: those of its callee's name after those of every call, in one list made here rather than
         # joined at each call.
         every_call = by_type.get(ast.Call, [])
+        # (a rule shown the calls of classes too: in the list of each capitalized name, in code order, and in the list
+        # of a capitalized name no rule names)
+        classes = [rule for rule in rules if rule.class_calls] if by_callee else []
+        order = {rule.code: index for index, rule in enumerate(rules)}
+        for name, chosen in by_name.items():
+            if name[:1].isupper():
+                chosen += [rule for rule in classes if all(rule is not other for other in chosen)]  # (no ==: texts)
+                chosen.sort(key=lambda rule: order[rule.code])
         by_name = {name: [*every_call, *chosen] for name, chosen in by_name.items()}
+        by_class = [*every_call, *classes] if classes else []
         types = frozenset({*by_type, *((ast.Call,) if by_name else ())})
-        found = _DISPATCH[key] = (by_type, by_name, types)
+        found = _DISPATCH[key] = (by_type, by_name, types, by_class)
     if len(_DISPATCH_BY_ID) < 64:
         _DISPATCH_BY_ID[id(rules), by_callee] = (rules, found)
     return found

@@ -6,13 +6,16 @@ Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), 
 
 from __future__ import annotations
 
+import errno
+import os
 import re
-from pathlib import Path
+import stat
 
 from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 __all__ = ["Config", "ConfigError", "find_config"]
@@ -43,14 +46,38 @@ class Config(Record):
 
 def find_config(start: Path | None = None) -> Config:
     """The first ``pyproject.toml`` with a ``[tool.syncfree]`` table from ``start`` (the working directory) up."""
-    directory = (start or Path.cwd()).resolve()
-    for folder in (directory, *directory.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+    # Names, not Paths, until a table is found (what Path.resolve, .parents and .is_file do): pathlib's import, with
+    # urllib.parse and ipaddress, was a tenth of a check whose results all come from its cache.
+    folder = os.path.realpath(os.fspath(start) if start is not None else os.getcwd())
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        if _is_file(candidate):
             table = _table(candidate)
             if table is not None:
-                return _config(candidate, table)
-    return Config()
+                from pathlib import Path
+
+                return _config(Path(candidate), table)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return Config()
+        folder = parent
+
+
+#: The errors Path.is_file answers False to (pathlib's _IGNORED_ERRNOS and _IGNORED_WINERRORS); others are raised.
+_MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+_MISSING_WINERRORS = frozenset({21, 123, 1921})
+
+
+def _is_file(path: str) -> bool:
+    """``Path(path).is_file()``."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError as error:
+        if getattr(error, "errno", None) in _MISSING_ERRNOS or getattr(error, "winerror", None) in _MISSING_WINERRORS:
+            return False
+        raise
+    except ValueError:  # a name with a null byte
+        return False
 
 
 # The spellings of a syncfree table in TOML: a header or dotted key through tool (`[tool.syncfree]`,
@@ -76,11 +103,12 @@ def may_hold_syncfree_table(text: str) -> bool:
                 or (re.search(_TOOL_TABLE, text) and re.search(_SYNCFREE_KEY, text)))
 
 
-def _table(path: Path) -> dict[str, Any] | None:
+def _table(path: Path | str) -> dict[str, Any] | None:
     """The tool.syncfree table of a pyproject.toml; None when it has none. A file that names no syncfree table is not
     parsed (:func:`may_hold_syncfree_table`): TOML that is not valid is said only where syncfree's table may be."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as stream:  # (Path.read_text's own steps)
+            text = stream.read()
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read {path}: {error}") from None
     if not may_hold_syncfree_table(text):

@@ -16,7 +16,6 @@ import re
 import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 
 from .parsing import code_columns
 from .records import Record
@@ -35,13 +34,18 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 
 # C0 and C1 control characters except tab and newline, and ANSI escape sequences: what a notebook output or a
 # message must not carry to a terminal (screen clearing, title setting).
-_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# (compiled when first used: a json report cleans no text, and the two were a hundredth of a warm check)
+_ESCAPE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]"
+_CONTROL = r"[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+_CLEANERS: list[re.Pattern[str]] = []
 
 
 def clean_text(text: str) -> str:
     """``text`` without escape sequences or control characters (tab and newline kept)."""
-    return _CONTROL.sub("", _ESCAPE.sub("", text))
+    if not _CLEANERS:
+        _CLEANERS[:] = [re.compile(_ESCAPE), re.compile(_CONTROL)]
+    escape, control = _CLEANERS
+    return control.sub("", escape.sub("", text))
 
 
 class Diagnostic(Record):
@@ -682,6 +686,8 @@ class ReportOutput:
         """Write the buffered report to ``--output-file``."""
         if self.path is not None and self._buffer is not None:
             try:
+                from pathlib import Path  # (here: a report to stdout, the usual, needs no pathlib)
+
                 Path(self.path).write_text(self._buffer.getvalue(), encoding="utf-8")
             except OSError as error:
                 raise OutputFileError(f"cannot write {self.path}: {error.strerror or error}") from None
@@ -830,6 +836,8 @@ def silence_stdout() -> None:
 
 
 def _check_writable(output: str) -> None:
+    from pathlib import Path
+
     target = Path(output)
     folder = target.resolve().parent
     if target.is_dir():

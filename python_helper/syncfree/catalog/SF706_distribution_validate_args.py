@@ -55,13 +55,16 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     func = node.func
     if type(func) is ast.Attribute and func.attr != "normal" and not func.attr[:1].isupper():
         # The last name of `x.attr(...)`'s qualified name is `attr`: neither torch.normal nor a distribution's class,
-        # known without resolving the name (this rule sees every call).
+        # known without resolving the name (with by_callee=False, tests/test_analyze.py, this rule sees every call).
         return NO_MATCH
-    return _matches(node, scope)
+    # (a class of another module, `nn.Linear(...)`, `ValueError(...)`: told here, without a generator per call)
+    name = scope.call_name(node)
+    if name is None or not (name == "torch.normal" or name.startswith("torch.distributions.")):
+        return NO_MATCH
+    return _matches(node, scope, name)
 
 
-def _matches(node: ast.Call, scope: CellScope) -> Iterator[Match]:
-    name = scope.call_name(node) or ""
+def _matches(node: ast.Call, scope: CellScope, name: str) -> Iterator[Match]:
     if name == "torch.normal" and len(node.args) >= 2:
         std = scope.value(node.args[1])
         if std.kind == "tensor" and std.device != "cpu":
@@ -97,4 +100,8 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.Call,),
     matcher=match,
+    # torch.normal and the distributions' classes (capitalized): no other call can match (`match`), and most calls of
+    # a library are neither, so this rule is not shown every call
+    calls=("normal",),
+    class_calls=True,
 )

@@ -46,10 +46,16 @@ def _turned_on(key: ast.AST | None, value: ast.AST | None) -> str | None:
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     found = None
-    if type(node) is ast.Assign:
-        for target in node.targets:
+    if type(node) is ast.Subscript:
+        # `os.environ[...] = ...`: shown each subscript (far fewer than a file's assignments), its statement's targets
+        # are looked at as a whole when it is one of them (the same finding for each: kept once)
+        statement = scope.parent(node)
+        if type(statement) is not ast.Assign or not any(target is node for target in statement.targets):  # type: ignore[attr-defined]
+            return NO_MATCH
+        node = statement
+        for target in node.targets:  # type: ignore[attr-defined]
             if type(target) is ast.Subscript and scope.qualified_name(target.value) == "os.environ":
-                found = _turned_on(target.slice, node.value) or found
+                found = _turned_on(target.slice, node.value) or found  # type: ignore[attr-defined]
     elif type(node) is ast.Call:
         name = scope.call_name(node)
         if name in ("os.environ.setdefault", "os.putenv") and len(node.args) == 2:
@@ -63,7 +69,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if found:
         return iter((Match(node, f"`{found}` on: every collective and `Work.wait()` makes the CPU wait for NCCL",
                            "certain"),))
-    return NO_MATCH  # (most assignments: this rule is shown each, and a generator per node costs)
+    return NO_MATCH  # (most subscripts: this rule is shown each, and a generator per node costs)
 
 
 RULE = Rule.from_docstring(
@@ -75,7 +81,7 @@ RULE = Rule.from_docstring(
     dependency="false",
     cuda_call="cudaStreamQuery polled until the collective ends (ProcessGroupNCCL blocking wait)",
     fix_safety="none",
-    node_types=(ast.Assign, ast.Call),
+    node_types=(ast.Subscript, ast.Call),
     matcher=match,
     calls=("setdefault", "putenv", "update"),
 )

@@ -108,9 +108,14 @@ def _index(block: list[ast.stmt], node: ast.stmt, scope: CellScope) -> int | Non
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if not _looks_like_read(node):
-        return NO_MATCH  # (most assignments: this rule is shown each)
-    return _matches(node, scope)  # type: ignore[arg-type]
+    # Shown the calls of `.item` (Rule.calls: the walk records a call's parent as it enters it), not every assignment
+    # of a file: the statement `name = t.item()` whose value the call is.
+    if type(node) is not ast.Call:
+        return NO_MATCH
+    statement = scope.parent(node)
+    if type(statement) is not ast.Assign or statement.value is not node or not _looks_like_read(statement):  # type: ignore[attr-defined]
+        return NO_MATCH
+    return _matches(statement, scope)  # type: ignore[arg-type]
 
 
 def _matches(node: ast.Assign, scope: CellScope) -> Iterator[Match]:
@@ -160,7 +165,8 @@ RULE = Rule.from_docstring(
     dependency="false",
     cuda_call="cudaMemcpyAsync (device to host) + cudaStreamSynchronize, per read",
     fix_safety="review",
-    node_types=(ast.Assign,),
+    node_types=(ast.Call,),
     matcher=match,
     rewrite=rewrite,
+    calls=("item",),
 )

@@ -179,7 +179,7 @@ class Rule(Frozen):
     #: The fields, in the order of the constructor's parameters.
     FIELDS = ("code", "name", "title", "category", "kind", "dependency", "cuda_call", "why", "fix", "example_before",
               "example_after", "fix_safety", "what", "fix_safety_note", "node_types", "matcher", "rewrite",
-              "enabled_by_default", "calls")
+              "enabled_by_default", "calls", "class_calls")
 
     code: str
     name: str
@@ -204,6 +204,9 @@ class Rule(Frozen):
     #: torch.nn.functional import one_hot as oh``). The static pass calls the matcher only for those calls; None:
     #: for every call. tests/test_analyze.py checks the sets against showing every call to every rule.
     calls: frozenset[str] | None
+    #: With :attr:`calls`: every call of a capitalized name as well, a class's (``torch.distributions.Normal(...)``
+    #: whatever the distribution): what a rule on the classes of a module matches, which no list of names can hold.
+    class_calls: bool
 
     def __init__(
         self,
@@ -226,12 +229,14 @@ class Rule(Frozen):
         rewrite: Rewrite | None = None,
         enabled_by_default: bool = True,
         calls: frozenset[str] | None = None,
+        class_calls: bool = False,
     ) -> None:
         self.__dict__.update(
             code=code, name=name, title=title, category=category, kind=kind, dependency=dependency,
             cuda_call=cuda_call, why=why, fix=fix, example_before=example_before, example_after=example_after,
             fix_safety=fix_safety, what=what, fix_safety_note=fix_safety_note, node_types=node_types,
             matcher=matcher, rewrite=rewrite, enabled_by_default=enabled_by_default, calls=calls,
+            class_calls=class_calls,
         )
 
     def __getattr__(self, name: str) -> Any:
@@ -279,6 +284,7 @@ class Rule(Frozen):
         rewrite: Rewrite | None = None,
         enabled_by_default: bool = True,
         calls: Iterable[str] | None = None,
+        class_calls: bool = False,
     ) -> Rule:
         """Build a rule whose texts come from its module docstring (the ruff-style sections), parsed when first
         read; the rest of the entry is validated now, the texts (and the sections' presence) when parsed."""
@@ -287,6 +293,7 @@ class Rule(Frozen):
             code=code, name=name, title=title, category=CATEGORIES[int(code[2])], kind=kind, dependency=dependency,
             cuda_call=cuda_call, fix_safety=fix_safety, node_types=node_types, matcher=matcher, rewrite=rewrite,
             enabled_by_default=enabled_by_default, calls=frozenset(calls) if calls is not None else None,
+            class_calls=class_calls,
             _doc=doc or "",
         )
         rule._check_entry()
@@ -312,6 +319,8 @@ class Rule(Frozen):
             problems.append("fix_safety must be safe, review or none")
         if self.calls is not None and (ast.Call not in self.node_types or not self.calls):
             problems.append("calls (callee names) is for a rule on ast.Call and names at least one")
+        if self.class_calls and self.calls is None:
+            problems.append("class_calls goes with calls (the names besides the classes')")
         if (self.rewrite is None) != (self.fix_safety == "none"):
             problems.append("a rule has a rewrite exactly when its fix_safety is not 'none'")
         if not self.title.strip():

@@ -63,11 +63,11 @@ class Value(Frozen):
         const: object = None,
         ndim: int | None = None,
     ) -> None:
-        # The fields above, set in one step: a frozen dataclass's own __init__ set each through
-        # object.__setattr__, and the static pass makes several values per line of a cell.
-        self.__dict__.update(
-            kind=kind, device=device, dtype=dtype, pinned=pinned, int_data=int_data, const=const, ndim=ndim
-        )
+        # The fields above, set in one step, a dict of them as the instance's own: a frozen dataclass's __init__ set
+        # each through object.__setattr__, and the static pass makes several values per line of a cell (a keyword
+        # call of __dict__.update took twice as long as this).
+        _set_dict(self, "__dict__", {"kind": kind, "device": device, "dtype": dtype, "pinned": pinned,
+                                     "int_data": int_data, "const": const, "ndim": ndim})
 
     def _fields(self) -> tuple[object, ...]:
         return (self.kind, self.device, self.dtype, self.pinned, self.int_data, self.const, self.ndim)
@@ -75,7 +75,8 @@ class Value(Frozen):
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return self._fields() == other._fields()  # type: ignore[attr-defined]
+        # (the same seven keys in both, set by __init__: the dicts are equal when the fields are, pairwise by ==)
+        return self.__dict__ == other.__dict__
 
     def __hash__(self) -> int:
         return hash(self._fields())
@@ -86,6 +87,9 @@ class Value(Frozen):
     @property
     def is_tensor(self) -> bool:
         return self.kind == "tensor"
+
+
+_set_dict = object.__setattr__  # (Frozen's own __setattr__ refuses: Value.__init__ sets its dict through object's)
 
 
 def replace(value: Value, **changes: Any) -> Value:
@@ -277,6 +281,9 @@ _NUMPY_OPERANDS, _PYTHON_OPERANDS = frozenset({"numpy", "python"}), frozenset({"
 _MAYBE_NUMPY_OPERANDS = frozenset({"numpy", "python", "unknown"})
 _EXITS = frozenset({ast.Raise, ast.Return})  # not continue/break: the loop's later code sees their bindings
 _PYTHON_COMPARISONS = frozenset({ast.Is, ast.IsNot, ast.In, ast.NotIn})
+_BITWISE = frozenset({ast.BitAnd, ast.BitOr, ast.BitXor})
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)  # (3.11's except*)
+_SEQUENCES = frozenset({ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Set})  # (ast.Dict: _dict_display)
 # torch.nn modules that hold no parameters or buffers: their output is on their inputs' device, wherever the
 # module was built (losses, activations, dropout, pooling, reshaping).
 _STATELESS_MODULE_SUFFIXES = ("Loss", "Pool1d", "Pool2d", "Pool3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d")
@@ -583,11 +590,16 @@ class CellScope:
         kind = type(node)
         if kind is ast.Name:
             # A name's answer is a few lookups: cheaper to work out again than to keep.
+            # (Most names are the code's own variables, neither an import nor a builtin: None, whatever the scope
+            # binds, without looking through its maps.)
             name = node.id  # type: ignore[attr-defined]
+            found = self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+            if found is None:
+                return None
             for names in self._env.maps:
                 if names.get(name) is not None:
-                    return None if name not in self.imported else self.aliases.get(name) or _BUILTIN_NAMES.get(name)
-            return self.aliases.get(name) or _BUILTIN_NAMES.get(name)
+                    return found if name in self.imported else None
+            return found
         if kind is not ast.Attribute:
             return None
         # Rules ask this of the same attributes many times per statement; the answer holds until a name is bound.
@@ -797,18 +809,14 @@ class CellScope:
             return self._call(node)  # type: ignore[arg-type]
         if kind is ast.Attribute:
             return self._attribute(node)  # type: ignore[arg-type]
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, str) and device_of_literal(node.value):
-                return Value("device", device_of_literal(node.value), const=node.value)
-            return Value("python", const=node.value)
-        if isinstance(node, ast.Name):
-            if node.id in self._env:
-                return self._env[node.id]
-            return UNKNOWN
-        if isinstance(node, ast.Attribute):
-            return self._attribute(node)
-        if isinstance(node, ast.Subscript):
-            base = self.value(node.value)
+        # (by the node's class, not isinstance: a parsed tree holds no subclasses, and the tests below were a
+        # third of the walk's isinstance calls)
+        if kind is ast.Constant:
+            if isinstance(node.value, str) and device_of_literal(node.value):  # type: ignore[attr-defined]
+                return Value("device", device_of_literal(node.value), const=node.value)  # type: ignore[attr-defined]
+            return Value("python", const=node.value)  # type: ignore[attr-defined]
+        if kind is ast.Subscript:
+            base = self.value(node.value)  # type: ignore[attr-defined]
             if base.kind == "tensor":
                 return Value("tensor", base.device, base.dtype, const=base.const)
             if base.kind in ("tensors", "module"):
@@ -818,50 +826,49 @@ class CellScope:
             if base.kind == "python" and base.const is None:
                 return PYTHON  # an element of a shape, of a list of numbers
             return UNKNOWN
-        if isinstance(node, ast.BinOp):
-            return self._operator([node.left, node.right], boolean=isinstance(node.op, (ast.BitAnd, ast.BitOr, ast.BitXor)))
-        if isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.Not):
+        if kind is ast.BinOp:
+            return self._operator([node.left, node.right], boolean=type(node.op) in _BITWISE)  # type: ignore[attr-defined]
+        if kind is ast.UnaryOp:
+            op = type(node.op)  # type: ignore[attr-defined]
+            if op is ast.Not:
                 return PYTHON
-            operand = self.value(node.operand)
-            if isinstance(node.op, ast.USub) and operand.kind == "python" and isinstance(operand.const, (int, float)):
-                return Value("python", const=-operand.const)
+            operand = self.value(node.operand)  # type: ignore[attr-defined]
+            if op is ast.USub and operand.kind == "python" and isinstance(operand.const, (int, float)):
+                return Value("python", const=-operand.const)  # type: ignore[operator]
             # (`-torch.ones(n, device=self._device)`: where its operand is)
             return replace(operand, const=CPU_DEFAULT if operand.const == CPU_DEFAULT else None, int_data=None)
-        if isinstance(node, ast.Compare):
-            if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):
+        if kind is ast.Compare:
+            if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):  # type: ignore[attr-defined]
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
-            return self._operator([node.left, *node.comparators], comparison=True)
-        if isinstance(node, ast.IfExp):
-            body, orelse = self.value(node.body), self.value(node.orelse)
+            return self._operator([node.left, *node.comparators], comparison=True)  # type: ignore[attr-defined]
+        if kind is ast.IfExp:
+            body, orelse = self.value(node.body), self.value(node.orelse)  # type: ignore[attr-defined]
             if body.kind == orelse.kind == "device" and "cuda" in (body.device, orelse.device):
                 # torch.device("cuda" if torch.cuda.is_available() else "cpu"): on a GPU machine, CUDA.
                 return Value("device", "cuda")
             return join(body, orelse)
-        if isinstance(node, ast.BoolOp):
-            values = [self.value(v) for v in node.values]
+        if kind is ast.BoolOp:
+            values = [self.value(v) for v in node.values]  # type: ignore[attr-defined]
             if all(v == values[0] for v in values):
                 return values[0]
             if all(v.kind == "device" for v in values):
                 return functools.reduce(join, values)  # `device or "cpu"`: the caller's, the CPU by default
             return UNKNOWN
-        if isinstance(node, ast.Call):
-            return self._call(node)
-        if isinstance(node, ast.Tuple):
+        if kind is ast.Tuple:
             return Value("sequence", int_data=int_list_literal(node), const=TUPLE)
-        if isinstance(node, ast.List):
-            if not node.elts:
+        if kind is ast.List:
+            if not node.elts:  # type: ignore[attr-defined]
                 return Value("sequence", const=EMPTY)
-            strings = all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)
+            strings = all(type(e) is ast.Constant and isinstance(e.value, str) for e in node.elts)  # type: ignore[attr-defined]
             return Value("sequence", int_data=int_list_literal(node), const=STRINGS if strings else None)
-        if isinstance(node, ast.Dict):
-            return self._dict_display(node)
-        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp, ast.Set)):
+        if kind is ast.Dict:
+            return self._dict_display(node)  # type: ignore[arg-type]
+        if kind in _SEQUENCES:
             return Value("sequence")
-        if isinstance(node, ast.JoinedStr):
+        if kind is ast.JoinedStr:
             return PYTHON
-        if isinstance(node, ast.NamedExpr):
-            return self.value(node.value)
+        if kind is ast.NamedExpr:
+            return self.value(node.value)  # type: ignore[attr-defined]
         return UNKNOWN
 
     def _dict_display(self, node: ast.Dict) -> Value:
@@ -1649,7 +1656,10 @@ class CellScope:
     def bind(self, name: str, value: Value) -> None:
         self._env.maps[0][name] = value  # ChainMap.__setitem__'s own step, without its call
         self._cache.clear()
-        self._names.clear()
+        if name in self.aliases or name in _BUILTIN_NAMES:
+            # (a qualified name depends on the scope only through the names that are imports or builtins, which a
+            # binding shadows: the qualified names kept stay true when any other name is bound, most bindings)
+            self._names.clear()
 
     def _block(self, statements: Iterable[ast.stmt]) -> None:
         for statement in statements:
@@ -1719,8 +1729,9 @@ class CellScope:
     def _compound(self, node: ast.stmt) -> None:
         types = self._types
         # (only the node types asked for: most compound statements are of none, and a call costs)
-        visit = self._visit if types is None or type(node) in types else _skip_visit
-        if isinstance(node, ast.If):
+        kind = type(node)  # (a parsed tree's classes: the tests below by class, not isinstance)
+        visit = self._visit if types is None or kind in types else _skip_visit
+        if kind is ast.If:
             visit(node)
             self._expression(node.test, node)
             narrowed = self._narrowing(node.test)
@@ -1730,17 +1741,17 @@ class CellScope:
                     if _device_test_in(node.test) and self._bound(name) is not None:
                         # `if not x.is_cuda: return fallback(x)`: the code after it runs only for a CUDA x
                         self.bind(name, value)
-        elif isinstance(node, ast.While):
+        elif kind is ast.While:
             visit(node)
             self._expression(node.test, node)
             self._branches(node.body + node.orelse, [])
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
+        elif kind is ast.For or kind is ast.AsyncFor:
             visit(node)
             self._expression(node.iter, node)
             self._bind_iteration(node.target, node.iter)
             self._expression(node.target, node)
             self._branches(node.body + node.orelse, [])
-        elif isinstance(node, (ast.With, ast.AsyncWith)):
+        elif kind is ast.With or kind is ast.AsyncWith:
             visit(node)
             for item in node.items:
                 self._expression(item.context_expr, item)
@@ -1748,7 +1759,7 @@ class CellScope:
                     self._bind_target(item.optional_vars, UNKNOWN)
                     self._expression(item.optional_vars, item)
             self._block(node.body)
-        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+        elif kind is ast.Try or kind is _TRY_STAR:
             visit(node)
             handlers = []
             for handler in node.handlers:
@@ -1759,11 +1770,11 @@ class CellScope:
                 handlers.append(handler.body)
             self._branches(node.body + node.orelse, *handlers)
             self._block(node.finalbody)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self._function(node)
-        elif isinstance(node, ast.ClassDef):
-            self._class(node)
-        elif isinstance(node, ast.Match):
+        elif kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
+            self._function(node)  # type: ignore[arg-type]
+        elif kind is ast.ClassDef:
+            self._class(node)  # type: ignore[arg-type]
+        elif kind is ast.Match:
             visit(node)
             self._expression(node.subject, node)
             cases = []
@@ -1795,12 +1806,12 @@ class CellScope:
                     self._bind_target(target, value, node.value)  # type: ignore[attr-defined]
         elif kind is ast.AnnAssign and node.value is not None and type(node.target) is ast.Name:  # type: ignore[attr-defined]
             self._bind_target(node.target, self.value(node.value), node.value)  # type: ignore[attr-defined]
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            self.bind(node.target.id, self._augmented(node.target, node.value))
-        elif isinstance(node, ast.AugAssign) and type(node.target) is ast.Attribute:
-            self._store_attribute(node.target, self._augmented_attribute(node.target, node.value))
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-            self._in_place_effect(node.value)
+        elif kind is ast.AugAssign and type(node.target) is ast.Name:  # type: ignore[attr-defined]
+            self.bind(node.target.id, self._augmented(node.target, node.value))  # type: ignore[attr-defined]
+        elif kind is ast.AugAssign and type(node.target) is ast.Attribute:  # type: ignore[attr-defined]
+            self._store_attribute(node.target, self._augmented_attribute(node.target, node.value))  # type: ignore[attr-defined]
+        elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
+            self._in_place_effect(node.value)  # type: ignore[attr-defined]
         elif kind is ast.Return and self._returns_wanted:
             # (A bare `return` says nothing: a generator's ends so.)
             value = self.value(node.value) if node.value is not None else UNKNOWN  # type: ignore[attr-defined]
@@ -1815,9 +1826,9 @@ class CellScope:
                 self.host = HostCode({})  # a function that imports a host-only library: interop code (host_code.py)
             if self.host is not None:
                 self.host.imported(self.function, node)  # type: ignore[arg-type]
-        elif isinstance(node, ast.Delete):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
+        elif kind is ast.Delete:
+            for target in node.targets:  # type: ignore[attr-defined]
+                if type(target) is ast.Name:
                     self._env.pop(target.id, None)
                     if target.id in self._env:  # inside a branch the name lives on in the scope behind the overlay
                         self._env[target.id] = UNKNOWN
@@ -2059,12 +2070,13 @@ class CellScope:
             self.bind(name, Value("sequence"))
 
     def _bind_target(self, target: ast.expr, value: Value, source: ast.expr | None = None) -> None:
-        if isinstance(target, ast.Name):
-            self.bind(target.id, value)
-        elif type(target) is ast.Attribute:
-            self._store_attribute(target, value)  # `self.a, self.b = ...` (a single target is stored by _simple)
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            if isinstance(source, (ast.Tuple, ast.List)) and len(source.elts) == len(target.elts):
+        kind = type(target)
+        if kind is ast.Name:
+            self.bind(target.id, value)  # type: ignore[attr-defined]
+        elif kind is ast.Attribute:
+            self._store_attribute(target, value)  # type: ignore[arg-type]  # `self.a, self.b = ...` (a single target is stored by _simple)
+        elif kind is ast.Tuple or kind is ast.List:
+            if (type(source) is ast.Tuple or type(source) is ast.List) and len(source.elts) == len(target.elts):  # type: ignore[union-attr,attr-defined]
                 for element_target, element in zip(target.elts, source.elts):
                     if type(element_target) not in _NAMELESS_TARGETS or type(element_target) is ast.Attribute:
                         self._bind_target(element_target, self.value(element), element)
@@ -2598,7 +2610,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
             lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
                                  "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
-    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
     return function
 
@@ -2685,7 +2697,7 @@ def _children_function(node: ast.AST) -> Callable[[ast.AST], list[ast.AST]]:
             lines += [f"    value = node.{name}", "    if isinstance(value, AST):", "        found.append(value)"]
     lines.append("    return found")
     namespace: dict[str, Any] = {"AST": ast.AST}
-    exec("\n".join(lines), namespace)  # noqa: S102 - code made here from the node type's field names only
+    exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = _CHILDREN[kind] = namespace["children"]
     return function
 
@@ -2762,8 +2774,11 @@ class _ClassInfo:
 # `self.name,` (`self.a, self.b = ...` when the line is a target list, below). No match holds a `self.` but at its
 # start, so the one scan finds what each pattern found alone.
 # (no \b: a literal first makes the search fast; `myself.x = ` counted too only makes an attribute less believed)
+# The name is taken whole, `(?=(\w+))\2` (an atomic group, which Python's re has only from 3.11): a shorter part of
+# it is followed by a word character, which nothing after it can match, so the search gives up on `self.conv1(x)` at
+# once rather than trying each shorter name (a third of the scan, `self.` being on most lines of a model).
 _STORES = re.compile(
-    r"self\.(?:register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']|(\w+)[ \t]*(?:(=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))|,))"
+    r"self\.(?:register_(?:buffer|parameter)\(\s*[\"'](\w+)[\"']|(?=(\w+))\2[ \t]*(?:(=(?!=)|[-+*/@%&|^<>]{1,2}=|:(?!=))|,))"
 )
 _TARGET_LIST = re.compile(r"[ \t]*\(?[\w. \t,*]*\)?[ \t]*")
 
@@ -2790,19 +2805,28 @@ _LINE = operator.itemgetter(0)  # the line of an (line, name) of _attribute_stor
 def _attribute_stores(source: str) -> list[tuple[int, str]]:
     """(line, name) of each store of ``self.name`` in the text (:data:`_STORES`, and the names of a target list)."""
     found: list[tuple[int, str]] = []
+    # The line of the last `self.name,` looked at: where it ends, and where its target list ends (-1: it has none).
+    # Worked out once per line: `f(self.a, self.b, self.c)` is three matches on one line.
+    line_end = target_end = -1
     for match in _STORES.finditer(source):
         registered, name, stored = match.groups()
+        position = match.start()
         if registered is not None or stored is not None:
-            found.append((match.start(), registered or name))
+            found.append((position, registered or name))
             continue
-        start = source.rfind("\n", 0, match.start()) + 1
-        end = source.find("\n", match.start())
-        text = source[start : end if end >= 0 else None]
-        if text.count(")") > text.count("("):
-            continue  # the last line of a call's arguments (`    self.a, self.b, flag=True)`), no target list
-        head, equals, tail = text.partition("=")
-        if equals and not tail.startswith("=") and match.start() < start + len(head) and _TARGET_LIST.fullmatch(head):
-            found.append((match.start(), name))
+        if position > line_end:
+            start = source.rfind("\n", 0, position) + 1
+            end = source.find("\n", position)
+            line_end = end if end >= 0 else len(source)
+            text = source[start:line_end]
+            head, equals, tail = text.partition("=")
+            # (not the last line of a call's arguments, `    self.a, self.b, flag=True)`: no target list)
+            target_end = start + len(head) if (
+                equals and not tail.startswith("=") and text.count(")") <= text.count("(")
+                and _TARGET_LIST.fullmatch(head)
+            ) else -1
+        if position < target_end:
+            found.append((position, name))
     found.sort()
     stores, line, position = [], 1, 0
     for start, name in found:

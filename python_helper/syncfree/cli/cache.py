@@ -24,7 +24,6 @@ import os
 import sys
 import time
 from collections.abc import Iterable
-from pathlib import Path
 
 from syncfree._version import __version__
 from syncfree.collector import paused as cycle_collection_paused
@@ -32,6 +31,7 @@ from syncfree.output import Diagnostic
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 try:
@@ -109,22 +109,37 @@ def file_stat(path: Path) -> list[int] | None:
 class ResultCache:
     """The cached results of one choice of settings (see the module docstring)."""
 
-    def __init__(self, folder: Path, rules: Iterable[str], possible: bool) -> None:
-        self.folder = Path(folder)
+    def __init__(self, folder: str | os.PathLike[str], rules: Iterable[str], possible: bool) -> None:
+        # (names, not Paths: a run whose results all come from the cache imports no pathlib, a tenth of such a run;
+        # saving, which writes, makes the Paths)
+        self._folder = os.fspath(folder)
         settings = json.dumps([__version__, code_digest(), sys.version, sorted(rules), bool(possible)])
         name = blake2b(settings.encode(), digest_size=16).hexdigest()
-        self.file = self.folder / __version__ / f"{name}.json"
+        self._file = os.path.join(self._folder, __version__, f"{name}.json")
         self.entries: dict[str, list[Any]] = {}
         self.changed = False
         self.now = int(time.time())
         try:
             # (a large tree's cache is thousands of lists, none of them garbage: no collection walks them young)
-            with cycle_collection_paused():
-                data = json.loads(self.file.read_bytes())
+            with cycle_collection_paused(), open(self._file, "rb") as stream:
+                data = json.loads(stream.read())
             if isinstance(data, dict) and isinstance(data.get("entries"), dict):
                 self.entries = data["entries"]
         except (OSError, ValueError, RecursionError):
             pass  # no cache yet, or one not as written: start empty
+
+    @property
+    def folder(self) -> Path:
+        from pathlib import Path
+
+        return Path(self._folder)
+
+    @property
+    def file(self) -> Path:
+        """The cache's file, ``<cache dir>/<syncfree version>/<settings hash>.json``."""
+        from pathlib import Path
+
+        return Path(self._file)
 
     def unchanged(self, path: str, stat: list[int] | None) -> tuple[list[Diagnostic], int] | None:
         """The result stored for this path when its stat (:func:`file_stat`) is the one recorded with the hash of its
@@ -169,21 +184,24 @@ class ResultCache:
         """Write the cache (only if something changed), atomically; entries unused for a month are dropped."""
         if not self.changed:
             return
+        from pathlib import Path
+
         kept = {path: entry for path, entry in self.entries.items()
                 if isinstance(entry, list) and len(entry) == 5 and self.now - _int(entry[3]) <= _KEEP_SECONDS}
         try:
             _prepare(self.folder)
-            self.file.parent.mkdir(parents=True, exist_ok=True)
+            file = self.file
+            file.parent.mkdir(parents=True, exist_ok=True)
             # A name of this process's own, created exclusively and readable by its owner alone, as tempfile.mkstemp
             # makes one (tempfile's import, with shutil, bz2, lzma and random, was 4 ms of a cold run).
-            temporary = str(self.file.parent / f".tmp-{os.getpid()}-{time.time_ns()}.json")
+            temporary = str(file.parent / f".tmp-{os.getpid()}-{time.time_ns()}.json")
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
             handle = os.open(temporary, flags, 0o600)
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as stream:
                     # json.dumps, one write: json.dump never takes the C encoder (a cold run's largest cost here)
                     stream.write(json.dumps({"entries": kept}, separators=(",", ":")))
-                os.replace(temporary, self.file)
+                os.replace(temporary, file)
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
                 raise

@@ -16,7 +16,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 from syncfree._version import __version__
 from syncfree.cli.cache import DEFAULT_CACHE_DIR, ResultCache, file_digest, file_stat
@@ -29,6 +28,7 @@ from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TextIO
 
     from syncfree.analyze import Bindings
@@ -223,14 +223,14 @@ def _open_cache(folder: str | os.PathLike[str] | None, select: list[str] | None,
     if select is None and not ignore:
         # The default rules: which they are is the catalog's code, which the cache's key covers (code_digest), so a
         # run wholly from the cache does not import the catalog to list them.
-        return ResultCache(Path(folder), ["<default>"], possible)
+        return ResultCache(folder, ["<default>"], possible)
     from syncfree.catalog import select_rules
 
     try:
         rules = [rule.code for rule in select_rules(select, ignore)]
     except ValueError:
         return None  # an unknown code: the first file's analysis says so
-    return ResultCache(Path(folder), rules, possible)
+    return ResultCache(folder, rules, possible)
 
 
 def _check_files(files: list[str], select: list[str] | None, ignore: list[str] | None,
@@ -239,7 +239,7 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
     """Each file's result in the order given (the files by their names, :func:`source_names`); with a ``cache``, a
     file whose bytes it holds a result for is not checked again, and the results of the others are added to it."""
     if cache is None:
-        yield from _check_all([Path(name) for name in files], select, ignore, jobs, fixing, possible)
+        yield from _check_all([_path(name) for name in files], select, ignore, jobs, fixing, possible)
         return
     known: dict[int, FileResult] = {}
     digests: dict[int, tuple[str, list[int] | None]] = {}
@@ -248,7 +248,7 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
     with cycle_collection_paused():
         for index, path in enumerate(files):
             if path == "-":
-                missing.append(Path(path))
+                missing.append(_path(path))
                 continue
             stat = file_stat(path)  # before the read: a write after it leaves a stat that no longer matches
             found = cache.unchanged(path, stat)
@@ -259,13 +259,13 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
                 with open(path, "rb") as stream:
                     data = stream.read()
             except OSError:
-                missing.append(Path(path))  # the worker reports it
+                missing.append(_path(path))  # the worker reports it
                 continue
             digest = file_digest(data)
             digests[index] = (digest, stat)
             found = cache.get(path, digest, stat)
             if found is None:
-                missing.append(Path(path))
+                missing.append(_path(path))
             else:
                 known[index] = FileResult(found[0], found[1])
     fresh = _check_all(missing, select, ignore, jobs, fixing, possible)
@@ -280,6 +280,14 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
             yield result
     finally:
         cache.save()
+
+
+def _path(name: str) -> Path:
+    """A file's Path, pathlib imported on first use (not with the command: a run whose results all come from the cache
+    makes none, and pathlib's import, with urllib.parse and ipaddress, was a tenth of such a run)."""
+    from pathlib import Path
+
+    return Path(name)
 
 
 def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | None,
@@ -636,7 +644,8 @@ def check_options(args: argparse.Namespace, config: Any) -> dict[str, Any]:
     if args.no_cache:
         cache_dir = None
     else:
-        cache_dir = args.cache_dir or os.environ.get("SYNCFREE_CACHE_DIR") or str((root or Path()) / DEFAULT_CACHE_DIR)
+        cache_dir = args.cache_dir or os.environ.get("SYNCFREE_CACHE_DIR") or (
+            os.path.join(root, DEFAULT_CACHE_DIR) if root is not None else DEFAULT_CACHE_DIR)  # (no pathlib: see above)
     return {"exclude": exclusion, "fix": args.fix, "diff": args.diff, "unsafe_fixes": args.unsafe_fixes,
             "statistics": args.statistics, "possible": args.possible, "cache_dir": cache_dir}
 

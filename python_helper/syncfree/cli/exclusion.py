@@ -15,10 +15,12 @@ A file given by name on the command line is checked even when a pattern matches 
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable
-from pathlib import Path, PurePosixPath
+
+TYPE_CHECKING = False  # typing's constant, without typing's import: annotations only
+if TYPE_CHECKING:
+    from pathlib import Path, PurePosixPath
 
 __all__ = ["Exclusion"]
 
@@ -30,9 +32,13 @@ class Exclusion:
         cleaned = [pattern.strip().rstrip("/") for pattern in patterns if pattern.strip().rstrip("/")]
         names = tuple(pattern for pattern in cleaned if "/" not in pattern)
         paths = tuple(pattern.removeprefix("./") for pattern in cleaned if "/" in pattern)
-        self.groups: tuple[tuple[Path, tuple[str, ...], tuple[str, ...]], ...] = (
-            ((root or Path.cwd()).resolve(), names, paths),
-        ) if cleaned else ()
+        self.groups: tuple[tuple[Path, tuple[str, ...], tuple[str, ...]], ...] = ()
+        if cleaned:
+            # (pathlib only where there are patterns: a run with none, the usual, imports none, a tenth of a warm
+            # check)
+            from pathlib import Path
+
+            self.groups = (((root or Path.cwd()).resolve(), names, paths),)
 
     def __or__(self, other: Exclusion) -> Exclusion:
         joined = Exclusion()
@@ -44,6 +50,9 @@ class Exclusion:
 
     def excludes(self, path: Path) -> bool:
         """Whether ``path`` (a file or a directory met in a walk) is left out, by its name or its relative path."""
+        import fnmatch  # (here, as pathlib: a run without patterns matches nothing)
+        from pathlib import Path, PurePosixPath
+
         absolute: Path | None = None
         for root, names, paths in self.groups:
             if any(fnmatch.fnmatchcase(path.name, pattern) for pattern in names):
@@ -61,6 +70,8 @@ class Exclusion:
 
 def _path_matches(relative: PurePosixPath, pattern: str) -> bool:
     """``src/legacy`` matches that folder, ``data/*.py`` the files in it, ``**/gen`` a ``gen`` at any depth."""
+    import fnmatch
+
     text = relative.as_posix()
     if fnmatch.fnmatchcase(text, pattern):
         return True

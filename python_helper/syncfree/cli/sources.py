@@ -7,11 +7,12 @@ Python reads a source file as bytes and decodes it by its BOM or PEP 263 coding 
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.usage import UsageProblem, not_a_file
@@ -19,6 +20,7 @@ from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 __all__ = ["SourceCell", "decode_python", "expand_paths", "notebook_code_cells", "read_cells", "read_notebook_json",
@@ -50,6 +52,15 @@ class SourceCell(Record):
 def decode_python(data: bytes, name: str) -> str:
     """Python source bytes as text, decoded as Python decodes them (a UTF-8 BOM, a PEP 263 coding line, else UTF-8),
     with the BOM dropped. UsageProblem when Python could not decode them either."""
+    # Most files: no BOM and no coding line (tokenize.detect_encoding reads the first two lines and finds a cookie
+    # only in a line that says "coding"), so UTF-8; decoded here without a BytesIO and detect_encoding's readline
+    # calls and regex (5% of a parse per file). Bytes that are no UTF-8 take the way below, for its error message.
+    second = data.find(b"\n", data.find(b"\n") + 1)
+    if not data.startswith(b"\xef\xbb\xbf") and b"coding" not in (data[: second + 1] if second >= 0 else data):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
     import tokenize  # (here: a run whose results all come from the cache reads no source)
 
     try:
@@ -64,7 +75,8 @@ def decode_python(data: bytes, name: str) -> str:
 def read_python(path: Path | str) -> str:
     """A ``.py`` file's text as Python reads it (``decode_python``); UsageProblem when it cannot be read."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as stream:  # (Path.read_bytes's own steps)
+            data = stream.read()
     except OSError as error:
         raise UsageProblem(f"cannot read {path}: {error.strerror or error}") from None
     return decode_python(data, str(path))
@@ -76,6 +88,8 @@ def expand_paths(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
     checkpoints, caches and virtual environments skipped). A directory that cannot be listed goes to ``on_error``
     (``os.walk`` and ``Path.rglob`` would skip it without a word). ``exclude``: patterns matched as ruff matches
     them (:mod:`syncfree.cli.exclusion`); an excluded folder is not entered."""
+    from pathlib import Path
+
     return map(Path, source_names(paths, exclude, on_error))
 
 
@@ -85,26 +99,64 @@ def source_names(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
     of a large library made thousands only to name them."""
     exclusion = exclude if isinstance(exclude, Exclusion) else Exclusion(exclude)
     for name in paths:
-        path = Path(name)
         if name == "-":
             yield name
-        elif path.is_dir():
+            continue
+        path = name if _named_as_is(name) else os.fspath(_path(name))  # (str(Path(name)): "a/" is "a")
+        if _is_dir(path):
 
             def unreadable(error: OSError) -> None:
                 if on_error is not None:
                     on_error(UsageProblem(f"cannot read {error.filename}: {error.strerror or error}"))
 
             found: list[tuple[tuple[str, ...], str]] = []
-            _walk(os.fspath(path), (), exclusion, unreadable, on_error, found)
+            _walk(path, (), exclusion, unreadable, on_error, found)
             # Sorted as the paths themselves sort (part by part: `a/b.py` before `a-b/c.py`)
             found.sort()
-            top = os.fspath(path)
+            top = path
             if top == ".":  # scandir's "./a.py", which a Path names "a.py"
                 yield from (file[2:] for _, file in found)
             else:
                 yield from (file for _, file in found)
         else:
-            yield str(path)  # a missing or wrong file is reported by read_cells
+            yield path  # a missing or wrong file is reported by read_cells
+
+
+def _named_as_is(name: str) -> bool:
+    """Whether ``str(Path(name)) == name`` (POSIX): ``.``, or parts none of them empty or ``.``, after one leading
+    ``/``. A command's paths are named so as a rule, and a check whose results all come from the cache then makes no
+    Path: pathlib's import, with urllib.parse and ipaddress, was a tenth of such a run."""
+    if os.sep != "/" or os.altsep is not None:
+        return False  # (Windows: its paths are PureWindowsPath's to name)
+    if name == ".":
+        return True
+    parts = name.split("/")
+    if parts[0] == "":
+        del parts[0]  # the root of an absolute name (two slashes are a root of their own: not as is)
+    return bool(parts) and all(part and part != "." for part in parts)
+
+
+def _path(name: str) -> Path:
+    from pathlib import Path
+
+    return Path(name)
+
+
+#: The errors Path.is_dir answers False to (pathlib's _IGNORED_ERRNOS and _IGNORED_WINERRORS); others are raised.
+_MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
+_MISSING_WINERRORS = frozenset({21, 123, 1921})
+
+
+def _is_dir(name: str) -> bool:
+    """``Path(name).is_dir()``, without a Path."""
+    try:
+        return stat.S_ISDIR(os.stat(name).st_mode)
+    except OSError as error:
+        if getattr(error, "errno", None) in _MISSING_ERRNOS or getattr(error, "winerror", None) in _MISSING_WINERRORS:
+            return False
+        raise
+    except ValueError:  # a name with a null byte
+        return False
 
 
 def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable: Callable[[OSError], None],
@@ -141,7 +193,7 @@ def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable:
         name = entry.name
         if name in _SUFFIXES_ALONE:  # `.py`: a name that is only a suffix has none (Path.suffix)
             continue
-        if exclusion and exclusion.excludes(Path(entry.path)):
+        if exclusion and exclusion.excludes(_path(entry.path)):
             continue
         try:
             regular = not entry.is_symlink() and entry.is_file()
@@ -150,7 +202,7 @@ def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable:
         if regular:
             found.append(((*parts, name), entry.path))
             continue
-        p = Path(entry.path)
+        p = _path(entry.path)
         if p.is_file():
             found.append(((*parts, name), entry.path))
         elif on_error is not None and not p.is_dir():
@@ -158,7 +210,7 @@ def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable:
             if not problem.missing:
                 on_error(problem)
     for name in sorted(f for f in folders if f not in _SKIPPED_DIRECTORIES
-                       and not (exclusion and exclusion.excludes(Path(folder, f)))):
+                       and not (exclusion and exclusion.excludes(_path(os.path.join(folder, f))))):
         path = os.path.join(folder, name)
         if not os.path.islink(path):
             _walk(path, (*parts, name), exclusion, unreadable, on_error, found)
