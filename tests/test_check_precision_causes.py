@@ -751,3 +751,31 @@ def test_a_dict_of_cpu_tensors_gives_cpu_tensors():
         "    for k in d:\n        k.item()\n    return d['a'].sum().item(), e['a'].sum().item()\n"
     )
     assert rules_at(source) == [("SF101", 19, "likely"), ("SF101", 25, "likely"), ("SF101", 26, "likely")]
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        # A 0-dim CPU integer tensor as an index (flair's `for i in torch.arange(n): states[i]`) is read on the CPU
+        # with .item() and selects as an int does (ATen/TensorIndexing.h, applySelect): nothing is copied to the GPU.
+        ("x = torch.zeros(8, 4, device='cuda')\nfor i in torch.arange(8):\n    y = x[i]\n", []),
+        ("def fill(states: torch.Tensor, n: int):\n    for i in torch.arange(0, n):\n        states[i, :3] = states[0]\n",
+         []),
+        ("x = torch.zeros(8, 4, device='cuda')\ni = torch.tensor(3)\ny = x[i], x[i, 1]\n", []),
+        # ... unpacked from a 1-D tensor too; and as the row of a 2-D destination, a Python number is filled in
+        # without a copy (SF502), while a single element takes the copy SF502 reports for `x[0, 0] = 0`
+        ("x = torch.zeros(8, 4, device='cuda')\na, b = torch.tensor([1, 2])\nx[a] = 0\nx[b, 0] = 0\n",
+         [("SF502", 5, "certain")]),
+        # A 1-D CPU index tensor is copied to the GPU, a blocking copy (measured: index_cpu_idx), and so is the row
+        # of a 2-D one, or an index whose dimensions the text does not tell.
+        ("x = torch.zeros(8, 4, device='cuda')\ni = torch.tensor([1, 2])\ny = x[i]\nx[i] = 0\n",
+         [("SF501", 4, "certain"), ("SF501", 5, "certain")]),
+        ("x = torch.zeros(8, 4, device='cuda')\nfor row in torch.zeros(2, 3, dtype=torch.long):\n    y = x[row]\n",
+         [("SF501", 4, "certain")]),
+        ("x = torch.zeros(8, 4, device='cuda')\ndef f(i, j: torch.Tensor):\n    k = torch.tensor(i)\n"
+         "    return x[k], x[j.cpu()]\n",
+         [("SF301", 5, "likely"), ("SF501", 5, "certain"), ("SF501", 5, "certain")]),
+    ],
+)
+def test_a_0_dim_cpu_index_is_read_on_the_cpu(source, expected):
+    assert rules_at(source) == expected

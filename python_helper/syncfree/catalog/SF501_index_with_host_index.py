@@ -44,7 +44,11 @@ def host_index(part: ast.expr, scope: CellScope) -> bool:
         # part per dimension) nor a list of strings (`df[["col"]]`: a column selection, no tensor takes one).
         return value.const not in (TUPLE, STRINGS)
     # A CPU bool mask is no copy to wait for: torch counts it on the CPU (x[mask.cpu()] measured without a sync).
-    return value.kind == "numpy" or (value.kind == "tensor" and value.device == "cpu" and value.dtype != "bool")
+    # Nor is a 0-dim CPU tensor (`for i in torch.arange(n): x[i]`, `x[torch.tensor(3)]`): torch reads it on the CPU
+    # with `.item()` and selects, as for a Python int (ATen/TensorIndexing.h, handleDimInMultiDimIndexing ->
+    # applySelect; a 0-dim bool one adds a dimension). Of unknown dimensions it is taken for an index tensor.
+    return value.kind == "numpy" or (
+        value.kind == "tensor" and value.device == "cpu" and value.dtype != "bool" and value.ndim != 0)
 
 
 #: Index parts that are never a host index: a number, None, an Ellipsis, a string, a slice (its bounds are SF503's).

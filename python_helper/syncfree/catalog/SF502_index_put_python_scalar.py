@@ -51,6 +51,10 @@ def _index_kind(part: ast.expr, scope: CellScope) -> str | None:
     value = scope.value(part)
     if value.kind == "python":
         return "int"
+    if value.kind == "tensor" and value.device == "cpu" and value.ndim == 0:
+        # A 0-dim CPU tensor is read on the CPU (SF501's host_index): an integer one selects as an int does; of
+        # another or unknown dtype, no finding, as for the CPU index tensors host_index tells.
+        return "int" if value.dtype == "int" else None
     if host_index(part, scope):
         return None
     if value.kind == "tensor":

@@ -3055,7 +3055,9 @@ def element_of(container: Value) -> Value:
         return UNKNOWN  # iterating a dict gives its keys
     if container.kind in ("tensor", "tensors"):
         # (an element of what the text moved is where it was moved: `for d in boxes.cpu()`, a row of detections)
-        return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None,
+        # (one dimension fewer: `for i in torch.arange(n)` gives 0-dim tensors)
+        ndim = container.ndim - 1 if container.kind == "tensor" and container.ndim else None
+        return Value("tensor", container.device, container.dtype if container.kind == "tensor" else None, ndim=ndim,
                      const=container.const if container.const in (MOVED, CPU_DEFAULT) else None)
     if container.kind in ("numpy", "python"):
         return container if container.kind == "numpy" else PYTHON
