@@ -76,6 +76,18 @@ CASES = {
         "v = criterion(out, y).item()",
         "import torch.nn as nn\ncriterion = nn.CrossEntropyLoss()\ndef step(out, y):\n"
         "    return criterion(out, y).item()  # here"),
+    "0-dim CPU index from iterating arange": (
+        "x = torch.randn(8, 4, device='cuda')", "for i in torch.arange(3):\n    y = x[i]",
+        "def f(x: torch.Tensor):\n    for i in torch.arange(3):\n        y = x[i]  # here\n    return y"),
+    "0-dim CPU index writing a row": (
+        "x = torch.zeros(8, 4, device='cuda'); i = torch.tensor(3)", "x[i] = 1.0",
+        "def f():\n    x = torch.zeros(8, 4, device='cuda')\n    i = torch.tensor(3)\n    x[i] = 1.0  # here"),
+    "0-dim CPU index writing one element": (
+        "x = torch.zeros(8, device='cuda'); i = torch.tensor(3)", "x[i] = 1.0",
+        "def f():\n    x = torch.zeros(8, device='cuda')\n    i = torch.tensor(3)\n    x[i] = 1.0  # here"),
+    "1-dim CPU index": (
+        "x = torch.randn(8, 4, device='cuda'); idx = torch.tensor([1, 2])", "y = x[idx]",
+        "def f(x: torch.Tensor):\n    idx = torch.tensor([1, 2])\n    return x[idx]  # here"),
 }
 
 
