@@ -6,11 +6,10 @@ Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), 
 
 from __future__ import annotations
 
-import errno
 import os
 import re
-import stat
 
+from syncfree.paths import is_file
 from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
@@ -51,7 +50,7 @@ def find_config(start: Path | None = None) -> Config:
     folder = os.path.realpath(os.fspath(start) if start is not None else os.getcwd())
     while True:
         candidate = os.path.join(folder, "pyproject.toml")
-        if _is_file(candidate):
+        if is_file(candidate):
             table = _table(candidate)
             if table is not None:
                 from pathlib import Path
@@ -61,23 +60,6 @@ def find_config(start: Path | None = None) -> Config:
         if parent == folder:
             return Config()
         folder = parent
-
-
-#: The errors Path.is_file answers False to (pathlib's _IGNORED_ERRNOS and _IGNORED_WINERRORS); others are raised.
-_MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
-_MISSING_WINERRORS = frozenset({21, 123, 1921})
-
-
-def _is_file(path: str) -> bool:
-    """``Path(path).is_file()``."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError as error:
-        if getattr(error, "errno", None) in _MISSING_ERRNOS or getattr(error, "winerror", None) in _MISSING_WINERRORS:
-            return False
-        raise
-    except ValueError:  # a name with a null byte
-        return False
 
 
 # The spellings of a syncfree table in TOML: a header or dotted key through tool (`[tool.syncfree]`,

@@ -7,15 +7,14 @@ Python reads a source file as bytes and decodes it by its BOM or PEP 263 coding 
 
 from __future__ import annotations
 
-import errno
 import io
 import json
 import os
-import stat
 from collections.abc import Callable, Iterator, Sequence
 
 from syncfree.cli.exclusion import Exclusion
 from syncfree.cli.usage import UsageProblem, not_a_file
+from syncfree.paths import is_dir
 from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
@@ -103,7 +102,7 @@ def source_names(paths: Sequence[str], exclude: Exclusion | Sequence[str] = (),
             yield name
             continue
         path = name if _named_as_is(name) else os.fspath(_path(name))  # (str(Path(name)): "a/" is "a")
-        if _is_dir(path):
+        if is_dir(path):
 
             def unreadable(error: OSError) -> None:
                 if on_error is not None:
@@ -140,23 +139,6 @@ def _path(name: str) -> Path:
     from pathlib import Path
 
     return Path(name)
-
-
-#: The errors Path.is_dir answers False to (pathlib's _IGNORED_ERRNOS and _IGNORED_WINERRORS); others are raised.
-_MISSING_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EBADF, errno.ELOOP})
-_MISSING_WINERRORS = frozenset({21, 123, 1921})
-
-
-def _is_dir(name: str) -> bool:
-    """``Path(name).is_dir()``, without a Path."""
-    try:
-        return stat.S_ISDIR(os.stat(name).st_mode)
-    except OSError as error:
-        if getattr(error, "errno", None) in _MISSING_ERRNOS or getattr(error, "winerror", None) in _MISSING_WINERRORS:
-            return False
-        raise
-    except ValueError:  # a name with a null byte
-        return False
 
 
 def _walk(folder: str, parts: tuple[str, ...], exclusion: Exclusion, unreadable: Callable[[OSError], None],
