@@ -301,7 +301,7 @@ class _Analysis:
                             # picks, the CPU by default (scope.CPU_DEFAULT), whatever the rule's own device test
                             finding["certainty"] = "possible"
                             finding["message"] = (
-                                f"{finding['message']} (possible: on the device its caller picks, the CPU by default)"
+                                finding["message"] + _CALLERS_DEVICE
                             )[:500]
                         if finding["certainty"] == "likely":
                             guard = _optional_guard(found.node, scope)
@@ -325,7 +325,7 @@ class _Analysis:
         message = found.message
         if found.certainty == "possible" and self.scope.on_cpu_by_default(found.node):
             # (a tensor of a device parameter `device="cpu"`, or kept in `self._device`: scope.CPU_DEFAULT)
-            message += " (possible: on the device its caller picks, the CPU by default)"
+            message += _CALLERS_DEVICE
         elif found.certainty == "possible":  # a matcher's own `possible`: a value that is a tensor on some paths only
             message += " (possible: only when it is a tensor; its annotation or its callers allow host data too)"
         return {
@@ -363,6 +363,9 @@ class _Analysis:
             return byte_column
         return len(text.encode()[:byte_column].decode("utf-8", errors="replace"))
 
+
+# Why a finding on a tensor of a device parameter `device="cpu"` (scope.CPU_DEFAULT) is only possible.
+_CALLERS_DEVICE = " (possible: on the device its caller picks, the CPU by default)"
 
 _DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type],
                                        list[Rule]]] = {}

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from .parsing import code_columns
+from .paths import is_dir
 from .records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
@@ -686,9 +687,8 @@ class ReportOutput:
         """Write the buffered report to ``--output-file``."""
         if self.path is not None and self._buffer is not None:
             try:
-                from pathlib import Path  # (here: a report to stdout, the usual, needs no pathlib)
-
-                Path(self.path).write_text(self._buffer.getvalue(), encoding="utf-8")
+                with open(self.path, "w", encoding="utf-8") as handle:  # (Path.write_text's own open)
+                    handle.write(self._buffer.getvalue())
             except OSError as error:
                 raise OutputFileError(f"cannot write {self.path}: {error.strerror or error}") from None
             self._buffer = None
@@ -836,13 +836,12 @@ def silence_stdout() -> None:
 
 
 def _check_writable(output: str) -> None:
-    from pathlib import Path
-
-    target = Path(output)
-    folder = target.resolve().parent
-    if target.is_dir():
+    # (on names, as Path(output).resolve().parent and its tests answer: a check served from its cache imports no
+    # pathlib, `-o` or not)
+    folder = os.path.dirname(os.path.realpath(output))
+    if is_dir(output):
         raise OutputFileError(f"cannot write {output}: it is a folder")
-    if not folder.is_dir():
+    if not is_dir(folder):
         raise OutputFileError(f"cannot write {output}: no folder {folder}")
-    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(output, os.W_OK)):
+    if not os.access(folder, os.W_OK) or (os.path.exists(output) and not os.access(output, os.W_OK)):
         raise OutputFileError(f"cannot write {output}: permission denied")

@@ -1124,9 +1124,7 @@ class CellScope:
             return False  # a method reads its object, a nested function its definer's names
         signature = function.args
         positional = [*signature.posonlyargs, *signature.args]
-        defaults = {**dict(zip([a.arg for a in positional][::-1], signature.defaults[::-1])),
-                    **{a.arg: d for a, d in zip(signature.kwonlyargs, signature.kw_defaults) if d is not None}}
-        devices = [name for name, default in defaults.items()
+        devices = [name for name, default in _defaults(signature).items()
                    if "dev" in name.lower() and is_constant(default, None)]
         if len(devices) != 1:
             return False
