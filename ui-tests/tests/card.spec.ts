@@ -41,6 +41,8 @@ test.describe('the sync card', () => {
     await markerOn(page, TRAIN, 6).hover();
     const card = page.locator('.jp-syncfree-card');
     await expect(card).toBeVisible();
+    // CodeMirror draws a tooltip at top -10000px and places it at its next measure: wait for that.
+    await expect.poll(async () => (await card.boundingBox())?.y ?? -10000).toBeGreaterThan(-10000);
     const box = (await card.boundingBox())!;
     const viewport = page.viewportSize()!;
     expect(box.y).toBeGreaterThanOrEqual(0);

@@ -168,8 +168,10 @@ test.describe('issue 26 with the syncs notebook', () => {
     // Put the cursor elsewhere: a click and Enter on the row leave it there.
     await cellLines(page, PREPARE).nth(1).click();
     const where = await activeCursor(page);
-    // (aria-disabled: Playwright would wait for it to be enabled.)
-    await row.click({ force: true });
+    // (aria-disabled: Playwright would wait for it to be enabled. The panel redraws its rows as the active cell
+    // changes: a row replaced between finding it and clicking it is found again.)
+    await expect(row).toBeVisible();
+    await expect(async () => row.click({ force: true, timeout: 2000 })).toPass();
     await page.keyboard.press('Enter');
     expect(await activeCursor(page)).toEqual(where);
   });
