@@ -827,8 +827,12 @@ def test_numpy_of_a_cuda_tensor_fails_as_on_a_gpu():
 #: Predictions that are not among the measured patterns (predict.UNMEASURED_RULES), run
 #: after PREAMBLE: source -> the kinds predicted. test_rules_on_a_gpu checks the counts.
 SOURCE_RULES = [
-    ("y = x[i_gpu]", ["index"]),
-    ("y = xc[i_gpu]", ["index"]),
+    ("y = x[i_gpu]", ["slice_bounds"]),  # a 0-dim index is read with item(), as a slice bound is (SF503)
+    ("y = xc[i_gpu]", ["slice_bounds"]),
+    ("y = x[x.sum(1).argmax()]", ["slice_bounds"]),
+    ("y = x[0, i_gpu]", ["slice_bounds"]),
+    ("x[i_gpu] = 0", ["slice_bounds"]),  # a row filled from the CPU scalar: the index read only
+    ("x[i_gpu, 0] = 0", ["slice_bounds", "index_put"]),  # one element: the index read, then the scalar's copy
     ("x[mask] = 0", []),
     ("x[mask] = zero_gpu", ["mask_index"]),
     ("x[0] = 0", []),

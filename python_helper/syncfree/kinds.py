@@ -24,7 +24,7 @@ KIND_LABELS = MappingProxyType({
     "tensor_from_python": "tensor built from Python data",
     "index": "indexing with a host index",
     "index_put": "index assignment",
-    "slice_bounds": "slice with tensor bounds",
+    "slice_bounds": "a tensor read as an index",
     "mask_index": "boolean-mask indexing",
     "nonzero": "`nonzero`",
     "masked_select": "`masked_select`",

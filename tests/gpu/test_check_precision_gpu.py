@@ -85,6 +85,16 @@ CASES = {
     "0-dim CPU index writing one element": (
         "x = torch.zeros(8, device='cuda'); i = torch.tensor(3)", "x[i] = 1.0",
         "def f():\n    x = torch.zeros(8, device='cuda')\n    i = torch.tensor(3)\n    x[i] = 1.0  # here"),
+    "0-dim CUDA index from argmax": (
+        "x = torch.randn(8, 4, device='cuda')", "y = x[x.sum(1).argmax()]",
+        "def f(x: torch.Tensor):\n    x = x.cuda()\n    return x[x.sum(1).argmax()]  # here"),
+    "0-dim CUDA index from an element": (
+        "x = torch.randn(8, 4, device='cuda'); idx = torch.arange(3, device='cuda')", "y = x[idx[0]]",
+        "def f():\n    x = torch.randn(8, 4, device='cuda')\n    idx = torch.arange(3, device='cuda')\n"
+        "    return x[idx[0]]  # here"),
+    "0-dim CUDA index writing a row": (
+        "x = torch.zeros(8, 4, device='cuda'); i = torch.tensor(3, device='cuda')", "x[i] = 1.0",
+        "def f(i):\n    x = torch.zeros(8, 4, device='cuda')\n    i = x.sum(1).argmax()\n    x[i] = 1.0  # here"),
     "1-dim CPU index": (
         "x = torch.randn(8, 4, device='cuda'); idx = torch.tensor([1, 2])", "y = x[idx]",
         "def f(x: torch.Tensor):\n    idx = torch.tensor([1, 2])\n    return x[idx]  # here"),

@@ -1318,6 +1318,8 @@ def _subscript_kind(node: ast.Subscript, frame: FrameType) -> str:
         if isinstance(part, ast.Compare) or (isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Invert)):
             return "mask_index"  # x[x > 0], x[~m]
         tensor = _tensor_named(frame, part)
+        if tensor is not None and tensor.is_cuda and tensor.dim() == 0:
+            return "slice_bounds"  # x[i] with a 0-dim CUDA index: torch reads it with item() (SF503)
         if tensor is not None and str(tensor.dtype) == "torch.bool":
             return "mask_index"
     return "index"

@@ -51,10 +51,13 @@ def _index_kind(part: ast.expr, scope: CellScope) -> str | None:
     value = scope.value(part)
     if value.kind == "python":
         return "int"
-    if value.kind == "tensor" and value.device == "cpu" and value.ndim == 0:
-        # A 0-dim CPU tensor is read on the CPU (SF501's host_index): an integer one selects as an int does; of
-        # another or unknown dtype, no finding, as for the CPU index tensors host_index tells.
-        return "int" if value.dtype == "int" else None
+    if value.kind == "tensor" and value.ndim == 0:
+        # A 0-dim tensor is read with `.item()` (SF501's host_index; on CUDA that read is SF503's sync): an integer
+        # one selects as an int does. Of another or unknown dtype on the CPU, no finding, as for the CPU index
+        # tensors host_index tells; on the GPU an integer is what a 0-dim index usually is (argmax, a count).
+        if value.device == "cpu":
+            return "int" if value.dtype == "int" else None
+        return "int" if value.dtype in ("int", None) else None
     if host_index(part, scope):
         return None
     if value.kind == "tensor":

@@ -232,7 +232,7 @@ _SHAPE_KEEPING_METHODS = frozenset(
     "clone detach contiguous abs neg float double half bfloat16 long int short char byte bool sigmoid relu exp log "
     "sqrt clamp clamp_min clamp_max isnan isinf isfinite logical_not masked_fill pow add sub mul div".split()
 )
-_FULL_REDUCTIONS = frozenset("sum mean max min prod norm amax amin any all std var count_nonzero".split())
+_FULL_REDUCTIONS = frozenset("sum mean max min prod norm amax amin any all std var count_nonzero argmax argmin".split())
 _DTYPE_KEEPING_METHODS = frozenset(
     "clone detach view reshape contiguous squeeze unsqueeze flatten t transpose permute expand expand_as repeat "
     "flip roll narrow select index_select gather masked_select masked_fill where cuda cpu to pin_memory abs neg "
@@ -818,7 +818,8 @@ class CellScope:
         if kind is ast.Subscript:
             base = self.value(node.value)  # type: ignore[attr-defined]
             if base.kind == "tensor":
-                return Value("tensor", base.device, base.dtype, const=base.const)
+                return Value("tensor", base.device, base.dtype, const=base.const,
+                             ndim=self._basic_index_ndim(base.ndim, node) if base.ndim is not None else None)
             if base.kind in ("tensors", "module"):
                 return Value("tensor" if base.kind == "tensors" else "module", base.device)
             if base.kind == "numpy" or base.kind == "maybe_tensor" or base.kind == "host":
@@ -1266,6 +1267,26 @@ class CellScope:
         return Value("tensor", device, dtype, pinned=pinned, int_data=int_data, ndim=self._factory_ndim(short, call, data),
                      const=placed or (MOVED if is_device and device is None else HOST_DATA if device == "cpu" and short in
                      _DATA_FACTORIES else None))
+
+    def _basic_index_ndim(self, ndim: int, subscript: ast.Subscript) -> int | None:
+        """The dimensions left by a basic index of a tensor of ``ndim`` dimensions (``x[0]``, ``x[:, i]``,
+        ``x[None]``): an integer takes one away, a slice keeps one, None adds one; None where the text does not
+        settle it (an index tensor, a list, an Ellipsis)."""
+        for part in index_parts(subscript):
+            kind = type(part)
+            if kind is ast.Slice:
+                continue
+            if kind is ast.Constant and part.value is None:  # type: ignore[attr-defined]
+                ndim += 1
+                continue
+            value = self.value(part)
+            if value.kind == "python" and (value.const is None or type(value.const) is int):
+                ndim -= 1  # (a name bound to a number, `n - 1`, a literal)
+            elif value.kind == "tensor" and value.ndim == 0:
+                ndim -= 1
+            else:
+                return None
+        return ndim if ndim >= 0 else None
 
     def _factory_ndim(self, short: str, call: ast.Call, data: ast.expr | None) -> int | None:
         """The number of dimensions a factory call creates, when its arguments spell it out."""

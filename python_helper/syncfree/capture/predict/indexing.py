@@ -58,9 +58,10 @@ class _IndexSyncs:
                 virtual = registry.is_cuda(item)
                 is_mask = item.dtype in (torch.bool, torch.uint8)
                 if item.dim() == 0 and (is_mask or not item.is_floating_point()):
-                    # handleDimInMultiDimIndexing reads a 0-d index with item().
+                    # handleDimInMultiDimIndexing reads a 0-d index with item(): a read of a CUDA tensor as an
+                    # integer, as a slice bound is (SF503), not a copy of a host index.
                     if virtual:
-                        self.kinds.append("index")
+                        self.kinds.append("slice_bounds")
                     if is_mask:
                         self.advanced += 1
                         self.other_advanced += 1
