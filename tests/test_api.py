@@ -673,6 +673,29 @@ def _wait_to_be_killed(started) -> None:
     time.sleep(60)
 
 
+def test_a_sync_free_block_whose_child_left_no_report_is_not_judged():
+    # Its syncs are missing from the count: a pass on "0 syncs" could pass a block whose child synced.
+    context = multiprocessing.get_context("fork")
+    started = context.Event()
+    with pytest.raises(syncfree.NotJudged) as raised:
+        with syncfree.sync_free():
+            child = context.Process(target=_wait_to_be_killed, args=(started,), name="Doomed")
+            child.start()
+            assert started.wait(60)
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(60)
+    message = str(raised.value)
+    assert message.startswith("could not judge the block: 0 syncs counted, but child process Doomed (pid "), message
+    assert "ended without a report (killed): its syncs are not counted" in message, message
+    assert raised.value.report.lost_children == [n for n in raised.value.report.notes if "Doomed" in n]
+    # A child that ends as the program made it end leaves its report: the block is judged.
+    with syncfree.sync_free() as w:
+        child = context.Process(target=os.getpid, name="Quick")
+        child.start()
+        child.join(60)
+    assert w.report.lost_children == [] and child.exitcode == 0
+
+
 def test_a_process_hook_the_program_replaces_during_a_watch_stays_and_is_named():
     # BaseProcess.start and Popen.__init__ are shared, counted replacements: one the program put over ours stays (taking
     # it out would undo the program's), and the report says so; the originals are back once the program's goes.

@@ -904,6 +904,15 @@ def test_rules_on_a_gpu(source, kinds):
         assert observed == len(kinds), (source, [(s.kind, s.count) for s in recorder.sites])
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_zero_dim_cuda_index_is_named_as_the_read_it_is_on_a_gpu():
+    """``x[i]`` with a 0-dim CUDA ``i`` syncs in torch's item() (applySelect): the recorder names it as a tensor read
+    as an index (SF503), as predict mode does, not as a copy of a host index (SF501)."""
+    recorder = _recorded_on_a_gpu(PREAMBLE, "y = x[i_gpu]\nz = x[x.sum(1).argmax()]")
+    assert sorted((site.kind, site.rule, site.count) for site in recorder.sites) == [("slice_bounds", "SF503", 1)] * 2
+
+
 #: The backward pass's Python code (hooks, a custom Function's backward, checkpoint
 #: recomputation): source -> the kinds predicted, after BACKWARD_PREAMBLE. The engine ran
 #: it without predict mode's mode and with plain CPU gradients (capture/predict/autograd.py).

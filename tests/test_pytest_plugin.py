@@ -814,6 +814,44 @@ def test_the_ranks_a_watched_test_spawns_count_towards_its_verdict(pytester):
                                  "SpawnPoolWorker-*  ?test_ranks.py::test_pool_within_budget?"])
 
 
+def test_a_watched_test_whose_child_left_no_report_is_not_judged_and_says_why(pytester):
+    # A child process killed before it wrote its report took its syncs with it: the test's count is short by an
+    # unknown number. The test passed on that count, and the note naming the child was in no output.
+    pytester.makepyfile(test_killed="""
+        import multiprocessing
+        import os
+        import signal
+        import pytest
+        import torch
+
+        def syncs_then_dies():
+            torch.ones(2, device="cuda").sum().item()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        @pytest.mark.sync_free(budget=2)
+        def test_child_killed():
+            child = multiprocessing.get_context("fork").Process(target=syncs_then_dies, name="Doomed")
+            child.start()
+            child.join()
+
+        @pytest.mark.sync_free(budget=2)
+        def test_child_ends():
+            child = multiprocessing.get_context("fork").Process(target=os.getpid, name="Fine")
+            child.start()
+            child.join()
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*could not judge the block: 0 syncs counted, but child process Doomed (pid *) ended without a report "
+        "(killed): its syncs are not counted",
+        "  1 test could not be judged: child processes they started left no report, so their syncs are missing "
+        "from the count:",
+        "    child process Doomed (pid *) ended without a report (killed): its syncs are not counted  "
+        "[[]test_killed.py::test_child_killed[]]",
+    ])
+
+
 def test_pool_workers_forked_by_the_pools_own_thread_run_predicted(pytester):
     # maxtasksperchild: the pool's worker handler, a daemon thread, forks the new workers; they ran without predict
     # mode's stand-ins ("Torch not compiled with CUDA enabled") instead of being counted.

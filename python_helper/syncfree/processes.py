@@ -50,7 +50,8 @@ from typing import Any, Protocol
 
 from .torch_import import TorchImport, torch_installed
 
-__all__ = ["ForkedChildren", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder", "site_fields"]
+__all__ = ["ChildNote", "ForkedChildren", "LostChild", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder",
+           "site_fields"]
 
 _real_fork = os.fork
 _real_exit = os._exit
@@ -84,8 +85,28 @@ def running_recorder() -> Any:
 
 
 # How long a child terminated through multiprocessing has to write its report and die before it is killed (a report
-# takes milliseconds; a child whose main thread is stuck in C never runs the handler).
+# takes milliseconds; a child whose main thread is stuck in C never runs the handler). Counted from terminate(), and
+# at least TERM_JOIN_S from the join that waits for it: a pool terminates its workers and joins them after its
+# handler threads, and on a loaded machine that can take longer than the grace itself.
 TERM_GRACE_S = 10.0
+TERM_JOIN_S = 5.0
+
+
+class ChildNote(str):
+    """A note on the child processes of a run, a block or a test (one still running at its end, a Python program run
+    unwatched, a Pool made before it): the pytest summary shows these. A str, so that it is a note like the others
+    everywhere it goes."""
+
+    __slots__ = ()
+
+
+class LostChild(ChildNote):
+    """A note on a child process that ended and left no report of its syncs (killed, its report unreadable, or run
+    unwatched: a `Process` subclass's own ``run()``): a verdict on the block cannot be given without them
+    (`syncfree.watches.check_verdict`). A child still running at the block's end is a `ChildNote` only: it works on
+    for the program (persistent DataLoader workers, a server), and what it synced during the block is not known."""
+
+    __slots__ = ()
 
 
 @dataclass
@@ -252,8 +273,10 @@ class ForkedChildren:
                 reports.append(report)
                 pending += report.forked  # its own children (a rank's DataLoader workers) are the block's too
                 continue
-            state = f"was still running when {ended}" if _alive(pid) else "ended without a report (killed)"
-            notes.append(f"child process {self._shown(pid)} {state}: its syncs are not counted here")
+            running = _alive(pid)
+            state = f"was still running when {ended}" if running else "ended without a report (killed)"
+            notes.append((ChildNote if running else LostChild)(
+                f"child process {self._shown(pid)} {state}: its syncs are not counted here"))
         return reports, notes
 
     def stop(self) -> None:
@@ -302,7 +325,7 @@ class ForkedChildren:
                 with open(os.path.join(self.folder, name), encoding="utf-8") as handle:
                     report = ProcessReport.from_dict(json.load(handle))
             except (OSError, ValueError, KeyError, TypeError) as error:
-                notes.append(f"a child process's report could not be read ({name}: {error})")
+                notes.append(LostChild(f"a child process's report could not be read ({name}: {error})"))
                 continue
             reports[report.pid] = report
         expected = [pid for pid in self.forked if pid not in self.spawned
@@ -313,29 +336,32 @@ class ForkedChildren:
         if self.killed:
             one = len(self.killed) == 1
             shown = ", ".join(self._shown(pid) for pid in self.killed)
-            notes.append(f"{len(self.killed)} child process{'' if one else 'es'}, {shown}, still "
+            notes.append(LostChild(f"{len(self.killed)} child process{'' if one else 'es'}, {shown}, still "
                          f"ran {TERM_GRACE_S:g} s after multiprocessing's terminate() (busy in C code, where a "
                          f"signal handler cannot run): killed with SIGKILL, so {'its' if one else 'their'} syncs "
-                         f"are not counted")
+                         f"are not counted"))
             missing = [pid for pid in missing if pid not in self.killed]
         for pid in missing:
-            state = f"was still running when {self.ended}" if _alive(pid) else "ended without a report (killed)"
-            notes.append(f"child process {self._shown(pid)} {state}: its syncs are not counted")
+            running = _alive(pid)
+            state = f"was still running when {self.ended}" if running else "ended without a report (killed)"
+            notes.append((ChildNote if running else LostChild)(
+                f"child process {self._shown(pid)} {state}: its syncs are not counted"))
         if self.unwatched:
             shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
                                                       if len(self.unwatched) > 4 else "")
             one = len(self.unwatched) == 1
-            notes.append(f"{len(self.unwatched)} child process{'' if one else 'es'} started as "
+            notes.append(LostChild(f"{len(self.unwatched)} child process{'' if one else 'es'} started as "
                          f"{'a new interpreter' if one else 'new interpreters'} ({shown}) without a target (a "
                          f"Process subclass's own run()) ran unwatched: {'its' if one else 'their'} syncs are not in "
-                         "this report (the fork start method keeps such a process watched)")
+                         "this report (the fork start method keeps such a process watched)"))
         if self.programs:
             one = len(self.programs) == 1
             shown = ", ".join(self.programs[:4]) + (f" and {len(self.programs) - 4} more"
                                                     if len(self.programs) > 4 else "")
-            notes.append(f"{len(self.programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
-                         f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
-                         f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
+            notes.append(ChildNote(
+                f"{len(self.programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
+                f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
+                f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})"))
         return sorted(reports.values(), key=lambda r: r.pid), notes
 
     def _shown(self, pid: int) -> str:
@@ -603,7 +629,7 @@ def _hook_terminate() -> None:
             sent = _terminated_at.get(popen_self.pid)
             if sent is None or popen_self.returncode is not None:
                 return real_wait(popen_self, timeout)
-            left = sent + TERM_GRACE_S - time.monotonic()
+            left = max(sent + TERM_GRACE_S - time.monotonic(), TERM_JOIN_S)
             if timeout is not None and timeout <= left:
                 return real_wait(popen_self, timeout)
             started = time.monotonic()
@@ -839,9 +865,10 @@ def earlier_children_note(before: dict[int, str], where: str) -> str | None:
     one = len(before) == 1
     names = [f"{name} (pid {pid})" for pid, name in before.items()]
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (f"{len(before)} child process{'' if one else 'es'} started before this {where} ({shown}) "
-            f"{'was' if one else 'were'} running during it: syncs {'it' if one else 'they'} made are not counted "
-            f"here (a Pool or persistent DataLoader workers made earlier: make them in the {where} to count them)")
+    return ChildNote(
+        f"{len(before)} child process{'' if one else 'es'} started before this {where} ({shown}) "
+        f"{'was' if one else 'were'} running during it: syncs {'it' if one else 'they'} made are not counted "
+        f"here (a Pool or persistent DataLoader workers made earlier: make them in the {where} to count them)")
 
 
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:

@@ -37,6 +37,7 @@ pytest_plugins = ["syncfree.pytest_cuda"]
 _SUMMARY_SITES = 20
 _SHOWN_FAILED = 5
 _SHOWN_ALLOWED = 10  # sites allowed by comments, listed apart
+_SHOWN_NOTES = 10  # the notes of the watched tests' reports
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -376,8 +377,15 @@ def _summary_entry(report) -> dict:
         return data
 
     sites = [entry(site, False) for site in report.sites] + [entry(site, True) for site in report.allowed]
+    # The notes on the test's child processes, as plain text (one still running at the test's end, a Python program
+    # run unwatched): the summary shows them; ``lost``: those on children that left no report, whose syncs are
+    # missing from the count (the test was not judged).
+    from .processes import ChildNote, LostChild
+
     return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
-            "sites": sites, "judged": getattr(report, "judged", True)}
+            "sites": sites, "judged": getattr(report, "judged", True),
+            "notes": [str(n) for n in report.notes if isinstance(n, ChildNote) and not isinstance(n, LostChild)],
+            "lost": [str(n) for n in report.notes if isinstance(n, LostChild)]}
 
 
 _STANDINS_SECTION = (
@@ -556,6 +564,24 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             write(f"    {nodeid}")
         if len(unjudged) > _SHOWN_FAILED:
             write(f"    ... and {len(unjudged) - _SHOWN_FAILED} more")
+    lost = sorted((nodeid, e["lost"]) for nodeid, e in entries if e.get("lost"))
+    if lost:  # a child process left no report: the test's count is short, it was not judged (NotJudged)
+        tests = f"{len(lost)} test{'s' if len(lost) != 1 else ''}"
+        write(f"  {tests} could not be judged: child processes they started left no report, so their syncs "
+              "are missing from the count:")
+        for nodeid, notes in lost[:_SHOWN_FAILED]:
+            for note in notes:
+                write(f"    {note}  [{nodeid}]")
+        if len(lost) > _SHOWN_FAILED:
+            write(f"    ... and {len(lost) - _SHOWN_FAILED} more")
+    notes = sorted((nodeid, note) for nodeid, e in entries for note in e.get("notes", ()))
+    notes = [(note, nodeid) for nodeid, note in notes]
+    if notes:  # the tests' child processes: still running at the test's end, Python programs run unwatched...
+        write(f"  on child processes ({len(notes)}):")
+        for note, nodeid in notes[:_SHOWN_NOTES]:
+            write(f"    {note}  [{nodeid}]")
+        if len(notes) > _SHOWN_NOTES:
+            write(f"    ... and {len(notes) - _SHOWN_NOTES} more")
     failed = sorted(state.failed_on_standins)
     if failed:
         tests = f"{len(failed)} test{'s' if len(failed) != 1 else ''}"

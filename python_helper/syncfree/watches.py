@@ -98,6 +98,14 @@ class WatchReport:
         return self.syncs - sum(s.count for s in self.allowed)
 
     @property
+    def lost_children(self) -> list[str]:
+        """The notes on child processes whose syncs are not in the report (`syncfree.processes.LostChild`: killed,
+        still running, unwatched): with any, the report's count is short by an unknown number."""
+        from .processes import LostChild
+
+        return [note for note in self.notes if isinstance(note, LostChild)]
+
+    @property
     def predicted(self) -> bool:
         return self.mode == "predict"
 
@@ -201,12 +209,20 @@ class NotJudged(SyncError):
     device chosen on this CPU-only machine (``"cuda" if torch.cuda.is_available() else "cpu"``), and on a GPU
     they would be CUDA tensors whose syncs nothing predicted. Not a pass: choose the device, or make the tensors,
     inside the block (predict mode answers ``torch.cuda.is_available()`` with True there), or run the program
-    under ``syncfree run``; with a CUDA device the block is measured."""
+    under ``syncfree run``; with a CUDA device the block is measured.
 
-    def __init__(self, report: WatchReport, budget: int) -> None:
+    Also raised, on a GPU too, when a child process the block started left no report (``lost``: the notes that
+    name them): its syncs are missing from the count, and a pass on that count could pass a block that synced."""
+
+    def __init__(self, report: WatchReport, budget: int, lost: list[str] | None = None) -> None:
         self.report = report
         self.budget = budget
         self.budget_ms = None
+        if lost:  # child processes whose syncs are not counted: the count is short by an unknown number
+            shown = "; ".join(lost[:3]) + (f"; and {len(lost) - 3} more" if len(lost) > 3 else "")
+            AssertionError.__init__(self, f"could not judge the block: {report.counted} "
+                                          f"sync{'s' if report.counted != 1 else ''} counted, but {shown}")
+            return
         AssertionError.__init__(self, f"could not judge the block: {NOT_JUDGED}; choose the device (or make the "
                                       "tensors) inside it (a test: in the test or a fixture), or run the program "
                                       "under `syncfree run`")
@@ -214,12 +230,17 @@ class NotJudged(SyncError):
 
 def check_verdict(report: WatchReport, budget: int) -> None:
     """The verdict of a block with a budget (`sync_free`, the pytest marker): `SyncError` when it synchronized
-    more than ``budget`` times, `NotJudged` when predict mode could not judge it, else nothing."""
+    more than ``budget`` times, `NotJudged` when predict mode could not judge it or a child process's syncs are
+    missing from the count (it was killed, still ran, ran unwatched), else nothing: a pass is never given on a count
+    known to be short."""
     __tracebackhide__ = True
     if report.counted > budget:
         raise SyncError(report, budget)
     if not report.judged:
         raise NotJudged(report, budget)
+    lost = report.lost_children
+    if lost:
+        raise NotJudged(report, budget, lost)
 
 
 def check_cost_budget(report: WatchReport, budget_ms: float) -> None:
