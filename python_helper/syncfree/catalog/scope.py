@@ -842,12 +842,18 @@ class CellScope:
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
             return self._operator([node.left, *node.comparators], comparison=True)  # type: ignore[attr-defined]
         if kind is ast.IfExp:
+            if self._none_made_cpu(node):  # type: ignore[arg-type]
+                # torch.device(device) if device is not None else torch.device("cpu"): the caller's, the CPU unless
+                # it asks for another
+                return CPU_BY_DEFAULT
             body, orelse = self.value(node.body), self.value(node.orelse)  # type: ignore[attr-defined]
             if body.kind == orelse.kind == "device" and "cuda" in (body.device, orelse.device):
                 # torch.device("cuda" if torch.cuda.is_available() else "cpu"): on a GPU machine, CUDA.
                 return Value("device", "cuda")
             return join(body, orelse)
         if kind is ast.BoolOp:
+            if self._none_made_cpu(node):  # type: ignore[arg-type]
+                return CPU_BY_DEFAULT  # torch.device(device or "cpu") of a parameter `device=None`
             values = [self.value(v) for v in node.values]  # type: ignore[attr-defined]
             if all(v == values[0] for v in values):
                 return values[0]
@@ -1373,6 +1379,17 @@ class CellScope:
             return returned if returned is not None and returned is not UNKNOWN else None
         if "device" not in attribute.lower() or owner.module:
             return None
+        for ancestor in owner.ancestors:
+            if attribute in ancestor.stores:
+                # `self.device` that a base class of the file stores (`torch.device(device) if device is not None
+                # else torch.device("cpu")`) once the walk has seen each of its stores: a device the caller picks,
+                # the CPU by default, unless this class moves a model there
+                stored = ancestor.attributes.get(attribute)
+                if stored is not None and stored.const == CPU_DEFAULT and not ancestor.module and (
+                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not _moves_a_model(
+                            owner.node, attribute):
+                    return stored
+                break
         if owner.base_device is None:
             init = owner.methods.get("__init__")
             owner.base_device = self._hands_cpu_device_to_base(init) and not _moves_a_model(owner.node, attribute)
@@ -1394,6 +1411,62 @@ class CellScope:
             ):
                 return True
         return False
+
+    def _none_made_cpu(self, node: ast.IfExp | ast.BoolOp) -> bool:
+        """Whether ``node`` makes a device parameter of the function being walked the CPU when it is None and leaves
+        it as given otherwise: ``device or "cpu"``, ``torch.device(device) if device is not None else
+        torch.device("cpu")`` (or the test the other way round). The device is then the caller's, the CPU unless it
+        asks for another (:data:`CPU_DEFAULT`), as a parameter whose default names the CPU is; not so in an
+        ``nn.Module`` or in code that moves a model there (:func:`_moves_a_model`)."""
+        if type(node) is ast.BoolOp:
+            if type(node.op) is not ast.Or or len(node.values) != 2:
+                return False
+            given, cpu = node.values
+        else:
+            test = node.test
+            if not (type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Is, ast.IsNot)
+                    and is_constant(test.comparators[0], None)):
+                return False
+            given, cpu = (node.body, node.orelse) if type(test.ops[0]) is ast.IsNot else (node.orelse, node.body)
+            given = given.args[0] if type(given) is ast.Call and len(given.args) == 1 and not given.keywords and (
+                self.qualified_name(given.func) == "torch.device") else given
+            if type(test.left) is not ast.Name or type(given) is not ast.Name or given.id != test.left.id:
+                return False
+        return type(given) is ast.Name and self._names_the_cpu(cpu) and self._untold_device_parameter(given.id)
+
+    def _none_made_cpu_statement(self, node: ast.If) -> str | None:
+        """The device parameter that ``if device is None: device = "cpu"`` (no else, nothing else bound to it in the
+        body) makes the CPU when the caller leaves it None; None for any other if."""
+        test = node.test
+        if node.orelse or not (type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is
+                               and type(test.left) is ast.Name and is_constant(test.comparators[0], None)):
+            return None
+        name = test.left.id
+        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
+        assigns = [statement for statement in node.body if type(statement) is ast.Assign and len(statement.targets) == 1
+                   and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name]
+        if len(stores) != 1 or len(assigns) != 1 or not self._names_the_cpu(assigns[0].value):
+            return None
+        return name if self._untold_device_parameter(name) else None
+
+    def _untold_device_parameter(self, name: str) -> bool:
+        """Whether ``name`` is a device parameter of the function being walked whose value the text does not tell
+        (nor the file's calls), outside an ``nn.Module`` and code that moves a model to it."""
+        function = self.function
+        if function is None or "dev" not in name.lower():
+            return False
+        arguments = function.args
+        if not any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]):
+            return False
+        value = self._bound(name)
+        if value is not None and not (value.kind in ("unknown", "python") or (
+                value.kind == "device" and value.device is None and value.const is None)):
+            return False
+        owner = self._method_owner.get(id(function))
+        if owner is not None and owner.module:
+            return False
+        return not _moves_a_model(owner.node if owner is not None and owner.node is not None else function, name)
 
     def _names_the_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
@@ -1733,7 +1806,12 @@ class CellScope:
             visit(node)
             self._expression(node.test, node)
             narrowed = self._narrowing(node.test)
+            made_cpu = self._none_made_cpu_statement(node)
             self._branches(node.body, node.orelse, narrowed=narrowed)
+            if made_cpu is not None:
+                # `if device is None: device = torch.device("cpu")` of a device parameter: the caller's, the CPU
+                # unless it asks for another
+                self.bind(made_cpu, CPU_BY_DEFAULT)
             if narrowed is not None and not node.orelse and node.body and type(node.body[-1]) in _EXITS:
                 for name, value in narrowed[1].items():
                     if _device_test_in(node.test) and self._bound(name) is not None:
@@ -1808,6 +1886,8 @@ class CellScope:
             self.bind(node.target.id, self._augmented(node.target, node.value))  # type: ignore[attr-defined]
         elif kind is ast.AugAssign and type(node.target) is ast.Attribute:  # type: ignore[attr-defined]
             self._store_attribute(node.target, self._augmented_attribute(node.target, node.value))  # type: ignore[attr-defined]
+        elif kind is ast.AugAssign and type(node.target) is ast.Subscript:  # type: ignore[attr-defined]
+            self._item_updated(node.target, node.value)  # type: ignore[attr-defined]
         elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
             self._in_place_effect(node.value)  # type: ignore[attr-defined]
         elif kind is ast.Return and self._returns_wanted:
@@ -1857,11 +1937,47 @@ class CellScope:
             target.value.id == self.self_name  # type: ignore[attr-defined]
         ):
             current = self._method_owner[id(self.function)].attributes.get(target.attr, current)
+        if current.kind == "tensor" and current.const == CPU_DEFAULT and self._unplaced_tensor(operand):
+            # `self.loss_sum += loss * n` of the caller's data, not moved to the object's device: the state is
+            # where that data is (a CPU tensor takes no CUDA operand in place), no longer the CPU by default
+            return Value("tensor", None, current.dtype, ndim=current.ndim)
         if current.kind == "tensor" and (current.device is not None or current.const == CPU_DEFAULT):
             return current
         if current.kind == "python" and self.value(operand).kind == "python":
             return PYTHON  # a count (`self._num_examples += y.shape[0]`)
         return self._operator([target, operand])
+
+    def _unplaced_tensor(self, node: ast.expr) -> bool:
+        """Whether ``node`` is a tensor of a device the text does not tell, not one placed on a device of CPU default
+        (the caller's data, or what is computed from it)."""
+        if self.on_cpu_by_default(node):
+            return False  # `average_loss.to(self._device) * n`: moved to the object's device
+        value = self.value(node)
+        if value.kind == "unknown" and value.device is None and type(node) in (ast.Call, ast.BinOp, ast.Subscript):
+            # (`loss.to(dtype) * n`, `correct[:, 0].sum()` of the caller's values that the walk does not tell: a
+            # tensor as a rule; a number or an array would leave the state where it is, and the finding as likely
+            # as before)
+            return True
+        return value.kind == "tensor" and value.device is None and value.const != CPU_DEFAULT
+
+    def _item_updated(self, target: ast.Subscript, operand: ast.expr) -> None:
+        """``self.counts[1] += correct.sum()`` (or ``=``) of the caller's data, not moved to the object's device, on
+        a tensor of a device of CPU default (:data:`CPU_DEFAULT`): that tensor is where the caller's data is (a CPU
+        tensor takes no CUDA operand in place), for the class's methods walked after this one."""
+        attribute = target.value
+        if self.self_name is None or type(attribute) is not ast.Attribute or type(attribute.value) is not ast.Name or (
+                attribute.value.id != self.self_name):
+            return
+        owner = self._method_owner.get(id(self.function))
+        if owner is None or self._again:
+            return
+        current = owner.attributes.get(attribute.attr)
+        if current is None or current.kind != "tensor" or current.const != CPU_DEFAULT or not self._unplaced_tensor(operand):
+            return
+        owner.attributes[attribute.attr] = Value("tensor", None, current.dtype, ndim=current.ndim)
+        if self._bound(_ATTRIBUTE + attribute.attr) is not None:
+            self.bind(_ATTRIBUTE + attribute.attr, owner.attributes[attribute.attr])
+        self._changed()
 
     def _store_attribute(self, target: ast.Attribute, value: Value) -> None:
         """Keep what ``self.name = value`` stores, for the class's methods walked after this one."""
@@ -2429,6 +2545,7 @@ class CellScope:
             if base is not None and base[0] not in ancestors:
                 ancestors.append(base[0])
                 bases.extend(base[1])
+        info.ancestors = ancestors
         for ancestor in ancestors:
             for name, method in info.methods.items():
                 if name in ancestor.methods:
@@ -2749,6 +2866,8 @@ class _ClassInfo:
     overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
     #: whether its __init__ hands a device parameter of CPU default to its base's (None: not worked out yet)
     base_device: bool | None
+    #: the classes of the file it derives from (by name, at any depth)
+    ancestors: list[_ClassInfo]
 
     def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                  stores: dict[str, int], module: bool = False, node: ast.ClassDef | None = None) -> None:
@@ -2763,6 +2882,7 @@ class _ClassInfo:
         self.effects = {}
         self.overrides = {}
         self.base_device = None
+        self.ancestors = []
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
