@@ -877,6 +877,25 @@ class CellScope:
             return self.value(node.value)  # type: ignore[attr-defined]
         return UNKNOWN
 
+    def _self_attribute(self, node: ast.Attribute) -> Value | None:
+        """What ``self.name`` holds in a method of a class of the file, as far as the class's text tells; None: not
+        told."""
+        stored = self._bound(_ATTRIBUTE + node.attr)
+        if stored is not None and stored is not UNKNOWN:
+            # what this method stored in it on the way here, joined over the branches as a name's value is
+            # (`self.sigmas = s.to("cpu")`, an if/elif chain of CPU schedules), or a `self.method()` it called
+            # before stored (_record_call)
+            return stored
+        owner = self._method_owner[id(self.function)]
+        stored = owner.attributes.get(node.attr)
+        if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
+            # self.timesteps: what the class's methods store in it, once the walk has seen every store the
+            # class's text holds (a store in a method walked later may change it: until then, unknown)
+            return stored
+        if node.attr not in owner.stores:
+            return self._unstored_attribute(owner, node.attr)
+        return None
+
     def _dict_display(self, node: ast.Dict) -> Value:
         """``{}``: an empty dict, what is stored in it later decides (:func:`join`); ``{k: torch.zeros(n), ...}``, every
         value a CPU tensor and no ``**`` unpacking: a dict of CPU tensors (:data:`DICT`), its items on the CPU (a
@@ -895,22 +914,15 @@ class CellScope:
         if self.qualified_name(node) is not None:
             return UNKNOWN  # a module attribute such as torch.float32
         if self.self_name is not None and type(node.value) is ast.Name and node.value.id == self.self_name:  # type: ignore[attr-defined]
-            stored = self._bound(_ATTRIBUTE + node.attr)
-            if stored is not None and stored is not UNKNOWN:
-                # what this method stored in it on the way here, joined over the branches as a name's value is
-                # (`self.sigmas = s.to("cpu")`, an if/elif chain of CPU schedules), or a `self.method()` it called
-                # before stored (_record_call)
-                return stored
-            owner = self._method_owner[id(self.function)]
-            stored = owner.attributes.get(node.attr)
-            if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
-                # self.timesteps: what the class's methods store in it, once the walk has seen every store the
-                # class's text holds (a store in a method walked later may change it: until then, unknown)
-                return stored
-            if node.attr not in owner.stores:
-                found = self._unstored_attribute(owner, node.attr)
-                if found is not None:
-                    return found
+            found = self._self_attribute(node)
+            if found is not None:
+                if found.const == CPU_DEFAULT and found.kind == "device":
+                    owner = self._method_owner[id(self.function)]
+                    if owner.mixed or any(ancestor.mixed for ancestor in owner.ancestors):
+                        # the device an object keeps whose state takes the caller's data as it is (timm's
+                        # evaluators): that data's device
+                        return Value("device")
+                return found
         base = self.value(node.value)
         if base.kind == "tensor":
             if node.attr in _TENSOR_PYTHON_ATTRIBUTES:
@@ -1451,11 +1463,12 @@ class CellScope:
         return name if self._untold_device_parameter(name) else None
 
     def _untold_device_parameter(self, name: str) -> bool:
-        """Whether ``name`` is a device parameter of the function being walked whose value the text does not tell
-        (nor the file's calls), outside an ``nn.Module`` and code that moves a model to it."""
+        """Whether ``name`` is a device parameter of the ``__init__`` being walked (a device an object keeps for its
+        user) whose value the text does not tell (nor the file's calls), outside an ``nn.Module`` and a class that
+        moves a model to it."""
         function = self.function
-        if function is None or "dev" not in name.lower():
-            return False
+        if function is None or "dev" not in name.lower() or function.name != "__init__":
+            return False  # (a helper's `device=None` is what each call passes, the data's device as a rule)
         arguments = function.args
         if not any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]):
             return False
@@ -1464,9 +1477,9 @@ class CellScope:
                 value.kind == "device" and value.device is None and value.const is None)):
             return False
         owner = self._method_owner.get(id(function))
-        if owner is not None and owner.module:
+        if owner is None or owner.module or owner.node is None:
             return False
-        return not _moves_a_model(owner.node if owner is not None and owner.node is not None else function, name)
+        return not _moves_a_model(owner.node, name)
 
     def _names_the_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
@@ -1690,6 +1703,7 @@ class CellScope:
         self._returned: Value | None = None
         self._returns_wanted = False
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
+        self._handed_callbacks: set[int] | None = None  # (_callbacks, worked out once the top level was walked)
         #: function id -> (its node, its enclosing scope, what the calls seen before its walk passed it)
         self._walked: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value], dict[str, Value] | None]] = {}
         #: function id -> the ids of the functions whose bodies read what it returns (and, for the second set,
@@ -1940,12 +1954,21 @@ class CellScope:
         if current.kind == "tensor" and current.const == CPU_DEFAULT and self._unplaced_tensor(operand):
             # `self.loss_sum += loss * n` of the caller's data, not moved to the object's device: the state is
             # where that data is (a CPU tensor takes no CUDA operand in place), no longer the CPU by default
+            self._mixed()
             return Value("tensor", None, current.dtype, ndim=current.ndim)
         if current.kind == "tensor" and (current.device is not None or current.const == CPU_DEFAULT):
             return current
         if current.kind == "python" and self.value(operand).kind == "python":
             return PYTHON  # a count (`self._num_examples += y.shape[0]`)
         return self._operator([target, operand])
+
+    def _mixed(self) -> None:
+        """The class of the method being walked updates its state of CPU default with the caller's data: the device it
+        keeps is that data's, no longer the CPU by default (:attr:`_ClassInfo.mixed`)."""
+        owner = self._method_owner.get(id(self.function)) if self.function is not None else None
+        if owner is not None and not owner.mixed:
+            owner.mixed = True
+            self._changed()
 
     def _unplaced_tensor(self, node: ast.expr) -> bool:
         """Whether ``node`` is a tensor of a device the text does not tell, not one placed on a device of CPU default
@@ -1974,6 +1997,7 @@ class CellScope:
         current = owner.attributes.get(attribute.attr)
         if current is None or current.kind != "tensor" or current.const != CPU_DEFAULT or not self._unplaced_tensor(operand):
             return
+        owner.mixed = True
         owner.attributes[attribute.attr] = Value("tensor", None, current.dtype, ndim=current.ndim)
         if self._bound(_ATTRIBUTE + attribute.attr) is not None:
             self.bind(_ATTRIBUTE + attribute.attr, owner.attributes[attribute.attr])
@@ -2270,6 +2294,7 @@ class CellScope:
         first = positional[0] if positional and owner is not None and not _is_static(node) else None
         self.self_name = first.arg if first is not None else None
         annotated: set[str] = set()  # the parameters that are tensors by their annotation alone
+        callback = self._callback_parameters(node) if owner is None else ()
         defaults = _defaults(arguments) if arguments.defaults or arguments.kw_defaults else None
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
@@ -2293,6 +2318,12 @@ class CellScope:
                     # data (or with what is an array on some paths): the annotation is not the whole truth
                     # (diffusers' schedulers pass NumPy sigmas).
                     value = MAYBE_NUMPY if passed.kind in ("numpy", "maybe_tensor") else MAYBE_TENSOR
+            if owner is None and first is not argument and argument.arg in callback and (
+                    value.kind == "unknown" or (value.kind == "tensor" and value.device is None)):
+                # `roc_auc_compute_fn(y_preds, y_targets)` handed to the base's `__init__` beside a device of CPU
+                # default (`super().__init__(roc_auc_compute_fn, ..., device=device)`): the base calls it on the
+                # state it keeps there, the caller's device, the CPU unless it asks for another
+                value = Value("tensor", None, value.dtype, const=CPU_DEFAULT)
             if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
                 annotated.add(argument.arg)
             if defaults is not None and (value.kind == "unknown" or value.kind == "python") and "dev" in argument.arg.lower() and not (
@@ -2445,6 +2476,64 @@ class CellScope:
         if function is None or type(func.value) is not ast.Name or func.value.id != self.self_name:  # type: ignore[attr-defined]
             return None
         return self._method_owner[id(function)].methods.get(func.attr)
+
+    def _callback_parameters(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """The parameters (without a default) of a function the file hands, uncalled, to a base class's ``__init__``
+        beside a device parameter whose default is the CPU (:meth:`_callbacks`); empty for any other function."""
+        callbacks = self._handed_callbacks
+        if callbacks is None:
+            callbacks = self._handed_callbacks = self._callbacks()
+        if id(function) not in callbacks:
+            return frozenset()
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        return frozenset(a.arg for a in positional[: len(positional) - len(arguments.defaults)])
+
+    def _callbacks(self) -> set[int]:
+        """The functions of the file that a class's ``__init__`` hands to its base's beside its device parameter of CPU
+        default, ``super().__init__(roc_auc_compute_fn, ..., device=device)`` (or what a function of the file returns,
+        a function it defines: ``super().__init__(_get_kendall_tau(variant), ..., device)``): an epoch metric's
+        compute function, which the base, in another module, calls on the outputs it keeps on that device. Not so in
+        an ``nn.Module`` or where the class moves a model to the device (:func:`_moves_a_model`)."""
+        functions = {statement.name: statement for statement in self.tree.body
+                     if type(statement) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        found: set[int] = set()
+        if not functions:
+            return found
+        for statement in self.tree.body:
+            if type(statement) is not ast.ClassDef:
+                continue
+            info = self._classes.get(statement.name)
+            if info is None or info[0].module:
+                continue
+            init = info[0].methods.get("__init__")
+            if init is None:
+                continue
+            devices = {name for name, default in _defaults(init.args).items()
+                       if "dev" in name.lower() and self._names_the_cpu(default) and not _moves_a_model(statement, name)}
+            if not devices:
+                continue
+            for call in ast.walk(init):
+                if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr != "__init__":
+                    continue
+                arguments = [*call.args, *(item.value for item in call.keywords)]
+                if not any(type(argument) is ast.Name and argument.id in devices for argument in arguments):
+                    continue
+                for argument in arguments:
+                    if type(argument) is ast.Name and argument.id in functions:
+                        found.add(id(functions[argument.id]))
+                    elif type(argument) is ast.Call and type(argument.func) is ast.Name and argument.func.id in functions:
+                        maker = functions[argument.func.id]
+                        nested = {item.name: item for item in maker.body
+                                  if type(item) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+                        for part in maker.body:
+                            if type(part) is ast.Return and type(part.value) is ast.Name and part.value.id in nested:
+                                found.add(id(nested[part.value.id]))
+        if found:
+            # (a function the file also calls by name: those calls tell what it gets)
+            called = {node.func.id for node in ast.walk(self.tree) if type(node) is ast.Call and type(node.func) is ast.Name}
+            found = {key for key in found if not any(id(f) == key and f.name in called for f in _functions_in(self.tree))}
+        return found
 
     def _called_in_text(self, name: str) -> bool:
         """Whether ``name(`` is in the text more often than ``def``s of that name (a call, or a mention)."""
@@ -2868,6 +2957,9 @@ class _ClassInfo:
     base_device: bool | None
     #: the classes of the file it derives from (by name, at any depth)
     ancestors: list[_ClassInfo]
+    #: whether its methods update a tensor it keeps on a device of CPU default with the caller's data, not moved
+    #: there (`self.loss_sum += loss * n`): the device it keeps is then that data's (timm's evaluators)
+    mixed: bool
 
     def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                  stores: dict[str, int], module: bool = False, node: ast.ClassDef | None = None) -> None:
@@ -2883,6 +2975,7 @@ class _ClassInfo:
         self.overrides = {}
         self.base_device = None
         self.ancestors = []
+        self.mixed = False
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
@@ -3106,6 +3199,11 @@ def _on_cpu_by_default(value: Value) -> bool:
 
 #: Names of what a model is held in (``self.model``, ``sim_net``, ``generator.module``).
 _MODEL_WORDS = ("model", "net", "module")
+
+
+def _functions_in(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions defined anywhere in ``tree``."""
+    return [node for node in ast.walk(tree) if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)]
 
 
 def _moves_a_model(node: ast.AST, device: str) -> bool:
