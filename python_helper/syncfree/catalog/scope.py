@@ -1444,7 +1444,15 @@ class CellScope:
                 self.qualified_name(given.func) == "torch.device") else given
             if type(test.left) is not ast.Name or type(given) is not ast.Name or given.id != test.left.id:
                 return False
-        return type(given) is ast.Name and self._names_the_cpu(cpu) and self._untold_device_parameter(given.id)
+        return type(given) is ast.Name and self._spells_the_cpu(cpu) and self._untold_device_parameter(given.id)
+
+    def _spells_the_cpu(self, node: ast.expr) -> bool:
+        """``"cpu"``, ``torch.device("cpu")``: the CPU by name (not the default device, ``torch.tensor(()).device``,
+        which code that sets it makes CUDA)."""
+        if type(node) is ast.Call and len(node.args) == 1 and not node.keywords and (
+                self.qualified_name(node.func) == "torch.device"):
+            node = node.args[0]
+        return type(node) is ast.Constant and device_of_literal(node.value) == "cpu" and node.value.strip() == "cpu"
 
     def _none_made_cpu_statement(self, node: ast.If) -> str | None:
         """The device parameter that ``if device is None: device = "cpu"`` (no else, nothing else bound to it in the
@@ -1458,7 +1466,7 @@ class CellScope:
                   if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
         assigns = [statement for statement in node.body if type(statement) is ast.Assign and len(statement.targets) == 1
                    and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name]
-        if len(stores) != 1 or len(assigns) != 1 or not self._names_the_cpu(assigns[0].value):
+        if len(stores) != 1 or len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
             return None
         return name if self._untold_device_parameter(name) else None
 
