@@ -857,3 +857,22 @@ def test_a_compute_function_handed_to_the_base_beside_a_cpu_default_device():
         ("SF301", 4, "possible"), ("SF301", 4, "possible"), ("SF301", 7, "possible"), ("SF301", 7, "possible"),
         ("SF301", 10, "likely"), ("SF301", 12, "likely"),
     ]
+
+
+def test_a_cuda_device_of_a_formatted_index():
+    """``f"cuda:{rank}"`` names a CUDA device whose index is worked out at run time: a tensor moved or made there is
+    on the GPU (``self._device`` holding it too), a copy there blocks. A formatted string of another shape
+    (``f"cuda: {n} devices"``, a message) names none."""
+    source = (
+        "def f(x, rank):\n"
+        "    y = x.to(f'cuda:{rank}')\n"
+        "    z = torch.zeros(3, device=torch.device(f'cuda:{rank}'))\n"
+        "    return z.sum().item(), y.sum().item(), f'cuda: {rank} devices'\n"
+        "class A:\n"
+        "    def __init__(self, gpu):\n        self._device = f'cuda:{gpu}'\n"
+        "    def g(self):\n        t = torch.tensor([1, 2], device=self._device)\n        return t.sum().item()\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 5, "certain"), ("SF101", 5, "certain"), ("SF101", 11, "certain"), ("SF302", 3, "likely"),
+        ("SF401", 10, "certain"),
+    ]

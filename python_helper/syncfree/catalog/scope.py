@@ -872,6 +872,9 @@ class CellScope:
         if kind in _SEQUENCES:
             return Value("sequence")
         if kind is ast.JoinedStr:
+            parts = node.values  # type: ignore[attr-defined]
+            if len(parts) == 2 and is_constant(parts[0], "cuda:") and type(parts[1]) is ast.FormattedValue:
+                return Value("device", "cuda")  # f"cuda:{rank}": a CUDA device of an index worked out at run time
             return PYTHON
         if kind is ast.NamedExpr:
             return self.value(node.value)  # type: ignore[attr-defined]
