@@ -12,8 +12,8 @@ torchmetrics, lightning, and diffusers, kornia, torch_geometric and monai, added
 not tuned on; ``make install`` does it; gpytorch 1.15.2, added later by issue 40, and pyro-ppl 1.9.2, ultralytics
 8.4.190, speechbrain 1.1.2 and botorch 0.18.1, held out: labelled before the fixes they led to; peft 0.21.2, pytorch-ignite
 0.5.5 and stable-baselines3 2.9.2, held out and labelled after the last rule change, never tuned on; and sentence-transformers
-6.2.0 and torchtune 0.6.1, held out the same way after issue 40's fourth round, and torchrl 0.14.1 and flair 0.15.1 after
-its fifth). A library missing, or at another version,
+6.2.0 and torchtune 0.6.1, held out the same way after issue 40's fourth round, torchrl 0.14.1 and flair 0.15.1 after
+its fifth, and captum 0.9.0 and pytorch-metric-learning 2.9.0 after its sixth). A library missing, or at another version,
 skips its case.
 """
 

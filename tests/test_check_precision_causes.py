@@ -779,3 +779,100 @@ def test_a_dict_of_cpu_tensors_gives_cpu_tensors():
 )
 def test_a_0_dim_cpu_index_is_read_on_the_cpu(source, expected):
     assert rules_at(source) == expected
+
+
+def test_a_device_made_the_cpu_when_none_is_the_callers_choice():
+    """A device parameter of an ``__init__`` made the CPU when the caller leaves it None (``torch.device(device) if
+    device is not None else torch.device("cpu")``, ``torch.device(device or "cpu")``, ``if device is None: device =
+    "cpu"``), kept in ``self.device`` and read by the class or by a subclass of the file: the object's tensors are on
+    the device its user picks, the CPU by default (torchrl's physics backends). Not so where the object's state takes
+    the caller's data as it is (``self.loss_sum += loss * n``: timm's evaluators, on the model output's device), nor
+    a helper function's ``device=None`` (what each call passes), nor in an ``nn.Module``."""
+    source = (
+        "from torch import nn\n"
+        "class Backend:\n"
+        "    def __init__(self, *, num_envs: int, device: torch.device | None):\n"
+        "        self.device = torch.device(device) if device is not None else torch.device('cpu')\n"
+        "class Torch(Backend):\n"
+        "    def init(self, m):\n"
+        "        limits = torch.as_tensor(m.ctrlrange, device=self.device)\n"
+        "        return limits.sum().item()\n"
+        "class Env:\n"
+        "    def __init__(self, device=None):\n"
+        "        if device is None:\n            device = torch.device('cpu')\n"
+        "        self._device = device\n"
+        "    def done(self):\n        return torch.tensor(False, device=self._device)\n"
+        "class Evaluator:\n"
+        "    def __init__(self, device=None):\n        self.device = torch.device(device or 'cpu')\n"
+        "        self.loss_sum = torch.zeros((), device=self.device)\n"
+        "    def update(self, output, target, criterion):\n"
+        "        self.loss_sum += criterion(output, target).float() * output.shape[0]\n"
+        "    def compute(self):\n        return self.loss_sum.item(), _rows(self.device)\n"
+        "def _rows(device):\n    return torch.tensor([1, 2], device=device)\n"
+        "def helper(n, device=None):\n    device = device or 'cpu'\n"
+        "    return torch.tensor([n], device=device)\n"
+        "class Net(nn.Module):\n    def __init__(self, device=None):\n        super().__init__()\n"
+        "        self.dev = torch.device(device or 'cpu')\n"
+        "    def forward(self, x):\n        return torch.tensor([1.0], device=self.dev)\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF101", 9, "possible"), ("SF101", 24, "likely"), ("SF401", 8, "possible"), ("SF401", 16, "possible"),
+        ("SF401", 26, "likely"), ("SF401", 29, "likely"), ("SF401", 35, "likely"),
+    ]
+
+
+def test_a_compute_function_handed_to_the_base_beside_a_cpu_default_device():
+    """An epoch metric's compute function, handed uncalled to the base class's ``__init__`` beside a device parameter
+    of CPU default (``super().__init__(roc_auc_compute_fn, ..., device=device)``, or the function a helper of the file
+    returns, ``_get_tau(variant)``): the base (in another module) calls it on the outputs it keeps on that device, the
+    CPU unless the user asks for another, so its ``.cpu()`` copies are possible. A function the file also calls, or
+    one handed beside a device of no CPU default, keeps its findings."""
+    source = (
+        "from metrics.epoch_metric import EpochMetric\n"
+        "def auc_fn(y_preds: torch.Tensor, y_targets: torch.Tensor) -> float:\n"
+        "    return score(y_targets.cpu().numpy(), y_preds.cpu().numpy())\n"
+        "def _get_tau(variant='b'):\n"
+        "    def _tau(predictions, targets):\n"
+        "        return tau(predictions.flatten().cpu().numpy(), targets.cpu().numpy())\n"
+        "    return _tau\n"
+        "def other_fn(y_preds, y_targets):\n    return y_preds.cpu()\n"
+        "def called_fn(y_preds, y_targets):\n    return y_preds.cpu()\n"
+        "class AUC(EpochMetric):\n"
+        "    def __init__(self, output_transform=lambda x: x, device=torch.device('cpu')):\n"
+        "        super().__init__(auc_fn, output_transform=output_transform, device=device)\n"
+        "class Tau(EpochMetric):\n"
+        "    def __init__(self, variant='b', device='cpu'):\n"
+        "        super().__init__(_get_tau(variant), None, True, device)\n"
+        "class Other(EpochMetric):\n"
+        "    def __init__(self, device='cuda'):\n"
+        "        super().__init__(other_fn, device=device)\n"
+        "class Called(EpochMetric):\n"
+        "    def __init__(self, device='cpu'):\n"
+        "        super().__init__(called_fn, device=device)\n"
+        "    def check(self, a, b):\n        return called_fn(a, b)\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF301", 4, "possible"), ("SF301", 4, "possible"), ("SF301", 7, "possible"), ("SF301", 7, "possible"),
+        ("SF301", 10, "likely"), ("SF301", 12, "likely"),
+    ]
+
+
+def test_a_cuda_device_of_a_formatted_index():
+    """``f"cuda:{rank}"`` names a CUDA device whose index is worked out at run time: a tensor moved or made there is
+    on the GPU (``self._device`` holding it too), a copy there blocks. A formatted string of another shape
+    (``f"cuda: {n} devices"``, a message) names none."""
+    source = (
+        "def f(x, rank):\n"
+        "    y = x.to(f'cuda:{rank}')\n"
+        "    z = torch.zeros(3, device=torch.device(f'cuda:{rank}'))\n"
+        "    return z.sum().item(), y.sum().item(), f'cuda: {rank} devices'\n"
+        "class A:\n"
+        "    def __init__(self, gpu):\n        self._device = f'cuda:{gpu}'\n"
+        "    def g(self):\n        t = torch.tensor([1, 2], device=self._device)\n        return t.sum().item()\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 5, "certain"), ("SF101", 5, "certain"), ("SF101", 11, "certain"), ("SF302", 3, "likely"),
+        ("SF401", 10, "certain"),
+    ]

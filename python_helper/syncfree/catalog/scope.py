@@ -843,12 +843,18 @@ class CellScope:
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
             return self._operator([node.left, *node.comparators], comparison=True)  # type: ignore[attr-defined]
         if kind is ast.IfExp:
+            if self._none_made_cpu(node):  # type: ignore[arg-type]
+                # torch.device(device) if device is not None else torch.device("cpu"): the caller's, the CPU unless
+                # it asks for another
+                return CPU_BY_DEFAULT
             body, orelse = self.value(node.body), self.value(node.orelse)  # type: ignore[attr-defined]
             if body.kind == orelse.kind == "device" and "cuda" in (body.device, orelse.device):
                 # torch.device("cuda" if torch.cuda.is_available() else "cpu"): on a GPU machine, CUDA.
                 return Value("device", "cuda")
             return join(body, orelse)
         if kind is ast.BoolOp:
+            if self._none_made_cpu(node):  # type: ignore[arg-type]
+                return CPU_BY_DEFAULT  # torch.device(device or "cpu") of a parameter `device=None`
             values = [self.value(v) for v in node.values]  # type: ignore[attr-defined]
             if all(v == values[0] for v in values):
                 return values[0]
@@ -867,10 +873,32 @@ class CellScope:
         if kind in _SEQUENCES:
             return Value("sequence")
         if kind is ast.JoinedStr:
+            parts = node.values  # type: ignore[attr-defined]
+            if len(parts) == 2 and is_constant(parts[0], "cuda:") and type(parts[1]) is ast.FormattedValue:
+                return Value("device", "cuda")  # f"cuda:{rank}": a CUDA device of an index worked out at run time
             return PYTHON
         if kind is ast.NamedExpr:
             return self.value(node.value)  # type: ignore[attr-defined]
         return UNKNOWN
+
+    def _self_attribute(self, node: ast.Attribute) -> Value | None:
+        """What ``self.name`` holds in a method of a class of the file, as far as the class's text tells; None: not
+        told."""
+        stored = self._bound(_ATTRIBUTE + node.attr)
+        if stored is not None and stored is not UNKNOWN:
+            # what this method stored in it on the way here, joined over the branches as a name's value is
+            # (`self.sigmas = s.to("cpu")`, an if/elif chain of CPU schedules), or a `self.method()` it called
+            # before stored (_record_call)
+            return stored
+        owner = self._method_owner[id(self.function)]
+        stored = owner.attributes.get(node.attr)
+        if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
+            # self.timesteps: what the class's methods store in it, once the walk has seen every store the
+            # class's text holds (a store in a method walked later may change it: until then, unknown)
+            return stored
+        if node.attr not in owner.stores:
+            return self._unstored_attribute(owner, node.attr)
+        return None
 
     def _dict_display(self, node: ast.Dict) -> Value:
         """``{}``: an empty dict, what is stored in it later decides (:func:`join`); ``{k: torch.zeros(n), ...}``, every
@@ -890,22 +918,15 @@ class CellScope:
         if self.qualified_name(node) is not None:
             return UNKNOWN  # a module attribute such as torch.float32
         if self.self_name is not None and type(node.value) is ast.Name and node.value.id == self.self_name:  # type: ignore[attr-defined]
-            stored = self._bound(_ATTRIBUTE + node.attr)
-            if stored is not None and stored is not UNKNOWN:
-                # what this method stored in it on the way here, joined over the branches as a name's value is
-                # (`self.sigmas = s.to("cpu")`, an if/elif chain of CPU schedules), or a `self.method()` it called
-                # before stored (_record_call)
-                return stored
-            owner = self._method_owner[id(self.function)]
-            stored = owner.attributes.get(node.attr)
-            if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
-                # self.timesteps: what the class's methods store in it, once the walk has seen every store the
-                # class's text holds (a store in a method walked later may change it: until then, unknown)
-                return stored
-            if node.attr not in owner.stores:
-                found = self._unstored_attribute(owner, node.attr)
-                if found is not None:
-                    return found
+            found = self._self_attribute(node)
+            if found is not None:
+                if found.const == CPU_DEFAULT and found.kind == "device":
+                    owner = self._method_owner[id(self.function)]
+                    if owner.mixed or any(ancestor.mixed for ancestor in owner.ancestors):
+                        # the device an object keeps whose state takes the caller's data as it is (timm's
+                        # evaluators): that data's device
+                        return Value("device")
+                return found
         base = self.value(node.value)
         if base.kind == "tensor":
             if node.attr in _TENSOR_PYTHON_ATTRIBUTES:
@@ -1394,6 +1415,17 @@ class CellScope:
             return returned if returned is not None and returned is not UNKNOWN else None
         if "device" not in attribute.lower() or owner.module:
             return None
+        for ancestor in owner.ancestors:
+            if attribute in ancestor.stores:
+                # `self.device` that a base class of the file stores (`torch.device(device) if device is not None
+                # else torch.device("cpu")`) once the walk has seen each of its stores: a device the caller picks,
+                # the CPU by default, unless this class moves a model there
+                stored = ancestor.attributes.get(attribute)
+                if stored is not None and stored.const == CPU_DEFAULT and not ancestor.module and (
+                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not _moves_a_model(
+                            owner.node, attribute):
+                    return stored
+                break
         if owner.base_device is None:
             init = owner.methods.get("__init__")
             owner.base_device = self._hands_cpu_device_to_base(init) and not _moves_a_model(owner.node, attribute)
@@ -1415,6 +1447,71 @@ class CellScope:
             ):
                 return True
         return False
+
+    def _none_made_cpu(self, node: ast.IfExp | ast.BoolOp) -> bool:
+        """Whether ``node`` makes a device parameter of the function being walked the CPU when it is None and leaves
+        it as given otherwise: ``device or "cpu"``, ``torch.device(device) if device is not None else
+        torch.device("cpu")`` (or the test the other way round). The device is then the caller's, the CPU unless it
+        asks for another (:data:`CPU_DEFAULT`), as a parameter whose default names the CPU is; not so in an
+        ``nn.Module`` or in code that moves a model there (:func:`_moves_a_model`)."""
+        if type(node) is ast.BoolOp:
+            if type(node.op) is not ast.Or or len(node.values) != 2:
+                return False
+            given, cpu = node.values
+        else:
+            test = node.test
+            if not (type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) in (ast.Is, ast.IsNot)
+                    and is_constant(test.comparators[0], None)):
+                return False
+            given, cpu = (node.body, node.orelse) if type(test.ops[0]) is ast.IsNot else (node.orelse, node.body)
+            given = given.args[0] if type(given) is ast.Call and len(given.args) == 1 and not given.keywords and (
+                self.qualified_name(given.func) == "torch.device") else given
+            if type(test.left) is not ast.Name or type(given) is not ast.Name or given.id != test.left.id:
+                return False
+        return type(given) is ast.Name and self._spells_the_cpu(cpu) and self._untold_device_parameter(given.id)
+
+    def _spells_the_cpu(self, node: ast.expr) -> bool:
+        """``"cpu"``, ``torch.device("cpu")``: the CPU by name (not the default device, ``torch.tensor(()).device``,
+        which code that sets it makes CUDA)."""
+        if type(node) is ast.Call and len(node.args) == 1 and not node.keywords and (
+                self.qualified_name(node.func) == "torch.device"):
+            node = node.args[0]
+        return type(node) is ast.Constant and device_of_literal(node.value) == "cpu" and node.value.strip() == "cpu"
+
+    def _none_made_cpu_statement(self, node: ast.If) -> str | None:
+        """The device parameter that ``if device is None: device = "cpu"`` (no else, nothing else bound to it in the
+        body) makes the CPU when the caller leaves it None; None for any other if."""
+        test = node.test
+        if node.orelse or not (type(test) is ast.Compare and len(test.ops) == 1 and type(test.ops[0]) is ast.Is
+                               and type(test.left) is ast.Name and is_constant(test.comparators[0], None)):
+            return None
+        name = test.left.id
+        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
+        assigns = [statement for statement in node.body if type(statement) is ast.Assign and len(statement.targets) == 1
+                   and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name]
+        if len(stores) != 1 or len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
+            return None
+        return name if self._untold_device_parameter(name) else None
+
+    def _untold_device_parameter(self, name: str) -> bool:
+        """Whether ``name`` is a device parameter of the ``__init__`` being walked (a device an object keeps for its
+        user) whose value the text does not tell (nor the file's calls), outside an ``nn.Module`` and a class that
+        moves a model to it."""
+        function = self.function
+        if function is None or "dev" not in name.lower() or function.name != "__init__":
+            return False  # (a helper's `device=None` is what each call passes, the data's device as a rule)
+        arguments = function.args
+        if not any(a.arg == name for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]):
+            return False
+        value = self._bound(name)
+        if value is not None and not (value.kind in ("unknown", "python") or (
+                value.kind == "device" and value.device is None and value.const is None)):
+            return False
+        owner = self._method_owner.get(id(function))
+        if owner is None or owner.module or owner.node is None:
+            return False
+        return not _moves_a_model(owner.node, name)
 
     def _names_the_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
@@ -1638,6 +1735,7 @@ class CellScope:
         self._returned: Value | None = None
         self._returns_wanted = False
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
+        self._handed_callbacks: set[int] | None = None  # (_callbacks, worked out once the top level was walked)
         #: function id -> (its node, its enclosing scope, what the calls seen before its walk passed it)
         self._walked: dict[int, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value], dict[str, Value] | None]] = {}
         #: function id -> the ids of the functions whose bodies read what it returns (and, for the second set,
@@ -1754,7 +1852,12 @@ class CellScope:
             visit(node)
             self._expression(node.test, node)
             narrowed = self._narrowing(node.test)
+            made_cpu = self._none_made_cpu_statement(node)
             self._branches(node.body, node.orelse, narrowed=narrowed)
+            if made_cpu is not None:
+                # `if device is None: device = torch.device("cpu")` of a device parameter: the caller's, the CPU
+                # unless it asks for another
+                self.bind(made_cpu, CPU_BY_DEFAULT)
             if narrowed is not None and not node.orelse and node.body and type(node.body[-1]) in _EXITS:
                 for name, value in narrowed[1].items():
                     if _device_test_in(node.test) and self._bound(name) is not None:
@@ -1829,6 +1932,8 @@ class CellScope:
             self.bind(node.target.id, self._augmented(node.target, node.value))  # type: ignore[attr-defined]
         elif kind is ast.AugAssign and type(node.target) is ast.Attribute:  # type: ignore[attr-defined]
             self._store_attribute(node.target, self._augmented_attribute(node.target, node.value))  # type: ignore[attr-defined]
+        elif kind is ast.AugAssign and type(node.target) is ast.Subscript:  # type: ignore[attr-defined]
+            self._item_updated(node.target, node.value)  # type: ignore[attr-defined]
         elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
             self._in_place_effect(node.value)  # type: ignore[attr-defined]
         elif kind is ast.Return and self._returns_wanted:
@@ -1878,11 +1983,57 @@ class CellScope:
             target.value.id == self.self_name  # type: ignore[attr-defined]
         ):
             current = self._method_owner[id(self.function)].attributes.get(target.attr, current)
+        if current.kind == "tensor" and current.const == CPU_DEFAULT and self._unplaced_tensor(operand):
+            # `self.loss_sum += loss * n` of the caller's data, not moved to the object's device: the state is
+            # where that data is (a CPU tensor takes no CUDA operand in place), no longer the CPU by default
+            self._mixed()
+            return Value("tensor", None, current.dtype, ndim=current.ndim)
         if current.kind == "tensor" and (current.device is not None or current.const == CPU_DEFAULT):
             return current
         if current.kind == "python" and self.value(operand).kind == "python":
             return PYTHON  # a count (`self._num_examples += y.shape[0]`)
         return self._operator([target, operand])
+
+    def _mixed(self) -> None:
+        """The class of the method being walked updates its state of CPU default with the caller's data: the device it
+        keeps is that data's, no longer the CPU by default (:attr:`_ClassInfo.mixed`)."""
+        owner = self._method_owner.get(id(self.function)) if self.function is not None else None
+        if owner is not None and not owner.mixed:
+            owner.mixed = True
+            self._changed()
+
+    def _unplaced_tensor(self, node: ast.expr) -> bool:
+        """Whether ``node`` is a tensor of a device the text does not tell, not one placed on a device of CPU default
+        (the caller's data, or what is computed from it)."""
+        if self.on_cpu_by_default(node):
+            return False  # `average_loss.to(self._device) * n`: moved to the object's device
+        value = self.value(node)
+        if value.kind == "unknown" and value.device is None and type(node) in (ast.Call, ast.BinOp, ast.Subscript):
+            # (`loss.to(dtype) * n`, `correct[:, 0].sum()` of the caller's values that the walk does not tell: a
+            # tensor as a rule; a number or an array would leave the state where it is, and the finding as likely
+            # as before)
+            return True
+        return value.kind == "tensor" and value.device is None and value.const != CPU_DEFAULT
+
+    def _item_updated(self, target: ast.Subscript, operand: ast.expr) -> None:
+        """``self.counts[1] += correct.sum()`` (or ``=``) of the caller's data, not moved to the object's device, on
+        a tensor of a device of CPU default (:data:`CPU_DEFAULT`): that tensor is where the caller's data is (a CPU
+        tensor takes no CUDA operand in place), for the class's methods walked after this one."""
+        attribute = target.value
+        if self.self_name is None or type(attribute) is not ast.Attribute or type(attribute.value) is not ast.Name or (
+                attribute.value.id != self.self_name):
+            return
+        owner = self._method_owner.get(id(self.function))
+        if owner is None or self._again:
+            return
+        current = owner.attributes.get(attribute.attr)
+        if current is None or current.kind != "tensor" or current.const != CPU_DEFAULT or not self._unplaced_tensor(operand):
+            return
+        owner.mixed = True
+        owner.attributes[attribute.attr] = Value("tensor", None, current.dtype, ndim=current.ndim)
+        if self._bound(_ATTRIBUTE + attribute.attr) is not None:
+            self.bind(_ATTRIBUTE + attribute.attr, owner.attributes[attribute.attr])
+        self._changed()
 
     def _store_attribute(self, target: ast.Attribute, value: Value) -> None:
         """Keep what ``self.name = value`` stores, for the class's methods walked after this one."""
@@ -2175,6 +2326,7 @@ class CellScope:
         first = positional[0] if positional and owner is not None and not _is_static(node) else None
         self.self_name = first.arg if first is not None else None
         annotated: set[str] = set()  # the parameters that are tensors by their annotation alone
+        callback = self._callback_parameters(node) if owner is None else ()
         defaults = _defaults(arguments) if arguments.defaults or arguments.kw_defaults else None
         for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]:
             if argument is None:
@@ -2198,6 +2350,12 @@ class CellScope:
                     # data (or with what is an array on some paths): the annotation is not the whole truth
                     # (diffusers' schedulers pass NumPy sigmas).
                     value = MAYBE_NUMPY if passed.kind in ("numpy", "maybe_tensor") else MAYBE_TENSOR
+            if owner is None and first is not argument and argument.arg in callback and (
+                    value.kind == "unknown" or (value.kind == "tensor" and value.device is None)):
+                # `roc_auc_compute_fn(y_preds, y_targets)` handed to the base's `__init__` beside a device of CPU
+                # default (`super().__init__(roc_auc_compute_fn, ..., device=device)`): the base calls it on the
+                # state it keeps there, the caller's device, the CPU unless it asks for another
+                value = Value("tensor", None, value.dtype, const=CPU_DEFAULT)
             if value.kind == "tensor" and value.device is None and argument.annotation is not None and first is not argument:
                 annotated.add(argument.arg)
             if defaults is not None and (value.kind == "unknown" or value.kind == "python") and "dev" in argument.arg.lower() and not (
@@ -2351,6 +2509,64 @@ class CellScope:
             return None
         return self._method_owner[id(function)].methods.get(func.attr)
 
+    def _callback_parameters(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> frozenset[str]:
+        """The parameters (without a default) of a function the file hands, uncalled, to a base class's ``__init__``
+        beside a device parameter whose default is the CPU (:meth:`_callbacks`); empty for any other function."""
+        callbacks = self._handed_callbacks
+        if callbacks is None:
+            callbacks = self._handed_callbacks = self._callbacks()
+        if id(function) not in callbacks:
+            return frozenset()
+        arguments = function.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        return frozenset(a.arg for a in positional[: len(positional) - len(arguments.defaults)])
+
+    def _callbacks(self) -> set[int]:
+        """The functions of the file that a class's ``__init__`` hands to its base's beside its device parameter of CPU
+        default, ``super().__init__(roc_auc_compute_fn, ..., device=device)`` (or what a function of the file returns,
+        a function it defines: ``super().__init__(_get_kendall_tau(variant), ..., device)``): an epoch metric's
+        compute function, which the base, in another module, calls on the outputs it keeps on that device. Not so in
+        an ``nn.Module`` or where the class moves a model to the device (:func:`_moves_a_model`)."""
+        functions = {statement.name: statement for statement in self.tree.body
+                     if type(statement) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+        found: set[int] = set()
+        if not functions:
+            return found
+        for statement in self.tree.body:
+            if type(statement) is not ast.ClassDef:
+                continue
+            info = self._classes.get(statement.name)
+            if info is None or info[0].module:
+                continue
+            init = info[0].methods.get("__init__")
+            if init is None:
+                continue
+            devices = {name for name, default in _defaults(init.args).items()
+                       if "dev" in name.lower() and self._names_the_cpu(default) and not _moves_a_model(statement, name)}
+            if not devices:
+                continue
+            for call in ast.walk(init):
+                if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr != "__init__":
+                    continue
+                arguments = [*call.args, *(item.value for item in call.keywords)]
+                if not any(type(argument) is ast.Name and argument.id in devices for argument in arguments):
+                    continue
+                for argument in arguments:
+                    if type(argument) is ast.Name and argument.id in functions:
+                        found.add(id(functions[argument.id]))
+                    elif type(argument) is ast.Call and type(argument.func) is ast.Name and argument.func.id in functions:
+                        maker = functions[argument.func.id]
+                        nested = {item.name: item for item in maker.body
+                                  if type(item) in (ast.FunctionDef, ast.AsyncFunctionDef)}
+                        for part in maker.body:
+                            if type(part) is ast.Return and type(part.value) is ast.Name and part.value.id in nested:
+                                found.add(id(nested[part.value.id]))
+        if found:
+            # (a function the file also calls by name: those calls tell what it gets)
+            called = {node.func.id for node in ast.walk(self.tree) if type(node) is ast.Call and type(node.func) is ast.Name}
+            found = {key for key in found if not any(id(f) == key and f.name in called for f in _functions_in(self.tree))}
+        return found
+
     def _called_in_text(self, name: str) -> bool:
         """Whether ``name(`` is in the text more often than ``def``s of that name (a call, or a mention)."""
         calls = self._calls_in_text
@@ -2450,6 +2666,7 @@ class CellScope:
             if base is not None and base[0] not in ancestors:
                 ancestors.append(base[0])
                 bases.extend(base[1])
+        info.ancestors = ancestors
         for ancestor in ancestors:
             for name, method in info.methods.items():
                 if name in ancestor.methods:
@@ -2770,6 +2987,11 @@ class _ClassInfo:
     overrides: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]
     #: whether its __init__ hands a device parameter of CPU default to its base's (None: not worked out yet)
     base_device: bool | None
+    #: the classes of the file it derives from (by name, at any depth)
+    ancestors: list[_ClassInfo]
+    #: whether its methods update a tensor it keeps on a device of CPU default with the caller's data, not moved
+    #: there (`self.loss_sum += loss * n`): the device it keeps is then that data's (timm's evaluators)
+    mixed: bool
 
     def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                  stores: dict[str, int], module: bool = False, node: ast.ClassDef | None = None) -> None:
@@ -2784,6 +3006,8 @@ class _ClassInfo:
         self.effects = {}
         self.overrides = {}
         self.base_device = None
+        self.ancestors = []
+        self.mixed = False
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
@@ -3007,6 +3231,11 @@ def _on_cpu_by_default(value: Value) -> bool:
 
 #: Names of what a model is held in (``self.model``, ``sim_net``, ``generator.module``).
 _MODEL_WORDS = ("model", "net", "module")
+
+
+def _functions_in(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The functions defined anywhere in ``tree``."""
+    return [node for node in ast.walk(tree) if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)]
 
 
 def _moves_a_model(node: ast.AST, device: str) -> bool:
