@@ -305,3 +305,19 @@ def test_a_positions_lock_left_held_by_another_thread_costs_a_moment_not_a_deadl
         release.set()
         holder.join()
     assert sites._positions(code) == list(code.co_positions()) and id(code) in sites._positions_cache
+
+
+def test_a_zero_dim_index_is_told_apart_from_a_host_index_without_evaluating_it():
+    # x[i] that synced with a 0-dim CUDA i is a read (SF503), a host index a copy (SF501); a CPU name is not the
+    # first (torch reads a 0-dim CPU index on the CPU), a full reduction is (a CPU one would not have synced).
+    import ast
+
+    from syncfree.capture.sites import _zero_dim_cuda_index
+
+    torch = pytest.importorskip("torch")
+    frame = sys._getframe()
+    i_cpu, idx_cpu = torch.tensor(1), torch.arange(3)  # noqa: F841 (read from the frame)
+    for source, expected in [("x[i_cpu]", False), ("x[idx_cpu]", False), ("x[idx_cpu[0]]", False),
+                             ("x[scores.argmax()]", True), ("x[scores.argmax(1)]", False), ("x[n - 1]", False)]:
+        part = ast.parse(source, mode="eval").body.slice
+        assert _zero_dim_cuda_index(part, frame) is expected, source

@@ -1317,12 +1317,32 @@ def _subscript_kind(node: ast.Subscript, frame: FrameType) -> str:
     for part in parts:
         if isinstance(part, ast.Compare) or (isinstance(part, ast.UnaryOp) and isinstance(part.op, ast.Invert)):
             return "mask_index"  # x[x > 0], x[~m]
-        tensor = _tensor_named(frame, part)
-        if tensor is not None and tensor.is_cuda and tensor.dim() == 0:
+        if _zero_dim_cuda_index(part, frame):
             return "slice_bounds"  # x[i] with a 0-dim CUDA index: torch reads it with item() (SF503)
+        tensor = _tensor_named(frame, part)
         if tensor is not None and str(tensor.dtype) == "torch.bool":
             return "mask_index"
     return "index"
+
+
+#: Methods whose call without arguments gives a 0-dim tensor (`x[scores.argmax()]`).
+_FULL_REDUCTIONS = frozenset("argmax argmin sum mean max min prod amax amin count_nonzero".split())
+
+
+def _zero_dim_cuda_index(part: ast.expr, frame: FrameType) -> bool:
+    """Whether the index ``part`` of a subscript that synced is a 0-dim CUDA tensor, which torch reads with item():
+    a name bound to one, an element of a CUDA tensor (``idx[0]``), or a full reduction (``scores.argmax()``: a CPU
+    one would be read on the CPU without a sync, so the one that synced is on the GPU). Never evaluates code."""
+    tensor = _tensor_named(frame, part)
+    if tensor is not None:
+        return bool(tensor.is_cuda) and tensor.dim() == 0
+    if isinstance(part, ast.Subscript):
+        base = _tensor_named(frame, part.value)
+        ints = part.slice.elts if isinstance(part.slice, ast.Tuple) else [part.slice]
+        return base is not None and bool(base.is_cuda) and base.dim() == len(ints) and all(
+            isinstance(i, ast.Constant) and type(i.value) is int for i in ints)
+    return (isinstance(part, ast.Call) and isinstance(part.func, ast.Attribute)
+            and part.func.attr in _FULL_REDUCTIONS and not part.args and not part.keywords)
 
 
 def _tensor_named(frame: FrameType, node: ast.expr | None):
