@@ -19,7 +19,6 @@ uncached, never failed.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -27,6 +26,8 @@ from collections.abc import Iterable
 
 from syncfree._version import __version__
 from syncfree.collector import paused as cycle_collection_paused
+from syncfree.jsontext import dumps as json_dumps
+from syncfree.jsontext import loads as json_loads
 from syncfree.output import Diagnostic
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
@@ -113,7 +114,7 @@ class ResultCache:
         # (names, not Paths: a run whose results all come from the cache imports no pathlib, a tenth of such a run;
         # saving, which writes, makes the Paths)
         self._folder = os.fspath(folder)
-        settings = json.dumps([__version__, code_digest(), sys.version, sorted(rules), bool(possible)])
+        settings = json_dumps([__version__, code_digest(), sys.version, sorted(rules), bool(possible)])
         name = blake2b(settings.encode(), digest_size=16).hexdigest()
         self._file = os.path.join(self._folder, __version__, f"{name}.json")
         self.entries: dict[str, list[Any]] = {}
@@ -122,7 +123,7 @@ class ResultCache:
         try:
             # (a large tree's cache is thousands of lists, none of them garbage: no collection walks them young)
             with cycle_collection_paused(), open(self._file, "rb") as stream:
-                data = json.loads(stream.read())
+                data = json_loads(stream.read())  # (syncfree.jsontext: json's value, without its import)
             if isinstance(data, dict) and isinstance(data.get("entries"), dict):
                 self.entries = data["entries"]
         except (OSError, ValueError, RecursionError):
@@ -200,7 +201,7 @@ class ResultCache:
             try:
                 with os.fdopen(handle, "w", encoding="utf-8") as stream:
                     # json.dumps, one write: json.dump never takes the C encoder (a cold run's largest cost here)
-                    stream.write(json.dumps({"entries": kept}, separators=(",", ":")))
+                    stream.write(json_dumps({"entries": kept}, separators=(",", ":")))
                 os.replace(temporary, file)
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
