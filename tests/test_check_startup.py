@@ -446,3 +446,38 @@ def test_clean_text_without_control_characters_is_the_text():
     for _ in range(20_000):
         text = "".join(rng.choice(characters) for _ in range(rng.randint(0, 8)))
         assert output.clean_text(text) == control.sub("", escape.sub("", text)), repr(text)
+
+
+def test_the_tree_digest_is_os_walks(tmp_path):
+    # cache.tree_digest lists the folders with os.scandir and updates its digest once: the digest os.walk's listing
+    # made, a file at a time (each folder's files sorted, then its folders; __pycache__ and other suffixes left out).
+    from _blake2 import blake2b
+
+    from syncfree.cli.cache import _CODE_SUFFIXES, _RACY_NS
+
+    def walked(package: str) -> str:
+        digest = blake2b(digest_size=16)
+        racy = time.time_ns() - _RACY_NS
+        for folder, folders, files in os.walk(package):
+            folders[:] = sorted(name for name in folders if name != "__pycache__")
+            relative = os.path.relpath(folder, package)
+            for name in sorted(files):
+                if name.endswith(_CODE_SUFFIXES):
+                    stat = os.stat(os.path.join(folder, name))
+                    digest.update(f"{os.path.join(relative, name)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+                    if stat.st_mtime_ns > racy:
+                        with open(os.path.join(folder, name), "rb") as stream:
+                            digest.update(stream.read() + b"\0")
+        return digest.hexdigest()
+
+    for name in ("a.py", "b.json", "c.bin", "Z.txt", "__pycache__/a.pyc", "__pycache__/x.py", "sub/d.py", "sub/e/f.toml",
+                 "sub/e/g.py", "sub2/h.py", "sub.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    old = time.time() - 3600
+    os.utime(tmp_path / "sub" / "d.py", (old, old))  # one file not racy: only its stat counts
+    assert tree_digest(str(tmp_path)) == walked(str(tmp_path))
+    import syncfree
+
+    package = os.path.dirname(syncfree.__file__)
+    assert tree_digest(package) == walked(package)

@@ -155,8 +155,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         die_by_signal(state["die_by"])
     if args.exit_zero and (status == EXIT_FOUND or (status == EXIT_ERROR and state.get("syntax_only"))):
-        return EXIT_CLEAN
+        status = EXIT_CLEAN
+    if entry and args.command == "check":
+        _leave(status)  # (returns where the interpreter's own exit is needed)
     return status
+
+
+def _leave(status: int) -> None:
+    """End this process with ``status`` now, as its exit would end it, without the interpreter's teardown: freeing
+    each module and the objects they hold took 2 to 3 ms, a tenth of a check whose results all come from its cache.
+    Only where nothing waits for that teardown: no atexit handler (a coverage run's, say) and no other thread, and
+    stdout and stderr flushed first; where a flush fails (a reader gone), Python's exit says so as it always did."""
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)
+    if count is None or count():
+        return
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # noqa: BLE001 - the ordinary exit reports it
+        return
+    os._exit(status)
 
 
 #: The options of ``syncfree check`` (the ones argparse's check parser has, -h aside) as :func:`_plain_check` reads

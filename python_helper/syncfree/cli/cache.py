@@ -76,21 +76,46 @@ def tree_digest(package: str) -> str:
     and hashing syncfree's 2 MB of sources was a tenth of a warm run), and of the bytes of a file modified within
     ``_RACY_NS`` before now (an edit within the clock's reach may leave the time as it was: see
     :meth:`ResultCache.unchanged`)."""
-    digest = blake2b(digest_size=16)
     racy = time.time_ns() - _RACY_NS
-    for folder, folders, files in os.walk(package):
-        folders[:] = sorted(name for name in folders if name != "__pycache__")
-        relative = os.path.relpath(folder, package)
-        for name in sorted(files):
-            if not name.endswith(_CODE_SUFFIXES):
-                continue
-            path = os.path.join(folder, name)
-            stat = os.stat(path)
-            digest.update(f"{os.path.join(relative, name)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-            if stat.st_mtime_ns > racy:
-                with open(path, "rb") as stream:
-                    digest.update(stream.read() + b"\0")
-    return digest.hexdigest()
+    chunks: list[bytes] = []
+    # (os.scandir's entries, as os.walk would give them: each folder's files sorted, then its folders, sorted; one
+    # update of the digest with everything, where os.walk, os.path's joins and an update a file took twice as long)
+    _digest_folder(package, "./", racy, chunks)
+    return blake2b(b"".join(chunks), digest_size=16).hexdigest()
+
+
+def _digest_folder(folder: str, relative: str, racy: int, chunks: list[bytes]) -> None:
+    """:func:`tree_digest`'s part for one folder and the folders in it (``relative``: its path from the package's,
+    ``./`` for the package's own, as os.path.relpath and os.path.join spell them)."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = sorted(listing, key=_name)
+    except OSError:
+        return  # (os.walk leaves out a folder it cannot list)
+    folders = []
+    for entry in entries:
+        name = entry.name
+        try:
+            is_folder = entry.is_dir()
+        except OSError:
+            is_folder = False
+        if is_folder:
+            if name != "__pycache__":
+                folders.append(entry)
+            continue
+        if not name.endswith(_CODE_SUFFIXES):
+            continue
+        stat = os.stat(entry.path)
+        chunks.append(f"{relative}{name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        if stat.st_mtime_ns > racy:
+            with open(entry.path, "rb") as stream:
+                chunks.append(stream.read() + b"\0")
+    for entry in folders:
+        _digest_folder(entry.path, f"{relative[2:] if relative == './' else relative}{entry.name}/", racy, chunks)
+
+
+def _name(entry: os.DirEntry[str]) -> str:
+    return entry.name
 
 
 def file_digest(data: bytes) -> str:
