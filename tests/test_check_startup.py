@@ -285,11 +285,199 @@ def test_a_run_wholly_from_the_cache_imports_no_typing_nor_pathlib(tmp_path):
     os.utime(tmp_path / "a.py", (time.time() - 3600, time.time() - 3600))
     program = ("import sys\nbefore = set(sys.modules)\nfrom syncfree.cli import main\n"
                "status = main(['check', sys.argv[1], '--cache-dir', sys.argv[2], '-o', sys.argv[3]])\n"
-               "print(status, 'typing' in set(sys.modules) - before, 'pathlib' in set(sys.modules) - before)\n")
+               "print(status, 'typing' in set(sys.modules) - before, 'pathlib' in set(sys.modules) - before,\n"
+               "      sorted(set(sys.modules) - before & {'argparse', 're', 'enum', 'json', 'gettext', 'locale'}))\n")
     command = [sys.executable, "-c", program, str(tmp_path), str(tmp_path / "cache"), str(tmp_path / "report.txt")]
     env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(syncfree.__file__))}  # this syncfree
     cold = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
     assert cold.stdout.startswith("1 True "), cold.stderr  # the analysis needs it
     warm = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path, env=env)
-    # nor pathlib (with urllib.parse, ipaddress and fnmatch, 3-4 ms): the listing, the cache and the config on names
-    assert warm.stdout == "1 False False\n", warm.stderr
+    # nor pathlib (with urllib.parse, ipaddress and fnmatch, 3-4 ms): the listing, the cache and the config on names;
+    # nor argparse, json and re (with enum, gettext and locale, 8 ms): a plain command line is read without argparse
+    # (cli._plain_check), the cache and a json report through json's C code (syncfree.jsontext)
+    assert warm.stdout == "1 False False []\n", warm.stderr
+
+
+def test_the_tool_key_scan_says_what_the_patterns_say():
+    # config._tool_key answers for the patterns without importing re (with enum, a tenth of a warm check where the
+    # project's pyproject.toml names syncfree, as this repository's does): the same answer on texts made of the
+    # pieces the patterns look at, None only where a `[tool]` table leaves it to them.
+    import random
+    import re
+
+    from syncfree import config
+
+    def patterns(text: str) -> bool:
+        return bool(re.search(config._TOOL_SYNCFREE, text) or re.search(config._TOOL_INLINE, text)
+                    or (re.search(config._TOOL_TABLE, text) and re.search(config._SYNCFREE_KEY, text)))
+
+    pieces = ["tool", "syncfree", ".", "=", "{", "]", "[", '"', "'", " ", "\t", "\n", "x", "tools", "hatch"]
+    rng = random.Random(40)
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        known = config._tool_key(text)
+        assert known is None or known == patterns(text), text
+        if "syncfree" in text:
+            assert may_hold_syncfree_table(text) == patterns(text), text
+    repository = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    with open(repository, encoding="utf-8") as stream:
+        assert config._tool_key(stream.read()) is False  # it names syncfree, and holds no syncfree table
+
+
+_CHECK_LINES = [
+    ["check", "a.py"],
+    ["check", "a.py", "b", "-"],
+    ["check", "--format", "json", "--exit-zero", "src", "tests"],
+    ["check", "src", "--format=sarif", "-o", "out.sarif", "--no-cache"],
+    ["check", "--select", "SF1,SF601", "--ignore=SF103", "x.py", "--budget", "3"],
+    ["check", "--select", "ALL", "--select", "SF1", "x.py"],
+    ["check", "--fix", "--unsafe-fixes", "--statistics", "--possible", "x.py"],
+    ["check", "--diff", "--exclude", "a,b/*.py", "--extend-exclude", " c ,", "--cache-dir", "cache", "."],
+    ["check", "--output-file", "r.txt", "-o", "s.txt", "x.py"],
+    # argparse's own cases, its answers or errors: left to argparse
+    ["check", "x.py", "--fix", "y.py"],
+    ["check", "--format", "yaml", "x.py"],
+    ["check", "--format", "yaml", "--format", "json", "x.py"],
+    ["check", "--budget", "-1", "x.py"],
+    ["check", "--budget", "x", "x.py"],
+    ["check", "--select", "SF999", "x.py"],
+    ["check", "--exit", "x.py"],
+    ["check", "--fix=1", "x.py"],
+    ["check", "-ofile", "x.py"],
+    ["check", "-o=file", "x.py"],
+    ["check", "--cache-dir", "-x", "x.py"],
+    ["check", "--cache-dir=-x", "x.py"],
+    ["check", "--cache-dir", "", "x.py"],
+    ["check", "--", "-x.py"],
+    ["check", "-1"],
+    ["check"],
+    ["check", "--format"],
+    ["check", "-h"],
+    ["check", "x.py", "--version"],
+]
+
+
+@pytest.mark.parametrize("argv", _CHECK_LINES)
+def test_a_plain_check_command_line_reads_as_argparse_reads_it(argv, capsys):
+    # syncfree.cli._plain_check reads a plain `syncfree check` command line without argparse (its import, with re,
+    # enum, gettext and locale, and the making of the parser were a third of a warm check): the same namespace as
+    # argparse's, or None, and then argparse reads it as before.
+    from syncfree import cli
+
+    parser, _ = cli._parser(every_command=False)
+    try:
+        expected = vars(parser.parse_args(argv))
+    except SystemExit:
+        expected = None
+    capsys.readouterr()
+    plain = cli._plain_check(argv)
+    assert (plain is not None) == (_CHECK_LINES.index(argv) < 9)  # the others: argparse's (an abbreviation, `--`...)
+    if plain is not None:
+        assert vars(plain) == expected
+
+
+def test_the_plain_check_options_are_the_parsers():
+    # Each option of argparse's check parser (help aside) is in _plain_check's table, with its dest, whether it takes
+    # a value, the type its value goes through, and its default; and nothing else is.
+    from syncfree import cli
+
+    _, check_parser = cli._parser(every_command=False)
+    seen = set()
+    for action in check_parser._actions:
+        if action.dest in ("help", "paths"):
+            continue
+        for option in action.option_strings:
+            dest, kind = cli._CHECK_OPTIONS[option]
+            seen.add(option)
+            assert dest == action.dest
+            if action.nargs == 0:
+                assert kind is None and action.const is True
+            else:
+                assert action.nargs is None and kind is not None
+                assert (cli._CHECK_TYPES[kind] if kind != "str" else None) is action.type
+                assert (action.choices is not None) == (dest == "format")
+        assert cli._CHECK_DEFAULTS[action.dest] == action.default
+    assert seen == set(cli._CHECK_OPTIONS)
+    assert set(cli._CHECK_DEFAULTS) == {action.dest for action in check_parser._actions} - {"help", "paths"}
+
+
+@pytest.mark.parametrize("value", [
+    [], {}, "", "a\"b\\\u00e9\U0001f600", [1, -2, 3.5, 1e300, True, False, None, "x"], {"a": [1, {"b": None}], "é": ()},
+    {"entries": {"/p.py": ["abc", 0, [["p", 1, 2, 3, 4, "SF101", "m", None, None, "likely"]], 1_700_000_000, [1, 2, 3]]}},
+    [float("nan"), float("inf"), -float("inf")], {1: 2, None: 3, 2.5: "x"},
+])
+def test_jsontext_writes_and_reads_as_json_does(value):
+    import json
+
+    from syncfree import jsontext
+
+    for separators in (None, (",", ":")):
+        assert jsontext.dumps(value, separators) == json.dumps(value, separators=separators)
+    text = json.dumps(value)
+    for data in (text.encode(), f" \n{text}\t\r\n".encode(), ("\ufeff" + text).encode(), text.encode("utf-16")):
+        assert repr(jsontext.loads(data)) == repr(json.loads(data))
+
+
+@pytest.mark.parametrize("data", [b"", b" ", b"{", b"[1] 2", b"{\"a\": 1,}", b"\xff", b"nul", b"[" * 100_000])
+def test_jsontext_refuses_what_json_refuses(data):
+    import json
+
+    from syncfree import jsontext
+
+    with pytest.raises(Exception) as expected:
+        json.loads(data)
+    with pytest.raises(expected.type):
+        jsontext.loads(data)
+    with pytest.raises(TypeError):
+        jsontext.dumps({"a": object()})
+
+
+def test_clean_text_without_control_characters_is_the_text():
+    # output.clean_text returns a text with no control character as it is, without compiling its patterns (re's
+    # import, with enum, in a warm check's text report): the patterns' answer on every such text and on the others.
+    import random
+    import re
+
+    from syncfree import output
+
+    escape, control = re.compile(output._ESCAPE), re.compile(output._CONTROL)
+    characters = [chr(code) for code in range(0xB0)] + ["\u2028", "é", "\U0001f600", "\x1b[31m", "\x1b]0;t\x07", "\x1b\\"]
+    rng = random.Random(40)
+    for _ in range(20_000):
+        text = "".join(rng.choice(characters) for _ in range(rng.randint(0, 8)))
+        assert output.clean_text(text) == control.sub("", escape.sub("", text)), repr(text)
+
+
+def test_the_tree_digest_is_os_walks(tmp_path):
+    # cache.tree_digest lists the folders with os.scandir and updates its digest once: the digest os.walk's listing
+    # made, a file at a time (each folder's files sorted, then its folders; __pycache__ and other suffixes left out).
+    from _blake2 import blake2b
+
+    from syncfree.cli.cache import _CODE_SUFFIXES, _RACY_NS
+
+    def walked(package: str) -> str:
+        digest = blake2b(digest_size=16)
+        racy = time.time_ns() - _RACY_NS
+        for folder, folders, files in os.walk(package):
+            folders[:] = sorted(name for name in folders if name != "__pycache__")
+            relative = os.path.relpath(folder, package)
+            for name in sorted(files):
+                if name.endswith(_CODE_SUFFIXES):
+                    stat = os.stat(os.path.join(folder, name))
+                    digest.update(f"{os.path.join(relative, name)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+                    if stat.st_mtime_ns > racy:
+                        with open(os.path.join(folder, name), "rb") as stream:
+                            digest.update(stream.read() + b"\0")
+        return digest.hexdigest()
+
+    for name in ("a.py", "b.json", "c.bin", "Z.txt", "__pycache__/a.pyc", "__pycache__/x.py", "sub/d.py", "sub/e/f.toml",
+                 "sub/e/g.py", "sub2/h.py", "sub.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    old = time.time() - 3600
+    os.utime(tmp_path / "sub" / "d.py", (old, old))  # one file not racy: only its stat counts
+    assert tree_digest(str(tmp_path)) == walked(str(tmp_path))
+    import syncfree
+
+    package = os.path.dirname(syncfree.__file__)
+    assert tree_digest(package) == walked(package)

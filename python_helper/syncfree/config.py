@@ -7,7 +7,6 @@ Keys: ``select``, ``ignore`` (lists of codes or prefixes), ``budget`` (an int), 
 from __future__ import annotations
 
 import os
-import re
 
 from syncfree.paths import is_file
 from syncfree.records import Record
@@ -81,8 +80,48 @@ def may_hold_syncfree_table(text: str) -> bool:
         return True
     if "syncfree" not in text:
         return False
+    known = _tool_key(text)
+    if known is not None:
+        return known
+    import re  # (here: only a `[tool]` table's file is searched)
+
     return bool(re.search(_TOOL_SYNCFREE, text) or re.search(_TOOL_INLINE, text)
                 or (re.search(_TOOL_TABLE, text) and re.search(_SYNCFREE_KEY, text)))
+
+
+def _tool_key(text: str) -> bool | None:
+    """What the patterns of :func:`may_hold_syncfree_table` say, told by str's methods (re's import, with enum, was a
+    tenth of a check whose results all come from its cache, in a project whose pyproject.toml names syncfree, as a
+    dependency or a script): each ``tool`` followed by ``.syncfree`` (_TOOL_SYNCFREE) or ``= {`` (_TOOL_INLINE), a
+    quote and spaces or tabs allowed as the patterns allow them, is True; None where a ``tool`` is followed by ``]``
+    (a ``[tool]`` table: the patterns decide); False otherwise."""
+    length = len(text)
+    at = text.find("tool")
+    while at >= 0:
+        index = at + 4
+        if index < length and text[index] in "\"'":
+            index += 1
+        while index < length and text[index] in " \t":
+            index += 1
+        after = text[index : index + 1]
+        if after == ".":
+            index += 1
+            while index < length and text[index] in " \t":
+                index += 1
+            if index < length and text[index] in "\"'":
+                index += 1
+            if text.startswith("syncfree", index):
+                return True
+        elif after == "=":
+            index += 1
+            while index < length and text[index] in " \t":
+                index += 1
+            if text.startswith("{", index):
+                return True
+        elif after == "]":
+            return None
+        at = text.find("tool", at + 1)
+    return False
 
 
 def _table(path: Path | str) -> dict[str, Any] | None:

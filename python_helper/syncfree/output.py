@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
-import re
-import select
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
+from .jsontext import dumps as json_dumps
 from .parsing import code_columns
 from .paths import is_dir
 from .records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    import re
     from typing import Any, TextIO
 
 __all__ = ["FORMATS", "MACHINE_FORMATS", "Diagnostic", "OutputFileError", "ReportOutput", "Style", "clean_text",
@@ -39,11 +38,17 @@ SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schem
 _ESCAPE = r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]"
 _CONTROL = r"[\x00-\x08\x0b-\x1f\x7f-\x9f]"
 _CLEANERS: list[re.Pattern[str]] = []
+#: The characters _CONTROL matches: a text without any is clean.
+_CONTROLS = frozenset(chr(code) for code in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)))
 
 
 def clean_text(text: str) -> str:
     """``text`` without escape sequences or control characters (tab and newline kept)."""
+    if text.isprintable() or _CONTROLS.isdisjoint(text):
+        return text  # (nothing to clean, every escape sequence starting with one: re, with enum, is not imported)
     if not _CLEANERS:
+        import re
+
         _CLEANERS[:] = [re.compile(_ESCAPE), re.compile(_CONTROL)]
     escape, control = _CLEANERS
     return control.sub("", escape.sub("", text))
@@ -159,9 +164,12 @@ def write_diagnostics(
     if output_format == "json":
         # One entry a line: json.dumps without indent is the C encoder (indent=1 runs the pure-Python one, most of a
         # warm check's time), and one write (json.dump writes each of the encoder's small pieces on its own).
-        entries = [json.dumps(_json_entry(d)) for d in diagnostics]
+        # (syncfree.jsontext: json.dumps's text, without json's import and its re)
+        entries = [json_dumps(_json_entry(d)) for d in diagnostics]
         out.write("[\n" + ",\n".join(entries) + "\n]\n" if entries else "[]\n")
     elif output_format == "sarif":
+        import json
+
         out.write(json.dumps(sarif_log(diagnostics, tool_version), indent=1) + "\n")
     elif output_format == "github":
         for d in diagnostics:
@@ -818,6 +826,8 @@ def _closed_for_writing(stream: TextIO) -> bool:
     if getattr(stream, "closed", False):
         return True
     try:
+        import select
+
         poller = select.poll()
         poller.register(stream.fileno(), select.POLLOUT)
         events = poller.poll(0)

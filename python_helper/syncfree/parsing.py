@@ -29,7 +29,6 @@ other threads meet the copy in between, and an interrupt on the way out leaves i
 from __future__ import annotations
 
 import io
-import re
 import sys
 import warnings
 from _thread import get_ident  # threading.get_ident itself, without importing threading (a warm check needs no thread)
@@ -37,6 +36,7 @@ from _thread import get_ident  # threading.get_ident itself, without importing t
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
     import ast
+    import re
 
 #: The parser versions whose warnings `parser_may_warn` was checked against (3.11-3.13:
 #: tests/test_filters.py compares it with the running parser); a later parser may warn
@@ -67,6 +67,8 @@ def parser_may_warn(source: str) -> bool:
         return True
     global _PATTERNS
     if _PATTERNS is None:
+        import re  # (here: the output imports this module, and re with enum was a tenth of a warm check)
+
         _PATTERNS = (re.compile(_BACKSLASH_BEFORE_INVALID), re.compile(_DIGIT_BEFORE_KEYWORD))
     backslash_before_invalid, digit_before_keyword = _PATTERNS
     # Regular expressions that start at a rare character, then a look at each match: a

@@ -9,7 +9,6 @@ unreadable files or a notebook that failed to run.
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
 import sys
@@ -17,13 +16,14 @@ import types
 from collections.abc import Callable, Sequence
 
 from syncfree._version import __version__
-from syncfree.cli.check import add_check_options, check, check_options
+from syncfree.cli.check import _patterns, add_check_options, check, check_options
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, error, silence_stdout
 from syncfree.config import ConfigError, find_config
 from syncfree.output import FORMATS, OutputFileError, ReportOutput
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
 __all__ = ["check", "main", "run", "run_python"]
@@ -46,6 +46,8 @@ def _command(name: str) -> Callable[..., Any]:
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return _command(name)
+    if name == "_HelpFormatter":
+        return _help_formatter()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -53,16 +55,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The ``syncfree`` console script (also ``python -m syncfree``)."""
     entry = argv is None  # this process's own command line: it may end as the program it ran did (die_by)
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, run_parser = _parser(argv[:1] != ["check"])
     program: list[str] = []
     run_options: list[str] = []  # syncfree run's own options: a program the run follows through os.exec* gets them
-    if argv[:1] == ["run"]:
-        options, program = _split_run(argv[1:], run_parser)
-        argv = ["run", *options]
-        run_options = list(options)
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        _program(args, program, run_parser)
+    # A plain `syncfree check` command line is read without argparse (its import, with re, enum, gettext and
+    # locale, and the making of the parser: a third of a run served from the cache); any other goes to argparse.
+    args = _plain_check(argv) if argv[:1] == ["check"] else None
+    if args is None:
+        parser, run_parser = _parser(argv[:1] != ["check"])
+        if argv[:1] == ["run"]:
+            options, program = _split_run(argv[1:], run_parser)
+            argv = ["run", *options]
+            run_options = list(options)
+        args = parser.parse_args(argv)
+        if args.command == "run":
+            _program(args, program, run_parser)
     state: dict[str, int] = {}
     output: ReportOutput | None = None
     try:
@@ -149,8 +155,101 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         die_by_signal(state["die_by"])
     if args.exit_zero and (status == EXIT_FOUND or (status == EXIT_ERROR and state.get("syntax_only"))):
-        return EXIT_CLEAN
+        status = EXIT_CLEAN
+    if entry and args.command == "check":
+        _leave(status)  # (returns where the interpreter's own exit is needed)
     return status
+
+
+def _leave(status: int) -> None:
+    """End this process with ``status`` now, as its exit would end it, without the interpreter's teardown: freeing
+    each module and the objects they hold took 2 to 3 ms, a tenth of a check whose results all come from its cache.
+    Only where nothing waits for that teardown: no atexit handler (a coverage run's, say) and no other thread, and
+    stdout and stderr flushed first; where a flush fails (a reader gone), Python's exit says so as it always did."""
+    import atexit
+
+    count = getattr(atexit, "_ncallbacks", None)
+    if count is None or count():
+        return
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # noqa: BLE001 - the ordinary exit reports it
+        return
+    os._exit(status)
+
+
+#: The options of ``syncfree check`` (the ones argparse's check parser has, -h aside) as :func:`_plain_check` reads
+#: them: option string -> (dest, what its value goes through: None for a flag, ``str`` for a plain value, else the
+#: parser's own type function, by name), and each dest's default. test_check_startup compares them with the parser.
+_CHECK_OPTIONS: dict[str, tuple[str, str | None]] = {
+    "--format": ("format", "str"), "--budget": ("budget", "_budget"), "--exit-zero": ("exit_zero", None),
+    "--output-file": ("output_file", "str"), "-o": ("output_file", "str"), "--select": ("select", "_codes"),
+    "--ignore": ("ignore", "_codes"), "--fix": ("fix", None), "--unsafe-fixes": ("unsafe_fixes", None),
+    "--diff": ("diff", None), "--statistics": ("statistics", None), "--possible": ("possible", None),
+    "--exclude": ("exclude", "_patterns"), "--extend-exclude": ("extend_exclude", "_patterns"),
+    "--no-cache": ("no_cache", None), "--cache-dir": ("cache_dir", "str"),
+}
+_CHECK_DEFAULTS: dict[str, object] = {
+    "format": "text", "budget": None, "exit_zero": False, "output_file": None, "select": None, "ignore": None,
+    "fix": False, "unsafe_fixes": False, "diff": False, "statistics": False, "possible": False, "exclude": None,
+    "extend_exclude": None, "no_cache": False, "cache_dir": None,
+}
+
+
+def _plain_check(argv: list[str]) -> types.SimpleNamespace | None:
+    """The parsed ``syncfree check ...`` command line, as argparse's check parser gives it, for a plain one: each
+    option spelt out whole (``--name value``, ``--name=value``, ``-o value``), every value accepted, the paths in one
+    run. None for anything else (help, an abbreviation, ``--``, a value that starts with ``-``, a mistake): argparse
+    reads it then, and says what is wrong as it always did."""
+    values: dict[str, object] = {"command": "check", "paths": None, **_CHECK_DEFAULTS}
+    paths: list[str] = []
+    ended = False  # the paths were given, and an option came after them
+    index = 1
+    while index < len(argv):
+        token = argv[index]
+        index += 1
+        if token == "-" or not token.startswith("-"):
+            if ended:
+                return None  # paths after an option that followed paths: argparse's error
+            paths.append(token)
+            continue
+        if paths:
+            ended = True
+        name, equals, given = token.partition("=")
+        spec = _CHECK_OPTIONS.get(name)
+        if spec is None or (equals and not name.startswith("--")):
+            return None
+        dest, kind = spec
+        if kind is None:
+            if equals:
+                return None
+            values[dest] = True
+            continue
+        if not equals:
+            if index >= len(argv):
+                return None
+            given = argv[index]
+            index += 1
+        if not given or given.startswith("-"):
+            return None  # argparse's own rules for such a value (an option? a negative number?): let it read it
+        if kind == "str":
+            if dest == "format" and given not in FORMATS:
+                return None
+            values[dest] = given
+            continue
+        try:
+            values[dest] = _CHECK_TYPES[kind](given)
+        except Exception:  # noqa: BLE001 - argparse reads it again, and reports it
+            return None
+    if not paths:
+        return None
+    values["paths"] = paths
+    return types.SimpleNamespace(**values)
 
 
 def _split_run(tokens: list[str], run_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
@@ -207,16 +306,28 @@ def _only_for_notebooks(args: argparse.Namespace) -> None:
                            f"{'-m ' + args.target if args.module else args.target}{hint}")
 
 
-class _HelpFormatter(argparse.HelpFormatter):
+def _help_formatter() -> type[argparse.HelpFormatter]:
     """argparse's formatter, with the terminal's width read as ``shutil.get_terminal_size`` reads it, without
     importing shutil: argparse makes a formatter for each option added, and shutil's import (bz2, lzma, zlib) was
-    2 ms of every check, a warm one's included."""
+    2 ms of every check. Made on first use (a plain ``syncfree check`` command line imports no argparse:
+    :func:`_plain_check`), then kept as ``_HelpFormatter``."""
+    formatter = globals().get("_HelpFormatter")
+    if formatter is not None:
+        return formatter  # type: ignore[no-any-return]
+    import argparse
 
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        if width is None:
-            width = _terminal_columns() - 2  # what argparse's own formatter takes
-        super().__init__(prog, indent_increment, max_help_position, width)
+    class _HelpFormatter(argparse.HelpFormatter):
+        """argparse's formatter, the terminal's width read without shutil (:func:`_terminal_columns`)."""
+
+        def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                     width: int | None = None) -> None:
+            if width is None:
+                width = _terminal_columns() - 2  # what argparse's own formatter takes
+            super().__init__(prog, indent_increment, max_help_position, width)
+
+    _HelpFormatter.__module__ = __name__
+    globals()["_HelpFormatter"] = _HelpFormatter
+    return _HelpFormatter
 
 
 def _terminal_columns() -> int:
@@ -237,6 +348,9 @@ def _terminal_columns() -> int:
 def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
     """The command line's parser, and run's. Without ``every_command`` (a ``syncfree check`` command line) only check
     is added, and its parser comes second: check does not pay for the other commands' parsers and their imports."""
+    import argparse
+
+    _HelpFormatter = _help_formatter()
     parser = argparse.ArgumentParser(
         prog="syncfree",
         formatter_class=_HelpFormatter,
@@ -363,6 +477,8 @@ def _budget_ms(text: str) -> float:
     except ValueError:
         value = -1.0
     if not value >= 0 or value == float("inf"):
+        import argparse
+
         raise argparse.ArgumentTypeError(f"a budget in milliseconds is a number >= 0, not {text!r}")
     return value
 
@@ -373,6 +489,8 @@ def _budget(text: str) -> int:
     except ValueError:
         value = -1
     if value < 0:
+        import argparse
+
         raise argparse.ArgumentTypeError(f"a budget is a whole number >= 0, not {text!r}")
     return value
 
@@ -384,10 +502,15 @@ def _codes(text: str) -> list[str]:
     try:
         select_rules(codes)
     except ValueError as error:
+        import argparse
+
         raise argparse.ArgumentTypeError(str(error)) from None
     return codes
 
 
+
+
+_CHECK_TYPES: dict[str, Callable[[str], object]] = {"_budget": _budget, "_codes": _codes, "_patterns": _patterns}
 
 
 if __name__ == "__main__":

@@ -7,10 +7,8 @@ Directories are searched for both; the findings are printed ruff style and the c
 
 from __future__ import annotations
 
-import argparse
 import functools
 import gc
-import json
 import os
 import sys
 import time
@@ -28,6 +26,7 @@ from syncfree.records import Record
 
 TYPE_CHECKING = False  # typing's constant, without typing's import (2 ms of a warm check): annotations only
 if TYPE_CHECKING:
+    import argparse
     from pathlib import Path
     from typing import Any, TextIO
 
@@ -168,6 +167,8 @@ def write_statistics(diagnostics: Sequence[Diagnostic], output_format: str, out:
     from syncfree.catalog import RULES
 
     if output_format == "json":
+        import json
+
         json.dump([{"code": code, "name": RULES[code].name if code in RULES else code, "count": count,
                     "fixable": fixable} for code, (count, fixable) in rows], out, indent=1)
         out.write("\n")
@@ -459,6 +460,8 @@ def write_cells(path: Path, cells: list[SourceCell], rewritten: list[SourceCell]
     changed cells into its JSON, whose layout must be Jupyter's own (``indent=1``, sorted keys) so that the file
     changes only where the code did."""
     data = path.read_bytes()
+    import json
+
     if path.suffix != ".ipynb":
         import io
         import tokenize

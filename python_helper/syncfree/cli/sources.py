@@ -8,7 +8,6 @@ Python reads a source file as bytes and decodes it by its BOM or PEP 263 coding 
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Callable, Iterator, Sequence
 
@@ -234,6 +233,8 @@ def read_notebook_json(text: str, path: str) -> dict[str, Any]:
     """
     def bad(why: str) -> UsageProblem:
         return UsageProblem(f"cannot read {path} as a notebook: {why}")
+
+    import json
 
     try:
         data = json.loads(text)
