@@ -101,27 +101,29 @@ def _tool_key(text: str) -> bool | None:
         index = at + 4
         if index < length and text[index] in "\"'":
             index += 1
-        while index < length and text[index] in " \t":
-            index += 1
+        index = _past_blanks(text, index)
         after = text[index : index + 1]
         if after == ".":
-            index += 1
-            while index < length and text[index] in " \t":
-                index += 1
+            index = _past_blanks(text, index + 1)
             if index < length and text[index] in "\"'":
                 index += 1
             if text.startswith("syncfree", index):
                 return True
         elif after == "=":
-            index += 1
-            while index < length and text[index] in " \t":
-                index += 1
-            if text.startswith("{", index):
+            if text.startswith("{", _past_blanks(text, index + 1)):
                 return True
         elif after == "]":
             return None
         at = text.find("tool", at + 1)
     return False
+
+
+def _past_blanks(text: str, index: int) -> int:
+    """The index of the first character at or after ``index`` that is not a space or a tab."""
+    length = len(text)
+    while index < length and text[index] in " \t":
+        index += 1
+    return index
 
 
 def _table(path: Path | str) -> dict[str, Any] | None:
