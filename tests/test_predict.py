@@ -1680,16 +1680,28 @@ def _stream_syncs_on_a_gpu(preamble_source: str, source: str) -> int:
     For syncs made through an OpOverload (``torch.ops.aten.X(...)``, a subclass's
     ``__torch_dispatch__``): the debug mode prints a C++ warning for them and raises no
     Python one (shared/sync-facts.md), so the warn-mode recorder misses them. Each sync
-    these tests make (a scalar read, a blocking copy) is one cudaStreamSynchronize."""
-    namespace: dict = {"__name__": "__main__"}
-    exec(compile_cell(preamble_source)[0], namespace)
-    code, _ = compile_cell(source)
-    torch.cuda.synchronize()
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as profile:
-        exec(code, namespace)
-    return sum(event.count for event in profile.key_averages()
-               if event.key == "cudaStreamSynchronize")
+    these tests make (a scalar read, a blocking copy) is one cudaStreamSynchronize.
+
+    Measured in a process of its own: once torch's profiler has run, CUPTI stays taken for the rest of the process
+    (Kineto keeps its subscription), and the CUPTI engine's tests that ran after these in the same pytest process
+    said "another tool holds CUPTI"."""
+    import subprocess
+
+    script = (
+        "import sys, torch\n"
+        "namespace = {'__name__': '__main__'}\n"
+        "exec(compile(sys.argv[1], '<preamble>', 'exec'), namespace)\n"
+        "code = compile(sys.argv[2], '<cell>', 'exec')\n"
+        "torch.cuda.synchronize()\n"
+        "activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]\n"
+        "with torch.profiler.profile(activities=activities) as profile:\n"
+        "    exec(code, namespace)\n"
+        "print(sum(e.count for e in profile.key_averages() if e.key == 'cudaStreamSynchronize'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, preamble_source, source], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout.split()[-1])
 
 
 #: A wrapper subclass (torch.Tensor._make_wrapper_subclass, as torchao's quantized tensors
