@@ -380,12 +380,13 @@ def _summary_entry(report) -> dict:
     # The notes on the test's child processes, as plain text (one still running at the test's end, a Python program
     # run unwatched): the summary shows them; ``lost``: those on children that left no report, whose syncs are
     # missing from the count (the test was not judged).
-    from .processes import ChildNote, LostChild
+    from .processes import ChildNote
 
+    lost = report.lost_children
     return {"syncs": report.syncs, "counted": report.counted, "predicted": report.predicted,
             "sites": sites, "judged": getattr(report, "judged", True),
-            "notes": [str(n) for n in report.notes if isinstance(n, ChildNote) and not isinstance(n, LostChild)],
-            "lost": [str(n) for n in report.notes if isinstance(n, LostChild)]}
+            "notes": [str(n) for n in report.notes if isinstance(n, ChildNote) and n not in lost],
+            "lost": [str(n) for n in lost]}
 
 
 _STANDINS_SECTION = (
