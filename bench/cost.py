@@ -195,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             alt = compute_costs(acts, syncs, copies, barriers=blocking, observer=False)
             lines = {id(s): s.line for s in recorder.sites}
             runs.append({"sites": fields["sites"], "cost": fields["cost"], "power": power,
-                         "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()]})
+                         "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()],
+                         "lost": [{"line": lines.get(k), "cost_ms": v.lost_us / 1000.0}
+                                  for k, v in recorder.costs.sites.items()]})
             if args.dump:
                 runs[-1]["inputs"] = (acts, [Sync(lines.get(s.site), s.end, s.hook, s.call) for s in syncs], copies,
                                       blocking, overhead, power)
@@ -266,20 +268,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"syncfree bench/cost.py | {torch.cuda.get_device_name()} | torch {torch.__version__} | Python "
           f"{platform.python_version()} | {rounds} paired rounds; GPU-bound: 4 x 4096 MLP, batch 4096 (TF32), "
           f"{steps_of['big']} steps a run; launch-bound: 4 x 256, batch 64, {steps_of['small']} steps a run; ms per step")
-    header = f"  {'loop':62s} {'step ms':>8s} {'blocked':>8s} {'saved (95% CI)':>22s} {'cost':>7s}  verdict"
+    header = (f"  {'loop':62s} {'step ms':>8s} {'blocked':>8s} {'saved (95% CI)':>22s} {'lost':>7s} {'cost':>7s}  "
+              "verdict")
     print(header)
     out_rows, missed = [], []
     three_result: dict = {}
 
-    def row(label: str, step_ms: float, blocked_ms: float, saved, cost_ms: float) -> None:
+    def row(label: str, step_ms: float, blocked_ms: float, saved, cost_ms: float, lost_ms: float) -> None:
         ok = abs(cost_ms - saved.median) <= max(0.25 * abs(saved.median), 0.05)
         verdict = "ok" if ok else "MISSED"
         if not ok:
             missed.append(label)
         ci = f"{saved.median:.3f} [{saved.low:.3f}, {saved.high:.3f}]"
-        print(f"  {label:62s} {step_ms:8.3f} {blocked_ms:8.3f} {ci:>22s} {cost_ms:7.3f}  {verdict}")
+        print(f"  {label:62s} {step_ms:8.3f} {blocked_ms:8.3f} {ci:>22s} {lost_ms:7.3f} {cost_ms:7.3f}  {verdict}")
         out_rows.append({"loop": label, "step_ms": step_ms, "blocked_ms": blocked_ms, "saved_ms": saved.median,
-                         "saved_low": saved.low, "saved_high": saved.high, "cost_ms": cost_ms,
+                         "saved_low": saved.low, "saved_high": saved.high, "cost_ms": cost_ms, "lost_ms": lost_ms,
                          "ok": ok})
 
     for r in rows:
@@ -288,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         saved = median_ci([(v - b) / steps * 1000.0 for v, b in zip(p.variant, p.base)])
         step_ms = statistics.median(p.variant) / steps * 1000.0
         row(f"{r['name']} ({r['what']})", step_ms, blocked(costs[r["name"]], steps), saved,
-            per_step_cost(costs[r["name"]], steps))
+            per_step_cost(costs[r["name"]], steps), raw_cost(costs[r["name"]], steps, key="lost"))
     if three:
         by_saving, by_cost = {}, {}
         for site in THREE:
@@ -298,7 +301,8 @@ def main(argv: list[str] | None = None) -> int:
             cost = per_step_cost(costs["three"], steps, THREE_LINES[site])
             step_ms = statistics.median(p.variant) / steps * 1000.0
             row(f"three syncs: {site} (line {THREE_LINES[site]}, {THREE[site][0].split(chr(10))[0].strip()})",
-                step_ms, blocked(costs["three"], steps, THREE_LINES[site]), saved, cost)
+                step_ms, blocked(costs["three"], steps, THREE_LINES[site]), saved, cost,
+                raw_cost(costs["three"], steps, THREE_LINES[site], key="lost"))
             by_saving[site], by_cost[site] = saved.median, cost
         order_saving = sorted(by_saving, key=lambda s: -by_saving[s])
         order_cost = sorted(by_cost, key=lambda s: -by_cost[s])

@@ -390,3 +390,29 @@ def test_a_distributed_run_or_a_notebook_refuses_cost_options_it_would_not_check
     (tmp_path / "nb.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
     done = _syncfree(tmp_path, "run", "--cost", "nb.ipynb")
     assert done.returncode == 2 and "--cost/--budget-ms apply to scripts" in done.stderr, done.stderr
+
+
+def test_at_the_power_limit_part_of_the_gpu_time_lost_comes_back_as_clock():
+    from syncfree.cost import POWER_GIVE_BACK, Power
+
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    free = compute_costs(acts, syncs, waits).sites["item"]
+    held = compute_costs(acts, syncs, waits, power=Power(average_w=693.0, limit_w=700.0, capped_share=1.0))
+    site = held.sites["item"]
+    # the GPU time lost is the same; the cost is what removing the sync saves at the limit
+    assert abs(site.lost_us - free.cost_us) < 1e-6 and abs(free.lost_us - free.cost_us) < 1e-6
+    assert abs(site.cost_us - free.cost_us * (1 - POWER_GIVE_BACK)) < 1e-6
+    assert 0.3 < POWER_GIVE_BACK < 0.4  # H200: 0.1 ms of busy time came back of 0.26 ms of idle
+    assert "power limit (700 W) 100%" in held.power_note and "× 0.64" in held.power_note
+    # held at the limit a fifth of the time: a fifth of the give-back
+    part = compute_costs(acts, syncs, waits, power=Power(average_w=640.0, limit_w=700.0, capped_share=0.2))
+    assert abs(part.sites["item"].cost_us - free.cost_us * (1 - 0.2 * POWER_GIVE_BACK)) < 1e-6
+
+
+def test_a_gpu_below_its_power_limit_keeps_the_whole_gpu_time_lost():
+    from syncfree.cost import Power
+
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    free = compute_costs(acts, syncs, waits).sites["item"].cost_us
+    costs = compute_costs(acts, syncs, waits, power=Power(average_w=300.0, limit_w=700.0, capped_share=0.0))
+    assert costs.sites["item"].cost_us == free and costs.power_note is None

@@ -29,14 +29,14 @@ it, and:
 
 ``cost_share`` divides by the span from the GPU's first activity to its last (busy + idle).
 
-No discount for a GPU at its power limit. Without a sync's idle time a GPU at its limit runs its kernels at a
-lower clock, and part of the time lost could come back; an earlier version took a share of each cost off where
-NVML said the GPU was held at its limit. Measured with the current replay on an H200 (bench/cost.py, 46 paired
-rounds), the GPU time lost alone was within the figure on all twelve loops, and the discount put two of them
-(`loss.item()` and `torch.cuda.synchronize()` at the end of a GPU-bound step) 35-39% under their saving; NVML's
-"held for power" counter also read 100% on launch-bound loops drawing 140-180 W of a 700 W limit, so it does not
-tell how much clock an idle gap buys. The GPU's power stays in the trace's readings (capture/gpupower.py).
-
+A GPU at its power limit gives part of that time back. Its kernels run at the clock the limit allows; a sync's
+idle time lowers its average power, and so raises that clock. Without the sync the GPU is busy all the time and
+runs at a lower clock: its busy time grows, and removing the sync saves less than the GPU time it lost. At the limit,
+the energy the idle time saved goes to a higher clock: with a share ``IDLE_POWER_SHARE`` of the limit drawn while idle
+and busy power growing as the clock to the power ``CLOCK_POWER_EXPONENT``, removing idle time ``t`` lengthens the
+busy time by ``t * (1 - IDLE_POWER_SHARE) / CLOCK_POWER_EXPONENT`` (to first order). With `Power` (the GPU's reading
+over the trace, capture/gpupower.py) each site's cost is its GPU time lost less that, in the share of the time the
+GPU was held at its limit; ``lost_us`` keeps the GPU time lost.
 bench/cost.py validates this against the step time a sync-free rewrite saves, on a GPU.
 """
 
@@ -46,7 +46,8 @@ import bisect
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["COST_NOT_ASKED", "NO_GPU_NO_COST", "Activity", "Costs", "SiteCost", "Sync", "compute_costs", "SNAP_US"]
+__all__ = ["COST_NOT_ASKED", "NO_GPU_NO_COST", "Activity", "Costs", "Power", "SiteCost", "Sync", "compute_costs",
+           "SNAP_US"]
 
 # The reports' one line where there is no cost: nothing is measured or guessed without a GPU trace.
 NO_GPU_NO_COST = "no GPU, no cost: what a sync costs (GPU time lost) is measured only on a GPU; sites are ranked by count"
@@ -60,6 +61,13 @@ SNAP_US = 2000.0
 # The most a debug-mode sync's warning takes from the syncing call's return to the recorder's hook (Python's warnings
 # module; 15-25 us on an H200 host with Python 3.12): what a run's syncs show is taken when less.
 WARNING_US = 40.0
+# A GPU between kernels, its clocks up, draws about this share of its power limit (H200: 190 W of 700 W).
+IDLE_POWER_SHARE = 0.27
+# Near the top of its clock range a GPU's busy power grows about as the square of its clock (H200 at 700 W: 1.9,
+# from its clock and power with and without a sync's idle time).
+CLOCK_POWER_EXPONENT = 2.0
+# The share of a sync's GPU time lost that comes back as a higher clock while the GPU is held at its power limit.
+POWER_GIVE_BACK = (1.0 - IDLE_POWER_SHARE) / CLOCK_POWER_EXPONENT
 
 
 @dataclass(frozen=True)
@@ -83,10 +91,22 @@ class Sync:
     call: float | None = None  # host time (us) the syncing call began, where the recorder saw it (explicit syncs)
 
 
+@dataclass(frozen=True)
+class Power:
+    """The GPU's power over the trace (capture/gpupower.py): its average draw, its limit, the share of the time it
+    was held back to stay within it, and the window's length in seconds."""
+
+    average_w: float
+    limit_w: float
+    capped_share: float
+    seconds: float = 0.0
+
+
 @dataclass
 class SiteCost:
-    cost_us: float = 0.0  # what removing the site's syncs saves: the GPU time they lost (idle time they caused)
+    cost_us: float = 0.0  # what removing the site's syncs saves: the GPU time lost, less what the clock gives back
     syncs: int = 0  # the syncs of the site inside the trace
+    lost_us: float = 0.0  # the GPU time the site's syncs lost (idle time they caused)
 
     @property
     def cost_ms(self) -> float:
@@ -98,6 +118,24 @@ class Costs:
     sites: dict = field(default_factory=dict)  # site -> SiteCost
     busy_us: float = 0.0
     idle_us: float = 0.0
+    power: Power | None = None
+
+    @property
+    def give_back(self) -> float:
+        """The share of the GPU time lost that the clock gives back (0 without a power reading)."""
+        if self.power is None:
+            return 0.0
+        return POWER_GIVE_BACK * min(max(self.power.capped_share, 0.0), 1.0)
+
+    @property
+    def power_note(self) -> str | None:
+        """One line for the report where the GPU's power limit lowered the costs."""
+        p = self.power
+        if p is None or p.capped_share < 0.05:
+            return None
+        return (f"the GPU ran at its power limit ({p.limit_w:.0f} W) {p.capped_share:.0%} of the watched time: there "
+                "a sync's idle time lets the GPU run its kernels at a higher clock, and removing the sync gives part of "
+                f"the time back; each cost is the GPU time lost × {1 - self.give_back:.2f}")
 
     @property
     def span_us(self) -> float:
@@ -117,7 +155,7 @@ class Costs:
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                   waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
                   barriers: Iterable[tuple[float, float]] = (), observer: bool = True,
-                  launch_overhead_us: float = 0.0) -> Costs:
+                  launch_overhead_us: float = 0.0, power: Power | None = None) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
     ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
@@ -130,9 +168,11 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     ``launch_overhead_us``: what tracing adds to the host's time of each launch (measured at the trace's end):
     taken out of the host's time in every replay, so that the CPU launches as fast as it does untraced (a traced
     host refills an emptied queue more slowly, and the GPU's idle time after a sync would be overstated).
+    ``power``: the GPU's power over the trace; at its limit a share of each site's GPU time lost comes back as a
+    higher clock (module docstring), and the cost is the rest.
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
-    costs = Costs()
+    costs = Costs(power=power)
     sync_list = sorted(syncs, key=lambda s: s.end)
     for s in sync_list:
         costs.sites.setdefault(s.site, SiteCost()).syncs += 1
@@ -285,7 +325,9 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
         return last
 
     base = replay(None)
+    keep = 1.0 - costs.give_back
     for site in costs.sites:
         if any(owner.get(k) == site for k in kept):
-            costs.sites[site].cost_us = max(0.0, base - replay(site))
+            lost = costs.sites[site].lost_us = max(0.0, base - replay(site))
+            costs.sites[site].cost_us = lost * keep
     return costs

@@ -1,44 +1,32 @@
-"""The GPU's power over a cost trace: its average draw, its power limit, and how much of the time NVML
-counted it held back for power.
+"""The GPU's power over a cost trace: its average draw, its power limit, and how much of the time it was held at it.
 
     window = PowerWindow()
     window.start()                   # reads every GPU's counters (NVML); never fails, never initialises CUDA
     ...                              # the watched code
-    power = window.stop(torch_index) # Power for the GPU the program used, or None
+    power = window.stop(torch_index) # syncfree.cost.Power for the GPU the program used, or None
 
-Why it is read: a GPU at its power limit runs its kernels at the clock the limit allows, and a sync's idle time
-lowers its average power. Measured on an H200 at its 700 W limit, a 4096-wide MLP step with a
-`torch.cuda.synchronize()` ran its kernels at 1815 MHz, without it at 1780 MHz. The cost (syncfree.cost) is not
-discounted for it (the measured savings did not call for it: syncfree.cost's docstring); the reading is kept in the
-trace's stats, which bench/cost.py prints beside each loop, so that a run at the limit can be told from one below it.
+Why: a GPU at its power limit runs its kernels at the clock the limit allows. A sync's idle time lowers its average
+power, so its kernels run at a higher clock; once the sync is gone the GPU is busy all the time and runs them at a
+lower clock. Part of the GPU time a sync loses comes back that way, and removing it saves less (syncfree.cost,
+``Power``). Measured on an H200 at its 700 W limit: a 4096-wide MLP step with a `torch.cuda.synchronize()` ran its
+kernels at 1815 MHz, without it at 1780 MHz, and its busy time grew by 0.1 ms a step of the 0.26 ms its sync's idle
+time took.
 
 NVML (the driver's management library, ``libnvidia-ml.so.1``) is read through ctypes: no package to install, and no
 CUDA context (a forked child's CUDA stays usable). Two counters, read at the start and the stop: the energy the GPU
 drew (``nvmlDeviceGetTotalEnergyConsumption``, mJ) and the time it was held back for power
 (``nvmlDeviceGetViolationStatus`` with the power policy, ns). Where NVML or a counter is missing there is no reading
-in the stats.
+and the cost is the GPU time lost, unchanged.
 """
 
 from __future__ import annotations
 
 import ctypes
 import time
-from dataclasses import dataclass
 
-__all__ = ["Power", "PowerWindow"]
+from ..cost import Power
 
-
-@dataclass(frozen=True)
-class Power:
-    """The GPU's power over the trace: its average draw, its limit, the share of the time NVML counted it held back
-    for power (on an H200 also 100% at a fifth of the limit: not a sign of a power-bound run by itself), and the
-    window's length in seconds."""
-
-    average_w: float
-    limit_w: float
-    capped_share: float
-    seconds: float = 0.0
-
+__all__ = ["PowerWindow"]
 
 _NVML_PERF_POLICY_POWER = 0
 _MIN_SECONDS = 0.2  # the counters' resolution: a shorter window's average power means little

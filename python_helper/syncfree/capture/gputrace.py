@@ -24,8 +24,8 @@ from __future__ import annotations
 import time
 from collections.abc import Hashable, Iterable
 
-from ..cost import Activity, Costs, Sync, compute_costs
-from .gpupower import Power, PowerWindow
+from ..cost import Activity, Costs, Power, Sync, compute_costs
+from .gpupower import PowerWindow
 
 __all__ = ["GpuTrace", "trace_busy"]
 
@@ -212,7 +212,7 @@ class GpuTrace:
         # bench/cost.py's readings
         self.inputs = (activities, sync_list, copies, blocking, self.launch_overhead_us, self.power)
         return compute_costs(activities, sync_list, copies, barriers=blocking,
-                             launch_overhead_us=self.launch_overhead_us)
+                             launch_overhead_us=self.launch_overhead_us, power=self.power)
 
 
 def _per_launch_us(torch, launches: int = 100, rounds: int = 3) -> float:

@@ -269,6 +269,8 @@ class SyncRecorder:
         if costs is None:
             self.cost_note = trace.reason
             return
+        if costs.power_note:
+            self.note(costs.power_note)
         for tally in {id(entry[0]): entry[0] for entry in log}.values():
             measured = costs.sites.get(id(tally))
             if isinstance(tally, SyncSite) and measured is not None:
