@@ -416,3 +416,16 @@ def test_a_gpu_below_its_power_limit_keeps_the_whole_gpu_time_lost():
     free = compute_costs(acts, syncs, waits).sites["item"].cost_us
     costs = compute_costs(acts, syncs, waits, power=Power(average_w=300.0, limit_w=700.0, capped_share=0.0))
     assert costs.sites["item"].cost_us == free and costs.power_note is None
+
+
+def test_a_gpu_drawing_under_half_its_limit_is_not_held_at_it_whatever_nvml_counted():
+    """On an H200 NVML's held-for-power counter read 100% over launch-bound loops drawing 140-180 W of 700 W."""
+    from syncfree.cost import Power
+
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    free = compute_costs(acts, syncs, waits).sites["item"].cost_us
+    costs = compute_costs(acts, syncs, waits, power=Power(average_w=141.0, limit_w=700.0, capped_share=1.0))
+    assert costs.sites["item"].cost_us == free and costs.power_note is None
+    held = compute_costs(acts, syncs, waits, power=Power(average_w=360.0, limit_w=700.0, capped_share=1.0))
+    assert held.sites["item"].cost_us < free and "100%" in held.power_note
+

@@ -68,6 +68,9 @@ IDLE_POWER_SHARE = 0.27
 CLOCK_POWER_EXPONENT = 2.0
 # The share of a sync's GPU time lost that comes back as a higher clock while the GPU is held at its power limit.
 POWER_GIVE_BACK = (1.0 - IDLE_POWER_SHARE) / CLOCK_POWER_EXPONENT
+# NVML's "held back for power" counter is not enough by itself: on an H200 it read 100% over launch-bound loops
+# drawing 140-180 W of a 700 W limit. A GPU whose average draw stays under half its limit is not held at it.
+POWER_BOUND_DRAW = 0.5
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,13 @@ class Power:
     capped_share: float
     seconds: float = 0.0
 
+    @property
+    def held_share(self) -> float:
+        """The share of the window the GPU was held at its power limit: NVML's count, where its draw says it can be."""
+        if self.limit_w <= 0 or self.average_w < POWER_BOUND_DRAW * self.limit_w:
+            return 0.0
+        return min(max(self.capped_share, 0.0), 1.0)
+
 
 @dataclass
 class SiteCost:
@@ -125,15 +135,15 @@ class Costs:
         """The share of the GPU time lost that the clock gives back (0 without a power reading)."""
         if self.power is None:
             return 0.0
-        return POWER_GIVE_BACK * min(max(self.power.capped_share, 0.0), 1.0)
+        return POWER_GIVE_BACK * self.power.held_share
 
     @property
     def power_note(self) -> str | None:
         """One line for the report where the GPU's power limit lowered the costs."""
         p = self.power
-        if p is None or p.capped_share < 0.05:
+        if p is None or p.held_share < 0.05:
             return None
-        return (f"the GPU ran at its power limit ({p.limit_w:.0f} W) {p.capped_share:.0%} of the watched time: there "
+        return (f"the GPU ran at its power limit ({p.limit_w:.0f} W) {p.held_share:.0%} of the watched time: there "
                 "a sync's idle time lets the GPU run its kernels at a higher clock, and removing the sync gives part of "
                 f"the time back; each cost is the GPU time lost × {1 - self.give_back:.2f}")
 
