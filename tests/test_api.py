@@ -568,25 +568,48 @@ def test_the_child_processes_a_sync_free_block_starts_are_its_own(method):
     assert "in child processes Rank-0, Rank-1" in str(raised.value)
 
 
-def test_a_python_program_a_block_starts_with_subprocess_is_named(tmp_path):
-    # A sync_free block whose subprocess synced passed with nothing said: the program runs unwatched (nothing can
-    # follow a new interpreter that syncfree does not start), and the report names it. Other programs, and Python
-    # started without a program (--version), are not named.
-    (tmp_path / "child.py").write_text("print('child')\n")
+def test_a_python_program_a_block_starts_with_subprocess_watches_itself_and_its_syncs_count(tmp_path):
+    # A sync_free block whose Python subprocess synced passed, the program only named in a note: a program of this
+    # interpreter now watches itself (syncfree/programs.py) and reports to the block. It sees the environment it was
+    # given (no SYNCFREE_FOLLOW, its own PYTHONPATH).
+    child = tmp_path / "child.py"
+    child.write_text("import os, torch\nprint(os.environ.get('PYTHONPATH'), os.environ.get('SYNCFREE_FOLLOW'), "
+                     "os.environ.get('MINE'))\ntorch.ones(3, device='cuda').sum().item()\n")
+    env = {**os.environ, "MINE": "kept"}
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            done = subprocess.run([sys.executable, str(child)], check=True, capture_output=True, text=True, env=env)
+    assert done.stdout.split() == [os.environ.get("PYTHONPATH", "None"), "None", "kept"], done.stdout
+    message = str(raised.value)
+    assert message.startswith("would synchronize 1 time, budget 0") and "child.py:3:" in message, message
+    assert f"in child process child.py (pid {message.split('(pid ')[1].split(')')[0]})" in message, message
+    # Nested: the innermost watch follows it, the block around it counts it too.
+    with pytest.raises(syncfree.SyncError):
+        with syncfree.sync_free():
+            with syncfree.watch() as inner:
+                subprocess.run([sys.executable, str(child)], check=True, capture_output=True)
+    assert inner.report.syncs == 1, inner.report.text()
+    # A program that never starts its watch (-I ignores PYTHONPATH) is named; Python without a program (--version)
+    # and other programs are not.
     with syncfree.sync_free() as w:
-        subprocess.run([sys.executable, str(tmp_path / "child.py")], check=True, capture_output=True)
+        subprocess.run([sys.executable, "-I", "-c", "pass"], check=True)
         subprocess.run([sys.executable, "--version"], check=True, capture_output=True)
         subprocess.run(["true"], check=True)
     assert [n for n in w.report.notes if "subprocess" in n] == [
-        "1 Python program started here with subprocess (child.py) ran unwatched: its syncs are not counted "
+        "1 Python program started with subprocess (-c ...) ran unwatched: its syncs are not in this report "
         "(`syncfree run` it to see them)"], w.report.notes
-    with syncfree.watch():
-        with syncfree.watch() as inner:  # the innermost watch names it, as it does a child process
-            subprocess.run([sys.executable, "-m", "json.tool", "--help"], check=True, capture_output=True)
-    assert any("(-m json.tool)" in n for n in inner.report.notes), inner.report.notes
     import subprocess as module
 
     assert vars(module.Popen)["__init__"] is not None and "syncfree" not in vars(module.Popen)["__init__"].__module__
+
+
+def test_a_python_program_still_starting_when_the_block_ends_is_named_as_running():
+    with syncfree.watch() as w:
+        started = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    started.wait()
+    assert [n for n in w.report.notes if "still running" in n] == [
+        f"child process -c ... (pid {started.pid}) was still running when the block ended: its syncs are not "
+        "counted"], w.report.notes
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

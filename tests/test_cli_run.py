@@ -795,18 +795,21 @@ def test_the_grandchildren_of_a_sync_free_block_count_for_it_under_the_run(tmp_p
     assert sorted((row["line"], row["count"]) for row in json.loads(done.stdout)) == [(4, 2), (9, 2)]
 
 
-def test_a_python_program_the_run_starts_with_subprocess_is_named(tmp_path):
-    # Its syncs are its own program's: not in this report, and not without a word.
-    write(tmp_path, "child.py", "print('child')\n")
+def test_a_python_program_the_run_starts_with_subprocess_is_watched_and_reported(tmp_path):
+    # Its syncs were its own program's, only named in a note: a program of this interpreter now watches itself and
+    # its sites are the run's, marked with its name; one that cannot (-I ignores PYTHONPATH) is named.
+    write(tmp_path, "child.py", "import torch\nprint('child', torch.ones(2, device='cuda').sum().item())\n")
     write(tmp_path, "launch.py", """\
         import subprocess, sys
         subprocess.run([sys.executable, "child.py"], check=True)
-        subprocess.run([sys.executable, "-m", "json.tool", "--help"], capture_output=True)
+        subprocess.run([sys.executable, "-I", "-m", "json.tool", "--help"], capture_output=True)
         subprocess.run(["echo", "not python"], check=True)
         """)
-    done = syncfree("run", "launch.py", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ("note: 2 Python programs started with subprocess (child.py, -m json.tool) ran unwatched: their syncs "
+    done = syncfree("run", "--mode", "predict", "launch.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr  # the child's sync is over the budget of 0
+    assert "child 2.0" in done.stdout, done.stdout
+    assert "child.py:2:" in done.stdout and "(in child process child.py (pid" in done.stdout, done.stdout
+    assert ("note: 1 Python program started with subprocess (-m json.tool) ran unwatched: its syncs "
             "are not in this report") in done.stdout, done.stdout
 
 

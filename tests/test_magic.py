@@ -461,17 +461,22 @@ def test_watch_mode_shows_a_cell_without_syncs_whose_processes_ran_unwatched(ip)
         ip.run_line_magic("syncfree", "off")
 
 
-def test_a_cell_names_the_python_programs_it_starts_with_subprocess(ip):
-    # A Python program started with subprocess runs unwatched: its syncs are not the cell's, and the report says so.
+def test_a_cell_counts_the_python_programs_it_starts_with_subprocess(ip, tmp_path):
+    # A Python program of the kernel's interpreter started with subprocess watches itself: its syncs are the cell's,
+    # at the cell line that started it; one that cannot watch itself (-I ignores PYTHONPATH) is named.
+    child = tmp_path / "child.py"
+    child.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
     cell = ("%%syncfree --mode predict\nimport subprocess, sys\n"
-            "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+            f"subprocess.run([sys.executable, {str(child)!r}], check=True)\n"
+            "subprocess.run([sys.executable, '-I', '-c', 'pass'], check=True)\n"
             "subprocess.run([sys.executable, '--version'], check=True, capture_output=True)\n")
     result, _, bundles = run(ip, cell)
     assert result.success
-    notes = the_report(bundles)["notes"]
-    assert [n for n in notes if "subprocess" in n] == [
-        "1 Python program started here with subprocess (-c ...) ran unwatched: its syncs are not counted "
-        "(`syncfree run` it to see them)"], notes
+    report = the_report(bundles)
+    assert [(s["line"], s["count"]) for s in report["sites"]] == [(3, 1)], "\n".join(report["notes"])
+    assert [n for n in report["notes"] if "subprocess" in n] == [
+        "1 Python program started with subprocess (-c ...) ran unwatched: its syncs are not in this report "
+        "(`syncfree run` it to see them)"], report["notes"]
 
 
 def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):

@@ -30,8 +30,9 @@ A multiprocessing child started as a new interpreter (the spawn and forkserver s
 .spawn``, a ``get_context("spawn")`` Pool, Python 3.14's default) inherits nothing: its target is wrapped before it
 starts (`SpawnedTarget`, pickled with it), so that in the child the target runs under a watch of its own, with the
 parent's mode and engine, and the child writes its report into the same folder when the target ends (or at SIGTERM).
-A process whose class overrides ``run()`` instead of taking a target is named in a note, unwatched. ``subprocess``
-starts other programs.
+A process whose class overrides ``run()`` instead of taking a target is named in a note, unwatched. A Python program
+started with ``subprocess`` on this interpreter watches itself through its environment (syncfree/programs.py) and
+reports into the folder as a spawned child does (`program_env`, `program_started`).
 """
 
 from __future__ import annotations
@@ -173,6 +174,7 @@ class ForkedChildren:
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
+        self.followed_programs: dict[int, str] = {}  # pid -> Python program started with subprocess, watching itself
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
@@ -229,6 +231,25 @@ class ForkedChildren:
             self.unwatched.append(f"{process_self.name} ({method})")
         return watched
 
+    def program_env(self, env: Any) -> dict[str, str] | None:
+        """The environment for a Python program of this interpreter that the followed code starts with subprocess,
+        so that it watches itself and reports here (syncfree/programs.py); None: it is not followed (no watch
+        settings, an environment that is not text)."""
+        if self.watch_settings is None:
+            return None
+        from .programs import program_env
+
+        return program_env(env, self._folder(), self.watch_settings)
+
+    def program_started(self, pid: int, program: str) -> None:
+        """A Python program started with the environment of `program_env`: its report is expected as a spawned
+        child's is (once it has started its watch); one that never started it (``python -I``, ``-S``) is named as
+        unwatched."""
+        self.followed_programs[pid] = program
+        self._names[pid] = program
+        self.forked.append(pid)
+        self.spawned.add(pid)
+
     def collects_for(self, recorder: Any) -> bool:
         """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
         return recorder is not None and getattr(self.collector, "_recorder", None) is recorder
@@ -270,7 +291,7 @@ class ForkedChildren:
             except (OSError, TypeError, ValueError, KeyError):
                 report = None
             if report is not None:
-                reports.append(report)
+                reports.append(self._named(report))
                 pending += report.forked  # its own children (a rank's DataLoader workers) are the block's too
                 continue
             running = _alive(pid)
@@ -327,7 +348,7 @@ class ForkedChildren:
             except (OSError, ValueError, KeyError, TypeError) as error:
                 notes.append(LostChild(f"a child process's report could not be read ({name}: {error})"))
                 continue
-            reports[report.pid] = report
+            reports[report.pid] = self._named(report)
         expected = [pid for pid in self.forked if pid not in self.spawned
                     or os.path.exists(os.path.join(self._folder(), f"{pid}.started"))]
         for report in reports.values():
@@ -354,15 +375,31 @@ class ForkedChildren:
                          f"{'a new interpreter' if one else 'new interpreters'} ({shown}) without a target (a "
                          f"Process subclass's own run()) ran unwatched: {'its' if one else 'their'} syncs are not in "
                          "this report (the fork start method keeps such a process watched)"))
-        if self.programs:
-            one = len(self.programs) == 1
-            shown = ", ".join(self.programs[:4]) + (f" and {len(self.programs) - 4} more"
-                                                    if len(self.programs) > 4 else "")
+        programs = list(self.programs)
+        for pid, program in self.followed_programs.items():
+            if pid in reports or os.path.exists(os.path.join(self._folder(), f"{pid}.started")):
+                continue  # its report, or a note that it left none (`missing`)
+            if _alive(pid):
+                notes.append(ChildNote(f"child process {self._shown(pid)} was still running when {self.ended}: "
+                                       "its syncs are not counted"))
+            else:
+                programs.append(program)  # it never started its watch (python -I, -S): unwatched
+        if programs:
+            one = len(programs) == 1
+            shown = ", ".join(programs[:4]) + (f" and {len(programs) - 4} more" if len(programs) > 4 else "")
             notes.append(ChildNote(
-                f"{len(self.programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
+                f"{len(programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
                 f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
                 f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})"))
         return sorted(reports.values(), key=lambda r: r.pid), notes
+
+    def _named(self, report: ProcessReport) -> ProcessReport:
+        """A report as the notes and sites name its process: a Python program by its program (``train.py (pid
+        N)``)."""
+        program = self.followed_programs.get(report.pid)
+        if program is not None:
+            report.name = self._shown(report.pid)
+        return report
 
     def _shown(self, pid: int) -> str:
         """A child as the notes name it: its multiprocessing name and pid, else its pid."""

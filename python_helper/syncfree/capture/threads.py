@@ -30,10 +30,11 @@ Four patches, installed by the first recorder in (`hold`) and removed by the las
   named in the recorder's report, never silently left out. torch.compile's own workers are left alone.
 
 * ``subprocess.Popen.__init__`` (one shared replacement, counted: `hook_popen`). A Python program that the
-  program's own code starts with subprocess (``python child.py``, ``-m``, ``-c``) is a program of its own, which
-  nothing watches: it is named in the follower's notes (``syncfree run``, a watched test) or in the report of the
-  recorder whose code started it (a watch, a ``%%syncfree`` cell), so a block whose subprocess synced never
-  passes in silence.
+  program's own code starts with subprocess (``python child.py``, ``-m``, ``-c``) on this interpreter gets an
+  environment in which it watches itself and reports to the follower (``syncfree run``'s, a watched test's, or the
+  one a watch makes for its children: syncfree/programs.py); one on another interpreter is named in the follower's
+  notes or in the report of the recorder whose code started it, so a block whose subprocess synced never passes in
+  silence.
 
 A thread started from a context routed to no watch (the main thread outside a watch,
 another thread of the program) is untouched: its syncs stay unowned (dispatch.py), or go
@@ -277,10 +278,51 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     program = python_program(args, kwargs.get("executable"))
     if program is not None and not called_by_the_program(sys._getframe(1)):
         program = None
+    taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
+    if program is not None and len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
+        taker = follower if follower is not None else _watch_follower(recorder)
+        interpreter = kwargs.get("executable")
+        if interpreter is None:
+            interpreter = next(iter(args), None)
+        env = None
+        if taker is not None and interpreter is not None and _same_interpreter(os.fsdecode(interpreter)):
+            env = taker.program_env(kwargs.get("env"))
+        if env is None:
+            taker = None
+        else:
+            kwargs["env"] = env
     real(popen, args, *rest, **kwargs)
-    if program is not None:
+    if taker is not None:
+        taker.program_started(popen.pid, program)
+        if follower is None:
+            recorder.child_started(popen.pid, sys._getframe(1))
+        else:
+            inner = dispatch.owner_here()
+            if inner is not None and inner.child_settings is not None and not follower.collects_for(inner):
+                # a watch inside syncfree run or a watched test: the program's report counts for the watch too
+                inner.followed_children.append((follower, popen.pid))
+    elif program is not None:
         (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
     return None
+
+
+def _watch_follower(recorder: Any) -> Any:
+    """The follower of the children that a watch's (or a cell's) code starts (made with its first child, as
+    `_start_child` makes it), or None where the recorder watches no children (not a watch's)."""
+    settings = recorder.child_settings
+    if settings is None:
+        return None
+    if recorder.children is None:
+        recorder.children = settings.follow_children()
+        if recorder.watches_cells:
+            recorder.children.ended = "the cell ended"
+    return recorder.children
+
+
+def _same_interpreter(interpreter: str) -> bool:
+    from ..programs import same_interpreter
+
+    return same_interpreter(interpreter)
 
 
 def called_by_the_program(frame: Any) -> bool:
