@@ -949,3 +949,27 @@ def test_a_tuple_returned_by_an_annotated_function_of_the_file():
         "    return rows, weights.tolist()\n"
     )
     assert rules_at(source) == [("SF204", 10, "likely")]
+
+
+def test_a_plain_transform_class_and_a_collator_are_host_code():
+    """A plain class named ``...Transform`` that defines ``__call__`` (torchvision's transform protocol, a frequency
+    mask applied to each image) and a data collator (``...Collator``, a ``DataCollatorMixin`` subclass: a
+    ``DataLoader``'s ``collate_fn``) run on samples in the data pipeline, on the host: their syncs are possible. A
+    plain class so named without ``__call__`` (a helper of a model), one that makes ``nn`` modules, and a class named
+    like neither keep theirs."""
+    source = (
+        "from torch import nn\nfrom transformers.data.data_collator import DataCollatorMixin\n"
+        "class MaskTransform:\n    def __call__(self, image):\n"
+        "        mask = torch.rand(image.shape[1:], device=image.device) > 0.5\n"
+        "        return image * mask, mask.sum().item()\n"
+        "class PadCollator(DataCollatorMixin):\n    def torch_call(self, features):\n"
+        "        batch = torch.stack(features)\n        return batch, batch.sum().item()\n"
+        "class ShapeTransform:\n    def apply(self, x):\n        return x.sum().item()\n"
+        "class LayerTransform:\n    def __init__(self):\n        self.proj = nn.Linear(2, 2)\n"
+        "    def __call__(self, x):\n        return self.proj(x).sum().item()\n"
+        "class Mask:\n    def __call__(self, image):\n        return image.sum().item()\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 7, "possible"), ("SF101", 11, "possible"), ("SF101", 14, "likely"), ("SF101", 19, "likely"),
+        ("SF101", 22, "likely"),
+    ]
