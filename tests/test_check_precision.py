@@ -13,8 +13,9 @@ not tuned on; ``make install`` does it; gpytorch 1.15.2, added later by issue 40
 8.4.190, speechbrain 1.1.2 and botorch 0.18.1, held out: labelled before the fixes they led to; peft 0.21.2, pytorch-ignite
 0.5.5 and stable-baselines3 2.9.2, held out and labelled after the last rule change, never tuned on; and sentence-transformers
 6.2.0 and torchtune 0.6.1, held out the same way after issue 40's fourth round, torchrl 0.14.1 and flair 0.15.1 after
-its fifth, captum 0.9.0 and pytorch-metric-learning 2.9.0 after its sixth, and trl 1.16.0 and lightly 1.6.0 after its
-seventh). A library missing, or at another version, skips its case.
+its fifth, captum 0.9.0 and pytorch-metric-learning 2.9.0 after its sixth, trl 1.16.0 and lightly 1.6.0 after its
+seventh, and fastai 2.8.12 and mosaicml (composer) 0.32.1 after its eighth). A library missing, or at another version,
+skips its case.
 """
 
 from __future__ import annotations

@@ -876,3 +876,100 @@ def test_a_cuda_device_of_a_formatted_index():
         ("SF101", 5, "certain"), ("SF101", 5, "certain"), ("SF101", 11, "certain"), ("SF302", 3, "likely"),
         ("SF401", 10, "certain"),
     ]
+
+
+def test_an_empty_tensor_copies_nothing():
+    """``torch.tensor([], device=d)``: no element, no copy (ATen's ``copy_`` returns before any transfer when the
+    tensor has no elements); a tensor of one element or more on the same device still copies."""
+    source = (
+        "def f(labels, device):\n"
+        "    empty = torch.tensor([], device=labels.device, dtype=torch.long)\n"
+        "    none = torch.tensor((), device=device)\n"
+        "    one = torch.tensor([0], device=device)\n"
+        "    return empty, none, one\n"
+    )
+    assert rules_at(source) == [("SF401", 5, "likely")]
+
+
+def test_zip_strict_pairs_each_iterable():
+    """``for row, mask in zip(ids_cpu, masks_cpu, strict=True)``: each name takes an element of its own iterable,
+    as without ``strict`` (rows of ``.cpu()`` copies, trimmed and read with ``.tolist()`` on the host)."""
+    source = (
+        "def f(input_ids, attention_mask, lengths):\n"
+        "    ids_cpu = input_ids.detach().cpu()\n"
+        "    masks_cpu = attention_mask.detach().cpu().bool()\n"
+        "    out = []\n"
+        "    for row, mask, length in zip(ids_cpu, masks_cpu, lengths, strict=True):\n"
+        "        out.append((row[mask].tolist(), length.item()))\n"
+        "    return out\n"
+    )
+    assert rules_at(source) == [("SF101", 7, "likely"), ("SF301", 3, "likely"), ("SF301", 4, "likely")]
+
+
+def test_a_list_in_self_of_cpu_copies_holds_cpu_tensors():
+    """``self.preds = []`` and only ``self.preds.append(p.cpu())`` in the class's text: a list of CPU tensors, so
+    ``torch.cat(self.preds)`` in another method is a CPU tensor (a validation epoch's kNN predictions). A list that
+    also takes the GPU tensor, or is extended, or whose appends the walk has not all seen when it is read (a method
+    above the one that appends), holds what the text does not tell."""
+    source = (
+        "class Bench:\n"
+        "    def __init__(self):\n        self._preds = []\n        self._gpu = []\n        self._more = []\n"
+        "    def step(self, feature):\n"
+        "        p = feature.argmax(1)\n"
+        "        self._preds.append(p.cpu())\n        self._gpu.append(p.cpu())\n        self._gpu.append(p)\n"
+        "        self._more.append(p.cpu())\n        self._more.extend(feature)\n"
+        "    def end(self):\n"
+        "        acc = torch.cat(self._preds, dim=0).float().mean()\n"
+        "        if acc > 0.5:\n            print(acc.item())\n"
+        "        if torch.cat(self._gpu).sum() > 0 or torch.cat(self._more).sum() > 0:\n            pass\n"
+        "        self._preds.clear()\n"
+        "class Early:\n"
+        "    def end(self):\n"
+        "        if torch.cat(self._preds).sum() > 0:\n            pass\n"
+        "    def __init__(self):\n        self._preds = []\n"
+        "    def step(self, p):\n        self._preds.append(p.cpu())\n"
+    )
+    assert rules_at(source) == [
+        ("SF103", 18, "likely"), ("SF103", 18, "likely"), ("SF103", 23, "likely"), ("SF301", 9, "likely"),
+        ("SF301", 10, "likely"), ("SF301", 12, "likely"), ("SF301", 28, "likely"),
+    ]
+
+
+def test_a_tuple_returned_by_an_annotated_function_of_the_file():
+    """``embeddings, labels, names = load(path)`` of a function of the file annotated ``-> Tuple[NDArray[np.float64],
+    List[int], List[str]]``: a part the annotation says is host data (an array) is host data, so ``.tolist()`` of its
+    rows copies nothing; a part it says is a tensor stays what unpacking the call gave (unknown), as before."""
+    source = (
+        "from typing import List, Tuple\nimport numpy as np\nfrom numpy.typing import NDArray\n"
+        "def load(path: str) -> Tuple[NDArray[np.float64], List[int], torch.Tensor]:\n"
+        "    return np.loadtxt(path), [], torch.load(path)\n"
+        "def as_dict(path):\n"
+        "    embeddings, labels, weights = load(path)\n"
+        "    rows = [e.tolist() for e, l in zip(embeddings, labels)]\n"
+        "    return rows, weights.tolist()\n"
+    )
+    assert rules_at(source) == [("SF204", 10, "likely")]
+
+
+def test_a_plain_transform_class_and_a_collator_are_host_code():
+    """A plain class named ``...Transform`` that defines ``__call__`` (torchvision's transform protocol, a frequency
+    mask applied to each image) and a data collator (``...Collator``, a ``DataCollatorMixin`` subclass: a
+    ``DataLoader``'s ``collate_fn``) run on samples in the data pipeline, on the host: their syncs are possible. A
+    plain class so named without ``__call__`` (a helper of a model), one that makes ``nn`` modules, and a class named
+    like neither keep theirs."""
+    source = (
+        "from torch import nn\nfrom transformers.data.data_collator import DataCollatorMixin\n"
+        "class MaskTransform:\n    def __call__(self, image):\n"
+        "        mask = torch.rand(image.shape[1:], device=image.device) > 0.5\n"
+        "        return image * mask, mask.sum().item()\n"
+        "class PadCollator(DataCollatorMixin):\n    def torch_call(self, features):\n"
+        "        batch = torch.stack(features)\n        return batch, batch.sum().item()\n"
+        "class ShapeTransform:\n    def apply(self, x):\n        return x.sum().item()\n"
+        "class LayerTransform:\n    def __init__(self):\n        self.proj = nn.Linear(2, 2)\n"
+        "    def __call__(self, x):\n        return self.proj(x).sum().item()\n"
+        "class Mask:\n    def __call__(self, image):\n        return image.sum().item()\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 7, "possible"), ("SF101", 11, "possible"), ("SF101", 14, "likely"), ("SF101", 19, "likely"),
+        ("SF101", 22, "likely"),
+    ]

@@ -48,6 +48,9 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     is_device, where = scope.device_argument(device.value)
     if not is_device or where == "cpu":
         return
+    if type(node.args[0]) in (ast.List, ast.Tuple) and not node.args[0].elts:  # type: ignore[attr-defined]
+        # torch.tensor([], device=d): no element, no copy (ATen's copy_ returns before any transfer when numel is 0)
+        return
     data = scope.value(node.args[0])
     if data.kind == "tensor" and data.device != "cpu":
         # A GPU tensor, or a tensor of unknown device (a module's buffer, `torch.as_tensor(self.kernel,

@@ -40,6 +40,16 @@ compute, not after a transform base; a class named like a transform that derives
 transform (a normalizing flow's bijector) or makes parameters, buffers or ``nn`` modules is a model's layer all the
 same.
 
+So does a plain class (no base but ``object``) named ``...Transform`` that defines ``__call__``: torchvision's
+transform protocol before v2 (``Compose`` calls each on the sample), the frequency-domain and colour augmentations
+of self-supervised libraries built the same way; its tensors are the sample's, on the CPU in a ``DataLoader``
+pipeline, the GPU only where the user applies it to GPU batches.
+
+Data collators draw it too: a class named ``...Collator`` or deriving from one (``DataCollatorMixin``, a
+``...Collator`` base) is the ``collate_fn`` that the ``DataLoader`` calls on the samples its dataset gave, in its
+worker, before ``pin_memory`` and the user's ``.to(device)`` (torch/utils/data/_utils/fetch.py): every method of
+one is host code, as a sampler's is (the batch's ``labels.tolist()``, a padding count read with ``int()``).
+
 Test code draws it too: a library's test helpers (``gpytorch/test``, ``botorch/utils/testing.py``) and the tests it
 ships. Every method of a test case class, named by unittest's convention (``TestCase``, ``BaseTestCase``, a
 ``...TestCaseMixin``, and the file's subclasses of one), and every top-level ``test_*`` function of a module that
@@ -158,6 +168,12 @@ def _test_functions(tree: ast.Module) -> frozenset[str]:
     ):
         return names
     return frozenset()
+
+
+def _is_collator(name: str) -> bool:
+    """A data collator (``DataCollatorForLanguageModeling``, a ``DataCollatorMixin`` subclass, ``...Collator``): the
+    ``collate_fn`` a ``DataLoader`` calls on a list of samples."""
+    return name.endswith(("Collator", "CollatorMixin"))
 
 
 def _is_transform_base(name: str) -> bool:
@@ -283,11 +299,26 @@ class HostCode:
                     kinds[node.name] = "test"
                     changed = True
                     continue
+                if _is_collator(node.name):
+                    kinds[node.name] = "collator"
+                    changed = True
+                    continue
+                if (
+                    _is_transform_base(node.name)
+                    and all(_base_name(base) == "object" for base in node.bases)
+                    and any(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__call__"
+                            for item in node.body)
+                    and not model_layer(node)
+                ):
+                    kinds[node.name] = "transform"  # torchvision's protocol: a plain class called on a sample
+                    changed = True
+                    continue
                 for base in node.bases:
                     name = _base_name(base)
                     kind = kinds.get(name) or _data_base(base, data) or (
                         "processor" if _is_processor_base(name) else "pipeline" if _is_pipeline_base(name)
                         else "test" if _is_test_case(name)
+                        else "collator" if _is_collator(name)
                         else "transform" if _is_transform_base(name) and not model_layer(node)
                         else None
                     )
@@ -343,7 +374,7 @@ class HostCode:
             if (
                 (kind == "processor" and _is_preprocessing_entry(node.name))
                 or (kind == "pipeline" and node.name in _PIPELINE_ROOTS)
-                or kind in ("sampler", "loader", "transform")
+                or kind in ("sampler", "loader", "transform", "collator")
                 or (kind == "test" and self._places_nothing(node))
                 or (kind == "dataset" and node.name in _DATASET_ROOTS)
             ):

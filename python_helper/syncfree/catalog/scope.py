@@ -140,7 +140,7 @@ _TENSOR_TYPES = frozenset(
     {"torch.Tensor", "torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.FloatTensor", "torch.LongTensor",
      "torch.BoolTensor"}
 )
-_NUMPY_TYPES = frozenset({"numpy.ndarray", "numpy.array"})
+_NUMPY_TYPES = frozenset({"numpy.ndarray", "numpy.array", "numpy.typing.NDArray"})
 # Methods of NumPy arrays and random generators (np.random.RandomState, Generator) that torch.Tensor does not have
 # (its own are `normal_`, `random_`, `uniform_`...): what they give is NumPy data.
 _NUMPY_METHODS = frozenset(
@@ -895,6 +895,8 @@ class CellScope:
         if stored is not None and owner.seen[node.attr] == owner.stores.get(node.attr):
             # self.timesteps: what the class's methods store in it, once the walk has seen every store the
             # class's text holds (a store in a method walked later may change it: until then, unknown)
+            if stored.const == EMPTY and self._cpu_list(owner, node.attr):
+                return Value("tensors", "cpu")  # `self.preds = []`, then only `self.preds.append(p.cpu())`
             return stored
         if node.attr not in owner.stores:
             return self._unstored_attribute(owner, node.attr)
@@ -2084,6 +2086,34 @@ class CellScope:
             self._written_items[key] = found
         return found
 
+    def _cpu_list(self, owner: _ClassInfo, attribute: str) -> bool:
+        """Whether ``self.attribute``, stored only as an empty list (``self.preds = []``), gets nothing but CPU tensors:
+        the class's text changes it only by ``self.attribute.append(t)`` (and ``clear``, ``pop``), the walk has seen
+        each of those appends, and each appended a CPU tensor (``p.cpu()``, a kNN prediction moved to the host each
+        validation step and ``torch.cat``'d at the epoch's end)."""
+        seen, cpu = owner.appended.get(attribute, (0, False))
+        if not seen or not cpu:
+            return False
+        key = (id(owner), "append " + attribute)
+        found = self._written_items.get(key)
+        if found is None:
+            appends, other = 0, False
+            for node in ast.walk(owner.node) if owner.node is not None else ():
+                kind = type(node)
+                if kind is not ast.Attribute and kind is not ast.Subscript:
+                    continue
+                held = node.value  # type: ignore[attr-defined]
+                if not (type(held) is ast.Attribute and held.attr == attribute and type(held.value) is ast.Name):
+                    continue
+                if kind is ast.Subscript:
+                    other = other or type(node.ctx) is not ast.Load  # type: ignore[attr-defined]  # `self.preds[i] = t`
+                elif node.attr == "append":  # type: ignore[attr-defined]
+                    appends += 1
+                elif node.attr not in ("clear", "pop", "copy"):  # type: ignore[attr-defined]
+                    other = True  # `extend`, `insert`: what else it holds is not told
+            found = self._written_items[key] = appends if not other else -1  # type: ignore[assignment]
+        return found == seen  # type: ignore[comparison-overlap]
+
     def _narrowing(self, test: ast.expr) -> list[dict[str, Value]] | None:
         """What ``if isinstance(x, torch.Tensor):`` tells each branch about ``x``: a tensor in one, no tensor in the
         other (``raise TypeError(f"... {x}")`` under ``if not isinstance(x, Tensor)`` formats no tensor)."""
@@ -2159,7 +2189,7 @@ class CellScope:
             isinstance(target, (ast.Tuple, ast.List))
             and isinstance(iterable, ast.Call)
             and len(target.elts) == len(iterable.args) > 1
-            and not iterable.keywords
+            and all(item.arg == "strict" for item in iterable.keywords)  # (`zip(a, b, strict=True)`: the same pairs)
             and not any(isinstance(node, ast.Starred) for node in (*target.elts, *iterable.args))
             and self.call_name(iterable) == "builtins.zip"
         ):
@@ -2204,6 +2234,23 @@ class CellScope:
                 # Registering moves nothing: the rest of this method (an __init__ filling a transfer matrix made by
                 # torch.zeros) writes the CPU tensor it made; the class's other methods see the module's device.
                 self.bind(_ATTRIBUTE + call.args[0].value, data)  # type: ignore[attr-defined]
+            return
+        if (
+            method
+            and method[1] == "append"
+            and type(method[0]) is ast.Attribute
+            and type(method[0].value) is ast.Name  # type: ignore[attr-defined]
+            and method[0].value.id == self.self_name  # type: ignore[attr-defined]
+            and self.self_name is not None
+            and not self._again
+        ):
+            # `self.preds.append(p.cpu())`: counted, for what `self.preds` holds in the class's other methods
+            owner = self._method_owner[id(self.function)]
+            attribute = method[0].attr  # type: ignore[attr-defined]
+            item = self.value(call.args[0]) if len(call.args) == 1 and not call.keywords else UNKNOWN
+            seen, cpu = owner.appended.get(attribute, (0, True))
+            owner.appended[attribute] = (seen + 1, cpu and item.kind == "tensor" and item.device == "cpu")
+            self._changed()
             return
         if method and isinstance(method[0], ast.Name):
             receiver = self.value(method[0])
@@ -2251,6 +2298,16 @@ class CellScope:
                     if type(element_target) not in _NAMELESS_TARGETS or type(element_target) is ast.Attribute:
                         self._bind_target(element_target, self.value(element), element)
                 return
+            if type(source) is ast.Call and type(source.func) is ast.Name:  # type: ignore[attr-defined]
+                annotated = self._returned_tuple(source, len(target.elts))  # type: ignore[arg-type]
+                if annotated is not None:
+                    # `embeddings, labels, names = load(path)` of a `def load(...) -> Tuple[NDArray, List[int],
+                    # List[str]]` of the file: a name its part of the annotation says is host data (an array, a
+                    # number, a table) holds that; the others what unpacking the call's value gives, as before
+                    for element_target, element in zip(target.elts, annotated):  # type: ignore[attr-defined]
+                        part = self.annotation_value(element)
+                        self._bind_target(element_target, part if part.kind in _HOST_KINDS else element_of(value))
+                    return
             for element_target in target.elts:
                 inner = element_target.value if isinstance(element_target, ast.Starred) else element_target
                 self._bind_target(inner, element_of(value) if not isinstance(element_target, ast.Starred) else UNKNOWN)
@@ -2608,6 +2665,9 @@ class CellScope:
             if type(member) is ast.Subscript and self.qualified_name(member.value) in _CONTAINER_TYPES:  # type: ignore[attr-defined]
                 kinds.add("sequence")  # list[float], Tuple[int, int]: a container, no tensor itself
                 continue
+            if type(member) is ast.Subscript and self.qualified_name(member.value) in _NUMPY_TYPES:  # type: ignore[attr-defined]
+                kinds.add("numpy")  # NDArray[np.float64]
+                continue
             name = self.qualified_name(member)
             if name in _CONTAINER_TYPES:
                 kinds.add("sequence")  # a bare `Sequence`, `list`: a container as well
@@ -2631,6 +2691,21 @@ class CellScope:
         if len(kinds) == 1 and "sequence" not in kinds:  # (a container's elements may be tensors: unknown)
             return {"python": PYTHON, "numpy": Value("numpy"), "host": HOST_OBJECT}[kinds.pop()]
         return UNKNOWN
+
+    def _returned_tuple(self, call: ast.Call, count: int) -> list[ast.expr] | None:
+        """The parts of the ``Tuple[...]`` return annotation of the file's function that ``call`` calls, where it has
+        ``count`` of them (no ``...``); None otherwise."""
+        callee = self.value(call.func)
+        function = callee.const if callee.kind == "function" else None
+        returns = getattr(function, "returns", None)
+        if type(returns) is not ast.Subscript or self.qualified_name(returns.value) not in (  # type: ignore[attr-defined]
+            "typing.Tuple", "builtins.tuple"
+        ):
+            return None
+        parts = returns.slice.elts if type(returns.slice) is ast.Tuple else [returns.slice]  # type: ignore[attr-defined]
+        if len(parts) != count or any(type(part) is ast.Constant and part.value is Ellipsis for part in parts):  # type: ignore[attr-defined]
+            return None
+        return parts
 
     def _class(self, node: ast.ClassDef) -> None:
         if self._types is None or ast.ClassDef in self._types:
@@ -2992,6 +3067,8 @@ class _ClassInfo:
     #: whether its methods update a tensor it keeps on a device of CPU default with the caller's data, not moved
     #: there (`self.loss_sum += loss * n`): the device it keeps is then that data's (timm's evaluators)
     mixed: bool
+    #: attribute -> (how many ``self.name.append(t)`` the walk has seen, whether each appended a CPU tensor)
+    appended: dict[str, tuple[int, bool]]
 
     def __init__(self, tensor: bool, methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef],
                  stores: dict[str, int], module: bool = False, node: ast.ClassDef | None = None) -> None:
@@ -3008,6 +3085,7 @@ class _ClassInfo:
         self.base_device = None
         self.ancestors = []
         self.mixed = False
+        self.appended = {}
 
 
 # `self.name = `, `self.name += `, `self.name: T = ` and the names of `self.a, self.b = ...`: what a class's text
