@@ -278,3 +278,33 @@ def test_the_cuda_ranks_a_watched_block_starts_count_for_it(engine, method):
         with syncfree.sync_free(engine=engine):
             ranks()
     print(f"\nsyncfree-gpu: {method} ranks under {engine}: {report.text()}")
+
+
+@pytest.mark.parametrize("engine", ["debug", "cupti"])
+def test_a_python_program_a_block_starts_with_subprocess_counts_its_real_syncs(tmp_path, engine):
+    """A Python program of this interpreter started with subprocess watches itself with the block's engine
+    (syncfree/programs.py): its measured CUDA syncs are the block's, and a sync_free block whose worker program
+    synced raises (it passed before, the program only named in a note)."""
+    import syncfree
+
+    if engine == "cupti":
+        from syncfree.capture.engines import cupti_problem
+
+        problem = cupti_problem()
+        if problem is not None:
+            pytest.skip(f"CUPTI engine unavailable: {problem}")
+    worker = tmp_path / "worker.py"
+    worker.write_text("import torch\nx = torch.randn(512, 512, device='cuda')\n"
+                      "for _ in range(3):\n    v = (x @ x).sum().item()\nprint('worker done')\n")
+    with syncfree.watch(engine=engine) as w:
+        done = subprocess.run([sys.executable, str(worker)], check=True, capture_output=True, text=True)
+    assert "worker done" in done.stdout
+    report = w.report
+    items = [s for s in report.sites if s.kind == "item"]
+    assert [(s.file, s.line, s.count) for s in items] == [(str(worker), 4, 3)], report.text()
+    assert items[0].process.startswith("worker.py (pid "), report.text()
+    assert all(s.blocked_ms is not None and s.blocked_ms > 0 for s in items), report.text()
+    with pytest.raises(syncfree.SyncError, match=r"in child process worker.py \(pid"):
+        with syncfree.sync_free(engine=engine):
+            subprocess.run([sys.executable, str(worker)], check=True, capture_output=True)
+    print(f"\nsyncfree-gpu: a subprocess worker under {engine}: {report.text()}")
