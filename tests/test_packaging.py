@@ -69,6 +69,7 @@ def test_kernel_wheel_holds_the_module_and_no_labextension(kernel_venv):
     assert "syncfree/cli/__init__.py" in names and "syncfree/report.schema.json" in names
     assert any(name.startswith("syncfree/catalog/SF101") for name in names)
     assert any(name.startswith("syncfree/data/") and name.endswith(".json") for name in names)
+    assert "syncfree/_follow/sitecustomize.py" in names  # a Python subprocess's start-up hook (syncfree/programs.py)
     assert not [name for name in names if "labextension" in name]
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("dist-info/METADATA"))).decode()
     assert "License-File: LICENSE" in metadata
