@@ -3,6 +3,7 @@ mode: attribution to user files through functions in other files, budgets, allow
 
 import multiprocessing
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -583,6 +584,13 @@ def test_a_python_program_a_block_starts_with_subprocess_watches_itself_and_its_
     message = str(raised.value)
     assert message.startswith("would synchronize 1 time, budget 0") and "child.py:3:" in message, message
     assert f"in child process child.py (pid {message.split('(pid ')[1].split(')')[0]})" in message, message
+    # Through the shell too (its first command's words): `python child.py > log`.
+    with syncfree.watch() as shelled:
+        subprocess.run(f"{shlex.quote(sys.executable)} {shlex.quote(str(child))} > {tmp_path / 'log'}",
+                       shell=True, check=True)
+    assert [(s.count, s.process.split(" (pid")[0]) for s in shelled.report.sites] == [(1, "child.py")], \
+        shelled.report.text()
+    assert not [n for n in shelled.report.notes if "process" in n or "subprocess" in n], shelled.report.notes
     # Nested: the innermost watch follows it, the block around it counts it too.
     with pytest.raises(syncfree.SyncError):
         with syncfree.sync_free():
@@ -601,6 +609,18 @@ def test_a_python_program_a_block_starts_with_subprocess_watches_itself_and_its_
     import subprocess as module
 
     assert vars(module.Popen)["__init__"] is not None and "syncfree" not in vars(module.Popen)["__init__"].__module__
+
+
+def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words():
+    from syncfree.capture.threads import python_program, shell_words
+
+    assert shell_words("python train.py --lr 1 > log 2>&1") == ["python", "train.py", "--lr", "1"]
+    assert shell_words("python3 -m pkg.mod; echo done") == ["python3", "-m", "pkg.mod"]
+    assert shell_words("'my python' 'a b.py'|tee x") == ["my python", "a b.py"]
+    assert shell_words("python $SCRIPT") is None and shell_words("X=1 python a.py") is None
+    assert shell_words("python 'unclosed") is None and shell_words("") is None
+    assert python_program(shell_words("python train.py > log")) == "train.py"
+    assert python_program(shell_words("cd dir && python train.py")) is None
 
 
 def test_a_python_program_still_starting_when_the_block_ends_is_named_as_running():

@@ -37,6 +37,7 @@ reports into the folder as a spawned child does (`program_env`, `program_started
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -142,6 +143,9 @@ def site_fields(site: Any) -> dict[str, Any]:
             "cost_ms": getattr(site, "cost_ms", None), "span": list(site.span) if getattr(site, "span", None) else None}
 
 
+_tokens = itertools.count(1)  # program_env's tokens, unique in this process
+
+
 class ForkedChildren:
     """Follows the forks of one program run: install with `start`, read with `collect`, remove with `stop`.
 
@@ -175,6 +179,8 @@ class ForkedChildren:
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
         self.followed_programs: dict[int, str] = {}  # pid -> Python program started with subprocess, watching itself
+        self._program_tokens: dict[int, str] = {}  # pid started -> the token its program reports its own pid under
+        self._resolved: dict[int, int] = {}  # pid started (a shell) -> pid of the Python program it ran
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
@@ -231,24 +237,46 @@ class ForkedChildren:
             self.unwatched.append(f"{process_self.name} ({method})")
         return watched
 
-    def program_env(self, env: Any) -> dict[str, str] | None:
+    def program_env(self, env: Any) -> tuple[dict[str, str], str] | None:
         """The environment for a Python program of this interpreter that the followed code starts with subprocess,
-        so that it watches itself and reports here (syncfree/programs.py); None: it is not followed (no watch
-        settings, an environment that is not text)."""
+        so that it watches itself and reports here (syncfree/programs.py), and the token it tells its pid under;
+        None: it is not followed (no watch settings, an environment that is not text)."""
         if self.watch_settings is None:
             return None
         from .programs import program_env
 
-        return program_env(env, self._folder(), self.watch_settings)
+        token = f"program-{os.getpid()}-{next(_tokens)}"
+        env = program_env(env, self._folder(), self.watch_settings, token)
+        return None if env is None else (env, token)
 
-    def program_started(self, pid: int, program: str) -> None:
-        """A Python program started with the environment of `program_env`: its report is expected as a spawned
-        child's is (once it has started its watch); one that never started it (``python -I``, ``-S``) is named as
-        unwatched."""
+    def program_started(self, pid: int, program: str, token: str) -> None:
+        """A Python program started with the environment of `program_env` (``pid``: the process subprocess started,
+        a shell's where it ran the program): its report is expected as a spawned child's is, once it has started
+        its watch; one that never started it (``python -I``, ``-S``) is named as unwatched."""
         self.followed_programs[pid] = program
+        self._program_tokens[pid] = token
         self._names[pid] = program
         self.forked.append(pid)
         self.spawned.add(pid)
+
+    def _resolve_programs(self) -> None:
+        """A program started through a shell runs in a process of its own (the shell forks it): the pid it told under
+        its token takes the place of the shell's."""
+        for pid, token in list(self._program_tokens.items()):
+            try:
+                with open(os.path.join(self._folder(), f"{token}.program"), encoding="utf-8") as handle:
+                    actual = int(handle.read())
+            except (OSError, ValueError):
+                continue
+            del self._program_tokens[pid]
+            if actual == pid:
+                continue
+            self._resolved[pid] = actual
+            self.forked = [actual if p == pid else p for p in self.forked]
+            self.spawned.discard(pid)
+            self.spawned.add(actual)
+            self.followed_programs[actual] = self.followed_programs.pop(pid)
+            self._names[actual] = self._names.pop(pid)
 
     def collects_for(self, recorder: Any) -> bool:
         """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
@@ -278,7 +306,8 @@ class ForkedChildren:
         """The reports of the children ``pids`` written so far (the folder stays: the follower collects them again
         at its own end), and a note for each one still running (``ended``: what it outlived)."""
         reports, notes = [], []
-        pending, seen = list(pids), set()
+        self._resolve_programs()
+        pending, seen = [self._resolved.get(pid, pid) for pid in pids], set()
         while pending:
             pid = pending.pop(0)
             if pid in seen:
@@ -339,6 +368,7 @@ class ForkedChildren:
         """The reports of the children that ended, by pid, and a note for each forked child without one."""
         reports: dict[int, ProcessReport] = {}
         notes: list[str] = []
+        self._resolve_programs()
         for name in sorted(os.listdir(self.folder)) if self.folder is not None else ():
             if not name.endswith(".json"):
                 continue

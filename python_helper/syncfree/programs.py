@@ -47,9 +47,10 @@ def same_interpreter(interpreter: str) -> bool:
         return False
 
 
-def program_env(env: Any, folder: str, settings: Any) -> dict[str, str] | None:
+def program_env(env: Any, folder: str, settings: Any, token: str) -> dict[str, str] | None:
     """The environment for a Python program a follower starts: ``env`` (the caller's, or None: this process's) with
-    the start-up hook and ``settings`` (a dataclass of the follower's `WatchSettings`); None where ``env`` is not a
+    the start-up hook and ``settings`` (a dataclass of the follower's `WatchSettings`); ``token``: the name of the
+    file the program writes its pid to (a shell between them has a pid of its own). None where ``env`` is not a
     mapping of strings or the settings cannot travel."""
     if not is_dataclass(settings):
         return None
@@ -61,7 +62,7 @@ def program_env(env: Any, folder: str, settings: Any) -> dict[str, str] | None:
         return None  # bytes keys and values: left as the caller made them
     cls = type(settings)
     spec = {"folder": folder, "settings": asdict(settings), "class": f"{cls.__module__}:{cls.__qualname__}",
-            "pythonpath": given.get("PYTHONPATH")}
+            "pythonpath": given.get("PYTHONPATH"), "token": token}
     paths = [_HOOK_FOLDER, _PACKAGE_PARENT] + ([given["PYTHONPATH"]] if given.get("PYTHONPATH") else [])
     given["PYTHONPATH"] = os.pathsep.join(paths)
     given[ENV] = json.dumps(spec)
@@ -76,7 +77,7 @@ def start(spec_text: str) -> None:
         module_name, _, name = spec["class"].partition(":")
         module = __import__(module_name, fromlist=[name])
         settings = getattr(module, name)(**spec["settings"])
-        folder = str(spec["folder"])
+        folder, token = str(spec["folder"]), str(spec["token"])
     except Exception:  # noqa: BLE001 - a spec this syncfree cannot read: the program runs unwatched
         return
     if not os.path.isdir(folder):
@@ -92,6 +93,13 @@ def start(spec_text: str) -> None:
     if started is None:
         return
     watch, children = started
+    told = os.path.join(folder, f"{token}.program")
+    try:
+        with open(told + ".part", "w", encoding="utf-8") as handle:
+            handle.write(str(os.getpid()))
+        os.replace(told + ".part", told)
+    except OSError:
+        pass  # the parent then expects the report under the pid it started
     outcome = {"status": 0}
     previous_hook = sys.excepthook
 

@@ -275,25 +275,27 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     recorder = _recorder_here() if follower is None else None
     if follower is None and recorder is None:
         return real(popen, args, *rest, **kwargs)
-    program = python_program(args, kwargs.get("executable"))
+    shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
+    argv = shell_words(args) if shell else args  # `python train.py` through /bin/sh: its first command's words
+    program = python_program(argv, None if shell else kwargs.get("executable"))
     if program is not None and not called_by_the_program(sys._getframe(1)):
         program = None
     taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
     if program is not None and len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
         taker = follower if follower is not None else _watch_follower(recorder)
-        interpreter = kwargs.get("executable")
+        interpreter = None if shell else kwargs.get("executable")
         if interpreter is None:
-            interpreter = next(iter(args), None)
-        env = None
+            interpreter = next(iter(argv), None)
+        given = None
         if taker is not None and interpreter is not None and _same_interpreter(os.fsdecode(interpreter)):
-            env = taker.program_env(kwargs.get("env"))
-        if env is None:
+            given = taker.program_env(kwargs.get("env"))
+        if given is None:
             taker = None
         else:
-            kwargs["env"] = env
+            kwargs["env"], token = given
     real(popen, args, *rest, **kwargs)
     if taker is not None:
-        taker.program_started(popen.pid, program)
+        taker.program_started(popen.pid, program, token)
         if follower is None:
             recorder.child_started(popen.pid, sys._getframe(1))
         else:
@@ -336,6 +338,30 @@ def called_by_the_program(frame: Any) -> bool:
 
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
+
+
+def shell_words(command: Any) -> list[str] | None:
+    """The words of a shell command line's first command (``"python train.py --lr 1 > log"`` → python, train.py,
+    --lr, 1), or None where it is not a plain command (a variable, a substitution, a quote it cannot read)."""
+    import shlex
+
+    if isinstance(command, (bytes, os.PathLike)):
+        command = os.fsdecode(command)
+    if not isinstance(command, str) or any(c in command for c in "$`"):
+        return None
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = []
+        for word in lexer:
+            if word and set(word) <= set("();<>|&"):
+                break  # the first command ends at an operator or a redirection
+            words.append(word)
+    except ValueError:
+        return None
+    if words and "=" in words[0].split("/")[0]:
+        return None  # VAR=value python ...: an environment of its own
+    return words or None
 
 
 def python_program(args: Any, executable: Any = None) -> str | None:
