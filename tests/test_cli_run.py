@@ -1204,3 +1204,28 @@ def test_syncfree_run_initializes_no_cuda_before_the_program_does(tmp_path, monk
     assert run.report.device["kind"] == "cuda"
     if engine == "debug":
         assert queued, "debug mode waits for the program's CUDA initialization"
+
+
+def test_a_run_whose_child_left_no_report_is_not_a_pass_within_its_budget(tmp_path):
+    # A child killed before it wrote its report took its syncs with it: `--budget 2` passed on the count that was
+    # left (the note naming the child was the only word). Now the run exits 1 and says why; a run whose children all
+    # reported keeps its status.
+    write(tmp_path, "train.py", """\
+        import multiprocessing, os, signal, sys, torch
+
+        def syncs_then_dies():
+            torch.ones(2, device="cuda").sum().item()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        if __name__ == "__main__":
+            target = syncs_then_dies if sys.argv[1:] == ["kill"] else os.getpid
+            child = multiprocessing.get_context("fork").Process(target=target, name="Doomed")
+            child.start()
+            child.join()
+        """)
+    done = syncfree("run", "--mode", "predict", "--budget", "2", "train.py", "kill", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert ("syncfree: could not judge the run: 0 syncs counted, but child process Doomed (pid "
+            in done.stderr and "ended without a report (killed)" in done.stderr), done.stderr
+    done = syncfree("run", "--mode", "predict", "--budget", "2", "train.py", cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)

@@ -26,7 +26,7 @@ def _follow() -> None:
     else:
         os.environ["PYTHONPATH"] = given
     try:
-        from syncfree.programs import start
+        from syncfree.program_start import start
     except ImportError:  # this syncfree is not importable here: the program runs unwatched (the parent names it)
         return
     start(spec_text)

@@ -284,6 +284,12 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         # With --budget-ms alone the count no longer decides; with both, either one over fails the run. Where no
         # cost was measured (no GPU) the count budget decides as without it: no pass on a number not measured.
         over = (over if budget is not None else False) or cost_ms > budget_ms
+    # A child process that left no report (killed) took its syncs with it: a count within the budget is then not a
+    # pass (as `sync_free()`'s NotJudged), and the run says which child.
+    from syncfree.processes import LostChild
+
+    lost_children = [note for note in result.notes if isinstance(note, LostChild)]
+    unjudged = bool(lost_children) and not over
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
     signum = getattr(result, "signal", None)  # SIGTERM: the process dies of it once this is written
@@ -295,10 +301,10 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     elif hard:
         # os._exit(n): the status the program asked for, but not a success that hides syncs over the budget (a
         # training script that ends with os._exit(0) to skip its workers' shutdown would pass a CI gate).
-        status = EXIT_FOUND if result.exit_code == 0 and over else result.exit_code
+        status = EXIT_FOUND if result.exit_code == 0 and (over or unjudged) else result.exit_code
     else:
         status = (EXIT_FOUND if stopped else EXIT_ERROR if result.exit_code not in (0, None)
-                  else EXIT_FOUND if over else EXIT_CLEAN)
+                  else EXIT_FOUND if over or unjudged else EXIT_CLEAN)
     state["status"] = status
     sites = len(rows)
     measured = [site["blocked_ms"] for site in earlier_sites if site.get("blocked_ms") is not None]
@@ -371,6 +377,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     elif budget_ms is not None and cost_ms is not None and over:
         print(f"syncfree: the syncs lost {cost_ms:.2f} ms of GPU time, over the budget of {budget_ms:g} ms",
               file=sys.stderr)
+    elif unjudged and status == EXIT_FOUND:
+        print(f"syncfree: could not judge the run: {counted} sync{'s' if counted != 1 else ''} counted, but "
+              + "; ".join(lost_children), file=sys.stderr)
     sys.stderr.flush()
     return status
 

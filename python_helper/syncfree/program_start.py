@@ -1,0 +1,65 @@
+"""The start of a Python program that a followed run started with subprocess (syncfree/programs.py): its watch, and
+its report written into the parent's folder when it ends. ``_follow/sitecustomize.py`` calls `start` at the program's
+start-up; nothing in the package imports this module."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+from typing import Any
+
+from .processes import _start_spawned_watch
+from .watches import unended
+
+__all__ = ["start"]
+
+
+def start(spec_text: str) -> None:
+    """In the program, at start-up: its watch, reporting into the parent's folder when it ends. Never stops the
+    program: a watch that cannot start leaves it unwatched (the parent names its missing report)."""
+    try:
+        spec = json.loads(spec_text)
+        module_name, _, name = spec["class"].partition(":")
+        module = __import__(module_name, fromlist=[name])
+        settings = getattr(module, name)(**spec["settings"])
+        folder, token = str(spec["folder"]), str(spec["token"])
+    except Exception:  # noqa: BLE001 - a spec this syncfree cannot read: the program runs unwatched
+        return
+    if not os.path.isdir(folder):
+        return  # the block that started it has ended: nobody reads a report
+    # The exit message of watches that never ended goes after `finish` (atexit runs the last registered first), as
+    # `syncfree run` registers it before its program's.
+    unended.register()
+
+    started = _start_spawned_watch(folder, settings)
+    if started is None:
+        return
+    watch, children = started
+    told = os.path.join(folder, f"{token}.program")
+    try:
+        with open(told + ".part", "w", encoding="utf-8") as handle:
+            handle.write(str(os.getpid()))
+        os.replace(told + ".part", told)
+    except OSError:
+        pass  # the parent then expects the report under the pid it started
+    outcome = {"status": 0}
+    previous_hook = sys.excepthook
+
+    def excepthook(kind: Any, value: Any, traceback: Any) -> None:
+        outcome["status"] = 1  # an uncaught exception ends the program with 1
+        previous_hook(kind, value, traceback)
+
+    sys.excepthook = excepthook
+
+    def finish() -> None:
+        # atexit runs after the program's own handlers (registered later, run first) and its threads' joins.
+        try:
+            children.finish_child(outcome["status"])
+        finally:
+            children.parent = os.getpid()
+            children.stop()
+            watch.__exit__(None, None, None)
+
+    atexit.register(finish)
