@@ -693,7 +693,7 @@ def test_a_spawned_childs_main_module_is_imported_under_its_watch(tmp_path):
     done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
     [row] = json.loads(done.stdout)
-    assert (row["line"], row["count"]) == (6, 4), row
+    assert (row["line"], row["count"]) == (6, 4), (row, done.stderr)  # stderr: the notes on children
 
 
 def test_torch_multiprocessing_spawn_children_are_watched(tmp_path):
