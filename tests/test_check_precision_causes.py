@@ -973,3 +973,33 @@ def test_a_plain_transform_class_and_a_collator_are_host_code():
         ("SF101", 7, "possible"), ("SF101", 11, "possible"), ("SF101", 14, "likely"), ("SF101", 19, "likely"),
         ("SF101", 22, "likely"),
     ]
+
+
+def test_a_slice_bound_that_is_a_tensor_on_some_paths_only_is_possible():
+    """``idx = (np.array(self.iters) < skip_start).sum()`` then ``self.iters[idx:]``: NumPy data compared with a
+    value the text does not tell is an array, or a tensor only if that value is one, so a slice by it is as sure as
+    that (possible), as ``idx.item()`` already was; a bound known to be a tensor keeps the slice likely."""
+    source = (
+        "import numpy as np\n"
+        "def plot(iters, values, skip_start=5):\n"
+        "    idx = (np.array(iters) < skip_start).sum()\n"
+        "    return iters[idx:], values[idx:], idx.item()\n"
+        "def cut(idx: 'int | torch.Tensor', x: torch.Tensor, t: torch.Tensor):\n"
+        "    return x[idx:t.sum()], x[:idx]\n"
+    )
+    assert rules_at(source) == [
+        ("SF101", 5, "possible"), ("SF503", 5, "possible"), ("SF503", 5, "possible"), ("SF503", 7, "likely"),
+        ("SF503", 7, "possible"),
+    ]
+
+
+def test_a_private_torch_predicate_gives_a_python_bool():
+    """``torch._has_compatible_shallow_copy_type(a, b)`` returns a Python bool, as ``torch.is_...`` functions do:
+    an ``if`` on it reads no tensor. Not every private torch function does: ``torch._is_all_true(t)`` gives a
+    tensor."""
+    source = (
+        "def swap(param, meta):\n"
+        "    if torch._has_compatible_shallow_copy_type(param, meta):\n        return 1\n"
+        "    if torch._is_all_true(param):\n        return 2\n"
+    )
+    assert rules_at(source) == [("SF103", 5, "likely")]

@@ -33,7 +33,7 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import NO_MATCH, Match, Rule
-from syncfree.catalog.scope import CellScope, index_parts
+from syncfree.catalog.scope import CellScope, index_parts, strongest
 
 #: Index parts that are never a tensor read as an integer: a number, None, an Ellipsis, a string, a list.
 _NOT_SCALAR = (ast.Constant, ast.List, ast.ListComp, ast.Tuple)
@@ -73,7 +73,7 @@ def _matches(node: ast.Subscript, scope: CellScope, bounds: list[ast.expr], scal
             node,
             f"`{scope.snippet(node)}` slices with {count} tensor bound{'s' if count > 1 else ''}: "
             "each is copied to the CPU while the CPU waits for the GPU",
-            "certain" if "certain" in certainties else "likely",
+            strongest(certainties),  # (a bound that is a tensor on some paths only: possible)
         )
         return
     for scalar in scalars:

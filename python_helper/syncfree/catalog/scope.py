@@ -1117,8 +1117,11 @@ class CellScope:
             return PYTHON  # a tuple of ints: `x.shape[-2:] == torch.Size([4, 2])` compares on the host
         if name == "torch.load":
             return UNKNOWN  # whatever was saved: a checkpoint's dict as a rule, not a tensor
-        if name.startswith("torch.") and name.count(".") == 1 and short.startswith(("is_", "are_", "get_")):
-            return PYTHON  # torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), torch.get_...
+        if name.startswith("torch.") and name.count(".") == 1 and short.startswith(("is_", "are_", "get_", "_has_")):
+            # torch.is_grad_enabled(), torch.are_deterministic_algorithms_enabled(), torch.get_..., and
+            # torch._has_compatible_shallow_copy_type(a, b), a Python bool (not `_is_`: torch._is_all_true gives a
+            # tensor)
+            return PYTHON
         if name.rsplit(".", 1)[0] in _TENSOR_NAMESPACES:
             operands = self._tensor_operands(call)
             if name == "torch.where" and len(call.args) == 1 and not call.keywords:
@@ -3253,6 +3256,17 @@ def _partly_cpu(values: list[Value]) -> bool:
         elif not (kind in ("python", "sequence", "device") or (kind == "tensor" and value.device == "cpu")):
             return False
     return partly
+
+
+def strongest(certainties: Iterable[Certainty | None]) -> Certainty | None:
+    """The surest of several operands' certainties: a finding is as sure as its surest operand, and no surer (a
+    `possible` operand alone, a value that is a tensor on some paths or on a device of CPU default, makes a
+    `possible` finding, not a `likely` one)."""
+    found = set(certainties)
+    for certainty in ("certain", "likely", "possible"):
+        if certainty in found:
+            return certainty  # type: ignore[return-value]
+    return None
 
 
 def join(first: Value, second: Value) -> Value:
