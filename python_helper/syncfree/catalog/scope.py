@@ -410,6 +410,7 @@ class CellScope:
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
         self._walkers: dict[type, _Walker] | None = None  # set by walk()
+        self._model_moves: dict[int, list[list[ast.expr]]] = {}  # id of a function or class -> _model_moves(it)
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         # The function whose body the walk is in (None at the top level) and the class whose body it is in: what
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
@@ -1422,13 +1423,13 @@ class CellScope:
                 # the CPU by default, unless this class moves a model there
                 stored = ancestor.attributes.get(attribute)
                 if stored is not None and stored.const == CPU_DEFAULT and not ancestor.module and (
-                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not _moves_a_model(
+                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not self._moves_a_model(
                             owner.node, attribute):
                     return stored
                 break
         if owner.base_device is None:
             init = owner.methods.get("__init__")
-            owner.base_device = self._hands_cpu_device_to_base(init) and not _moves_a_model(owner.node, attribute)
+            owner.base_device = self._hands_cpu_device_to_base(init) and not self._moves_a_model(owner.node, attribute)
         return CPU_BY_DEFAULT if owner.base_device else None
 
     def _hands_cpu_device_to_base(self, init: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
@@ -1453,7 +1454,7 @@ class CellScope:
         it as given otherwise: ``device or "cpu"``, ``torch.device(device) if device is not None else
         torch.device("cpu")`` (or the test the other way round). The device is then the caller's, the CPU unless it
         asks for another (:data:`CPU_DEFAULT`), as a parameter whose default names the CPU is; not so in an
-        ``nn.Module`` or in code that moves a model there (:func:`_moves_a_model`)."""
+        ``nn.Module`` or in code that moves a model there (:meth:`_moves_a_model`)."""
         if type(node) is ast.BoolOp:
             if type(node.op) is not ast.Or or len(node.values) != 2:
                 return False
@@ -1486,11 +1487,13 @@ class CellScope:
                                and type(test.left) is ast.Name and is_constant(test.comparators[0], None)):
             return None
         name = test.left.id
-        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
         assigns = [statement for statement in node.body if type(statement) is ast.Assign and len(statement.targets) == 1
                    and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name]
-        if len(stores) != 1 or len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
+        if len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
+            return None  # (before the walk through the body below: most such ifs bind something else)
+        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
+        if len(stores) != 1:
             return None
         return name if self._untold_device_parameter(name) else None
 
@@ -1511,7 +1514,18 @@ class CellScope:
         owner = self._method_owner.get(id(function))
         if owner is None or owner.module or owner.node is None:
             return False
-        return not _moves_a_model(owner.node, name)
+        return not self._moves_a_model(owner.node, name)
+
+    def _moves_a_model(self, node: ast.AST, device: str) -> bool:
+        """Whether ``node`` (a function, or a class: its methods) moves a model to the device named ``device`` (the
+        parameter, or ``self.device`` and its kin): ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)``.
+        Then that device is where the code runs the model, the GPU when it runs on one, whatever its default. (The
+        moves of each node looked through once: a class is asked of each of its device attributes.)"""
+        moves = self._model_moves.get(id(node))
+        if moves is None:
+            moves = self._model_moves[id(node)] = _model_moves(node)
+        return any((type(t) is ast.Name and t.id == device) or (type(t) is ast.Attribute and "device" in t.attr.lower())  # type: ignore[attr-defined]
+                   for targets in moves for t in targets)
 
     def _names_the_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
@@ -1733,7 +1747,7 @@ class CellScope:
         #: caller's (a conversion between the two, a NumPy-or-torch utility). Read after the walk.
         self.numpy_too: dict[int, set[str]] = {}
         self._returned: Value | None = None
-        self._returns_wanted = False
+        self._returns_wanted: bool | None = False  # (None: not worked out yet for the function being walked)
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
         self._handed_callbacks: set[int] | None = None  # (_callbacks, worked out once the top level was walked)
         #: function id -> (its node, its enclosing scope, what the calls seen before its walk passed it)
@@ -1936,11 +1950,11 @@ class CellScope:
             self._item_updated(node.target, node.value)  # type: ignore[attr-defined]
         elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
             self._in_place_effect(node.value)  # type: ignore[attr-defined]
-        elif kind is ast.Return and self._returns_wanted:
+        elif kind is ast.Return and node.value is not None and (  # type: ignore[attr-defined]
+                self._returns_wanted or (self._returns_wanted is None and self._wants_returns())):
             # (A bare `return` says nothing: a generator's ends so.)
-            value = self.value(node.value) if node.value is not None else UNKNOWN  # type: ignore[attr-defined]
-            if node.value is not None:  # type: ignore[attr-defined]
-                self._returned = value if self._returned is None else join(self._returned, value)
+            value = self.value(node.value)  # type: ignore[attr-defined]
+            self._returned = value if self._returned is None else join(self._returned, value)
             if self._annotated_tensors is not None and value.kind == "numpy":
                 # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
                 # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
@@ -2362,7 +2376,7 @@ class CellScope:
                 owner is not None and owner.module
             ):
                 default = defaults.get(argument.arg)
-                if default is not None and self._names_the_cpu(default) and not _moves_a_model(
+                if default is not None and self._names_the_cpu(default) and not self._moves_a_model(
                     owner.node if owner is not None else node, argument.arg
                 ):
                     # `device: str | torch.device = torch.device("cpu")`: the caller's, the CPU by default. (Not a
@@ -2373,10 +2387,7 @@ class CellScope:
         returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
         self._annotated_tensors = annotated if returns_tensor and annotated else None
         self._returned: Value | None = None
-        # What it returns matters only if the file calls it by name (most functions of a library are called from
-        # elsewhere: `forward`, `step`), or for its annotations (above)
-        self._returns_wanted = (self._annotated_tensors is not None or self._called_in_text(node.name)
-                                or (owner is not None and _is_property(node)))
+        self._returns_wanted = None  # (worked out at its first `return value`: _wants_returns)
         self._block(node.body)
         self._annotated_tensors = None
         if self._returned is not None and self._returned.kind != "unknown":
@@ -2526,7 +2537,7 @@ class CellScope:
         default, ``super().__init__(roc_auc_compute_fn, ..., device=device)`` (or what a function of the file returns,
         a function it defines: ``super().__init__(_get_kendall_tau(variant), ..., device)``): an epoch metric's
         compute function, which the base, in another module, calls on the outputs it keeps on that device. Not so in
-        an ``nn.Module`` or where the class moves a model to the device (:func:`_moves_a_model`)."""
+        an ``nn.Module`` or where the class moves a model to the device (:meth:`_moves_a_model`)."""
         functions = {statement.name: statement for statement in self.tree.body
                      if type(statement) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         found: set[int] = set()
@@ -2542,7 +2553,7 @@ class CellScope:
             if init is None:
                 continue
             devices = {name for name, default in _defaults(init.args).items()
-                       if "dev" in name.lower() and self._names_the_cpu(default) and not _moves_a_model(statement, name)}
+                       if "dev" in name.lower() and self._names_the_cpu(default) and not self._moves_a_model(statement, name)}
             if not devices:
                 continue
             for call in ast.walk(init):
@@ -2566,6 +2577,18 @@ class CellScope:
             called = {node.func.id for node in ast.walk(self.tree) if type(node) is ast.Call and type(node.func) is ast.Name}
             found = {key for key in found if not any(id(f) == key and f.name in called for f in _functions_in(self.tree))}
         return found
+
+    def _wants_returns(self) -> bool:
+        """Whether what the function being walked returns matters, asked at its first ``return value`` (most functions
+        return nothing: ``__init__``, ``reset``): only if the file calls it by name (most functions of a library are
+        called from elsewhere: ``forward``, ``step``), for its annotations (:meth:`_function_body`), or for a property
+        of a class of the file."""
+        function = self.function
+        wanted = self._returns_wanted = (
+            self._annotated_tensors is not None or self._called_in_text(function.name)  # type: ignore[union-attr]
+            or (self._method_owner.get(id(function)) is not None and _is_property(function))  # type: ignore[arg-type]
+        )
+        return wanted
 
     def _called_in_text(self, name: str) -> bool:
         """Whether ``name(`` is in the text more often than ``def``s of that name (a call, or a mention)."""
@@ -3238,24 +3261,21 @@ def _functions_in(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]
     return [node for node in ast.walk(tree) if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)]
 
 
-def _moves_a_model(node: ast.AST, device: str) -> bool:
-    """Whether ``node`` (a function, or a class: its methods) moves a model to the device named ``device`` (the
-    parameter, or ``self.device`` and its kin): ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)``.
-    Then that device is where the code runs the model, the GPU when it runs on one, whatever its default."""
+def _model_moves(node: ast.AST) -> list[list[ast.expr]]:
+    """The devices of each move of a model in ``node`` (a function, or a class: its methods), the arguments that may
+    name the device of ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)`` (what
+    :meth:`CellScope._moves_a_model` looks through)."""
+    found = []
     for call in ast.walk(node):
         if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr != "to":  # type: ignore[attr-defined]
-            continue
-        targets = [*call.args[:1], *(item.value for item in call.keywords if item.arg == "device")]  # type: ignore[attr-defined]
-        if not any((type(t) is ast.Name and t.id == device) or (type(t) is ast.Attribute and "device" in t.attr.lower())  # type: ignore[attr-defined]
-                   for t in targets):
             continue
         receiver = call.func.value  # type: ignore[attr-defined]
         if type(receiver) is ast.Call:
             receiver = receiver.func  # type: ignore[attr-defined]
         name = receiver.id if type(receiver) is ast.Name else receiver.attr if type(receiver) is ast.Attribute else ""  # type: ignore[attr-defined]
         if (type(call.func.value) is ast.Call and name[:1].isupper()) or any(word in name.lower() for word in _MODEL_WORDS):  # type: ignore[attr-defined]
-            return True
-    return False
+            found.append([*call.args[:1], *(item.value for item in call.keywords if item.arg == "device")])  # type: ignore[attr-defined]
+    return found
 
 
 def _device_test_in(test: ast.expr) -> bool:
