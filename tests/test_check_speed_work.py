@@ -310,14 +310,14 @@ def test_a_transform_class_whose_text_names_no_layer_is_not_walked(monkeypatch: 
             "@decorated(torch.nn.Parameter(t))\nclass Decorated(Transform):\n    pass\n"
             "class Wide(Transform):\n    \u00e9t\u00e9 = 1\n")
     walked: list[str] = []
-    real_children = ast.iter_child_nodes
+    real_children = scope_module.child_nodes
 
     def children(node: ast.AST):  # type: ignore[no-untyped-def]
         if type(node) is ast.ClassDef:
             walked.append(node.name)
         return real_children(node)
 
-    monkeypatch.setattr(host_code.ast, "iter_child_nodes", children)
+    monkeypatch.setattr(scope_module, "child_nodes", children)
     found = host_code.HostCode.of(ast.parse(text), text if with_source else None)
     assert found is not None and sorted(found._kinds) == ["Plain", "Said", "Wide"]
     everything = ["Layer", "Plain", "Said", "Decorated", "Wide"]
@@ -339,3 +339,12 @@ def test_a_file_calls_a_collective_only_where_it_names_one_as_a_name(text: str, 
     tree = ast.parse(text)
     scope = CellScope(tree, text)
     assert collectives_module.may_call_collectives(scope) is names
+
+
+@pytest.mark.parametrize("text", ["nn", "nn.Linear", "torch.nn.Linear(2, 2)", "x = nn", "channels", "_nn", "nn_",
+                                  "nnn", "inner nn", "a.nn.b", "", "n", "nn2", "2nn", "(nn)", "nn\nx", "xnn nnx"])
+def test_the_nn_word_is_told_as_the_pattern_tells_it(text: str) -> None:
+    """host_code's `_names_nn` (str.find and a look at its ends) answers as `\\bnn\\b` did for ASCII text."""
+    from syncfree.catalog import host_code
+
+    assert host_code._names_nn(text) == bool(re.search(r"\bnn\b", text))
