@@ -1713,6 +1713,7 @@ class CellScope:
         *,
         stop: Callable[[], bool] | None = None,
         types: Container[type] | None = None,
+        calls: tuple[frozenset[str], bool] | None = None,
     ) -> None:
         """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
 
@@ -1720,12 +1721,15 @@ class CellScope:
         for it (joined over the calls the walk saw), so a sync inside a helper called with a CUDA tensor is found.
         ``stop`` (asked before each top-level statement) ends the top level early; the bodies of the functions
         defined above that point are still visited, so every node before it is. ``types``: visit only nodes of
-        these classes (the walk still goes through the others).
+        these classes (the walk still goes through the others). ``calls``, ``(names, capitalized)``: of the calls
+        of an attribute (``x.name(...)``), visit only those whose name is in ``names`` or, with ``capitalized``,
+        starts with a capital letter (the visitor does nothing with the others; any other call is visited as
+        ``types`` says, and a subtree nested too deep for the generated functions may visit them all).
         """
         self._visit = visit
         self._types = types
         try:
-            self._walkers = _WALKERS.setdefault(types, {})  # type: ignore[arg-type]
+            self._walkers = _WALKERS.setdefault(types if calls is None else (types, calls), {})  # type: ignore[arg-type]
         except TypeError:  # an unhashable container of types: the walk without generated functions
             self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
@@ -2805,7 +2809,7 @@ _Walker = Callable[[ast.AST, "CellScope", int, "ast.AST | None"], None]
 #: How deep the generated walkers recurse into one expression before the rest goes through an explicit stack.
 _DEPTH = 48
 #: Per choice of node types to visit (``walk``'s ``types``): the walker of each node type met so far.
-_WALKERS: dict[Container[type] | None, dict[type, _Walker]] = {}
+_WALKERS: dict[Any, dict[type, _Walker]] = {}  # (types, or (types, calls) with ``calls``)
 
 
 def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
@@ -2818,6 +2822,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
         walkers[kind] = _skip
         return _skip
     types = next(key for key, table in _WALKERS.items() if table is walkers)
+    types, calls = types if type(types) is tuple else (types, None)
     chosen = types is None or kind in types
     leaves = [leaf for leaf in _LEAVES if types is None or leaf in types]
     lines = ["def walk(node, scope, depth, parent):"]
@@ -2826,15 +2831,18 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     lines += ["    if depth > DEPTH:",
              "        scope._generic_deep(node)",
              "        return"]
-    if chosen:
+    if chosen and (kind is not ast.Call or calls is None):
         lines.append("    scope._visit(node)")
     if kind in _LEAVES:
         lines.append("    return")
     elif kind is ast.Call:
-        # (`x.f()` in a method: recorded only for `self.f()`, as _record_call would take no other)
         lines += ["    func = node.func",
-                  "    func_kind = type(func)",
-                  "    if scope.host is not None or func_kind is Name or func_kind is NamedExpr or (",
+                  "    func_kind = type(func)"]
+        if chosen and calls is not None:  # (walk's `calls`: the attributes' names the visitor takes)
+            lines += ["    if func_kind is not Attribute or func.attr in CALLS or (CAPITALIZED and func.attr[:1].isupper()):",
+                      "        scope._visit(node)"]
+        # (`x.f()` in a method: recorded only for `self.f()`, as _record_call would take no other)
+        lines += ["    if scope.host is not None or func_kind is Name or func_kind is NamedExpr or (",
                   "            func_kind is Attribute and scope.self_name is not None and type(func.value) is Name",
                   "            and func.value.id == scope.self_name):",
                   "        scope._record_call(node)"]
@@ -2868,7 +2876,9 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
             lines.append(f"{indent}else:")
             lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
-                                 "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
+                                 "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker,
+                                 "CALLS": calls[0] if calls is not None else None,
+                                 "CAPITALIZED": calls[1] if calls is not None else None}
     exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
     return function
@@ -2905,6 +2915,21 @@ def _imports(tree: ast.Module, source: str | None = None) -> list[ast.Import | a
                 continue
         for name in fields:
             nodes.extend(getattr(node, name))
+    return found
+
+
+def statements(tree: ast.AST) -> list[ast.AST]:
+    """Every statement under ``tree`` (with the except handlers and match cases that hold some), block by block:
+    statements hold no expressions that hold statements, so no expression is gone through."""
+    found: list[ast.AST] = []
+    fields = _BLOCK_FIELDS
+    blocks = [getattr(tree, name) for name in fields.get(type(tree), ())]
+    for block in blocks:  # (the list grows as the loop goes)
+        for statement in block:
+            found.append(statement)
+            held = fields.get(type(statement))
+            if held is not None:
+                blocks += [getattr(statement, name) for name in held]
     return found
 
 
