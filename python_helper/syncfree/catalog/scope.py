@@ -20,7 +20,7 @@ import functools
 import operator
 import re
 from collections import ChainMap
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Literal
 
 from syncfree.catalog.edits import Certainty, Edit, Frozen, Position
@@ -840,7 +840,9 @@ class CellScope:
             # (`-torch.ones(n, device=self._device)`: where its operand is)
             return replace(operand, const=CPU_DEFAULT if operand.const == CPU_DEFAULT else None, int_data=None)
         if kind is ast.Compare:
-            if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):  # type: ignore[attr-defined]
+            ops = node.ops  # type: ignore[attr-defined]
+            if (type(ops[0]) in _PYTHON_COMPARISONS if len(ops) == 1
+                    else all(type(op) in _PYTHON_COMPARISONS for op in ops)):
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
             return self._operator([node.left, *node.comparators], comparison=True)  # type: ignore[attr-defined]
         if kind is ast.IfExp:
@@ -3357,15 +3359,15 @@ def element_of(container: Value) -> Value:
     return UNKNOWN
 
 
-def iter_truth_tested(node: ast.expr) -> Iterator[ast.expr]:
-    """The operands whose truth value Python asks for when it tests ``node`` (``a and not b`` -> a, b)."""
-    if isinstance(node, ast.BoolOp):
-        for value in node.values:
-            yield from iter_truth_tested(value)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        yield from iter_truth_tested(node.operand)
-    else:
-        yield node
+def truth_tested(node: ast.expr) -> list[ast.expr]:
+    """The operands whose truth value Python asks for when it tests ``node`` (``a and not b`` -> [a, b]); a list, not
+    a generator per operand (SF103 asks it of every test that is an ``and``, ``or`` or ``not``)."""
+    kind = type(node)
+    if kind is ast.BoolOp:
+        return [operand for value in node.values for operand in truth_tested(value)]  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp and type(node.op) is ast.Not:  # type: ignore[attr-defined]
+        return truth_tested(node.operand)  # type: ignore[attr-defined]
+    return [node]
 
 
 def index_parts(subscript: ast.Subscript) -> list[ast.expr]:
