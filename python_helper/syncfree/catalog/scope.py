@@ -3160,12 +3160,23 @@ def _host_side(value: Value) -> bool:
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
     """The device of an op's result: CUDA when any tensor operand is on CUDA (PyTorch allows only CPU scalars
     beside it), CPU when every operand is a CPU tensor or Python data, otherwise unknown."""
-    values = list(values)
-    if any(v.device == "cuda" and v.kind in ("tensor", "unknown", "tensors") for v in values):
-        return "cuda"
-    tensors = [v for v in values if v.kind == "tensor"]
-    only_host_operands = all(v.kind in ("tensor", "python", "sequence", "device") for v in values)
-    if tensors and all(v.device == "cpu" for v in tensors) and (only_host_operands or not strict):
+    # (one pass: CUDA as soon as an operand is on it; else CPU when every tensor operand is, one at least, and, with
+    # `strict`, every other operand is host data)
+    tensors = cpu_tensors = False
+    only_host_operands = True
+    for v in values:
+        kind = v.kind
+        if v.device == "cuda" and (kind == "tensor" or kind == "unknown" or kind == "tensors"):
+            return "cuda"
+        if kind == "tensor":
+            tensors = True
+            if v.device != "cpu":
+                cpu_tensors = None  # (a tensor elsewhere: no CPU result)
+            elif cpu_tensors is not None:
+                cpu_tensors = True
+        elif not (kind == "python" or kind == "sequence" or kind == "device"):
+            only_host_operands = False
+    if tensors and cpu_tensors and (only_host_operands or not strict):
         return "cpu"
     return None
 
