@@ -310,14 +310,14 @@ def test_a_transform_class_whose_text_names_no_layer_is_not_walked(monkeypatch: 
             "@decorated(torch.nn.Parameter(t))\nclass Decorated(Transform):\n    pass\n"
             "class Wide(Transform):\n    \u00e9t\u00e9 = 1\n")
     walked: list[str] = []
-    real_children = scope_module.child_nodes
+    real_children = ast.iter_child_nodes
 
     def children(node: ast.AST):  # type: ignore[no-untyped-def]
         if type(node) is ast.ClassDef:
             walked.append(node.name)
         return real_children(node)
 
-    monkeypatch.setattr(scope_module, "child_nodes", children)
+    monkeypatch.setattr(host_code.ast, "iter_child_nodes", children)
     found = host_code.HostCode.of(ast.parse(text), text if with_source else None)
     assert found is not None and sorted(found._kinds) == ["Plain", "Said", "Wide"]
     everything = ["Layer", "Plain", "Said", "Decorated", "Wide"]

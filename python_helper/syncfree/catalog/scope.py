@@ -3195,12 +3195,15 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
     CPU tensor compared with something (``torch.rand([]) < p``, layer drop) is a host-side draw against a threshold;
     in arithmetic (``scale * x``) it may scale a CUDA tensor, so that stays unknown.
     """
-    if any(v.device == "cuda" for v in values):
-        return False
-    cpu = [v for v in values if v.kind == "tensor" and v.device == "cpu"]
     # ndim unknown counts as dimensions: the 0-dim CPU tensors met beside CUDA ones are constants the text spells
-    # out (torch.tensor(2.0), whose ndim is known).
-    return bool(cpu) and (comparison or any(v.ndim != 0 for v in cpu))
+    # out (torch.tensor(2.0), whose ndim is known). (One pass over the operands, no generator.)
+    found = False
+    for v in values:
+        if v.device == "cuda":
+            return False
+        if v.device == "cpu" and v.kind == "tensor" and (comparison or v.ndim != 0):
+            found = True
+    return found
 
 
 def _placed(values: list[Value]) -> str | None:
