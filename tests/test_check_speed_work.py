@@ -329,13 +329,39 @@ def test_a_transform_class_whose_text_names_no_layer_is_not_walked(monkeypatch: 
     ("from torch.distributed import reduce as r\nr(t)", True),
     ("torch.distributed.all_gather_into_tensor(out, t)", True),
     ("dist.reduce_scatter_tensor(out, t)\n", True),
-    ("broadcast(t, 0)", True),
+    ("x = dist.broadcast(t, 0)", True),
+    ("def f(t):\n    if t.rank:\n        with g:\n            work = dist.all_reduce(t, async_op=True)\n", True),
+    ("try:\n    pass\nexcept E:\n    dist.all_reduce(t)\n", True),
+    ("broadcast(t, 0)", False),  # (a name of no import: no collective's call)
+    ("\"Tensors broadcast together.\"\ny = a + b\n", False),  # (named in a docstring only: kornia's)
     ("self.add_state('x', dist_reduce_fx='sum')\ny = x.broadcast_to(s)\nall_gather_object(o, t)\n# a reduction", False),
     ("reduced = mean_reduce(t)\nbroadcasted = 1\n", False),
 ])
 def test_a_file_calls_a_collective_only_where_it_names_one_as_a_name(text: str, names: bool) -> None:
     """SF904's and SF907's look back at every if and read runs only in a file that names a collective: as a name of
-    its own (torchmetrics' `dist_reduce_fx` in half its files, `broadcast_to` in kornia's, named none)."""
+    its own (torchmetrics' `dist_reduce_fx` in half its files, `broadcast_to` in kornia's, named none), with a
+    statement whose value is a call that may be one (kornia's docstrings say "broadcast")."""
     tree = ast.parse(text)
     scope = CellScope(tree, text)
     assert collectives_module.may_call_collectives(scope) is names
+
+
+@pytest.mark.parametrize("text", ["nn", "nn.Linear", "torch.nn.Linear(2, 2)", "x = nn", "channels", "_nn", "nn_",
+                                  "nnn", "inner nn", "a.nn.b", "", "n", "nn2", "2nn", "(nn)", "nn\nx", "xnn nnx"])
+def test_the_nn_word_is_told_as_the_pattern_tells_it(text: str) -> None:
+    """host_code's `_names_nn` (str.find and a look at its ends) answers as `\\bnn\\b` did for ASCII text."""
+    from syncfree.catalog import host_code
+
+    assert host_code._names_nn(text) == bool(re.search(r"\bnn\b", text))
+
+
+@pytest.mark.parametrize("capitalized", [False, True])
+def test_the_walk_leaves_out_the_calls_of_attributes_no_rule_takes(capitalized: bool) -> None:
+    """walk's ``calls``: a call ``x.name(...)`` whose name no rule takes is not visited (the visitor would find no rule
+    for it), a capitalized one only when some rule takes classes; a call of anything but an attribute is visited."""
+    source = "y = t.sum().item()\nf(t)\nm = nn.Linear(2, 2)\nz = (g or h)(t)\n"
+    scope = CellScope(ast.parse(source), source)
+    seen: list[str] = []
+    scope.walk(lambda node: seen.append(ast.unparse(node)), types=frozenset({ast.Call}),
+               calls=(frozenset({"item"}), capitalized))
+    assert seen == ["t.sum().item()", "f(t)", *(["nn.Linear(2, 2)"] if capitalized else []), "(g or h)(t)"]

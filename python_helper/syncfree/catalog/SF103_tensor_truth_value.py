@@ -36,7 +36,7 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import NO_MATCH, Certainty, Edit, Fix, Match, Rule
-from syncfree.catalog.scope import CellScope, iter_truth_tested
+from syncfree.catalog.scope import CellScope, truth_tested
 
 _REVIEW = (
     "torch.where evaluates both branches and returns a new tensor broadcast from them: check that both branches "
@@ -48,9 +48,9 @@ _REVIEW = (
 def _tested(node: ast.AST) -> list[ast.expr]:
     """The expressions whose truth a statement or expression asks for."""
     if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
-        return list(iter_truth_tested(node.test))
+        return truth_tested(node.test)
     if isinstance(node, ast.comprehension):
-        return [operand for condition in node.ifs for operand in iter_truth_tested(condition)]
+        return [operand for condition in node.ifs for operand in truth_tested(condition)]
     return []
 
 
@@ -75,7 +75,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         if test_kind is not ast.BoolOp and not (test_kind is ast.UnaryOp and type(test.op) is ast.Not):
             certainty = scope.tensor_certainty(test)  # a test of one operand, the most common
             return iter((_tested_match(node, test, certainty, scope),)) if certainty else NO_MATCH
-        operands = list(iter_truth_tested(test))
+        operands = truth_tested(test)
     elif kind is ast.UnaryOp:
         if type(node.op) is not ast.Not:  # type: ignore[attr-defined]
             return NO_MATCH
@@ -86,7 +86,7 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
         return iter((Match(node, message, certainty),))
     elif kind is ast.BoolOp:
         # `t and u` as a value: Python tests every operand but the last.
-        operands = [o for value in node.values[:-1] for o in iter_truth_tested(value)]  # type: ignore[attr-defined]
+        operands = [o for value in node.values[:-1] for o in truth_tested(value)]  # type: ignore[attr-defined]
     elif kind is ast.Call:
         if scope.call_name(node) != "builtins.bool" or len(node.args) != 1:  # type: ignore[attr-defined]
             return NO_MATCH

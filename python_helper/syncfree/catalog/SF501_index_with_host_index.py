@@ -61,6 +61,8 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     if type(node) is not ast.Subscript:
         return NO_MATCH
     index = node.slice  # type: ignore[attr-defined]
+    if type(index) is ast.Constant:
+        return NO_MATCH  # x[0], x["key"]
     hosts = [part for part in (index.elts if type(index) is ast.Tuple else (index,))  # index_parts, as a tuple
              if type(part) not in _BASIC_PARTS and host_index(part, scope)]
     if not hosts:

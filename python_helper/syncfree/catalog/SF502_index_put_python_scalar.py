@@ -81,13 +81,12 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
 
 
 def _matches(node: ast.Subscript, scope: CellScope, parent: ast.Assign) -> Iterator[Match]:
-    value_node = parent.value
-    value = scope.value(value_node)
-    if number_literal(value_node) is None and value.kind != "python":
-        return  # a tensor value (no copy from the host) or something the text does not tell
-    receiver = scope.value(node.value)
+    receiver = scope.value(node.value)  # (before the value: most receivers are no tensor the text places)
     if receiver.kind != "tensor" or receiver.device == "cpu":
         return
+    value_node = parent.value
+    if number_literal(value_node) is None and scope.value(value_node).kind != "python":
+        return  # a tensor value (no copy from the host) or something the text does not tell
     kinds = [_index_kind(part, scope) for part in index_parts(node)]
     if None in kinds:
         return

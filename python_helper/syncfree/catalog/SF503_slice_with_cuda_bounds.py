@@ -33,26 +33,30 @@ import ast
 from collections.abc import Iterator
 
 from syncfree.catalog import NO_MATCH, Match, Rule
-from syncfree.catalog.scope import CellScope, index_parts, strongest
+from syncfree.catalog.scope import CellScope, strongest
 
-#: Index parts that are never a tensor read as an integer: a number, None, an Ellipsis, a string, a list.
-_NOT_SCALAR = (ast.Constant, ast.List, ast.ListComp, ast.Tuple)
+#: Index parts that are never a tensor read as an integer: a number, None, an Ellipsis, a string, a list; and a slice,
+#: whose bounds are looked at instead (by the node's class: a parsed tree holds no subclasses).
+_NOT_SCALAR = frozenset({ast.Constant, ast.List, ast.ListComp, ast.Tuple, ast.Slice})
 
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
-    if not isinstance(node, ast.Subscript):
+    if type(node) is not ast.Subscript:
         return NO_MATCH
-    parts = index_parts(node)
-    bounds = [
-        bound
-        for part in parts
-        if isinstance(part, ast.Slice)
-        for bound in (part.lower, part.upper, part.step)
-        if bound is not None
-    ]
-    scalars = [part for part in parts if not isinstance(part, (ast.Slice, *_NOT_SCALAR)) and _zero_dim(part, scope)]
+    index = node.slice  # type: ignore[attr-defined]
+    if type(index) is ast.Constant:
+        return NO_MATCH  # x[0], x["key"] (most nodes this rule is shown: no generator for them, nor any list)
+    bounds: list[ast.expr] = []
+    scalars: list[ast.expr] = []
+    for part in index.elts if type(index) is ast.Tuple else (index,):  # (index_parts)
+        if type(part) is ast.Slice:
+            for bound in (part.lower, part.upper, part.step):  # type: ignore[attr-defined]
+                if bound is not None:
+                    bounds.append(bound)
+        elif type(part) not in _NOT_SCALAR and _zero_dim(part, scope):
+            scalars.append(part)
     if not bounds and not scalars:
-        return NO_MATCH  # (most nodes this rule is shown: no generator for them)
+        return NO_MATCH
     return _matches(node, scope, bounds, scalars)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from syncfree.catalog.scope import CellScope, child_nodes, is_constant, keyword_value
+from syncfree.catalog.scope import CellScope, child_nodes, is_constant, keyword_value, statements
 
 #: Collectives that write their result into a tensor the caller passes: (keyword, position).
 OUTPUT_ARGUMENT = {
@@ -125,15 +125,34 @@ def _names_a_collective(source: str) -> bool:
 
 def may_call_collectives(scope: CellScope) -> bool:
     """Whether a call in this cell can name a collective of OUTPUT_ARGUMENT: its text holds one of their names as a
-    name, or an earlier cell bound a short name to one (``from torch.distributed import all_reduce as ar``). Most
-    files call none, and the look back of `reduced_before` at every ``if`` and read is then skipped."""
+    name, or an earlier cell bound a short name to one (``from torch.distributed import all_reduce as ar``), and a
+    statement's value is a call that may be one (:func:`_collective_statement`, asked of those only). Most files call
+    none, and the look back of `reduced_before` at every ``if`` and read is then skipped."""
     found = scope.memo.get("may_call_collectives")
     if found is None:
         source = scope.source
-        found = scope.memo["may_call_collectives"] = _names_a_collective(source) or any(
+        found = scope.memo["may_call_collectives"] = (_names_a_collective(source) or any(
             target in OUTPUT_ARGUMENT for target in scope.aliases.values()
-        )
+        )) and _collective_statement(scope.tree, scope.aliases)
     return found
+
+
+def _collective_statement(tree: ast.AST, aliases: dict[str, str]) -> bool:
+    """Whether an expression statement or an assignment of the cell (what `reduced_before` looks back through) has
+    for its value a call that may be a collective of OUTPUT_ARGUMENT: ``x.all_reduce(...)`` by its attribute's name,
+    ``ar(...)`` of a name imported as one (what `collective_output` can take; most texts that name one, in a
+    docstring or as ``functools.reduce``, make no such call)."""
+    for statement in statements(tree):
+        if type(statement) is ast.Expr or type(statement) is ast.Assign:
+            call = statement.value  # type: ignore[attr-defined]
+            if type(call) is ast.Call:
+                func = call.func
+                if type(func) is ast.Attribute:
+                    if func.attr in _COLLECTIVE_NAMES:  # type: ignore[attr-defined]
+                        return True
+                elif type(func) is ast.Name and aliases.get(func.id) in OUTPUT_ARGUMENT:  # type: ignore[attr-defined]
+                    return True
+    return False
 
 
 def reduced_before(node: ast.AST, name: str, scope: CellScope) -> ast.Call | None:

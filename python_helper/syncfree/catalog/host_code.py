@@ -181,8 +181,21 @@ def _is_transform_base(name: str) -> bool:
     return name.endswith("Transform")
 
 
-#: What the text of a class that makes parameters, buffers or ``nn`` modules holds (the names the walk below looks for).
-_LAYER_WORDS = re.compile(r"Parameter|register_buffer|register_parameter|\bnn\b")
+#: What the text of a class that makes parameters, buffers or ``nn`` modules holds (the names the walk below looks for):
+#: these words, or ``nn`` as a word of its own (:func:`_names_nn`).
+_LAYER_WORDS = ("Parameter", "register_buffer", "register_parameter")
+
+
+def _names_nn(text: str) -> bool:
+    """Whether an ASCII text holds ``nn`` as a word of its own (what ``\\bnn\\b`` finds: str.find and a look at its
+    ends, where a pattern that tests a word boundary was tried at each position of the text)."""
+    at = text.find("nn")
+    while at >= 0:
+        before, after = text[at - 1 : at], text[at + 2 : at + 3]
+        if not (before.isalnum() or before == "_") and not (after.isalnum() or after == "_"):
+            return True
+        at = text.find("nn", at + 1)
+    return False
 
 
 def _is_model_layer(node: ast.ClassDef, distributions: set[str], lines: list[str] | None = None) -> bool:
@@ -197,7 +210,8 @@ def _is_model_layer(node: ast.ClassDef, distributions: set[str], lines: list[str
     if lines is not None:
         first = min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)])
         text = "\n".join(lines[first - 1 : node.end_lineno])
-        if text.isascii() and not _LAYER_WORDS.search(text):  # (a non-ASCII name may be another spelling of one)
+        if text.isascii() and not (any(word in text for word in _LAYER_WORDS) or _names_nn(text)):
+            # (a non-ASCII name may be another spelling of one)
             return False
     stack: list[ast.AST] = [node]
     while stack:  # every node of the class, as ast.walk finds them (once a class: the answer is kept)

@@ -20,7 +20,7 @@ import functools
 import operator
 import re
 from collections import ChainMap
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Literal
 
 from syncfree.catalog.edits import Certainty, Edit, Frozen, Position
@@ -410,6 +410,7 @@ class CellScope:
         self._names: dict[int, str | None] = {}
         self._types: Container[type] | None = None  # set by walk()
         self._walkers: dict[type, _Walker] | None = None  # set by walk()
+        self._model_moves: dict[int, list[list[ast.expr]]] = {}  # id of a function or class -> _model_moves(it)
         self.memo: dict[str, Any] = {}  # what a rule keeps for the rest of the walk of this cell, by a key of its own
         # The function whose body the walk is in (None at the top level) and the class whose body it is in: what
         # host_code needs to tell preprocessing from the rest (collected only for files with processor classes).
@@ -839,7 +840,9 @@ class CellScope:
             # (`-torch.ones(n, device=self._device)`: where its operand is)
             return replace(operand, const=CPU_DEFAULT if operand.const == CPU_DEFAULT else None, int_data=None)
         if kind is ast.Compare:
-            if all(type(op) in _PYTHON_COMPARISONS for op in node.ops):  # type: ignore[attr-defined]
+            ops = node.ops  # type: ignore[attr-defined]
+            if (type(ops[0]) in _PYTHON_COMPARISONS if len(ops) == 1
+                    else all(type(op) in _PYTHON_COMPARISONS for op in ops)):
                 return PYTHON  # `t is None`, `k in d`: Python answers these with a bool of its own
             return self._operator([node.left, *node.comparators], comparison=True)  # type: ignore[attr-defined]
         if kind is ast.IfExp:
@@ -1427,13 +1430,13 @@ class CellScope:
                 # the CPU by default, unless this class moves a model there
                 stored = ancestor.attributes.get(attribute)
                 if stored is not None and stored.const == CPU_DEFAULT and not ancestor.module and (
-                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not _moves_a_model(
+                        ancestor.seen.get(attribute) == ancestor.stores[attribute]) and not self._moves_a_model(
                             owner.node, attribute):
                     return stored
                 break
         if owner.base_device is None:
             init = owner.methods.get("__init__")
-            owner.base_device = self._hands_cpu_device_to_base(init) and not _moves_a_model(owner.node, attribute)
+            owner.base_device = self._hands_cpu_device_to_base(init) and not self._moves_a_model(owner.node, attribute)
         return CPU_BY_DEFAULT if owner.base_device else None
 
     def _hands_cpu_device_to_base(self, init: ast.FunctionDef | ast.AsyncFunctionDef | None) -> bool:
@@ -1458,7 +1461,7 @@ class CellScope:
         it as given otherwise: ``device or "cpu"``, ``torch.device(device) if device is not None else
         torch.device("cpu")`` (or the test the other way round). The device is then the caller's, the CPU unless it
         asks for another (:data:`CPU_DEFAULT`), as a parameter whose default names the CPU is; not so in an
-        ``nn.Module`` or in code that moves a model there (:func:`_moves_a_model`)."""
+        ``nn.Module`` or in code that moves a model there (:meth:`_moves_a_model`)."""
         if type(node) is ast.BoolOp:
             if type(node.op) is not ast.Or or len(node.values) != 2:
                 return False
@@ -1491,11 +1494,13 @@ class CellScope:
                                and type(test.left) is ast.Name and is_constant(test.comparators[0], None)):
             return None
         name = test.left.id
-        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
         assigns = [statement for statement in node.body if type(statement) is ast.Assign and len(statement.targets) == 1
                    and type(statement.targets[0]) is ast.Name and statement.targets[0].id == name]
-        if len(stores) != 1 or len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
+        if len(assigns) != 1 or not self._spells_the_cpu(assigns[0].value):
+            return None  # (before the walk through the body below: most such ifs bind something else)
+        stores = [part for part in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                  if type(part) is ast.Name and part.id == name and type(part.ctx) is not ast.Load]
+        if len(stores) != 1:
             return None
         return name if self._untold_device_parameter(name) else None
 
@@ -1516,7 +1521,18 @@ class CellScope:
         owner = self._method_owner.get(id(function))
         if owner is None or owner.module or owner.node is None:
             return False
-        return not _moves_a_model(owner.node, name)
+        return not self._moves_a_model(owner.node, name)
+
+    def _moves_a_model(self, node: ast.AST, device: str) -> bool:
+        """Whether ``node`` (a function, or a class: its methods) moves a model to the device named ``device`` (the
+        parameter, or ``self.device`` and its kin): ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)``.
+        Then that device is where the code runs the model, the GPU when it runs on one, whatever its default. (The
+        moves of each node looked through once: a class is asked of each of its device attributes.)"""
+        moves = self._model_moves.get(id(node))
+        if moves is None:
+            moves = self._model_moves[id(node)] = _model_moves(node)
+        return any((type(t) is ast.Name and t.id == device) or (type(t) is ast.Attribute and "device" in t.attr.lower())  # type: ignore[attr-defined]
+                   for targets in moves for t in targets)
 
     def _names_the_cpu(self, node: ast.expr) -> bool:
         """``"cpu"``, ``torch.device("cpu")``: a default that names the CPU."""
@@ -1704,6 +1720,7 @@ class CellScope:
         *,
         stop: Callable[[], bool] | None = None,
         types: Container[type] | None = None,
+        calls: tuple[frozenset[str], bool] | None = None,
     ) -> None:
         """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
 
@@ -1711,12 +1728,15 @@ class CellScope:
         for it (joined over the calls the walk saw), so a sync inside a helper called with a CUDA tensor is found.
         ``stop`` (asked before each top-level statement) ends the top level early; the bodies of the functions
         defined above that point are still visited, so every node before it is. ``types``: visit only nodes of
-        these classes (the walk still goes through the others).
+        these classes (the walk still goes through the others). ``calls``, ``(names, capitalized)``: of the calls
+        of an attribute (``x.name(...)``), visit only those whose name is in ``names`` or, with ``capitalized``,
+        starts with a capital letter (the visitor does nothing with the others; any other call is visited as
+        ``types`` says, and a subtree nested too deep for the generated functions may visit them all).
         """
         self._visit = visit
         self._types = types
         try:
-            self._walkers = _WALKERS.setdefault(types, {})  # type: ignore[arg-type]
+            self._walkers = _WALKERS.setdefault(types if calls is None else (types, calls), {})  # type: ignore[arg-type]
         except TypeError:  # an unhashable container of types: the walk without generated functions
             self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
@@ -1738,7 +1758,7 @@ class CellScope:
         #: caller's (a conversion between the two, a NumPy-or-torch utility). Read after the walk.
         self.numpy_too: dict[int, set[str]] = {}
         self._returned: Value | None = None
-        self._returns_wanted = False
+        self._returns_wanted: bool | None = False  # (None: not worked out yet for the function being walked)
         self._calls_in_text: dict[str, bool] | None = None  # name -> whether the text calls it
         self._handed_callbacks: set[int] | None = None  # (_callbacks, worked out once the top level was walked)
         #: function id -> (its node, its enclosing scope, what the calls seen before its walk passed it)
@@ -1941,11 +1961,11 @@ class CellScope:
             self._item_updated(node.target, node.value)  # type: ignore[attr-defined]
         elif kind is ast.Expr and type(node.value) is ast.Call:  # type: ignore[attr-defined]
             self._in_place_effect(node.value)  # type: ignore[attr-defined]
-        elif kind is ast.Return and self._returns_wanted:
+        elif kind is ast.Return and node.value is not None and (  # type: ignore[attr-defined]
+                self._returns_wanted or (self._returns_wanted is None and self._wants_returns())):
             # (A bare `return` says nothing: a generator's ends so.)
-            value = self.value(node.value) if node.value is not None else UNKNOWN  # type: ignore[attr-defined]
-            if node.value is not None:  # type: ignore[attr-defined]
-                self._returned = value if self._returned is None else join(self._returned, value)
+            value = self.value(node.value)  # type: ignore[attr-defined]
+            self._returned = value if self._returned is None else join(self._returned, value)
             if self._annotated_tensors is not None and value.kind == "numpy":
                 # `-> torch.Tensor` yet it returns a NumPy array: the function's Tensor annotations are not to be
                 # believed (diffusers' `_convert_to_karras(in_sigmas: torch.Tensor)` takes and gives NumPy sigmas)
@@ -2422,7 +2442,7 @@ class CellScope:
                 owner is not None and owner.module
             ):
                 default = defaults.get(argument.arg)
-                if default is not None and self._names_the_cpu(default) and not _moves_a_model(
+                if default is not None and self._names_the_cpu(default) and not self._moves_a_model(
                     owner.node if owner is not None else node, argument.arg
                 ):
                     # `device: str | torch.device = torch.device("cpu")`: the caller's, the CPU by default. (Not a
@@ -2433,10 +2453,7 @@ class CellScope:
         returns_tensor = node.returns is not None and self.annotation_value(node.returns).kind == "tensor"
         self._annotated_tensors = annotated if returns_tensor and annotated else None
         self._returned: Value | None = None
-        # What it returns matters only if the file calls it by name (most functions of a library are called from
-        # elsewhere: `forward`, `step`), or for its annotations (above)
-        self._returns_wanted = (self._annotated_tensors is not None or self._called_in_text(node.name)
-                                or (owner is not None and _is_property(node)))
+        self._returns_wanted = None  # (worked out at its first `return value`: _wants_returns)
         self._block(node.body)
         self._annotated_tensors = None
         if self._returned is not None and self._returned.kind != "unknown":
@@ -2586,7 +2603,7 @@ class CellScope:
         default, ``super().__init__(roc_auc_compute_fn, ..., device=device)`` (or what a function of the file returns,
         a function it defines: ``super().__init__(_get_kendall_tau(variant), ..., device)``): an epoch metric's
         compute function, which the base, in another module, calls on the outputs it keeps on that device. Not so in
-        an ``nn.Module`` or where the class moves a model to the device (:func:`_moves_a_model`)."""
+        an ``nn.Module`` or where the class moves a model to the device (:meth:`_moves_a_model`)."""
         functions = {statement.name: statement for statement in self.tree.body
                      if type(statement) in (ast.FunctionDef, ast.AsyncFunctionDef)}
         found: set[int] = set()
@@ -2602,7 +2619,7 @@ class CellScope:
             if init is None:
                 continue
             devices = {name for name, default in _defaults(init.args).items()
-                       if "dev" in name.lower() and self._names_the_cpu(default) and not _moves_a_model(statement, name)}
+                       if "dev" in name.lower() and self._names_the_cpu(default) and not self._moves_a_model(statement, name)}
             if not devices:
                 continue
             for call in ast.walk(init):
@@ -2626,6 +2643,18 @@ class CellScope:
             called = {node.func.id for node in ast.walk(self.tree) if type(node) is ast.Call and type(node.func) is ast.Name}
             found = {key for key in found if not any(id(f) == key and f.name in called for f in _functions_in(self.tree))}
         return found
+
+    def _wants_returns(self) -> bool:
+        """Whether what the function being walked returns matters, asked at its first ``return value`` (most functions
+        return nothing: ``__init__``, ``reset``): only if the file calls it by name (most functions of a library are
+        called from elsewhere: ``forward``, ``step``), for its annotations (:meth:`_function_body`), or for a property
+        of a class of the file."""
+        function = self.function
+        wanted = self._returns_wanted = (
+            self._annotated_tensors is not None or self._called_in_text(function.name)  # type: ignore[union-attr]
+            or (self._method_owner.get(id(function)) is not None and _is_property(function))  # type: ignore[arg-type]
+        )
+        return wanted
 
     def _called_in_text(self, name: str) -> bool:
         """Whether ``name(`` is in the text more often than ``def``s of that name (a call, or a mention)."""
@@ -2860,7 +2889,7 @@ _Walker = Callable[[ast.AST, "CellScope", int, "ast.AST | None"], None]
 #: How deep the generated walkers recurse into one expression before the rest goes through an explicit stack.
 _DEPTH = 48
 #: Per choice of node types to visit (``walk``'s ``types``): the walker of each node type met so far.
-_WALKERS: dict[Container[type] | None, dict[type, _Walker]] = {}
+_WALKERS: dict[Any, dict[type, _Walker]] = {}  # (types, or (types, calls) with ``calls``)
 
 
 def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
@@ -2873,6 +2902,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
         walkers[kind] = _skip
         return _skip
     types = next(key for key, table in _WALKERS.items() if table is walkers)
+    types, calls = types if type(types) is tuple else (types, None)
     chosen = types is None or kind in types
     leaves = [leaf for leaf in _LEAVES if types is None or leaf in types]
     lines = ["def walk(node, scope, depth, parent):"]
@@ -2881,15 +2911,18 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     lines += ["    if depth > DEPTH:",
              "        scope._generic_deep(node)",
              "        return"]
-    if chosen:
+    if chosen and (kind is not ast.Call or calls is None):
         lines.append("    scope._visit(node)")
     if kind in _LEAVES:
         lines.append("    return")
     elif kind is ast.Call:
-        # (`x.f()` in a method: recorded only for `self.f()`, as _record_call would take no other)
         lines += ["    func = node.func",
-                  "    func_kind = type(func)",
-                  "    if scope.host is not None or func_kind is Name or func_kind is NamedExpr or (",
+                  "    func_kind = type(func)"]
+        if chosen and calls is not None:  # (walk's `calls`: the attributes' names the visitor takes)
+            lines += ["    if func_kind is not Attribute or func.attr in CALLS or (CAPITALIZED and func.attr[:1].isupper()):",
+                      "        scope._visit(node)"]
+        # (`x.f()` in a method: recorded only for `self.f()`, as _record_call would take no other)
+        lines += ["    if scope.host is not None or func_kind is Name or func_kind is NamedExpr or (",
                   "            func_kind is Attribute and scope.self_name is not None and type(func.value) is Name",
                   "            and func.value.id == scope.self_name):",
                   "        scope._record_call(node)"]
@@ -2923,7 +2956,9 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
             lines.append(f"{indent}else:")
             lines.append(f"{indent}    (walkers.get(child_kind) or make(walkers, child))(child, scope, depth, node)")
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
-                                 "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker}
+                                 "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker,
+                                 "CALLS": calls[0] if calls is not None else None,
+                                 "CAPITALIZED": calls[1] if calls is not None else None}
     exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
     return function
@@ -2960,6 +2995,21 @@ def _imports(tree: ast.Module, source: str | None = None) -> list[ast.Import | a
                 continue
         for name in fields:
             nodes.extend(getattr(node, name))
+    return found
+
+
+def statements(tree: ast.AST) -> list[ast.AST]:
+    """Every statement under ``tree`` (with the except handlers and match cases that hold some), block by block:
+    statements hold no expressions that hold statements, so no expression is gone through."""
+    found: list[ast.AST] = []
+    fields = _BLOCK_FIELDS
+    blocks = [getattr(tree, name) for name in fields.get(type(tree), ())]
+    for block in blocks:  # (the list grows as the loop goes)
+        for statement in block:
+            found.append(statement)
+            held = fields.get(type(statement))
+            if held is not None:
+                blocks += [getattr(statement, name) for name in held]
     return found
 
 
@@ -3191,12 +3241,23 @@ def _host_side(value: Value) -> bool:
 def combine_devices(values: Iterable[Value], *, strict: bool = True) -> Device | None:
     """The device of an op's result: CUDA when any tensor operand is on CUDA (PyTorch allows only CPU scalars
     beside it), CPU when every operand is a CPU tensor or Python data, otherwise unknown."""
-    values = list(values)
-    if any(v.device == "cuda" and v.kind in ("tensor", "unknown", "tensors") for v in values):
-        return "cuda"
-    tensors = [v for v in values if v.kind == "tensor"]
-    only_host_operands = all(v.kind in ("tensor", "python", "sequence", "device") for v in values)
-    if tensors and all(v.device == "cpu" for v in tensors) and (only_host_operands or not strict):
+    # (one pass: CUDA as soon as an operand is on it; else CPU when every tensor operand is, one at least, and, with
+    # `strict`, every other operand is host data)
+    tensors = cpu_tensors = False
+    only_host_operands = True
+    for v in values:
+        kind = v.kind
+        if v.device == "cuda" and (kind == "tensor" or kind == "unknown" or kind == "tensors"):
+            return "cuda"
+        if kind == "tensor":
+            tensors = True
+            if v.device != "cpu":
+                cpu_tensors = None  # (a tensor elsewhere: no CPU result)
+            elif cpu_tensors is not None:
+                cpu_tensors = True
+        elif not (kind == "python" or kind == "sequence" or kind == "device"):
+            only_host_operands = False
+    if tensors and cpu_tensors and (only_host_operands or not strict):
         return "cpu"
     return None
 
@@ -3215,12 +3276,15 @@ def _host_result(values: list[Value], *, comparison: bool) -> bool:
     CPU tensor compared with something (``torch.rand([]) < p``, layer drop) is a host-side draw against a threshold;
     in arithmetic (``scale * x``) it may scale a CUDA tensor, so that stays unknown.
     """
-    if any(v.device == "cuda" for v in values):
-        return False
-    cpu = [v for v in values if v.kind == "tensor" and v.device == "cpu"]
     # ndim unknown counts as dimensions: the 0-dim CPU tensors met beside CUDA ones are constants the text spells
-    # out (torch.tensor(2.0), whose ndim is known).
-    return bool(cpu) and (comparison or any(v.ndim != 0 for v in cpu))
+    # out (torch.tensor(2.0), whose ndim is known). (One pass over the operands, no generator.)
+    found = False
+    for v in values:
+        if v.device == "cuda":
+            return False
+        if v.device == "cpu" and v.kind == "tensor" and (comparison or v.ndim != 0):
+            found = True
+    return found
 
 
 def _placed(values: list[Value]) -> str | None:
@@ -3330,24 +3394,21 @@ def _functions_in(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef]
     return [node for node in ast.walk(tree) if type(node) in (ast.FunctionDef, ast.AsyncFunctionDef)]
 
 
-def _moves_a_model(node: ast.AST, device: str) -> bool:
-    """Whether ``node`` (a function, or a class: its methods) moves a model to the device named ``device`` (the
-    parameter, or ``self.device`` and its kin): ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)``.
-    Then that device is where the code runs the model, the GPU when it runs on one, whatever its default."""
+def _model_moves(node: ast.AST) -> list[list[ast.expr]]:
+    """The devices of each move of a model in ``node`` (a function, or a class: its methods), the arguments that may
+    name the device of ``self.model = model.to(self.device)``, ``_LPIPS(net).to(device)`` (what
+    :meth:`CellScope._moves_a_model` looks through)."""
+    found = []
     for call in ast.walk(node):
         if type(call) is not ast.Call or type(call.func) is not ast.Attribute or call.func.attr != "to":  # type: ignore[attr-defined]
-            continue
-        targets = [*call.args[:1], *(item.value for item in call.keywords if item.arg == "device")]  # type: ignore[attr-defined]
-        if not any((type(t) is ast.Name and t.id == device) or (type(t) is ast.Attribute and "device" in t.attr.lower())  # type: ignore[attr-defined]
-                   for t in targets):
             continue
         receiver = call.func.value  # type: ignore[attr-defined]
         if type(receiver) is ast.Call:
             receiver = receiver.func  # type: ignore[attr-defined]
         name = receiver.id if type(receiver) is ast.Name else receiver.attr if type(receiver) is ast.Attribute else ""  # type: ignore[attr-defined]
         if (type(call.func.value) is ast.Call and name[:1].isupper()) or any(word in name.lower() for word in _MODEL_WORDS):  # type: ignore[attr-defined]
-            return True
-    return False
+            found.append([*call.args[:1], *(item.value for item in call.keywords if item.arg == "device")])  # type: ignore[attr-defined]
+    return found
 
 
 def _device_test_in(test: ast.expr) -> bool:
@@ -3404,15 +3465,15 @@ def element_of(container: Value) -> Value:
     return UNKNOWN
 
 
-def iter_truth_tested(node: ast.expr) -> Iterator[ast.expr]:
-    """The operands whose truth value Python asks for when it tests ``node`` (``a and not b`` -> a, b)."""
-    if isinstance(node, ast.BoolOp):
-        for value in node.values:
-            yield from iter_truth_tested(value)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        yield from iter_truth_tested(node.operand)
-    else:
-        yield node
+def truth_tested(node: ast.expr) -> list[ast.expr]:
+    """The operands whose truth value Python asks for when it tests ``node`` (``a and not b`` -> [a, b]); a list, not
+    a generator per operand (SF103 asks it of every test that is an ``and``, ``or`` or ``not``)."""
+    kind = type(node)
+    if kind is ast.BoolOp:
+        return [operand for value in node.values for operand in truth_tested(value)]  # type: ignore[attr-defined]
+    if kind is ast.UnaryOp and type(node.op) is ast.Not:  # type: ignore[attr-defined]
+        return truth_tested(node.operand)  # type: ignore[attr-defined]
+    return [node]
 
 
 def index_parts(subscript: ast.Subscript) -> list[ast.expr]:
