@@ -52,7 +52,7 @@ from typing import Any, Protocol
 
 from .torch_import import TorchImport, torch_installed
 
-__all__ = ["ChildNote", "ForkedChildren", "LostChild", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder",
+__all__ = ["ChildNote", "ForkedChildren", "LostChild", "lost_children", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder",
            "site_fields"]
 
 _real_fork = os.fork
@@ -144,6 +144,11 @@ def site_fields(site: Any) -> dict[str, Any]:
 
 
 _tokens = itertools.count(1)  # program_env's tokens, unique in this process
+
+
+def lost_children(notes: list[str]) -> list[str]:
+    """The notes on child processes whose syncs are not counted (`LostChild`): a verdict cannot be given without them."""
+    return [note for note in notes if isinstance(note, LostChild)]
 
 
 class ForkedChildren:

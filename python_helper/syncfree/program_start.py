@@ -32,7 +32,6 @@ def start(spec_text: str) -> None:
     # The exit message of watches that never ended goes after `finish` (atexit runs the last registered first), as
     # `syncfree run` registers it before its program's.
     unended.register()
-
     started = _start_spawned_watch(folder, settings)
     if started is None:
         return

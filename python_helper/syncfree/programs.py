@@ -9,9 +9,9 @@ environment back as it was given (so the program and the programs it starts see 
 ``syncfree.program_start.start``, and hands over to the program's own ``sitecustomize`` if there is one. That starts
 the program's watch as a spawned multiprocessing child's is started (the parent's mode and engine; at its import of
 torch), and its report is written into the parent's folder when the program ends (``atexit``, ``os._exit``,
-SIGTERM), where the parent reads it with the other children's. This module is the parent's side: it imports nothing
-of syncfree, so that capture/threads.py and processes.py can use it. This is how coverage.py and pytest-cov measure subprocesses (a start-up hook and an
-environment variable).
+SIGTERM), where the parent reads it with the other children's. This is how coverage.py and pytest-cov measure
+subprocesses (a start-up hook and an environment variable). This module is the parent's side: it imports nothing of
+syncfree, so that capture/threads.py and processes.py can use it.
 
 A program on another interpreter (another virtual environment, ``python2``) may not have this syncfree to import:
 it is named in a note, unwatched, as before.

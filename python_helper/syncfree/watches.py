@@ -101,9 +101,9 @@ class WatchReport:
     def lost_children(self) -> list[str]:
         """The notes on child processes whose syncs are not in the report (`syncfree.processes.LostChild`: killed,
         still running, unwatched): with any, the report's count is short by an unknown number."""
-        from .processes import LostChild
+        from .processes import lost_children
 
-        return [note for note in self.notes if isinstance(note, LostChild)]
+        return lost_children(self.notes)
 
     @property
     def predicted(self) -> bool:

@@ -223,13 +223,9 @@ def _start_child(process: Any) -> Any:
     recorder = _recorder_here()
     if recorder is None or _compile_worker(sys._getframe(1)):
         return _real["process_start"](process)
-    settings = recorder.child_settings
-    if settings is not None:  # a watch: its children are its own
-        if recorder.children is None:
-            recorder.children = settings.follow_children()
-            if recorder.watches_cells:
-                recorder.children.ended = "the cell ended"  # what a child still running outlived (its note)
-        if recorder.children.start_process(_real["process_start"], process):
+    children = _watch_follower(recorder)
+    if children is not None:  # a watch: its children are its own
+        if children.start_process(_real["process_start"], process):
             recorder.child_started(process.pid, sys._getframe(1))
             return None
     else:
@@ -309,15 +305,15 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
 
 
 def _watch_follower(recorder: Any) -> Any:
-    """The follower of the children that a watch's (or a cell's) code starts (made with its first child, as
-    `_start_child` makes it), or None where the recorder watches no children (not a watch's)."""
+    """The follower of the children that a watch's (or a cell's) code starts, made with its first child
+    (multiprocessing's or a Python program's), or None where the recorder watches no children (not a watch's)."""
     settings = recorder.child_settings
     if settings is None:
         return None
     if recorder.children is None:
         recorder.children = settings.follow_children()
         if recorder.watches_cells:
-            recorder.children.ended = "the cell ended"
+            recorder.children.ended = "the cell ended"  # what a child still running outlived (its note)
     return recorder.children
 
 

@@ -286,10 +286,10 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         over = (over if budget is not None else False) or cost_ms > budget_ms
     # A child process that left no report (killed) took its syncs with it: a count within the budget is then not a
     # pass (as `sync_free()`'s NotJudged), and the run says which child.
-    from syncfree.processes import LostChild
+    from syncfree.processes import lost_children
 
-    lost_children = [note for note in result.notes if isinstance(note, LostChild)]
-    unjudged = bool(lost_children) and not over
+    lost_notes = lost_children(result.notes)
+    unjudged = bool(lost_notes) and not over
     stopped = result.exit_code == 1 and is_sync_stop(result.error)  # --mode error: a finding
     interrupted = isinstance(result.error, KeyboardInterrupt)
     signum = getattr(result, "signal", None)  # SIGTERM: the process dies of it once this is written
@@ -379,7 +379,7 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
               file=sys.stderr)
     elif unjudged and status == EXIT_FOUND:
         print(f"syncfree: could not judge the run: {counted} sync{'s' if counted != 1 else ''} counted, but "
-              + "; ".join(lost_children), file=sys.stderr)
+              + "; ".join(lost_notes), file=sys.stderr)
     sys.stderr.flush()
     return status
 
