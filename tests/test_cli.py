@@ -267,6 +267,33 @@ def test_run_notebook_cell_over_its_own_budget_is_named(tmp_path, capsys, kernel
     assert "budgets exceeded" in out
 
 
+def test_run_notebook_whose_cell_child_left_no_report_is_not_judged(tmp_path, capsys, kernel_env):
+    # A forked child of a cell SIGKILLed before it wrote its report took its syncs with it: the cell's count of 0 is
+    # no pass of the notebook's budget of 0 (as `syncfree run SCRIPT` and `sync_free()`), and the run says which.
+    source = write_notebook(
+        tmp_path / "lost.ipynb",
+        code("import multiprocessing, os, signal, time"),
+        code("context = multiprocessing.get_context('fork')\n"
+             "started = context.Event()\n"
+             "def work(started):\n"
+             "    started.set()\n"
+             "    time.sleep(60)\n"
+             "child = context.Process(target=work, args=(started,), name='Doomed')\n"
+             "child.start()\n"
+             "assert started.wait(60)\n"
+             "os.kill(child.pid, signal.SIGKILL)\n"
+             "child.join(60)"),
+    )
+    status, out, err = run_cli(capsys, "run", str(source), "--timeout", "120")
+    assert status == 1, (out, err)
+    assert f"syncfree: could not judge {source}:cell 2: " in err, err
+    assert "Doomed (pid" in err and "ended without a report (killed)" in err, err
+    assert f"{source}: 0 counted syncs; budgets not judged." in out, out
+    # The cell's report keeps the lost child apart from its other notes (report.schema.json lost_children).
+    status, out, err = run_cli(capsys, "run", str(source), "--format", "json", "--timeout", "120")
+    assert status == 1 and json.loads(out) == [], (out, err)
+
+
 @pytest.mark.parametrize("value", [-1, "2", 1.5, True, None])
 def test_run_notebook_bad_cell_budget_is_a_usage_error(tmp_path, capsys, value):
     source = write_notebook(tmp_path / "bad.ipynb", nbformat.v4.new_code_cell("x = 1", metadata={"syncfree": {"budget": value}}))

@@ -108,7 +108,11 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     truncated_findings = len(finding_list) > MAX_FINDINGS
     finding_list = finding_list[:MAX_FINDINGS]
     measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
+    notes = list(notes)
     note_list = [str(n)[:500] for n in notes]
+    # Children whose syncs are not in the count (`syncfree.processes.LostChild`): kept apart from the notes, whose
+    # type a JSON report loses, so that a budget read from the report later is not judged on a count that lacks them.
+    lost = [str(n)[:500] for n in notes if getattr(n, "lost", False)][:MAX_NOTES]
     cost = dict(cost or {})
     if mode == "predict" and cost.get("cost_ms") is None and NO_GPU_NO_COST not in note_list:
         note_list.append(NO_GPU_NO_COST)
@@ -146,6 +150,8 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
             "frames": bool(truncated_frames),
         },
     }
+    if lost:
+        report["lost_children"] = lost
     if predict_table is not None:
         report["predict_table"] = dict(predict_table)
     return report

@@ -67,8 +67,8 @@ def run(
     """``syncfree run NOTEBOOK.ipynb``: execute it in a fresh kernel, every cell watched; report each cell's syncs.
 
     Budgets: a cell whose metadata holds ``"syncfree": {"budget": N}`` may sync N times; the cells without a budget
-    of their own share ``budget`` (default 0). Exit 1 only when a budget is exceeded, 2 when the notebook did not run
-    to the end. Syncs on a line with a ``# syncfree: allow`` comment are reported but not counted.
+    of their own share ``budget`` (default 0). Exit 1 only when a budget is exceeded or cannot be judged (a child
+    process of a cell ended without a report of its syncs), 2 when the notebook did not run to the end. Syncs on a line with a ``# syncfree: allow`` comment are reported but not counted.
     """
     out = out or sys.stdout
     state = state if state is not None else {}
@@ -242,9 +242,9 @@ def run(
         print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
         state["status"] = EXIT_ERROR
         return EXIT_ERROR
-    for line in verdict.exceeded:
+    for line in verdict.exceeded + verdict.unjudged:
         print(f"syncfree: {line}", file=sys.stderr)
-    state["status"] = EXIT_FOUND if verdict.exceeded else EXIT_CLEAN
+    state["status"] = EXIT_FOUND if verdict.exceeded or verdict.unjudged else EXIT_CLEAN
     return state["status"]
 
 
@@ -269,6 +269,7 @@ def _cell_budgets(notebook: Any, path: str) -> dict[int, int]:
 class _Verdict:
     summary: str
     exceeded: list[str]
+    unjudged: list[str]  # the cells whose child processes left no report, when no budget was exceeded
 
 
 def _counted_syncs(cell: Any, report: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
@@ -308,11 +309,15 @@ def _judge(reports: list[CellReport], cell_budgets: dict[int, int], budget: int 
     if shared > limit:
         scope = "the cells without a budget of their own" if cell_budgets else "the notebook"
         exceeded.append(f"{path}: {_syncs(shared, scope)} the budget of {limit}: " + "; ".join(shared_cells))
+    # A child process that left no report (killed) took its syncs with it: a count within the budgets is then no
+    # pass (as `syncfree run SCRIPT` and `sync_free()`), and the run says which cell and which child.
+    unjudged = [] if exceeded else [f"could not judge {path}:cell {found.number}: {note}"
+                                    for found in reports for note in found.report.get("lost_children") or ()]
     summary = ""
-    if budget is not None or cell_budgets:
-        kept = "exceeded" if exceeded else "kept"
+    if budget is not None or cell_budgets or unjudged:
+        kept = "exceeded" if exceeded else "not judged" if unjudged else "kept"
         summary = f"{path}: {total} counted sync{'s' if total != 1 else ''}; budgets {kept}."
-    return _Verdict(summary, exceeded)
+    return _Verdict(summary, exceeded, unjudged)
 
 
 def _syncs(count: int, where: str = "") -> str:
