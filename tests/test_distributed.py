@@ -430,6 +430,49 @@ def test_merge_command_exit_codes(tmp_path, capsys):
     assert "syncfree: error: rank 1 of 2 left no report" in capsys.readouterr().err
 
 
+def test_a_rank_whose_child_left_no_report_is_not_judged(tmp_path, capsys):
+    # Rank 1's count lacks the syncs of a child killed before it wrote its report: 0 syncs within a budget of 0 is
+    # no pass (as `syncfree run SCRIPT`), and the merge says which rank and child. The note's type survives the file.
+    lost = "child process Doomed (pid 4242) ended without a report (killed): its syncs are not counted"
+    write_rank_report(tmp_path, rank_report(0, []))
+    report = rank_report(1, [])
+    report.child_notes, report.lost_children = [lost], [lost]
+    write_rank_report(tmp_path, report)
+    assert read_rank_reports(tmp_path).reports[1].lost_children == [lost]
+    assert main(["merge", str(tmp_path)]) == 1
+    assert f"syncfree: could not judge rank 1: {lost}" in capsys.readouterr().err
+    assert main(["merge", str(tmp_path), "--exit-zero"]) == 0
+    capsys.readouterr()
+    # A rank over its budget is named for that, the first reason.
+    write_rank_report(tmp_path, rank_report(0, [site("/job/train.py", 10, 3)]))
+    assert main(["merge", str(tmp_path), "--budget", "2"]) == 1
+    assert "could not judge" not in capsys.readouterr().err
+
+
+def test_run_rank_keeps_its_lost_children_apart_in_its_report(tmp_path, monkeypatch):
+    # End to end on one rank: syncfree run as a torchrun rank forks a child that is killed once its target runs.
+    script = tmp_path / "rank.py"
+    script.write_text(
+        "import multiprocessing, os, signal, time\n"
+        "def work(started):\n"
+        "    started.set()\n"
+        "    time.sleep(60)\n"
+        "context = multiprocessing.get_context('fork')\n"
+        "started = context.Event()\n"
+        "child = context.Process(target=work, args=(started,), name='Doomed')\n"
+        "child.start()\n"
+        "assert started.wait(60)\n"
+        "os.kill(child.pid, signal.SIGKILL)\n"
+        "child.join(60)\n")
+    env = {**os.environ, **torchrun_env(0, 1, TORCHELASTIC_RUN_ID="lost"), "PYTHONPATH": str(ROOT / "python_helper")}
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--rank-report-dir", str(tmp_path / "ranks"),
+                           str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
+    assert done.returncode == 0, done.stderr  # a rank exits as its script does; the merge judges
+    [report] = read_rank_reports(tmp_path / "ranks").reports
+    assert len(report.lost_children) == 1 and "Doomed (pid" in report.lost_children[0], report.child_notes
+    assert main(["merge", str(tmp_path / "ranks"), "--budget", "5"]) == 1
+
+
 # --------------------------------------------------------------------------- predict mode: NCCL on gloo
 
 

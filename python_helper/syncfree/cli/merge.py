@@ -40,7 +40,11 @@ def merge(directory: str, *, output_format: str = "text", budget: int | None = N
     if budget is not None and over:
         print(f"syncfree: a rank made {merged.most_counted} syncs, over the budget of {budget} per rank",
               file=sys.stderr)
-    state["status"] = EXIT_FOUND if over else EXIT_CLEAN
+    # A rank's child process that left no report (killed) took its syncs with it: no pass on the count left.
+    unjudged = [] if over else merged.lost_children
+    for line in unjudged:
+        print(f"syncfree: could not judge {line}", file=sys.stderr)
+    state["status"] = EXIT_FOUND if over or unjudged else EXIT_CLEAN
     return state["status"]
 
 

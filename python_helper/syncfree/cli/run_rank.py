@@ -55,6 +55,7 @@ def run_rank(
         complete_run,
         write_rank_report,
     )
+    from syncfree.processes import lost_children
     from syncfree.script_run import ModuleNotRunnable, run_script
 
     target, argv, module, output = job.target, job.argv, job.module, job.output
@@ -70,9 +71,10 @@ def run_rank(
     script = target if module else os.path.abspath(target)
 
     def rank_report(result: Any) -> RankReport:
+        notes = list(getattr(result, "notes", []))
         return RankReport(rank, result.report.to_dict(), script, list(argv), cwd, result.exit_code, started,
                           time.time(), [child.to_dict() for child in getattr(result, "children", [])],
-                          list(getattr(result, "notes", [])))
+                          notes, lost_children=lost_children(notes))
 
     def on_exit(result: Any) -> None:  # os._exit(n) in the program: its report, then the exit it asked for
         try:

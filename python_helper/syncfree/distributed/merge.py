@@ -337,6 +337,12 @@ class MergedReport:
         return max((t.counted for t in self.totals), default=0)
 
     @property
+    def lost_children(self) -> list[str]:
+        """``rank R: <note>`` for each child process of a rank that ended without a report of its syncs (killed): that
+        rank's count lacks them, so a budget cannot be judged on it (as ``syncfree run SCRIPT``)."""
+        return [f"rank {report.rank.rank}: {note}" for report in self.reports for note in report.lost_children]
+
+    @property
     def blocked_ms(self) -> float | None:
         measured = [t.blocked_ms for t in self.totals if t.blocked_ms is not None]
         return round(sum(measured), 3) if measured else None

@@ -51,6 +51,9 @@ class RankReport:
     children: list[dict[str, Any]] = field(default_factory=list)  # ProcessReport.to_dict() of forked children
     child_notes: list[str] = field(default_factory=list)  # children the run could not see
     path: Path | None = field(default=None, compare=False)
+    # Of child_notes, the children that ended without a report (`syncfree.processes.LostChild`): a rank's count
+    # lacks their syncs, so no budget can be judged on it. Kept apart, since JSON loses the notes' type.
+    lost_children: list[str] = field(default_factory=list)
 
     @property
     def run_key(self) -> str:
@@ -61,7 +64,7 @@ class RankReport:
                 "rank": self.rank.to_dict(), "script": self.script, "argv": list(self.argv),
                 "cwd": self.cwd, "exit_code": self.exit_code, "started": self.started,
                 "finished": self.finished, "report": self.report, "children": self.children,
-                "child_notes": self.child_notes}
+                "child_notes": self.child_notes, "lost_children": self.lost_children}
 
     @classmethod
     def from_dict(cls, data: Any, path: Path | None = None) -> RankReport:
@@ -96,10 +99,14 @@ class RankReport:
                 for c in children):
             raise ValueError("malformed child processes")
         notes = data.get("child_notes") or []
+        lost = data.get("lost_children") or []
+        if not isinstance(lost, list):
+            raise ValueError("malformed lost child processes")
         return cls(rank, report, str(data.get("script") or ""),
                    [str(a) for a in argv] if isinstance(argv, list) else [],
                    str(data.get("cwd") or ""), exit_code, float(numbers[0]), float(numbers[1]),
-                   children, [str(n) for n in notes] if isinstance(notes, list) else [], path)
+                   children, [str(n) for n in notes] if isinstance(notes, list) else [], path,
+                   [str(n) for n in lost])
 
 
 def file_name(rank: int) -> str:
