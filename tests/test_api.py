@@ -611,6 +611,29 @@ def test_a_python_program_a_block_starts_with_subprocess_watches_itself_and_its_
     assert vars(module.Popen)["__init__"] is not None and "syncfree" not in vars(module.Popen)["__init__"].__module__
 
 
+def test_a_python_program_a_block_runs_with_os_system_or_os_popen_counts(tmp_path):
+    # os.system and os.popen ran the program unwatched and unnamed: the block passed with its syncs uncounted.
+    child = tmp_path / "child.py"
+    child.write_text("import os, torch\nprint(os.environ.get('SYNCFREE_FOLLOW'))\n"
+                     "torch.ones(3, device='cuda').sum().item()\n")
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(child))}"
+    path_before = os.environ.get("PYTHONPATH")
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            assert os.system(command + f" > {tmp_path / 'log'}") == 0
+    assert "child.py:3:" in str(raised.value) and "in child process child.py (pid" in str(raised.value), raised.value
+    assert (tmp_path / "log").read_text() == "None\n"  # the program sees the environment as it was
+    assert os.environ.get("PYTHONPATH") == path_before and "SYNCFREE_FOLLOW" not in os.environ
+    with syncfree.watch() as w:
+        assert os.popen(command).read() == "None\n"
+    assert [(s.count, s.process.split(" (pid")[0]) for s in w.report.sites] == [(1, "child.py")], w.report.text()
+    # A program that never starts its watch (-I ignores PYTHONPATH) is named.
+    with syncfree.watch() as unwatched:
+        os.system(f"{shlex.quote(sys.executable)} -I {shlex.quote(str(child))} > /dev/null")
+    assert [n for n in unwatched.report.notes if "ran unwatched" in n], unwatched.report.notes
+    assert vars(os)["system"].__module__ == "posix"
+
+
 def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words():
     from syncfree.capture.threads import python_program, shell_words
 

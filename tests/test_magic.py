@@ -479,6 +479,23 @@ def test_a_cell_counts_the_python_programs_it_starts_with_subprocess(ip, tmp_pat
         "(`syncfree run` it to see them)"], report["notes"]
 
 
+def test_a_cell_counts_the_python_programs_its_shell_commands_run(ip, tmp_path):
+    # `!python train.py` (IPython's system, through a pty), `x = !python ...` (getoutput) and os.system ran the program
+    # unwatched and unnamed: the cell reported 0 syncs. Each now watches itself, its syncs at the line that ran it.
+    child = tmp_path / "child.py"
+    child.write_text("import torch\nprint('ran')\ntorch.ones(2, device='cuda').sum().item()\n")
+    cell = ("%%syncfree --mode predict\nimport os, sys\n"
+            f"!{{sys.executable}} {str(child)!r}\n"
+            f"out = !{{sys.executable}} {str(child)!r}\n"
+            f"status = os.system(sys.executable + ' ' + {str(child)!r})\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success and ip.user_ns["status"] == 0 and "ran" in ip.user_ns["out"]
+    report = the_report(bundles)
+    assert [(s["line"], s["count"]) for s in report["sites"]] == [(3, 1), (4, 1), (5, 1)], "\n".join(report["notes"])
+    assert not [n for n in report["notes"] if "unwatched" in n], report["notes"]
+    assert "SYNCFREE_FOLLOW" not in os.environ
+
+
 def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
     cell = ("%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\n"
             "y = x * 2\nv = y.sum().item()\nafter = True\n")

@@ -266,14 +266,20 @@ class ForkedChildren:
         self.forked.append(pid)
         self.spawned.add(pid)
 
+    def program_pid(self, token: str) -> int | None:
+        """The pid a program started with `program_env`'s ``token`` told once it started its watch; None before."""
+        try:
+            with open(os.path.join(self._folder(), f"{token}.program"), encoding="utf-8") as handle:
+                return int(handle.read())
+        except (OSError, ValueError):
+            return None
+
     def _resolve_programs(self) -> None:
         """A program started through a shell runs in a process of its own (the shell forks it): the pid it told under
         its token takes the place of the shell's."""
         for pid, token in list(self._program_tokens.items()):
-            try:
-                with open(os.path.join(self._folder(), f"{token}.program"), encoding="utf-8") as handle:
-                    actual = int(handle.read())
-            except (OSError, ValueError):
+            actual = self.program_pid(token)
+            if actual is None:
                 continue
             del self._program_tokens[pid]
             if actual == pid:

@@ -259,8 +259,10 @@ class _SharedPatch:
             if current is self.replacement:
                 setattr(self.owner, self.name, _real[self.key])
             elif recorder is not None:
-                recorder.note(f"{self.owner.__module__}.{self.owner.__qualname__}.{self.name} was replaced during "
-                              "the run; syncfree left the replacement in place")
+                owner = getattr(self.owner, "__qualname__", None)  # a class's, or a module's (os.system)
+                owner = f"{self.owner.__module__}.{owner}" if owner else self.owner.__name__
+                recorder.note(f"{owner}.{self.name} was replaced during the run; syncfree left the replacement "
+                              "in place")
 
 
 def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
@@ -292,13 +294,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     real(popen, args, *rest, **kwargs)
     if taker is not None:
         taker.program_started(popen.pid, program, token)
-        if follower is None:
-            recorder.child_started(popen.pid, sys._getframe(1))
-        else:
-            inner = dispatch.owner_here()
-            if inner is not None and inner.child_settings is not None and not follower.collects_for(inner):
-                # a watch inside syncfree run or a watched test: the program's report counts for the watch too
-                inner.followed_children.append((follower, popen.pid))
+        _program_is_followed(follower, recorder, popen.pid, sys._getframe(1))
     elif program is not None:
         (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
     return None
@@ -324,13 +320,71 @@ def _same_interpreter(interpreter: str) -> bool:
 
 
 def called_by_the_program(frame: Any) -> bool:
-    """Whether the subprocess being started from ``frame`` (the caller of ``Popen.__init__``) is the program's own
-    (its code called subprocess), not a library's (torch.compile's compile workers, a package's helpers)."""
+    """Whether the subprocess being started from ``frame`` (the caller of ``Popen.__init__``, of ``os.system``) is
+    the program's own (its code called subprocess, ``os.popen``, ``os.system``, or a notebook's ``!cmd``), not a
+    library's (torch.compile's compile workers, a package's helpers)."""
     from .sites import UserFiles
 
-    while frame is not None and frame.f_code.co_filename == subprocess.__file__:
+    while frame is not None and (frame.f_code.co_filename in _RUNNER_FILES
+                                 or frame.f_globals.get("__name__", "").startswith(_RUNNER_PACKAGES)):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename in UserFiles()
+
+
+# What runs a command the program asks for: subprocess, and os (os.popen; "<frozen os>" where os is frozen).
+_RUNNER_FILES = (subprocess.__file__, os.popen.__code__.co_filename)
+_RUNNER_PACKAGES = ("IPython.", "ipykernel.")  # a notebook's `!cmd` and `x = !cmd` (their shell's system, getoutput)
+
+
+def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) -> Any:
+    """``os.system(command)`` and IPython's ``system`` (a notebook's ``!python train.py``; ``_real[key]``): where the
+    command line's first command is a Python program on this interpreter that the program's own code runs, it runs
+    with the start-up hook in the environment (syncfree/programs.py), so that it watches itself and reports to the
+    follower of this code's children, as a program started with subprocess does (`_popen_init`). Both wait for the
+    command to end; the program tells its pid under a token."""
+    real = _real[key]
+    follower = current_follower()
+    recorder = _recorder_here() if follower is None else None
+    words = shell_words(command) if follower is not None or recorder is not None else None
+    program = python_program(words) if words else None
+    if program is None or not called_by_the_program(frame):
+        return real(command, *args, **kwargs)
+    taker = follower if follower is not None else _watch_follower(recorder)
+    given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) else None
+    if given is None:
+        (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+        return real(command, *args, **kwargs)
+    env, token = given
+    # The shell and what it starts inherit the process's environment: the hook's variables are in it while the
+    # command runs (os.environ's assignments reach the C environment), and taken out after.
+    saved = {name: os.environ.get(name) for name in env if os.environ.get(name) != env[name]}
+    try:
+        os.environ.update({name: env[name] for name in saved})
+        return real(command, *args, **kwargs)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        pid = taker.program_pid(token)
+        if pid is None:  # it never started its watch (-I, a failure before it): it ran unwatched
+            (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+        else:
+            taker.program_started(pid, program, token)
+            _program_is_followed(follower, recorder, pid, frame)
+
+
+def _program_is_followed(follower: Any, recorder: Any, pid: int, frame: Any) -> None:
+    """A Python program started from ``frame`` reports to ``follower`` (or to ``recorder``'s own follower): the
+    recorder of a cell puts its syncs at the line that started it, a watch inside a follower counts them too."""
+    if follower is None:
+        recorder.child_started(pid, frame)
+        return
+    inner = dispatch.owner_here()
+    if inner is not None and inner.child_settings is not None and not follower.collects_for(inner):
+        # a watch inside syncfree run or a watched test: the program's report counts for the watch too
+        inner.followed_children.append((follower, pid))
 
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
@@ -389,12 +443,50 @@ def python_program(args: Any, executable: Any = None) -> str | None:
     return None
 
 
+def _command_runner(key: str) -> Any:
+    """The replacement of a function that runs a shell command line and waits for it (`_run_command`)."""
+
+    def run_command(command: Any, *args: Any, **kwargs: Any) -> Any:
+        return _run_command(key, command, args, kwargs, sys._getframe(1))
+
+    run_command.__name__ = run_command.__qualname__ = key
+    return run_command
+
+
 _process_patch = _SharedPatch(_mp_process.BaseProcess, "start", _process_start, "process_start")
 _popen_patch = _SharedPatch(subprocess.Popen, "__init__", _popen_init, "popen_init")
-#: `_process_start` in ``BaseProcess.start`` / `_popen_init` in ``subprocess.Popen.__init__`` for one more user, and
-#: one fewer.
+_command_patches = {"os": _SharedPatch(os, "system", _command_runner("os_system"), "os_system")}
+#: The modules whose ``system`` runs a notebook's ``!cmd`` (IPython's shell, ipykernel's): patched once imported.
+_SHELL_MODULES = ("IPython.core.interactiveshell", "ipykernel.zmqshell")
+
+
+def _command_runners() -> list[_SharedPatch]:
+    for name in _SHELL_MODULES:
+        module = sys.modules.get(name)
+        if name not in _command_patches and module is not None and callable(vars(module).get("system")):
+            key = f"{name}.system"
+            _command_patches[name] = _SharedPatch(module, "system", _command_runner(key), key)
+    return list(_command_patches.values())
+
+
+#: `_process_start` in ``BaseProcess.start`` for one more user, and one fewer.
 hook_process_start, unhook_process_start = _process_patch.hook, _process_patch.unhook
-hook_popen, unhook_popen = _popen_patch.hook, _popen_patch.unhook
+
+
+def hook_popen() -> None:
+    """`_popen_init` in ``subprocess.Popen.__init__``, and `_run_command` in ``os.system`` and IPython's ``system``,
+    for one more user."""
+    _popen_patch.hook()
+    for patch in _command_runners():
+        patch.hook()
+
+
+def unhook_popen(recorder: Any = None) -> None:
+    """One user fewer of `hook_popen`'s patches (a replacement the program put over one stays: ``recorder``'s report
+    says so)."""
+    _popen_patch.unhook(recorder)
+    for patch in _command_runners():
+        patch.unhook(recorder)
 
 
 _STARTERS = ("multiprocessing", "concurrent")  # the standard library's process starters
