@@ -643,7 +643,9 @@ def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words(
     assert shell_words("python $SCRIPT") is None and shell_words("X=1 python a.py") is None
     assert shell_words("python 'unclosed") is None and shell_words("") is None
     assert python_program(shell_words("python train.py > log")) == "train.py"
-    assert python_program(shell_words("cd dir && python train.py")) is None
+    assert shell_words("cd dir && python train.py 2>&1 | tee log") == ["python", "train.py"]
+    assert shell_words("ls > out; python a.py --n 3 >log") == ["python", "a.py", "--n", "3"]
+    assert shell_words("X=1 python a.py; echo done") is None and shell_words("echo hi") == ["echo", "hi"]
 
 
 def test_a_python_program_still_starting_when_the_block_ends_is_named_as_running():

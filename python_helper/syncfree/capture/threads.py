@@ -390,28 +390,42 @@ def _program_is_followed(follower: Any, recorder: Any, pid: int, frame: Any) -> 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
 
 
+_DESCRIPTOR = re.compile(r"(^|\s)\d+(?=[<>])")
+
+
 def shell_words(command: Any) -> list[str] | None:
-    """The words of a shell command line's first command (``"python train.py --lr 1 > log"`` → python, train.py,
-    --lr, 1), or None where it is not a plain command (a variable, a substitution, a quote it cannot read)."""
+    """The words of the command that a shell command line runs Python with (``"cd run && python train.py --lr 1 >
+    log"`` → python, train.py, --lr, 1), else of its first command; None where it is not plain (a variable, a
+    substitution, a quote it cannot read)."""
     import shlex
 
     if isinstance(command, (bytes, os.PathLike)):
         command = os.fsdecode(command)
     if not isinstance(command, str) or any(c in command for c in "$`"):
         return None
+    commands: list[list[str]] = [[]]
+    command = _DESCRIPTOR.sub(r"\1", command)  # 2>log, 2>&1: a descriptor's number, not a word
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
-        words = []
+        redirected = False  # the word after a redirection is its file
         for word in lexer:
             if word and set(word) <= set("();<>|&"):
-                break  # the first command ends at an operator or a redirection
-            words.append(word)
+                if set(word) & set("<>"):
+                    redirected = True
+                elif commands[-1]:
+                    commands.append([])  # a command ends at ; && || | & ( )
+                continue
+            if redirected:
+                redirected = False
+                continue
+            commands[-1].append(word)
     except ValueError:
         return None
-    if words and "=" in words[0].split("/")[0]:
-        return None  # VAR=value python ...: an environment of its own
-    return words or None
+    # VAR=value python ...: an environment of its own, not read
+    plain = [words for words in commands if words and "=" not in words[0].split("/")[0]]
+    return next((words for words in plain if python_program(words) is not None), commands[0] if plain and
+                plain[0] is commands[0] else None)
 
 
 def python_program(args: Any, executable: Any = None) -> str | None:
