@@ -307,4 +307,8 @@ def test_a_python_program_a_block_starts_with_subprocess_counts_its_real_syncs(t
     with pytest.raises(syncfree.SyncError, match=r"in child process worker.py \(pid"):
         with syncfree.sync_free(engine=engine):
             subprocess.run([sys.executable, str(worker)], check=True, capture_output=True)
-    print(f"\nsyncfree-gpu: a subprocess worker under {engine}: {report.text()}")
+    # os.system (the shell's own fork and exec) too: the program watches itself through the environment.
+    with syncfree.watch(engine=engine) as shelled:
+        assert os.system(f"cd {tmp_path} && {sys.executable} worker.py > /dev/null") == 0
+    assert [(s.line, s.count) for s in shelled.report.sites if s.kind == "item"] == [(4, 3)], shelled.report.text()
+    print(f"\nsyncfree-gpu: a subprocess worker under {engine}: {report.text()}\nos.system: {shelled.report.text()}")
