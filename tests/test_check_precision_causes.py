@@ -1003,3 +1003,33 @@ def test_a_private_torch_predicate_gives_a_python_bool():
         "    if torch._is_all_true(param):\n        return 2\n"
     )
     assert rules_at(source) == [("SF103", 5, "likely")]
+
+
+def test_code_for_another_accelerator_in_a_function_of_its_own_is_possible():
+    """``def get_max_musa_memory(device)`` (a word of its name names another accelerator than CUDA: MUSA, NPU,
+    Neuron, XLA...), a branch under ``if is_npu_available():`` or ``torch.xpu.is_available()``, and ``elif rng_type ==
+    RNGType.XLA:``: that accelerator's code, which its callers (often in another module) reach only on it, so what
+    syncs there never waits for a CUDA GPU: possible. A CUDA helper, ``is_cuda_available()``, ``RNGType.CUDA`` and a
+    word inside another (``samples``) keep theirs."""
+    source = (
+        "def get_max_musa_memory(device=None):\n"
+        "    mem = torch.tensor([1], device=device)\n    return int(mem.item())\n"
+        "def _neuron_broadcast(t: torch.Tensor):\n    return t.cpu()\n"
+        "def get_max_cuda_memory(t: torch.Tensor):\n    return int(t.item())\n"
+        "def gather_samples(t: torch.Tensor):\n    return t.tolist()\n"
+        "def sync(rng_type, t: torch.Tensor):\n"
+        "    if is_npu_available():\n        a = t.item()\n"
+        "    if torch.xpu.is_available():\n        b = t.item()\n"
+        "    if is_cuda_available():\n        c = t.item()\n"
+        "    if rng_type == RNGType.CUDA:\n        d = t.item()\n"
+        "    elif rng_type == RNGType.XLA:\n        e = t.item()\n"
+        "    elif rng_type == DistributedType.MULTI_NPU:\n        f = t.item()\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF101", 4, "possible"), ("SF101", 8, "likely"), ("SF101", 13, "possible"), ("SF101", 15, "possible"),
+        ("SF101", 17, "likely"), ("SF101", 19, "likely"), ("SF101", 21, "possible"), ("SF101", 23, "possible"),
+        ("SF204", 10, "likely"), ("SF301", 6, "possible"), ("SF401", 3, "possible"),
+    ]
+    assert "in `def get_max_musa_memory`, named for another accelerator" in next(
+        f["message"] for f in found if f["range"]["line"] == 4)
