@@ -21,7 +21,7 @@ PIP := $(PY) -m pip --disable-pip-version-check -q
 # installed without their dependencies (timm's would pull torchvision, which must not be installed here), and
 # without compiling their thousands of modules to bytecode at install (they are read, and the few imported compile then).
 # accelerate: tests/test_library_sites.py checks that catalog/libraries names its real functions.
-CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 accelerate==1.15.0 diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 pyro-ppl==1.9.2 ultralytics==8.4.190 speechbrain==1.1.2 botorch==0.18.1 peft==0.21.2 pytorch-ignite==0.5.5 stable-baselines3==2.9.2 sentence-transformers==6.2.0 torchtune==0.6.1 torchrl==0.14.1 flair==0.15.1 captum==0.9.0 pytorch-metric-learning==2.9.0 trl==1.16.0 lightly==1.6.0 fastai==2.8.12 mosaicml==0.32.1 tianshou==2.0.1 mmengine==0.10.7
+CORPUS_PINS := transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 accelerate==1.15.0 diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 pyro-ppl==1.9.2 ultralytics==8.4.190 speechbrain==1.1.2 botorch==0.18.1 peft==0.21.2 pytorch-ignite==0.5.5 stable-baselines3==2.9.2 sentence-transformers==6.2.0 torchtune==0.6.1 torchrl==0.14.1 flair==0.15.1 captum==0.9.0 pytorch-metric-learning==2.9.0 trl==1.16.0 lightly==1.6.0 fastai==2.8.12 mosaicml==0.32.1 tianshou==2.0.1 mmengine==0.10.7 pykeen==1.11.1 skorch==1.4.0 neuralforecast==3.3.0
 # The GPU machine has torch + CUDA but no IPython and no venv: test-gpu uses its python3.
 GPU_PYTHON ?= python3
 

@@ -5,7 +5,8 @@ monai and gpytorch, which the rules were not tuned on, and pyro (pyro-ppl), ultr
 held out: labelled before any fix they led to, and ignite (pytorch-ignite) and stable_baselines3, held out and never
 tuned on, and sentence_transformers and torchtune, held out after issue 40's fourth round, torchrl and flair, after
 its fifth, captum and pytorch_metric_learning, after its sixth, trl and lightly, after its seventh, fastai and
-composer (mosaicml), after its eighth, and tianshou and mmengine, after its ninth; ``--libraries torch`` works too), found
+composer (mosaicml), after its eighth, tianshou and mmengine, after its ninth, and accelerate and pykeen, held out
+before its tenth's fixes, skorch and neuralforecast, after them; ``--libraries torch`` works too), found
 in this Python without importing it, the script runs the command a user runs::
 
     syncfree check <the package's folder> --format json --exit-zero
@@ -32,11 +33,12 @@ an entry ``{"file", "line", "rule", "verdict", "reason"}`` of the library in the
 false). The libraries are installed without their dependencies (only their sources are read)::
 
     .venv/bin/python -m pip install --no-deps transformers==5.24.0 timm==1.0.31 torchmetrics==1.9.0 lightning==2.6.6 \
-        diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 \
+        accelerate==1.15.0 diffusers==0.42.1 kornia==0.9.0 torch-geometric==2.8.1 monai==1.6.1 gpytorch==1.15.2 \
         pyro-ppl==1.9.2 ultralytics==8.4.190 speechbrain==1.1.2 botorch==0.18.1 peft==0.21.2 \
         pytorch-ignite==0.5.5 stable-baselines3==2.9.2 sentence-transformers==6.2.0 torchtune==0.6.1 \
         torchrl==0.14.1 flair==0.15.1 captum==0.9.0 pytorch-metric-learning==2.9.0 trl==1.16.0 lightly==1.6.0 \
-        fastai==2.8.12 mosaicml==0.32.1 tianshou==2.0.1 mmengine==0.10.7
+        fastai==2.8.12 mosaicml==0.32.1 tianshou==2.0.1 mmengine==0.10.7 pykeen==1.11.1 skorch==1.4.0 \
+        neuralforecast==3.3.0
 
 (the Makefile's CORPUS_PINS, which ``make install`` installs).
 """
@@ -75,7 +77,8 @@ LABELS = ROOT / "tests" / "data" / "check_precision.json"
 DEFAULT_LIBRARIES = ("transformers", "timm", "torchmetrics", "lightning", "diffusers", "kornia", "torch_geometric", "monai", "gpytorch",
                      "pyro", "ultralytics", "speechbrain", "botorch", "peft", "ignite", "stable_baselines3",
                      "sentence_transformers", "torchtune", "torchrl", "flair", "captum", "pytorch_metric_learning",
-                     "trl", "lightly", "fastai", "composer", "tianshou", "mmengine")
+                     "trl", "lightly", "fastai", "composer", "tianshou", "mmengine", "accelerate", "pykeen",
+                     "skorch", "neuralforecast")
 
 
 def installed_version(name: str) -> str:

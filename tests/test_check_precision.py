@@ -14,8 +14,9 @@ not tuned on; ``make install`` does it; gpytorch 1.15.2, added later by issue 40
 0.5.5 and stable-baselines3 2.9.2, held out and labelled after the last rule change, never tuned on; and sentence-transformers
 6.2.0 and torchtune 0.6.1, held out the same way after issue 40's fourth round, torchrl 0.14.1 and flair 0.15.1 after
 its fifth, captum 0.9.0 and pytorch-metric-learning 2.9.0 after its sixth, trl 1.16.0 and lightly 1.6.0 after its
-seventh, fastai 2.8.12 and mosaicml (composer) 0.32.1 after its eighth, and tianshou 2.0.1 and mmengine 0.10.7 after
-its ninth). A library missing, or at another version, skips its case.
+seventh, fastai 2.8.12 and mosaicml (composer) 0.32.1 after its eighth, tianshou 2.0.1 and mmengine 0.10.7 after
+its ninth, accelerate 1.15.0 and pykeen 1.11.1 before its tenth's fixes, and skorch 1.4.0 and neuralforecast 3.3.0
+after them). A library missing, or at another version, skips its case.
 """
 
 from __future__ import annotations

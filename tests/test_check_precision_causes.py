@@ -1003,3 +1003,96 @@ def test_a_private_torch_predicate_gives_a_python_bool():
         "    if torch._is_all_true(param):\n        return 2\n"
     )
     assert rules_at(source) == [("SF103", 5, "likely")]
+
+
+def test_code_for_another_accelerator_in_a_function_of_its_own_is_possible():
+    """``def get_max_musa_memory(device)`` (a word of its name names another accelerator than CUDA: MUSA, NPU,
+    Neuron, XLA...), a branch under ``if is_npu_available():`` or ``torch.xpu.is_available()``, and ``elif rng_type ==
+    RNGType.XLA:``: that accelerator's code, which its callers (often in another module) reach only on it, so what
+    syncs there never waits for a CUDA GPU: possible. A CUDA helper, ``is_cuda_available()``, ``RNGType.CUDA`` and a
+    word inside another (``samples``) keep theirs."""
+    source = (
+        "def get_max_musa_memory(device=None):\n"
+        "    mem = torch.tensor([1], device=device)\n    return int(mem.item())\n"
+        "def _neuron_broadcast(t: torch.Tensor):\n    return t.cpu()\n"
+        "def get_max_cuda_memory(t: torch.Tensor):\n    return int(t.item())\n"
+        "def gather_samples(t: torch.Tensor):\n    return t.tolist()\n"
+        "def sync(rng_type, t: torch.Tensor):\n"
+        "    if is_npu_available():\n        a = t.item()\n"
+        "    if torch.xpu.is_available():\n        b = t.item()\n"
+        "    if is_cuda_available():\n        c = t.item()\n"
+        "    if rng_type == RNGType.CUDA:\n        d = t.item()\n"
+        "    elif rng_type == RNGType.XLA:\n        e = t.item()\n"
+        "    elif rng_type == DistributedType.MULTI_NPU:\n        f = t.item()\n"
+    )
+    found = analyze_source("import torch\n" + source, select=["ALL"], possible=True)
+    assert sorted((f["rule"], f["range"]["line"], f["certainty"]) for f in found) == [
+        ("SF101", 4, "possible"), ("SF101", 8, "likely"), ("SF101", 13, "possible"), ("SF101", 15, "possible"),
+        ("SF101", 17, "likely"), ("SF101", 19, "likely"), ("SF101", 21, "possible"), ("SF101", 23, "possible"),
+        ("SF204", 10, "likely"), ("SF301", 6, "possible"), ("SF401", 3, "possible"),
+    ]
+    assert "in `def get_max_musa_memory`, named for another accelerator" in next(
+        f["message"] for f in found if f["range"]["line"] == 4)
+
+
+def test_a_method_annotated_to_return_arrays_fills_the_attributes_it_is_unpacked_into():
+    """``self.data_bytes, self.data_address = self._serialize_data()`` of a method of the class annotated ``->
+    Tuple[np.ndarray, np.ndarray]`` (on every store): the attributes hold NumPy arrays for the class's other methods,
+    so ``self.data_address[idx].item()`` reads no tensor. A part annotated a tensor, and a method a class of the file
+    overrides (its override may return anything), keep their findings."""
+    source = (
+        "import numpy as np\n"
+        "from typing import Tuple\n"
+        "class Dataset:\n"
+        "    def full_init(self):\n"
+        "        self.data_bytes, self.data_address = self._serialize_data()\n"
+        "    def subset(self, indices):\n"
+        "        self.data_bytes, self.data_address = self._get_subset(indices)\n"
+        "    def _serialize_data(self) -> Tuple[np.ndarray, np.ndarray]:\n"
+        "        return np.zeros(3), np.cumsum(np.ones(3))\n"
+        "    def _get_subset(self, indices) -> Tuple[np.ndarray, np.ndarray]:\n"
+        "        return np.zeros(3), np.cumsum(np.ones(3))\n"
+        "    def get(self, idx):\n"
+        "        start = self.data_address[idx - 1].item()\n"
+        "        return self.data_bytes[start:self.data_address[idx].item()]\n"
+        "class Model:\n"
+        "    def setup(self):\n"
+        "        self.weights, self.bias = self._make()\n"
+        "    def _make(self) -> Tuple[torch.Tensor, torch.Tensor]:\n"
+        "        return torch.ones(3, device='cuda'), torch.zeros(3, device='cuda')\n"
+        "    def read(self):\n"
+        "        return self.weights.sum().item()\n"
+        "class Loader:\n"
+        "    def setup(self):\n"
+        "        self.a, self.b = self._make()\n"
+        "    def _make(self) -> Tuple[np.ndarray, np.ndarray]:\n"
+        "        return np.zeros(3), np.ones(3)\n"
+        "    def read(self):\n"
+        "        return self.a[0].item()\n"
+        "class CudaLoader(Loader):\n"
+        "    def _make(self):\n"
+        "        return torch.ones(3, device='cuda'), torch.ones(3, device='cuda')\n"
+    )
+    assert rules_at(source) == [("SF101", 22, "likely"), ("SF101", 29, "likely")]
+
+
+def test_an_isinstance_test_of_numpy_or_python_scalar_classes_narrows_to_host_data():
+    """``elif isinstance(value, np.generic): return value.item()`` (a logger's converter of the user's values): in
+    that branch ``value`` is a NumPy scalar, and ``isinstance(x, (int, float))`` makes it a Python number, so
+    ``.item()`` there reads no tensor. A tuple with ``torch.Tensor``, the other branch, and a container class (a list
+    may hold tensors) keep their findings."""
+    source = (
+        "import numpy as np\n"
+        "def to_param(value):\n"
+        "    if isinstance(value, (dict, list)):\n        return [to_param(v) for v in value]\n"
+        "    elif isinstance(value, (torch.Tensor, np.ndarray)):\n        return value.tolist()\n"
+        "    elif isinstance(value, np.generic):\n        return value.item()\n"
+        "    return value\n"
+        "def scalar(x):\n"
+        "    if isinstance(x, (int, float)):\n        return float(x) + x.item()\n"
+        "    if not isinstance(x, np.number):\n        return x.item()\n"
+        "    return x\n"
+        "def items(x):\n"
+        "    if isinstance(x, (list, tuple)):\n        return x[0].item()\n"
+    )
+    assert rules_at(source) == [("SF101", 15, "likely"), ("SF101", 19, "likely"), ("SF204", 7, "likely")]

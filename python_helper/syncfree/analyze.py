@@ -310,7 +310,9 @@ class _Analysis:
                                 # Only when an optional attribute is there (an offload hook): the branch may never
                                 # run, and the text cannot tell how often it does.
                                 finding["certainty"] = "possible"
-                                finding["message"] = f"{finding['message']} (possible: only under `if {guard}`)"[:500]
+                                where = (f"in `{guard}`, named for another accelerator than CUDA" if guard.startswith("def ")
+                                         else f"only under `if {guard}`")
+                                finding["message"] = f"{finding['message']} (possible: {where})"[:500]
                         if scope.function is not None:
                             # (for host_code.py's demotion after the walk: the walk may find a function that imports
                             # a host-only library after the findings of the file's earlier functions)
@@ -427,9 +429,9 @@ def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
     """The test of an ``if`` around ``node`` (in its method) that runs the branch only when an optional attribute of
     the instance exists: ``hasattr(self, "final_offload_hook") and ...``, ``getattr(self, "_hf_hook", None) is not
     None`` (set by a feature few runs use), only in a mode few runs are in (``torch.jit.is_scripting()``), or only on
-    another accelerator than CUDA (``if self.device.type == "mps":``). Not ``if not hasattr(self, "cache")`` (the
-    first run takes it), nor a
-    test of its value (``getattr(self, "method", None) == HQQ``), nor another object's (``hasattr(config, ...)``)."""
+    another accelerator than CUDA (``if self.device.type == "mps":``, ``if is_npu_available():``, ``elif rng_type ==
+    RNGType.XLA:``, or anywhere in a function named for one, ``def get_max_musa_memory``: then ``def name``). Not
+    ``if not hasattr(self, "cache")`` (the first run takes it), nor a test of its value (``getattr(self, "method", None) == HQQ``), nor another object's (``hasattr(config, ...)``)."""
     child, parent = node, scope.parent(node)
     while parent is not None and type(parent) not in _SCOPES:
         if type(parent) is ast.If and child is not parent.test and child in parent.body:  # type: ignore[attr-defined]
@@ -447,9 +449,13 @@ def _optional_guard(node: ast.AST, scope: CellScope) -> str | None:
                     _instance_attribute_test(conjunct, scope) or scope.call_name(conjunct) in _MODE_TESTS
                 ):
                     return scope.snippet(test, 60)
-                if _other_backend_test(conjunct):
+                if _other_backend_test(conjunct) or _available_test(conjunct):
                     return scope.snippet(test, 60)
         child, parent = parent, scope.parent(parent)
+    while parent is not None:  # the function itself, and the functions around it
+        if type(parent) in (ast.FunctionDef, ast.AsyncFunctionDef) and _names_another_backend(parent.name):  # type: ignore[attr-defined]
+            return f"def {parent.name}"  # type: ignore[attr-defined]
+        parent = scope.parent(parent)
     return None
 
 
@@ -467,13 +473,43 @@ def _other_backend_test(test: ast.expr) -> bool:
     else:
         return False
     return bool(names) and all(
-        type(name) is ast.Constant and name.value in _OTHER_BACKENDS for name in names  # type: ignore[attr-defined]
+        (type(name) is ast.Constant and name.value in _OTHER_BACKENDS)  # type: ignore[attr-defined]
+        # `rng_type == RNGType.XLA`, `distributed_type == DistributedType.MULTI_NPU`: an enumeration's member named
+        # for the accelerator (upper case, as enumerations' members are)
+        or (type(name) is ast.Attribute and name.attr.isupper()  # type: ignore[attr-defined]
+            and name.attr.lower().removeprefix("multi_") in _OTHER_BACKENDS)  # type: ignore[attr-defined]
+        for name in names
     )
 
 
-# Device types of accelerators other than CUDA (torch.device's types; "cpu" and "meta" are not among them: a CPU
-# branch may still copy to the GPU, and "meta" names other things too).
-_OTHER_BACKENDS = frozenset({"mps", "xla", "xpu", "npu", "hpu", "mlu"})
+def _available_test(test: ast.expr) -> bool:
+    """``is_npu_available()``, ``is_torch_xla_available()``, ``torch.musa.is_available()``: a test that holds only
+    where another accelerator than CUDA is installed and present (accelerate's and transformers' ``is_..._available``
+    helpers); the branch is that accelerator's code."""
+    if type(test) is not ast.Call:
+        return False
+    function = test.func  # type: ignore[attr-defined]
+    if type(function) is ast.Attribute and function.attr == "is_available":  # type: ignore[attr-defined]
+        owner = function.value  # type: ignore[attr-defined]
+        return type(owner) is ast.Attribute and owner.attr in _OTHER_BACKENDS  # type: ignore[attr-defined]
+    name = function.id if type(function) is ast.Name else function.attr if type(function) is ast.Attribute else ""  # type: ignore[attr-defined]
+    if not (name.startswith("is_") and name.endswith("_available")):
+        return False
+    return name[3:-10].removeprefix("torch_") in _OTHER_BACKENDS
+
+
+def _names_another_backend(name: str) -> bool:
+    """``get_max_musa_memory``, ``_neuron_broadcast_object_list``, ``_tpu_gather``: a function named for another
+    accelerator than CUDA (one word of its snake_case name), whose code is that accelerator's (a helper its callers
+    call only in a branch for it, often in another module)."""
+    return any(word in _OTHER_BACKENDS for word in name.lower().split("_"))
+
+
+# Device types of accelerators other than CUDA (torch.device's types, and the names of their helpers: Apple's MPS,
+# XLA and TPUs, Intel's XPU, Ascend's NPU, Gaudi's HPU, Cambricon's MLU, Moore Threads' MUSA, AWS Neuron, Tecorigin's
+# SDAA, SenseTime's DIPU, Meta's MTIA; "cpu" and "meta" are not among them: a CPU branch may still copy to the GPU,
+# and "meta" names other things too).
+_OTHER_BACKENDS = frozenset({"mps", "xla", "tpu", "xpu", "npu", "hpu", "mlu", "musa", "neuron", "sdaa", "dipu", "mtia"})
 
 
 def _instance_attribute_test(call: ast.Call, scope: CellScope) -> bool:

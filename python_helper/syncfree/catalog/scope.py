@@ -2150,6 +2150,12 @@ class CellScope:
             and isinstance(test.args[0], ast.Name)
             and self.qualified_name(test.args[1]) == "torch.Tensor"
         ):
+            host = self._host_instance_test(test)
+            if host is not None:
+                # `elif isinstance(value, np.generic): return value.item()`: a NumPy scalar in that branch; the
+                # other branch is told nothing
+                name = test.args[0].id  # type: ignore[attr-defined]
+                return [{name: host}, {}] if positive else [{}, {name: host}]
             return self._device_narrowing(test, positive)
         name = test.args[0].id
         current = self.value(test.args[0])
@@ -2163,6 +2169,26 @@ class CellScope:
         tensor = current if current.kind == "tensor" else Value("tensor", current.device)
         other = Value("python")  # whatever it is, not a tensor
         return [{name: tensor}, {name: other}] if positive else [{name: other}, {name: tensor}]
+
+    def _host_instance_test(self, test: ast.expr) -> Value | None:
+        """``isinstance(x, np.generic)``, ``isinstance(x, (np.ndarray, np.number))``, ``isinstance(x, (int, float))``:
+        what ``x`` is where the test holds, NumPy data (a class of NumPy's, Python numbers beside) or a Python number
+        (every class a Python scalar's); None for any other test (a container may hold tensors)."""
+        if not (
+            type(test) is ast.Call
+            and len(test.args) == 2  # type: ignore[attr-defined]
+            and type(test.args[0]) is ast.Name  # type: ignore[attr-defined]
+            and self.call_name(test) == "builtins.isinstance"  # type: ignore[arg-type]
+        ):
+            return None
+        classes = test.args[1]  # type: ignore[attr-defined]
+        names = [self.qualified_name(c) for c in (classes.elts if type(classes) is ast.Tuple else [classes])]  # type: ignore[attr-defined]
+        if not names or None in names:
+            return None
+        numpy = [name.startswith("numpy.") for name in names]  # type: ignore[union-attr]
+        if not all(found or name in _PYTHON_SCALAR_CLASSES for found, name in zip(numpy, names)):
+            return None
+        return Value("numpy") if any(numpy) else PYTHON
 
     def _device_narrowing(self, test: ast.expr, positive: bool) -> list[dict[str, Value]] | None:
         """What ``if x.is_cuda:`` (``x.device.type == "cuda"``, ``!= "cpu"``...) tells each branch about the tensor
@@ -2321,12 +2347,15 @@ class CellScope:
                     if type(element_target) not in _NAMELESS_TARGETS or type(element_target) is ast.Attribute:
                         self._bind_target(element_target, self.value(element), element)
                 return
-            if type(source) is ast.Call and type(source.func) is ast.Name:  # type: ignore[attr-defined]
+            if type(source) is ast.Call and type(source.func) in (ast.Name, ast.Attribute):  # type: ignore[attr-defined]
                 annotated = self._returned_tuple(source, len(target.elts))  # type: ignore[arg-type]
                 if annotated is not None:
                     # `embeddings, labels, names = load(path)` of a `def load(...) -> Tuple[NDArray, List[int],
                     # List[str]]` of the file: a name its part of the annotation says is host data (an array, a
-                    # number, a table) holds that; the others what unpacking the call's value gives, as before
+                    # number, a table) holds that; the others what unpacking the call's value gives, as before.
+                    # So too `self.data_bytes, self.data_address = self._serialize_data()` of a method of the
+                    # class annotated `-> Tuple[np.ndarray, np.ndarray]`: what the attributes hold for the class's
+                    # other methods
                     for element_target, element in zip(target.elts, annotated):  # type: ignore[attr-defined]
                         part = self.annotation_value(element)
                         self._bind_target(element_target, part if part.kind in _HOST_KINDS else element_of(value))
@@ -2726,9 +2755,17 @@ class CellScope:
 
     def _returned_tuple(self, call: ast.Call, count: int) -> list[ast.expr] | None:
         """The parts of the ``Tuple[...]`` return annotation of the file's function that ``call`` calls, where it has
-        ``count`` of them (no ``...``); None otherwise."""
-        callee = self.value(call.func)
-        function = callee.const if callee.kind == "function" else None
+        ``count`` of them (no ``...``); None otherwise. ``self.method(...)``: the method of the class (of the file) whose
+        method this is, where no class of the file that derives from it overrides it."""
+        function = call.func
+        if type(function) is ast.Attribute:
+            owner = self._method_owner.get(id(self.function)) if self.self_name is not None else None
+            if owner is None or type(function.value) is not ast.Name or function.value.id != self.self_name:  # type: ignore[attr-defined]
+                return None
+            function = owner.methods.get(function.attr) if not owner.overrides.get(function.attr) else None  # type: ignore[assignment,attr-defined]
+        else:
+            callee = self.value(function)
+            function = callee.const if callee.kind == "function" else None
         returns = getattr(function, "returns", None)
         if type(returns) is not ast.Subscript or self.qualified_name(returns.value) not in (  # type: ignore[attr-defined]
             "typing.Tuple", "builtins.tuple"
@@ -3093,6 +3130,12 @@ def _field_kinds(node: ast.AST) -> tuple[tuple[str, object], ...]:
         else:
             kinds.append((name, _ONE))
     return tuple(kinds)
+
+
+#: Python's scalar classes, as ``isinstance`` names them (not its containers: a list may hold tensors).
+_PYTHON_SCALAR_CLASSES = frozenset(
+    {"builtins.int", "builtins.float", "builtins.bool", "builtins.complex", "builtins.str", "builtins.bytes"}
+)
 
 
 class _ClassInfo:
