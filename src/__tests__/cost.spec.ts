@@ -95,6 +95,20 @@ describe('cost (issue 37)', () => {
     expect(widget.node.querySelector('[data-cost]')).toBeNull();
     expect(widget.node.querySelector('[data-sort="blocked"]')).toBeNull();
   });
+  it('says which cells count less than ran: a child process left no report', () => {
+    const lost = report({ mode: 'predict', sites: [site({ blocked_ms: null, predicted: true })], findings: [] });
+    lost.lost_children = ['child process Doomed (pid 42) ended without a report (killed): its syncs are not counted'];
+    const widget = panel([input(report()), { ...input(lost), cellId: 'b', cellNumber: 3 }]);
+    const line = widget.node.querySelector('.jp-syncfree-sidebar-lost')!;
+    expect(line.textContent).toBe(
+      'Not every sync is counted: a child process of cell 3 ended without a report (killed).'
+    );
+    expect(line.getAttribute('title')).toBe(
+      'Cell 3: child process Doomed (pid 42) ended without a report (killed): its syncs are not counted'
+    );
+    expect(panel([input(report())]).node.querySelector('.jp-syncfree-sidebar-lost')).toBeNull();
+  });
+
   it('the heading of the syncs paid once leads with their cost; without a GPU it has counts only', () => {
     const r = costed();
     r.sites = [

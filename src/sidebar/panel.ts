@@ -302,6 +302,10 @@ export class SyncsPanel extends Panel {
         'What a sync costs is the GPU time it loses, measured from the GPU’s own timestamps when the cell runs on a GPU. Predicted syncs (no GPU) have no cost, and none is guessed.';
       this._head.appendChild(note);
     }
+    const lost = this._lostChildren(inputs);
+    if (lost) {
+      this._head.appendChild(lost);
+    }
     this._filterCount.textContent = filtered ? `${ranking.size} of ${all.size}` : '';
     this._filterCount.title = filtered ? `${ranking.size} of ${all.size} rows match the filters` : '';
     if (ranking.size === 0) {
@@ -382,6 +386,30 @@ export class SyncsPanel extends Panel {
     );
     box.appendChild(how);
     return box;
+  }
+
+  /**
+   * The cells whose child processes ended without a report of their syncs (killed): their
+   * counts lack those syncs, and the totals above say less than ran (report.schema.json
+   * lost_children). Null when every child reported.
+   */
+  private _lostChildren(inputs: IRankInput[]): HTMLElement | null {
+    const cells = inputs.filter(input => (input.report.lost_children ?? []).length > 0);
+    if (cells.length === 0) {
+      return null;
+    }
+    const numbers = cells.map(input => input.cellNumber).sort((a, b) => a - b);
+    const which = `${numbers.length === 1 ? 'cell' : 'cells'} ${numbers.join(', ')}`;
+    const line = el(
+      'div',
+      `${S}-lost`,
+      `Not every sync is counted: a child process of ${which} ended without a report (killed).`
+    );
+    line.setAttribute('role', 'note');
+    line.title = cells
+      .flatMap(input => (input.report.lost_children ?? []).map(note => `Cell ${input.cellNumber}: ${plainText(note)}`))
+      .join('\n');
+    return line;
   }
 
   /** "103 syncs in 3 cells · 42.9 ms blocked", "60 predicted syncs in 4 cells". */
