@@ -21,6 +21,12 @@ true / plausible / false labels with and without it, the strict precision of the
 
     PYTHONPATH=python_helper .venv/bin/python bench/precision_evidence.py
     PYTHONPATH=python_helper .venv/bin/python bench/precision_evidence.py --rows   # one row per labelled finding
+
+``--search`` (round 12) adds atoms of host-code evidence (a module with no device word, NumPy/pandas in the module and
+the function, a host folder or utils name in the path, an array-like annotation or docstring, a dataset / transform /
+callback / metric-like class...) and searches gates that demote a likely finding where a conjunction of atoms holds,
+none of which may demote a likely or certain finding of the user-code corpus (tests/data/user_code/findings.json) nor
+3% of the true labels; the gate is chosen on one half of the libraries and measured on the other.
 """
 
 from __future__ import annotations
