@@ -803,15 +803,17 @@ def test_a_python_program_the_run_starts_with_subprocess_is_watched_and_reported
     # its sites are the run's, marked with its name; one that cannot (-I ignores PYTHONPATH) is named.
     write(tmp_path, "child.py", "import torch\nprint('child', torch.ones(2, device='cuda').sum().item())\n")
     write(tmp_path, "launch.py", """\
-        import subprocess, sys
+        import os, subprocess, sys
         subprocess.run([sys.executable, "child.py"], check=True)
+        assert os.system(sys.executable + " child.py") == 0
         subprocess.run([sys.executable, "-I", "-m", "json.tool", "--help"], capture_output=True)
         subprocess.run(["echo", "not python"], check=True)
         """)
     done = syncfree("run", "--mode", "predict", "launch.py", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # the child's sync is over the budget of 0
-    assert "child 2.0" in done.stdout, done.stdout
-    assert "child.py:2:" in done.stdout and "(in child process child.py (pid" in done.stdout, done.stdout
+    assert done.stdout.count("child 2.0") == 2, done.stdout  # os.system's too (the shell's fork and exec)
+    assert "child.py:2:" in done.stdout and "×2" in done.stdout and "(in child processes child.py (pid" in \
+        done.stdout, done.stdout
     assert ("note: 1 Python program started with subprocess (-m json.tool) ran unwatched: its syncs "
             "are not in this report") in done.stdout, done.stdout
 
