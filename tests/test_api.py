@@ -634,6 +634,18 @@ def test_a_python_program_a_block_runs_with_os_system_or_os_popen_counts(tmp_pat
     assert vars(os)["system"].__module__ == "posix"
 
 
+def test_a_python_c_programs_syncs_are_at_its_own_lines():
+    # `python -c CODE`: its code was "outside your code" (its file "<string>" is no file); it is the program's own.
+    code = "import torch\nx = torch.ones(2, device='cuda')\nv = x.sum().item()\n"
+    with syncfree.watch() as w:
+        subprocess.run([sys.executable, "-c", code], check=True)
+    assert [(s.file, s.line, s.count, s.process.split(" (pid")[0]) for s in w.report.sites] == [
+        ("<string>", 3, 1, "-c ...")], w.report.text()
+    from syncfree.capture.sites import UserFiles
+
+    assert "<string>" not in UserFiles()  # in this process "<string>" is still exec'd code
+
+
 def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words():
     from syncfree.capture.threads import python_program, shell_words
 

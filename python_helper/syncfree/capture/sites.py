@@ -333,6 +333,11 @@ def library_roots() -> tuple[str, ...]:
     return tuple(sorted(p for p in library if p))
 
 
+#: Names of code compiled from a string that is the program's own code: ``python -c``'s "<string>" in a program a
+#: followed run started (syncfree/program_start.py). Elsewhere "<string>" is exec'd or generated code (dynamo's).
+PROGRAM_CODE_NAMES: set[str] = set()
+
+
 class UserFiles(dict):
     """The user's own source files, for attribution outside notebook cells.
 
@@ -354,6 +359,8 @@ class UserFiles(dict):
     def _is_user(self, filename: str) -> bool:
         # Code compiled from a string (exec, python -c) has no file to point at; IPython's
         # "<ipython-input-...>" cells and doctest's examples ("<doctest mod.f[1]>") do.
+        if filename in PROGRAM_CODE_NAMES:
+            return True
         if not filename or filename.startswith("<") and not filename.startswith(("<ipython-input",
                                                                                   "<doctest ")):
             return False
