@@ -29,6 +29,12 @@ def start(spec_text: str) -> None:
         return
     if not os.path.isdir(folder):
         return  # the block that started it has ended: nobody reads a report
+    if sys.argv[:1] == ["-c"]:
+        # `python -c CODE`: its code is "<string>", the program's own (its syncs go to its lines, not "outside your
+        # code").
+        from .capture.sites import PROGRAM_CODE_NAMES
+
+        PROGRAM_CODE_NAMES.add("<string>")
     # The exit message of watches that never ended goes after `finish` (atexit runs the last registered first), as
     # `syncfree run` registers it before its program's.
     unended.register()
