@@ -135,8 +135,8 @@ def test_the_analysis_is_prepared_once_before_the_pool_forks():
     key = (tuple(select), tuple(ignore))
     assert key not in analyze._CHOSEN
     analyze.prepare(select, ignore)
-    types, calls = analyze._dispatch(analyze._CHOSEN[key], True)[2::2]
-    assert len(_WALKERS[types if calls is None else (types, calls)]) >= 40  # the node types of most code
+    types, _, calls, operators = analyze._dispatch(analyze._CHOSEN[key], True)[2:]
+    assert len(_WALKERS[types, calls, operators]) >= 40  # the node types of most code
     found = {finding["rule"] for finding in analyze.analyze_source(analyze._PREPARE_SOURCE, possible=True)}
     assert {"SF101", "SF103", "SF301", "SF501"} <= found  # the rules' own paths are taken too
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from syncfree.allow import allowances, allowed
-from syncfree.catalog import Edit, Fix, Match, Rule, select_rules
+from syncfree.catalog import OPERATOR_NODES, Edit, Fix, Match, Rule, select_rules
 from syncfree.catalog.optimizer_scalars import OptimizerScalars
 from syncfree.catalog.scope import Bindings, CellScope, is_constant
 from syncfree.collector import paused as cycle_collection_paused
@@ -227,7 +227,7 @@ class _Analysis:
         # Most rules look at calls, and each only at calls of a few names (Rule.calls): a call is shown to the
         # rules for its callee's name, not to all thirty of them (by_callee=False shows every call to every
         # rule: the tests compare the two).
-        self.by_type, self.by_callee, self.types, self.by_class, self.calls = _dispatch(rules, by_callee)
+        self.by_type, self.by_callee, self.types, self.by_class, self.calls, self.operators = _dispatch(rules, by_callee)
         self.findings: dict[tuple[Any, ...], dict[str, Any]] = {}
         self.functions: dict[tuple[Any, ...], int] = {}  # finding key -> id of the function it is in (host_code)
         # finding key -> (id of its function, the names it reads): the likely findings in functions, for
@@ -240,7 +240,7 @@ class _Analysis:
         limit = self.limit
         self.scope.forget = self._forget
         self.scope.walk(self._visit, stop=None if limit is None else lambda: len(self.findings) > limit, types=self.types,
-                        calls=self.calls)
+                        calls=self.calls, operators=self.operators)
         contradicted, numpy_too = self.scope.contradicted, self.scope.numpy_too
         for key, (function, names) in self.annotated.items():
             finding = self.findings[key]
@@ -370,20 +370,24 @@ class _Analysis:
 # Why a finding on a tensor of a device parameter `device="cpu"` (scope.CPU_DEFAULT) is only possible.
 _CALLERS_DEVICE = " (possible: on the device its caller picks, the CPU by default)"
 
+_Operators = frozenset[tuple[type[ast.AST], frozenset[type[ast.AST]]]]
 _DISPATCH: dict[tuple[Any, ...], tuple[dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type],
-                                       list[Rule], tuple[frozenset[str], bool] | None]] = {}
+                                       list[Rule], tuple[frozenset[str], bool] | None, _Operators | None]] = {}
 
 
 _DISPATCH_BY_ID: dict[tuple[int, bool], tuple[tuple[Rule, ...], Any]] = {}
 
 
 def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
-    dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type], list[Rule], tuple[frozenset[str], bool] | None
+    dict[type[ast.AST], list[Rule]], dict[str, list[Rule]], frozenset[type], list[Rule], tuple[frozenset[str], bool] | None,
+    _Operators | None,
 ]:
     """The rules by node type and by callee name, the node types some rule looks at, the rules of a call of a
     capitalized name that has none of its own (Rule.class_calls), and the calls the walk need not visit (its
     ``calls``: the names of ``x.name(...)`` that some rule takes, and whether a capitalized one is taken; None when
-    some rule takes every call): made once per choice of rules (``syncfree check`` analyses thousands of files with
+    some rule takes every call), and the operators of the BinOps and UnaryOps the walk need visit (its ``operators``:
+    per node type whose every rule names its operators, Rule.operators, their union; None when there is none; with
+    ``by_callee`` False, as calls, none left out): made once per choice of rules (``syncfree check`` analyses thousands of files with
     the same rules; the tables are only read)."""
     # (the same tuple of rules comes back for each file from _chosen_rules: known by its identity, the tuple kept
     # alive beside the tables so that its id stays its own)
@@ -419,7 +423,13 @@ def _dispatch(rules: tuple[Rule, ...], by_callee: bool) -> tuple[
         # (a call of `x.name(...)` whose name has no rules of its own, when no rule takes every call and the name is
         # no class's: _visit finds no rule for it; the walk leaves it out, a call fewer for most calls of a file)
         calls = (frozenset(by_name), bool(by_class)) if by_name and not every_call else None
-        found = _DISPATCH[key] = (by_type, by_name, types, by_class, calls)
+        # (`-x`, `a * b`: a BinOp or UnaryOp whose operator no rule on it takes is not visited, as a call above)
+        operators = frozenset(
+            (kind, frozenset().union(*(rule.operators for rule in by_type[kind])))  # type: ignore[arg-type]
+            for kind in OPERATOR_NODES
+            if by_callee and by_type.get(kind) and all(rule.operators is not None for rule in by_type[kind])
+        ) or None
+        found = _DISPATCH[key] = (by_type, by_name, types, by_class, calls, operators)
     if len(_DISPATCH_BY_ID) < 64:
         _DISPATCH_BY_ID[id(rules), by_callee] = (rules, found)
     return found

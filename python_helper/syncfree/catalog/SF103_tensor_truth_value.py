@@ -167,6 +167,7 @@ RULE = Rule.from_docstring(
     fix_safety="review",
     node_types=(ast.If, ast.While, ast.IfExp, ast.Assert, ast.comprehension, ast.BoolOp, ast.UnaryOp, ast.Call),
     matcher=match,
+    operators=(ast.Not,),  # (of its UnaryOps: `not t`; no `-x` nor `~x`)
     calls=("bool",),
     rewrite=rewrite,
 )

@@ -87,5 +87,6 @@ RULE = Rule.from_docstring(
     fix_safety="none",
     node_types=(ast.JoinedStr, ast.Call, ast.BinOp),
     matcher=match,
+    operators=(ast.Mod,),  # (of its BinOps: `"%s" % t`; no arithmetic)
     calls=("str", "repr", "format"),
 )

@@ -144,6 +144,8 @@ class Match(Frozen):
 
 
 Matcher = Callable[[ast.AST, "CellScope"], Iterator[Match]]
+#: The node types whose operator (their ``op``) :attr:`Rule.operators` can name.
+OPERATOR_NODES = (ast.BinOp, ast.UnaryOp)
 #: What a matcher returns for a node that fails its first, cheap test: an iterator that is empty for good. (A matcher
 #: that is a generator function makes a generator for each node it is shown, and some rules are shown every call or
 #: assignment: they test first and hand the rest to a generator.)
@@ -179,7 +181,7 @@ class Rule(Frozen):
     #: The fields, in the order of the constructor's parameters.
     FIELDS = ("code", "name", "title", "category", "kind", "dependency", "cuda_call", "why", "fix", "example_before",
               "example_after", "fix_safety", "what", "fix_safety_note", "node_types", "matcher", "rewrite",
-              "enabled_by_default", "calls", "class_calls")
+              "enabled_by_default", "calls", "class_calls", "operators")
 
     code: str
     name: str
@@ -207,6 +209,10 @@ class Rule(Frozen):
     #: With :attr:`calls`: every call of a capitalized name as well, a class's (``torch.distributions.Normal(...)``
     #: whatever the distribution): what a rule on the classes of a module matches, which no list of names can hold.
     class_calls: bool
+    #: For a rule on ``ast.BinOp`` or ``ast.UnaryOp``: the operators (``ast.Mod``, ``ast.Not``...) of those nodes it can
+    #: match; the static pass shows it only those (``-x`` and ``a * b`` are most of a file's operators). None: every
+    #: one. Its other node types are shown as ever.
+    operators: frozenset[type[ast.AST]] | None
 
     def __init__(
         self,
@@ -230,13 +236,14 @@ class Rule(Frozen):
         enabled_by_default: bool = True,
         calls: frozenset[str] | None = None,
         class_calls: bool = False,
+        operators: frozenset[type[ast.AST]] | None = None,
     ) -> None:
         self.__dict__.update(
             code=code, name=name, title=title, category=category, kind=kind, dependency=dependency,
             cuda_call=cuda_call, why=why, fix=fix, example_before=example_before, example_after=example_after,
             fix_safety=fix_safety, what=what, fix_safety_note=fix_safety_note, node_types=node_types,
             matcher=matcher, rewrite=rewrite, enabled_by_default=enabled_by_default, calls=calls,
-            class_calls=class_calls,
+            class_calls=class_calls, operators=operators,
         )
 
     def __getattr__(self, name: str) -> Any:
@@ -285,6 +292,7 @@ class Rule(Frozen):
         enabled_by_default: bool = True,
         calls: Iterable[str] | None = None,
         class_calls: bool = False,
+        operators: Iterable[type[ast.AST]] | None = None,
     ) -> Rule:
         """Build a rule whose texts come from its module docstring (the ruff-style sections), parsed when first
         read; the rest of the entry is validated now, the texts (and the sections' presence) when parsed."""
@@ -293,7 +301,7 @@ class Rule(Frozen):
             code=code, name=name, title=title, category=CATEGORIES[int(code[2])], kind=kind, dependency=dependency,
             cuda_call=cuda_call, fix_safety=fix_safety, node_types=node_types, matcher=matcher, rewrite=rewrite,
             enabled_by_default=enabled_by_default, calls=frozenset(calls) if calls is not None else None,
-            class_calls=class_calls,
+            class_calls=class_calls, operators=frozenset(operators) if operators is not None else None,
             _doc=doc or "",
         )
         rule._check_entry()
@@ -321,6 +329,8 @@ class Rule(Frozen):
             problems.append("calls (callee names) is for a rule on ast.Call and names at least one")
         if self.class_calls and self.calls is None:
             problems.append("class_calls goes with calls (the names besides the classes')")
+        if self.operators is not None and (not self.operators or not (set(self.node_types) & set(OPERATOR_NODES))):
+            problems.append("operators is for a rule on ast.BinOp or ast.UnaryOp and names at least one")
         if (self.rewrite is None) != (self.fix_safety == "none"):
             problems.append("a rule has a rewrite exactly when its fix_safety is not 'none'")
         if not self.title.strip():

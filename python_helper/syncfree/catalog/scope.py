@@ -1721,6 +1721,7 @@ class CellScope:
         stop: Callable[[], bool] | None = None,
         types: Container[type] | None = None,
         calls: tuple[frozenset[str], bool] | None = None,
+        operators: frozenset[tuple[type, frozenset[type]]] | None = None,
     ) -> None:
         """Call ``visit(node)`` for every node of the cell, in execution order, with the environment of that moment.
 
@@ -1732,11 +1733,14 @@ class CellScope:
         of an attribute (``x.name(...)``), visit only those whose name is in ``names`` or, with ``capitalized``,
         starts with a capital letter (the visitor does nothing with the others; any other call is visited as
         ``types`` says, and a subtree nested too deep for the generated functions may visit them all).
+        ``operators``, pairs ``(node type, operator types)``: of the nodes of such a type (``ast.BinOp``,
+        ``ast.UnaryOp``), visit only those whose ``op`` is of one of those types (as ``calls``: the visitor does
+        nothing with the others).
         """
         self._visit = visit
         self._types = types
         try:
-            self._walkers = _WALKERS.setdefault(types if calls is None else (types, calls), {})  # type: ignore[arg-type]
+            self._walkers = _WALKERS.setdefault((types, calls, operators), {})  # type: ignore[arg-type]
         except TypeError:  # an unhashable container of types: the walk without generated functions
             self._walkers = None
         self._deferred: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ChainMap[str, Value]]] = []
@@ -2926,7 +2930,7 @@ _Walker = Callable[[ast.AST, "CellScope", int, "ast.AST | None"], None]
 #: How deep the generated walkers recurse into one expression before the rest goes through an explicit stack.
 _DEPTH = 48
 #: Per choice of node types to visit (``walk``'s ``types``): the walker of each node type met so far.
-_WALKERS: dict[Any, dict[type, _Walker]] = {}  # (types, or (types, calls) with ``calls``)
+_WALKERS: dict[Any, dict[type, _Walker]] = {}  # (types, calls, operators): walk's arguments
 
 
 def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
@@ -2938,8 +2942,8 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     if not isinstance(node, ast.AST):  # an identifier in Global.names, a constant in MatchSingleton.value
         walkers[kind] = _skip
         return _skip
-    types = next(key for key, table in _WALKERS.items() if table is walkers)
-    types, calls = types if type(types) is tuple else (types, None)
+    types, calls, operators = next(key for key, table in _WALKERS.items() if table is walkers)
+    kept = next((chosen_operators for node_type, chosen_operators in operators or () if node_type is kind), None)
     chosen = types is None or kind in types
     leaves = [leaf for leaf in _LEAVES if types is None or leaf in types]
     lines = ["def walk(node, scope, depth, parent):"]
@@ -2948,7 +2952,9 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     lines += ["    if depth > DEPTH:",
              "        scope._generic_deep(node)",
              "        return"]
-    if chosen and (kind is not ast.Call or calls is None):
+    if chosen and kept is not None:  # (walk's `operators`: the operators of this node type the visitor takes)
+        lines += ["    if type(node.op) in OPERATORS:", "        scope._visit(node)"]
+    elif chosen and (kind is not ast.Call or calls is None):
         lines.append("    scope._visit(node)")
     if kind in _LEAVES:
         lines.append("    return")
@@ -2995,7 +3001,7 @@ def _walker(walkers: dict[type, _Walker], node: object) -> _Walker:
     namespace: dict[str, Any] = {"DEPTH": _DEPTH, "Name": ast.Name, "Attribute": ast.Attribute, "Constant": ast.Constant, "NamedExpr": ast.NamedExpr,
                                  "LEAVES": frozenset(leaves), "walkers": walkers, "make": _walker,
                                  "CALLS": calls[0] if calls is not None else None,
-                                 "CAPITALIZED": calls[1] if calls is not None else None}
+                                 "CAPITALIZED": calls[1] if calls is not None else None, "OPERATORS": kept}
     exec(compile("\n".join(lines), f"<walk {kind.__name__}>", "exec"), namespace)  # noqa: S102 - code made here from the node type's field names only
     function = walkers[kind] = namespace["walk"]
     return function

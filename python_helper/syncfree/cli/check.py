@@ -240,16 +240,16 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
     """Each file's result in the order given (the files by their names, :func:`source_names`); with a ``cache``, a
     file whose bytes it holds a result for is not checked again, and the results of the others are added to it."""
     if cache is None:
-        yield from _check_all([_path(name) for name in files], select, ignore, jobs, fixing, possible)
+        yield from _check_all(files, select, ignore, jobs, fixing, possible)
         return
     known: dict[int, FileResult] = {}
     digests: dict[int, tuple[str, list[int] | None]] = {}
-    missing: list[Path] = []
+    missing: list[str] = []
     # (the results read back are no garbage: no collection walks them while they are young)
     with cycle_collection_paused():
         for index, path in enumerate(files):
             if path == "-":
-                missing.append(_path(path))
+                missing.append(path)
                 continue
             stat = file_stat(path)  # before the read: a write after it leaves a stat that no longer matches
             found = cache.unchanged(path, stat)
@@ -260,13 +260,13 @@ def _check_files(files: list[str], select: list[str] | None, ignore: list[str] |
                 with open(path, "rb") as stream:
                     data = stream.read()
             except OSError:
-                missing.append(_path(path))  # the worker reports it
+                missing.append(path)  # the worker reports it
                 continue
             digest = file_digest(data)
             digests[index] = (digest, stat)
             found = cache.get(path, digest, stat)
             if found is None:
-                missing.append(_path(path))
+                missing.append(path)
             else:
                 known[index] = FileResult(found[0], found[1])
     fresh = _check_all(missing, select, ignore, jobs, fixing, possible)
@@ -291,10 +291,12 @@ def _path(name: str) -> Path:
     return Path(name)
 
 
-def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | None,
+def _check_all(files: list[str], select: list[str] | None, ignore: list[str] | None,
                jobs: int | None, fixing: FixMode | None = None, possible: bool = False) -> Iterator[FileResult]:
     """Each file's result in the order given. Files are independent, so a process pool shares them out over the
-    cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics."""
+    cores; each worker reads, parses (once) and analyses whole files and sends back only the diagnostics. The files
+    go by their names (:func:`source_names`'s, each ``str(Path(name))``): a ``.py`` file is read without a Path
+    (pathlib's parsing of each name's parts was a fifth of the parent's work on a large library)."""
     if not files:
         return
     # The analysis is imported here, not with the command (a warm run, all from the cache, never needs it), and
@@ -308,7 +310,7 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
 
     jobs = jobs or _usable_cores()
     check_one = functools.partial(check_file, select=select, ignore=ignore, fixing=fixing, possible=possible)
-    on_disk = [path for path in files if str(path) != "-"]
+    on_disk = [path for path in files if path != "-"]
     if jobs < 2 or len(on_disk) < _POOL_MIN_FILES or _total_bytes(on_disk) < _POOL_MIN_BYTES:
         yield from map(check_one, files)
         return
@@ -322,7 +324,7 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
 
         by_path = forked_map(check_one, on_disk, min(jobs, len(on_disk)), chunksize)
         for path in files:
-            yield check_one(path) if str(path) == "-" else next(by_path)
+            yield check_one(path) if path == "-" else next(by_path)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -333,7 +335,7 @@ def _check_all(files: list[Path], select: list[str] | None, ignore: list[str] | 
         results = pool.map(check_one, on_disk, chunksize=chunksize)
         by_path = iter(results)
         for path in files:
-            yield check_one(path) if str(path) == "-" else next(by_path)
+            yield check_one(path) if path == "-" else next(by_path)
 
 
 def _usable_cores() -> int:
@@ -343,11 +345,11 @@ def _usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _total_bytes(files: list[Path]) -> int:
+def _total_bytes(files: list[str]) -> int:
     total = 0
     for path in files:
         try:
-            total += path.stat().st_size
+            total += os.stat(path).st_size
         except OSError:
             pass  # reported when the file is read
         if total >= _POOL_MIN_BYTES:
@@ -360,9 +362,9 @@ def _worker_started() -> None:
     gc.freeze()
 
 
-def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str] | None = None,
+def check_file(path: Path | str, *, select: list[str] | None = None, ignore: list[str] | None = None,
                fixing: FixMode | None = None, possible: bool = False) -> FileResult:
-    """Read one file (``-``: stdin) and analyse it: every cell of a notebook, in order, each seeing what the cells
+    """Read one file (``-``: stdin; a name as :func:`source_names` gives it, or a Path) and analyse it: every cell of a notebook, in order, each seeing what the cells
     above it bound. Each source is parsed once (twice only when it holds IPython syntax or does not parse).
 
     With ``fixing``, the chosen rewrites are applied (one per finding, none that overlaps an earlier one), the result
@@ -374,7 +376,7 @@ def check_file(path: Path, *, select: list[str] | None = None, ignore: list[str]
         return _check_file(path, select, ignore, fixing, possible)
 
 
-def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
+def _check_file(path: Path | str, select: list[str] | None, ignore: list[str] | None,
                 fixing: FixMode | None, possible: bool = False) -> FileResult:
     try:
         if str(path) == "-":
@@ -416,7 +418,7 @@ def _check_file(path: Path, select: list[str] | None, ignore: list[str] | None,
             diffs = tuple(_diff(old, new) for old, new in zip(cells, rewritten) if old.source != new.source)
         else:
             try:
-                write_cells(path, cells, rewritten)
+                write_cells(_path(path) if type(path) is str else path, cells, rewritten)
             except UsageProblem as problem:
                 return FileResult([], problem=problem)
     return FileResult(diagnostics, syntax_errors, fixed=fixed, diffs=diffs)

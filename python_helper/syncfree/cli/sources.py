@@ -205,8 +205,15 @@ def _name(entry: os.DirEntry[str]) -> str:
     return entry.name
 
 
-def read_cells(path: Path) -> list[SourceCell]:
-    """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook."""
+def read_cells(path: Path | str) -> list[SourceCell]:
+    """The code to analyse in a file: one cell for a ``.py`` file, every code cell of a notebook. ``path``: a Path, or
+    a name as :func:`source_names` gives it (``str(Path(name))``), read without a Path when it is a ``.py`` file's."""
+    if type(path) is str:
+        if _suffix(path) == ".py":
+            return [SourceCell(path, None, read_python(path))]
+        from pathlib import Path
+
+        path = Path(path)
     if path.suffix not in (".py", ".ipynb"):
         if not path.exists():  # the first thing to hear, worded as for a missing .py file
             problem = not_a_file(str(path))
@@ -222,6 +229,14 @@ def read_cells(path: Path) -> list[SourceCell]:
         raise UsageProblem(f"cannot read {path}: {getattr(error, 'strerror', None) or error}") from None
     cells = notebook_code_cells(read_notebook_json(text, str(path)))
     return [SourceCell(str(path), number, source, cell_id) for number, source, cell_id in cells]
+
+
+def _suffix(name: str) -> str:
+    """``Path(name).suffix`` of a name that is ``str(Path(name))`` (pathlib's own steps: the last part's final dot, not
+    its first character nor its last)."""
+    last = name[name.rfind("/") + 1:] if os.sep == "/" and not os.altsep else os.path.basename(name)
+    dot = last.rfind(".")
+    return last[dot:] if 0 < dot < len(last) - 1 else ""
 
 
 def read_notebook_json(text: str, path: str) -> dict[str, Any]:
