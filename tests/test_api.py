@@ -646,6 +646,22 @@ def test_a_python_c_programs_syncs_are_at_its_own_lines():
     assert "<string>" not in UserFiles()  # in this process "<string>" is still exec'd code
 
 
+def test_a_distributed_launch_a_block_starts_is_named_not_silent(tmp_path):
+    # torchrun's ranks are its library's children, which nothing follows: a block that launched a job said nothing of
+    # it and passed. It is named, with the command that counts its ranks.
+    (tmp_path / "train.py").write_text("pass\n")
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    with syncfree.watch() as w:
+        subprocess.run([torchrun, "--help"], capture_output=True)
+        os.system(f"cd {shlex.quote(str(tmp_path))} && {shlex.quote(sys.executable)} -m torch.distributed.run "
+                  "--nproc-per-node 1 train.py > /dev/null 2>&1")
+    assert [n for n in w.report.notes if "launch" in n] == [
+        "2 distributed launches started here (torchrun, torchrun train.py) ran their ranks unwatched: their syncs are "
+        "not counted (`syncfree run --nproc-per-node N train.py` runs the ranks watched and merges their reports)"], \
+        w.report.notes
+    assert not [n for n in w.report.notes if "Python program" in n], w.report.notes
+
+
 def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words():
     from syncfree.capture.threads import python_program, shell_words
 
@@ -658,6 +674,8 @@ def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words(
     assert shell_words("cd dir && python train.py 2>&1 | tee log") == ["python", "train.py"]
     assert shell_words("ls > out; python a.py --n 3 >log") == ["python", "a.py", "--n", "3"]
     assert shell_words("X=1 python a.py; echo done") is None and shell_words("echo hi") == ["echo", "hi"]
+    assert shell_words("cd run && torchrun --nproc-per-node 2 train.py") == ["torchrun", "--nproc-per-node", "2",
+                                                                             "train.py"]
 
 
 def test_a_python_program_still_starting_when_the_block_ends_is_named_as_running():

@@ -428,12 +428,9 @@ class ForkedChildren:
             else:
                 programs.append(program)  # it never started its watch (python -I, -S): unwatched
         if programs:
-            one = len(programs) == 1
-            shown = ", ".join(programs[:4]) + (f" and {len(programs) - 4} more" if len(programs) > 4 else "")
-            notes.append(ChildNote(
-                f"{len(programs)} Python program{'' if one else 's'} started with subprocess ({shown}) "
-                f"ran unwatched: {'its' if one else 'their'} syncs are not in this report (`syncfree run` "
-                f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})"))
+            from .programs import programs_note
+
+            notes.extend(ChildNote(note) for note in programs_note(programs, "", "are not in this report"))
         return sorted(reports.values(), key=lambda r: r.pid), notes
 
     def _named(self, report: ProcessReport) -> ProcessReport:

@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-__all__ = ["ENV", "program_env", "same_interpreter"]
+__all__ = ["ENV", "launcher", "program_env", "programs_note", "same_interpreter"]
 
 ENV = "SYNCFREE_FOLLOW"
 _HOOK_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_follow")
@@ -67,3 +67,57 @@ def program_env(env: Any, folder: str, settings: Any, token: str) -> dict[str, s
     given["PYTHONPATH"] = os.pathsep.join(paths)
     given[ENV] = json.dumps(spec)
     return given
+
+
+#: Distributed launchers: a follower sees the program start them, never their ranks, which the launcher's library code
+#: starts (`syncfree run --nproc-per-node` runs the ranks watched and merges them).
+_LAUNCHER_COMMANDS = {"torchrun": "torchrun", "deepspeed": "deepspeed"}
+_LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
+                     "accelerate.commands.launch": "accelerate launch", "deepspeed.launcher.runner": "deepspeed"}
+LAUNCH_MARK = "\u2009"  # ends a launcher's label among the programs' (`programs_note` tells them apart by it)
+
+
+def launcher(argv: Any, program: str | None) -> str | None:
+    """The label of a distributed launcher's command line (``torchrun --nproc-per-node 2 train.py`` → ``torchrun
+    train.py``), ``program`` being what the command runs where it is Python (``-m torch.distributed.run``); else
+    None."""
+    try:
+        words = [os.fsdecode(w) for w in argv]
+    except TypeError:
+        return None
+    if not words:
+        return None
+    name = os.path.basename(words[0])
+    if program is not None and program.startswith("-m "):
+        name = _LAUNCHER_MODULES.get(program[3:], "")
+    elif name == "accelerate" and words[1:2] == ["launch"]:
+        name = "accelerate launch"
+    else:
+        name = _LAUNCHER_COMMANDS.get(name, "")
+    if not name:
+        return None
+    script = next((w for w in words[1:] if w.endswith(".py")), None)
+    return f"{name} {os.path.basename(script)}{LAUNCH_MARK}" if script else f"{name}{LAUNCH_MARK}"
+
+
+def programs_note(labels: list[str], where: str, lost: str) -> list[str]:
+    """The notes on the Python programs started ``where`` (" here", "") that ran unwatched (``lost``: what is said of
+    their syncs), launchers apart: their ranks' syncs need ``syncfree run --nproc-per-node``."""
+    notes = []
+    launches = [label.rstrip(LAUNCH_MARK) for label in labels if label.endswith(LAUNCH_MARK)]
+    programs = [label for label in labels if not label.endswith(LAUNCH_MARK)]
+    for names, text in ((programs, "Python program"), (launches, "distributed launch")):
+        if not names:
+            continue
+        one = len(names) == 1
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        its = "its" if one else "their"
+        if names is programs:
+            notes.append(f"{len(names)} {text}{'' if one else 's'} started{where} with subprocess ({shown}) ran "
+                         f"unwatched: {its} syncs {lost} (`syncfree run` {'it' if one else 'them'} to see "
+                         f"{'them' if one else 'theirs'})")
+        else:
+            notes.append(f"{len(names)} {text}{'' if one else 'es'} started{where} ({shown}) ran {its} ranks "
+                         f"unwatched: their syncs {lost} (`syncfree run --nproc-per-node N train.py` runs the ranks "
+                         "watched and merges their reports)")
+    return notes

@@ -748,12 +748,9 @@ class SyncRecorder:
             notes.append(f"{len(names)} child process{'' if one else 'es'} started here ({shown}) ran unwatched: "
                          f"{'its' if one else 'their'} syncs are not counted")
         if self.unwatched_programs:
-            names = self.unwatched_programs
-            one = len(names) == 1
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            notes.append(f"{len(names)} Python program{'' if one else 's'} started here with subprocess ({shown}) "
-                         f"ran unwatched: {'its' if one else 'their'} syncs are not counted (`syncfree run` "
-                         f"{'it' if one else 'them'} to see {'them' if one else 'theirs'})")
+            from ..programs import programs_note
+
+            notes.extend(programs_note(self.unwatched_programs, " here", "are not counted"))
         if self.unwatched_forks:
             one = self.unwatched_forks == 1
             notes.append(f"{self.unwatched_forks} process{'' if one else 'es'} forked here with os.fork() ran "

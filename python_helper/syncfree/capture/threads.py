@@ -276,8 +276,12 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
     argv = shell_words(args) if shell else args  # `python train.py` through /bin/sh: its first command's words
     program = python_program(argv, None if shell else kwargs.get("executable"))
-    if program is not None and not called_by_the_program(sys._getframe(1)):
-        program = None
+    launch = _launcher(argv, program)
+    if (program is not None or launch is not None) and not called_by_the_program(sys._getframe(1)):
+        program = launch = None
+    if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
+        (follower.programs if follower is not None else recorder.unwatched_programs).append(launch)
+        return real(popen, args, *rest, **kwargs)
     taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
     if program is not None and len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
         taker = follower if follower is not None else _watch_follower(recorder)
@@ -311,6 +315,12 @@ def _watch_follower(recorder: Any) -> Any:
         if recorder.watches_cells:
             recorder.children.ended = "the cell ended"  # what a child still running outlived (its note)
     return recorder.children
+
+
+def _launcher(argv: Any, program: str | None) -> str | None:
+    from ..programs import launcher
+
+    return launcher(argv, program) if argv is not None and not isinstance(argv, (str, bytes, os.PathLike)) else None
 
 
 def _same_interpreter(interpreter: str) -> bool:
@@ -347,7 +357,11 @@ def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) 
     recorder = _recorder_here() if follower is None else None
     words = shell_words(command) if follower is not None or recorder is not None else None
     program = python_program(words) if words else None
-    if program is None or not called_by_the_program(frame):
+    launch = _launcher(words, program) if words else None
+    if (program is None and launch is None) or not called_by_the_program(frame):
+        return real(command, *args, **kwargs)
+    if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
+        (follower.programs if follower is not None else recorder.unwatched_programs).append(launch)
         return real(command, *args, **kwargs)
     taker = follower if follower is not None else _watch_follower(recorder)
     given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) else None
@@ -424,8 +438,8 @@ def shell_words(command: Any) -> list[str] | None:
         return None
     # VAR=value python ...: an environment of its own, not read
     plain = [words for words in commands if words and "=" not in words[0].split("/")[0]]
-    return next((words for words in plain if python_program(words) is not None), commands[0] if plain and
-                plain[0] is commands[0] else None)
+    return next((words for words in plain if python_program(words) is not None or _launcher(words, None)),
+                commands[0] if plain and plain[0] is commands[0] else None)
 
 
 def python_program(args: Any, executable: Any = None) -> str | None:
