@@ -627,10 +627,19 @@ def test_a_python_program_a_block_runs_with_os_system_or_os_popen_counts(tmp_pat
     with syncfree.watch() as w:
         assert os.popen(command).read() == "None\n"
     assert [(s.count, s.process.split(" (pid")[0]) for s in w.report.sites] == [(1, "child.py")], w.report.text()
+    # An assignment before the command is the command's environment: the program is followed through it, unless it
+    # sets PYTHONPATH itself (the hook's would not reach it: named).
+    with syncfree.watch() as assigned:
+        os.system(f"MINE=1 {command} > /dev/null")
+    assert [s.count for s in assigned.report.sites] == [1], assigned.report.text()
     # A program that never starts its watch (-I ignores PYTHONPATH) is named.
     with syncfree.watch() as unwatched:
         os.system(f"{shlex.quote(sys.executable)} -I {shlex.quote(str(child))} > /dev/null")
-    assert [n for n in unwatched.report.notes if "ran unwatched" in n], unwatched.report.notes
+        os.system(f"PYTHONPATH=. {command} > /dev/null 2>&1")
+        subprocess.run(f"PYTHONPATH=. {command} > /dev/null 2>&1", shell=True)
+    assert [n for n in unwatched.report.notes if "ran unwatched" in n] == [
+        "3 Python programs started here with subprocess (child.py, child.py, child.py) ran unwatched: their syncs are "
+        "not counted (`syncfree run` them to see theirs)"], unwatched.report.notes
     assert vars(os)["system"].__module__ == "posix"
 
 
@@ -668,12 +677,13 @@ def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words(
     assert shell_words("python train.py --lr 1 > log 2>&1") == ["python", "train.py", "--lr", "1"]
     assert shell_words("python3 -m pkg.mod; echo done") == ["python3", "-m", "pkg.mod"]
     assert shell_words("'my python' 'a b.py'|tee x") == ["my python", "a b.py"]
-    assert shell_words("python $SCRIPT") is None and shell_words("X=1 python a.py") is None
+    assert shell_words("python $SCRIPT") is None
     assert shell_words("python 'unclosed") is None and shell_words("") is None
     assert python_program(shell_words("python train.py > log")) == "train.py"
     assert shell_words("cd dir && python train.py 2>&1 | tee log") == ["python", "train.py"]
     assert shell_words("ls > out; python a.py --n 3 >log") == ["python", "a.py", "--n", "3"]
-    assert shell_words("X=1 python a.py; echo done") is None and shell_words("echo hi") == ["echo", "hi"]
+    assert shell_words("CUDA_VISIBLE_DEVICES=0 python a.py; echo done") == ["python", "a.py"]
+    assert shell_words("X=1") is None and shell_words("echo hi") == ["echo", "hi"]
     assert shell_words("cd run && torchrun --nproc-per-node 2 train.py") == ["torchrun", "--nproc-per-node", "2",
                                                                              "train.py"]
 

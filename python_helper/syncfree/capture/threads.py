@@ -289,7 +289,8 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         if interpreter is None:
             interpreter = next(iter(argv), None)
         given = None
-        if taker is not None and interpreter is not None and _same_interpreter(os.fsdecode(interpreter)):
+        if taker is not None and interpreter is not None and _same_interpreter(os.fsdecode(interpreter)) \
+                and not (shell and isinstance(args, str) and _SETS_PYTHONPATH.search(args)):
             given = taker.program_env(kwargs.get("env"))
         if given is None:
             taker = None
@@ -364,7 +365,8 @@ def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) 
         (follower.programs if follower is not None else recorder.unwatched_programs).append(launch)
         return real(command, *args, **kwargs)
     taker = follower if follower is not None else _watch_follower(recorder)
-    given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) else None
+    given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) \
+        and not (isinstance(command, str) and _SETS_PYTHONPATH.search(command)) else None
     if given is None:
         (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
         return real(command, *args, **kwargs)
@@ -405,6 +407,10 @@ _PYTHON = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?$")
 
 
 _DESCRIPTOR = re.compile(r"(^|\s)\d+(?=[<>])")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# A command line that sets PYTHONPATH itself (PYTHONPATH=src python train.py): the start-up hook's own PYTHONPATH
+# would not reach its Python, which then runs unwatched (named).
+_SETS_PYTHONPATH = re.compile(r"(^|[\s;&|(])PYTHONPATH=")
 
 
 def shell_words(command: Any) -> list[str] | None:
@@ -437,7 +443,10 @@ def shell_words(command: Any) -> list[str] | None:
     except ValueError:
         return None
     # VAR=value python ...: an environment of its own, not read
-    plain = [words for words in commands if words and "=" not in words[0].split("/")[0]]
+    for words in commands:  # CUDA_VISIBLE_DEVICES=0 python train.py: the command after its assignments
+        while words and _ASSIGNMENT.match(words[0]):
+            del words[0]
+    plain = [words for words in commands if words]
     return next((words for words in plain if python_program(words) is not None or _launcher(words, None)),
                 commands[0] if plain and plain[0] is commands[0] else None)
 
