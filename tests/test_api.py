@@ -662,8 +662,9 @@ def test_a_distributed_launch_a_block_starts_is_named_not_silent(tmp_path):
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     with syncfree.watch() as w:
         subprocess.run([torchrun, "--help"], capture_output=True)
+        # --help: the launcher starts no rank (and takes no port beside the suite's torchrun jobs)
         os.system(f"cd {shlex.quote(str(tmp_path))} && {shlex.quote(sys.executable)} -m torch.distributed.run "
-                  "--nproc-per-node 1 train.py > /dev/null 2>&1")
+                  "--help --nproc-per-node 1 train.py > /dev/null 2>&1")
     assert [n for n in w.report.notes if "launch" in n] == [
         "2 distributed launches started here (torchrun, torchrun train.py) ran their ranks unwatched: their syncs are "
         "not counted (`syncfree run --nproc-per-node N train.py` runs the ranks watched and merges their reports)"], \

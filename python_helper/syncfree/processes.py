@@ -100,7 +100,6 @@ class ChildNote(str):
     everywhere it goes."""
 
     __slots__ = ()
-    lost = False  # its syncs are counted, or were not owed to the block (one still running)
 
 
 class LostChild(ChildNote):
@@ -110,7 +109,6 @@ class LostChild(ChildNote):
     for the program (persistent DataLoader workers, a server), and what it synced during the block is not known."""
 
     __slots__ = ()
-    lost = True  # a report keeps it apart from the other notes (report.schema.json lost_children)
 
 
 @dataclass

@@ -25,7 +25,7 @@ import sys
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-__all__ = ["ENV", "launcher", "program_env", "programs_note", "same_interpreter"]
+__all__ = ["ENV", "Launch", "launcher", "program_env", "programs_note", "same_interpreter"]
 
 ENV = "SYNCFREE_FOLLOW"
 _HOOK_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_follow")
@@ -74,7 +74,13 @@ def program_env(env: Any, folder: str, settings: Any, token: str) -> dict[str, s
 _LAUNCHER_COMMANDS = {"torchrun": "torchrun", "deepspeed": "deepspeed"}
 _LAUNCHER_MODULES = {"torch.distributed.run": "torchrun", "torch.distributed.launch": "torch.distributed.launch",
                      "accelerate.commands.launch": "accelerate launch", "deepspeed.launcher.runner": "deepspeed"}
-LAUNCH_MARK = "\u2009"  # ends a launcher's label among the programs' (`programs_note` tells them apart by it)
+
+
+class Launch(str):
+    """The label of a distributed launch among the programs a run names (`programs_note` says what counts its
+    ranks)."""
+
+    __slots__ = ()
 
 
 def launcher(argv: Any, program: str | None) -> str | None:
@@ -97,15 +103,15 @@ def launcher(argv: Any, program: str | None) -> str | None:
     if not name:
         return None
     script = next((w for w in words[1:] if w.endswith(".py")), None)
-    return f"{name} {os.path.basename(script)}{LAUNCH_MARK}" if script else f"{name}{LAUNCH_MARK}"
+    return Launch(f"{name} {os.path.basename(script)}" if script else name)
 
 
 def programs_note(labels: list[str], where: str, lost: str) -> list[str]:
     """The notes on the Python programs started ``where`` (" here", "") that ran unwatched (``lost``: what is said of
     their syncs), launchers apart: their ranks' syncs need ``syncfree run --nproc-per-node``."""
     notes = []
-    launches = [label.rstrip(LAUNCH_MARK) for label in labels if label.endswith(LAUNCH_MARK)]
-    programs = [label for label in labels if not label.endswith(LAUNCH_MARK)]
+    launches = [label for label in labels if isinstance(label, Launch)]
+    programs = [label for label in labels if not isinstance(label, Launch)]
     for names, text in ((programs, "Python program"), (launches, "distributed launch")):
         if not names:
             continue

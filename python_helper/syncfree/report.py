@@ -108,11 +108,13 @@ def build_report(*, source: str, device: Mapping, mode: str, sites: Iterable[Map
     truncated_findings = len(finding_list) > MAX_FINDINGS
     finding_list = finding_list[:MAX_FINDINGS]
     measured = [s["blocked_ms"] for s in site_list if s.get("blocked_ms") is not None]
+    from .processes import lost_children
+
     notes = list(notes)
     note_list = [str(n)[:500] for n in notes]
-    # Children whose syncs are not in the count (`syncfree.processes.LostChild`): kept apart from the notes, whose
-    # type a JSON report loses, so that a budget read from the report later is not judged on a count that lacks them.
-    lost = [str(n)[:500] for n in notes if getattr(n, "lost", False)][:MAX_NOTES]
+    # Children whose syncs are not in the count: kept apart from the notes, whose type a JSON report loses, so that a
+    # budget read from the report later is not judged on a count that lacks them.
+    lost = [n[:500] for n in lost_children(notes)][:MAX_NOTES]
     cost = dict(cost or {})
     if mode == "predict" and cost.get("cost_ms") is None and NO_GPU_NO_COST not in note_list:
         note_list.append(NO_GPU_NO_COST)

@@ -280,7 +280,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     if (program is not None or launch is not None) and not called_by_the_program(sys._getframe(1)):
         program = launch = None
     if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
-        (follower.programs if follower is not None else recorder.unwatched_programs).append(launch)
+        _unwatched(follower, recorder, launch)
         return real(popen, args, *rest, **kwargs)
     taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
     if program is not None and len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
@@ -301,7 +301,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         taker.program_started(popen.pid, program, token)
         _program_is_followed(follower, recorder, popen.pid, sys._getframe(1))
     elif program is not None:
-        (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+        _unwatched(follower, recorder, program)
     return None
 
 
@@ -362,13 +362,13 @@ def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) 
     if (program is None and launch is None) or not called_by_the_program(frame):
         return real(command, *args, **kwargs)
     if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
-        (follower.programs if follower is not None else recorder.unwatched_programs).append(launch)
+        _unwatched(follower, recorder, launch)
         return real(command, *args, **kwargs)
     taker = follower if follower is not None else _watch_follower(recorder)
     given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) \
         and not (isinstance(command, str) and _SETS_PYTHONPATH.search(command)) else None
     if given is None:
-        (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+        _unwatched(follower, recorder, program)
         return real(command, *args, **kwargs)
     env, token = given
     # The shell and what it starts inherit the process's environment: the hook's variables are in it while the
@@ -385,10 +385,16 @@ def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) 
                 os.environ[name] = value
         pid = taker.program_pid(token)
         if pid is None:  # it never started its watch (-I, a failure before it): it ran unwatched
-            (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
+            _unwatched(follower, recorder, program)
         else:
             taker.program_started(pid, program, token)
             _program_is_followed(follower, recorder, pid, frame)
+
+
+def _unwatched(follower: Any, recorder: Any, program: str) -> None:
+    """A Python program (or a launch) the code started runs unwatched: named in the notes of the follower of the
+    process's children, else of the recorder whose code started it."""
+    (follower.programs if follower is not None else recorder.unwatched_programs).append(program)
 
 
 def _program_is_followed(follower: Any, recorder: Any, pid: int, frame: Any) -> None:
@@ -442,13 +448,11 @@ def shell_words(command: Any) -> list[str] | None:
             commands[-1].append(word)
     except ValueError:
         return None
-    # VAR=value python ...: an environment of its own, not read
     for words in commands:  # CUDA_VISIBLE_DEVICES=0 python train.py: the command after its assignments
         while words and _ASSIGNMENT.match(words[0]):
             del words[0]
-    plain = [words for words in commands if words]
-    return next((words for words in plain if python_program(words) is not None or _launcher(words, None)),
-                commands[0] if plain and plain[0] is commands[0] else None)
+    return next((words for words in commands if words and (python_program(words) is not None
+                                                           or _launcher(words, None))), commands[0] or None)
 
 
 def python_program(args: Any, executable: Any = None) -> str | None:

@@ -188,11 +188,9 @@ def launch(
     if budget is not None and over:
         print(f"syncfree: rank {max(merged.totals, key=lambda t: t.counted).rank} made {merged.most_counted} "
               f"syncs, over the budget of {budget} per rank", file=sys.stderr)
-    # A rank's child process that left no report (killed) took its syncs with it: no pass on the count left.
-    unjudged = [] if over else merged.lost_children
-    for line in unjudged:
-        print(f"syncfree: could not judge {line}", file=sys.stderr)
-    state["status"] = EXIT_FOUND if over or unjudged else EXIT_CLEAN
+    from syncfree.cli.merge import judged
+
+    state["status"] = EXIT_FOUND if over or not judged(merged, over) else EXIT_CLEAN
     return state["status"]
 
 

@@ -9,12 +9,15 @@ rank reports, a rank without a report or a rank that failed.
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from syncfree._version import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem
 
-__all__ = ["merge", "read_folder"]
+if TYPE_CHECKING:
+    from syncfree.distributed.merge import MergedReport
+
+__all__ = ["judged", "merge", "read_folder"]
 
 
 def merge(directory: str, *, output_format: str = "text", budget: int | None = None,
@@ -40,11 +43,7 @@ def merge(directory: str, *, output_format: str = "text", budget: int | None = N
     if budget is not None and over:
         print(f"syncfree: a rank made {merged.most_counted} syncs, over the budget of {budget} per rank",
               file=sys.stderr)
-    # A rank's child process that left no report (killed) took its syncs with it: no pass on the count left.
-    unjudged = [] if over else merged.lost_children
-    for line in unjudged:
-        print(f"syncfree: could not judge {line}", file=sys.stderr)
-    state["status"] = EXIT_FOUND if over or unjudged else EXIT_CLEAN
+    state["status"] = EXIT_FOUND if over or not judged(merged, over) else EXIT_CLEAN
     return state["status"]
 
 
@@ -66,3 +65,13 @@ def read_folder(directory: str):
         detail = f" ({folder.problems[0]})" if folder.problems else ""
         raise UsageProblem(f"{directory}: no syncfree rank reports (rank-NNNNN.json){detail}")
     return folder
+
+
+def judged(merged: MergedReport, over: bool) -> bool:
+    """Whether the ranks' counts can be judged against the budget: a rank's child process that left no report
+    (killed) took its syncs with it, so a count within the budget is no pass then (as ``syncfree run SCRIPT``); each
+    such child is said on stderr. A rank over the budget is judged (over) whatever its children did."""
+    unjudged = [] if over else merged.lost_children
+    for line in unjudged:
+        print(f"syncfree: could not judge {line}", file=sys.stderr)
+    return not unjudged

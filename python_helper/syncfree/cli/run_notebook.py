@@ -68,7 +68,8 @@ def run(
 
     Budgets: a cell whose metadata holds ``"syncfree": {"budget": N}`` may sync N times; the cells without a budget
     of their own share ``budget`` (default 0). Exit 1 only when a budget is exceeded or cannot be judged (a child
-    process of a cell ended without a report of its syncs), 2 when the notebook did not run to the end. Syncs on a line with a ``# syncfree: allow`` comment are reported but not counted.
+    process of a cell ended without a report of its syncs), 2 when the notebook did not run to the end. Syncs on a
+    line with a ``# syncfree: allow`` comment are reported but not counted.
     """
     out = out or sys.stdout
     state = state if state is not None else {}
