@@ -153,8 +153,7 @@ def end_children(recorder, before: dict[int, str] | None = None) -> None:
     children, recorder.children = recorder.children, None
     if children is not None:
         reports, notes = children.end_watch()
-        recorder.inherited_children.extend(reports)
-        recorder.inherited_notes.extend(notes)
+        recorder.inherit(reports, notes, children.started_as)
     if before:
         from .processes import earlier_children_note
 

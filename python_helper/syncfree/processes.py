@@ -289,6 +289,12 @@ class ForkedChildren:
             self.followed_programs[actual] = self.followed_programs.pop(pid)
             self._names[actual] = self._names.pop(pid)
 
+    def started_as(self, pid: int) -> int:
+        """The pid subprocess started for the Python program that runs as ``pid``: a shell's, where the shell forked
+        the program (dash always does, bash does for ``cd run && python train.py``), else ``pid``."""
+        self._resolve_programs()
+        return next((started for started, actual in self._resolved.items() if actual == pid), pid)
+
     def collects_for(self, recorder: Any) -> bool:
         """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
         return recorder is not None and getattr(self.collector, "_recorder", None) is recorder

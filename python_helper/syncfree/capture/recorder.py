@@ -166,7 +166,7 @@ class SyncRecorder:
         # How a watch's child processes watch their targets (syncfree.watches.ChildWatch: mode, engine, ...; None: they
         # are only named), and the follower of those it started (its follow_children(); capture/threads.py).
         self.child_settings: Any = None
-        self.children: object = None
+        self.children: Any = None
         self.error: dict | None = None
 
     # ------------------------------------------------------------------ enter / exit
@@ -694,6 +694,17 @@ class SyncRecorder:
                 self._child_lines[pid] = frame.f_lineno + offset
                 return
             frame = frame.f_back
+
+    def inherit(self, reports: list, notes: list[str], started_as: Any = None) -> None:
+        """The reports of the child processes this recorder followed, and notes on those without one. ``started_as``:
+        the pid subprocess started for the program a report is from (a shell's, where the shell forked the program),
+        so that a recorder of cells finds the line that started it (`child_started`)."""
+        for report in reports:
+            started = started_as(report.pid) if started_as is not None else report.pid
+            if started in self._child_lines:
+                self._child_lines.setdefault(report.pid, self._child_lines[started])
+        self.inherited_children.extend(reports)
+        self.inherited_notes.extend(notes)
 
     def inherited_sites(self) -> list[SyncSite]:
         """The sites of `inherited_children`, marked with the child processes' names; for a recorder of cells, in
