@@ -643,6 +643,43 @@ def test_a_python_program_a_block_runs_with_os_system_or_os_popen_counts(tmp_pat
     assert vars(os)["system"].__module__ == "posix"
 
 
+def test_the_python_programs_a_shell_or_script_runs_watch_themselves_and_count(tmp_path):
+    # `bash run.sh`, `bash -c "python a.py; python b.py"`, `make`: a command that is not Python ran its Python
+    # programs unwatched and unnamed, and a sync_free block around it passed. Any command the block's code runs now
+    # passes the start-up hook on; each Python program of this interpreter under it watches itself and tells its pid.
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    second.write_text("import torch\nx = torch.ones(2, device='cuda')\nx.sum().item(); x.max().item()\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"{shlex.quote(sys.executable)} {shlex.quote(str(first))}\n")
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            subprocess.run(["bash", str(script)], check=True)
+    assert "first.py:2:" in str(raised.value) and "in child process first.py (pid" in str(raised.value), raised.value
+    both = f"{shlex.quote(sys.executable)} {shlex.quote(str(first))}; {shlex.quote(sys.executable)} " \
+           f"{shlex.quote(str(second))}"
+    with syncfree.watch() as w:
+        subprocess.run(["sh", "-c", both], check=True)
+        subprocess.run(f"{both} && true", shell=True, check=True)  # the first command is Python: both still count
+        assert os.system(f"sh -c {shlex.quote(both)}") == 0
+        subprocess.run(["true"], check=True)
+    assert sorted((s.file.rsplit("/", 1)[-1], s.count, len(s.process.split(", "))) for s in w.report.sites) == [
+        ("first.py", 3, 3), ("second.py", 6, 3)], w.report.text()
+    assert not [n for n in w.report.notes if "process" in n], w.report.notes
+    # Another interpreter under the shell cannot import this syncfree: it is named, unwatched, and runs as it would.
+    base = os.path.join(sys.base_prefix, "bin", "python3")
+    if sys.prefix == sys.base_prefix or not os.path.exists(base):
+        pytest.skip("not in a virtual environment: no other interpreter to run")
+    (tmp_path / "other.py").write_text("import sys\nprint(sys.prefix)\n")
+    with syncfree.watch() as other:
+        done = subprocess.run(["sh", "-c", f"{shlex.quote(base)} {shlex.quote(str(tmp_path / 'other.py'))}"],
+                              check=True, capture_output=True, text=True)
+    assert done.stdout.strip() == sys.base_prefix and not done.stderr, done
+    assert [n for n in other.report.notes if "unwatched" in n] == [
+        f"1 Python program started with subprocess (other.py ({base})) ran unwatched: its syncs are not in this "
+        "report (`syncfree run` it to see them)"], other.report.notes
+
+
 def test_a_python_c_programs_syncs_are_at_its_own_lines():
     # `python -c CODE`: its code was "outside your code" (its file "<string>" is no file); it is the program's own.
     code = "import torch\nx = torch.ones(2, device='cuda')\nv = x.sum().item()\n"
@@ -670,6 +707,13 @@ def test_a_distributed_launch_a_block_starts_is_named_not_silent(tmp_path):
         "not counted (`syncfree run --nproc-per-node N train.py` runs the ranks watched and merges their reports)"], \
         w.report.notes
     assert not [n for n in w.report.notes if "Python program" in n], w.report.notes
+    # Under a shell the launcher itself tells its parent what it is.
+    with syncfree.watch() as shelled:
+        subprocess.run(["sh", "-c", f"{shlex.quote(torchrun)} --help > /dev/null"], check=True)
+    assert [n for n in shelled.report.notes if "launch" in n] == [
+        "1 distributed launch started (torchrun) ran its ranks unwatched: their syncs are not in this report "
+        "(`syncfree run --nproc-per-node N train.py` runs the ranks watched and merges their reports)"], \
+        shelled.report.notes
 
 
 def test_the_python_program_of_a_shell_command_line_is_its_first_commands_words():

@@ -504,6 +504,32 @@ def test_a_cell_counts_the_python_programs_its_shell_commands_run(ip, tmp_path, 
     assert "SYNCFREE_FOLLOW" not in os.environ
 
 
+def test_a_script_cell_counts_the_python_programs_it_runs(ip, tmp_path):
+    # A %%bash cell that runs `python train.py` (or two), a shell script, or `bash -c`, ran them unwatched and
+    # unnamed: the cell reported 0 syncs. The shell now passes the start-up hook to the Python programs it runs;
+    # each watches itself, tells its pid, and its syncs are at the cell line that ran the script.
+    child = tmp_path / "child.py"
+    child.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    script = tmp_path / "run.sh"
+    script.write_text(f"{sys.executable} {child}\n")
+    cell = ("%%syncfree --mode predict\n%%bash\n"
+            f"{sys.executable} {child} && {sys.executable} {child}\n"
+            f"bash {script}\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    report = the_report(bundles)
+    assert [(s["line"], s["count"]) for s in report["sites"]] == [(2, 3)], "\n".join(report["notes"])
+    assert not [n for n in report["notes"] if "unwatched" in n or "not attributed" in n], report["notes"]
+    cell = ("%%syncfree --mode predict\nimport subprocess\n"
+            f"subprocess.run(['bash', {str(script)!r}], check=True)\n"
+            f"subprocess.run(['sh', '-c', {f'{sys.executable} {child}; {sys.executable} {child}'!r}], check=True)\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    report = the_report(bundles)
+    assert sorted((s["line"], s["count"]) for s in report["sites"]) == [(3, 1), (4, 2)], "\n".join(report["notes"])
+    assert "SYNCFREE_FOLLOW" not in os.environ
+
+
 def test_error_mode_without_cuda_stops_at_the_first_predicted_sync(ip):
     cell = ("%%syncfree --mode error\nimport torch\nx = torch.ones(3, device='cuda')\n"
             "y = x * 2\nv = y.sum().item()\nafter = True\n")

@@ -184,8 +184,13 @@ class ForkedChildren:
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
         self.followed_programs: dict[int, str] = {}  # pid -> Python program started with subprocess, watching itself
-        self._program_tokens: dict[int, str] = {}  # pid started -> the token its program reports its own pid under
-        self._resolved: dict[int, int] = {}  # pid started (a shell) -> pid of the Python program it ran
+        # The commands the followed code ran with the start-up hook in their environment (`program_env`): token ->
+        # (pid subprocess started, None where os.system ran it; whether that pid is the Python program's own,
+        # expected to report until its programs tell their pids).
+        self._commands: dict[str, tuple[int | None, bool]] = {}
+        self._started_as: dict[int, int | None] = {}  # pid of a program that told it -> pid started (a shell's)
+        self._told: set[str] = set()  # the files of `_commands`' programs read (`_resolve_programs`)
+        self._tokens_of: dict[int, str] = {}  # pid of a program that told it -> its command's token
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
@@ -254,46 +259,89 @@ class ForkedChildren:
         env = program_env(env, self._folder(), self.watch_settings, token)
         return None if env is None else (env, token)
 
-    def program_started(self, pid: int, program: str, token: str) -> None:
-        """A Python program started with the environment of `program_env` (``pid``: the process subprocess started,
-        a shell's where it ran the program): its report is expected as a spawned child's is, once it has started
-        its watch; one that never started it (``python -I``, ``-S``) is named as unwatched."""
-        self.followed_programs[pid] = program
-        self._program_tokens[pid] = token
-        self._names[pid] = program
-        self.forked.append(pid)
-        self.spawned.add(pid)
+    def program_started(self, pid: int | None, program: str | None, token: str) -> None:
+        """A command started with the environment of `program_env`: ``pid`` (None: os.system's, unknown) is the
+        process subprocess started, ``program`` the Python program it is (None: another command, a shell, a script
+        whose Python programs, if any, tell their pids under ``token``). A Python program's report is expected as a
+        spawned child's is, once it has started its watch; one that never started it (``python -I``, ``-S``) is
+        named as unwatched; a command whose programs told nothing left no report to expect."""
+        self._commands[token] = (pid, program is not None and pid is not None)
+        if pid is not None and program is not None:
+            self.followed_programs[pid] = program
+            self._names[pid] = program
+            self.forked.append(pid)
+            self.spawned.add(pid)
 
-    def program_pid(self, token: str) -> int | None:
-        """The pid a program started with `program_env`'s ``token`` told once it started its watch; None before."""
-        try:
-            with open(os.path.join(self._folder(), f"{token}.program"), encoding="utf-8") as handle:
-                return int(handle.read())
-        except (OSError, ValueError):
-            return None
+    def programs_of(self, token: str) -> list[int]:
+        """The pids the Python programs of a command started with `program_env`'s ``token`` told so far, once each
+        started its watch (a shell runs several: ``python prepare.py && python train.py``)."""
+        self._resolve_programs()
+        return [pid for pid, started in self._started_as.items() if self._tokens_of.get(pid) == token]
 
     def _resolve_programs(self) -> None:
-        """A program started through a shell runs in a process of its own (the shell forks it): the pid it told under
-        its token takes the place of the shell's."""
-        for pid, token in list(self._program_tokens.items()):
-            actual = self.program_pid(token)
-            if actual is None:
+        """The programs of `_commands` that told their pids (``TOKEN.PID.program``: the program's own label; or
+        ``.unwatched``: it could not watch itself, another interpreter, a launcher): each is a child of its own,
+        in the place of the process subprocess started where that was the program (no shell between)."""
+        if self.folder is None or not self._commands:
+            return
+        try:
+            names = sorted(os.listdir(self.folder))
+        except OSError:
+            return
+        for name in names:
+            token, _, rest = name.partition(".")
+            pid_text, _, kind = rest.partition(".")
+            if token not in self._commands or kind not in ("program", "unwatched") or name in self._told \
+                    or not pid_text.isdigit():
                 continue
-            del self._program_tokens[pid]
-            if actual == pid:
+            try:
+                with open(os.path.join(self.folder, name), encoding="utf-8") as handle:
+                    label = handle.read().strip()
+            except OSError:
                 continue
-            self._resolved[pid] = actual
-            self.forked = [actual if p == pid else p for p in self.forked]
-            self.spawned.discard(pid)
-            self.spawned.add(actual)
-            self.followed_programs[actual] = self.followed_programs.pop(pid)
-            self._names[actual] = self._names.pop(pid)
+            self._told.add(name)
+            started, own = self._commands[token]
+            pid = int(pid_text)
+            if own and started is not None and started in self.followed_programs:
+                # the program subprocess started: it runs in that process (exec'd) or in one its shell forked
+                label = label or self.followed_programs[started]
+                self.followed_programs.pop(started)
+                self._names.pop(started, None)
+                if started != pid and started in self.forked:
+                    self.forked.remove(started)
+                    self.spawned.discard(started)
+            if kind == "unwatched":
+                from .programs import Launch
+
+                self.programs.append(Launch(label[7:]) if label.startswith("launch:") else label)
+                continue
+            self._tokens_of[pid] = token
+            if started is not None and started != pid:
+                self._started_as[pid] = started
+            else:
+                self._started_as[pid] = None
+            self.followed_programs[pid] = label or "python"
+            self._names[pid] = label or "python"
+            if pid not in self.forked:
+                self.forked.append(pid)
+            self.spawned.add(pid)
+
+    def _run_by(self, pid: int) -> list[int]:
+        """The children a pid given to `reports_of` stands for: the programs a command told (a shell's), else
+        itself."""
+        self._resolve_programs()
+        told = [actual for actual, started in self._started_as.items() if started == pid]
+        if told:
+            return told
+        if any(started == pid and not own for started, own in self._commands.values()):
+            return []  # a command none of whose programs told: no report to expect from it
+        return [pid]
 
     def started_as(self, pid: int) -> int:
-        """The pid subprocess started for the Python program that runs as ``pid``: a shell's, where the shell forked
-        the program (dash always does, bash does for ``cd run && python train.py``), else ``pid``."""
+        """The pid subprocess started for the Python program that runs as ``pid``: a shell's, where a shell ran the
+        program (dash forks every command; bash a compound line's), else ``pid``."""
         self._resolve_programs()
-        return next((started for started, actual in self._resolved.items() if actual == pid), pid)
+        return self._started_as.get(pid) or pid
 
     def collects_for(self, recorder: Any) -> bool:
         """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
@@ -324,7 +372,7 @@ class ForkedChildren:
         at its own end), and a note for each one still running (``ended``: what it outlived)."""
         reports, notes = [], []
         self._resolve_programs()
-        pending, seen = [self._resolved.get(pid, pid) for pid in pids], set()
+        pending, seen = [child for pid in pids for child in self._run_by(pid)], set()
         while pending:
             pid = pending.pop(0)
             if pid in seen:

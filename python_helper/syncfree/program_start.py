@@ -29,6 +29,10 @@ def start(spec_text: str) -> None:
         return
     if not os.path.isdir(folder):
         return  # the block that started it has ended: nobody reads a report
+    label, launch = _program()
+    if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
+        _tell(folder, token, "unwatched", f"launch:{launch}")
+        return
     if sys.argv[:1] == ["-c"]:
         # `python -c CODE`: its code is "<string>", the program's own (its syncs go to its lines, not "outside your
         # code").
@@ -42,13 +46,7 @@ def start(spec_text: str) -> None:
     if started is None:
         return
     watch, children = started
-    told = os.path.join(folder, f"{token}.program")
-    try:
-        with open(told + ".part", "w", encoding="utf-8") as handle:
-            handle.write(str(os.getpid()))
-        os.replace(told + ".part", told)
-    except OSError:
-        pass  # the parent then expects the report under the pid it started
+    _tell(folder, token, "program", label)
     outcome = {"status": 0}
     previous_hook = sys.excepthook
 
@@ -68,3 +66,26 @@ def start(spec_text: str) -> None:
             watch.__exit__(None, None, None)
 
     atexit.register(finish)
+
+
+def _program() -> tuple[str, str | None]:
+    """What this program is, as its parent names it (``train.py``, ``-m package``, ``-c ...``), and the label of a
+    distributed launcher's command line where it is one (``torchrun train.py``), else None."""
+    from .capture.threads import python_program
+    from .programs import launcher
+
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    label = python_program(argv, sys.executable) or os.path.basename(sys.argv[0] if sys.argv else "") or "python"
+    return label, launcher(argv, label) or launcher(argv[1:], None)
+
+
+def _tell(folder: str, token: str, kind: str, label: str) -> None:
+    """Tell the parent this program's pid under its command's token (``TOKEN.PID.program``: it watches itself and
+    reports; ``.unwatched``: it does not), with its label."""
+    told = os.path.join(folder, f"{token}.{os.getpid()}.{kind}")
+    try:
+        with open(told + ".part", "w", encoding="utf-8") as handle:
+            handle.write(label)
+        os.replace(told + ".part", told)
+    except OSError:
+        pass  # the parent then expects the report under the pid it started

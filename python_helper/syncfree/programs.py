@@ -62,7 +62,8 @@ def program_env(env: Any, folder: str, settings: Any, token: str) -> dict[str, s
         return None  # bytes keys and values: left as the caller made them
     cls = type(settings)
     spec = {"folder": folder, "settings": asdict(settings), "class": f"{cls.__module__}:{cls.__qualname__}",
-            "pythonpath": given.get("PYTHONPATH"), "token": token}
+            "pythonpath": given.get("PYTHONPATH"), "token": token, "prefix": sys.prefix,
+            "version": "%d.%d" % sys.version_info[:2]}
     paths = [_HOOK_FOLDER, _PACKAGE_PARENT] + ([given["PYTHONPATH"]] if given.get("PYTHONPATH") else [])
     given["PYTHONPATH"] = os.pathsep.join(paths)
     given[ENV] = json.dumps(spec)

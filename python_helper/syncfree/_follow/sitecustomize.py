@@ -18,18 +18,40 @@ def _follow() -> None:
     import json
 
     try:
-        given = json.loads(spec_text).get("pythonpath")
-    except ValueError:
-        given = None
+        spec = json.loads(spec_text)
+        given = spec.get("pythonpath")
+    except (ValueError, AttributeError):
+        spec, given = {}, None
     if given is None:
         os.environ.pop("PYTHONPATH", None)
     else:
         os.environ["PYTHONPATH"] = given
+    if spec.get("prefix") != sys.prefix or spec.get("version") != "%d.%d" % sys.version_info[:2]:
+        _unwatched(spec, here)  # another interpreter, which a shell the program ran started: named, unwatched
+        return
     try:
         from syncfree.program_start import start
     except ImportError:  # this syncfree is not importable here: the program runs unwatched (the parent names it)
         return
     start(spec_text)
+
+
+def _unwatched(spec, here):
+    """This interpreter is not the parent's (another virtual environment, another Python): the parent's syncfree is
+    not imported here; the program tells its pid as one that runs unwatched, and runs as it would."""
+    package_parent = os.path.dirname(os.path.dirname(here))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != package_parent]
+    folder, token = spec.get("folder"), spec.get("token")
+    if not isinstance(folder, str) or not isinstance(token, str) or not os.path.isdir(folder):
+        return
+    label = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    told = os.path.join(folder, "%s.%d.unwatched" % (token, os.getpid()))
+    try:
+        with open(told + ".part", "w") as handle:
+            handle.write("%s (%s)" % (label, sys.executable))
+        os.replace(told + ".part", told)
+    except OSError:
+        pass
 
 
 def _hand_over() -> None:

@@ -283,13 +283,16 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         _unwatched(follower, recorder, launch)
         return real(popen, args, *rest, **kwargs)
     taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
-    if program is not None and len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
+    # Another command the program's own code runs (a shell script, `bash -c "python a.py; python b.py"`, make) gets
+    # the hook too: the Python programs of this interpreter it runs watch themselves and tell their pids.
+    command = program is None and launch is None and called_by_the_program(sys._getframe(1))
+    if (program is not None or command) and len(rest) < 10:  # env is Popen's 11th parameter: by name, as a rule
         taker = follower if follower is not None else _watch_follower(recorder)
         interpreter = None if shell else kwargs.get("executable")
         if interpreter is None:
-            interpreter = next(iter(argv), None)
+            interpreter = next(iter(argv or ()), None)
         given = None
-        if taker is not None and interpreter is not None and _same_interpreter(os.fsdecode(interpreter)) \
+        if taker is not None and (command or interpreter is not None and _same_interpreter(os.fsdecode(interpreter))) \
                 and not (shell and isinstance(args, str) and _SETS_PYTHONPATH.search(args)):
             given = taker.program_env(kwargs.get("env"))
         if given is None:
@@ -348,46 +351,56 @@ _RUNNER_PACKAGES = ("IPython.", "ipykernel.")  # a notebook's `!cmd` and `x = !c
 
 
 def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) -> Any:
-    """``os.system(command)`` and IPython's ``system`` (a notebook's ``!python train.py``; ``_real[key]``): where the
-    command line's first command is a Python program on this interpreter that the program's own code runs, it runs
-    with the start-up hook in the environment (syncfree/programs.py), so that it watches itself and reports to the
-    follower of this code's children, as a program started with subprocess does (`_popen_init`). Both wait for the
-    command to end; the program tells its pid under a token."""
+    """``os.system(command)`` and IPython's ``system`` (a notebook's ``!python train.py``; ``_real[key]``): the
+    command line runs with the start-up hook in the environment (`_run_hooked`), where it is the program's own."""
     real = _real[key]
     follower = current_follower()
     recorder = _recorder_here() if follower is None else None
-    words = shell_words(command) if follower is not None or recorder is not None else None
+    if (follower is None and recorder is None) or not called_by_the_program(frame):
+        return real(command, *args, **kwargs)
+    words = shell_words(command)
     program = python_program(words) if words else None
     launch = _launcher(words, program) if words else None
-    if (program is None and launch is None) or not called_by_the_program(frame):
-        return real(command, *args, **kwargs)
     if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
         _unwatched(follower, recorder, launch)
         return real(command, *args, **kwargs)
-    taker = follower if follower is not None else _watch_follower(recorder)
-    given = taker.program_env(None) if taker is not None and _same_interpreter(words[0]) \
-        and not (isinstance(command, str) and _SETS_PYTHONPATH.search(command)) else None
-    if given is None:
-        _unwatched(follower, recorder, program)
+    if (program is not None and not _same_interpreter(words[0])) \
+            or (isinstance(command, str) and _SETS_PYTHONPATH.search(command)):
+        if program is not None:
+            _unwatched(follower, recorder, program)
         return real(command, *args, **kwargs)
+    return _run_hooked(follower, recorder, program, frame, lambda: real(command, *args, **kwargs))
+
+
+def _run_hooked(follower: Any, recorder: Any, program: str | None, frame: Any, run: Any) -> Any:
+    """``run()`` a command the program's own code runs and waits for (``os.system``, a notebook's ``!cmd`` and
+    ``%%bash`` cell), with the start-up hook in the process's environment (syncfree/programs.py), which the shell and
+    what it starts inherit: the Python programs of this interpreter it runs (``program``: the one it is, where it is
+    one; None: a shell line, a script) watch themselves, tell their pids under a token and report to the follower of
+    this code's children, as programs started with subprocess do (`_popen_init`)."""
+    taker = follower if follower is not None else _watch_follower(recorder)
+    given = taker.program_env(None) if taker is not None else None
+    if given is None:
+        if program is not None:
+            _unwatched(follower, recorder, program)
+        return run()
     env, token = given
-    # The shell and what it starts inherit the process's environment: the hook's variables are in it while the
-    # command runs (os.environ's assignments reach the C environment), and taken out after.
+    # os.environ's assignments reach the C environment; the hook's variables are taken out after.
     saved = {name: os.environ.get(name) for name in env if os.environ.get(name) != env[name]}
     try:
         os.environ.update({name: env[name] for name in saved})
-        return real(command, *args, **kwargs)
+        return run()
     finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        pid = taker.program_pid(token)
-        if pid is None:  # it never started its watch (-I, a failure before it): it ran unwatched
+        taker.program_started(None, program, token)
+        told = taker.programs_of(token)
+        if not told and program is not None:  # it never started its watch (-I, a failure before it): unwatched
             _unwatched(follower, recorder, program)
-        else:
-            taker.program_started(pid, program, token)
+        for pid in told:
             _program_is_followed(follower, recorder, pid, frame)
 
 
@@ -501,12 +514,38 @@ _command_patches = {"os": _SharedPatch(os, "system", _command_runner("os_system"
 _SHELL_MODULES = ("IPython.core.interactiveshell", "ipykernel.zmqshell")
 
 
+_SCRIPT_MAGICS = "IPython.core.magics.script"  # %%bash, %%sh, %%script, %%python3...: ScriptMagics.shebang
+
+
+def _run_cell_magic(shell: Any, magic_name: str, line: str, cell: str, *args: Any, **kwargs: Any) -> Any:
+    """``InteractiveShell.run_cell_magic``: a script cell (``%%bash`` with ``python train.py`` in it) runs its
+    interpreter with the start-up hook in the environment (`_run_hooked`), where the cell is the program's own; the
+    other cell magics run as they would."""
+    real = _real["run_cell_magic"]
+    try:
+        function = shell.find_cell_magic(magic_name)
+    except Exception:  # noqa: BLE001 - IPython's own error follows from the real call
+        function = None
+    follower = current_follower()
+    recorder = _recorder_here() if follower is None else None
+    if getattr(function, "__module__", None) != _SCRIPT_MAGICS or (follower is None and recorder is None) \
+            or not called_by_the_program(sys._getframe(1)):
+        return real(shell, magic_name, line, cell, *args, **kwargs)
+    return _run_hooked(follower, recorder, None, sys._getframe(1),
+                       lambda: real(shell, magic_name, line, cell, *args, **kwargs))
+
+
 def _command_runners() -> list[_SharedPatch]:
     for name in _SHELL_MODULES:
         module = sys.modules.get(name)
         if name not in _command_patches and module is not None and callable(vars(module).get("system")):
             key = f"{name}.system"
             _command_patches[name] = _SharedPatch(module, "system", _command_runner(key), key)
+    shell = sys.modules.get("IPython.core.interactiveshell")
+    if "run_cell_magic" not in _command_patches and shell is not None \
+            and callable(vars(getattr(shell, "InteractiveShell", object)).get("run_cell_magic")):
+        _command_patches["run_cell_magic"] = _SharedPatch(shell.InteractiveShell, "run_cell_magic", _run_cell_magic,
+                                                          "run_cell_magic")
     return list(_command_patches.values())
 
 
