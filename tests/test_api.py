@@ -680,6 +680,26 @@ def test_the_python_programs_a_shell_or_script_runs_watch_themselves_and_count(t
         "report (`syncfree run` it to see them)"], other.report.notes
 
 
+def test_a_python_program_an_async_block_starts_with_asyncio_subprocesses_counts(tmp_path):
+    # asyncio.create_subprocess_exec / _shell: the caller of Popen was asyncio's transport, not the program's code,
+    # so the program ran unwatched and unnamed and the block passed. The coroutine that awaits them is the caller.
+    import asyncio
+
+    child = tmp_path / "child.py"
+    child.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+
+    async def main():
+        started = await asyncio.create_subprocess_exec(sys.executable, str(child))
+        await started.wait()
+        started = await asyncio.create_subprocess_shell(f"{shlex.quote(sys.executable)} {shlex.quote(str(child))}")
+        await started.wait()
+
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            asyncio.run(main())
+    assert raised.value.report.syncs == 2 and "in child processes child.py (pid" in str(raised.value), raised.value
+
+
 def test_a_python_c_programs_syncs_are_at_its_own_lines():
     # `python -c CODE`: its code was "outside your code" (its file "<string>" is no file); it is the program's own.
     code = "import torch\nx = torch.ones(2, device='cuda')\nv = x.sum().item()\n"

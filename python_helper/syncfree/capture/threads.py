@@ -347,7 +347,9 @@ def called_by_the_program(frame: Any) -> bool:
 
 # What runs a command the program asks for: subprocess, and os (os.popen; "<frozen os>" where os is frozen).
 _RUNNER_FILES = (subprocess.__file__, os.popen.__code__.co_filename)
-_RUNNER_PACKAGES = ("IPython.", "ipykernel.")  # a notebook's `!cmd` and `x = !cmd` (their shell's system, getoutput)
+# A notebook's `!cmd` and `x = !cmd` (their shell's system, getoutput); asyncio's create_subprocess_exec and _shell
+# (the coroutine that awaits them is the caller: a task's frames are chained through the awaits).
+_RUNNER_PACKAGES = ("IPython.", "ipykernel.", "asyncio.")
 
 
 def _run_command(key: str, command: Any, args: tuple, kwargs: dict, frame: Any) -> Any:
