@@ -700,6 +700,42 @@ def test_a_python_program_an_async_block_starts_with_asyncio_subprocesses_counts
     assert raised.value.report.syncs == 2 and "in child processes child.py (pid" in str(raised.value), raised.value
 
 
+@pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="os.posix_spawn is POSIX")
+def test_a_python_program_started_with_os_spawn_or_posix_spawn_counts(tmp_path):
+    # os.posix_spawn ran the program unwatched and unnamed (the block passed); os.spawn* was named as an os.fork().
+    child = tmp_path / "child.py"
+    child.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    exe = sys.executable
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            os.waitpid(os.posix_spawn(exe, [exe, str(child)], os.environ), 0)
+    assert raised.value.report.syncs == 1, raised.value
+    with syncfree.watch() as w:
+        assert os.spawnv(os.P_WAIT, exe, [exe, str(child)]) == 0
+        os.waitpid(os.spawnlp(os.P_NOWAIT, "sh", "sh", "-c", f"{exe} {child}; {exe} {child}"), 0)
+        os.waitpid(os.posix_spawnp("sh", ["sh", "-c", f"{exe} {child}"], dict(os.environ)), 0)
+    assert [(s.count, len(s.process.split(", "))) for s in w.report.sites] == [(4, 4)], w.report.text()
+    assert not [n for n in w.report.notes if "process" in n or "program" in n], w.report.notes
+
+
+def test_a_child_that_is_not_this_process_to_wait_for_reads_as_running_while_it_runs():
+    # A forkserver's children are the forkserver's, not the block's to wait for: one still running at the block's end
+    # was said to have "ended without a report (killed)", and the block could not be judged.
+    from syncfree.processes import _alive
+
+    shell = subprocess.run(["sh", "-c", "sleep 30 > /dev/null 2>&1 & echo $!"], capture_output=True, text=True,
+                           check=True)
+    grandchild = int(shell.stdout)
+    try:
+        assert _alive(grandchild)
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while _alive(grandchild) and time.monotonic() < deadline:  # init reaps it
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
 def test_a_python_c_programs_syncs_are_at_its_own_lines():
     # `python -c CODE`: its code was "outside your code" (its file "<string>" is no file); it is the program's own.
     code = "import torch\nx = torch.ones(2, device='cuda')\nv = x.sum().item()\n"

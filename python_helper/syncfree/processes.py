@@ -1038,8 +1038,24 @@ def _alive(pid: int) -> bool:
         if hasattr(os, "waitid") and hasattr(os, "WNOWAIT"):
             return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
         finished, _ = os.waitpid(pid, os.WNOHANG)  # no waitid (macOS before Python 3.13): reaps it
-    except ChildProcessError:  # reaped already (multiprocessing does), or not this process's child: it ended
-        return False
+    except ChildProcessError:  # reaped already (multiprocessing does), or not this process's child (a forkserver's)
+        return _running(pid)
     except OSError:
         return False
     return finished == 0
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid``, which is not this process's child to wait for (a forkserver's child; one multiprocessing
+    reaped), still runs: it exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:
+        return True  # no /proc (macOS): it exists

@@ -509,9 +509,76 @@ def _command_runner(key: str) -> Any:
     return run_command
 
 
+def _spawn(key: str, mode: Any, path: Any, argv: Any, rest: tuple, kwargs: dict, frame: Any) -> Any:
+    """``os.posix_spawn[p](path, argv, env)`` and ``os.spawnv[p][e](mode, file, args[, env])`` (``key``: which;
+    ``mode`` None for posix_spawn): a command the program's own code starts gets the start-up hook in its
+    environment, as one started with subprocess does (`_popen_init`): a Python program of this interpreter, or
+    another command whose Python programs watch themselves and tell their pids. os.spawn* forks, then execs: that
+    fork is not one of the program's (`_after_fork_in_parent`)."""
+    real, posix = _real[key], mode is None
+    with_env = posix or key.endswith("e")
+    env = (rest[0] if rest else kwargs.pop("env", None)) if with_env else None
+    rest = rest[1:] if with_env and rest else rest
+    follower = current_follower()
+    recorder = _recorder_here() if follower is None else None
+    if (follower is None and recorder is None) or frame.f_code.co_filename == subprocess.__file__ \
+            or not called_by_the_program(frame):
+        return _spawned(real, mode, path, argv, env, rest, kwargs, with_env)
+    program = python_program(argv, path)
+    launch = _launcher(argv, program)
+    if launch is not None or (program is not None and not _same_interpreter(os.fsdecode(path))):
+        _unwatched(follower, recorder, launch if launch is not None else program)
+        return _spawned(real, mode, path, argv, env, rest, kwargs, with_env)
+    taker = follower if follower is not None else _watch_follower(recorder)
+    given = taker.program_env(env) if taker is not None else None
+    if given is None:
+        if program is not None:
+            _unwatched(follower, recorder, program)
+        return _spawned(real, mode, path, argv, env, rest, kwargs, with_env)
+    env, token = given
+    if not with_env:  # spawnv[p]: its e variant, with the environment
+        key = key + "e"
+        real = _real[key]
+    _starting.depth = getattr(_starting, "depth", 0) + 1
+    try:
+        result = _spawned(real, mode, path, argv, env, rest, kwargs, True)
+    finally:
+        _starting.depth -= 1
+    pid = None if mode is not None and mode == getattr(os, "P_WAIT", 0) else result  # P_WAIT: the exit status
+    taker.program_started(pid, program, token)
+    told = [pid] if pid is not None else taker.programs_of(token)
+    if not told and program is not None:  # it never started its watch (-I): it ran unwatched
+        _unwatched(follower, recorder, program)
+    for child in told:
+        _program_is_followed(follower, recorder, child, frame)
+    return result
+
+
+def _spawned(real: Any, mode: Any, path: Any, argv: Any, env: Any, rest: tuple, kwargs: dict, with_env: bool) -> Any:
+    head = (path, argv) if mode is None else (mode, path, argv)
+    return real(*head, *((env,) if with_env else ()), *rest, **kwargs)
+
+
+def _spawn_runner(key: str, posix: bool) -> Any:
+    """The replacement of ``os.<key>`` (`_spawn`)."""
+
+    if posix:
+        def spawn(path: Any, argv: Any, *rest: Any, **kwargs: Any) -> Any:
+            return _spawn(f"os_{key}", None, path, argv, rest, kwargs, sys._getframe(1))
+    else:
+        def spawn(mode: Any, path: Any, argv: Any, *rest: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+            return _spawn(f"os_{key}", mode, path, argv, rest, kwargs, sys._getframe(1))
+
+    spawn.__name__ = spawn.__qualname__ = key
+    return spawn
+
+
 _process_patch = _SharedPatch(_mp_process.BaseProcess, "start", _process_start, "process_start")
 _popen_patch = _SharedPatch(subprocess.Popen, "__init__", _popen_init, "popen_init")
 _command_patches = {"os": _SharedPatch(os, "system", _command_runner("os_system"), "os_system")}
+for _name in ("posix_spawn", "posix_spawnp", "spawnv", "spawnve", "spawnvp", "spawnvpe"):  # POSIX; os.spawnl* call these
+    if callable(getattr(os, _name, None)):
+        _command_patches[_name] = _SharedPatch(os, _name, _spawn_runner(_name, _name.startswith("posix")), f"os_{_name}")
 #: The modules whose ``system`` runs a notebook's ``!cmd`` (IPython's shell, ipykernel's): patched once imported.
 _SHELL_MODULES = ("IPython.core.interactiveshell", "ipykernel.zmqshell")
 
