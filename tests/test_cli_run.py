@@ -399,7 +399,33 @@ def test_sigterm_writes_the_report_then_dies_of_the_signal(tmp_path):
     assert "was ended by SIGTERM; the syncs until then are reported" in err and "atexit ran" not in out + err, err
 
 
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("signum", ["SIGHUP", "SIGUSR1", "SIGQUIT"])
+def test_a_signal_whose_default_ends_the_program_writes_the_report_then_ends_it(tmp_path, signum):
+    import signal
+
+    # SIGHUP (the terminal or SSH session closed), SIGUSR1 (Slurm's warning before its time limit), SIGQUIT: Python
+    # dies of them at once, and `syncfree run` lost the report with it. The report is written first, then the run
+    # dies of the signal as python does.
+    signum = getattr(signal, signum)
+    write(tmp_path, "train.py", """\
+        import sys, time, torch
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("training", file=sys.stderr, flush=True)
+        time.sleep(60)
+        """)
+    process = _started("train.py", "--format", "json", cwd=tmp_path)
+    try:
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == -signum, err
+    assert [(row["line"], row["count"]) for row in json.loads(out)] == [(3, 1)], out
+    assert f"was ended by {signal.Signals(signum).name}; the syncs until then are reported" in err, err
+
+
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_path, signum):
     import signal
 

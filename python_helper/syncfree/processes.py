@@ -612,11 +612,14 @@ class ForkedChildren:
         from .capture import threads
 
         threads.predict_in_forked_child(recorder)  # forked from a thread without the stand-ins
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            try:
-                signal.signal(signal.SIGTERM, self._terminated)
-            except ValueError:  # not the main thread: the report is written at a normal end only
-                pass
+        from .capture.interrupts import ending_signals
+
+        for signum in ending_signals():  # SIGTERM (Pool.terminate()), SIGHUP (the session closed)...
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                try:
+                    signal.signal(signum, self._terminated)
+                except ValueError:  # not the main thread: the report is written at a normal end only
+                    break
         self._keep_handler_in_dataloader_worker()
 
     def recorder_started(self, recorder: Any) -> None:

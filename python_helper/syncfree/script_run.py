@@ -275,9 +275,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             children.start()  # followed from the start: a child started before torch is imported is watched too
             unended.register()
             exit_handlers.install()
-            if on_exit is not None and threading.current_thread() is threading.main_thread() \
-                    and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, terminated)  # the program's own handler, if it sets one, replaces it
+            if on_exit is not None and threading.current_thread() is threading.main_thread():
+                for signum in interrupts.ending_signals():  # the program's own handler, if it sets one, replaces it
+                    if signal.getsignal(signum) == signal.SIG_DFL:
+                        signal.signal(signum, terminated)
             if torch_import is not None:
                 torch_import.install()
             try:
@@ -328,8 +329,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     finally:
         if torch_import is not None:
             torch_import.remove()
-        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is terminated:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if threading.current_thread() is threading.main_thread():
+            for signum in interrupts.ending_signals():
+                if signal.getsignal(signum) is terminated:
+                    signal.signal(signum, signal.SIG_DFL)
         exit_handlers.remove()
         children.stop()
         children.remove_folder()

@@ -202,6 +202,18 @@ def _rearm(signum: int) -> None:
         _outstanding.pop()
 
 
+def ending_signals() -> list[int]:
+    """The signals whose default action ends the process with no exit handler run, besides SIGINT (Python's
+    KeyboardInterrupt) and SIGKILL: SIGTERM (a CI job cancelled, ``timeout``), SIGHUP (the terminal or SSH session
+    closed), SIGQUIT (Ctrl-\\), SIGUSR1/SIGUSR2 (a scheduler's warning before its time limit, Slurm's
+    ``--signal``), SIGALRM, SIGXCPU (a CPU-time limit). A run that writes its report first handles those the program
+    left at their default."""
+    import signal
+
+    names = ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU")
+    return [getattr(signal, name) for name in names if hasattr(signal, name)]
+
+
 def cut_handler_frames(exc: BaseException) -> None:
     """Cut `_handler`'s own frame off the end of the traceback of a KeyboardInterrupt it raised (through the
     handler it replaced): Python's default handler is C code, so under Python alone the traceback ends at the
@@ -275,6 +287,6 @@ def _place_of(filename: str) -> bool | None:
     return False
 
 
-__all__ = ["cut_handler_frames", "engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding",
+__all__ = ["cut_handler_frames", "ending_signals", "engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding",
            "rearm_later", "release",
            "teardown_code"]

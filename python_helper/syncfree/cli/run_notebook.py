@@ -135,7 +135,9 @@ def run(
         else:
             raise _Stopped(signum)
 
-    handled = (signal.SIGINT, signal.SIGTERM)
+    from syncfree.capture.interrupts import ending_signals
+
+    handled = (signal.SIGINT, *(signum for signum in ending_signals() if signal.getsignal(signum) == signal.SIG_DFL))
     previous = ({signum: signal.signal(signum, on_signal) for signum in handled}
                 if threading.current_thread() is threading.main_thread() else {})
     # The handlers are in place before anything is made that a signal would leave behind (the sockets' folder, the
@@ -222,14 +224,15 @@ def run(
     if stopped:
         # The cells that ran before the signal have their reports above; then the process ends as the signal ends a
         # program without a handler.
-        what = "interrupted" if stopped[0] == signal.SIGINT else "terminated"
+        what = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}.get(
+            stopped[0], f"ended by {signal.Signals(stopped[0]).name}")
         print(f"syncfree: error: {path} {what}; the kernel was stopped (the reports above are those of the cells "
               "that ran)", file=sys.stderr)
         state["status"] = EXIT_ERROR
-        if stopped[0] == signal.SIGTERM:
+        if stopped[0] != signal.SIGINT:  # SIGTERM, SIGHUP...: the process dies of it
             sys.stderr.flush()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.signal(stopped[0], signal.SIG_DFL)
+            os.kill(os.getpid(), stopped[0])
         state["die_by"] = signal.SIGINT  # cli.main: after the report, as Python after Ctrl-C
         return EXIT_ERROR
     if output:
