@@ -852,6 +852,44 @@ def test_a_watched_test_whose_child_left_no_report_is_not_judged_and_says_why(py
     ])
 
 
+def test_the_python_programs_a_marked_test_runs_through_a_shell_asyncio_or_posix_spawn_fail_it(pytester):
+    # `bash -c "python child.py"`, the second program of a shell line, asyncio's create_subprocess_exec and
+    # os.posix_spawn ran their Python program unwatched and unnamed: each marked test passed with its child's sync.
+    pytester.makepyfile(child="import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    pytester.makepyfile(test_programs="""
+        import asyncio, os, subprocess, sys
+        import pytest
+
+        CHILD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "child.py")
+
+        @pytest.mark.sync_free
+        def test_bash():
+            subprocess.run(["bash", "-c", f"{sys.executable} {CHILD}"], check=True)
+
+        @pytest.mark.sync_free
+        def test_second_of_a_line():
+            subprocess.run(f"{sys.executable} -c pass && {sys.executable} {CHILD}", shell=True, check=True)
+
+        @pytest.mark.sync_free
+        def test_asyncio():
+            async def main():
+                started = await asyncio.create_subprocess_exec(sys.executable, CHILD)
+                await started.wait()
+            asyncio.run(main())
+
+        @pytest.mark.sync_free
+        def test_posix_spawn():
+            os.waitpid(os.posix_spawn(sys.executable, [sys.executable, CHILD], os.environ), 0)
+
+        @pytest.mark.sync_free
+        def test_no_python():
+            subprocess.run(["bash", "-c", "true"], check=True)
+    """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=4)
+    result.stdout.fnmatch_lines(["*child.py:2:* SF101 *(in child process child.py (pid *)*"])
+
+
 def test_pool_workers_forked_by_the_pools_own_thread_run_predicted(pytester):
     # maxtasksperchild: the pool's worker handler, a daemon thread, forks the new workers; they ran without predict
     # mode's stand-ins ("Torch not compiled with CUDA enabled") instead of being counted.
