@@ -452,6 +452,24 @@ def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_
     assert "the kernel was stopped" in err, err
 
 
+def test_a_notebook_runs_shell_cells_and_commands_whose_python_programs_count(tmp_path):
+    # In a kernel (ipykernel's shell): a %%bash cell running two programs, `!python child.py` (a pty that pexpect
+    # forks: it was named as an unwatched os.fork()) and a shell script started with subprocess.
+    nbformat = pytest.importorskip("nbformat")
+    (tmp_path / "child.py").write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    (tmp_path / "run.sh").write_text(f"{sys.executable} child.py\n")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(f"%%bash\n{sys.executable} child.py && {sys.executable} child.py"),
+                      nbformat.v4.new_code_cell(f"!{sys.executable} child.py"),
+                      nbformat.v4.new_code_cell("import subprocess\nsubprocess.run(['bash', 'run.sh'], check=True)")]
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    done = syncfree("run", "nb.ipynb", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    counted = re.findall(r"^nb.ipynb:cell (\d+): .*?: (\d+) syncs? at (\d+) sites?", done.stdout, re.M)
+    assert counted == [("1", "2", "1"), ("2", "1", "1"), ("3", "1", "1")], done.stdout
+    assert "os.fork" not in done.stdout + done.stderr and "unwatched" not in done.stdout + done.stderr, done.stdout
+
+
 def test_a_machine_report_says_on_stderr_which_syncs_it_could_not_count(tmp_path):
     # A worker whose report never came (killed) was named in the text report's notes only: with --format json the
     # run counted 5 syncs of 6 without a word.

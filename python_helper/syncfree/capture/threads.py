@@ -389,10 +389,13 @@ def _run_hooked(follower: Any, recorder: Any, program: str | None, frame: Any, r
     env, token = given
     # os.environ's assignments reach the C environment; the hook's variables are taken out after.
     saved = {name: os.environ.get(name) for name in env if os.environ.get(name) != env[name]}
+    # ipykernel's `!cmd` forks a pty (pexpect): that fork runs the command, not the program (`_after_fork_in_parent`).
+    _starting.depth = getattr(_starting, "depth", 0) + 1
     try:
         os.environ.update({name: env[name] for name in saved})
         return run()
     finally:
+        _starting.depth -= 1
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
