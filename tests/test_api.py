@@ -818,21 +818,45 @@ def test_the_children_of_a_watch_inside_a_sync_free_block_count_for_the_block(me
     assert sorted((s.count, s.process) for s in outer.sites) == [(1, None), (3, "Rank-0, Rank-1")], outer.text()
 
 
-def test_a_process_a_block_forks_with_os_fork_is_named():
-    # A child forked with os.fork() itself runs the block's code on in a copy of the watch that reports nowhere: a
-    # sync_free block whose forked child synced passed with nothing said. Only syncfree run follows os.fork; a watch
-    # names such a child. A multiprocessing fork (followed) is not named so.
-    with syncfree.sync_free() as w:
-        pid = os.fork()
+def test_a_process_a_block_forks_with_os_fork_is_followed_and_its_syncs_count():
+    # A child forked with os.fork() itself ran the block's code on in a copy of the watch that reported nowhere: a
+    # sync_free block whose forked child synced passed (it was named in a note only). The block's follower now takes
+    # the fork as syncfree run's does: the child reports its syncs from the fork on, at os._exit or at the block's
+    # end; the child does not judge the block (the parent does).
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            torch.ones(2, device="cuda").sum().item()  # before the fork: the parent's alone
+            pid = os.fork()
+            if pid == 0:
+                torch.ones(2, device="cuda").sum().item()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            child = multiprocessing.get_context("fork").Process(target=os.getpid)
+            child.start()
+            child.join()
+    report = raised.value.report
+    assert report.syncs == 2 and sorted(s.process or "" for s in report.sites) == ["", f"pid {pid}"], report.text()
+    assert not [n for n in report.notes if "fork" in n or "process" in n], report.notes
+    status = pid = None
+    with pytest.raises(syncfree.SyncError) as raised:  # a child that runs on to the block's end reports there
+        try:
+            with syncfree.sync_free():
+                pid = os.fork()
+                if pid == 0:
+                    for _ in range(2):
+                        torch.ones(2, device="cuda").sum().item()
+                else:
+                    _, status = os.waitpid(pid, 0)
+        except BaseException:
+            if pid == 0:
+                os._exit(3)  # the child judged the block: the parent does
+            raise
         if pid == 0:
             os._exit(0)
-        os.waitpid(pid, 0)
-        child = multiprocessing.get_context("fork").Process(target=os.getpid)
-        child.start()
-        child.join()
-    assert [n for n in w.report.notes if "os.fork" in n] == [
-        "1 process forked here with os.fork() ran unwatched: its syncs are not counted (`syncfree run` follows "
-        "os.fork)"], w.report.notes
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert [(s.count, s.process) for s in raised.value.report.sites] == [(2, f"pid {pid}")], raised.value
+    with syncfree.sync_free():  # a fork that execs (a subprocess with preexec_fn) is the command's, not counted
+        subprocess.run(["true"], preexec_fn=os.getpid, check=True)
     pid = os.fork()  # outside any watch: nobody's
     if pid == 0:
         os._exit(0)

@@ -192,6 +192,8 @@ class ForkedChildren:
         self._told: set[str] = set()  # the files of `_commands`' programs read (`_resolve_programs`)
         self._tokens_of: dict[int, str] = {}  # pid of a program that told it -> its command's token
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
+        self.raw_forks = 0  # children the followed code forked with os.fork() itself (`fork_done`)
+        self._raw_told = 0  # of those, the ones that told their pids (`_forks_told`)
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
         self._names: dict[int, str] = {}  # pid -> name of the multiprocessing children started while followed
@@ -343,6 +345,43 @@ class ForkedChildren:
         self._resolve_programs()
         return self._started_as.get(pid) or pid
 
+    def fork_starting(self) -> None:
+        """In the parent, before a fork of the followed code's own (``os.fork()``: capture/threads.py's at-fork
+        hooks, where nothing patches os.fork): the folder its child reports into."""
+        self._folder()
+
+    def fork_done(self) -> None:
+        """In the parent, after such a fork: one more child expected (`forked_here` tells its pid)."""
+        self.raw_forks += 1
+
+    def forked_here(self) -> None:
+        """In the child of such a fork: it follows its own children and reports its syncs from the fork on, when it
+        ends (``os._exit``, an exec, SIGTERM) or its block does (`end_watch`), as a child of syncfree run's forks
+        does; it tells its pid at once (``PID.forked``, holding its parent's)."""
+        self._enter_child()
+        self.start(self.folder)
+        try:
+            with open(os.path.join(self._folder(), f"{os.getpid()}.forked"), "w", encoding="utf-8") as handle:
+                handle.write(str(self.parent))
+        except OSError:
+            pass
+
+    def _forks_told(self) -> None:
+        """The pids the children of `forked_here` told, among the children expected."""
+        if not self.raw_forks or self.folder is None:
+            return
+        for name in os.listdir(self.folder):
+            stem, _, kind = name.partition(".")
+            if kind == "forked" and stem.isdigit() and int(stem) not in self.forked:
+                try:
+                    with open(os.path.join(self.folder, name), encoding="utf-8") as handle:
+                        parent = int(handle.read() or 0)
+                except (OSError, ValueError):
+                    continue
+                if parent == self.parent:
+                    self.forked.append(int(stem))
+                    self._raw_told += 1
+
     def collects_for(self, recorder: Any) -> bool:
         """Whether ``recorder`` is the one whose report collects these children (`collector`'s)."""
         return recorder is not None and getattr(self.collector, "_recorder", None) is recorder
@@ -360,7 +399,11 @@ class ForkedChildren:
 
     def end_watch(self) -> tuple[list[ProcessReport], list[str]]:
         """The block has ended: its children's reports, and notes on those without one (still running, killed);
-        what `for_watch` put in is taken out."""
+        what `for_watch` put in is taken out. In a child the block's code forked (`forked_here`) that runs on to the
+        block's end: its report, and nothing to collect."""
+        if self.in_child:
+            self.finish_child(0)
+            return [], []
         try:
             return self.collect()
         finally:
@@ -434,6 +477,11 @@ class ForkedChildren:
         reports: dict[int, ProcessReport] = {}
         notes: list[str] = []
         self._resolve_programs()
+        self._forks_told()
+        if self.raw_forks > self._raw_told:  # a fork whose child never told its pid (its hook could not write)
+            untold = self.raw_forks - self._raw_told
+            notes.append(LostChild(f"{untold} process{'es' if untold > 1 else ''} forked with os.fork() told no pid "
+                                   f"before {self.ended}: {'their' if untold > 1 else 'its'} syncs are not counted"))
         for name in sorted(os.listdir(self.folder)) if self.folder is not None else ():
             if not name.endswith(".json"):
                 continue

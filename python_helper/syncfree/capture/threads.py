@@ -183,21 +183,45 @@ def current_follower() -> Any:
     return followers[-1] if followers else None
 
 
-def _after_fork_in_parent() -> None:
+def _before_fork() -> None:
     """``os.register_at_fork``: a process that a recorder's code forks with ``os.fork()`` itself (not through
-    multiprocessing, which `_process_start` sees), while nothing follows the process's forks (``syncfree run`` and a
-    watched test patch ``os.fork``), runs unwatched: the recorder counts it and its report names it."""
-    if getattr(_starting, "depth", 0):
-        return
-    if current_follower() is not None:
+    multiprocessing, which `_process_start` sees, nor subprocess), while nothing follows the process's forks
+    (``syncfree run`` and a watched test patch ``os.fork``), is followed by the follower of the watch's or the
+    cell's children (`_watch_follower`), which expects its report (`ForkedChildren.forked_here`); a recorder that
+    follows no children names it as unwatched."""
+    _forking.taker = None
+    if getattr(_starting, "depth", 0) or current_follower() is not None:
         return
     recorder = _recorder_here()
-    if recorder is not None and recorder.running:
-        recorder.unwatched_forks += 1
+    if recorder is None or not recorder.running:
+        return
+    follower = _watch_follower(recorder)
+    if follower is not None:
+        follower.fork_starting()  # its folder, before the child needs it
+    _forking.taker = (recorder, follower)
 
+
+def _after_fork_in_parent() -> None:
+    taker, _forking.taker = getattr(_forking, "taker", None), None
+    if taker is not None:
+        recorder, follower = taker
+        if follower is None:
+            recorder.unwatched_forks += 1
+        else:
+            follower.fork_done()
+
+
+def _after_fork_in_child() -> None:
+    taker, _forking.taker = getattr(_forking, "taker", None), None
+    if taker is not None and taker[1] is not None:
+        taker[1].forked_here()  # this child reports its syncs from the fork on, as a followed fork does
+
+
+_forking = threading.local()  # taker: (recorder, follower) of the fork under way in this thread (`_before_fork`)
 
 if hasattr(os, "register_at_fork"):  # POSIX; once per process, and it cannot be taken back: it checks, nothing else
-    os.register_at_fork(after_in_parent=_after_fork_in_parent)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _process_start(process: Any) -> Any:
@@ -272,7 +296,11 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     follower = current_follower()
     recorder = _recorder_here() if follower is None else None
     if follower is None and recorder is None:
-        return real(popen, args, *rest, **kwargs)
+        _starting.depth = getattr(_starting, "depth", 0) + 1  # a preexec_fn's fork runs the command, not the program
+        try:
+            return real(popen, args, *rest, **kwargs)
+        finally:
+            _starting.depth -= 1
     shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
     argv = shell_words(args) if shell else args  # `python train.py` through /bin/sh: its first command's words
     program = python_program(argv, None if shell else kwargs.get("executable"))
@@ -299,7 +327,11 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
             taker = None
         else:
             kwargs["env"], token = given
-    real(popen, args, *rest, **kwargs)
+    _starting.depth = getattr(_starting, "depth", 0) + 1  # a preexec_fn's fork runs the command, not the program
+    try:
+        real(popen, args, *rest, **kwargs)
+    finally:
+        _starting.depth -= 1
     if taker is not None:
         taker.program_started(popen.pid, program, token)
         _program_is_followed(follower, recorder, popen.pid, sys._getframe(1))
