@@ -350,11 +350,21 @@ def test_ctrl_c_reports_the_syncs_until_then_with_status_130(tmp_path):
     assert out.startswith("atexit ran\ntrain.py:4:1: SF101 "), out  # as Python: atexit after the traceback
 
 
+def _default_signals() -> None:
+    """In a child about to exec: the signals a background job or ``nohup`` ignores (SIGINT, SIGQUIT, SIGHUP) back at
+    their default, as in a terminal, where the signal tests' programs ignored what they were sent."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _started(script: str, *options: str, cwd: Path) -> subprocess.Popen:
     """``syncfree run OPTIONS script`` in the background, once the program printed its first line on stderr."""
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", *options, script], cwd=cwd, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
+                               preexec_fn=_default_signals)
     assert process.stderr.readline() == "training\n"
     return process
 
@@ -438,7 +448,8 @@ def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_
     nbformat.write(notebook, tmp_path / "nb.ipynb")
     environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "nb.ipynb"], cwd=tmp_path, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment,
+                               preexec_fn=_default_signals)
     try:
         for line in process.stderr:
             if line.startswith("syncfree: cell 1 done"):
