@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -734,6 +735,34 @@ def test_a_child_that_is_not_this_process_to_wait_for_reads_as_running_while_it_
     while _alive(grandchild) and time.monotonic() < deadline:  # init reaps it
         time.sleep(0.05)
     assert not _alive(grandchild)
+
+
+def test_a_coroutine_a_block_hands_to_a_loop_in_another_thread_counts_for_the_block():
+    # A loop running in a thread started before the block (a server's, a background loop): the coroutine the block
+    # handed it with run_coroutine_threadsafe ran in a thread routed to no watch, and the block passed.
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def reads():
+        return torch.ones(2, device="cuda").sum().item()
+
+    async def idle():
+        return 1
+
+    try:
+        with pytest.raises(syncfree.SyncError) as raised:
+            with syncfree.sync_free():
+                assert asyncio.run_coroutine_threadsafe(reads(), loop).result(timeout=60) == 2.0
+        [site] = raised.value.report.sites
+        assert (site.count, site.thread) == (1, thread.name), raised.value
+        assert asyncio.run_coroutine_threadsafe(idle(), loop).result(timeout=60) == 1  # outside a block: as it was
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(60)
+        loop.close()
 
 
 def test_a_python_c_programs_syncs_are_at_its_own_lines():

@@ -19,7 +19,9 @@ Four patches, installed by the first recorder in (`hold`) and removed by the las
   a routed context runs routed to that recorder, under a predict session for the task's
   duration when it predicts, whichever thread of the pool runs it and whenever that
   thread was started. The pool's own worker threads are started outside the routing: a
-  worker started during a watch is not bound to it for later tasks.
+  worker started during a watch is not bound to it for later tasks. So with
+  ``asyncio.run_coroutine_threadsafe`` (where asyncio was imported before the first recorder): a coroutine handed
+  from a routed context to a loop running in another thread runs routed to that recorder.
 
 * ``multiprocessing.process.BaseProcess.start`` (one shared replacement, counted: `hook_process_start`). While a
   follower of the process's children runs (``syncfree run``, a watched test: `current_follower`), it
@@ -148,6 +150,32 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     finally:
         dispatch.unroute(token, dispatch.DETACHED)
+
+
+def _run_coroutine_threadsafe(coro: Any, loop: Any) -> Any:
+    """``asyncio.run_coroutine_threadsafe``: a coroutine that a routed context hands to an event loop running in
+    another thread (a server's, a background loop started before the block) runs routed to that recorder, as a pool's
+    task does (`_submit`): its syncs were the loop thread's, owned by no watch, and the block passed."""
+    recorder = _routed_recorder()
+    if recorder is None or not sys.modules["asyncio"].iscoroutine(coro):
+        return _real["run_coroutine_threadsafe"](coro, loop)
+    predicting = recorder if recorder.mode == "predict" else None
+    return _real["run_coroutine_threadsafe"](_routed_coroutine(recorder, predicting, coro), loop)
+
+
+async def _routed_coroutine(recorder: Any, predicting: Any, coro: Any) -> Any:
+    """``coro`` awaited routed to ``recorder`` (its task's own context) and anchored to this frame, under a predict
+    session reporting to ``predicting`` (None: none) while that one still runs (`_run_for`'s, for a coroutine)."""
+    token = dispatch.route(recorder)
+    anchor = dispatch.anchor(recorder, sys._getframe())
+    try:
+        if predicting is not None and predicting.running:
+            with predicting.thread_session():
+                return await coro
+        return await coro
+    finally:
+        dispatch.unanchor(anchor)
+        dispatch.unroute(token, recorder)
 
 
 def predict_in_forked_child(recorder: Any) -> None:
@@ -709,6 +737,12 @@ def install() -> None:
         return
     _replace(threading.Thread, "start", _start, "start")
     _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
+    asyncio = sys.modules.get("asyncio")  # a loop running before the block imported it; else not imported here
+    if asyncio is not None and callable(vars(asyncio.tasks).get("run_coroutine_threadsafe")):
+        _replace(asyncio.tasks, "run_coroutine_threadsafe", _run_coroutine_threadsafe, "run_coroutine_threadsafe")
+        if vars(asyncio).get("run_coroutine_threadsafe") is _real["run_coroutine_threadsafe"]:  # asyncio's own name
+            _replace(asyncio, "run_coroutine_threadsafe", _run_coroutine_threadsafe,
+                     "asyncio.run_coroutine_threadsafe")
     hook_process_start()  # after the two: remove() unhooks only when they are in
     hook_popen()
 
