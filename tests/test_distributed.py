@@ -1037,11 +1037,20 @@ def test_an_interrupt_stops_the_whole_job_as_ctrl_c_does(tmp_path):
     assert out == "interrupted after the job ended\n"
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def _default_signals() -> None:
+    """In a child about to exec: the signals a background job or ``nohup`` ignores back at their default."""
+    import signal
+
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"])
 def test_a_signal_to_the_launcher_goes_to_torchrun_and_the_ranks_reports_are_merged(tmp_path, signame):
     # SIGTERM killed `syncfree run --nproc-per-node 2` at once, without a report or a word, while torchrun and the
     # ranks lived on and the rank files stayed in the temp folder; SIGINT took 61 s (a 60 s wait, then torchrun
-    # SIGKILLed) and left both ranks running, orphaned, with "no rank wrote a report".
+    # SIGKILLed) and left both ranks running, orphaned, with "no rank wrote a report". So did SIGHUP (the terminal
+    # closed) and SIGUSR1 (Slurm's warning), which torchrun is sent as SIGTERM.
     import signal
 
     signum = getattr(signal, signame)
@@ -1061,7 +1070,7 @@ def test_a_signal_to_the_launcher_goes_to_torchrun_and_the_ranks_reports_are_mer
     env = {**job_env(), "TMPDIR": str(temporary)}
     process = subprocess.Popen([sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2",
                                 "train.py"], cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
+                               stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_default_signals)
     pids: list[int] = []
     # No wait without an end: a job that never says it is ready fails the test instead of hanging the suite
     # (the whole job: torchrun and the ranks hold the pipe open too).

@@ -200,24 +200,31 @@ TORCHRUN_GRACE_S = 60.0
 
 
 class _Forwarded:
-    """SIGINT and SIGTERM to the launcher, forwarded to torchrun while it runs (Python's default would kill the
-    launcher at once and leave torchrun and the ranks running, with no report). torchrun stops its ranks, which write
-    their reports; if it is still running `TORCHRUN_GRACE_S` after the first signal, it is killed."""
+    """SIGINT, and the signals whose default ends a program (SIGTERM, SIGHUP, SIGUSR1...: `ending_signals`) that the
+    launcher has at their default, forwarded to torchrun while it runs (the default would kill the launcher at once
+    and leave torchrun and the ranks running, with no report): those torchrun stops its ranks on (SIGINT, SIGTERM,
+    SIGHUP, SIGQUIT: torch.distributed.elastic's TORCHELASTIC_SIGNALS_TO_HANDLE) as they are, the others as SIGTERM.
+    The ranks write their reports; if torchrun is still running `TORCHRUN_GRACE_S` after the first signal, it is
+    killed."""
 
     def __init__(self, process: subprocess.Popen) -> None:
+        from syncfree.capture.interrupts import ending_signals
+
         self.process = process
         self.received: list[int] = []
         self.previous: dict[int, object] = {}
         try:
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                self.previous[signum] = signal.signal(signum, self._forward)
+            for signum in (signal.SIGINT, *ending_signals()):
+                if signum == signal.SIGINT or signal.getsignal(signum) == signal.SIG_DFL:
+                    self.previous[signum] = signal.signal(signum, self._forward)
         except ValueError:  # not the main thread: signals are not ours to take
             pass
 
     def _forward(self, signum: int, frame: object) -> None:
         self.received.append(signum)
+        handled = {signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None), getattr(signal, "SIGQUIT", None)}
         try:
-            self.process.send_signal(signum)
+            self.process.send_signal(signum if signum in handled else signal.SIGTERM)
         except OSError:  # ended meanwhile
             pass
 
