@@ -40,7 +40,7 @@ async function expectOnItemLine(page: any, cell: number): Promise<void> {
   await expect.poll(() => itemLine(page, cell)).toBeGreaterThan(6);
   const line = await itemLine(page, cell);
   await expect(cellMarkers(page, cell)).toHaveCount(1);
-  expect(await lineOfMarker(page, cell, cellMarkers(page, cell).first())).toBe(line);
+  await expect.poll(() => lineOfMarker(page, cell, cellMarkers(page, cell).first())).toBe(line);
   // A highlight (drawn faded on a stale cell, or not at all) is never on another line.
   const highlighted = cellAt(page, cell).locator('.jp-syncfree-line');
   await expect(highlighted.filter({ hasNotText: '.item()' })).toHaveCount(0);

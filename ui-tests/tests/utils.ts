@@ -29,18 +29,23 @@ export function cellMarkers(page: IJupyterLabPageFixture, cellIndex: number): Lo
  * the marker's own data attribute), so a marker drawn on the wrong line is caught.
  */
 export async function lineOfMarker(page: IJupyterLabPageFixture, cellIndex: number, marker: Locator): Promise<number> {
-  const box = await marker.boundingBox();
-  expect(box).not.toBeNull();
-  const center = box!.y + box!.height / 2;
-  const lines = cellLines(page, cellIndex);
-  const count = await lines.count();
-  for (let i = 0; i < count; i++) {
-    const line = await lines.nth(i).boundingBox();
-    if (line && center >= line.y && center <= line.y + line.height) {
-      return i + 1;
+  // One measurement in the page, the marker and the lines in the same frame: read one by one, a scroll between the
+  // reads (the notebook scrolling to a pasted cell) put the marker beside another line.
+  await expect(marker).toBeVisible();
+  return marker.evaluate((element: Element, index: number) => {
+    const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[index];
+    if (!cell || !cell.contains(element)) {
+      return -1;
     }
-  }
-  return -1;
+    const box = element.getBoundingClientRect();
+    const center = box.top + box.height / 2;
+    const lines = Array.from(cell.querySelectorAll('.jp-InputArea-editor .cm-line'));
+    const found = lines.findIndex(line => {
+      const at = line.getBoundingClientRect();
+      return center >= at.top && center <= at.bottom;
+    });
+    return found < 0 ? -1 : found + 1;
+  }, cellIndex);
 }
 
 /** Set a code cell's source and run it, waiting for the kernel to go idle. */
