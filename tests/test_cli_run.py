@@ -744,8 +744,10 @@ def test_a_spawned_childs_main_module_is_imported_under_its_watch(tmp_path):
             return torch.randn(3, device=dev).sum().item()
 
         if __name__ == "__main__":
-            with multiprocessing.get_context("spawn").Pool(2) as pool:
-                print(len(pool.map(work, range(4))))
+            pool = multiprocessing.get_context("spawn").Pool(2)
+            print(len(pool.map(work, range(4))))
+            pool.close()  # the workers end on their own (terminate's SIGTERM is another test's)
+            pool.join()
         """)
     done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
