@@ -719,6 +719,35 @@ def test_a_python_program_started_with_os_spawn_or_posix_spawn_counts(tmp_path):
     assert not [n for n in w.report.notes if "process" in n or "program" in n], w.report.notes
 
 
+def test_a_childs_sigterm_that_lands_in_the_engine_is_raised_again_outside_it(monkeypatch):
+    # A followed child's SIGTERM handler wrote its report wherever the signal landed: in the engine's own code, which
+    # may hold the recorder's lock the report needs, the child could wait until it was killed (a spawn Pool worker
+    # SIGKILLed 10 s after terminate(), its syncs lost). It is raised again a moment later, as syncfree run's is,
+    # and written there; held back no longer than interrupts.MAX_HOLD_S.
+    from syncfree import processes
+    from syncfree.capture import interrupts
+
+    children = processes.ForkedChildren(lambda: None)
+    done: list[tuple] = []
+    monkeypatch.setattr(children, "finish_child", lambda *args: done.append(("report",)))
+    monkeypatch.setattr(interrupts, "rearm_later", lambda signum: done.append(("again", signum)))
+    monkeypatch.setattr(signal, "signal", lambda *args: None)
+    monkeypatch.setattr(os, "kill", lambda pid, signum: done.append(("dies", signum)))
+    namespace: dict = {}
+    code = "import sys\ndef landed(handler, signum):\n    handler(signum, sys._getframe())\n"
+    exec(compile(code, os.path.join(interrupts._ENGINE_DIR, "recorder.py"), "exec"), namespace)
+    namespace["landed"](children._terminated, signal.SIGTERM)
+    assert done == [("again", signal.SIGTERM)]
+    children._term_held -= interrupts.MAX_HOLD_S + 1  # held back as long as it may be: written where it lands
+    namespace["landed"](children._terminated, signal.SIGTERM)
+    assert done[1:] == [("report",), ("dies", signal.SIGTERM)]
+    done.clear()
+    fresh = processes.ForkedChildren(lambda: None)  # outside the engine: written at once
+    monkeypatch.setattr(fresh, "finish_child", lambda *args: done.append(("report",)))
+    fresh._terminated(signal.SIGTERM, sys._getframe())
+    assert done == [("report",), ("dies", signal.SIGTERM)]
+
+
 def test_a_child_that_is_not_this_process_to_wait_for_reads_as_running_while_it_runs():
     # A forkserver's children are the forkserver's, not the block's to wait for: one still running at the block's end
     # was said to have "ended without a report (killed)", and the block could not be judged.

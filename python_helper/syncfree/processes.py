@@ -193,6 +193,7 @@ class ForkedChildren:
         self._tokens_of: dict[int, str] = {}  # pid of a program that told it -> its command's token
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.raw_forks = 0  # children the followed code forked with os.fork() itself (`fork_done`)
+        self._term_held: float | None = None  # in a child: when a SIGTERM that landed in the engine was held back
         self._raw_told = 0  # of those, the ones that told their pids (`_forks_told`)
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
@@ -723,6 +724,16 @@ class ForkedChildren:
             # it; blocking the signal in this thread does not keep torch's threads from taking it): the signal's
             # default action comes once it is written.
             self._deferred = signum
+            return
+        from .capture import interrupts
+
+        now = time.monotonic()
+        if interrupts.in_engine(frame) and (self._term_held is None or now - self._term_held < interrupts.MAX_HOLD_S):
+            # Landed in the engine's own code, which may hold the recorder's lock that the report needs (a Pool
+            # worker freeing its last task's tensors as terminate() signals it): raised again a moment later, where
+            # the child is then, as syncfree run's own handler does (script_run.py).
+            self._term_held = self._term_held or now
+            interrupts.rearm_later(signum)
             return
         self.finish_child(None, signum)
         signal.signal(signum, signal.SIG_DFL)
