@@ -512,21 +512,22 @@ def test_a_script_cell_counts_the_python_programs_it_runs(ip, tmp_path):
     child.write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
     script = tmp_path / "run.sh"
     script.write_text(f"{sys.executable} {child}\n")
-    cell = ("%%syncfree --mode predict\n%%bash\n"
-            f"{sys.executable} {child} && {sys.executable} {child}\n"
-            f"bash {script}\n")
-    result, _, bundles = run(ip, cell)
-    assert result.success
-    report = the_report(bundles)
-    assert [(s["line"], s["count"]) for s in report["sites"]] == [(2, 3)], "\n".join(report["notes"])
-    assert not [n for n in report["notes"] if "unwatched" in n or "not attributed" in n], report["notes"]
-    cell = ("%%syncfree --mode predict\nimport subprocess\n"
-            f"subprocess.run(['bash', {str(script)!r}], check=True)\n"
-            f"subprocess.run(['sh', '-c', {f'{sys.executable} {child}; {sys.executable} {child}'!r}], check=True)\n")
-    result, _, bundles = run(ip, cell)
-    assert result.success
-    report = the_report(bundles)
-    assert sorted((s["line"], s["count"]) for s in report["sites"]) == [(3, 1), (4, 2)], "\n".join(report["notes"])
+    def counted(cell: str) -> tuple[list, list]:
+        result, _, bundles = run(ip, cell)
+        assert result.success
+        report = the_report(bundles)
+        return sorted((s["line"], s["count"]) for s in report["sites"]), report["notes"]
+
+    sites, notes = counted("%%syncfree --mode predict\n%%bash\n"
+                           f"{sys.executable} {child} && {sys.executable} {child}\n"
+                           f"bash {script}\n")
+    assert sites == [(2, 3)], "\n".join(notes)
+    assert not [n for n in notes if "unwatched" in n or "not attributed" in n], notes
+    sites, notes = counted("%%syncfree --mode predict\nimport subprocess\n"
+                           f"subprocess.run(['bash', {str(script)!r}], check=True)\n"
+                           f"subprocess.run(['sh', '-c', {f'{sys.executable} {child}; {sys.executable} {child}'!r}], "
+                           "check=True)\n")
+    assert sites == [(3, 1), (4, 2)], "\n".join(notes)
     assert "SYNCFREE_FOLLOW" not in os.environ
 
 

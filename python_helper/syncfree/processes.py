@@ -188,9 +188,10 @@ class ForkedChildren:
         # (pid subprocess started, None where os.system ran it; whether that pid is the Python program's own,
         # expected to report until its programs tell their pids).
         self._commands: dict[str, tuple[int | None, bool]] = {}
-        self._started_as: dict[int, int | None] = {}  # pid of a program that told it -> pid started (a shell's)
+        # pid of a program that told it -> (its command's token, the pid subprocess started where that was another:
+        # a shell's; else None)
+        self._told_pids: dict[int, tuple[str, int | None]] = {}
         self._told: set[str] = set()  # the files of `_commands`' programs read (`_resolve_programs`)
-        self._tokens_of: dict[int, str] = {}  # pid of a program that told it -> its command's token
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.raw_forks = 0  # children the followed code forked with os.fork() itself (`fork_done`)
         self._term_held: float | None = None  # in a child: when a SIGTERM that landed in the engine was held back
@@ -279,7 +280,7 @@ class ForkedChildren:
         """The pids the Python programs of a command started with `program_env`'s ``token`` told so far, once each
         started its watch (a shell runs several: ``python prepare.py && python train.py``)."""
         self._resolve_programs()
-        return [pid for pid, started in self._started_as.items() if self._tokens_of.get(pid) == token]
+        return [pid for pid, (told, _) in self._told_pids.items() if told == token]
 
     def _resolve_programs(self) -> None:
         """The programs of `_commands` that told their pids (``TOKEN.PID.program``: the program's own label; or
@@ -318,11 +319,7 @@ class ForkedChildren:
 
                 self.programs.append(Launch(label[7:]) if label.startswith("launch:") else label)
                 continue
-            self._tokens_of[pid] = token
-            if started is not None and started != pid:
-                self._started_as[pid] = started
-            else:
-                self._started_as[pid] = None
+            self._told_pids[pid] = (token, started if started != pid else None)
             self.followed_programs[pid] = label or "python"
             self._names[pid] = label or "python"
             if pid not in self.forked:
@@ -333,7 +330,7 @@ class ForkedChildren:
         """The children a pid given to `reports_of` stands for: the programs a command told (a shell's), else
         itself."""
         self._resolve_programs()
-        told = [actual for actual, started in self._started_as.items() if started == pid]
+        told = [actual for actual, (_, started) in self._told_pids.items() if started == pid]
         if told:
             return told
         if any(started == pid and not own for started, own in self._commands.values()):
@@ -344,7 +341,7 @@ class ForkedChildren:
         """The pid subprocess started for the Python program that runs as ``pid``: a shell's, where a shell ran the
         program (dash forks every command; bash a compound line's), else ``pid``."""
         self._resolve_programs()
-        return self._started_as.get(pid) or pid
+        return self._told_pids.get(pid, ("", None))[1] or pid
 
     def fork_starting(self) -> None:
         """In the parent, before a fork of the followed code's own (``os.fork()``: capture/threads.py's at-fork

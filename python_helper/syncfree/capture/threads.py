@@ -48,11 +48,13 @@ the watch, which passes them on to its parent, the run's recorder (each counts t
 from __future__ import annotations
 
 import concurrent.futures.thread as _futures_thread
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from multiprocessing import process as _mp_process
 from typing import Any
 
@@ -197,7 +199,18 @@ def _recorder_here() -> Any:
     return dispatch.owner_here() or dispatch.owner()
 
 
-_starting = threading.local()  # depth: a multiprocessing child is being started in this thread (_process_start)
+_starting = threading.local()  # depth: a child is being started in this thread (`_not_the_programs_fork`)
+
+
+@contextlib.contextmanager
+def _not_the_programs_fork() -> Iterator[None]:
+    """A fork in this thread meanwhile starts a child another way (multiprocessing's `_process_start`, subprocess's
+    ``preexec_fn``, os.spawn*, a pty for ``!cmd``): not one of the program's own ``os.fork()`` (`_before_fork`)."""
+    _starting.depth = getattr(_starting, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _starting.depth -= 1
 
 #: The followers of this process's children now (`syncfree.processes.ForkedChildren`: syncfree run's, a watched
 #: test's), innermost last, which each puts in and takes out: the multiprocessing children started meanwhile are its
@@ -255,11 +268,8 @@ if hasattr(os, "register_at_fork"):  # POSIX; once per process, and it cannot be
 def _process_start(process: Any) -> Any:
     """``BaseProcess.start``: a follower of the process's children (syncfree.processes) starts it its way; else a
     child that a recorder's code starts is named in that recorder's report."""
-    _starting.depth = getattr(_starting, "depth", 0) + 1
-    try:
+    with _not_the_programs_fork():
         return _start_child(process)
-    finally:
-        _starting.depth -= 1
 
 
 def _start_child(process: Any) -> Any:
@@ -323,43 +333,35 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     real = _real["popen_init"]
     follower = current_follower()
     recorder = _recorder_here() if follower is None else None
-    if follower is None and recorder is None:
-        _starting.depth = getattr(_starting, "depth", 0) + 1  # a preexec_fn's fork runs the command, not the program
-        try:
+    if (follower is None and recorder is None) or not called_by_the_program(sys._getframe(1)):
+        with _not_the_programs_fork():  # a library's command (its preexec_fn's fork too)
             return real(popen, args, *rest, **kwargs)
-        finally:
-            _starting.depth -= 1
     shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
     argv = shell_words(args) if shell else args  # `python train.py` through /bin/sh: its first command's words
     program = python_program(argv, None if shell else kwargs.get("executable"))
     launch = _launcher(argv, program)
-    if (program is not None or launch is not None) and not called_by_the_program(sys._getframe(1)):
-        program = launch = None
     if launch is not None:  # torchrun's ranks: its library starts them, which no follower sees; named
         _unwatched(follower, recorder, launch)
         return real(popen, args, *rest, **kwargs)
-    taker = None  # the follower the program reports to, watching itself (syncfree/programs.py)
-    # Another command the program's own code runs (a shell script, `bash -c "python a.py; python b.py"`, make) gets
-    # the hook too: the Python programs of this interpreter it runs watch themselves and tell their pids.
-    command = program is None and launch is None and called_by_the_program(sys._getframe(1))
-    if (program is not None or command) and len(rest) < 10:  # env is Popen's 11th parameter: by name, as a rule
+    # The follower the program reports to, watching itself (syncfree/programs.py). Another command the program's
+    # own code runs (a shell script, `bash -c "python a.py; python b.py"`, make) gets the hook too: the Python
+    # programs of this interpreter it runs watch themselves and tell their pids.
+    taker = None
+    if len(rest) < 10:  # env is Popen's 11th parameter: given by name, as a rule
         taker = follower if follower is not None else _watch_follower(recorder)
         interpreter = None if shell else kwargs.get("executable")
         if interpreter is None:
             interpreter = next(iter(argv or ()), None)
         given = None
-        if taker is not None and (command or interpreter is not None and _same_interpreter(os.fsdecode(interpreter))) \
+        if taker is not None and (program is None or _same_interpreter(os.fsdecode(interpreter))) \
                 and not (shell and isinstance(args, str) and _SETS_PYTHONPATH.search(args)):
             given = taker.program_env(kwargs.get("env"))
         if given is None:
             taker = None
         else:
             kwargs["env"], token = given
-    _starting.depth = getattr(_starting, "depth", 0) + 1  # a preexec_fn's fork runs the command, not the program
-    try:
+    with _not_the_programs_fork():  # a preexec_fn's fork runs the command
         real(popen, args, *rest, **kwargs)
-    finally:
-        _starting.depth -= 1
     if taker is not None:
         taker.program_started(popen.pid, program, token)
         _program_is_followed(follower, recorder, popen.pid, sys._getframe(1))
@@ -449,13 +451,11 @@ def _run_hooked(follower: Any, recorder: Any, program: str | None, frame: Any, r
     env, token = given
     # os.environ's assignments reach the C environment; the hook's variables are taken out after.
     saved = {name: os.environ.get(name) for name in env if os.environ.get(name) != env[name]}
-    # ipykernel's `!cmd` forks a pty (pexpect): that fork runs the command, not the program (`_after_fork_in_parent`).
-    _starting.depth = getattr(_starting, "depth", 0) + 1
     try:
         os.environ.update({name: env[name] for name in saved})
-        return run()
+        with _not_the_programs_fork():  # ipykernel's `!cmd` forks a pty (pexpect) for the command
+            return run()
     finally:
-        _starting.depth -= 1
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -602,11 +602,8 @@ def _spawn(key: str, mode: Any, path: Any, argv: Any, rest: tuple, kwargs: dict,
     if not with_env:  # spawnv[p]: its e variant, with the environment
         key = key + "e"
         real = _real[key]
-    _starting.depth = getattr(_starting, "depth", 0) + 1
-    try:
+    with _not_the_programs_fork():  # os.spawn* forks, then execs the command
         result = _spawned(real, mode, path, argv, env, rest, kwargs, True)
-    finally:
-        _starting.depth -= 1
     pid = None if mode is not None and mode == getattr(os, "P_WAIT", 0) else result  # P_WAIT: the exit status
     taker.program_started(pid, program, token)
     told = [pid] if pid is not None else taker.programs_of(token)
