@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from plugin_args import plugin_args
 
 pytestmark = pytest.mark.gpu
 
@@ -114,7 +115,7 @@ def test_pytest_plugin_on_cuda(tmp_path):
             assert w.report.syncs == 1 and w.report.mode == "warn"
     """))
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "syncfree.pytest_plugin", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider",
          "-q", "--syncfree", str(tmp_path / "test_cuda_suite.py")],
         capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=300)
     out = result.stdout + result.stderr

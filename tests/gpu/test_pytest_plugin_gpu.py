@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from plugin_args import plugin_args
 
 pytestmark = pytest.mark.gpu
 
@@ -58,9 +59,9 @@ def test_fails_after_a_sync(batch):
     assert False
 """
 
-RUNNER = """\
+RUNNER = f"""\
 import sys, pytest
-sys.exit(pytest.main(["-p", "syncfree.pytest_plugin", "-p", "no:cacheprovider", "-q", *sys.argv[1:]]))
+sys.exit(pytest.main([*{plugin_args()!r}, "-p", "no:cacheprovider", "-q", *sys.argv[1:]]))
 """
 
 
@@ -218,7 +219,7 @@ def test_syncfree_option_watches_doctests_on_a_gpu(tmp_path):
             """
     '''))
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "-p", "syncfree.pytest_plugin", "--syncfree", "--doctest-modules",
+                             *plugin_args(), "--syncfree", "--doctest-modules",
                              "steps.py"],
                             cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     out = result.stdout
