@@ -719,6 +719,37 @@ def test_a_python_program_started_with_os_spawn_or_posix_spawn_counts(tmp_path):
     assert not [n for n in w.report.notes if "process" in n or "program" in n], w.report.notes
 
 
+def test_a_python_program_of_the_users_that_a_library_starts_counts(tmp_path, monkeypatch):
+    # A library that runs the user's script again in a subprocess (Lightning's DDP launcher: one per rank past the
+    # first) ran it unwatched and unnamed: the block passed with those ranks' syncs lost. A library's Popen of the
+    # user's own code (a script of theirs, a module of the program's by -m) is followed as the program's own is; a
+    # library's own Python (torch.compile's workers, a -c helper, a script of its own) goes through as it is.
+    library = tmp_path / "site-packages"
+    library.mkdir()
+    (library / "launchlib_sf.py").write_text(textwrap.dedent("""\
+        import subprocess, sys
+        def launch(*argv, cwd=None):
+            return subprocess.run([sys.executable, *argv], check=True, cwd=cwd, capture_output=True, text=True).stdout
+    """))
+    watched = "import sys; print(sorted(m for m in sys.modules if m.startswith('syncfree'))[:1])"
+    (library / "launchlib_helper.py").write_text(watched + "\n")
+    rank = tmp_path / "train.py"
+    rank.write_text("import torch\nx = torch.ones(2, device='cuda')\nx.sum().item()\n")
+    monkeypatch.syspath_prepend(str(library))
+    import launchlib_sf
+
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            launchlib_sf.launch(str(rank))
+            launchlib_sf.launch("train.py", cwd=str(tmp_path))  # relative to the child's cwd
+    assert raised.value.report.syncs == 2 and "train.py:3:" in str(raised.value), raised.value
+    assert "in child processes train.py (pid" in str(raised.value), raised.value
+    with syncfree.watch() as passed:  # the library's own Python: not the user's code
+        outputs = [launchlib_sf.launch("-c", watched), launchlib_sf.launch(str(library / "launchlib_helper.py"))]
+    assert outputs == ["[]\n", "[]\n"], outputs
+    assert not [n for n in passed.report.notes if "process" in n or "program" in n], passed.report.notes
+
+
 def test_a_childs_sigterm_that_lands_in_the_engine_is_raised_again_outside_it(monkeypatch):
     # A followed child's SIGTERM handler wrote its report wherever the signal landed: in the engine's own code, which
     # may hold the recorder's lock the report needs, the child could wait until it was killed (a spawn Pool worker

@@ -481,6 +481,35 @@ def test_a_notebook_runs_shell_cells_and_commands_whose_python_programs_count(tm
     assert "os.fork" not in done.stdout + done.stderr and "unwatched" not in done.stdout + done.stderr, done.stdout
 
 
+def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
+    # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
+    # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and
+    # unnamed. A library's Python program whose main is the program's own code is followed.
+    write(tmp_path, "site-packages/launchlib_sf.py", """\
+        import subprocess, sys
+        def launch(*argv):
+            subprocess.run([sys.executable, *argv], check=True)
+        """)
+    write(tmp_path, "app/__init__.py", "")
+    write(tmp_path, "app/train.py", """\
+        import os, sys
+        sys.path.insert(0, os.path.join(os.getcwd(), "site-packages"))
+        import launchlib_sf
+        import torch
+        torch.ones(2, device="cuda").sum().item()
+        if os.environ.get("RANK") != "1":
+            os.environ["RANK"] = "1"
+            launchlib_sf.launch("-m", sys.modules["__main__"].__spec__.name)
+            launchlib_sf.launch(os.path.join("app", "train.py"))
+        """)
+    done = syncfree("run", "-m", "app.train", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr  # syncs found
+    rows = re.findall(r"^app/train.py:5:1: SF101 .*? ×(\d)(.*)$", done.stdout, re.M)
+    assert [count for count, _ in rows] == ["1", "2"], done.stdout
+    assert re.search(r"in child processes -m app.train \(pid \d+\), train.py \(pid \d+\)\)$", rows[1][1]), done.stdout
+    assert "unwatched" not in done.stdout, done.stdout
+
+
 def test_a_machine_report_says_on_stderr_which_syncs_it_could_not_count(tmp_path):
     # A worker whose report never came (killed) was named in the text report's notes only: with --format json the
     # run counted 5 syncs of 6 without a word.

@@ -333,7 +333,9 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     real = _real["popen_init"]
     follower = current_follower()
     recorder = _recorder_here() if follower is None else None
-    if (follower is None and recorder is None) or not called_by_the_program(sys._getframe(1)):
+    if (follower is None and recorder is None) or not (
+            called_by_the_program(sys._getframe(1))
+            or runs_the_programs_code(args, kwargs.get("executable"), kwargs.get("cwd", rest[8] if len(rest) > 8 else None))):
         with _not_the_programs_fork():  # a library's command (its preexec_fn's fork too)
             return real(popen, args, *rest, **kwargs)
     shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
@@ -536,6 +538,16 @@ def shell_words(command: Any) -> list[str] | None:
 def python_program(args: Any, executable: Any = None) -> str | None:
     """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
     None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
+    main = _python_main(args, executable)
+    if main is None:
+        return None
+    kind, value = main
+    return {"script": os.path.basename(value) if value != "-" else "-", "module": f"-m {value}",
+            "code": "-c ..."}[kind]
+
+
+def _python_main(args: Any, executable: Any = None) -> tuple[str, str] | None:
+    """The program of a Python command: ("script", its path as given), ("module", its name) or ("code", "")."""
     if isinstance(args, (str, bytes, os.PathLike)):
         return None  # a shell line or a bare program: not read
     try:
@@ -551,15 +563,40 @@ def python_program(args: Any, executable: Any = None) -> str | None:
     for arg in rest:
         if arg in ("-m", "-c"):
             value = next(rest, "")
-            return f"-m {value}" if arg == "-m" else "-c ..."
+            return ("module", value) if arg == "-m" else ("code", "")
         if arg.startswith("-m") and len(arg) > 2:
-            return f"-m {arg[2:]}"
+            return ("module", arg[2:])
         if arg in ("-W", "-X"):
             next(rest, None)
             continue
         if not arg.startswith("-"):
-            return os.path.basename(arg) if arg != "-" else "-"
+            return ("script", arg)
     return None
+
+
+def runs_the_programs_code(args: Any, executable: Any, cwd: Any) -> bool:
+    """Whether a command a library starts is a Python program of this interpreter whose main is the program's own
+    code: one of the user's scripts (Lightning's DDP launcher runs the training script again for each rank) or a
+    module of the program's by ``-m``. A library's own Python (torch.compile's workers, a ``-c`` helper) is not."""
+    from .sites import UserFiles
+
+    main = _python_main(args, executable)
+    if main is None or main[0] == "code" or main[1] in ("", "-"):
+        return False
+    interpreter = os.fsdecode(executable) if executable is not None else os.fsdecode(next(iter(args)))
+    if not _same_interpreter(interpreter):
+        return False
+    kind, value = main
+    if kind == "script":
+        path = os.path.join(os.fsdecode(cwd) if cwd is not None else os.getcwd(), value)
+    else:
+        running = sys.modules.get("__main__")
+        spec = getattr(running, "__spec__", None)
+        module = running if spec is not None and spec.name == value else sys.modules.get(value)
+        path = getattr(module, "__file__", None)
+        if not path:
+            return False
+    return os.path.abspath(path) in UserFiles()
 
 
 def _command_runner(key: str) -> Any:
