@@ -1226,6 +1226,39 @@ def test_a_daemon_thread_is_routed_but_runs_no_predict_session():
     assert not [n for n in w.report.notes if "daemon thread" in n], w.report.notes
 
 
+def test_a_thread_whose_work_predict_mode_cannot_see_is_not_passed():
+    # A thread started with _thread.start_new_thread ran unrouted and without the stand-ins: its sync was neither
+    # counted nor named, and the block passed (syncfree run's report left it out too). It is routed now; in predict
+    # mode it gets no session (as a daemon thread: it may outlive the block), and neither does a daemon thread of
+    # the user's: what they synced is not known, so a sync_free block is not judged (it passed, with a note).
+    import _thread
+    import threading
+
+    def work(x, done):
+        x.sum().item()
+        done.set()
+
+    for start in (lambda x, done: _thread.start_new_thread(work, (x, done)),
+                  lambda x, done: threading.Thread(target=work, args=(x, done), daemon=True).start()):
+        with pytest.raises(syncfree.NotJudged) as raised:
+            with syncfree.sync_free():
+                done = threading.Event()
+                start(torch.ones(2, device="cuda"), done)
+                assert done.wait(30)
+        assert "ran without predict mode" in str(raised.value), raised.value
+    seen = []
+    with syncfree.watch() as w:  # routed: a sync the thread makes outside predict mode's tensors is the watch's
+        done = threading.Event()
+        _thread.start_new_thread(lambda: (seen.append(syncfree.capture.dispatch.routed()), done.set()), ())
+        assert done.wait(30)
+    assert seen and seen[0] is not None
+    with syncfree.watch() as w:  # a library's function: nothing of the user's ran there, no note
+        done = threading.Event()
+        _thread.start_new_thread(done.set, ())
+        assert done.wait(30)
+    assert not w.report.lost_children, w.report.notes
+
+
 def test_a_thread_in_a_watch_inside_syncfree_run_runs_under_one_session(tmp_path, monkeypatch):
     """`syncfree run` predicts every program thread; a thread started inside a watch of
     the program is the watch's: one predict session (not the run's and the watch's), its

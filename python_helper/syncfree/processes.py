@@ -50,6 +50,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .capture.notes import Uncounted
 from .torch_import import TorchImport, torch_installed
 
 __all__ = ["ChildNote", "ForkedChildren", "LostChild", "lost_children", "ProcessReport", "SpawnedTarget", "WatchSettings", "running_recorder",
@@ -102,7 +103,7 @@ class ChildNote(str):
     __slots__ = ()
 
 
-class LostChild(ChildNote):
+class LostChild(ChildNote, Uncounted):
     """A note on a child process that ended and left no report of its syncs (killed, its report unreadable, or run
     unwatched: a `Process` subclass's own ``run()``): a verdict on the block cannot be given without them
     (`syncfree.watches.check_verdict`). A child still running at the block's end is a `ChildNote` only: it works on
@@ -147,8 +148,9 @@ _tokens = itertools.count(1)  # program_env's tokens, unique in this process
 
 
 def lost_children(notes: list[str]) -> list[str]:
-    """The notes on child processes whose syncs are not counted (`LostChild`): a verdict cannot be given without them."""
-    return [note for note in notes if isinstance(note, LostChild)]
+    """The notes on work whose syncs are not counted (`Uncounted`: a child process that left no report, `LostChild`;
+    a thread of the user's that ran without predict mode's stand-ins): a verdict cannot be given without them."""
+    return [note for note in notes if isinstance(note, Uncounted)]
 
 
 class ForkedChildren:

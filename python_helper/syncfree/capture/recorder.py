@@ -636,7 +636,7 @@ class SyncRecorder:
 
     def note(self, text: str) -> None:
         if text not in self.notes and len(self.notes) < _MAX_NOTES:
-            self.notes.append(text[:500])
+            self.notes.append(text if len(text) <= 500 else type(text)(text[:500]))  # an Uncounted stays one
 
     @property
     def stopped_by_sync(self) -> bool:

@@ -1,6 +1,6 @@
 """Work a recorder's code starts in other threads (and processes) runs under that recorder's engine.
 
-Four patches, installed by the first recorder in (`hold`) and removed by the last one out (`release`), under
+Five patches, installed by the first recorder in (`hold`) and removed by the last one out (`release`), under
 ``dispatch.lock``:
 
 * ``threading.Thread.start``. A thread started from a context routed to a running
@@ -15,6 +15,8 @@ Four patches, installed by the first recorder in (`hold`) and removed by the las
   the watch and would keep the stand-ins installed (a watch's own daemon thread running
   the user's code is named in its report). A child process forked from such a thread gets
   one for its whole life (`predict_in_forked_child`).
+* ``_thread.start_new_thread`` (threading keeps its own name for it): a thread started so from a routed context
+  runs routed to that recorder as a daemon thread does, and so without a predict session of its own.
 * ``concurrent.futures.ThreadPoolExecutor.submit`` (and so ``map``). A task submitted from
   a routed context runs routed to that recorder, under a predict session for the task's
   duration when it predicts, whichever thread of the pool runs it and whenever that
@@ -47,6 +49,7 @@ the watch, which passes them on to its parent, the run's recorder (each counts t
 
 from __future__ import annotations
 
+import _thread
 import concurrent.futures.thread as _futures_thread
 import contextlib
 import os
@@ -59,6 +62,7 @@ from multiprocessing import process as _mp_process
 from typing import Any
 
 from . import dispatch
+from .notes import Uncounted
 
 _installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
 _real: dict[str, Any] = {}  # "start", "submit": the functions replaced
@@ -113,9 +117,10 @@ def _start(thread: Any) -> Any:
         # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
         predicting = _predicting_process()
         if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread, recorder):
-            recorder.note(f"daemon thread {thread.name!r} ran without predict mode (a daemon thread may outlive the "
-                          "block, and would keep predict mode on after it): its CUDA work is not predicted, so "
-                          "its syncs are not counted (a non-daemon thread, or syncfree run, predicts them)")
+            recorder.note(Uncounted(
+                f"daemon thread {thread.name!r} ran without predict mode (a daemon thread may outlive the block, and "
+                "would keep predict mode on after it): its CUDA work is not predicted, so its syncs are not counted (a "
+                "non-daemon thread, or syncfree run, predicts them)"))
     if recorder is None and predicting is None:
         return _real["start"](thread)
     run = thread.run
@@ -129,6 +134,24 @@ def _start(thread: Any) -> Any:
 
     thread.run = run_for_recorder  # the instance's: Thread._bootstrap_inner calls self.run()
     return _real["start"](thread)
+
+
+def _start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> Any:
+    """``_thread.start_new_thread`` (a thread started without threading: the program's own low-level one, a
+    library's): routed to the watch whose code started it, as a daemon thread (`_start`) is. Its syncs were owned by
+    no watch, and in predict mode not even seen: the block passed, and ``syncfree run``'s report left them out."""
+    real = _real["start_new_thread"]
+    recorder = _routed_recorder()
+    predicting = _predicting_process()
+    if recorder is None and predicting is None:
+        return real(function, args) if kwargs is None else real(function, args, kwargs)
+    if predicting is None and recorder.mode == "predict" \
+            and getattr(getattr(function, "__code__", None), "co_filename", None) in recorder._cell_files:
+        recorder.note(Uncounted(
+            f"a thread started with _thread.start_new_thread ({getattr(function, '__name__', function)}) ran without "
+            "predict mode (such a thread may outlive the block, and would keep predict mode on after it): its CUDA "
+            "work is not predicted, so its syncs are not counted (syncfree run predicts them)"))
+    return real(_run_for, (recorder, predicting, function, *tuple(args)), dict(kwargs or {}))
 
 
 def _users_code(thread: Any, recorder: Any) -> bool:
@@ -771,6 +794,7 @@ def install() -> None:
         return
     _replace(threading.Thread, "start", _start, "start")
     _replace(_futures_thread.ThreadPoolExecutor, "submit", _submit, "submit")
+    _replace(_thread, "start_new_thread", _start_new_thread, "start_new_thread")  # threading keeps its own name
     asyncio = sys.modules.get("asyncio")  # a loop running before the block imported it; else not imported here
     if asyncio is not None and callable(vars(asyncio.tasks).get("run_coroutine_threadsafe")):
         _replace(asyncio.tasks, "run_coroutine_threadsafe", _run_coroutine_threadsafe, "run_coroutine_threadsafe")
@@ -800,8 +824,8 @@ def remove(recorder: Any) -> None:
         if current is replacement:
             setattr(owner, name, original)
         elif current is not original and recorder is not None:
-            recorder.note(f"{owner.__module__}.{owner.__qualname__}.{name} was replaced during "
-                          "the run; syncfree left the replacement in place")
+            where = owner.__name__ if isinstance(owner, type(os)) else f"{owner.__module__}.{owner.__qualname__}"
+            recorder.note(f"{where}.{name} was replaced during the run; syncfree left the replacement in place")
         _installed.pop()
 
 
