@@ -379,6 +379,25 @@ def test_a_cell_counts_the_children_a_thread_of_it_starts(ip):
     assert (site["line"], site["count"]) == (5, 2) and "(in child process Loader)" in site["message"], site
 
 
+def test_a_predicted_cell_predicts_the_threads_of_the_users_code_it_starts(ip):
+    # A cell counts every thread's syncs, but in predict mode a thread it started ran without the stand-ins: its
+    # `.item()` was neither counted nor named (a GPU counts it). A non-daemon thread running the user's code now gets
+    # a predict session, as one a watch's block starts does; a daemon thread of the user's (or a _thread one) may
+    # outlive the cell and gets none: its work is not predicted, and the report names it among lost_children.
+    cell = ("%%syncfree --mode predict\nimport _thread, threading, torch\nx = torch.ones(2, device='cuda')\n"
+            "def work(done=None):\n    x.sum().item()\n    done and done.set()\n"
+            "thread = threading.Thread(target=work); thread.start(); thread.join()\n"
+            "ev = threading.Event(); threading.Thread(target=work, args=(ev,), daemon=True).start(); ev.wait(30)\n"
+            "ev2 = threading.Event(); _thread.start_new_thread(work, (ev2,)); ev2.wait(30)\n")
+    result, _, bundles = run(ip, cell)
+    assert result.success
+    report = the_report(bundles)
+    [site] = report["sites"]
+    assert (site["line"], site["count"]) == (5, 1) and site["thread"].startswith("Thread-"), site
+    assert [re.sub(r"Thread-\d+", "Thread-N", note.split(" ran without")[0]) for note in report["lost_children"]] == [
+        "daemon thread 'Thread-N (work)'", "a thread started with _thread.start_new_thread (work)"], report["notes"]
+
+
 def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):
     # A watch in the cell follows the children it starts: their syncs are the cell's too (they were only the watch's).
     cell = ("%%syncfree --mode predict\nimport multiprocessing, syncfree, torch\n"

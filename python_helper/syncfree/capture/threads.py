@@ -108,16 +108,22 @@ def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: An
 
 def _start(thread: Any) -> Any:
     recorder = _routed_recorder()
+    judge = recorder  # the recorder that predicts the thread's work, or names it where it cannot
+    if recorder is None:
+        # A cell's recorder counts every thread's syncs, but a thread of the user's that the cell started ran without
+        # the stand-ins: its CUDA work went unpredicted, its syncs uncounted and unnamed (a GPU counts them).
+        cell = _predicting_cell()
+        if cell is not None and _users_code(thread, cell):
+            judge = cell
     if not thread.daemon:
-        predicting = recorder if recorder is not None and recorder.mode == "predict" \
-            else _predicting_process()
+        predicting = judge if judge is not None and judge.mode == "predict" else _predicting_process()
     else:
         # A daemon thread may outlive a watch, and would keep the stand-ins installed: only a run that predicts
         # its program's threads (syncfree run, whose process ends with the run) gives it a session. Without one,
         # a daemon thread's work on the program's CUDA tensors (a prefetcher, a logger) went unpredicted: 0 syncs.
         predicting = _predicting_process()
-        if predicting is None and recorder is not None and recorder.mode == "predict" and _users_code(thread, recorder):
-            recorder.note(Uncounted(
+        if predicting is None and judge is not None and judge.mode == "predict" and _users_code(thread, judge):
+            judge.note(Uncounted(
                 f"daemon thread {thread.name!r} ran without predict mode (a daemon thread may outlive the block, and "
                 "would keep predict mode on after it): its CUDA work is not predicted, so its syncs are not counted (a "
                 "non-daemon thread, or syncfree run, predicts them)"))
@@ -143,24 +149,43 @@ def _start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> Any:
     real = _real["start_new_thread"]
     recorder = _routed_recorder()
     predicting = _predicting_process()
-    if recorder is None and predicting is None:
-        return real(function, args) if kwargs is None else real(function, args, kwargs)
-    if predicting is None and recorder.mode == "predict" \
-            and getattr(getattr(function, "__code__", None), "co_filename", None) in recorder._cell_files:
-        recorder.note(Uncounted(
+    judge = recorder if recorder is not None else _predicting_cell()
+    filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+    if predicting is None and judge is not None and judge.mode == "predict" and filename is not None \
+            and _users_file(filename, judge):
+        judge.note(Uncounted(
             f"a thread started with _thread.start_new_thread ({getattr(function, '__name__', function)}) ran without "
             "predict mode (such a thread may outlive the block, and would keep predict mode on after it): its CUDA "
             "work is not predicted, so its syncs are not counted (syncfree run predicts them)"))
+    if recorder is None and predicting is None:
+        return real(function, args) if kwargs is None else real(function, args, kwargs)
     return real(_run_for, (recorder, predicting, function, *tuple(args)), dict(kwargs or {}))
 
 
 def _users_code(thread: Any, recorder: Any) -> bool:
     """Whether the thread runs code of ``recorder``'s user files (its target, or its class's ``run``), not a
-    library's (a Pool's handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns."""
+    library's (a Pool's handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns.
+    A cell's recorder: the notebook's cells, and the user's own modules."""
     run = type(thread).run
     function = run if run is not threading.Thread.run else getattr(thread, "_target", None)
     filename = getattr(getattr(function, "__code__", None), "co_filename", None)
-    return filename is not None and filename in recorder._cell_files  # UserFiles for a watch: the same test
+    return filename is not None and _users_file(filename, recorder)
+
+
+def _users_file(filename: str, recorder: Any) -> bool:
+    """Whether ``filename`` is the user's code for ``recorder``: its user files (a watch), or a cell's recorder's
+    cells and the user's own modules."""
+    from .sites import UserFiles
+
+    return filename in recorder._cell_files or (recorder.watches_cells and filename in UserFiles())
+
+
+def _predicting_cell() -> Any:
+    """The running recorder of notebook cells that predicts (`%%syncfree` without CUDA), if any."""
+    for recorder in reversed(dispatch.process_recorders):
+        if recorder.running and recorder.watches_cells and recorder.mode == "predict":
+            return recorder
+    return None
 
 
 def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
