@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -595,6 +596,19 @@ def test_plain_torchrun_ranks_merge_once_and_syncfree_merge_reads_the_folder(tmp
     assert entries[53]["ranks"] == [{"rank": 0, "count": steps, "blocked_ms": None},
                                     {"rank": 1, "count": steps, "blocked_ms": None}]
     assert entries[55]["divergent"] is True
+
+
+def test_a_run_of_torchrun_itself_counts_the_ranks_its_library_starts(tmp_path):
+    # `syncfree run -m torch.distributed.run ... train.py`: torch's elastic agent starts each rank with subprocess,
+    # a library's call, which went through unwatched (on a GPU the ranks' syncs were lost, here their CUDA code
+    # failed). A rank is the program's own script run again: followed, its syncs rows of the run's report.
+    (tmp_path / "rank.py").write_text("import torch\nx = torch.ones(2, device='cuda')\nx.sum().item()\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+         "2", "rank.py"], cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=110)
+    assert result.returncode == 1, result.stderr  # syncs found
+    assert re.search(r"^rank.py:3:1: SF101 .*×2, .*\(in child processes rank.py \(pid \d+\), rank.py \(pid \d+\)\)$",
+                     result.stdout, re.M), result.stdout
 
 
 def test_torchrun_options_pass_through_as_torchrun_spells_them():
