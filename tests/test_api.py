@@ -701,6 +701,24 @@ def test_a_python_program_an_async_block_starts_with_asyncio_subprocesses_counts
     assert raised.value.report.syncs == 2 and "in child processes child.py (pid" in str(raised.value), raised.value
 
 
+def test_a_command_still_running_when_its_block_ends_is_named(tmp_path):
+    # A command run in the background (a shell script that starts its Python program later) outlived the block
+    # without a word: the programs it ran after the block's end were neither counted nor named.
+    done = tmp_path / "go"
+    with syncfree.watch() as w:
+        command = subprocess.Popen(["sh", "-c", f"while [ ! -e {shlex.quote(str(done))} ]; do sleep 0.05; done"])
+    done.touch()
+    assert command.wait(30) == 0
+    [note] = [n for n in w.report.notes if "command" in n]
+    assert note.startswith("command sh -c while [ ! -e ") and note.endswith(
+        f"... (pid {command.pid}) was still running when the block ended: the Python programs it runs from then on "
+        "are not counted"), note
+    assert not w.report.lost_children  # it works on for the program, as a child still running does
+    with syncfree.watch() as finished:
+        subprocess.run(["sh", "-c", "true"], check=True)
+    assert not [n for n in finished.report.notes if "command" in n], finished.report.notes
+
+
 @pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="os.posix_spawn is POSIX")
 def test_a_python_program_started_with_os_spawn_or_posix_spawn_counts(tmp_path):
     # os.posix_spawn ran the program unwatched and unnamed (the block passed); os.spawn* was named as an os.fork().

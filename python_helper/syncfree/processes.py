@@ -194,6 +194,7 @@ class ForkedChildren:
         # a shell's; else None)
         self._told_pids: dict[int, tuple[str, int | None]] = {}
         self._told: set[str] = set()  # the files of `_commands`' programs read (`_resolve_programs`)
+        self._command_names: dict[int, str] = {}  # pid -> a command other than a Python program (`program_started`)
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
         self.raw_forks = 0  # children the followed code forked with os.fork() itself (`fork_done`)
         self._term_held: float | None = None  # in a child: when a SIGTERM that landed in the engine was held back
@@ -265,13 +266,16 @@ class ForkedChildren:
         env = program_env(env, self._folder(), self.watch_settings, token)
         return None if env is None else (env, token)
 
-    def program_started(self, pid: int | None, program: str | None, token: str) -> None:
+    def program_started(self, pid: int | None, program: str | None, token: str, command: str | None = None) -> None:
         """A command started with the environment of `program_env`: ``pid`` (None: os.system's, unknown) is the
         process subprocess started, ``program`` the Python program it is (None: another command, a shell, a script
         whose Python programs, if any, tell their pids under ``token``). A Python program's report is expected as a
         spawned child's is, once it has started its watch; one that never started it (``python -I``, ``-S``) is
-        named as unwatched; a command whose programs told nothing left no report to expect."""
+        named as unwatched; a command whose programs told nothing left no report to expect. ``command``: how the
+        notes name a command that is not a Python program (``bash serve.sh``), should it outlive the block."""
         self._commands[token] = (pid, program is not None and pid is not None)
+        if command is not None and program is None and pid is not None:
+            self._command_names[pid] = command
         if pid is not None and program is not None:
             self.followed_programs[pid] = program
             self._names[pid] = program
@@ -527,6 +531,14 @@ class ForkedChildren:
                                        "its syncs are not counted"))
             else:
                 programs.append(program)  # it never started its watch (python -I, -S): unwatched
+        still = {pid for pid in missing if pid in self._told_pids and _alive(pid)}
+        for token, (pid, own) in self._commands.items():
+            if pid is None or own or pid not in self._command_names or not _alive(pid):
+                continue
+            if any(self._told_pids.get(child, (None,))[0] == token for child in still):
+                continue  # its Python program still running is named above
+            notes.append(ChildNote(f"command {self._command_names[pid]} (pid {pid}) was still running when "
+                                   f"{self.ended}: the Python programs it runs from then on are not counted"))
         if programs:
             from .programs import programs_note
 

@@ -413,7 +413,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     with _not_the_programs_fork():  # a preexec_fn's fork runs the command
         real(popen, args, *rest, **kwargs)
     if taker is not None:
-        taker.program_started(popen.pid, program, token)
+        taker.program_started(popen.pid, program, token, command_label(args))
         _program_is_followed(follower, recorder, popen.pid, sys._getframe(1))
     elif program is not None:
         _unwatched(follower, recorder, program)
@@ -583,6 +583,18 @@ def shell_words(command: Any) -> list[str] | None:
                                                            or _launcher(words, None))), commands[0] or None)
 
 
+def command_label(args: Any) -> str:
+    """How a note names a command (``bash serve.sh``, ``make train``): its words, the program by its file name."""
+    try:
+        words = [os.fsdecode(args)] if isinstance(args, (str, bytes, os.PathLike)) else [os.fsdecode(a) for a in args]
+    except TypeError:
+        return "?"
+    if len(words) > 1:
+        words[0] = os.path.basename(words[0])
+    text = " ".join(words)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def python_program(args: Any, executable: Any = None) -> str | None:
     """What a subprocess command runs when it is a Python program (``script.py``, ``-m package``, ``-c``), else
     None: the interpreter is this one or is named python*, and it is given a program rather than a flag alone."""
@@ -690,7 +702,7 @@ def _spawn(key: str, mode: Any, path: Any, argv: Any, rest: tuple, kwargs: dict,
     with _not_the_programs_fork():  # os.spawn* forks, then execs the command
         result = _spawned(real, mode, path, argv, env, rest, kwargs, True)
     pid = None if mode is not None and mode == getattr(os, "P_WAIT", 0) else result  # P_WAIT: the exit status
-    taker.program_started(pid, program, token)
+    taker.program_started(pid, program, token, command_label(argv))
     told = [pid] if pid is not None else taker.programs_of(token)
     if not told and program is not None:  # it never started its watch (-I): it ran unwatched
         _unwatched(follower, recorder, program)
