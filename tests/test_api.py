@@ -701,6 +701,24 @@ def test_a_python_program_an_async_block_starts_with_asyncio_subprocesses_counts
     assert raised.value.report.syncs == 2 and "in child processes child.py (pid" in str(raised.value), raised.value
 
 
+def test_a_pool_made_before_a_block_that_runs_its_tasks_is_not_passed():
+    # A Pool (or ProcessPoolExecutor) made before the block ran the block's tasks in processes nothing watched: the
+    # block passed with a note, whatever they synced (a session fixture's pool in a marked test). The tasks the block
+    # hands such workers make its count short: not judged (test_a_block_names_the_pool_made_before_it_...: a note).
+    import concurrent.futures
+
+    context = multiprocessing.get_context("fork")
+    with context.Pool(2) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as executor:
+        assert pool.map(abs, [-1, -2]) == [1, 2] and list(executor.map(abs, [-3])) == [3]
+        for hand in (lambda: pool.map(abs, [-1, -2]), lambda: pool.apply_async(abs, (-1,)).get(30),
+                     lambda: executor.submit(abs, -1).result(30)):
+            with pytest.raises(syncfree.NotJudged) as raised:
+                with syncfree.sync_free():
+                    torch.ones(2, device="cuda").sum()
+                    hand()
+            assert "ran its tasks (a Pool's or a ProcessPoolExecutor's workers): syncs" in str(raised.value), raised.value
+
+
 def test_a_command_still_running_when_its_block_ends_is_named(tmp_path):
     # A command run in the background (a shell script that starts its Python program later) outlived the block
     # without a word: the programs it ran after the block's end were neither counted nor named.
@@ -978,9 +996,15 @@ def test_a_block_names_the_pool_made_before_it_that_works_for_it():
         with syncfree.watch() as w:
             pool.apply(os.getpid)
         [worker] = multiprocessing.active_children()
+        assert f"1 child process started before this block ({worker.name} (pid {worker.pid})) ran its tasks (a " \
+               "Pool's or a ProcessPoolExecutor's workers): syncs it made are not counted (make the pool in the " \
+               "block to count them)" in w.report.lost_children, w.report.notes
+        with syncfree.watch() as w:  # running beside the block, given nothing of it
+            os.getpid()
         assert f"1 child process started before this block ({worker.name} (pid {worker.pid})) was running during " \
                "it: syncs it made are not counted here (a Pool or persistent DataLoader workers made earlier: make " \
                "them in the block to count them)" in w.report.notes, w.report.notes
+        assert not w.report.lost_children
     with syncfree.watch() as w:
         with context.Pool(1) as pool:
             pool.apply(os.getpid)

@@ -157,7 +157,7 @@ def end_children(recorder, before: dict[int, str] | None = None) -> None:
     if before:
         from .processes import earlier_children_note
 
-        recorder.inherited_notes.append(earlier_children_note(before, "cell"))
+        recorder.inherited_notes.append(earlier_children_note(before, "cell", recorder.handed_work_to))
 
 
 def unseen_libraries(engine: Engine) -> list[str]:

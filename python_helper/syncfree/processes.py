@@ -1058,12 +1058,23 @@ def running_children() -> dict[int, str]:
         return {}
 
 
-def earlier_children_note(before: dict[int, str], where: str) -> str | None:
+def earlier_children_note(before: dict[int, str], where: str, handed: set[int] = frozenset()) -> str | None:
     """The note on the child processes that were already running when ``where`` (``block``, ``cell``) began:
     their syncs during it are in no report of it (the follower of the watch or cell that started them, if any,
-    reads a child's report once, when it ends)."""
+    reads a child's report once, when it ends). Where its code handed some of them tasks (``handed``: a Pool's
+    workers, a ProcessPoolExecutor's), their syncs are the block's and missing from its count: `LostChild`, and no
+    budget is judged."""
     if not before:
         return None
+    ran = [pid for pid in before if pid in handed]
+    if ran:
+        one = len(ran) == 1
+        names = [f"{before[pid]} (pid {pid})" for pid in ran]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        return LostChild(
+            f"{len(ran)} child process{'' if one else 'es'} started before this {where} ({shown}) ran its tasks (a "
+            f"Pool's or a ProcessPoolExecutor's workers): syncs {'it' if one else 'they'} made are not counted (make "
+            f"the pool in the {where} to count them)")
     one = len(before) == 1
     names = [f"{name} (pid {pid})" for pid, name in before.items()]
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")

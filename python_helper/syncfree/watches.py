@@ -492,7 +492,7 @@ class Watch:
             if self._children_before:  # this block's own note: a watch around it may count them
                 from .processes import earlier_children_note
 
-                report.notes.append(earlier_children_note(self._children_before, "block"))
+                report.notes.append(earlier_children_note(self._children_before, "block", recorder.handed_work_to))
             before, self._activity_before = self._activity_before, None
             if before is not None:
                 cuda, host = (now - then for now, then in zip(_predict_activity(), before))

@@ -162,6 +162,8 @@ class SyncRecorder:
         # (follower, pid) of the children its code started while a follower of the process's children took them
         # (syncfree run, a watched test): a watch reads their reports at its end too (watches.Watch._end).
         self.followed_children: list = []
+        # The pids of child processes its code handed tasks to (a Pool's workers, a ProcessPoolExecutor's: threads.py)
+        self.handed_work_to: set[int] = set()
         self._child_lines: dict[int, int] = {}  # a recorder of cells: pid -> the cell line that started the child
         # How a watch's child processes watch their targets (syncfree.watches.ChildWatch: mode, engine, ...; None: they
         # are only named), and the follower of those it started (its follow_children(); capture/threads.py).

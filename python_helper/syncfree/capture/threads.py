@@ -1,6 +1,6 @@
 """Work a recorder's code starts in other threads (and processes) runs under that recorder's engine.
 
-Five patches, installed by the first recorder in (`hold`) and removed by the last one out (`release`), under
+Six patches, installed by the first recorder in (`hold`) and removed by the last one out (`release`), under
 ``dispatch.lock``:
 
 * ``threading.Thread.start``. A thread started from a context routed to a running
@@ -32,6 +32,10 @@ Five patches, installed by the first recorder in (`hold`) and removed by the las
   `syncfree.processes.ForkedChildren.for_watch`); one without a target (a
   ``Process`` subclass's own ``run()``), or started by a recorder that is not a watch's (a ``%%syncfree`` cell), is
   named in the recorder's report, never silently left out. torch.compile's own workers are left alone.
+
+* ``multiprocessing.pool.Pool._check_running`` and ``ProcessPoolExecutor.submit``, once the program imported them
+  (`_hook_pools`): the recorder whose code hands a pool tasks notes its workers (`_pool_tasks`); those made before
+  its block run them unwatched, and its count is short (`syncfree.processes.earlier_children_note`).
 
 * ``subprocess.Popen.__init__`` (one shared replacement, counted: `hook_popen`). A Python program that the
   program's own code starts with subprocess (``python child.py``, ``-m``, ``-c``) on this interpreter gets an
@@ -160,6 +164,28 @@ def _start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> Any:
     if recorder is None and predicting is None:
         return real(function, args) if kwargs is None else real(function, args, kwargs)
     return real(_run_for, (recorder, predicting, function, *tuple(args)), dict(kwargs or {}))
+
+
+def _pool_tasks(pool: Any, *args: Any, **kwargs: Any) -> Any:
+    """``multiprocessing.pool.Pool._check_running`` (each call that hands a Pool tasks: map, apply_async, imap...)
+    and ``ProcessPoolExecutor.submit``: the recorder whose code hands them notes the worker processes (one made
+    before its block runs them unwatched: `syncfree.processes.earlier_children_note`)."""
+    executor = isinstance(pool, _executor_type())
+    real = _real["executor_submit" if executor else "pool_check_running"]
+    recorder = _recorder_here()
+    if recorder is not None:
+        try:
+            workers = list(vars(pool).get("_processes") or ()) if executor \
+                else [p.pid for p in vars(pool).get("_pool") or ()]
+            recorder.handed_work_to.update(pid for pid in workers if pid is not None)
+        except Exception:  # a pool the program broke: it is its own business
+            pass
+    return real(pool, *args, **kwargs)
+
+
+def _executor_type() -> Any:
+    module = sys.modules.get("concurrent.futures.process")
+    return getattr(module, "ProcessPoolExecutor", ()) if module is not None else ()
 
 
 def _users_code(thread: Any, recorder: Any) -> bool:
@@ -815,6 +841,20 @@ def hold() -> None:
     """A recorder enters: the patches go in if they are not (the recorder pushed `release` on its Undo first)."""
     with dispatch.lock:
         install()
+        _hook_pools()
+
+
+def _hook_pools() -> None:
+    """Put the pools' patches in (`_pool_tasks`) once their modules are imported: a Pool made before a block means
+    the program imported them, maybe after the first recorder came in (syncfree run's); never imported here."""
+    pools = sys.modules.get("multiprocessing.pool")
+    if pools is not None and callable(vars(pools.Pool).get("_check_running")) \
+            and vars(pools.Pool)["_check_running"] is not _pool_tasks:
+        _replace(pools.Pool, "_check_running", _pool_tasks, "pool_check_running")
+    executors = sys.modules.get("concurrent.futures.process")
+    if executors is not None and callable(vars(executors.ProcessPoolExecutor).get("submit")) \
+            and vars(executors.ProcessPoolExecutor)["submit"] is not _pool_tasks:
+        _replace(executors.ProcessPoolExecutor, "submit", _pool_tasks, "executor_submit")
 
 
 def release(recorder: Any) -> None:
