@@ -997,8 +997,8 @@ def test_a_block_names_the_pool_made_before_it_that_works_for_it():
             pool.apply(os.getpid)
         [worker] = multiprocessing.active_children()
         assert f"1 child process started before this block ({worker.name} (pid {worker.pid})) ran its tasks (a " \
-               "Pool's or a ProcessPoolExecutor's workers): syncs it made are not counted (make the pool in the " \
-               "block to count them)" in w.report.lost_children, w.report.notes
+               "Pool's or a ProcessPoolExecutor's workers): syncs it made are not counted (a pool made inside the " \
+               "block, or the test, is followed)" in w.report.lost_children, w.report.notes
         with syncfree.watch() as w:  # running beside the block, given nothing of it
             os.getpid()
         assert f"1 child process started before this block ({worker.name} (pid {worker.pid})) was running during " \

@@ -1073,8 +1073,8 @@ def earlier_children_note(before: dict[int, str], where: str, handed: set[int] =
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return LostChild(
             f"{len(ran)} child process{'' if one else 'es'} started before this {where} ({shown}) ran its tasks (a "
-            f"Pool's or a ProcessPoolExecutor's workers): syncs {'it' if one else 'they'} made are not counted (make "
-            f"the pool in the {where} to count them)")
+            f"Pool's or a ProcessPoolExecutor's workers): syncs {'it' if one else 'they'} made are not counted (a "
+            f"pool made inside the {where}{', or the test,' if where == 'block' else ''} is followed)")
     one = len(before) == 1
     names = [f"{name} (pid {pid})" for pid, name in before.items()]
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
