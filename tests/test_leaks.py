@@ -660,6 +660,8 @@ def test_torch_compile_untouched_outside_a_predict_session():
 
 
 def test_other_threads_see_the_real_device_queries():
+    # A thread of the program running beside the cell sees the real device queries; one the cell starts to run its
+    # own code is the cell's, predicted as the cell is (as a watch's block's threads are).
     code, filename = _cell(
         "seen = []\n"
         "def ask():\n"
@@ -668,12 +670,22 @@ def test_other_threads_see_the_real_device_queries():
         "worker = threading.Thread(target=ask)\n"
         "worker.start(); worker.join()\n"
         "here = torch.cuda.is_available()\n"
+        "go.set(); beside.join()\n"
     )
-    namespace = {"torch": torch, "threading": threading}
+    outside: list[bool] = []
+    go = threading.Event()
+
+    def program_thread():
+        go.wait(30)
+        outside.extend(torch.cuda.is_available() for _ in range(50))
+
+    beside = threading.Thread(target=program_thread)
+    beside.start()
+    namespace = {"torch": torch, "threading": threading, "go": go, "beside": beside}
     with SyncRecorder("predict", cell_files={filename: 0}, findings={filename: []}):
         exec(code, namespace)
-    assert namespace["here"] is True
-    assert set(namespace["seen"]) == {torch.cuda.is_available()} == {False}
+    assert namespace["here"] is True and set(namespace["seen"]) == {True}
+    assert set(outside) == {torch.cuda.is_available()} == {False}
 
 
 def test_error_mode_stops_the_cells_thread_only():
