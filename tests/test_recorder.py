@@ -495,6 +495,28 @@ def test_the_explicit_wrappers_are_made_once_and_remade_when_what_they_wrap_chan
     assert not explicit._receivers and not explicit._installed
 
 
+def test_a_synchronize_held_from_before_the_recorder_is_counted_once(fake_cuda, monkeypatch):
+    # torch.cuda.synchronize held before the recorder began (`from torch.cuda import synchronize`; torchrl keeps it as
+    # its env's device sync) went around the wrapper: its sync was not counted, and a block passed. It calls
+    # torch._C._cuda_synchronize, which is wrapped too: counted at the caller's line, once (the wrapped
+    # torch.cuda.synchronize's own call of it is not counted again).
+    calls = []
+    monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: calls.append("device"), raising=False)
+    real = torch._C._cuda_synchronize
+
+    def synchronize(device=None):  # as torch's: it looks torch._C._cuda_synchronize up at each call
+        return torch._C._cuda_synchronize()
+
+    monkeypatch.setattr(torch.cuda, "synchronize", synchronize)
+    recorder = run("held()\nx = 1\ntorch.cuda.synchronize()\ntorch._C._cuda_synchronize()\n",
+                   namespace={"held": synchronize})
+    assert [(s.line, s.kind, s.count) for s in recorder.sites] == [(1, "explicit", 1), (3, "explicit", 1),
+                                                                   (4, "explicit", 1)], recorder.sites
+    assert calls == ["device"] * 3
+    assert torch._C._cuda_synchronize is real and torch.cuda.synchronize is synchronize
+    assert not explicit._receivers and not explicit._installed
+
+
 def test_a_wrapper_put_back_by_whoever_replaced_it_is_removed_at_the_next_attach(fake_cuda):
     # A predict session in another thread replaces torch.cuda.synchronize over the wrapper
     # and, ending after the recorder, puts back what it found: the wrapper. It stayed.

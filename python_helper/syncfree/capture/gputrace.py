@@ -109,7 +109,7 @@ class GpuTrace:
         from torch.autograd import _disable_profiler
 
         try:
-            torch._C._cuda_synchronize()  # the last kernels' records; not the wrapped synchronize()
+            _device_synchronize(torch)  # the last kernels' records; not the wrapped synchronize()
         except Exception:
             pass
         # What tracing adds to each launch (a traced host refills an emptied GPU queue more slowly than the program does
@@ -218,15 +218,21 @@ class GpuTrace:
 def _per_launch_us(torch, launches: int = 100, rounds: int = 3) -> float:
     """The host's time per launch of a tiny kernel, in us (the best of a few rounds), on the current device."""
     x = torch.zeros(1, device="cuda")
-    torch._C._cuda_synchronize()
+    _device_synchronize(torch)
     best = float("inf")
     for _ in range(rounds):
         started = time.perf_counter_ns()
         for _ in range(launches):
             x.add_(1)
         best = min(best, time.perf_counter_ns() - started)
-    torch._C._cuda_synchronize()
+    _device_synchronize(torch)
     return best / launches / 1000.0
+
+
+def _device_synchronize(torch) -> None:
+    """cudaDeviceSynchronize for the trace's own needs: torch's, not a recorder's wrapper of it (capture/debug)."""
+    sync = torch._C._cuda_synchronize
+    getattr(sync, "__wrapped__", sync)()
 
 
 def _stream(event) -> int:

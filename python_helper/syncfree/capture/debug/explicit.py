@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -44,9 +45,15 @@ _stale: list[tuple[object, str, object, object]] = []
 
 def _targets(torch) -> list[tuple[object, str, str]]:
     targets = [
-        (torch.cuda, "synchronize", "torch.cuda.synchronize()"),
+        (torch.cuda, "synchronize", "torch.cuda.synchronize()", _marking),
         (torch.cuda.Event, "synchronize", "Event.synchronize()"),
     ]
+    # torch.cuda.synchronize held from before the recorder began (`from torch.cuda import synchronize`, torchrl's
+    # env keeps `torch.cuda.synchronize` as its device sync): it calls torch._C._cuda_synchronize, looked up then.
+    if callable(getattr(torch._C, "_cuda_synchronize", None)):
+        held = getattr(getattr(torch.cuda, "synchronize", None), "__code__", None)
+        targets.append((torch._C, "_cuda_synchronize", "torch.cuda.synchronize()",
+                        lambda original, what: _wrap(original, what, held=held)))
     accelerator = getattr(torch, "accelerator", None)
     if accelerator is not None and hasattr(accelerator, "synchronize"):
         targets.append((accelerator, "synchronize", "torch.accelerator.synchronize()"))
@@ -161,14 +168,32 @@ def _detach(receiver: ExplicitSyncReceiver) -> list[str]:
     return notes
 
 
+_inside = threading.local()  # depth: torch.cuda.synchronize's wrapper runs torch's function (`_marking`)
+
+
+def _marking(original: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """torch.cuda.synchronize's wrapper: it counts the sync, and torch._C._cuda_synchronize's, which torch's function
+    calls, lets it through (one sync, counted once)."""
+    def marked(*args, **kwargs):
+        _inside.depth = getattr(_inside, "depth", 0) + 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _inside.depth -= 1
+
+    return _wrap(functools.wraps(original)(marked), what)
+
+
 def _wrap(original: Callable[..., Any], what: str, kind: str = "explicit",
-          blocks: Callable[[tuple, dict], str | None] | None = None) -> Callable[..., Any]:
+          blocks: Callable[[tuple, dict], str | None] | None = None, held: Any = None) -> Callable[..., Any]:
     """A wrapper that records each call as a sync of ``kind``; with ``blocks``, only the
-    calls it names (its answer is the ``what``), the others run as they are."""
+    calls it names (its answer is the ``what``), the others run as they are. ``held``: the code of the function
+    whose call this one is inside (torch.cuda.synchronize's, for torch._C._cuda_synchronize): its frame is skipped,
+    and a call made inside that function's own wrapper (`_marking`) is not counted again."""
     @functools.wraps(original)
     def synchronize(*args, **kwargs):
         __tracebackhide__ = True  # IPython hides this frame in tracebacks
-        if not _receivers:
+        if not _receivers or (held is not None and getattr(_inside, "depth", 0)):
             return original(*args, **kwargs)
         label = what if blocks is None else blocks(args, kwargs)
         if label is None:
@@ -180,8 +205,11 @@ def _wrap(original: Callable[..., Any], what: str, kind: str = "explicit",
             if receiver is None:
                 dispatch.unowned()
             return original(*args, **kwargs)
+        frame = sys._getframe(1)
+        if held is not None and frame.f_code is held and frame.f_back is not None:
+            frame = frame.f_back  # the caller of the torch.cuda.synchronize it held
         if kind != "explicit":
-            return receiver.explicit_sync(sys._getframe(1), label, original, args, kwargs, kind=kind)
-        return receiver.explicit_sync(sys._getframe(1), label, original, args, kwargs)
+            return receiver.explicit_sync(frame, label, original, args, kwargs, kind=kind)
+        return receiver.explicit_sync(frame, label, original, args, kwargs)
 
     return synchronize
