@@ -774,14 +774,21 @@ def test_a_python_program_of_the_users_that_a_library_starts_counts(tmp_path, mo
     monkeypatch.syspath_prepend(str(library))
     import launchlib_sf
 
+    from syncfree.capture.threads import runs_the_programs_code
+
     with pytest.raises(syncfree.SyncError) as raised:
         with syncfree.sync_free():
             launchlib_sf.launch(str(rank))
             launchlib_sf.launch("train.py", cwd=str(tmp_path))  # relative to the child's cwd
     assert raised.value.report.syncs == 2 and "train.py:3:" in str(raised.value), raised.value
     assert "in child processes train.py (pid" in str(raised.value), raised.value
+    import sysconfig
+
+    shim = Path(sysconfig.get_path("scripts")) / "pytest"  # an installed command (Lightning runs bin/pytest again)
     with syncfree.watch() as passed:  # the library's own Python: not the user's code
         outputs = [launchlib_sf.launch("-c", watched), launchlib_sf.launch(str(library / "launchlib_helper.py"))]
+        assert runs_the_programs_code([sys.executable, str(shim), "--version"], None, None) is False
+        assert runs_the_programs_code([sys.executable, str(rank)], None, None) is True
     assert outputs == ["[]\n", "[]\n"], outputs
     assert not [n for n in passed.report.notes if "process" in n or "program" in n], passed.report.notes
 

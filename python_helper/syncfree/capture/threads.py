@@ -682,7 +682,13 @@ def runs_the_programs_code(args: Any, executable: Any, cwd: Any) -> bool:
         path = getattr(module, "__file__", None)
         if not path:
             return False
-    return os.path.abspath(path) in UserFiles()
+    path = os.path.abspath(path)
+    import sysconfig
+
+    scripts = sysconfig.get_path("scripts")  # an installed command's shim (bin/pytest): a library's program
+    if scripts and os.path.dirname(path) == os.path.abspath(scripts):
+        return False
+    return path in UserFiles()
 
 
 def _command_runner(key: str) -> Any:
