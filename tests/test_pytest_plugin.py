@@ -845,8 +845,9 @@ def test_a_watched_test_whose_child_left_no_report_is_not_judged_and_says_why(py
     result.stdout.fnmatch_lines([
         "*could not judge the block: 0 syncs counted, but child process Doomed (pid *) ended without a report "
         "(killed): its syncs are not counted",
-        "  1 test could not be judged: child processes they started left no report, so their syncs are missing "
-        "from the count:",
+        "  1 test could not be judged: work they started ran where it was not counted (a child process that left "
+        "no report, a pool made before them, a thread predict mode could not see), so their syncs are missing from "
+        "the count:",
         "    child process Doomed (pid *) ended without a report (killed): its syncs are not counted  "
         "[[]test_killed.py::test_child_killed[]]",
     ])

@@ -568,7 +568,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     lost = sorted((nodeid, e["lost"]) for nodeid, e in entries if e.get("lost"))
     if lost:  # a child process left no report: the test's count is short, it was not judged (NotJudged)
         tests = f"{len(lost)} test{'s' if len(lost) != 1 else ''}"
-        write(f"  {tests} could not be judged: child processes they started left no report, so their syncs "
+        write(f"  {tests} could not be judged: work they started ran where it was not counted (a child process "
+              "that left no report, a pool made before them, a thread predict mode could not see), so their syncs "
               "are missing from the count:")
         for nodeid, notes in lost[:_SHOWN_FAILED]:
             for note in notes:
