@@ -100,6 +100,28 @@ def test_a_removed_explicit_sync_saves_its_whole_call_not_only_its_wait():
     assert abs(with_call - 4 * 55.0) < 2.0  # the call's 45 us before its wait, and the wait (the 5 us after: the recorder's)
 
 
+def test_a_debug_mode_syncs_call_start_counts_its_host_time_before_the_wait_only_where_asked():
+    # `.tolist()` in a launch-bound step, seen by debug mode: the call runs 30 us of host time before its copy waits
+    # (10 us), and the warning reaches the recorder 20 us after. The trace cannot tell those 30 us from the program's
+    # own time before the call; the stall clock's stamp can (Sync.began). With call_starts (bench/cost.py's column,
+    # off by default) they are the call's, which a rewrite deleting it saves; without it, only the wait and after.
+    acts, syncs, copies = [], [], []
+    cpu = 0.0
+    for _ in range(5):
+        for _ in range(10):
+            acts.append(Activity(cpu + 5.0, cpu + 10.0, cpu))
+            cpu += 40.0
+        began = cpu
+        copies.append((cpu + 30.0, cpu + 40.0))
+        syncs.append(Sync("tolist", cpu + 60.0, began=began))
+        cpu += 70.0
+    plain = compute_costs(acts, syncs, copies).sites["tolist"].cost_us
+    asked = compute_costs(acts, syncs, copies, call_starts=True).sites["tolist"].cost_us
+    assert abs(asked - plain - 4 * 30.0) < 2.0, (plain, asked)  # 4: the last sync is followed by no work
+    no_start = [Sync(s.site, s.end) for s in syncs]
+    assert compute_costs(acts, no_start, copies, call_starts=True).sites["tolist"].cost_us == plain
+
+
 def test_tracing_s_launch_overhead_is_taken_out_of_the_gap_a_sync_leaves():
     # A GPU-bound step: after the sync the host launches 20 small kernels, 10 us apart as traced; untraced it
     # launches them 6 us apart (4 us a launch is the trace's). The GPU starves until it catches up: less so untraced.

@@ -1079,3 +1079,19 @@ def test_a_stall_clock_stopped_from_another_thread_leaves_no_profile_callback():
     len([])  # any event of this thread: the callback takes itself off
     assert sys.getprofile() is None
     assert not clock.interrupted
+
+
+def test_a_debug_mode_syncs_own_call_start_is_the_stall_clocks_stamp_for_its_own_calls_only():
+    # The cost's call_starts (bench/cost.py's column) takes a debug-mode sync's call start from the stall clock: the
+    # hook's time less the blocked time it measured, which is the call's own for `.item()`, `.tolist()`, `.cpu()`,
+    # `int(t)`, but an earlier call's for a sync without one (`x[mask]`, `if t:`) or a library's function.
+    from syncfree.capture.recorder import _call_began
+    from syncfree.capture.sites import SyncSite, SyncTally
+
+    def site(kind):
+        return SyncSite((1,), kind, None, (), None, False)
+
+    assert _call_began(site("item"), 10.0, 0.25) == 9.75
+    assert _call_began(site("tolist"), 10.0, 0.5) == 9.5
+    assert [_call_began(site(kind), 10.0, 0.25) for kind in ("mask_index", "python_bool", "library")] == [None] * 3
+    assert _call_began(site("item"), 10.0, None) is None and _call_began(SyncTally(), 10.0, 0.25) is None

@@ -92,6 +92,9 @@ class Sync:
     end: float
     hook: float = 0.0  # us the recorder's hook took after it (not the program's time)
     call: float | None = None  # host time (us) the syncing call began, where the recorder saw it (explicit syncs)
+    # A debug-mode sync whose call is its own (`.item()`, `.tolist()`): host time (us) that call began, as the stall
+    # clock timed it. Used only with ``call_starts`` (compute_costs).
+    began: float | None = None
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ class Costs:
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                   waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
                   barriers: Iterable[tuple[float, float]] = (), observer: bool = True,
-                  launch_overhead_us: float = 0.0, power: Power | None = None) -> Costs:
+                  launch_overhead_us: float = 0.0, power: Power | None = None, call_starts: bool = False) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
     ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
@@ -180,6 +183,9 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     host refills an emptied queue more slowly, and the GPU's idle time after a sync would be overstated).
     ``power``: the GPU's power over the trace; at its limit a share of each site's GPU time lost comes back as a
     higher clock (module docstring), and the cost is the rest.
+    ``call_starts``: a debug-mode sync with its call's start (`Sync.began`) saves, removed, the host time of its
+    call before its wait too, as an explicit sync does (on a launch-bound step the host's time is the step's): off
+    by default until bench/cost.py shows it predicts the saving (its ``--call-starts`` column).
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs(power=power)
@@ -246,15 +252,17 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
             rest = 0.0
             # Removing the call saves its whole host time (a rewrite deletes it), not only its waits: the rest of the
             # call (Python, the device guard, the runtime's own work) before the recorder's part.
-            inside = sum(min(wait_list[k][1], since) - max(wait_list[k][0], s.call) for k in mine
-                         if wait_list[k][0] < since and wait_list[k][1] > s.call)
-            before = (since - s.call) - inside
+            before = _before_the_wait(s.call, since, mine, wait_list)
             if 0 < before < snap_us:
                 calls.append((s.call, s.site, before))
         else:
             rest = max(s.end - since - warning, 0.0) if mine else 0.0
             if rest > 0:
                 calls.append((since, s.site, rest))
+            if call_starts and s.began is not None and mine:
+                before = _before_the_wait(s.began, since, mine, wait_list)
+                if 0 < before < snap_us:
+                    calls.append((s.began, s.site, before))
         if observer:
             took = (s.end - since - rest) + max(s.hook, 0.0)
             if took > 0:
@@ -341,3 +349,10 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
             lost = costs.sites[site].lost_us = max(0.0, base - replay(site))
             costs.sites[site].cost_us = lost * keep
     return costs
+
+
+def _before_the_wait(call: float, since: float, mine: list[int], wait_list: list[tuple[float, float]]) -> float:
+    """A syncing call's host time from its start to the end of its last wait (``since``), its waits left out."""
+    inside = sum(min(wait_list[k][1], since) - max(wait_list[k][0], call) for k in mine
+                 if wait_list[k][0] < since and wait_list[k][1] > call)
+    return (since - call) - inside

@@ -22,7 +22,7 @@ into it by the offset sampled at `start`.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 
 from ..cost import Activity, Costs, Power, Sync, compute_costs
 from .gpupower import PowerWindow
@@ -95,10 +95,11 @@ class GpuTrace:
         self._offsets = _offsets()
         return None
 
-    def stop(self, syncs: Iterable[tuple[Hashable, float, float, float | None]]) -> Costs | None:
+    def stop(self, syncs: Iterable[tuple]) -> Costs | None:
         """Stop the trace and work out the costs of ``syncs``: (site, perf_counter() at the
         sync's return as the recorder's hook saw it, perf_counter() when the hook was done,
-        perf_counter() when the syncing call began where the recorder saw it, else None).
+        perf_counter() when the syncing call began where the recorder saw it (an explicit sync's wrapper), else None,
+        and optionally perf_counter() when a debug-mode sync's own call began as the stall clock timed it, else None).
         None when nothing was traced (``reason`` says why)."""
         if not self.running:
             return None
@@ -151,7 +152,7 @@ class GpuTrace:
             self.reason = f"cost not measured: the GPU trace could not be read ({type(exc).__name__}: {exc})"[:500]
             return None
 
-    def _costs(self, events, syncs: list[tuple[Hashable, float, float, float | None]], end_offsets) -> Costs | None:
+    def _costs(self, events, syncs: list[tuple], end_offsets) -> Costs | None:
         gpu, launches, waits, barriers = [], {}, [], []
         kinds: dict[str, int] = {}
         wait_names: dict[str, int] = {}
@@ -196,9 +197,12 @@ class GpuTrace:
             matched += launch is not None
             activities.append(Activity(start / 1000.0, end / 1000.0, None if launch is None else launch / 1000.0,
                                        stream))
-        sync_list = [Sync(site, (t * 1e9 + offset) / 1000.0, max(left - t, 0.0) * 1e6,
-                          None if call is None else (call * 1e9 + offset) / 1000.0)
-                     for site, t, left, call in syncs]
+        def trace_us(t: float | None) -> float | None:
+            return None if t is None else (t * 1e9 + offset) / 1000.0
+
+        sync_list = [Sync(site, trace_us(t), max(left - t, 0.0) * 1e6, trace_us(call),
+                          trace_us(began[0] if began else None))
+                     for site, t, left, call, *began in syncs]
         self.stats = {"kinds": kinds, "gpu": len(gpu), "launch_known": matched, "waits": wait_names,
                       "clock": "realtime" if offset == realtime else "monotonic",
                       "streams": len({g[4] for g in gpu}), "syncs": len(sync_list),

@@ -51,6 +51,20 @@ _MAX_NOTES = 20
 _analysed: dict[tuple[str, int], tuple[tuple[int, int], Sequence[Mapping]]] = {}
 _ANALYSED_LIMIT = 64
 
+# The kinds of sync whose call is the sync itself, and which a rewrite deletes (`.item()`, `.tolist()`, `.cpu()`,
+# `int(t)`): the stall clock's stamp, taken as that call began, is the call's start (bench/cost.py's
+# --call-start). Not a sync without a call of its own (`x[mask]`, `if t:`: the stamp is an earlier call's), nor a
+# library's (the call is the library function, which the rewrite keeps).
+_OWN_CALL_KINDS = frozenset({"item", "tolist", "to_host", "python_scalar"})
+
+
+def _call_began(tally: Any, when: float, blocked: float | None) -> float | None:
+    """perf_counter() when a debug-mode sync's call began, where the stall clock timed it and it is the sync's own."""
+    if blocked is None or getattr(tally, "kind", None) not in _OWN_CALL_KINDS:
+        return None
+    return when - blocked
+
+
 class SyncRecorder:
     """Records the syncs of code compiled under the filenames in ``cell_files``.
 
@@ -265,7 +279,7 @@ class SyncRecorder:
             return
         self._trace = self._cost_log = None
         log = log or []
-        costs = self.costs = trace.stop([(id(tally), when, left, call) for tally, when, left, call in log])
+        costs = self.costs = trace.stop([(id(tally), *rest) for tally, *rest in log])
         self.trace_stats = trace.stats
         self.trace_inputs = trace.inputs
         if costs is None:
@@ -351,7 +365,7 @@ class SyncRecorder:
         log = self._cost_log
         if log is not None:
             now = perf_counter()
-            log.append((tally, now, now, call_start))
+            log.append((tally, now, now, call_start, None))
         return tally
 
     def _resolve(self, frame: FrameType | None, key: tuple, kind: str | None, predicted: bool,
@@ -485,7 +499,7 @@ class SyncRecorder:
                 tally.measured += 1
             log = self._cost_log
             if log is not None:
-                log.append((tally, entered, perf_counter(), None))
+                log.append((tally, entered, perf_counter(), None, _call_began(tally, entered, blocked)))
             stop = self._stops_at_sync
             parent = self.parent
             while parent is not None:  # the recorders around this one in its thread
@@ -530,7 +544,7 @@ class SyncRecorder:
         log = self._cost_log
         if log is not None:
             now = perf_counter()
-            log.append((tally, now, now, None))
+            log.append((tally, now, now, None, _call_began(tally, now, blocked)))
         return tally
 
     def record_blocking(self, frame: FrameType | None, blocked_s: float,
