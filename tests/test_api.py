@@ -711,7 +711,7 @@ def test_a_pool_made_before_a_block_that_runs_its_tasks_is_not_passed():
     with context.Pool(2) as pool, concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as executor:
         assert pool.map(abs, [-1, -2]) == [1, 2] and list(executor.map(abs, [-3])) == [3]
         for hand in (lambda: pool.map(abs, [-1, -2]), lambda: pool.apply_async(abs, (-1,)).get(30),
-                     lambda: executor.submit(abs, -1).result(30)):
+                     lambda: executor.submit(dict, pool=1).result(30)):  # a keyword named as the wrapper's first
             with pytest.raises(syncfree.NotJudged) as raised:
                 with syncfree.sync_free():
                     torch.ones(2, device="cuda").sum()

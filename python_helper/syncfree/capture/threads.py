@@ -166,7 +166,7 @@ def _start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> Any:
     return real(_run_for, (recorder, predicting, function, *tuple(args)), dict(kwargs or {}))
 
 
-def _pool_tasks(pool: Any, *args: Any, **kwargs: Any) -> Any:
+def _pool_tasks(pool: Any, /, *args: Any, **kwargs: Any) -> Any:
     """``multiprocessing.pool.Pool._check_running`` (each call that hands a Pool tasks: map, apply_async, imap...)
     and ``ProcessPoolExecutor.submit``: the recorder whose code hands them notes the worker processes (one made
     before its block runs them unwatched: `syncfree.processes.earlier_children_note`)."""
