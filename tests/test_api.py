@@ -719,6 +719,20 @@ def test_a_pool_made_before_a_block_that_runs_its_tasks_is_not_passed():
             assert "ran its tasks (a Pool's or a ProcessPoolExecutor's workers): syncs" in str(raised.value), raised.value
 
 
+def test_a_block_counts_the_syncs_of_a_syncfree_run_it_starts(tmp_path):
+    # `python -m syncfree run child.py` under a block (a test of a CLI, a script that runs another under syncfree):
+    # the program's watch waited for its import of torch, and the run's recorder, started at the same import, went
+    # outside it: the block counted 0 of the child's syncs, with nothing said. The watch of a program that is
+    # syncfree itself starts at once, and the run's syncs pass up to it.
+    (tmp_path / "child.py").write_text("import torch\ntorch.ones(2, device='cuda').sum().item()\n")
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free():
+            done = subprocess.run([sys.executable, "-m", "syncfree", "run", "child.py"], cwd=tmp_path,
+                                  capture_output=True, text=True)
+    assert done.returncode == 1 and "child.py:2:" in done.stdout, (done.stdout, done.stderr)
+    assert raised.value.report.syncs == 1 and "in child process -m syncfree (pid" in str(raised.value), raised.value
+
+
 def test_a_command_still_running_when_its_block_ends_is_named(tmp_path):
     # A command run in the background (a shell script that starts its Python program later) outlived the block
     # without a word: the programs it ran after the block's end were neither counted nor named.

@@ -902,11 +902,12 @@ class SpawnedTarget:
                 watch.__exit__(None, None, None)
 
 
-def _start_spawned_watch(folder: str, settings: WatchSettings) -> tuple[Any, ForkedChildren] | None:
+def _start_spawned_watch(folder: str, settings: WatchSettings, now: bool = False) -> tuple[Any, ForkedChildren] | None:
     """In a child started as a new interpreter: its watch (the parent's mode and engine) and the follower of its
-    own forks, reporting into ``folder``; None when the watch cannot start."""
+    own forks, reporting into ``folder``; None when the watch cannot start. ``now``: started at once, not at the
+    child's import of torch (a program that is `syncfree run` itself: its run's recorder goes inside the watch)."""
     children = ForkedChildren(running_recorder, watch_settings=settings)
-    if "torch" not in sys.modules and torch_installed() and settings.engine != "cupti":
+    if not now and "torch" not in sys.modules and torch_installed() and settings.engine != "cupti":
         # Started at the child's own import of torch, as `syncfree run` starts its program's (`TorchImport`):
         # a child that never imports torch runs without it.
         watch: Any = _WatchAtTorchImport(settings, children)

@@ -42,7 +42,10 @@ def start(spec_text: str) -> None:
     # The exit message of watches that never ended goes after `finish` (atexit runs the last registered first), as
     # `syncfree run` registers it before its program's.
     unended.register()
-    started = _start_spawned_watch(folder, settings)
+    # `syncfree run` itself (a test of a CLI, a script that runs another under syncfree): its run's recorder, started
+    # at its program's import of torch, must go inside this watch to pass its syncs up (the watch counted none).
+    started = _start_spawned_watch(folder, settings, now=label in ("-m syncfree", "syncfree")
+                                   and sys.argv[1:2] == ["run"])
     if started is None:
         return
     watch, children = started
