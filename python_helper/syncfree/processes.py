@@ -1068,17 +1068,15 @@ def earlier_children_note(before: dict[int, str], where: str, handed: set[int] =
     if not before:
         return None
     ran = [pid for pid in before if pid in handed]
+    pids = ran or list(before)
+    one = len(pids) == 1
+    names = [f"{before[pid]} (pid {pid})" for pid in pids]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     if ran:
-        one = len(ran) == 1
-        names = [f"{before[pid]} (pid {pid})" for pid in ran]
-        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         return LostChild(
             f"{len(ran)} child process{'' if one else 'es'} started before this {where} ({shown}) ran its tasks (a "
             f"Pool's or a ProcessPoolExecutor's workers): syncs {'it' if one else 'they'} made are not counted (a "
             f"pool made inside the {where}{', or the test,' if where == 'block' else ''} is followed)")
-    one = len(before) == 1
-    names = [f"{name} (pid {pid})" for pid, name in before.items()]
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     return ChildNote(
         f"{len(before)} child process{'' if one else 'es'} started before this {where} ({shown}) "
         f"{'was' if one else 'were'} running during it: syncs {'it' if one else 'they'} made are not counted "
