@@ -185,7 +185,7 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     higher clock (module docstring), and the cost is the rest.
     ``call_starts``: a debug-mode sync with its call's start (`Sync.began`) saves, removed, the host time of its
     call before its wait too, as an explicit sync does (on a launch-bound step the host's time is the step's): off
-    by default until bench/cost.py shows it predicts the saving (its ``--call-starts`` column).
+    by default until bench/cost.py shows it predicts the saving (its "with call starts" figures).
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs(power=power)

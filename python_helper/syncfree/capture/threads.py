@@ -663,7 +663,10 @@ def _python_main(args: Any, executable: Any = None) -> tuple[str, str] | None:
 def runs_the_programs_code(args: Any, executable: Any, cwd: Any) -> bool:
     """Whether a command a library starts is a Python program of this interpreter whose main is the program's own
     code: one of the user's scripts (Lightning's DDP launcher runs the training script again for each rank) or a
-    module of the program's by ``-m``. A library's own Python (torch.compile's workers, a ``-c`` helper) is not."""
+    module of the program's by ``-m``. A library's own Python (torch.compile's workers, a ``-c`` helper, an installed
+    command's shim: bin/pytest) is not."""
+    import sysconfig
+
     from .sites import UserFiles
 
     main = _python_main(args, executable)
@@ -683,9 +686,7 @@ def runs_the_programs_code(args: Any, executable: Any, cwd: Any) -> bool:
         if not path:
             return False
     path = os.path.abspath(path)
-    import sysconfig
-
-    scripts = sysconfig.get_path("scripts")  # an installed command's shim (bin/pytest): a library's program
+    scripts = sysconfig.get_path("scripts")
     if scripts and os.path.dirname(path) == os.path.abspath(scripts):
         return False
     return path in UserFiles()
