@@ -193,10 +193,10 @@ def main(argv: list[str] | None = None) -> int:
 
             acts, syncs, copies, blocking, overhead, power = recorder.trace_inputs
             alt = compute_costs(acts, syncs, copies, barriers=blocking, observer=False)
-            # And with a debug-mode sync's own call start (cost.py's call_starts, off in reports until this column
-            # shows it predicts the saving: the launch-bound .tolist() and .item() rows came out under without it).
+            # And without a debug-mode sync's own call start (cost.py's call_starts, on in reports: the launch-bound
+            # .tolist() and .item() rows came out under their savings without it).
             starts = compute_costs(acts, syncs, copies, barriers=blocking, launch_overhead_us=overhead, power=power,
-                                   call_starts=True)
+                                   call_starts=False)
             lines = {id(s): s.line for s in recorder.sites}
             runs.append({"sites": fields["sites"], "cost": fields["cost"], "power": power,
                          "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()],
@@ -322,13 +322,13 @@ def main(argv: list[str] | None = None) -> int:
           "+-0.05 ms/step of the measured saving; ms per step)")
     gpu_rows: list[dict] = []
     print("  GPU time per step, from the traces (with the sync / its rewrite): busy, idle; the cost without "
-          "taking the recorder's time out; the cost with a debug-mode sync's own call start (cost.py's call_starts)")
+          "taking the recorder's time out; the cost without a debug-mode sync's own call start (cost.py's call_starts)")
     for r in rows:
         steps = steps_of[r["size"]]
         w, wo = costs[r["name"]][0]["cost"], rewrites[r["name"]]
         print(f"    {r['name']:58s} busy {w['gpu_busy_ms'] / steps:7.3f} / {wo['gpu_busy_ms'] / steps:7.3f}  idle "
               f"{w['gpu_idle_ms'] / steps:7.3f} / {wo['gpu_idle_ms'] / steps:7.3f}  raw cost "
-              f"{raw_cost(costs[r['name']], steps):7.3f}  with call starts "
+              f"{raw_cost(costs[r['name']], steps):7.3f}  without call starts "
               f"{raw_cost(costs[r['name']], steps, key='starts'):7.3f}  {power(costs[r['name']])}")
         gpu_rows.append({"loop": r["name"], "busy_with": w["gpu_busy_ms"] / steps, "busy_without": wo["gpu_busy_ms"] / steps,
                          "idle_with": w["gpu_idle_ms"] / steps, "idle_without": wo["gpu_idle_ms"] / steps,
@@ -336,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     if three:
         for site in THREE:
             print(f"    three: {site} raw cost {raw_cost(costs['three'], steps_of['big'], THREE_LINES[site]):7.3f}  "
-                  f"with call starts "
+                  f"without call starts "
                   f"{raw_cost(costs['three'], steps_of['big'], THREE_LINES[site], key='starts'):7.3f}  "
                   f"{power(costs['three'])}")
     if args.dump:

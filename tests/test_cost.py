@@ -100,11 +100,11 @@ def test_a_removed_explicit_sync_saves_its_whole_call_not_only_its_wait():
     assert abs(with_call - 4 * 55.0) < 2.0  # the call's 45 us before its wait, and the wait (the 5 us after: the recorder's)
 
 
-def test_a_debug_mode_syncs_call_start_counts_its_host_time_before_the_wait_only_where_asked():
+def test_a_debug_mode_syncs_call_start_counts_its_host_time_before_the_wait():
     # `.tolist()` in a launch-bound step, seen by debug mode: the call runs 30 us of host time before its copy waits
     # (10 us), and the warning reaches the recorder 20 us after. The trace cannot tell those 30 us from the program's
-    # own time before the call; the stall clock's stamp can (Sync.began). With call_starts (bench/cost.py's column,
-    # off by default) they are the call's, which a rewrite deleting it saves; without it, only the wait and after.
+    # own time before the call; the stall clock's stamp can (Sync.began): they are the call's, which a rewrite
+    # deleting it saves. Without a start (or with call_starts off: bench/cost.py's column), only the wait and after.
     acts, syncs, copies = [], [], []
     cpu = 0.0
     for _ in range(5):
@@ -115,11 +115,11 @@ def test_a_debug_mode_syncs_call_start_counts_its_host_time_before_the_wait_only
         copies.append((cpu + 30.0, cpu + 40.0))
         syncs.append(Sync("tolist", cpu + 60.0, began=began))
         cpu += 70.0
-    plain = compute_costs(acts, syncs, copies).sites["tolist"].cost_us
-    asked = compute_costs(acts, syncs, copies, call_starts=True).sites["tolist"].cost_us
-    assert abs(asked - plain - 4 * 30.0) < 2.0, (plain, asked)  # 4: the last sync is followed by no work
+    reported = compute_costs(acts, syncs, copies).sites["tolist"].cost_us
+    plain = compute_costs(acts, syncs, copies, call_starts=False).sites["tolist"].cost_us
+    assert abs(reported - plain - 4 * 30.0) < 2.0, (plain, reported)  # 4: the last sync is followed by no work
     no_start = [Sync(s.site, s.end) for s in syncs]
-    assert compute_costs(acts, no_start, copies, call_starts=True).sites["tolist"].cost_us == plain
+    assert compute_costs(acts, no_start, copies).sites["tolist"].cost_us == plain
 
 
 def test_tracing_s_launch_overhead_is_taken_out_of_the_gap_a_sync_leaves():

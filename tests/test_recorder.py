@@ -1082,7 +1082,7 @@ def test_a_stall_clock_stopped_from_another_thread_leaves_no_profile_callback():
 
 
 def test_a_debug_mode_syncs_own_call_start_is_the_stall_clocks_stamp_for_its_own_calls_only():
-    # The cost's call_starts (bench/cost.py's column) takes a debug-mode sync's call start from the stall clock: the
+    # The cost (cost.py's call_starts) takes a debug-mode sync's call start from the stall clock: the
     # hook's time less the blocked time it measured, which is the call's own for `.item()`, `.tolist()`, `.cpu()`,
     # `int(t)`, but an earlier call's for a sync without one (`x[mask]`, `if t:`) or a library's function.
     from syncfree.capture.recorder import _call_began

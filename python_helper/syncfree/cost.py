@@ -93,7 +93,7 @@ class Sync:
     hook: float = 0.0  # us the recorder's hook took after it (not the program's time)
     call: float | None = None  # host time (us) the syncing call began, where the recorder saw it (explicit syncs)
     # A debug-mode sync whose call is its own (`.item()`, `.tolist()`): host time (us) that call began, as the stall
-    # clock timed it. Used only with ``call_starts`` (compute_costs).
+    # clock timed it (compute_costs' ``call_starts``).
     began: float | None = None
 
 
@@ -168,7 +168,7 @@ class Costs:
 def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                   waits: Iterable[tuple[float, float]] = (), *, snap_us: float = SNAP_US,
                   barriers: Iterable[tuple[float, float]] = (), observer: bool = True,
-                  launch_overhead_us: float = 0.0, power: Power | None = None, call_starts: bool = False) -> Costs:
+                  launch_overhead_us: float = 0.0, power: Power | None = None, call_starts: bool = True) -> Costs:
     """Each site's GPU time lost, and the GPU's busy and idle time (module docstring).
 
     ``waits``: host intervals (start, end) of the blocking CUDA calls in the trace; those that
@@ -184,8 +184,11 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
     ``power``: the GPU's power over the trace; at its limit a share of each site's GPU time lost comes back as a
     higher clock (module docstring), and the cost is the rest.
     ``call_starts``: a debug-mode sync with its call's start (`Sync.began`) saves, removed, the host time of its
-    call before its wait too, as an explicit sync does (on a launch-bound step the host's time is the step's): off
-    by default until bench/cost.py shows it predicts the saving (its "with call starts" figures).
+    call before its wait too, as an explicit sync does (on a launch-bound step the host's time is the step's). On
+    by default: without it bench/cost.py's launch-bound `.tolist()` came out under its saving in every H200 run
+    (by 0.03-0.08 ms/step); in one run of all twelve rows the launch-bound `.item()` and `.tolist()` gave 0.027 and
+    0.032 without it against savings of 0.047 and 0.059, and 0.042 and 0.054 with it. Off: bench/cost.py's
+    "without call starts" figures.
     """
     acts = sorted((a for a in activities if a.end >= a.start), key=lambda a: (a.start, a.end))
     costs = Costs(power=power)

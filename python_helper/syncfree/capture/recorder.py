@@ -52,9 +52,9 @@ _analysed: dict[tuple[str, int], tuple[tuple[int, int], Sequence[Mapping]]] = {}
 _ANALYSED_LIMIT = 64
 
 # The kinds of sync whose call is the sync itself, and which a rewrite deletes (`.item()`, `.tolist()`, `.cpu()`,
-# `int(t)`): the stall clock's stamp, taken as that call began, is the call's start (cost.py's call_starts, which
-# bench/cost.py prints beside the reported cost). Not a sync without a call of its own (`x[mask]`, `if t:`: the stamp is an earlier call's), nor a
-# library's (the call is the library function, which the rewrite keeps).
+# `int(t)`): the stall clock's stamp, taken as that call began, is the call's start (the cost counts the call's host
+# time before its wait from there: cost.py's call_starts). Not a sync without a call of its own (`x[mask]`, `if t:`:
+# the stamp is an earlier call's), nor a library's (the call is the library function, which the rewrite keeps).
 _OWN_CALL_KINDS = frozenset({"item", "tolist", "to_host", "python_scalar"})
 
 
