@@ -264,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
         readings = [run["power"] for run in runs if run.get("power") is not None]
         if not readings:
             return "power not read"
-        return (f"{statistics.median(p.average_w for p in readings):4.0f} W of {readings[0].limit_w:.0f}, at the limit "
-                f"{statistics.median(p.capped_share for p in readings):4.0%}")
+        sampled = [p.at_limit_share for p in readings if p.at_limit_share is not None]
+        return (f"{statistics.median(p.average_w for p in readings):4.0f} W of {readings[0].limit_w:.0f}, held "
+                f"{statistics.median(p.held_share for p in readings):4.0%} (NVML's count "
+                f"{statistics.median(p.capped_share for p in readings):4.0%}, samples at the limit "
+                + (f"{statistics.median(sampled):4.0%})" if sampled else "none)"))
 
     def blocked(runs: list[dict], steps: int, line: int | None = None) -> float:
         sites = [s for s in runs[0]["sites"] if line is None or s["line"] == line]

@@ -451,3 +451,18 @@ def test_a_gpu_drawing_under_half_its_limit_is_not_held_at_it_whatever_nvml_coun
     held = compute_costs(acts, syncs, waits, power=Power(average_w=360.0, limit_w=700.0, capped_share=1.0))
     assert held.sites["item"].cost_us < free and "100%" in held.power_note
 
+
+
+def test_the_drivers_power_samples_say_whether_the_gpu_was_held_at_its_limit_not_nvmls_count():
+    """On an H200 NVML's held-for-power count read 100% over loops drawing 140 W of 700 W, and its power-cap reason was
+    set in a GPU-bound loop with and without a sync: where the driver sampled the draw, the samples at the limit say."""
+    from syncfree.cost import POWER_GIVE_BACK, Power
+
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    free = compute_costs(acts, syncs, waits).sites["item"].cost_us
+    below = compute_costs(acts, syncs, waits, power=Power(average_w=560.0, limit_w=700.0, capped_share=1.0,
+                                                          at_limit_share=0.0))
+    assert below.sites["item"].cost_us == free and below.power_note is None
+    held = compute_costs(acts, syncs, waits, power=Power(average_w=690.0, limit_w=700.0, capped_share=0.0,
+                                                         at_limit_share=0.5))
+    assert abs(held.sites["item"].cost_us - free * (1 - 0.5 * POWER_GIVE_BACK)) < 1e-6 and "50%" in held.power_note

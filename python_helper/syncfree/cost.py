@@ -46,8 +46,8 @@ import bisect
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["COST_NOT_ASKED", "NO_GPU_NO_COST", "Activity", "Costs", "Power", "SiteCost", "Sync", "compute_costs",
-           "SNAP_US"]
+__all__ = ["AT_LIMIT_DRAW", "COST_NOT_ASKED", "NO_GPU_NO_COST", "Activity", "Costs", "Power", "SiteCost", "Sync",
+           "compute_costs", "SNAP_US"]
 
 # The reports' one line where there is no cost: nothing is measured or guessed without a GPU trace.
 NO_GPU_NO_COST = "no GPU, no cost: what a sync costs (GPU time lost) is measured only on a GPU; sites are ranked by count"
@@ -69,7 +69,10 @@ CLOCK_POWER_EXPONENT = 2.0
 # The share of a sync's GPU time lost that comes back as a higher clock while the GPU is held at its power limit.
 POWER_GIVE_BACK = (1.0 - IDLE_POWER_SHARE) / CLOCK_POWER_EXPONENT
 # NVML's "held back for power" counter is not enough by itself: on an H200 it read 100% over launch-bound loops
-# drawing 140-180 W of a 700 W limit. A GPU whose average draw stays under half its limit is not held at it.
+# drawing 140-180 W of a 700 W limit, and its power-cap reason was set in a GPU-bound loop with and without a sync.
+# The GPU's own draw says it: a power sample (the driver's, every 20 ms) at 95% of the limit or more is at it (a GPU
+# held at 700 W read 673-721 W). Without samples, a GPU whose average draw stays under half its limit is not held.
+AT_LIMIT_DRAW = 0.95
 POWER_BOUND_DRAW = 0.5
 
 
@@ -99,18 +102,25 @@ class Sync:
 
 @dataclass(frozen=True)
 class Power:
-    """The GPU's power over the trace (capture/gpupower.py): its average draw, its limit, the share of the time it
-    was held back to stay within it, and the window's length in seconds."""
+    """The GPU's power over the trace (capture/gpupower.py): its average draw, its limit, the share of the time NVML
+    counted it held back to stay within it, the window's length in seconds, and the share of the driver's power
+    samples over the window drawn at the limit (None where the driver keeps none)."""
 
     average_w: float
     limit_w: float
     capped_share: float
     seconds: float = 0.0
+    at_limit_share: float | None = None
 
     @property
     def held_share(self) -> float:
-        """The share of the window the GPU was held at its power limit: NVML's count, where its draw says it can be."""
-        if self.limit_w <= 0 or self.average_w < POWER_BOUND_DRAW * self.limit_w:
+        """The share of the window the GPU was held at its power limit: where the driver sampled its draw, the share
+        of the samples at the limit (``AT_LIMIT_DRAW``); else NVML's count, where its average draw says it can be."""
+        if self.limit_w <= 0:
+            return 0.0
+        if self.at_limit_share is not None:
+            return min(max(self.at_limit_share, 0.0), 1.0)
+        if self.average_w < POWER_BOUND_DRAW * self.limit_w:
             return 0.0
         return min(max(self.capped_share, 0.0), 1.0)
 

@@ -80,3 +80,5 @@ def test_three_sync_step_sites_come_out_in_the_measured_order(tmp_path):
     power = data["trace"].get("power")
     print("syncfree-gpu: power over the three-sync trace", power)
     assert power is not None and power["limit_w"] > 0 and 0.0 <= power["capped_share"] <= 1.0
+    # and the driver's samples of the draw over it (an H200's driver keeps them: one each 20 ms)
+    assert power["at_limit_share"] is not None and 0.0 <= power["at_limit_share"] <= 1.0

@@ -212,7 +212,9 @@ class GpuTrace:
         blocking = [(s / 1000.0, e / 1000.0) for s, e in barriers]
         if self.power is not None:
             self.stats["power"] = {"average_w": round(self.power.average_w, 1), "limit_w": self.power.limit_w,
-                                   "capped_share": round(self.power.capped_share, 3)}
+                                   "capped_share": round(self.power.capped_share, 3),
+                                   "at_limit_share": (None if self.power.at_limit_share is None
+                                                      else round(self.power.at_limit_share, 3))}
         # bench/cost.py's readings
         self.inputs = (activities, sync_list, copies, blocking, self.launch_overhead_us, self.power)
         return compute_costs(activities, sync_list, copies, barriers=blocking,
