@@ -177,7 +177,7 @@ def test_a_program_that_replaces_itself_with_exec_after_syncs_over_the_budget_fa
         x = torch.randn(4, device="cuda")
         x.sum().item()
         print("before exec", flush=True)
-        os.execv(sys.executable, [sys.executable, "-c", "print('NEW' + 'PROGRAM'); raise SystemExit(3)"])
+        os.execv("/bin/sh", ["/bin/sh", "-c", "echo NEW''PROGRAM; exit 3"])  # not Python: not followed
         """)
     done = syncfree("run", "--budget", "0", "train.py", cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
@@ -215,9 +215,10 @@ def test_exec_through_path_and_a_forked_child_that_execs(tmp_path):
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "killed" not in done.stdout, done.stdout
     assert re.search(r"train\.py:5:\d+: SF101 .*in child process", done.stdout), done.stdout
+    # the new program is this Python's -c: followed, its output before the report that counts both
     assert f"note: the program replaced itself with os.exec* ({bin_folder / Path(sys.executable).name} -c " \
-           "print('NEW' + 'PROGRAM'))" in done.stdout, done.stdout
-    assert done.stdout.rstrip().endswith("NEWPROGRAM"), done.stdout
+           "print('NEW' + 'PROGRAM')): followed" in done.stdout, done.stdout
+    assert done.stdout.startswith("NEWPROGRAM\n"), done.stdout
 
 
 REEXEC = """\
@@ -251,6 +252,22 @@ def test_a_program_that_re_executes_itself_is_followed_and_both_count(tmp_path):
     assert sorted((row["line"], row["count"]) for row in json.loads((tmp_path / "out.json").read_text())) == [(4, 1),
                                                                                                              (9, 3)]
     assert set(Path(tempfile.gettempdir()).glob("syncfree-exec-*.json")) <= carries  # each run removed its own
+
+
+def test_a_program_that_execs_python_c_is_followed_and_both_count(tmp_path):
+    # A launcher that hands over to `python -c "from app import main; main()"`: before -c was followed the new
+    # program ran unwatched, its syncs neither counted nor named beyond a note.
+    write(tmp_path, "launch.py", """\
+        import os, sys, torch
+        torch.ones(1, device="cuda").item()
+        os.execv(sys.executable, [sys.executable, "-c", "import sys, torch\\nprint('stage 2', sys.argv)\\n"
+                 "x = torch.ones(2, device='cuda')\\nfor _ in range(3): x.sum().item()", "--fast"])
+        """)
+    done = syncfree("run", "--format", "json", "launch.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "stage 2 ['-c', '--fast']" in done.stderr
+    assert sorted((row["path"], row["line"], row["count"]) for row in json.loads(done.stdout)) == [
+        ("-c", 4, 3), ("launch.py", 2, 1)], done.stdout
 
 
 def test_an_exec_whose_python_cannot_import_syncfree_runs_unwatched_not_broken(tmp_path):
@@ -316,9 +333,11 @@ def test_which_execs_the_run_follows():
     assert _followed([here, "-mpkg", "a"], options) == [*run, "-m", "pkg", "a"]
     assert _followed([here, "-"], options) == [*run, "-"]
     assert _followed([here, "-uB", "--", "-weird.py"], options) == [here, "-uB", *run[1:], "-weird.py"]
-    # Not followed: code given with -c, the interactive interpreter, a long option, another interpreter.
-    for command in ([here, "-c", "pass"], [here], [here, "-u"], [here, "--check-hash-based-pycs", "always", "x.py"],
-                    ["/usr/bin/env", "python", "x.py"], [here + "-other", "x.py"], [here, "-m"]):
+    assert _followed([here, "-c", "import t; t.main()", "-x"], options) == [*run, "-c", "import t; t.main()", "-x"]
+    assert _followed([here, "-u", "-cimport t"], options) == [here, "-u", *run[1:], "-c", "import t"]
+    # Not followed: the interactive interpreter, a long option, another interpreter, -c or -m without a program.
+    for command in ([here], [here, "-u"], [here, "--check-hash-based-pycs", "always", "x.py"],
+                    ["/usr/bin/env", "python", "x.py"], [here + "-other", "x.py"], [here, "-m"], [here, "-c"]):
         assert _followed(command, options) is None, command
 
 
@@ -1172,6 +1191,28 @@ def test_run_reads_the_program_from_stdin(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "argv ['-', 'a']" in done.stdout
     assert "-:4:29: SF101 " in done.stdout and "×3" in done.stdout
+
+
+def test_run_runs_code_given_with_c_as_python_does(tmp_path):
+    # python -c CODE ARGS: argv ['-c', ARGS...], the working directory first on sys.path, the code's lines its own
+    code = ("import sys, torch\nprint('argv', sys.argv, repr(sys.path[0]))\nx = torch.ones(3, device='cuda')\n"
+            "for _ in range(2):\n    x.sum().item()\nsys.exit(int(sys.argv[2]))\n")
+    done = syncfree("run", "--format", "json", "-c", code, "-x", "0", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "argv ['-c', '-x', '0'] ''" in done.stderr  # a machine format: the program's stdout goes to stderr
+    rows = json.loads(done.stdout)
+    assert [(r["path"], r["line"], r["count"]) for r in rows] == [("-c", 5, 2)], rows
+    # its status, -cCODE in one word, after a --, and a dataclass's exec'd methods (Python's "<string>") not taken
+    # for the command's lines
+    done = syncfree("run", "-cimport sys; sys.exit(3)", cwd=tmp_path)
+    assert done.returncode == 2 and "-c exited with status 3" in done.stderr, done.stderr
+    code = ("import dataclasses, torch\n@dataclasses.dataclass\nclass P:\n    t: object\n"
+            "a, b = P(torch.ones(1, device='cuda')), P(torch.ones(1, device='cuda'))\nprint(a == b)\n")
+    done = syncfree("run", "--format", "json", "--", "-c" + code, cwd=tmp_path)
+    rows = json.loads(done.stdout)
+    assert all(r["path"] != "-c" or r["line"] == 6 for r in rows) and any(r["line"] == 6 for r in rows), rows
+    missing = syncfree("run", "-c", cwd=tmp_path)
+    assert missing.returncode == 2 and "-c takes the program's code" in missing.stderr
 
 
 def test_run_script_restores_the_working_directory_and_sets_argv0_as_given(tmp_path, monkeypatch, capsys):

@@ -23,7 +23,11 @@ from .processes import ForkedChildren, running_recorder
 from .torch_import import TorchImport, torch_installed
 from .watches import ChildWatch, Watch, WatchReport, unended
 
-__all__ = ["ModuleNotRunnable", "NO_TORCH", "ScriptRun", "run_script"]
+__all__ = ["COMMAND_FILENAME", "ModuleNotRunnable", "NO_TORCH", "ScriptRun", "run_script"]
+
+#: The file name of ``python -c``'s code in a run (tracebacks, the recorder's sites): not Python's "<string>", which
+#: every exec()'d string shares.
+COMMAND_FILENAME = "<command line>"
 
 
 @dataclass
@@ -60,10 +64,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                on_exit: Callable[[ScriptRun], None] | None = None,
                engine: str | None = None, pass_rules: Sequence[str] = (), cost: bool = False) -> ScriptRun:
     """Run a program as ``python path argv...`` would, under the engine: ``path`` a script
-    file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``) or,
-    with ``module=True``, a module name (``python -m path``).
+    file, ``"-"`` the code in ``source`` (default: read from stdin, as ``python -``), ``"-c"`` the code in
+    ``source`` (``python -c source``) or, with ``module=True``, a module name (``python -m path``).
 
-    As Python does: ``sys.argv[0]`` is the path as given ("-", or the module's file for
+    As Python does: ``sys.argv[0]`` is the path as given ("-", "-c", or the module's file for
     ``-m``), ``__main__`` is the program, the script's folder (``-m``: the working
     directory) comes first on ``sys.path``, and after the program's end the threads it
     started are joined and its ``atexit`` handlers run, still inside the watch (their
@@ -93,10 +97,14 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     saved_cwd = os.getcwd()
     if module:
         code, filename, argv0, path0 = None, None, "-m", saved_cwd
-    elif path == "-":
+    elif path in ("-", "-c"):
         if source is None:
+            if path == "-c":
+                raise ValueError("run_script('-c') runs the code given as source")
             source = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read()
-        filename, argv0, path0 = "<stdin>", "-", ""
+        # Python names -c's code "<string>", as it names every exec()'d string (a dataclass's methods): the
+        # command's own name keeps the syncs of such code out of the program's lines.
+        filename, argv0, path0 = ("<stdin>" if path == "-" else COMMAND_FILENAME), path, ""
         code = compile(source, filename, "exec", dont_inherit=True)  # SyntaxError for the caller
         text = source if isinstance(source, str) else _decoded(source)
         # Lines for the recorder's attribution and for tracebacks (Python keeps none for stdin).
@@ -116,7 +124,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         sys.path.insert(0, path0)
     exit_code, failure = 0, None
     # ``engine="auto"`` reads the program's imports (import cupy: the CUPTI engine).
-    program_text = "" if module else text if path == "-" else _decoded(data)
+    program_text = "" if module else text if path in ("-", "-c") else _decoded(data)
 
     def new_runner() -> Watch:
         return Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
@@ -164,7 +172,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         children.watch_settings = watch.child_settings()
         if recorder is None:
             return
-        if filename == "<stdin>":
+        if filename in ("<stdin>", COMMAND_FILENAME):
             _attribute_to(filename, recorder)
         if pass_rules:
             recorder.passes_rules = frozenset(pass_rules)
@@ -449,7 +457,7 @@ def _decoded(data: bytes) -> str:
 
 
 def _attribute_to(filename: str, recorder: Any) -> None:
-    """Count the syncs of code compiled under ``filename`` ("<stdin>") as the user's: file attribution leaves out
+    """Count the syncs of code compiled under ``filename`` ("<stdin>", `COMMAND_FILENAME`) as the user's: file attribution leaves out
     code without a file."""
     files = getattr(recorder, "_cell_files", None)
     if isinstance(files, dict):

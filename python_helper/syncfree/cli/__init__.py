@@ -101,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.rank_report_dir:
                 raise UsageProblem("--rank-report-dir is for the ranks of a distributed job: under torchrun, "
                                    "or with --nproc-per-node N")
-            status = _command("run_python")(args.target, args.args, module=args.module, mode=args.mode or config.mode,
+            status = _command("run_python")(args.target, args.args, module=args.module, code=args.code,
+                                mode=args.mode or config.mode,
                                 engine=args.engine or config.engine, output_format=args.format, budget=budget, select=select, ignore=ignore,
                                 output=output, state=state, exit_zero=args.exit_zero, run_options=run_options,
                                 cost=args.cost, budget_ms=args.budget_ms)
@@ -255,13 +256,13 @@ def _plain_check(argv: list[str]) -> types.SimpleNamespace | None:
 def _split_run(tokens: list[str], run_parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
     """``syncfree run``'s own options, and the program with its arguments.
 
-    As with ``python``: everything from the script (or ``-``, or ``-m MODULE``) on belongs to the program, a
-    ``--`` included, so ``syncfree run train.py --format json -- x`` passes all four to train.py. After a
+    As with ``python``: everything from the script (or ``-``, ``-m MODULE`` or ``-c CODE``) on belongs to the
+    program, a ``--`` included, so ``syncfree run train.py --format json -- x`` passes all four to train.py. After a
     notebook, which takes no arguments, the options are syncfree's. A ``--`` before the program ends syncfree's
     options.
     """
     takes_value = {option for action in run_parser._actions for option in action.option_strings
-                   if action.nargs != 0 and option != "-m"}
+                   if action.nargs != 0 and option not in ("-m", "-c")}
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -272,23 +273,29 @@ def _split_run(tokens: list[str], run_parser: argparse.ArgumentParser) -> tuple[
             if program[0].endswith(".ipynb"):
                 return tokens[:i] + program[1:], program[:1]
             return tokens[:i], program
-        if token == "-m":
+        if token in ("-m", "-c"):
             return tokens[:i], tokens[i:]
-        if token.startswith("-m") and not token.startswith("--"):  # -mpackage.module, as python takes it
-            return tokens[:i], ["-m", token[2:], *tokens[i + 1:]]
+        if token.startswith(("-m", "-c")) and not token.startswith("--"):  # -mpackage.module, -cCODE: as python
+            return tokens[:i], [token[:2], token[2:], *tokens[i + 1:]]
         i += 2 if token in takes_value else 1
     return tokens, []
 
 
 def _program(args: argparse.Namespace, program: list[str], run_parser: argparse.ArgumentParser) -> None:
-    """Fill ``target``, ``module``, ``notebook`` and ``args`` from what `_split_run` found."""
-    args.module, args.notebook = False, None
+    """Fill ``target``, ``module``, ``code``, ``notebook`` and ``args`` from what `_split_run` found."""
+    args.module, args.notebook, args.code = False, None, None
     if not program:
-        run_parser.error("the program to run is missing: SCRIPT.py, -m MODULE, - (stdin) or NOTEBOOK.ipynb")
+        run_parser.error("the program to run is missing: SCRIPT.py, -m MODULE, -c CODE, - (stdin) or NOTEBOOK.ipynb")
+    if program[0][:2] in ("-m", "-c") and len(program[0]) > 2:  # after a --: -mpackage.module, -cCODE
+        program = [program[0][:2], program[0][2:], *program[1:]]
     if program[0] == "-m":
         if len(program) < 2 or not program[1]:
             run_parser.error("-m takes a module name")
         args.module, args.target, args.args = True, program[1], program[2:]
+    elif program[0] == "-c":
+        if len(program) < 2:
+            run_parser.error("-c takes the program's code")
+        args.code, args.target, args.args = program[1], "-c", program[2:]
     elif program[0].endswith(".ipynb"):
         args.notebook, args.target, args.args = program[0], program[0], []
     else:
@@ -376,10 +383,10 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
     run_parser = commands.add_parser(
         "run",
         formatter_class=_HelpFormatter,
-        usage="syncfree run [options] (SCRIPT.py | -m MODULE | - | NOTEBOOK.ipynb) [ARGS...]",
+        usage="syncfree run [options] (SCRIPT.py | -m MODULE | -c CODE | - | NOTEBOOK.ipynb) [ARGS...]",
         help="run a script or a notebook under syncfree and report its syncs",
         description="Run a Python program as python runs it (syncfree run train.py ARGS..., -m package.module "
-        "ARGS..., or - to read it from stdin; everything after the program is its own) or execute a notebook in a "
+        "ARGS..., -c CODE ARGS..., or - to read it from stdin; everything after the program is its own) or execute a notebook in a "
         "fresh kernel with every cell watched, and report the syncs. Without CUDA the syncs a GPU would make are "
         "predicted on the CPU. With --format json|sarif|github and no --output-file, the program's stdout goes to stderr so "
         "that stdout holds the report alone.",
@@ -389,6 +396,7 @@ def _parser(every_command: bool = True) -> tuple[argparse.ArgumentParser, argpar
     run_parser.add_argument("target", nargs="?", metavar="SCRIPT.py|-|NOTEBOOK.ipynb", help="the program to run")
     run_parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the program's arguments")
     run_parser.add_argument("-m", dest="module_name", metavar="MODULE", help="run a module as python -m does")
+    run_parser.add_argument("-c", dest="code_given", metavar="CODE", help="run the code given, as python -c does")
     _common(run_parser)
     _rule_selection(run_parser, "default: every rule; syncs without a rule are always reported")
     run_parser.add_argument("--mode", choices=("warn", "error", "predict"), help="warn (the default with CUDA), error (the first sync raises), predict (the syncs a GPU would make, predicted on the CPU; the default without CUDA)")
@@ -457,8 +465,8 @@ def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], ou
     from syncfree.cli.launch import launch, torchrun_arguments
     from syncfree.distributed.ranks import RankInfo
 
-    if args.target == "-":
-        raise UsageProblem("a distributed run reads its script from a file, not stdin")
+    if args.target in ("-", "-c"):
+        raise UsageProblem(f"a distributed run reads its script from a file, not {'stdin' if args.target == '-' else '-c'}")
     _only_for_notebooks(args)
     job = JobOptions.from_args(args, config, output)
     torchrun = torchrun_arguments(args)

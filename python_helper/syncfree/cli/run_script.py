@@ -1,4 +1,4 @@
-"""``syncfree run script.py ARGS...`` (also ``-m module``, ``-`` for stdin): the program under the engine
+"""``syncfree run script.py ARGS...`` (also ``-m module``, ``-c code``, ``-`` for stdin): the program under the engine
 (`syncfree.script_run.run_script`), one row per sync site in any format.
 
 A row is a site: a file, a line and a rule. Syncs that reach the same line through different call chains are one
@@ -31,6 +31,7 @@ def run_python(
     argv: Sequence[str],
     *,
     module: bool = False,
+    code: str | None = None,
     mode: str | None = None,
     engine: str | None = None,
     output_format: str = "text",
@@ -65,7 +66,7 @@ def run_python(
     state = state if state is not None else {}
     earlier = _take_carry()  # what the program synced before it replaced itself with this run's program
     start = earlier["start"] if earlier else os.getcwd()  # paths are shown relative to it, wherever the program goes
-    if not module and target != "-":
+    if not module and code is None and target != "-":
         if Path(target).is_dir():
             raise UsageProblem(f"cannot run {target}: it is a folder")
         if not Path(target).is_file():
@@ -73,7 +74,7 @@ def run_python(
     selected = _selected_rules(select, ignore)
     from syncfree.script_run import ModuleNotRunnable, run_script
 
-    shown_target = target if not module else f"-m {target}"
+    shown_target = f"-m {target}" if module else "-c" if code is not None else target
 
     def on_exit(result: Any) -> int | tuple:  # os._exit(n) in the program: its report, then the status to end with
         output.restore_stdout()
@@ -97,7 +98,8 @@ def run_python(
 
     try:
         with output.program_output():
-            result = run_script(target, list(argv), mode=mode, module=module, on_exit=on_exit, engine=engine,
+            result = run_script("-c" if code is not None else target, list(argv), mode=mode, module=module,
+                                source=code, on_exit=on_exit, engine=engine,
                                 pass_rules=_passed_rules(selected), cost=cost or budget_ms is not None)
     except SyntaxError as error:
         d = Diagnostic(_shown_path(error.filename or target, start), error.lineno or 1, max(error.offset or 1, 1),
@@ -160,7 +162,11 @@ def _followed(command: list[str], run_options: Sequence[str]) -> list[str] | Non
             flags.append(arg)
             i += 1
             continue
-        # -c CODE and the long options are not followed; a script or "-" (stdin) is.
+        if arg == "-c" or (arg.startswith("-c") and len(arg) > 2):
+            code = [arg[2:]] if len(arg) > 2 else args[i + 1:i + 2]
+            program = ["-c", *code, *args[i + 1 + (len(arg) == 2):]] if code else None
+            break
+        # The long options are not followed; a script or "-" (stdin) is.
         program = args[i:] if arg == "-" or not arg.startswith("-") else None
         break
     else:
@@ -185,7 +191,7 @@ def _can_start(followed: list[str], env: Any) -> bool:
         # The top-level package only: finding a submodule imports its parents, code that should run once.
         top = program[1].partition(".")[0]
         check += f"\nimport importlib.util, sys\nsys.exit(importlib.util.find_spec({top!r}) is None)"
-    elif program[0] != "-":
+    elif program[0] not in ("-", "-c"):
         check += f"\nimport os, sys\nsys.exit(not os.path.isfile({program[0]!r}))"
     try:
         return subprocess.run([sys.executable, *flags, "-c", check], env=env, stdin=subprocess.DEVNULL,
@@ -505,9 +511,12 @@ def _what(site: dict[str, Any]) -> str:
 
 
 def _shown_path(path: str, start: str) -> str:
-    """``path`` relative to the folder ``run`` started in when it is under it, else as it is; "-" for stdin."""
+    """``path`` relative to the folder ``run`` started in when it is under it, else as it is; "-" for stdin, "-c" for
+    the code of ``-c``."""
     if path == "<stdin>":
         return "-"
+    if path == "<command line>":  # script_run.COMMAND_FILENAME
+        return "-c"
     if path.startswith("<"):
         return path
     try:
