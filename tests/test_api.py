@@ -719,6 +719,44 @@ def test_a_pool_made_before_a_block_that_runs_its_tasks_is_not_passed():
             assert "ran its tasks (a Pool's or a ProcessPoolExecutor's workers): syncs" in str(raised.value), raised.value
 
 
+def _sync_in_worker(n):
+    return torch.ones(n, device="cuda").sum().item()
+
+
+def test_a_pool_made_in_a_block_and_left_running_at_its_end_is_not_passed():
+    # A pool made in the block and not closed in it: its workers had written no report of the tasks they ran when
+    # the block ended, and the block passed with a note, whatever the tasks synced. Their syncs are missing from the
+    # count: not judged, the workers named. A child that is no pool's worker (a server, persistent DataLoader
+    # workers) still running is a note, as before.
+    import concurrent.futures
+
+    context = multiprocessing.get_context("fork")
+    pools = []
+    try:
+        for make, hand in ((lambda: context.Pool(1), lambda pool: pool.apply(_sync_in_worker, (2,))),
+                           (lambda: concurrent.futures.ProcessPoolExecutor(1, mp_context=context),
+                            lambda pool: pool.submit(_sync_in_worker, 2).result(30))):
+            with pytest.raises(syncfree.NotJudged) as raised:
+                with syncfree.sync_free():
+                    pools.append(make())
+                    assert hand(pools[-1]) == 2.0
+            assert "a worker of a Pool or ProcessPoolExecutor, was still running when the block ended: the syncs of " \
+                   "the tasks it ran are not counted" in str(raised.value), raised.value
+        server = context.Process(target=time.sleep, args=(30,), daemon=True)
+        with syncfree.sync_free() as block:
+            server.start()
+        assert block.report.judged and "was still running when the block ended: its syncs are not counted" in \
+            block.report.text()
+        server.terminate()
+        with syncfree.sync_free() as block:  # a Pool made for later, handed nothing here
+            pools.append(context.Pool(1))
+        assert block.report.judged and "was still running when the block ended: its syncs are not counted" in \
+            block.report.text()
+    finally:
+        for pool in pools:
+            (pool.terminate if hasattr(pool, "terminate") else pool.shutdown)()
+
+
 def test_a_block_counts_the_syncs_of_a_syncfree_run_it_starts(tmp_path):
     # `python -m syncfree run child.py` under a block (a test of a CLI, a script that runs another under syncfree):
     # the program's watch waited for its import of torch, and the run's recorder, started at the same import, went

@@ -152,7 +152,7 @@ def end_children(recorder, before: dict[int, str] | None = None) -> None:
     already running when the cell began (`syncfree.processes.running_children`), named in a note."""
     children, recorder.children = recorder.children, None
     if children is not None:
-        reports, notes = children.end_watch()
+        reports, notes = children.end_watch(recorder.handed_work_to)
         recorder.inherit(reports, notes, children.started_as)
     if before:
         from .processes import earlier_children_note

@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -202,6 +202,9 @@ class ForkedChildren:
         self.wrap_forks = False  # a watch's follower: forked children's targets are wrapped too (start_process)
         self.ended = "the program ended"  # what a child still running outlived (collect's note)
         self._names: dict[int, str] = {}  # pid -> name of the multiprocessing children started while followed
+        # The children that are a Pool's ("pool") or a ProcessPoolExecutor's ("executor") workers: they run the tasks
+        # the code hands the pool, and one still running at the end has written no report of them (`_unreported`).
+        self.pool_workers: dict[int, str] = {}
 
     # ------------------------------------------------------------------ parent side
     def start(self, folder: str | None = None) -> None:
@@ -231,6 +234,7 @@ class ForkedChildren:
         target is wrapped as a new interpreter's is. True: the child is watched (it has a target)."""
         method = _start_method(process_self)
         watched = False
+        pool_worker = _pool_kind(getattr(process_self, "_target", None))
         if (method != "fork" or self.wrap_forks) and self.watch_settings is not None \
                 and getattr(process_self, "_target", None) is not None:
             process_self._target = SpawnedTarget(process_self._target, self._folder(), self.watch_settings)
@@ -246,6 +250,11 @@ class ForkedChildren:
         finally:
             _preparing.watch = None
         self._names[process_self.pid] = process_self.name
+        if pool_worker is not None:
+            self.pool_workers[process_self.pid] = pool_worker
+            from .capture import threads
+
+            threads._hook_pools()  # its pool's module is imported now: the tasks handed to it are told (`handed`)
         if watched:
             self.forked.append(process_self.pid)  # its report is expected, as a fork's
             self.spawned.add(process_self.pid)
@@ -401,15 +410,15 @@ class ForkedChildren:
         _hook_terminate()
         return children
 
-    def end_watch(self) -> tuple[list[ProcessReport], list[str]]:
+    def end_watch(self, handed: Collection[int] = ()) -> tuple[list[ProcessReport], list[str]]:
         """The block has ended: its children's reports, and notes on those without one (still running, killed);
         what `for_watch` put in is taken out. In a child the block's code forked (`forked_here`) that runs on to the
-        block's end: its report, and nothing to collect."""
+        block's end: its report, and nothing to collect. ``handed``: the pool workers the block handed tasks."""
         if self.in_child:
             self.finish_child(0)
             return [], []
         try:
-            return self.collect()
+            return self.collect(handed)
         finally:
             self.remove_folder()
             _unhook_terminate()
@@ -435,10 +444,7 @@ class ForkedChildren:
                 reports.append(self._named(report))
                 pending += report.forked  # its own children (a rank's DataLoader workers) are the block's too
                 continue
-            running = _alive(pid)
-            state = f"was still running when {ended}" if running else "ended without a report (killed)"
-            notes.append((ChildNote if running else LostChild)(
-                f"child process {self._shown(pid)} {state}: its syncs are not counted here"))
+            notes.append(self._unreported(pid, ended, " here"))
         return reports, notes
 
     def stop(self) -> None:
@@ -476,8 +482,9 @@ class ForkedChildren:
         for process in ours:
             process.join()
 
-    def collect(self) -> tuple[list[ProcessReport], list[str]]:
-        """The reports of the children that ended, by pid, and a note for each forked child without one."""
+    def collect(self, handed: Collection[int] = ()) -> tuple[list[ProcessReport], list[str]]:
+        """The reports of the children that ended, by pid, and a note for each forked child without one (``handed``:
+        the pool workers the followed code handed tasks, `_unreported`)."""
         reports: dict[int, ProcessReport] = {}
         notes: list[str] = []
         self._resolve_programs()
@@ -496,8 +503,11 @@ class ForkedChildren:
                 notes.append(LostChild(f"a child process's report could not be read ({name}: {error})"))
                 continue
             reports[report.pid] = self._named(report)
+        # A new interpreter that ended before it started its watch ran none of the program's code (a Pool worker
+        # terminated at once); one still starting runs it after the end, unreported: named.
         expected = [pid for pid in self.forked if pid not in self.spawned
-                    or os.path.exists(os.path.join(self._folder(), f"{pid}.started"))]
+                    or os.path.exists(os.path.join(self._folder(), f"{pid}.started"))
+                    or (pid not in self.followed_programs and _alive(pid))]  # a program: named below
         for report in reports.values():
             expected += report.forked
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
@@ -510,10 +520,7 @@ class ForkedChildren:
                          f"are not counted"))
             missing = [pid for pid in missing if pid not in self.killed]
         for pid in missing:
-            running = _alive(pid)
-            state = f"was still running when {self.ended}" if running else "ended without a report (killed)"
-            notes.append((ChildNote if running else LostChild)(
-                f"child process {self._shown(pid)} {state}: its syncs are not counted"))
+            notes.append(self._unreported(pid, self.ended, handed=handed))
         if self.unwatched:
             shown = ", ".join(self.unwatched[:4]) + (f" and {len(self.unwatched) - 4} more"
                                                       if len(self.unwatched) > 4 else "")
@@ -544,6 +551,22 @@ class ForkedChildren:
 
             notes.extend(ChildNote(note) for note in programs_note(programs, "", "are not in this report"))
         return sorted(reports.values(), key=lambda r: r.pid), notes
+
+    def _unreported(self, pid: int, ended: str, where: str = "", handed: Collection[int] = ()) -> ChildNote:
+        """The note on a child without a report. One still running is a note (a server, persistent DataLoader workers:
+        what the code hands them is rarely CUDA work, or an idle pool), except a pool's worker that ran tasks: those
+        the code handed its Pool (``handed``: `capture.threads._pool_tasks`), or any of a ProcessPoolExecutor's (it
+        starts its workers at a task's submit); their syncs are missing from the count (`LostChild`: not judged).
+        One that ended without a report was killed: `LostChild`."""
+        if not _alive(pid):
+            return LostChild(f"child process {self._shown(pid)} ended without a report (killed): its syncs are not "
+                             f"counted{where}")
+        if self.pool_workers.get(pid) == "executor" or (pid in self.pool_workers and pid in handed):
+            return LostChild(f"child process {self._shown(pid)}, a worker of a Pool or ProcessPoolExecutor, was still "
+                             f"running when {ended}: the syncs of the tasks it ran are not counted{where} (close the "
+                             "pool before the end: `with Pool(...) as pool:`, `executor.shutdown()`)")
+        return ChildNote(f"child process {self._shown(pid)} was still running when {ended}: its syncs are not "
+                         f"counted{where}")
 
     def _named(self, report: ProcessReport) -> ProcessReport:
         """A report as the notes and sites name its process: a Python program by its program (``train.py (pid
@@ -922,7 +945,10 @@ def _start_spawned_watch(folder: str, settings: WatchSettings, now: bool = False
     children.start(folder)
     # Started: from now on a missing report means syncs lost (a Pool worker terminated before it started ran no
     # code of the program, and is not named).
-    with open(os.path.join(folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
+    try:
+        with open(os.path.join(folder, f"{os.getpid()}.started"), "w", encoding="utf-8"):
+            pass
+    except OSError:  # the folder is gone: the block that started this child has ended (and named it as running)
         pass
     return watch, children
 
@@ -1091,6 +1117,13 @@ def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) 
     report.sites.extend(child_sites(reports))
     report.syncs += sum(r.syncs for r in reports)
     report.notes.extend(notes)
+
+
+def _pool_kind(target: Any) -> str | None:
+    """"pool" for a process whose target is a Pool's worker loop (``multiprocessing.pool.worker``), "executor" for
+    a ProcessPoolExecutor's (``_process_worker``), else None: such a process runs what the code hands its pool."""
+    return {("multiprocessing.pool", "worker"): "pool", ("concurrent.futures.process", "_process_worker"): "executor"}.get(
+        (getattr(target, "__module__", None), getattr(target, "__name__", None)))
 
 
 def _start_method(process: Any) -> str:

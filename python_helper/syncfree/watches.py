@@ -478,7 +478,7 @@ class Watch:
             children, recorder.children = recorder.children, None
             if children is not None and children.in_child:  # a child the block forked, at the block's end
                 check_budget = False  # its syncs are its report's (end_watch writes it): the parent judges
-            reports, notes = children.end_watch() if children is not None else ([], [])
+            reports, notes = children.end_watch(recorder.handed_work_to) if children is not None else ([], [])
             if recorder.followed_children:  # started while syncfree run's or a test's follower took them
                 from .processes import followed_reports
 
