@@ -219,6 +219,9 @@ def test_exec_through_path_and_a_forked_child_that_execs(tmp_path):
     assert f"note: the program replaced itself with os.exec* ({bin_folder / Path(sys.executable).name} -c " \
            "print('NEW' + 'PROGRAM')): followed" in done.stdout, done.stdout
     assert done.stdout.startswith("NEWPROGRAM\n"), done.stdout
+    # the new program imported no torch: said of it, not of the run whose first program synced
+    assert "note: no torch code ran after the os.exec*: the program that replaced the first one never imported " \
+           "torch" in done.stdout and "its process made no sync" not in done.stdout, done.stdout
 
 
 REEXEC = """\

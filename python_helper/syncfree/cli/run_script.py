@@ -258,10 +258,15 @@ def _carry_on(result: Any, earlier: dict[str, Any] | None) -> None:
     if not earlier or getattr(result, "earlier", None) is not None:
         return
     from syncfree.processes import ProcessReport
+    from syncfree.script_run import NO_TORCH
 
     result.earlier = earlier
     result.children = [ProcessReport.from_dict(child) for child in earlier.get("children", [])] + result.children
     result.notes = [*earlier.get("notes", []), *result.notes]
+    notes = getattr(result.report, "notes", None)
+    if isinstance(notes, list) and NO_TORCH in notes:  # said of the program that replaced the one that synced
+        notes[notes.index(NO_TORCH)] = ("no torch code ran after the os.exec*: the program that replaced the first "
+                                        "one never imported torch, so it made no sync")
 
 
 def _shown_command(command: Sequence[str]) -> str:
