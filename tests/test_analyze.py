@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 import time
 from pathlib import Path
 
@@ -875,3 +876,36 @@ def test_a_call_of_a_module_itself_is_no_crash():
     """`torch()` (a module called, as a typo or a callable module) qualifies to a name without a dot: the static pass
     took its last part with `rsplit(".", 1)[1]`, an IndexError that stopped the whole check."""
     assert rules_at("import torch\nimport numpy as np\nx = torch()\ny = np(x)\n") == []
+
+
+def test_issue_40s_misses_are_possible_findings_with_their_reason():
+    """Lines that sync on a GPU that the text cannot type (issue 40's misses): found as `possible` (off by default),
+    each saying what it waits on; a mask named so beside a real mask leaves the real one to decide."""
+    source = textwrap.dedent("""\
+        import torch
+
+        class Scheduler:
+            def step(self, t):
+                return (self.timesteps == t).nonzero()
+
+        class Masked(torch.Tensor):
+            def pick(self, mask):
+                return self[:, mask]
+
+        def select(x: torch.Tensor, mask, rows_mask, scores: torch.Tensor):
+            keep = scores > 0
+            return x[mask], x[rows_mask, keep]
+
+        def table(arr, mask):
+            return arr[mask], arr.nonzero
+        """)
+    findings = analyze_source(source, possible=True)
+    got = {(f["rule"], f["range"]["line"], f["certainty"]) for f in findings}
+    assert got == {("SF602", 5, "possible"), ("SF601", 9, "possible"), ("SF601", 13, "possible"),
+                   ("SF601", 13, "likely")}, findings
+    messages = {f["range"]["line"]: f["message"] for f in findings if f["certainty"] == "possible"}
+    assert messages[5].endswith("(possible: NumPy arrays and pandas objects have `nonzero()` too, and the text does "
+                                "not say this is a tensor)")
+    assert "(possible: only when `mask` is a boolean tensor: its name says a mask" in messages[9]
+    assert messages[9].count("(possible:") == 1
+    assert [f for f in analyze_source(source) if f["certainty"] == "possible"] == []

@@ -329,7 +329,8 @@ class _Analysis:
         if found.certainty == "possible" and self.scope.on_cpu_by_default(found.node):
             # (a tensor of a device parameter `device="cpu"`, or kept in `self._device`: scope.CPU_DEFAULT)
             message += _CALLERS_DEVICE
-        elif found.certainty == "possible":  # a matcher's own `possible`: a value that is a tensor on some paths only
+        elif found.certainty == "possible" and "(possible: " not in message:
+            # a matcher's own `possible` without its own reason: a value that is a tensor on some paths only
             message += " (possible: only when it is a tensor; its annotation or its callers allow host data too)"
         return {
             "rule": rule.code,

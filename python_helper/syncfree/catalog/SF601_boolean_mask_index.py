@@ -41,9 +41,17 @@ def _mask_parts(node: ast.Subscript, scope: CellScope) -> list[ast.expr]:
         if type(part) in _NO_MASKS:
             continue
         value = scope.value(part)
-        if (value.kind == "tensor" and value.dtype == "bool") or (_mask_shaped(part) and _callers_data(value)):
+        if (value.kind == "tensor" and value.dtype == "bool") or (_mask_shaped(part) and _callers_data(value)) \
+                or _named_mask(part, value):
             masks.append(part)
     return masks
+
+
+def _named_mask(part: ast.expr, value: Value) -> bool:
+    """A name the text does not type that says it is a mask (``mask``, ``keep_mask``, ``self.pad_mask``): a boolean
+    tensor by its name only, so at most a `possible` finding (`_matches`)."""
+    name = part.id if type(part) is ast.Name else part.attr if type(part) is ast.Attribute else ""
+    return value.kind == "unknown" and "mask" in name.lower()
 
 
 #: Index parts that are never a mask: a number, None, an Ellipsis, a string, a slice.
@@ -81,6 +89,11 @@ def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
 
 def _matches(node: ast.Subscript, masks: list[ast.expr], scope: CellScope) -> Iterator[Match]:
     receiver = scope.value(node.value)
+    named = [mask for mask in masks if _named_mask(mask, scope.value(mask))]
+    if named and len(named) < len(masks):
+        masks, named = [mask for mask in masks if mask not in named], []  # a real mask decides
+    elif named and receiver.kind != "tensor":
+        return  # a mask by its name only counts where the text says the indexed value is a tensor
     possible = any(_callers_data(scope.value(mask)) for mask in masks)  # at most possible (below)
     if _callers_data(receiver):
         receiver, possible = Value("tensor"), True
@@ -111,6 +124,10 @@ def _matches(node: ast.Subscript, masks: list[ast.expr], scope: CellScope) -> It
         certainty = "likely"
     else:
         message = f"`{scope.snippet(node)}` has as many elements as the mask has True values: the CPU waits for that count"
+    if named:
+        yield Match(node, f"{message} (possible: only when `{scope.snippet(named[0])}` is a boolean tensor: its name "
+                    "says a mask, the text does not say what it holds)", "possible")
+        return
     yield Match(node, message, "possible" if possible and certainty == "likely" else certainty)
 
 

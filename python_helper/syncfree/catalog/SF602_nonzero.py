@@ -31,20 +31,30 @@ from collections.abc import Iterator
 from syncfree.catalog import Match, Rule
 from syncfree.catalog.scope import CellScope
 
+#: What a `possible` finding on a value of unknown kind says: the same method is NumPy's and pandas'.
+_UNKNOWN_RECEIVER = (" (possible: NumPy arrays and pandas objects have `nonzero()` too, and the text does not say "
+                     "this is a tensor)")
+
 
 def match(node: ast.AST, scope: CellScope) -> Iterator[Match]:
     found = scope.tensor_operation(node, ("nonzero", "argwhere"))
     if found is None and scope.call_name(node) == "torch.where" and len(node.args) == 1 and not node.keywords:
         found = scope.tensor_operation(node, ("where",))
+    reason = ""
     if found is None:
-        return
+        # `(self.timesteps == t).nonzero()`: a tensor's method on a value the text does not type, as often a NumPy
+        # array's: possible (off by default), with that reason.
+        method = scope.method_call(node)
+        if method is None or method[1] != "nonzero" or scope.value(method[0]).kind != "unknown":
+            return
+        found, reason = (node, method[0], "nonzero", "possible"), _UNKNOWN_RECEIVER
     call, _, name, certainty = found
     parent = scope.parent(call)
     counted = isinstance(parent, ast.Call) and scope.call_name(parent) == "builtins.len"
     yield Match(
         call,
         f"`{scope.snippet(call)}`: the output's size is the number of non-zero elements, copied to the CPU while it waits"
-        + (" (len() only needs the count: count_nonzero() keeps it on the GPU)" if counted else ""),
+        + (" (len() only needs the count: count_nonzero() keeps it on the GPU)" if counted else "") + reason,
         certainty,
     )
 
