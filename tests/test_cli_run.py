@@ -679,6 +679,29 @@ def test_a_daemon_thread_of_the_program_is_predicted(tmp_path):
     assert (row["line"], row["count"]) == (7, 3), row
 
 
+def test_a_pool_made_before_torch_is_imported_leaves_the_threads_watched(tmp_path):
+    # The pool's worker starts before the run's recorder (at the import of torch): the pools' patch that its start
+    # puts in must not stand for the others, or the recorder's threads patch stays out and a thread's sync is lost.
+    write(tmp_path, "train.py", """\
+        import multiprocessing as mp
+        pool = mp.get_context("fork").Pool(1)
+        import threading
+        import torch
+
+        def work():
+            torch.ones(2, device="cuda").sum().item()
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        pool.close()
+        pool.join()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, (done.stdout, done.stderr)
+    assert [(row["line"], row["count"]) for row in json.loads(done.stdout)] == [(7, 1)], done.stdout
+
+
 def test_a_pool_started_from_a_thread_keeps_its_workers_syncs(tmp_path):
     # A child forked from any thread but the main one read no recorder for its report: the run said "2 child
     # processes ran without a sync", 0 syncs, and passed.

@@ -254,7 +254,7 @@ class ForkedChildren:
             self.pool_workers[process_self.pid] = pool_worker
             from .capture import threads
 
-            threads._hook_pools()  # its pool's module is imported now: the tasks handed to it are told (`handed`)
+            threads.hook_pools_now()  # its pool's module is imported now: the tasks handed to it are told (`handed`)
         if watched:
             self.forked.append(process_self.pid)  # its report is expected, as a fork's
             self.spawned.add(process_self.pid)

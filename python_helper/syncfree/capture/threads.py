@@ -851,6 +851,15 @@ def hold() -> None:
         _hook_pools()
 
 
+def hook_pools_now() -> None:
+    """A pool's worker has started (syncfree.processes): its module is imported now, and the tasks handed to it from
+    here on are told (`_pool_tasks`), where the patches are in (a recorder holds them; none goes in alone: `install`
+    puts the rest in only where none is)."""
+    with dispatch.lock:
+        if _installed:
+            _hook_pools()
+
+
 def _hook_pools() -> None:
     """Put the pools' patches in (`_pool_tasks`) once their modules are imported: a Pool made before a block means
     the program imported them, maybe after the first recorder came in (syncfree run's); never imported here."""
@@ -918,4 +927,4 @@ def installed() -> bool:
     return bool(_installed)
 
 
-__all__ = ["hold", "install", "installed", "release", "remove"]
+__all__ = ["hold", "hook_pools_now", "install", "installed", "release", "remove"]
