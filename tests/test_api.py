@@ -1228,6 +1228,29 @@ def test_a_pool_made_before_the_watch_runs_its_tasks_for_it():
         assert pool.submit(_item, x).result() == 2.0
 
 
+def test_a_multiprocessing_thread_pools_tasks_count_for_the_block_that_hands_them():
+    """multiprocessing.pool.ThreadPool (multiprocessing.dummy.Pool): its daemon threads, made before the block or in
+    it, ran the block's tasks unrouted: in predict mode without the stand-ins (the task raised "Torch not compiled
+    with CUDA enabled"), on a GPU as no watch's syncs, and the block passed. Each task is the block's, as a
+    ThreadPoolExecutor's is; the class is as it was after the block."""
+    from multiprocessing.pool import ThreadPool
+
+    before = dict(vars(ThreadPool))
+    y = torch.ones(2, device="cpu")
+    with ThreadPool(2) as early:
+        early.map(abs, [1, 2])  # its threads start before the block
+        with syncfree.watch() as w:
+            x = torch.ones(2, device="cuda")
+            assert early.apply(_item, (x,)) == 2.0 and early.map(_item, [x, x]) == [2.0, 2.0]
+            assert list(early.imap_unordered(_item, [x])) == [2.0] and early.starmap(_item, [(x,)]) == [2.0]
+            with ThreadPool(1) as inside:
+                assert inside.map(_item, [x]) == [2.0]
+        assert w.report.syncs == 6, w.report.text()
+        assert sum(c for _, _, c, _ in _thread_sites(w.report)) == 6
+        assert early.apply(_item, (y,)) == 2.0  # after the block: as before, unrouted
+    assert dict(vars(ThreadPool)) == before
+
+
 def test_a_pool_started_in_a_watch_is_not_bound_to_it_afterwards():
     from concurrent.futures import ThreadPoolExecutor
 

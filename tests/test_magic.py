@@ -398,6 +398,26 @@ def test_a_predicted_cell_predicts_the_threads_of_the_users_code_it_starts(ip):
         "daemon thread 'Thread-N (work)'", "a thread started with _thread.start_new_thread (work)"], report["notes"]
 
 
+def test_a_predicted_cell_predicts_the_tasks_it_hands_pools_of_earlier_cells(ip):
+    # A ThreadPoolExecutor or a multiprocessing ThreadPool made in an earlier cell: a predicted cell that handed it a
+    # task ran it without the stand-ins, and the cell failed ("Torch not compiled with CUDA enabled") where a GPU
+    # runs it and counts its sync. Each task runs under the cell's predict session now.
+    setup = ("import concurrent.futures, multiprocessing.pool, torch\nexecutor = concurrent.futures.ThreadPoolExecutor(1)\n"
+             "executor.submit(abs, 1).result()\nthreads = multiprocessing.pool.ThreadPool(1)\nthreads.map(abs, [1])\n"
+             "def work(n):\n    return torch.ones(n, device='cuda').sum().item()\n")
+    assert ip.run_cell(setup).success
+    try:
+        result, _, bundles = run(ip, "%%syncfree --mode predict\nexecutor.submit(work, 2).result()\n"
+                                     "threads.map(work, [2, 3])\n")
+        assert result.success, result.error_in_exec
+        report = the_report(bundles)
+        assert report["totals"]["syncs"] == 3, report
+        assert "1 sync in thread 'ThreadPoolExecutor-" in " ".join(report["notes"]) \
+            and "ran outside the cell's code and is not attributed to a line" in " ".join(report["notes"])
+    finally:
+        ip.run_cell("executor.shutdown(); threads.terminate()")
+
+
 def test_a_cell_counts_the_children_of_a_watch_inside_it(ip):
     # A watch in the cell follows the children it starts: their syncs are the cell's too (they were only the watch's).
     cell = ("%%syncfree --mode predict\nimport multiprocessing, syncfree, torch\n"

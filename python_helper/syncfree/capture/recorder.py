@@ -766,8 +766,7 @@ class SyncRecorder:
             if tally.count:
                 where = f"in thread {thread!r}" if thread else "in the cell's thread"
                 notes.append(f"{tally.count} sync{'s' if tally.count != 1 else ''} {where} ran outside the cell's code "
-                             "and "
-                             "are not attributed to a line")
+                             f"and {'is' if tally.count == 1 else 'are'} not attributed to a line")
         if self.unwatched_children:
             names = self.unwatched_children
             one = len(names) == 1
@@ -788,8 +787,7 @@ class SyncRecorder:
         outside = sum(r.syncs for r in self.inherited_children) - sum(s.count for s in inherited)
         if outside > 0:
             notes.append(f"{outside} sync{'s' if outside != 1 else ''} in child processes ran outside the cell's code "
-                         "and are not attributed "
-                         "to a line")
+                         f"and {'is' if outside == 1 else 'are'} not attributed to a line")
         if self._table.overflow.count:
             notes.append(f"{self._table.overflow.count} sync{'s' if self._table.overflow.count != 1 else ''} at sites "
                          "beyond the first "

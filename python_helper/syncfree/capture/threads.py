@@ -56,6 +56,7 @@ from __future__ import annotations
 import _thread
 import concurrent.futures.thread as _futures_thread
 import contextlib
+import functools
 import os
 import re
 import subprocess
@@ -214,11 +215,23 @@ def _predicting_cell() -> Any:
     return None
 
 
-def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+def _task_owner() -> tuple[Any, Any] | None:
+    """``(recorder, predicting)`` for a task that code hands a pool's threads now: the recorder it is routed to and, in
+    predict mode, the one whose session it runs under; in a predicted notebook cell (whose recorder counts every
+    thread's syncs, as debug mode on a GPU does), no route and the cell's session: a pool made in an earlier cell ran
+    the task without the stand-ins ("Torch not compiled with CUDA enabled"). None: the task runs as it is."""
     recorder = _routed_recorder()
-    if recorder is None:
+    if recorder is not None:
+        return recorder, recorder if recorder.mode == "predict" else None
+    cell = _predicting_cell()
+    return (None, cell) if cell is not None else None
+
+
+def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    owner = _task_owner()
+    if owner is None:
         return _real["submit"](pool, fn, *args, **kwargs)
-    predicting = recorder if recorder.mode == "predict" else None
+    recorder, predicting = owner
     # The pool may start a worker thread here: it belongs to the pool, not to this watch (nor to one whose block
     # called this code: DETACHED stops the anchors too).
     token = dispatch.route(dispatch.DETACHED)
@@ -226,6 +239,25 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     finally:
         dispatch.unroute(token, dispatch.DETACHED)
+
+
+#: multiprocessing.pool.ThreadPool's methods that hand its threads a function (map, starmap and their _async forms go
+#: through _map_async): each is routed as `_submit` routes a ThreadPoolExecutor's task (`_thread_pool_tasks`).
+_THREAD_POOL_METHODS = ("apply_async", "_map_async", "imap", "imap_unordered")
+
+
+def _thread_pool_task(key: str) -> Any:
+    def hand(pool: Any, func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``ThreadPool.<method>(func, ...)``: the function runs in the pool's threads (started before the block, or
+        daemon threads of it) routed to the recorder whose code hands it, under its predict session, as a
+        ThreadPoolExecutor's task does (`_submit`): its syncs were no watch's, and a block passed."""
+        owner = _task_owner()
+        if owner is not None and callable(func):
+            func = functools.partial(_run_for, *owner, func)
+        return _real[key](pool, func, *args, **kwargs)
+
+    hand.__name__ = hand.__qualname__ = key
+    return hand
 
 
 def _run_coroutine_threadsafe(coro: Any, loop: Any) -> Any:
@@ -867,6 +899,11 @@ def _hook_pools() -> None:
     if pools is not None and callable(vars(pools.Pool).get("_check_running")) \
             and vars(pools.Pool)["_check_running"] is not _pool_tasks:
         _replace(pools.Pool, "_check_running", _pool_tasks, "pool_check_running")
+    thread_pool = getattr(pools, "ThreadPool", None) if pools is not None else None
+    if isinstance(thread_pool, type) and "apply_async" not in vars(thread_pool):
+        for name in _THREAD_POOL_METHODS:
+            if callable(getattr(thread_pool, name, None)):
+                _replace(thread_pool, name, _thread_pool_task(f"thread_pool_{name}"), f"thread_pool_{name}")
     executors = sys.modules.get("concurrent.futures.process")
     if executors is not None and callable(vars(executors.ProcessPoolExecutor).get("submit")) \
             and vars(executors.ProcessPoolExecutor)["submit"] is not _pool_tasks:
@@ -898,9 +935,13 @@ def install() -> None:
     hook_popen()
 
 
+#: The original of a patch put on a class that inherited the attribute: `remove` deletes the patch.
+_INHERITED = object()
+
+
 def _replace(owner: Any, name: str, replacement: Any, key: str) -> None:
-    original = vars(owner)[name]
-    _real[key] = original
+    original = vars(owner).get(name, _INHERITED)
+    _real[key] = getattr(owner, name) if original is _INHERITED else original
     _installed.append((owner, name, original, replacement))
     setattr(owner, name, replacement)
 
@@ -914,9 +955,11 @@ def remove(recorder: Any) -> None:
     while _installed:
         owner, name, original, replacement = _installed[-1]
         current = vars(owner).get(name)
-        if current is replacement:
+        if current is replacement and original is _INHERITED:
+            delattr(owner, name)
+        elif current is replacement:
             setattr(owner, name, original)
-        elif current is not original and recorder is not None:
+        elif current is not original and not (original is _INHERITED and current is None) and recorder is not None:
             where = owner.__name__ if isinstance(owner, type(os)) else f"{owner.__module__}.{owner.__qualname__}"
             recorder.note(f"{where}.{name} was replaced during the run; syncfree left the replacement in place")
         _installed.pop()
