@@ -702,6 +702,35 @@ def test_a_pool_made_before_torch_is_imported_leaves_the_threads_watched(tmp_pat
     assert [(row["line"], row["count"]) for row in json.loads(done.stdout)] == [(7, 1)], done.stdout
 
 
+def test_a_test_suite_run_under_syncfree_run_keeps_the_children_of_its_watched_tests(tmp_path):
+    # `syncfree run -m pytest`: a marked test's follower stood in front of the run's while the test ran, and its stop
+    # put the real os.fork back: every child forked after it went unfollowed, and the run's report lost its syncs
+    # with nothing said. The children the test's follower took were the test's alone, not the run's either.
+    write(tmp_path, "test_suite.py", """\
+        import multiprocessing, pytest, torch
+
+        def work():
+            torch.ones(2, device="cuda").sum().item()
+
+        def child():
+            process = multiprocessing.get_context("fork").Process(target=work)
+            process.start()
+            process.join()
+
+        @pytest.mark.sync_free
+        def test_marked_child():
+            child()
+
+        def test_later_child():
+            child()
+        """)
+    done = syncfree("run", "--format", "json", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                    "test_suite.py", cwd=tmp_path)
+    assert done.returncode == 2, (done.stdout, done.stderr)  # pytest failed: the marked test synced
+    rows = json.loads(done.stdout)
+    assert sum(row["count"] for row in rows if row["line"] == 4) == 2, rows
+
+
 def test_a_pool_started_from_a_thread_keeps_its_workers_syncs(tmp_path):
     # A child forked from any thread but the main one read no recorder for its report: the run said "2 child
     # processes ran without a sync", 0 syncs, and passed.

@@ -205,12 +205,17 @@ class ForkedChildren:
         # The children that are a Pool's ("pool") or a ProcessPoolExecutor's ("executor") workers: they run the tasks
         # the code hands the pool, and one still running at the end has written no report of them (`_unreported`).
         self.pool_workers: dict[int, str] = {}
+        # The reports (and notes) of children that an inner follower took while it stood in front of this one (a
+        # watched test under syncfree run): this one's too (`adopt`, `collect`).
+        self._adopted: tuple[list[ProcessReport], list[str]] = ([], [])
 
     # ------------------------------------------------------------------ parent side
     def start(self, folder: str | None = None) -> None:
         """Follow the forks (and spawned children) from now on; ``folder``: where the reports go (a spawned
         child's own children report into its parent's folder), else a new one."""
         self.folder = folder  # None: made when the first child starts (most watched tests start none)
+        # What `stop` puts back: an outer follower's (a watched test under syncfree run), else the real ones.
+        self._previous = (os.fork, os._exit, os.execv, os.execve if _real_execve is not None else None)
         os.fork = self._fork
         os._exit = self._exit
         os.execv = self._execv
@@ -451,14 +456,16 @@ class ForkedChildren:
         """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
         ends)."""
         if self._installed and os.getpid() == self.parent:
+            fork, exit_, execv, execve = getattr(self, "_previous", (_real_fork, _real_exit, _real_execv, _real_execve))
+            # An outer follower's patches go back (they were the real ones: its later children went unfollowed).
             if os.fork == self._fork:
-                os.fork = _real_fork
+                os.fork = fork
             if os._exit == self._exit:
-                os._exit = _real_exit
+                os._exit = exit_
             if os.execv == self._execv:
-                os.execv = _real_execv
+                os.execv = execv
             if _real_execve is not None and os.execve == self._execve:
-                os.execve = _real_execve
+                os.execve = execve
             from .capture import threads
 
             if self in threads.followers:
@@ -481,6 +488,12 @@ class ForkedChildren:
                 process.terminate()
         for process in ours:
             process.join()
+
+    def adopt(self, reports: list[ProcessReport], notes: list[str]) -> None:
+        """The children an inner follower collected (a watched test's, which followed them in front of this one):
+        they count for this one's program too, which never saw them."""
+        self._adopted[0].extend(reports)
+        self._adopted[1].extend(notes)
 
     def collect(self, handed: Collection[int] = ()) -> tuple[list[ProcessReport], list[str]]:
         """The reports of the children that ended, by pid, and a note for each forked child without one (``handed``:
@@ -505,6 +518,9 @@ class ForkedChildren:
             reports[report.pid] = self._named(report)
         # A new interpreter that ended before it started its watch ran none of the program's code (a Pool worker
         # terminated at once); one still starting runs it after the end, unreported: named.
+        for report in self._adopted[0]:
+            reports.setdefault(report.pid, report)
+        notes.extend(self._adopted[1])
         expected = [pid for pid in self.forked if pid not in self.spawned
                     or os.path.exists(os.path.join(self._folder(), f"{pid}.started"))
                     or (pid not in self.followed_programs and _alive(pid))]  # a program: named below

@@ -315,6 +315,13 @@ def _children_of(watch):
         report = watch.report
         if report is not None:  # the watch has ended: its children's syncs are the test's too
             merge_children(report, reports, notes)
+        from .capture import threads
+
+        outer = threads.current_follower()
+        if outer is not None and (reports or notes):
+            # ...and those of the run around the test (pytest under syncfree run), which counts the test's own syncs:
+            # these children reported to this follower alone (it stood in front of the run's while the test ran).
+            outer.adopt(reports, notes)
 
 
 def _set_boundary(watch, frame) -> None:
