@@ -1574,3 +1574,27 @@ def test_a_doctests_examples_are_your_code():
         else:
             builtins._ = underscore
     assert [(s.file, s.line, s.kind, s.count) for s in w.report.sites] == [("<doctest f[1]>", 1, "item", 1)]
+
+
+def test_followers_of_children_put_back_what_they_replaced_in_any_order():
+    # A watched test's follower stands in front of syncfree run's while the test runs: its stop put the real os.fork
+    # back, and the run's later children went unfollowed. It puts back the run's; and where the run's stopped first,
+    # the real one, not a stopped follower's.
+    from syncfree.processes import ForkedChildren, _real_fork
+
+    for first in ("inner", "outer"):
+        outer = ForkedChildren(lambda: None)
+        outer.start()
+        inner = ForkedChildren(lambda: None)
+        inner.start()
+        try:
+            if first == "inner":
+                inner.stop()
+                assert os.fork == outer._fork
+            else:
+                outer.stop()
+                inner.stop()
+        finally:
+            inner.stop()
+            outer.stop()
+        assert os.fork == _real_fork

@@ -457,6 +457,9 @@ class ForkedChildren:
         ends)."""
         if self._installed and os.getpid() == self.parent:
             fork, exit_, execv, execve = getattr(self, "_previous", (_real_fork, _real_exit, _real_execv, _real_execve))
+            owner = getattr(fork, "__self__", None)
+            if isinstance(owner, ForkedChildren) and not owner._installed:  # it stopped first: nothing to put back
+                fork, exit_, execv, execve = _real_fork, _real_exit, _real_execv, _real_execve
             # An outer follower's patches go back (they were the real ones: its later children went unfollowed).
             if os.fork == self._fork:
                 os.fork = fork
