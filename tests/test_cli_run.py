@@ -731,6 +731,23 @@ def test_a_test_suite_run_under_syncfree_run_keeps_the_children_of_its_watched_t
     assert sum(row["count"] for row in rows if row["line"] == 4) == 2, rows
 
 
+def test_a_test_suite_run_with_xdist_under_syncfree_run_is_not_passed(tmp_path):
+    # `syncfree run -m pytest -n 2`: execnet starts the workers (python -c, a library's), which ran the tests
+    # unwatched: the run said "0 syncs" and passed. They are named, and the run is not judged.
+    write(tmp_path, "test_suite.py", """\
+        import torch
+
+        def test_syncs():  # on a GPU it syncs; unwatched here it runs on the CPU
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+            assert torch.ones(2, device=device).sum().item() == 2
+        """)
+    done = syncfree("run", "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "-p", "no:randomly",
+                    "test_suite.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "note: 2 pytest-xdist worker processes (-n) ran the tests unwatched" in done.stdout, done.stdout
+    assert "could not judge the run" in done.stderr, done.stderr
+
+
 def test_a_pool_started_from_a_thread_keeps_its_workers_syncs(tmp_path):
     # A child forked from any thread but the main one read no recorder for its report: the run said "2 child
     # processes ran without a sync", 0 syncs, and passed.

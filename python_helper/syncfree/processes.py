@@ -185,6 +185,7 @@ class ForkedChildren:
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
+        self.test_workers = 0  # pytest-xdist's worker processes (execnet's): they ran the program's tests unwatched
         self.followed_programs: dict[int, str] = {}  # pid -> Python program started with subprocess, watching itself
         # The commands the followed code ran with the start-up hook in their environment (`program_env`): token ->
         # (pid subprocess started, None where os.system ran it; whether that pid is the Python program's own,
@@ -548,6 +549,12 @@ class ForkedChildren:
                          f"{'a new interpreter' if one else 'new interpreters'} ({shown}) without a target (a "
                          f"Process subclass's own run()) ran unwatched: {'its' if one else 'their'} syncs are not in "
                          "this report (the fork start method keeps such a process watched)"))
+        if self.test_workers:
+            one = self.test_workers == 1
+            notes.append(LostChild(
+                f"{self.test_workers} pytest-xdist worker process{'' if one else 'es'} (-n) ran the tests unwatched: "
+                f"{'its' if one else 'their'} syncs are not in this report (run pytest without -n under syncfree run, "
+                "or `pytest -n N --syncfree`, whose summary collects each worker's tests)"))
         programs = list(self.programs)
         for pid, program in self.followed_programs.items():
             if pid in reports or os.path.exists(os.path.join(self._folder(), f"{pid}.started")):

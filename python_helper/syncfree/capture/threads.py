@@ -442,6 +442,8 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
     if (follower is None and recorder is None) or not (
             called_by_the_program(sys._getframe(1))
             or runs_the_programs_code(args, kwargs.get("executable"), kwargs.get("cwd", rest[8] if len(rest) > 8 else None))):
+        if follower is not None and _started_by_execnet(sys._getframe(1)):
+            follower.test_workers += 1  # pytest-xdist's workers run the program's tests: named, not judged
         with _not_the_programs_fork():  # a library's command (its preexec_fn's fork too)
             return real(popen, args, *rest, **kwargs)
     shell = bool(kwargs.get("shell")) or (len(rest) > 7 and bool(rest[7]))  # shell: Popen's 9th parameter
@@ -501,6 +503,16 @@ def _same_interpreter(interpreter: str) -> bool:
     from ..programs import same_interpreter
 
     return same_interpreter(interpreter)
+
+
+def _started_by_execnet(frame: Any) -> bool:
+    """Whether execnet starts this process (pytest-xdist's workers: ``python -c`` reading its gateway from stdin, which
+    then runs the program's tests)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").partition(".")[0] == "execnet":
+            return True
+        frame = frame.f_back
+    return False
 
 
 def called_by_the_program(frame: Any) -> bool:
