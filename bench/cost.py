@@ -195,13 +195,13 @@ def main(argv: list[str] | None = None) -> int:
             alt = compute_costs(acts, syncs, copies, barriers=blocking, observer=False)
             # And without a debug-mode sync's own call start (cost.py's call_starts, on in reports: the launch-bound
             # .tolist() and .item() rows came out under their savings without it).
-            starts = compute_costs(acts, syncs, copies, barriers=blocking, launch_overhead_us=overhead, power=power,
-                                   call_starts=False)
+            without_starts = compute_costs(acts, syncs, copies, barriers=blocking, launch_overhead_us=overhead,
+                                           power=power, call_starts=False)
             lines = {id(s): s.line for s in recorder.sites}
             runs.append({"sites": fields["sites"], "cost": fields["cost"], "power": power,
                          "raw": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0} for k, v in alt.sites.items()],
-                         "starts": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0}
-                                    for k, v in starts.sites.items()],
+                         "without_starts": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0}
+                                            for k, v in without_starts.sites.items()],
                          "lost": [{"line": lines.get(k), "cost_ms": v.lost_us / 1000.0}
                                   for k, v in recorder.costs.sites.items()]})
             if args.dump:
@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    {r['name']:58s} busy {w['gpu_busy_ms'] / steps:7.3f} / {wo['gpu_busy_ms'] / steps:7.3f}  idle "
               f"{w['gpu_idle_ms'] / steps:7.3f} / {wo['gpu_idle_ms'] / steps:7.3f}  raw cost "
               f"{raw_cost(costs[r['name']], steps):7.3f}  without call starts "
-              f"{raw_cost(costs[r['name']], steps, key='starts'):7.3f}  {power(costs[r['name']])}")
+              f"{raw_cost(costs[r['name']], steps, key='without_starts'):7.3f}  {power(costs[r['name']])}")
         gpu_rows.append({"loop": r["name"], "busy_with": w["gpu_busy_ms"] / steps, "busy_without": wo["gpu_busy_ms"] / steps,
                          "idle_with": w["gpu_idle_ms"] / steps, "idle_without": wo["gpu_idle_ms"] / steps,
                          "raw_cost": raw_cost(costs[r["name"]], steps)})
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         for site in THREE:
             print(f"    three: {site} raw cost {raw_cost(costs['three'], steps_of['big'], THREE_LINES[site]):7.3f}  "
                   f"without call starts "
-                  f"{raw_cost(costs['three'], steps_of['big'], THREE_LINES[site], key='starts'):7.3f}  "
+                  f"{raw_cost(costs['three'], steps_of['big'], THREE_LINES[site], key='without_starts'):7.3f}  "
                   f"{power(costs['three'])}")
     if args.dump:
         import pickle

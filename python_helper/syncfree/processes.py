@@ -182,6 +182,8 @@ class ForkedChildren:
         self._writing = False  # finish_child is writing the report (a SIGTERM then waits for it: _terminated)
         self._deferred: int | None = None
         self._installed = False
+        # What `stop` puts back: what `start` replaced (an outer follower's, a watched test under syncfree run).
+        self._previous: tuple = (_real_fork, _real_exit, _real_execv, _real_execve)
         self.unwatched: list[str] = []  # multiprocessing children started a way that is not a fork
         self.spawned: set[int] = set()  # the pids among `forked` started as new interpreters
         self.programs: list[str] = []  # Python programs started with subprocess (unwatched)
@@ -215,7 +217,6 @@ class ForkedChildren:
         """Follow the forks (and spawned children) from now on; ``folder``: where the reports go (a spawned
         child's own children report into its parent's folder), else a new one."""
         self.folder = folder  # None: made when the first child starts (most watched tests start none)
-        # What `stop` puts back: an outer follower's (a watched test under syncfree run), else the real ones.
         self._previous = (os.fork, os._exit, os.execv, os.execve if _real_execve is not None else None)
         os.fork = self._fork
         os._exit = self._exit
@@ -457,7 +458,7 @@ class ForkedChildren:
         """Put ``os.fork`` and ``os._exit`` back (in the process that installed them; a child keeps them until it
         ends)."""
         if self._installed and os.getpid() == self.parent:
-            fork, exit_, execv, execve = getattr(self, "_previous", (_real_fork, _real_exit, _real_execv, _real_execve))
+            fork, exit_, execv, execve = self._previous
             owner = getattr(fork, "__self__", None)
             if isinstance(owner, ForkedChildren) and not owner._installed:  # it stopped first: nothing to put back
                 fork, exit_, execv, execve = _real_fork, _real_exit, _real_execv, _real_execve

@@ -520,7 +520,9 @@ def _shown_path(path: str, start: str) -> str:
     the code of ``-c``."""
     if path == "<stdin>":
         return "-"
-    if path == "<command line>":  # script_run.COMMAND_FILENAME
+    from syncfree.script_run import COMMAND_FILENAME  # (imported by the run this row is from)
+
+    if path == COMMAND_FILENAME:
         return "-c"
     if path.startswith("<"):
         return path
