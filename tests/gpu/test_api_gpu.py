@@ -3,6 +3,7 @@ real syncs, measured blocked time, attribution to user files (``make test-gpu``)
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -313,3 +314,73 @@ def test_a_python_program_a_block_starts_with_subprocess_counts_its_real_syncs(t
         assert os.system(f"cd {tmp_path} && {sys.executable} worker.py > /dev/null") == 0
     assert [(s.line, s.count) for s in shelled.report.sites if s.kind == "item"] == [(4, 3)], shelled.report.text()
     print(f"\nsyncfree-gpu: a subprocess worker under {engine}: {report.text()}\nos.system: {shelled.report.text()}")
+
+
+def test_a_multiprocessing_thread_pools_tasks_count_for_the_block_on_cuda():
+    """multiprocessing.pool.ThreadPool's tasks (multiprocessing.dummy.Pool, joblib's threading backend) are routed to
+    the block that hands them, as a ThreadPoolExecutor's are: on CUDA their real syncs are the block's, and a
+    sync_free block whose ThreadPool task synced raises (they were no watch's, and the block passed)."""
+    from multiprocessing.pool import ThreadPool
+
+    import torch
+
+    import syncfree
+
+    x = torch.ones(64, device="cuda")
+    torch.cuda.synchronize()
+    with ThreadPool(2) as early:
+        early.map(abs, [1, 2])  # its threads start before the block
+        with syncfree.watch() as w:
+            assert early.map(_read_in_thread, [x, x]) == [64.0, 64.0]
+            with ThreadPool(1) as inside:
+                assert inside.apply(_read_in_thread, (x,)) == 64.0
+        with pytest.raises(syncfree.SyncError, match="synchronized 2 times"):
+            with syncfree.sync_free():
+                early.apply(_read_in_thread, (x,))
+                early.apply_async(_read_in_thread, (x,)).get(30)
+    report = w.report
+    assert report.syncs == 3, (report.text(), report.notes)
+    assert [(s.kind, s.file, s.count) for s in report.sites] == [("item", __file__, 3)], report.text()
+    assert not any("no syncfree watch owned" in n for n in report.notes), report.notes
+    print(f"\nsyncfree-gpu: ThreadPool tasks: {report.text()}")
+
+
+def test_a_spawn_pool_handed_cuda_work_and_left_running_is_not_judged():
+    """A spawn Pool made in a block, handed a task that syncs on CUDA and left running at its end: its worker had not
+    written the tasks' syncs when the block ended. The block is not judged (NotJudged, the worker named); it passed
+    before with a note."""
+    import multiprocessing
+
+    import syncfree
+
+    pool = None
+    try:
+        with pytest.raises(syncfree.NotJudged) as raised:
+            with syncfree.sync_free():
+                pool = multiprocessing.get_context("spawn").Pool(1)
+                pool.apply(_rank_reads, (0,))
+        assert "was still running when the block ended: the syncs of the tasks it ran are not counted" in \
+            str(raised.value), raised.value
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+    with pytest.raises(syncfree.SyncError, match="in child process"):
+        with syncfree.sync_free():
+            with multiprocessing.get_context("spawn").Pool(1) as closed:
+                closed.apply(_rank_reads, (1,))
+                closed.close()
+                closed.join()
+    print(f"\nsyncfree-gpu: a spawn Pool left running: {str(raised.value).splitlines()[0]}")
+
+
+def test_syncfree_run_c_counts_the_command_lines_real_syncs():
+    """``syncfree run -c CODE`` runs as ``python -c``: its rows are ``-c:LINE`` and its CUDA syncs are counted."""
+    code = "import torch\nx = torch.randn(256, 256, device='cuda')\nfor _ in range(3):\n    (x @ x).sum().item()\n"
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--format", "json", "-c", code],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    assert done.returncode == 1, done.stderr  # syncs found
+    rows = json.loads(done.stdout)
+    assert [(r["path"], r["line"], r["count"]) for r in rows] == [("-c", 4, 3)], rows
+    assert all(r["blocked_ms"] > 0 for r in rows), rows
+    print(f"\nsyncfree-gpu: syncfree run -c: {rows}")
