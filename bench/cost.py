@@ -203,11 +203,23 @@ def main(argv: list[str] | None = None) -> int:
                          "without_starts": [{"line": lines.get(k), "cost_ms": v.cost_us / 1000.0}
                                             for k, v in without_starts.sites.items()],
                          "lost": [{"line": lines.get(k), "cost_ms": v.lost_us / 1000.0}
-                                  for k, v in recorder.costs.sites.items()]})
+                                  for k, v in recorder.costs.sites.items()],
+                         # every site removed at once (what a rewrite removing all of them saves: cost.py)
+                         "together": recorder.costs.together_lost_us * (1.0 - recorder.costs.give_back) / 1000.0,
+                         "site_count": len(recorder.costs.sites)})
             if args.dump:
                 runs[-1]["inputs"] = (acts, [Sync(lines.get(s.site), s.end, s.hook, s.call, s.began) for s in syncs],
                                       copies, blocking, overhead, power)
         return runs
+
+    def untraced_blocked(ns: dict, filename: str, code) -> list[dict]:
+        """The sites of one run under the recorder without the cost's trace: their blocked time as a user's run
+        without --cost reads it (the trace slows the host, and the GPU's queue is longer at each sync)."""
+        recorder = new_recorder(engine, files={filename: 0}, findings={filename: []}, measure_cost=False)
+        torch.cuda.synchronize()
+        with recorder:
+            exec(code, {**ns, "losses": [], "metrics": []})
+        return [{"sites": recorder.report_fields()["sites"]}]
 
     def traced(ns: dict, filename: str, code) -> dict:
         """The GPU's busy and idle time of one run of a variant (the rewrite: no sync to cost)."""
@@ -243,9 +255,11 @@ def main(argv: list[str] | None = None) -> int:
         run()
     trace_stats: dict = {}
     costs = {row["name"]: costed(row["ns"], row["filename"], row["code"]) for row in rows}
+    blocked_runs = {row["name"]: untraced_blocked(row["ns"], row["filename"], row["code"]) for row in rows}
     rewrites = {row["name"]: traced(row["ns"], row["filename"] + "-rewrite", row["code_without"]) for row in rows}
     if three:
         costs["three"] = costed(ns3, filename3, code3)
+        blocked_runs["three"] = untraced_blocked(ns3, filename3, code3)
     pairs, rounds = measure(variants, bases, timer, seconds=args.seconds, rng=random.Random(args.seed),
                             min_rounds=6)
 
@@ -269,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{statistics.median(p.held_share for p in readings):4.0%} (NVML's count "
                 f"{statistics.median(p.capped_share for p in readings):4.0%}, samples at the limit "
                 + (f"{statistics.median(sampled):4.0%})" if sampled else "none)"))
+
+    def together(runs: list[dict], steps: int) -> str:
+        """For a loop with several sites (a mask index syncs again in its backward): the cost of removing them all at
+        once, as its rewrite does, beside the sum of each alone (the row's cost)."""
+        if max(run["site_count"] for run in runs) < 2:
+            return ""
+        return (f"  {max(run['site_count'] for run in runs)} sites, removed together "
+                f"{statistics.median(run['together'] for run in runs) / steps:.3f}")
 
     def blocked(runs: list[dict], steps: int, line: int | None = None) -> float:
         sites = [s for s in runs[0]["sites"] if line is None or s["line"] == line]
@@ -299,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         steps = steps_of[r["size"]]
         saved = median_ci([(v - b) / steps * 1000.0 for v, b in zip(p.variant, p.base)])
         step_ms = statistics.median(p.variant) / steps * 1000.0
-        row(f"{r['name']} ({r['what']})", step_ms, blocked(costs[r["name"]], steps), saved,
+        row(f"{r['name']} ({r['what']})", step_ms, blocked(blocked_runs[r["name"]], steps), saved,
             per_step_cost(costs[r["name"]], steps), raw_cost(costs[r["name"]], steps, key="lost"))
     if three:
         by_saving, by_cost = {}, {}
@@ -310,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             cost = per_step_cost(costs["three"], steps, THREE_LINES[site])
             step_ms = statistics.median(p.variant) / steps * 1000.0
             row(f"three syncs: {site} (line {THREE_LINES[site]}, {THREE[site][0].split(chr(10))[0].strip()})",
-                step_ms, blocked(costs["three"], steps, THREE_LINES[site]), saved, cost,
+                step_ms, blocked(blocked_runs["three"], steps, THREE_LINES[site]), saved, cost,
                 raw_cost(costs["three"], steps, THREE_LINES[site], key="lost"))
             by_saving[site], by_cost[site] = saved.median, cost
         order_saving = sorted(by_saving, key=lambda s: -by_saving[s])
@@ -332,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"    {r['name']:58s} busy {w['gpu_busy_ms'] / steps:7.3f} / {wo['gpu_busy_ms'] / steps:7.3f}  idle "
               f"{w['gpu_idle_ms'] / steps:7.3f} / {wo['gpu_idle_ms'] / steps:7.3f}  raw cost "
               f"{raw_cost(costs[r['name']], steps):7.3f}  without call starts "
-              f"{raw_cost(costs[r['name']], steps, key='without_starts'):7.3f}  {power(costs[r['name']])}")
+              f"{raw_cost(costs[r['name']], steps, key='without_starts'):7.3f}  {power(costs[r['name']])}"
+              + together(costs[r["name"]], steps))
         gpu_rows.append({"loop": r["name"], "busy_with": w["gpu_busy_ms"] / steps, "busy_without": wo["gpu_busy_ms"] / steps,
                          "idle_with": w["gpu_idle_ms"] / steps, "idle_without": wo["gpu_idle_ms"] / steps,
                          "raw_cost": raw_cost(costs[r["name"]], steps)})

@@ -466,3 +466,33 @@ def test_the_drivers_power_samples_say_whether_the_gpu_was_held_at_its_limit_not
     held = compute_costs(acts, syncs, waits, power=Power(average_w=690.0, limit_w=700.0, capped_share=0.0,
                                                          at_limit_share=0.5))
     assert abs(held.sites["item"].cost_us - free * (1 - 0.5 * POWER_GIVE_BACK)) < 1e-6 and "50%" in held.power_note
+
+
+def test_sites_removed_together_can_lose_more_than_the_sum_of_each_alone():
+    # A mask index's step: its forward sync (A) drains the queue; 400 us of host work later its backward syncs again
+    # (B, on the work queued since); 300 us more and the next big kernels come. Without A alone, B drains the queue
+    # where A did; without B alone, A already had: each alone saves little, both together save the whole gap (what a
+    # rewrite of the mask index saves). Each site's cost stays what removing it alone saves.
+    acts, waits, syncs = [], [], []
+    cpu = gpu_free = 0.0
+    for _ in range(4):
+        for _ in range(6):
+            start = max(cpu + 5.0, gpu_free)
+            acts.append(Activity(start, start + 2000.0, cpu))
+            gpu_free, cpu = start + 2000.0, cpu + 10.0
+        for site, after in (("A", 300.0), ("B", 300.0)):
+            wait_end = max(cpu, gpu_free) + 8.0
+            waits.append((cpu, wait_end))
+            syncs.append(Sync(site, wait_end))
+            cpu = wait_end + 100.0 if site == "A" else wait_end + after
+            if site == "A":  # a small kernel of the backward, launched before B's sync
+                start = max(cpu + 5.0, gpu_free)
+                acts.append(Activity(start, start + 3.0, cpu))
+                gpu_free, cpu = start + 3.0, cpu + 300.0
+    costs = compute_costs(acts, syncs, waits, observer=False)
+    alone = costs.sites["A"].lost_us + costs.sites["B"].lost_us
+    assert costs.together_lost_us > alone + 3 * 250.0, (costs.together_lost_us, costs.sites)
+    assert abs(costs.together_lost_us - costs.idle_us) < 3 * 30.0, (costs.together_lost_us, costs.idle_us)
+    acts, waits, syncs = _gpu_bound(4, sync_after=5)
+    one = compute_costs(acts, syncs, waits)
+    assert one.together_lost_us == one.sites["item"].lost_us > 0

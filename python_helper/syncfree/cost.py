@@ -142,6 +142,10 @@ class Costs:
     busy_us: float = 0.0
     idle_us: float = 0.0
     power: Power | None = None
+    # The GPU time lost by every site's syncs removed together (one replay without any of them). Sites interact: one
+    # sync's idle time moves to the next sync that drains the queue (a mask index's backward syncs again, in the same
+    # step), so this is not the sum of the sites' lost_us. bench/cost.py prints it for loops with several sites.
+    together_lost_us: float = 0.0
 
     @property
     def give_back(self) -> float:
@@ -326,7 +330,7 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
         events.append((when, 3, site, rest))
     events.sort(key=lambda e: (e[0], e[1]))
 
-    def replay(removed: Hashable | None) -> float:
+    def replay(removed: frozenset) -> float:
         delta = 0.0  # replayed host time less the trace's
         free: dict = {}
         sim_end = [0.0] * len(acts)
@@ -342,9 +346,9 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
             elif kind == 2:
                 delta -= x
             elif kind == 3:
-                if x == removed:
+                if x in removed:
                     delta -= lat  # the removed call's own host time
-            elif removed is not None and owner.get(x) == removed:
+            elif owner.get(x) in removed:
                 ws, we = wait_list[x]
                 delta -= we - ws  # the wait takes no time
             else:  # it waits for what it waited for, as replayed
@@ -355,12 +359,17 @@ def compute_costs(activities: Iterable[Activity], syncs: Iterable[Sync],
                 delta = end - we
         return last
 
-    base = replay(None)
+    base = replay(frozenset())
     keep = 1.0 - costs.give_back
+    waited = set(owner.values())
     for site in costs.sites:
-        if any(owner.get(k) == site for k in kept):
-            lost = costs.sites[site].lost_us = max(0.0, base - replay(site))
+        if site in waited:
+            lost = costs.sites[site].lost_us = max(0.0, base - replay(frozenset([site])))
             costs.sites[site].cost_us = lost * keep
+    if len(waited) > 1:
+        costs.together_lost_us = max(0.0, base - replay(frozenset(waited)))
+    else:
+        costs.together_lost_us = sum(c.lost_us for c in costs.sites.values())
     return costs
 
 
