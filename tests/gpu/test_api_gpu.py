@@ -340,7 +340,10 @@ def test_a_multiprocessing_thread_pools_tasks_count_for_the_block_on_cuda():
                 early.apply_async(_read_in_thread, (x,)).get(30)
     report = w.report
     assert report.syncs == 3, (report.text(), report.notes)
-    assert [(s.kind, s.file, s.count) for s in report.sites] == [("item", __file__, 3)], report.text()
+    # a site per worker thread (as for any thread), each the task's .item()
+    line = _read_in_thread.__code__.co_firstlineno + 1
+    assert {(s.kind, s.file, s.line) for s in report.sites} == {("item", __file__, line)}, report.text()
+    assert sum(s.count for s in report.sites) == 3 and all(s.thread for s in report.sites), report.text()
     assert not any("no syncfree watch owned" in n for n in report.notes), report.notes
     print(f"\nsyncfree-gpu: ThreadPool tasks: {report.text()}")
 
