@@ -1068,3 +1068,41 @@ def test_a_budget_in_gpu_time_without_a_gpu_leaves_the_count_budget_deciding(pyt
     result = run(pytester)
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*budget_ms=...) must be a number of milliseconds >= 0, not -1*"])
+
+
+def test_pytest_main_in_a_watch_or_a_cell_counts_the_children_of_its_marked_tests(pytester):
+    """pytest.main in a watched block or a %%syncfree cell: a marked test's follower took the children the test forked,
+    and only the test counted them. The block and the cell said 1 sync where the two tests' children made 2."""
+    pytester.makepyfile(test_two="""
+        import os, pytest, torch
+
+        def child():
+            pid = os.fork()
+            if pid == 0:
+                torch.ones(2, device="cuda").sum().item()
+                os._exit(0)
+            os.waitpid(pid, 0)
+
+        @pytest.mark.sync_free
+        def test_marked():
+            child()
+
+        def test_plain():
+            child()
+    """)
+    args = "['-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', 'test_two.py']"
+    driver = pytester.makepyfile(driver=f"""
+        import pytest, syncfree
+        from IPython.testing.globalipapp import start_ipython
+
+        with syncfree.watch() as w:
+            pytest.main({args})
+        print("block", w.report.syncs)
+        ip = start_ipython()
+        ip.run_line_magic("load_ext", "syncfree")
+        ip.run_cell_magic("syncfree", "", "import pytest\\npytest.main({args})\\n")
+    """)
+    result = pytester.runpython(driver)
+    out = result.stdout.str()
+    assert "block 2" in out, out + result.stderr.str()
+    assert "2 syncs at" in out, out + result.stderr.str()

@@ -317,11 +317,11 @@ def _children_of(watch):
             merge_children(report, reports, notes)
         from .capture import threads
 
-        outer = threads.current_follower()
-        if outer is not None and (reports or notes):
-            # ...and those of the run around the test (pytest under syncfree run), which counts the test's own syncs:
-            # these children reported to this follower alone (it stood in front of the run's while the test ran).
-            outer.adopt(reports, notes)
+        if reports or notes:
+            # ...and those of the run or cell around the test (pytest under syncfree run, pytest.main in a %%syncfree
+            # cell or a watched block), which counts the test's own syncs: these children reported to this follower
+            # alone (it stood in front of the run's while the test ran).
+            threads.adopt_children(reports, notes, sys._getframe())
 
 
 def _set_boundary(watch, frame) -> None:

@@ -493,6 +493,25 @@ def _watch_follower(recorder: Any) -> Any:
     return recorder.children
 
 
+def adopt_children(reports: list, notes: list[str], frame: Any) -> None:
+    """The children an inner follower collected (a watched test's, which stood in front while they ran) count for the
+    follower around it too: the one in front now (``syncfree run``'s), else that of the recorder recording this thread
+    (a ``%%syncfree`` cell's or a watch's around ``pytest.main``, made now). A cell's recorder puts their syncs on
+    the cell line on ``frame``'s stack (`SyncRecorder.child_started`), as for the children it follows itself."""
+    follower, recorder = current_follower(), None
+    if follower is None:
+        recorder = _recorder_here()
+        if recorder is None or not getattr(recorder, "running", False):
+            return
+        follower = _watch_follower(recorder)
+        if follower is None:
+            return
+    follower.adopt(reports, notes)
+    if recorder is not None:
+        for report in reports:
+            recorder.child_started(report.pid, frame)
+
+
 def _launcher(argv: Any, program: str | None) -> str | None:
     from ..programs import launcher
 
