@@ -973,3 +973,23 @@ def test_cost_option_measures_or_says_why_not(cuda_ip):
     assert COST_NOT_ASKED not in report["notes"]
     _, _, bundles = run(cuda_ip, "%%syncfree\nt = FakeTensor()\nt.item()\n")
     assert COST_NOT_ASKED in the_report(bundles)["notes"]
+
+
+def test_a_thread_still_running_when_its_cell_ends_is_named(ip):
+    # A background thread the cell starts and does not join: its syncs after the cell's end were nobody's, and the
+    # cell's report said nothing. It is named; a thread the cell joins is counted as before.
+    assert ip.run_cell("import threading, torch\ngate = threading.Event()\n"
+                       "def late(x):\n    gate.wait(30)\n    return x.sum().item()\n").success
+    try:
+        result, _, bundles = run(ip, "%%syncfree --mode predict\nx = torch.ones(2, device='cuda')\n"
+                                     "saver = threading.Thread(target=late, args=(x,), name='saver')\nsaver.start()\n")
+        assert result.success, result.error_in_exec
+        notes = " ".join(the_report(bundles)["notes"])
+        assert "thread 'saver' was still running when the cell ended: the syncs it makes after that are not counted " \
+               "(join it before the cell ends)" in notes, notes
+    finally:
+        ip.run_cell("gate.set(); saver.join(30)")
+    result, _, bundles = run(ip, "%%syncfree --mode predict\nx = torch.ones(2, device='cuda')\n"
+                                 "t = threading.Thread(target=late, args=(x,))\nt.start(); t.join()\n")
+    report = the_report(bundles)
+    assert report["totals"]["syncs"] == 1 and "still running" not in " ".join(report["notes"]), report

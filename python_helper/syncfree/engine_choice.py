@@ -154,6 +154,11 @@ def end_children(recorder, before: dict[int, str] | None = None) -> None:
     if children is not None:
         reports, notes = children.end_watch(recorder.handed_work_to)
         recorder.inherit(reports, notes, children.started_as)
+    from .capture.threads import unfinished_note
+
+    unfinished = unfinished_note(recorder, "cell")  # the cell's threads still running
+    if unfinished is not None:
+        recorder.inherited_notes.append(unfinished)
     if before:
         from .processes import earlier_children_note
 

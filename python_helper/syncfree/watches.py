@@ -28,7 +28,7 @@ from typing import Any
 from .allow import allowed_by_comment
 from .capture import interrupts
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
-from .engine_choice import Engine, choose_engine, cuda_available, new_recorder, unseen_libraries
+from .engine_choice import Engine, choose_engine, cuda_available, is_sync_stop, new_recorder, unseen_libraries
 from .processes import ForkedChildren
 
 __all__ = ["ChildWatch", "NotJudged", "SyncError", "Watch", "WatchReport", "check_cost_budget", "check_verdict",
@@ -241,6 +241,37 @@ def check_verdict(report: WatchReport, budget: int) -> None:
     lost = report.lost_children
     if lost:
         raise NotJudged(report, budget, lost)
+
+
+def _judged_through(exc: BaseException) -> bool:
+    """Whether a block that ended by raising ``exc`` still gets its verdict, as ``pytest.warns`` still checks its
+    block through an exception (``with pytest.raises(ValueError): with sync_free(): ...`` passed a block that
+    synced before it raised): an `Exception`, and a ``sys.exit()`` that ends the program well (``with sync_free():
+    sys.exit(main())``). Not an interrupt, a failing exit, pytest's outcomes (BaseExceptions), a verdict already
+    given (an inner block's `SyncError`) nor error mode's stop at a sync, which is the verdict."""
+    if isinstance(exc, SystemExit):
+        return exc.code is None or exc.code == 0
+    if not isinstance(exc, Exception) or isinstance(exc, SyncError):
+        return False
+    return not is_sync_stop(exc)
+
+
+def _over_budget_through(report: WatchReport, exc: BaseException, budget: int | None, budget_ms: float | None) -> None:
+    """The verdict of a block that raised ``exc`` (`_judged_through`): `SyncError` (its context ``exc``) where it
+    synchronized over its budget, counts or GPU time; nothing else: a count it could not judge (`NotJudged`) does not
+    replace the program's own exception."""
+    __tracebackhide__ = True
+    error = None
+    if budget is not None and report.counted > budget:
+        error = SyncError(report, budget)
+    elif budget_ms is not None and report.counted_cost_ms is not None and report.counted_cost_ms > budget_ms:
+        error = SyncError(report, None, budget_ms)
+    if error is None:
+        return
+    add_note = getattr(error, "add_note", None)  # Python 3.11+
+    if add_note is not None:
+        add_note(f"the block raised {type(exc).__name__} too (above): the syncs it made before are judged")
+    raise error
 
 
 def check_cost_budget(report: WatchReport, budget_ms: float) -> None:
@@ -473,6 +504,11 @@ class Watch:
                                   exc.__traceback__ if exc is not None else None)
             finally:
                 recorder.boundary = None  # no frame kept alive past the block
+            from .capture.threads import unfinished_note
+
+            unfinished = unfinished_note(recorder)
+            if unfinished is not None:
+                recorder.note(unfinished)
             report = _watch_report(self.engine, recorder)
             # The child processes the block started: their syncs are its own, and those of the watches around it.
             children, recorder.children = recorder.children, None
@@ -509,10 +545,15 @@ class Watch:
             self._delivered_to.syncfree_report = report  # type: ignore[attr-defined]
         if self.on_report is not None:
             self.on_report(report)
-        if check_budget and exc is None and self.budget is not None:
-            check_verdict(report, self.budget)
-        if check_budget and exc is None and self.budget_ms is not None:
-            check_cost_budget(report, self.budget_ms)
+        if not check_budget:
+            return
+        if exc is None:
+            if self.budget is not None:
+                check_verdict(report, self.budget)
+            if self.budget_ms is not None:
+                check_cost_budget(report, self.budget_ms)
+        elif _judged_through(exc):
+            _over_budget_through(report, exc, self.budget, self.budget_ms)
 
     def _abandon(self) -> None:
         """Undo a `_begin` that did not complete (no report)."""

@@ -62,6 +62,7 @@ import re
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from multiprocessing import process as _mp_process
 from typing import Any
@@ -70,6 +71,11 @@ from . import dispatch
 from .notes import Uncounted
 
 _installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
+# The user's threads a watch's code started and the tasks it handed a pool's threads, routed to it, that have not
+# ended: recorder -> {key: what it is}. One still running when the block ends makes its later syncs no watch's
+# (`unfinished_note`).
+_in_flight: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_in_flight_lock = threading.Lock()
 _real: dict[str, Any] = {}  # "start", "submit": the functions replaced
 
 
@@ -111,6 +117,51 @@ def _run_for(recorder: Any, predicting: Any, func: Any, *args: Any, **kwargs: An
             dispatch.unroute(token, recorder)
 
 
+def _began(recorder: Any, what: str, running: Any = None) -> object:
+    """A key for the user's work ``what`` routed to ``recorder`` until `_ended` with it, or while ``running()`` says
+    it still runs (a ThreadPool's result: its tasks may never run if the pool is ended, so nothing ends them)."""
+    key = object()
+    with _in_flight_lock:
+        work = _in_flight.setdefault(recorder, {})
+        if running is not None and len(work) > 64:  # a long block handing many: keep only those not done
+            for old, (_, check) in list(work.items()):
+                if check is not None and not check():
+                    del work[old]
+        work[key] = (what, running)
+    return key
+
+
+def _ended(recorder: Any, key: object) -> None:
+    with _in_flight_lock:
+        _in_flight.get(recorder, {}).pop(key, None)
+
+
+def unfinished_note(recorder: Any, where: str = "block") -> Uncounted | None:
+    """The note on the user's threads that ``recorder``'s code started, and the tasks it handed a pool's threads,
+    that were still running (or queued) when its block ended: the syncs they make after it are no watch's, so the
+    count may be short (`Uncounted`: `sync_free` does not pass it). Taken out of the tracking: a later block's."""
+    with _in_flight_lock:
+        work = [what for what, running in _in_flight.pop(recorder, {}).values() if running is None or running()]
+    if not work:
+        return None
+    threads_ = [w for w in work if w.startswith("thread ")]
+    tasks = len(work) - len(threads_)
+    parts = []
+    if threads_:
+        shown = ", ".join(threads_[:3]) + (f" and {len(threads_) - 3} more" if len(threads_) > 3 else "")
+        parts.append(shown)
+    if tasks:
+        parts.append(f"{tasks} task{'s' if tasks > 1 else ''} handed to a thread pool")
+    one = len(work) == 1
+    state = "still running or queued" if tasks else "still running"
+    advice = " and ".join(filter(None, ("join " + ("it" if one else "them") if threads_ else "",
+                                        f"wait for {'its' if one else 'their'} result{'' if one else 's'}"
+                                        if tasks and not threads_ else "wait for the tasks' results" if tasks else "")))
+    return Uncounted(f"{' and '.join(parts)} {'was' if one else 'were'} {state} when the {where} ended: the syncs "
+                     f"{'it makes' if one else 'they make'} after that are not counted ({advice} before the {where} "
+                     "ends)")
+
+
 def _start(thread: Any) -> Any:
     recorder = _routed_recorder()
     judge = recorder  # the recorder that predicts the thread's work, or names it where it cannot
@@ -132,19 +183,34 @@ def _start(thread: Any) -> Any:
                 f"daemon thread {thread.name!r} ran without predict mode (a daemon thread may outlive the block, and "
                 "would keep predict mode on after it): its CUDA work is not predicted, so its syncs are not counted (a "
                 "non-daemon thread, or syncfree run, predicts them)"))
-    if recorder is None and predicting is None:
+    # The user's thread started by a watch's code (or a %%syncfree cell's): one still running at the block's end is
+    # named (`unfinished_note`); not a daemon thread predict mode left out (named already), nor a library's (a
+    # DataLoader's pin-memory thread).
+    tracked = recorder if recorder is not None else _watching_cell()
+    if tracked is not None and ((predicting is None and tracked.mode == "predict")
+                                or not _users_code(thread, tracked)):
+        tracked = None
+    if recorder is None and predicting is None and tracked is None:
         return _real["start"](thread)
     run = thread.run
+    key = _began(tracked, f"thread {thread.name!r}") if tracked is not None else None
 
     def run_for_recorder() -> None:
         try:
             _run_for(recorder, predicting, run)
         finally:
+            if key is not None:
+                _ended(tracked, key)
             if vars(thread).get("run") is run_for_recorder:
                 del thread.run  # no recorder kept alive by a finished thread
 
     thread.run = run_for_recorder  # the instance's: Thread._bootstrap_inner calls self.run()
-    return _real["start"](thread)
+    try:
+        return _real["start"](thread)
+    except BaseException:
+        if key is not None:
+            _ended(tracked, key)
+        raise
 
 
 def _start_new_thread(function: Any, args: Any, kwargs: Any = None, /) -> Any:
@@ -207,6 +273,14 @@ def _users_file(filename: str, recorder: Any) -> bool:
     return filename in recorder._cell_files or (recorder.watches_cells and filename in UserFiles())
 
 
+def _watching_cell() -> Any:
+    """The running recorder of notebook cells (`%%syncfree`), if any."""
+    for recorder in reversed(dispatch.process_recorders):
+        if recorder.running and recorder.watches_cells:
+            return recorder
+    return None
+
+
 def _predicting_cell() -> Any:
     """The running recorder of notebook cells that predicts (`%%syncfree` without CUDA), if any."""
     for recorder in reversed(dispatch.process_recorders):
@@ -232,13 +306,46 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     if owner is None:
         return _real["submit"](pool, fn, *args, **kwargs)
     recorder, predicting = owner
+    key = _task_began(recorder, fn)
     # The pool may start a worker thread here: it belongs to the pool, not to this watch (nor to one whose block
     # called this code: DETACHED stops the anchors too).
     token = dispatch.route(dispatch.DETACHED)
     try:
-        return _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
+        future = _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
+    except BaseException:
+        if key is not None:
+            _ended(recorder, key)
+        raise
     finally:
         dispatch.unroute(token, dispatch.DETACHED)
+    if key is not None:  # done, failed or cancelled
+        future.add_done_callback(lambda _future: _ended(recorder, key))
+    return future
+
+
+def _users_task(recorder: Any, fn: Any) -> bool:
+    """Whether ``fn``, handed to a pool's threads by a watch's code, is the user's (not a library's task)."""
+    if recorder is None or recorder.scope != "context":
+        return False
+    function = getattr(fn, "func", fn)  # a functools.partial's
+    filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+    return filename is not None and _users_file(filename, recorder)
+
+
+def _task_began(recorder: Any, fn: Any) -> object | None:
+    """`_began` for a task of the user's code that a watch's code handed a ThreadPoolExecutor (ended by its future)."""
+    return _began(recorder, "task") if _users_task(recorder, fn) else None
+
+
+def _pool_result_running(result: Any) -> Any:
+    """Whether a ThreadPool's result (``apply_async``/``map``'s, or ``imap``'s iterator) has tasks not done; None
+    where it cannot tell."""
+    ready = getattr(result, "ready", None)
+    if callable(ready):
+        return lambda: not ready()
+    if hasattr(result, "_index") and hasattr(result, "_length"):  # IMapIterator: all results in when they match
+        return lambda: result._length is None or result._index < result._length
+    return None
 
 
 #: multiprocessing.pool.ThreadPool's methods that hand its threads a function (map, starmap and their _async forms go
@@ -252,9 +359,13 @@ def _thread_pool_task(key: str) -> Any:
         daemon threads of it) routed to the recorder whose code hands it, under its predict session, as a
         ThreadPoolExecutor's task does (`_submit`): its syncs were no watch's, and a block passed."""
         owner = _task_owner()
-        if owner is not None and callable(func):
-            func = functools.partial(_run_for, *owner, func)
-        return _real[key](pool, func, *args, **kwargs)
+        if owner is None or not callable(func):
+            return _real[key](pool, func, *args, **kwargs)
+        result = _real[key](pool, functools.partial(_run_for, *owner, func), *args, **kwargs)
+        running = _pool_result_running(result) if _users_task(owner[0], func) else None
+        if running is not None:
+            _began(owner[0], "task", running)
+        return result
 
     hand.__name__ = hand.__qualname__ = key
     return hand
