@@ -1757,3 +1757,26 @@ WRAPPER_RULES_ON_A_GPU = [pytest.param(source, kinds, marks=pytest.mark.xfail(st
 @pytest.mark.parametrize("source, kinds", WRAPPER_RULES_ON_A_GPU)
 def test_a_wrapper_subclass_on_a_gpu(source, kinds):
     assert _stream_syncs_on_a_gpu(WRAPPER_PREAMBLE, source) == len(kinds), source
+
+
+SCALAR_ARGUMENTS = json.loads((Path(__file__).parent / "data" / "scalar_arguments.json").read_text())["calls"]
+
+
+@pytest.mark.parametrize("name", sorted(SCALAR_ARGUMENTS))
+def test_a_cuda_tensor_passed_where_torch_takes_a_number_is_read_on_the_cpu(name):
+    # `torch.arange(lengths.max())`, `x.view(n)`, `x.topk(k)` with a 0-dim CUDA tensor: torch's argument parser reads
+    # it with .item() before the op runs, a sync on a GPU. Predict mode counted it only for the few ops its table
+    # measured with tensor arguments (narrow, linspace, pad): a sync_free block around a padding mask passed. The
+    # same tensor as an operand (x + n, torch.where) is no sync. tests/gpu/test_scalar_arguments_gpu.py checks these
+    # counts against a GPU.
+    code, expected = SCALAR_ARGUMENTS[name]
+    recorder, namespace = CollectingRecorder(), {}
+    preamble, _ = compile_cell("import torch\nx = torch.arange(10., device='cuda')\n"
+                               "n = torch.randint(3, 4, (), device='cuda')\n")
+    call, _ = compile_cell(code + "\n")
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(call, namespace)
+    assert len(recorder.calls) == expected, (code, recorder.kinds)
+    assert all(cell_line == 1 for *_, cell_line, _ in recorder.calls), recorder.calls

@@ -7,6 +7,7 @@ tensors (`call_generic`, asking the measured op table, capture/optable.py, for o
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any
 
 from .here import user_frame
@@ -25,7 +26,7 @@ _CUDA = object()  # marker: the call targets the virtual CUDA device
 
 
 def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = None,
-                  ask_table: bool = True) -> Any:
+                  ask_table: bool = True, unhandled: bool = False) -> Any:
     """Run any torch call on the CPU and mark its fresh results as virtual CUDA tensors.
 
     Results are virtual when the call names a CUDA device (or is a factory under
@@ -33,7 +34,8 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
     device and has a virtual input. In-place and ``out=`` results (their storage is a
     non-virtual input's) keep their device, as on a GPU. ``run`` calls ``func`` some
     other way (custom_ops.py); ``ask_table`` False: the call's syncs are predicted inside
-    it, not by the op table.
+    it, not by the op table. ``unhandled``: no handler took the call (mode.py), none predicted a sync of it: a 0-dim
+    CUDA tensor it reads as a number is one (`_ScalarReads`).
     """
     registry = mode.registry
     target: Any = None
@@ -60,11 +62,25 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
         _check_same_device(registry, inputs)
     if virtual_input and getattr(func, "__name__", None) in _CUDA_AUTOCAST and _cuda_autocast_on():
         args, kwargs = _autocast_as_cuda(registry, _CUDA_AUTOCAST[func.__name__], args, kwargs)
+    syncs = 0
     if virtual_input and ask_table:  # an op no handler covers: the measured table (capture/optable.py)
         syncs = _optable().on_call(mode.session, func, args, kwargs, mode.handlers)
         if syncs:
             record(mode, "library", syncs)
-    result = call(*args, **kwargs)
+    if unhandled and virtual_input and ask_table and not syncs and _scalar_argument(registry, func, args, kwargs):
+        # A 0-dim CUDA tensor passed where the op takes a number (`torch.arange(lengths.max())`, `x.view(n)`,
+        # `torch.full(size, t)`, `x.topk(k)`): torch's argument parser reads it with .item() before the op runs, a
+        # sync the table measured for a few ops only. Seen as the parser's own aten._local_scalar_dense (not one
+        # inside a CPU kernel, which a CUDA kernel may not make: the dispatch mode is off while an op runs).
+        reads = _ScalarReads(registry)
+        told = mode.session.recorded
+        with reads:
+            result = call(*args, **kwargs)
+        unseen = reads.count - (mode.session.recorded - told)  # less those the handlers of its own calls predicted
+        if unseen > 0:
+            record(mode, "python_scalar", unseen)
+    else:
+        result = call(*args, **kwargs)
     if target is _CUDA or (target is None and virtual_input):
         if isinstance(result, _Tensor):
             registry.mark_results((result,), kept)
@@ -76,6 +92,64 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
         for out in tensors_in(result):
             registry.mark_pinned(out)
     return result
+
+
+def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a virtual CUDA 0-dim tensor is passed as an argument, or inside a list or tuple of them (a size):
+    where the op takes a number, torch reads it on the CPU. Not a method's own tensor (``self``)."""
+    def zero_dim(value: Any) -> bool:
+        return isinstance(value, _Tensor) and value.dim() == 0 and registry.is_cuda(value)
+
+    if isinstance(func, types.BuiltinFunctionType) or getattr(func, "__module__", None) == "torch.nn.functional":
+        first = 0  # torch.arange, F.pad: every argument
+    elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view: not self
+        first = 1
+    else:  # another Python function (Tensor.backward, an aten op called as such): its own calls are seen one by one
+        return False
+    for value in (*args[first:], *(kwargs.values() if kwargs else ())):
+        if zero_dim(value) or (isinstance(value, (list, tuple)) and any(zero_dim(v) for v in value)):
+            return True
+    return False
+
+
+class _ScalarReads:
+    """A dispatch mode, for one call, counting the ``aten._local_scalar_dense`` torch dispatches at the call's top
+    level on a virtual CUDA tensor (its argument parser's read of a number), not inside another op."""
+
+    _cls: Any = None
+
+    def __init__(self, registry: Any) -> None:
+        self.count = 0
+        if _ScalarReads._cls is None:
+            _ScalarReads._cls = _reads_mode_class()
+        self._mode = _ScalarReads._cls(self, registry)
+
+    def __enter__(self) -> _ScalarReads:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+
+def _reads_mode_class() -> Any:
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    local_scalar = torch.ops.aten._local_scalar_dense.default
+
+    class ReadsMode(TorchDispatchMode):
+        def __init__(self, reads: _ScalarReads, registry: Any) -> None:
+            super().__init__()
+            self.reads = reads
+            self.registry = registry
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: Any = None) -> Any:
+            if func is local_scalar and args and self.registry.is_cuda(args[0]):
+                self.reads.count += 1
+            return func(*args, **(kwargs or {}))
+
+    return ReadsMode
 
 
 # Ops whose CUDA kernels take no CPU operand but a 0-dim one (a CPU scalar): elementwise

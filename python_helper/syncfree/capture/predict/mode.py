@@ -60,7 +60,7 @@ def _make_mode_class() -> type:
             if type(func) is not _MethodWrapper:  # attribute access comes as a method-wrapper
                 if type(func) in _operator_types and runs_python_kernels(func):
                     return call_under_the_mode(self, func, args, kwargs)
-                return call_generic(self, func, args, kwargs)
+                return call_generic(self, func, args, kwargs, unhandled=True)
             name = func.__name__
             if name == "__get__" or name == "__set__":
                 handler = self.getters.get((getattr(func, "__self__", None), name))

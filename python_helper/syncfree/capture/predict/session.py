@@ -46,6 +46,7 @@ class PredictSession:
 
     def __init__(self, recorder: Any) -> None:
         self.recorder = recorder
+        self.recorded = 0  # the syncs `record` was told, whoever's (calls.py compares it across a call)
         self.registry: VirtualCudaRegistry | None = None
         self.active = False
         self.event_type: type | None = None
@@ -130,6 +131,7 @@ class PredictSession:
     # -- reporting ---------------------------------------------------------------------
 
     def record(self, kind: str, frame: Any, count: int = 1) -> None:
+        self.recorded += count
         recorder = _owner()
         if recorder is None:
             # No recorder owns this thread (a session used without one, as tests do): the
