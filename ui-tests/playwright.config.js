@@ -31,6 +31,9 @@ module.exports = {
     url: `${baseURL}/lab`,
     timeout: 120 * 1000,
     reuseExistingServer: !process.env.CI,
+    // SIGTERM first: JupyterLab shuts its kernels down and removes the folders galata made
+    // (jupyter_server_test_config.py); killed as before after 15 s.
+    gracefulShutdown: { signal: 'SIGTERM', timeout: 15000 },
     // The server's log is noise in a passing run; SYNCFREE_UI_DEBUG=1 shows it.
     stdout: process.env.SYNCFREE_UI_DEBUG ? 'pipe' : 'ignore',
     stderr: process.env.SYNCFREE_UI_DEBUG ? 'pipe' : 'ignore'
