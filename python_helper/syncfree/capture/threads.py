@@ -154,9 +154,12 @@ def unfinished_note(recorder: Any, where: str = "block") -> Uncounted | None:
         parts.append(f"{tasks} task{'s' if tasks > 1 else ''} handed to a thread pool")
     one = len(work) == 1
     state = "still running or queued" if tasks else "still running"
-    advice = " and ".join(filter(None, ("join " + ("it" if one else "them") if threads_ else "",
-                                        f"wait for {'its' if one else 'their'} result{'' if one else 's'}"
-                                        if tasks and not threads_ else "wait for the tasks' results" if tasks else "")))
+    if threads_ and tasks:
+        advice = "join the threads and wait for the tasks' results"
+    elif threads_:
+        advice = "join it" if one else "join them"
+    else:
+        advice = "wait for its result" if one else "wait for their results"
     return Uncounted(f"{' and '.join(parts)} {'was' if one else 'were'} {state} when the {where} ended: the syncs "
                      f"{'it makes' if one else 'they make'} after that are not counted ({advice} before the {where} "
                      "ends)")
