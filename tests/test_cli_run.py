@@ -1433,3 +1433,50 @@ def test_a_run_whose_child_left_no_report_is_not_a_pass_within_its_budget(tmp_pa
             in done.stderr and "ended without a report (killed)" in done.stderr), done.stderr
     done = syncfree("run", "--mode", "predict", "--budget", "2", "train.py", cwd=tmp_path)
     assert done.returncode == 0, (done.stdout, done.stderr)
+
+
+def test_syncs_the_program_makes_as_python_ends_it_are_counted(tmp_path):
+    # At its exit Python finalizes the main module's objects: a __del__ that reads a tensor, a suspended generator's
+    # finally. They ran after syncfree run's report (their syncs lost, 0 syncs and exit 0), and in predict mode failed
+    # with "Torch not compiled with CUDA enabled" once the stand-ins were gone. They run inside the watch now, with
+    # the program's names still there (a collection first, as Python does), after an uncaught exception too.
+    write(tmp_path, "ends.py", """\
+        import torch
+
+        class Logger:
+            def __init__(self):
+                self.total = torch.ones(2, device="cuda")
+            def __del__(self):
+                print("final", self.total.sum().item())
+
+        def steps():
+            try:
+                yield 1
+            finally:
+                print("cleanup", torch.zeros(1, device="cuda").item())
+
+        log = Logger()
+        g = steps()
+        next(g)
+        print("main end")
+        """)
+    write(tmp_path, "fails.py", """\
+        import torch
+
+        class Logger:
+            def __init__(self):
+                self.total = torch.ones(2, device="cuda")
+            def __del__(self):
+                print("final", self.total.sum().item())
+
+        log = Logger()
+        raise ValueError("boom")
+        """)
+    for args, status in ((("ends.py",), 1), (("-m", "ends"), 1), (("fails.py",), 2)):
+        done = syncfree("run", "--format", "json", *args, cwd=tmp_path)
+        assert done.returncode == status, (args, done.stdout, done.stderr)
+        assert "Torch not compiled" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+        rows = json.loads(done.stdout)
+        expected = [(7, 1), (13, 1)] if args[0] != "fails.py" else [(7, 1)]
+        assert sorted((row["line"], row["count"]) for row in rows) == expected, (args, rows)
+        assert "final 2.0" in done.stderr or "final 2.0" in done.stdout, done.stderr

@@ -289,19 +289,22 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                         signal.signal(signum, terminated)
             if torch_import is not None:
                 torch_import.install()
+            # The program's main module (its globals, from runpy), held here alone: torn down as at Python's exit
+            # (_finalize_program).
+            program: list = []
             try:
                 if module:
                     sys.modules["__mp_main__"] = _MainAlias("__mp_main__")  # runpy makes the module: see _MainAlias
-                    _run_module(path)
+                    _run_module(path, program)
                 else:
-                    main = types.ModuleType("__main__")
-                    main.__dict__.update(__file__=filename, __builtins__=builtins, __spec__=None,
-                                         __package__=None, __loader__=_loader(filename))
+                    program.append(types.ModuleType("__main__"))
+                    program[0].__dict__.update(__file__=filename, __builtins__=builtins, __spec__=None,
+                                               __package__=None, __loader__=_loader(filename))
                     # multiprocessing's alias of the main module (Lib/multiprocessing/__init__.py sets it when it is
                     # imported, here: syncfree's launcher): a spawned child runs the script as __mp_main__, and the
                     # objects of its classes come back pickled under that name.
-                    sys.modules["__main__"] = sys.modules["__mp_main__"] = main
-                    exec(code, main.__dict__)
+                    sys.modules["__main__"] = sys.modules["__mp_main__"] = program[0]
+                    exec(code, program[0].__dict__)
             except SystemExit as exc:
                 exit_code = _exit_status(exc.code)
             except ModuleNotRunnable:
@@ -329,6 +332,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                     unended.watch_ended(runner)  # reported with the child's report: not a watch left unended
                 raise SystemExit(exit_code)
             children.end_children()
+            _finalize_program(program, threads_before, saved)
         except BaseException as exc:
             close_watch(exc)
             raise
@@ -421,8 +425,66 @@ class _ExitHandlers:
                 traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
-def _run_module(name: str) -> None:
-    """``python -m name``, inside the watch (a package's ``__init__`` runs under it too)."""
+def _finalize_program(program: list, threads_before: set, saved: tuple) -> None:
+    """What Python does with the main module at its exit, after the atexit handlers (Python/pylifecycle.c,
+    finalize_modules): it takes the module out of ``sys.modules`` and collects, so that what only the program held is
+    finalized with its names still there (a ``__del__``, a suspended generator's ``finally``), then clears the dict
+    of a module still alive, last names first. Done here, inside the watch: such code that synced ran after the
+    report had been written (its syncs lost without a word), and in predict mode raised "Torch not compiled with CUDA
+    enabled" once the stand-ins were gone. Not while a daemon thread the program started still runs: it would see
+    the program's objects go, where Python stops such threads first. ``program``: the main module (``python -m``:
+    its globals), the only reference kept; ``saved``: what `_restore` puts back, the ``sys.modules`` entries here."""
+    import gc
+    import threading
+    import weakref
+
+    if not program or any(t.daemon and t.is_alive() for t in threading.enumerate() if t not in threads_before):
+        return
+    main, mp_main = saved[2], saved[6]
+    if main is not None:
+        sys.modules["__main__"] = main
+    if mp_main is not None:
+        sys.modules["__mp_main__"] = mp_main
+    else:
+        sys.modules.pop("__mp_main__", None)
+    held = program.pop()
+    if isinstance(held, types.ModuleType):
+        # A sentinel in the dict tells whether the collection took the dict too (nothing else held it) or it lives on
+        # (the frames of an uncaught exception's traceback, a library's registry): then its names are cleared.
+        sentinel = _Finalizing(held.__dict__)
+        held.__dict__[_Finalizing.NAME] = sentinel
+        survived = weakref.ref(sentinel)
+        del sentinel
+    else:  # runpy's copy of the globals (its module is gone, their dict held by its functions): dropped, last first
+        survived = None
+        for name in reversed(list(held)):
+            if name != "__builtins__":
+                held[name] = None
+    del held
+    gc.collect()
+    sentinel = survived() if survived is not None else None
+    if sentinel is not None:
+        namespace, sentinel.namespace = sentinel.namespace, None
+        del sentinel
+        for name in reversed(list(namespace)):
+            if name != "__builtins__":
+                namespace[name] = None
+        del namespace
+        gc.collect()
+
+
+class _Finalizing:
+    """`_finalize_program`'s sentinel in the main module's dict, holding the dict."""
+
+    NAME = "__syncfree_finalizing__"
+
+    def __init__(self, namespace: dict) -> None:
+        self.namespace: dict | None = namespace
+
+
+def _run_module(name: str, program: list) -> None:
+    """``python -m name``, inside the watch (a package's ``__init__`` runs under it too); its globals (runpy's copy)
+    into ``program``."""
     import importlib.util
     import runpy
 
@@ -434,7 +496,7 @@ def _run_module(name: str) -> None:
         raise ModuleNotRunnable(f"no module named {name!r}")
     if spec.submodule_search_locations is not None and importlib.util.find_spec(f"{name}.__main__") is None:
         raise ModuleNotRunnable(f"{name!r} is a package without a __main__ module: it cannot be run")
-    runpy.run_module(name, run_name="__main__", alter_sys=True)  # sys.argv[0]: the module's file, as -m sets it
+    program.append(runpy.run_module(name, run_name="__main__", alter_sys=True))  # sys.argv[0]: the module's file
 
 
 def _loader(filename: str) -> Any:
