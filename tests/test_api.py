@@ -790,6 +790,7 @@ def test_a_pool_made_in_a_block_and_left_running_at_its_end_is_not_passed():
         assert block.report.judged and "was still running when the block ended: its syncs are not counted" in \
             block.report.text()
         server.terminate()
+        server.join()  # reaped: a later test's block must not find it still running
         with syncfree.sync_free() as block:  # a Pool made for later, handed nothing here
             pools.append(context.Pool(1))
         assert block.report.judged and "was still running when the block ended: its syncs are not counted" in \
