@@ -1480,3 +1480,55 @@ def test_syncs_the_program_makes_as_python_ends_it_are_counted(tmp_path):
         expected = [(7, 1), (13, 1)] if args[0] != "fails.py" else [(7, 1)]
         assert sorted((row["line"], row["count"]) for row in rows) == expected, (args, rows)
         assert "final 2.0" in done.stderr or "final 2.0" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("ending, status", [("sys.exit(256)", 0), ("sys.exit(2**40)", 0), ("os._exit(256)", 0),
+                                            ("sys.exit(-1)", 255), ("sys.exit(2**70)", 255), ("sys.exit(True)", 1)])
+def test_the_programs_exit_status_is_the_one_the_os_sees(tmp_path, ending, status):
+    # sys.exit(256) ends a Python process with status 0 (the OS keeps the low 8 bits): syncfree run called it a failure
+    # ("exited with status 256", exit 2); sys.exit(-1) is 255, not -1.
+    write(tmp_path, "ends.py", f"import os, sys\n{ending}\n")
+    python = subprocess.run([sys.executable, "ends.py"], cwd=tmp_path, capture_output=True, timeout=60)
+    assert python.returncode == status
+    done = syncfree("run", "ends.py", cwd=tmp_path)
+    if status == 0:
+        assert done.returncode == 0 and "exited with status" not in done.stderr, done.stderr
+    else:
+        assert done.returncode == 2 and f"ends.py exited with status {status}\n" in done.stderr, done.stderr
+
+
+def test_a_program_that_closes_stderr_ends_as_under_python(tmp_path):
+    # The program closed sys.stderr (the process's own): the run's last messages raised, the interpreter's last-resort
+    # dump ("lost sys.stderr") followed, and the run ended with status 1, its verdict not given.
+    write(tmp_path, "quiet.py", "import sys, torch\ntorch.ones(2, device='cuda').sum().item()\nsys.stderr.close()\n")
+    done = syncfree("run", "--budget", "1", "quiet.py", cwd=tmp_path)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "lost sys.stderr" not in done.stderr and "ValueError" not in done.stderr, done.stderr
+    done = syncfree("run", "quiet.py", cwd=tmp_path)
+    assert done.returncode == 1 and "quiet.py:2:1" in done.stdout, (done.stdout, done.stderr)
+
+
+def test_a_linked_script_imports_beside_its_real_file_and_a_folder_or_zipapp_runs_its_main(tmp_path):
+    # Python puts the folder of the script's real file first on sys.path (a script linked into ~/bin); syncfree run
+    # put the link's. A folder or a zip file with a __main__.py runs it, as `python app` does: syncfree run refused
+    # the folder and read the zip as source ("source code string cannot contain null bytes").
+    import zipfile
+
+    write(tmp_path, "real/tool.py", "import helper\nprint('helper from', helper.where)\n")
+    write(tmp_path, "real/helper.py", "where = 'real'\n")
+    write(tmp_path, "bin/helper.py", "where = 'bin'\n")
+    (tmp_path / "bin" / "tool.py").symlink_to(tmp_path / "real" / "tool.py")
+    done = syncfree("run", "bin/tool.py", cwd=tmp_path)
+    assert "helper from real" in done.stdout, (done.stdout, done.stderr)
+    main = "import sys, torch\nprint('main', sys.argv)\ntorch.ones(2, device='cuda').sum().item()\n"
+    write(tmp_path, "app/__main__.py", main)
+    with zipfile.ZipFile(tmp_path / "app.pyz", "w") as archive:
+        archive.writestr("__main__.py", main)
+    for target in ("app", "app.pyz"):
+        done = syncfree("run", "--format", "json", target, "x", cwd=tmp_path)
+        assert done.returncode == 1 and f"main ['{target}', 'x']" in done.stderr, (done.stdout, done.stderr)
+        assert [(row["line"], row["count"]) for row in json.loads(done.stdout)] == [(3, 1)], done.stdout
+    (tmp_path / "empty").mkdir()
+    done = syncfree("run", "empty", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip() == "syncfree: error: cannot run empty: it is a folder without " \
+        "a __main__.py", done.stderr

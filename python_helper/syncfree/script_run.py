@@ -95,8 +95,19 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     import types
 
     saved_cwd = os.getcwd()
+    # A folder or a zip file with a __main__.py (a zipapp): Python puts it first on sys.path and runs its __main__.
+    main_of_path = not module and path not in ("-", "-c") and _runs_its_main(path)
     if module:
         code, filename, argv0, path0 = None, None, "-m", saved_cwd
+    elif main_of_path:
+        # its __main__.py runs as a script whose folder is the path (sys.argv[0] the path as given)
+        folder = os.path.abspath(path)
+        filename = os.path.join(folder, "__main__.py")
+        data = _main_of(path)  # OSError (none there) for the caller
+        text = _decoded(data)
+        code = compile(data, filename, "exec", dont_inherit=True)
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)  # a zip's lines too
+        argv0, path0 = path, folder
     elif path in ("-", "-c"):
         if source is None:
             if path == "-c":
@@ -114,7 +125,9 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         with open(filename, "rb") as handle:  # OSError for the caller
             data = handle.read()
         code = compile(data, filename, "exec", dont_inherit=True)  # SyntaxError for the caller, before anything runs
-        argv0, path0 = path, os.path.dirname(filename)
+        # sys.path[0]: the folder of the script's real file, as Python gives it (a script linked into ~/bin imports
+        # the modules beside its real file)
+        argv0, path0 = path, os.path.dirname(os.path.realpath(filename))
     saved = (sys.argv, list(sys.path), sys.modules.get("__main__"), sys.stdin, sys.stdout, sys.stderr,
              sys.modules.get("__mp_main__"))
     sys.argv = [argv0, *argv]
@@ -124,7 +137,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         sys.path.insert(0, path0)
     exit_code, failure = 0, None
     # ``engine="auto"`` reads the program's imports (import cupy: the CUPTI engine).
-    program_text = "" if module else text if path in ("-", "-c") else _decoded(data)
+    program_text = "" if module else text if path in ("-", "-c") or main_of_path else _decoded(data)
 
     def new_runner() -> Watch:
         return Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
@@ -235,7 +248,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         # joined, no atexit handler (Python runs none), only the report.
         close_watch(None)
         if on_exit is not None:
-            ended = finish(status, None, True)
+            ended = finish(os_status(status) if isinstance(status, int) else status, None, True)
             ended.replaced_by, ended.replaced_env, ended.signal = replaced_by, env, signum
             return on_exit(ended)
         return None
@@ -482,6 +495,27 @@ class _Finalizing:
         self.namespace: dict | None = namespace
 
 
+def _runs_its_main(path: str) -> bool:
+    """Whether ``python path`` runs the ``__main__`` module inside ``path``: a folder, or a zip file (a zipapp)."""
+    import zipfile
+
+    return os.path.isdir(path) or (os.path.isfile(path) and zipfile.is_zipfile(path))
+
+
+def _main_of(path: str) -> bytes:
+    """The source of the ``__main__.py`` that ``python path`` runs in a folder or a zip file."""
+    if os.path.isdir(path):
+        with open(os.path.join(path, "__main__.py"), "rb") as handle:
+            return handle.read()
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.read("__main__.py")
+    except KeyError:
+        raise FileNotFoundError(f"can't find '__main__' module in {path!r}") from None
+
+
 def _run_module(name: str, program: list) -> None:
     """``python -m name``, inside the watch (a package's ``__init__`` runs under it too); its globals (runpy's copy)
     into ``program``."""
@@ -560,12 +594,20 @@ def _restore(saved: tuple, cwd: str) -> None:
 
 
 def _exit_status(code: Any) -> int:
+    """The status a process ends with for ``sys.exit(code)``, as Python gives it: None 0, an int as the OS sees it
+    (`os_status`; a bool is one), anything else printed and 1."""
     if code is None:
         return 0
     if isinstance(code, int):
-        return code
+        return os_status(code if -2**63 <= code < 2**63 else -1)  # Python reads a C long: -1 where it overflows
     print(code, file=sys.stderr)  # as Python does for sys.exit("message")
     return 1
+
+
+def os_status(code: int) -> int:
+    """The exit status the OS gives the parent for a process that exits with ``code`` (POSIX: its low 8 bits):
+    ``sys.exit(256)`` and ``os._exit(256)`` end with 0, ``sys.exit(-1)`` with 255."""
+    return int(code) & 0xFF if os.name == "posix" else int(code)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -67,9 +67,10 @@ def run_python(
     earlier = _take_carry()  # what the program synced before it replaced itself with this run's program
     start = earlier["start"] if earlier else os.getcwd()  # paths are shown relative to it, wherever the program goes
     if not module and code is None and target != "-":
-        if Path(target).is_dir():
-            raise UsageProblem(f"cannot run {target}: it is a folder")
-        if not Path(target).is_file():
+        if Path(target).is_dir():  # python runs a folder's __main__.py
+            if not (Path(target) / "__main__.py").is_file():
+                raise UsageProblem(f"cannot run {target}: it is a folder without a __main__.py")
+        elif not Path(target).is_file():
             raise not_a_file(target)
     selected = _selected_rules(select, ignore)
     from syncfree.script_run import ModuleNotRunnable, run_script
@@ -274,11 +275,24 @@ def _shown_command(command: Sequence[str]) -> str:
     return shown[:120] + ("..." if len(shown) > 120 else "")
 
 
+def _reopen_stderr() -> None:
+    """A program that closed ``sys.stderr`` (the process's own: its file descriptor stays open, as Python opens it)
+    closed it for syncfree's messages too: a new writer on descriptor 2, as Python's exit ignores the closed one.
+    The run's messages raised there, and the interpreter's last-resort dump ended the run with status 1."""
+    if getattr(sys.stderr, "closed", False):
+        try:
+            sys.stderr = open(2, "w", encoding=getattr(sys.__stderr__, "encoding", None) or "utf-8",  # noqa: SIM115
+                              errors="backslashreplace", closefd=False)
+        except OSError:  # descriptor 2 closed too: nowhere to say it
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115
+
+
 def _write(result: Any, target: str, output_format: str, output: ReportOutput, budget: int | None,
            selected: set[str] | None, start: str, state: dict[str, int], *, hard: bool = False,
            budget_ms: float | None = None) -> int:
     from syncfree.engine_choice import is_sync_stop
 
+    _reopen_stderr()
     report = result.report
     # A program that never imported torch ran no engine of its own; its children's syncs say whether they predicted.
     predicted = report.predicted or (report.mode == "static" and any(
