@@ -1532,3 +1532,14 @@ def test_a_linked_script_imports_beside_its_real_file_and_a_folder_or_zipapp_run
     done = syncfree("run", "empty", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.strip() == "syncfree: error: cannot run empty: it is a folder without " \
         "a __main__.py", done.stderr
+
+
+def test_an_atexit_handler_that_raises_is_printed_as_python_prints_it(tmp_path):
+    # "Exception ignored in atexit callback", then the traceback from the handler on: syncfree run's own frame came
+    # first in it.
+    write(tmp_path, "ax.py", "import atexit\ndef bad():\n    raise ValueError('x')\natexit.register(bad)\n")
+    python = subprocess.run([sys.executable, "ax.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = syncfree("run", "ax.py", cwd=tmp_path)
+    assert done.returncode == python.returncode == 0
+    shown = done.stderr[done.stderr.index("Exception ignored"):].splitlines()[1:5]
+    assert shown == python.stderr.splitlines()[1:5], (done.stderr, python.stderr)

@@ -435,7 +435,9 @@ class _ExitHandlers:
                 func(*args, **kwargs)
             except BaseException as exc:  # noqa: BLE001 - as Python: printed, the exit status unchanged
                 print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
-                traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+                # from the handler on, as Python prints it: not this frame
+                trace = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+                traceback.print_exception(type(exc), exc, trace, file=sys.stderr)
 
 
 def _finalize_program(program: list, threads_before: set, saved: tuple) -> None:
