@@ -1543,3 +1543,12 @@ def test_an_atexit_handler_that_raises_is_printed_as_python_prints_it(tmp_path):
     assert done.returncode == python.returncode == 0
     shown = done.stderr[done.stderr.index("Exception ignored"):].splitlines()[1:5]
     assert shown == python.stderr.splitlines()[1:5], (done.stderr, python.stderr)
+
+
+def test_os_exit_in_an_atexit_handler_is_said_as_it_happened(tmp_path):
+    # The note said "no atexit handler ran" where the one that called os._exit, and those before it, had.
+    write(tmp_path, "ox.py", "import atexit, os\natexit.register(os._exit, 0)\natexit.register(print, 'first')\n")
+    done = syncfree("run", "ox.py", cwd=tmp_path)
+    assert done.returncode == 0 and "first" in done.stdout, (done.stdout, done.stderr)
+    assert "os._exit(0) in an atexit handler: the handlers after it did not run" in done.stdout + done.stderr
+    assert "no atexit handler ran" not in done.stdout + done.stderr

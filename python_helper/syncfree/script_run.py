@@ -51,6 +51,7 @@ class ScriptRun:
     earlier: dict | None = None  # syncfree run: the report of the program this one replaced (os.exec*, followed)
     replaced_env: Any = None  # the environment the program gave the one that replaces it (None: its own)
     signal: int | None = None  # the signal that ended the program (SIGTERM): the process dies of it once reported
+    in_atexit: bool = False  # the hard exit came from one of its atexit handlers (the others did not run)
 
 
 class ModuleNotRunnable(ImportError):
@@ -250,6 +251,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         if on_exit is not None:
             ended = finish(os_status(status) if isinstance(status, int) else status, None, True)
             ended.replaced_by, ended.replaced_env, ended.signal = replaced_by, env, signum
+            ended.in_atexit = exit_handlers.running
             return on_exit(ended)
         return None
 
@@ -410,6 +412,7 @@ class _ExitHandlers:
         self._atexit = atexit
         self._real = (atexit.register, atexit.unregister)
         self.handlers: list[tuple[Callable, tuple, dict]] = []
+        self.running = False  # the handlers are being run
 
     def install(self) -> None:
         self._atexit.register, self._atexit.unregister = self.register, self.unregister
@@ -429,6 +432,7 @@ class _ExitHandlers:
     def run(self) -> None:
         import traceback
 
+        self.running = True
         while self.handlers:
             func, args, kwargs = self.handlers.pop()
             try:

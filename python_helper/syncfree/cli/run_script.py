@@ -370,6 +370,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     elif signum:
         summary += (f"\nnote: the program was ended by {_signal.Signals(signum).name}: the syncs until then are "
                     "reported; no atexit handler ran (as under python)")
+    elif hard and getattr(result, "in_atexit", False):
+        summary += (f"\nnote: the program ended with os._exit({result.exit_code}) in an atexit handler: the handlers "
+                    "after it did not run")
     elif hard:
         summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
