@@ -1472,12 +1472,24 @@ def test_syncs_the_program_makes_as_python_ends_it_are_counted(tmp_path):
         log = Logger()
         raise ValueError("boom")
         """)
-    for args, status in ((("ends.py",), 1), (("-m", "ends"), 1), (("fails.py",), 2)):
+    write(tmp_path, "daemon.py", """\
+        import threading, time, torch
+
+        class Logger:
+            def __init__(self):
+                self.total = torch.ones(2, device="cuda")
+            def __del__(self):
+                print("final", self.total.sum().item())
+
+        log = Logger()
+        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # still running at the end
+        """)
+    for args, status in ((("ends.py",), 1), (("-m", "ends"), 1), (("fails.py",), 2), (("daemon.py",), 1)):
         done = syncfree("run", "--format", "json", *args, cwd=tmp_path)
         assert done.returncode == status, (args, done.stdout, done.stderr)
         assert "Torch not compiled" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
         rows = json.loads(done.stdout)
-        expected = [(7, 1), (13, 1)] if args[0] != "fails.py" else [(7, 1)]
+        expected = [(7, 1), (13, 1)] if args[0] in ("ends.py", "-m") else [(7, 1)]
         assert sorted((row["line"], row["count"]) for row in rows) == expected, (args, rows)
         assert "final 2.0" in done.stderr or "final 2.0" in done.stdout, done.stderr
 

@@ -450,15 +450,17 @@ def _finalize_program(program: list, threads_before: set, saved: tuple) -> None:
     finalized with its names still there (a ``__del__``, a suspended generator's ``finally``), then clears the dict
     of a module still alive, last names first. Done here, inside the watch: such code that synced ran after the
     report had been written (its syncs lost without a word), and in predict mode raised "Torch not compiled with CUDA
-    enabled" once the stand-ins were gone. Not while a daemon thread the program started still runs: it would see
-    the program's objects go, where Python stops such threads first. ``program``: the main module (``python -m``:
-    its globals), the only reference kept; ``saved``: what `_restore` puts back, the ``sys.modules`` entries here."""
+    enabled" once the stand-ins were gone. A dict still alive is not cleared while a daemon thread the program started
+    runs: it would see the names go, where Python stops such threads first (what the collection finalizes, nothing
+    else holds). ``program``: the main module (``python -m``: its globals), the only reference kept; ``saved``: what
+    `_restore` puts back, the ``sys.modules`` entries here."""
     import gc
     import threading
     import weakref
 
-    if not program or any(t.daemon and t.is_alive() for t in threading.enumerate() if t not in threads_before):
+    if not program:
         return
+    daemons = any(t.daemon and t.is_alive() for t in threading.enumerate() if t not in threads_before)
     main, mp_main = saved[2], saved[6]
     if main is not None:
         sys.modules["__main__"] = main
@@ -474,15 +476,13 @@ def _finalize_program(program: list, threads_before: set, saved: tuple) -> None:
         held.__dict__[_Finalizing.NAME] = sentinel
         survived = weakref.ref(sentinel)
         del sentinel
-    else:  # runpy's copy of the globals (its module is gone, their dict held by its functions): dropped, last first
+    else:  # runpy's copy of the globals (its module is gone, their dict held by its functions): dropped
         survived = None
-        for name in reversed(list(held)):
-            if name != "__builtins__":
-                held[name] = None
+        held.clear()
     del held
     gc.collect()
     sentinel = survived() if survived is not None else None
-    if sentinel is not None:
+    if sentinel is not None and not daemons:
         namespace, sentinel.namespace = sentinel.namespace, None
         del sentinel
         for name in reversed(list(namespace)):
