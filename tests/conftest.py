@@ -48,6 +48,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python_helper"))
 
 
 @pytest.fixture(autouse=True)
+def _excepthook_as_before():
+    """torch.distributed's init_process_group puts its own sys.excepthook in for good (it prefixes "[rank0]:"): a
+    test that starts a process group in-process changed how every later test's uncaught exception is printed."""
+    hook = sys.excepthook
+    yield
+    sys.excepthook = hook
+
+
+@pytest.fixture(autouse=True)
 def _checkout_in_pytester_subprocesses(request):
     """A pytester subprocess runs in a folder of its own, where a relative
     ``PYTHONPATH=python_helper`` finds nothing: its pytest then loads the installed

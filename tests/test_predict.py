@@ -1767,7 +1767,7 @@ def test_a_cuda_tensor_passed_where_torch_takes_a_number_is_read_on_the_cpu(name
     # `torch.arange(lengths.max())`, `x.view(n)`, `x.topk(k)` with a 0-dim CUDA tensor: torch's argument parser reads
     # it with .item() before the op runs, a sync on a GPU. Predict mode counted it only for the few ops its table
     # measured with tensor arguments (narrow, linspace, pad): a sync_free block around a padding mask passed. The
-    # same tensor as an operand (x + n, torch.where) is no sync. tests/gpu/test_scalar_arguments_gpu.py checks these
+    # same tensor as an operand (x + n, torch.where) is no sync. tests/gpu/test_predicted_calls_gpu.py checks these
     # counts against a GPU.
     code, expected = SCALAR_ARGUMENTS[name]
     recorder, namespace = CollectingRecorder(), {}
@@ -1780,3 +1780,28 @@ def test_a_cuda_tensor_passed_where_torch_takes_a_number_is_read_on_the_cpu(name
         exec(call, namespace)
     assert len(recorder.calls) == expected, (code, recorder.kinds)
     assert all(cell_line == 1 for *_, cell_line, _ in recorder.calls), recorder.calls
+
+
+MEASURED_CALLS = json.loads((Path(__file__).parent / "data" / "predict_calls_h200.json").read_text())
+CALLS_PREAMBLE = (
+    "import torch\nx = torch.randn(100, device='cuda'); m = x > 0; i = torch.randint(0, 10, (50,), device='cuda')\n"
+    "n = torch.randint(3, 4, (), device='cuda')\n"
+    "A = torch.randn(8, 8, device='cuda') @ torch.randn(8, 8, device='cuda').T + 8 * torch.eye(8, device='cuda')\n"
+    "p = torch.softmax(torch.randn(4, 10, device='cuda'), -1)\n")
+
+
+@pytest.mark.parametrize("name", sorted(set(MEASURED_CALLS["calls"]) - set(MEASURED_CALLS["known"])))
+def test_calls_measured_on_an_h200_are_predicted_as_measured(name):
+    # Calls of training and evaluation code measured on an H200 (tests/data/predict_calls_h200.json). Predict mode said
+    # 0 for torch.inverse (the table has linalg.inv's entry), histc/one_hot/split/unflatten/tensordot/repeat_interleave
+    # given a CUDA tensor where they take a number, and masked_fill with an int CUDA value: a sync_free block passed
+    # where the GPU syncs. It said 2 for bincount of an empty or uint8 tensor (0 and 1 on the GPU).
+    code, measured = MEASURED_CALLS["calls"][name]
+    recorder, namespace = CollectingRecorder(), {}
+    preamble, _ = compile_cell(CALLS_PREAMBLE)
+    call, _ = compile_cell(code + "\n")
+    with PredictSession(recorder):
+        exec(preamble, namespace)
+        recorder.clear()
+        exec(call, namespace)
+    assert len(recorder.calls) == measured, (code, recorder.kinds)

@@ -100,16 +100,26 @@ def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> boo
     def zero_dim(value: Any) -> bool:
         return isinstance(value, _Tensor) and value.dim() == 0 and registry.is_cuda(value)
 
-    if isinstance(func, types.BuiltinFunctionType) or getattr(func, "__module__", None) == "torch.nn.functional":
-        first = 0  # torch.arange, F.pad: every argument
+    module = getattr(func, "__module__", None)
+    if isinstance(func, types.BuiltinFunctionType) or module in _PYTHON_FUNCTION_MODULES:
+        first = 0  # torch.arange, F.pad, torch.split, torch.tensordot: every argument
     elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view: not self
         first = 1
-    else:  # another Python function (Tensor.backward, an aten op called as such): its own calls are seen one by one
+    elif module == "torch._tensor" and getattr(func, "__name__", None) in _PYTHON_TENSOR_METHODS:
+        first = 1  # Tensor.split, written in Python: int(split_size) inside it, unseen by the mode
+    else:  # another Python function (Tensor.backward, an aten op called as such): not looked into
         return False
     for value in (*args[first:], *(kwargs.values() if kwargs else ())):
         if zero_dim(value) or (isinstance(value, (list, tuple)) and any(zero_dim(v) for v in value)):
             return True
     return False
+
+
+# torch's functions written in Python that read a number argument given as a tensor themselves (int(), .item(): the
+# mode is off while a handled call runs, so those reads are seen only by `_ScalarReads`): torch.split, tensordot's
+# dims, stft's n_fft; F.* in Python.
+_PYTHON_FUNCTION_MODULES = frozenset({"torch.nn.functional", "torch.functional"})
+_PYTHON_TENSOR_METHODS = frozenset({"split", "unflatten", "stft", "istft"})
 
 
 class _ScalarReads:

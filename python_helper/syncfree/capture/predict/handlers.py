@@ -539,23 +539,71 @@ def _handle_repeat_interleave(mode: Any, func: Any, args: tuple, kwargs: dict) -
     output_size = kwargs.get("output_size")
     if output_size is None and virtual(mode, repeats):
         record(mode, "repeat_interleave", 2)  # measured: the output size and a check
-    return call_generic(mode, func, args, kwargs)
+    # an output_size given as a CUDA tensor is read as a number (calls.py, `_ScalarReads`)
+    return call_generic(mode, func, args, kwargs, unhandled=True)
 
 
 def _handle_histc(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     names = ("input", "bins", "min", "max")
     bound = dict(zip(names, args))
     bound.update(kwargs)
-    if virtual(mode, bound.get("input")) and bound.get("min", 0) == bound.get("max", 0):
+    low, high = bound.get("min", 0), bound.get("max", 0)
+    numbers = not isinstance(low, _tensor_type()) and not isinstance(high, _tensor_type())
+    if virtual(mode, bound.get("input")) and numbers and low == high:
         record(mode, "histc", 2)  # the range is read from the data: min and max
-    return call_generic(mode, func, args, kwargs)
+    # min and max given as CUDA tensors are read as numbers, one sync each (`_ScalarReads`)
+    return call_generic(mode, func, args, kwargs, unhandled=True)
 
 
 def _handle_one_hot(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     num_classes = args[1] if len(args) > 1 else kwargs.get("num_classes", -1)
-    if num_classes == -1 and virtual(mode, args[0] if args else kwargs.get("tensor")):
+    if isinstance(num_classes, int) and num_classes == -1 and virtual(mode, args[0] if args else kwargs.get("tensor")):
         record(mode, "one_hot")
+    # num_classes given as a CUDA tensor (`i.max() + 1`) is read as a number (`_ScalarReads`)
+    return call_generic(mode, func, args, kwargs, unhandled=True)
+
+
+def _handle_bincount(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # bincount reads the input's min and max to size its output: 2 syncs; 1 for uint8 (no min check), none for an
+    # empty input (zeros at once: aten/src/ATen/native/cuda/SummaryOps.cu); a minlength given as a CUDA tensor is read
+    # as a number too (`_ScalarReads`).
+    tensor = args[0] if args else kwargs.get("input")
+    if virtual(mode, tensor) and tensor.numel() > 0:
+        import torch
+
+        record(mode, "bincount", 1 if tensor.dtype == torch.uint8 else 2)
+    return call_generic(mode, func, args, kwargs, unhandled=True)
+
+
+def _handle_masked_fill(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # masked_fill(mask, value) with a CUDA tensor value: the CUDA kernel takes it as a number, value.item(), one sync
+    # whatever its dtype (the measured table answered 0 for an int value, from its nearest sample); a Python number or
+    # a CPU tensor value: none.
+    value = args[2] if len(args) > 2 else kwargs.get("value")
+    if isinstance(value, _tensor_type()) and virtual(mode, value):
+        record(mode, "library")
+        return call_generic(mode, func, args, kwargs, ask_table=False)
     return call_generic(mode, func, args, kwargs)
+
+
+def _like_linalg_inv(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
+    # torch.inverse is linalg_inv, which reads its info with .item() to raise on a singular matrix: the measured table
+    # has the entry under torch.linalg.inv, not under inverse (it counted 0 for an op it had not measured).
+    import torch
+
+    from .calls import _optable
+
+    if any(virtual(mode, t) for t in tensors_in((args, kwargs))):
+        syncs = _optable().on_call(mode.session, torch.linalg.inv, args[:1], {}, mode.handlers)
+        if syncs:
+            record(mode, "library", syncs)
+    return call_generic(mode, func, args, kwargs, ask_table=False)
+
+
+def _tensor_type() -> type:
+    import torch
+
+    return torch.Tensor
 
 
 def _handle_equal(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -687,9 +735,13 @@ def handler_table() -> dict[Any, Callable[..., Any]]:
         T.unique_consecutive: _when_virtual("unique"),
         torch.repeat_interleave: _handle_repeat_interleave,
         T.repeat_interleave: _handle_repeat_interleave,
-        # bincount reads min and max to size its output: 2 syncs.
-        torch.bincount: _when_virtual("bincount", 2),
-        T.bincount: _when_virtual("bincount", 2),
+        torch.bincount: _handle_bincount,
+        T.bincount: _handle_bincount,
+        torch.masked_fill: _handle_masked_fill,
+        T.masked_fill: _handle_masked_fill,
+        T.masked_fill_: _handle_masked_fill,
+        torch.inverse: _like_linalg_inv,
+        T.inverse: _like_linalg_inv,
         torch.histc: _handle_histc,
         T.histc: _handle_histc,
         F.one_hot: _handle_one_hot,
