@@ -1460,19 +1460,7 @@ def test_syncs_the_program_makes_as_python_ends_it_are_counted(tmp_path):
         next(g)
         print("main end")
         """)
-    write(tmp_path, "fails.py", """\
-        import torch
-
-        class Logger:
-            def __init__(self):
-                self.total = torch.ones(2, device="cuda")
-            def __del__(self):
-                print("final", self.total.sum().item())
-
-        log = Logger()
-        raise ValueError("boom")
-        """)
-    write(tmp_path, "daemon.py", """\
+    logger = """\
         import threading, time, torch
 
         class Logger:
@@ -1482,8 +1470,10 @@ def test_syncs_the_program_makes_as_python_ends_it_are_counted(tmp_path):
                 print("final", self.total.sum().item())
 
         log = Logger()
-        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()  # still running at the end
-        """)
+        """.rstrip(" ")
+    write(tmp_path, "fails.py", logger + '        raise ValueError("boom")\n')
+    # a daemon thread still running at the end
+    write(tmp_path, "daemon.py", logger + "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
     for args, status in ((("ends.py",), 1), (("-m", "ends"), 1), (("fails.py",), 2), (("daemon.py",), 1)):
         done = syncfree("run", "--format", "json", *args, cwd=tmp_path)
         assert done.returncode == status, (args, done.stdout, done.stderr)

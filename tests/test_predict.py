@@ -1770,14 +1770,8 @@ def test_a_cuda_tensor_passed_where_torch_takes_a_number_is_read_on_the_cpu(name
     # same tensor as an operand (x + n, torch.where) is no sync. tests/gpu/test_predicted_calls_gpu.py checks these
     # counts against a GPU.
     code, expected = SCALAR_ARGUMENTS[name]
-    recorder, namespace = CollectingRecorder(), {}
-    preamble, _ = compile_cell("import torch\nx = torch.arange(10., device='cuda')\n"
-                               "n = torch.randint(3, 4, (), device='cuda')\n")
-    call, _ = compile_cell(code + "\n")
-    with PredictSession(recorder):
-        exec(preamble, namespace)
-        recorder.clear()
-        exec(call, namespace)
+    recorder = _predict_call("import torch\nx = torch.arange(10., device='cuda')\n"
+                             "n = torch.randint(3, 4, (), device='cuda')\n", code)
     assert len(recorder.calls) == expected, (code, recorder.kinds)
     assert all(cell_line == 1 for *_, cell_line, _ in recorder.calls), recorder.calls
 
@@ -1797,11 +1791,17 @@ def test_calls_measured_on_an_h200_are_predicted_as_measured(name):
     # given a CUDA tensor where they take a number, and masked_fill with an int CUDA value: a sync_free block passed
     # where the GPU syncs. It said 2 for bincount of an empty or uint8 tensor (0 and 1 on the GPU).
     code, measured = MEASURED_CALLS["calls"][name]
+    recorder = _predict_call(CALLS_PREAMBLE, code)
+    assert len(recorder.calls) == measured, (code, recorder.kinds)
+
+
+def _predict_call(preamble: str, code: str) -> CollectingRecorder:
+    """The syncs predicted for ``code`` (one cell line), run after ``preamble`` in one session."""
     recorder, namespace = CollectingRecorder(), {}
-    preamble, _ = compile_cell(CALLS_PREAMBLE)
+    before, _ = compile_cell(preamble)
     call, _ = compile_cell(code + "\n")
     with PredictSession(recorder):
-        exec(preamble, namespace)
+        exec(before, namespace)
         recorder.clear()
         exec(call, namespace)
-    assert len(recorder.calls) == measured, (code, recorder.kinds)
+    return recorder

@@ -461,13 +461,7 @@ def _finalize_program(program: list, threads_before: set, saved: tuple) -> None:
     if not program:
         return
     daemons = any(t.daemon and t.is_alive() for t in threading.enumerate() if t not in threads_before)
-    main, mp_main = saved[2], saved[6]
-    if main is not None:
-        sys.modules["__main__"] = main
-    if mp_main is not None:
-        sys.modules["__mp_main__"] = mp_main
-    else:
-        sys.modules.pop("__mp_main__", None)
+    _main_modules_back(saved[2], saved[6])
     held = program.pop()
     if isinstance(held, types.ModuleType):
         # A sentinel in the dict tells whether the collection took the dict too (nothing else held it) or it lives on
@@ -587,16 +581,21 @@ def _restore(saved: tuple, cwd: str) -> None:
     sys.stdin, sys.stdout, sys.stderr = stdin, stdout, stderr
     sys.argv = argv
     sys.path[:] = path
+    _main_modules_back(main, mp_main)
+    try:
+        os.chdir(cwd)
+    except OSError:  # the folder is gone
+        pass
+
+
+def _main_modules_back(main: Any, mp_main: Any) -> None:
+    """``sys.modules``' ``__main__`` and ``__mp_main__`` as they were before the program (syncfree's own)."""
     if main is not None:
         sys.modules["__main__"] = main
     if mp_main is not None:
         sys.modules["__mp_main__"] = mp_main
     else:
         sys.modules.pop("__mp_main__", None)
-    try:
-        os.chdir(cwd)
-    except OSError:  # the folder is gone
-        pass
 
 
 def _exit_status(code: Any) -> int:
