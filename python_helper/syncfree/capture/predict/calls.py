@@ -34,8 +34,9 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
     device and has a virtual input. In-place and ``out=`` results (their storage is a
     non-virtual input's) keep their device, as on a GPU. ``run`` calls ``func`` some
     other way (custom_ops.py); ``ask_table`` False: the call's syncs are predicted inside
-    it, not by the op table. ``unhandled``: no handler took the call (mode.py), none predicted a sync of it: a 0-dim
-    CUDA tensor it reads as a number is one (`_ScalarReads`).
+    it, not by the op table. ``unhandled``: a 0-dim CUDA tensor the call reads as a number is predicted here, one
+    sync each (`_ScalarReads`): where no handler took the call (mode.py), or its handler predicted only the rest of
+    it (histc, one_hot, bincount, repeat_interleave).
     """
     registry = mode.registry
     target: Any = None
@@ -124,7 +125,8 @@ _PYTHON_TENSOR_METHODS = frozenset({"split", "unflatten", "stft", "istft"})
 
 class _ScalarReads:
     """A dispatch mode, for one call, counting the ``aten._local_scalar_dense`` torch dispatches at the call's top
-    level on a virtual CUDA tensor (its argument parser's read of a number), not inside another op."""
+    level on a virtual CUDA tensor (the argument parser's read of a number, or an ``int()`` in torch's own Python),
+    not inside another op (a CPU kernel's, which the CUDA kernel may not make)."""
 
     _cls: Any = None
 
