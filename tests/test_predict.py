@@ -1791,7 +1791,14 @@ def test_calls_measured_on_an_h200_are_predicted_as_measured(name):
     # given a CUDA tensor where they take a number, and masked_fill with an int CUDA value: a sync_free block passed
     # where the GPU syncs. It said 2 for bincount of an empty or uint8 tensor (0 and 1 on the GPU).
     code, measured = MEASURED_CALLS["calls"][name]
-    recorder = _predict_call(CALLS_PREAMBLE, code)
+    # measured in a fresh process, where distributions validate their arguments: torch._dynamo turns that default off
+    # for the whole process once it has run (an earlier test's compile)
+    validating = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(True)
+    try:
+        recorder = _predict_call(CALLS_PREAMBLE, code)
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validating)
     assert len(recorder.calls) == measured, (code, recorder.kinds)
 
 

@@ -579,11 +579,18 @@ def _handle_masked_fill(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     # masked_fill(mask, value) with a CUDA tensor value: the CUDA kernel takes it as a number, value.item(), one sync
     # whatever its dtype (the measured table answered 0 for an int value, from its nearest sample); a Python number or
     # a CPU tensor value: none.
+    from .calls import _optable
+
     value = args[2] if len(args) > 2 else kwargs.get("value")
     if isinstance(value, _tensor_type()) and virtual(mode, value):
         record(mode, "library")
-        return call_generic(mode, func, args, kwargs, ask_table=False)
-    return call_generic(mode, func, args, kwargs)
+    elif any(virtual(mode, t) for t in tensors_in((args, kwargs))):
+        # the other forms as the measured table answers them, its unmeasured ones named as before (it skips a call
+        # that has a handler: asked here with none)
+        syncs = _optable().on_call(mode.session, func, args, kwargs, ())
+        if syncs:
+            record(mode, "library", syncs)
+    return call_generic(mode, func, args, kwargs, ask_table=False)
 
 
 def _like_linalg_inv(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
