@@ -97,22 +97,28 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
 
 def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> bool:
     """Whether a virtual CUDA 0-dim tensor is passed as an argument, or inside a list or tuple of them (a size):
-    where the op takes a number, torch reads it on the CPU. Not a method's own tensor (``self``)."""
-    def zero_dim(value: Any) -> bool:
-        return isinstance(value, _Tensor) and value.dim() == 0 and registry.is_cuda(value)
-
-    module = getattr(func, "__module__", None)
-    if isinstance(func, types.BuiltinFunctionType) or module in _PYTHON_FUNCTION_MODULES:
-        first = 0  # torch.arange, F.pad, torch.split, torch.tensordot: every argument
+    where the op takes a number, torch reads it on the CPU. Not a method's own tensor (``self``). Asked of every
+    call with a CUDA input: a look at each argument, nothing more where none is a 0-dim tensor."""
+    if isinstance(func, types.BuiltinFunctionType):  # torch.arange, torch._C._nn.pad: every argument
+        first = 0
     elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view: not self
         first = 1
-    elif module == "torch._tensor" and getattr(func, "__name__", None) in _PYTHON_TENSOR_METHODS:
-        first = 1  # Tensor.split, written in Python: int(split_size) inside it, unseen by the mode
-    else:  # another Python function (Tensor.backward, an aten op called as such): not looked into
-        return False
-    for value in (*args[first:], *(kwargs.values() if kwargs else ())):
-        if zero_dim(value) or (isinstance(value, (list, tuple)) and any(zero_dim(v) for v in value)):
-            return True
+    else:
+        module = getattr(func, "__module__", None)
+        if module in _PYTHON_FUNCTION_MODULES:  # F.*, torch.split, torch.tensordot written in Python
+            first = 0
+        elif module == "torch._tensor" and getattr(func, "__name__", None) in _PYTHON_TENSOR_METHODS:
+            first = 1  # Tensor.split, written in Python: int(split_size) inside it
+        else:  # another Python function (Tensor.backward, a user's op): not looked into (nor its arguments)
+            return False
+    for value in (*args[first:], *kwargs.values()) if kwargs else args[first:] if first else args:
+        if isinstance(value, _Tensor):
+            if value.dim() == 0 and registry.is_cuda(value):
+                return True
+        elif type(value) is tuple or type(value) is list:
+            for item in value:
+                if isinstance(item, _Tensor) and item.dim() == 0 and registry.is_cuda(item):
+                    return True
     return False
 
 
