@@ -99,19 +99,25 @@ def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> boo
     """Whether a virtual CUDA 0-dim tensor is passed as an argument, or inside a list or tuple of them (a size):
     where the op takes a number, torch reads it on the CPU. Not a method's own tensor (``self``). Asked of every
     call with a CUDA input: a look at each argument, nothing more where none is a 0-dim tensor."""
-    if isinstance(func, types.BuiltinFunctionType):  # torch.arange, torch._C._nn.pad: every argument
-        first = 0
-    elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view: not self
+    # The first argument is the op's tensor (its input, `self`, a list of tensors: torch.stack), never read as a
+    # number, but a factory's (torch.arange(n), torch.zeros((n, 2))); a 0-dim tensor there is most often the input
+    # (torch.clamp(coef, max=1.0) in clip_grad_norm_), and costs the dispatch mode nothing then.
+    if isinstance(func, types.BuiltinFunctionType):  # torch.arange, torch._C._nn.pad
+        name = func.__name__
+        if name.startswith("_foreach_"):  # their scalars are tensor operands (a ScalarTensor overload)
+            return False
+        first = 0 if name in _FACTORIES else 1
+    elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view
         first = 1
     else:
         module = getattr(func, "__module__", None)
         if module in _PYTHON_FUNCTION_MODULES:  # F.*, torch.split, torch.tensordot written in Python
-            first = 0
+            first = 1
         elif module == "torch._tensor" and getattr(func, "__name__", None) in _PYTHON_TENSOR_METHODS:
             first = 1  # Tensor.split, written in Python: int(split_size) inside it
         else:  # another Python function (Tensor.backward, a user's op): not looked into (nor its arguments)
             return False
-    for value in (*args[first:], *kwargs.values()) if kwargs else args[first:] if first else args:
+    for value in (*args[first:], *kwargs.values()) if kwargs else args[first:]:
         if isinstance(value, _Tensor):
             if value.dim() == 0 and registry.is_cuda(value):
                 return True
@@ -127,6 +133,10 @@ def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> boo
 # dims, stft's n_fft; F.* in Python.
 _PYTHON_FUNCTION_MODULES = frozenset({"torch.nn.functional", "torch.functional"})
 _PYTHON_TENSOR_METHODS = frozenset({"split", "unflatten", "stft", "istft"})
+# torch's functions whose first argument is a size or a number (factories).
+_FACTORIES = frozenset({"arange", "range", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+                        "linspace", "logspace", "eye", "tril_indices", "triu_indices", "empty_strided", "normal",
+                        "hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"})
 
 
 class _ScalarReads:
