@@ -1759,7 +1759,8 @@ def test_a_wrapper_subclass_on_a_gpu(source, kinds):
     assert _stream_syncs_on_a_gpu(WRAPPER_PREAMBLE, source) == len(kinds), source
 
 
-SCALAR_ARGUMENTS = json.loads((Path(__file__).parent / "data" / "scalar_arguments.json").read_text())["calls"]
+SCALAR_FILE = json.loads((Path(__file__).parent / "data" / "scalar_arguments.json").read_text())
+SCALAR_ARGUMENTS = SCALAR_FILE["calls"]
 
 
 @pytest.mark.parametrize("name", sorted(SCALAR_ARGUMENTS))
@@ -1770,18 +1771,13 @@ def test_a_cuda_tensor_passed_where_torch_takes_a_number_is_read_on_the_cpu(name
     # same tensor as an operand (x + n, torch.where) is no sync. tests/gpu/test_predicted_calls_gpu.py checks these
     # counts against a GPU.
     code, expected = SCALAR_ARGUMENTS[name]
-    recorder = _predict_call("import torch\nx = torch.arange(10., device='cuda')\n"
-                             "n = torch.randint(3, 4, (), device='cuda')\n", code)
+    recorder = _predict_call(SCALAR_FILE["preamble"], code)
     assert len(recorder.calls) == expected, (code, recorder.kinds)
     assert all(cell_line == 1 for *_, cell_line, _ in recorder.calls), recorder.calls
 
 
 MEASURED_CALLS = json.loads((Path(__file__).parent / "data" / "predict_calls_h200.json").read_text())
-CALLS_PREAMBLE = (
-    "import torch\nx = torch.randn(100, device='cuda'); m = x > 0; i = torch.randint(0, 10, (50,), device='cuda')\n"
-    "n = torch.randint(3, 4, (), device='cuda')\n"
-    "A = torch.randn(8, 8, device='cuda') @ torch.randn(8, 8, device='cuda').T + 8 * torch.eye(8, device='cuda')\n"
-    "p = torch.softmax(torch.randn(4, 10, device='cuda'), -1)\n")
+CALLS_PREAMBLE = MEASURED_CALLS["preamble"]
 
 
 @pytest.mark.parametrize("name", sorted(set(MEASURED_CALLS["calls"]) - set(MEASURED_CALLS["known"])))

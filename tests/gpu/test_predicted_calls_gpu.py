@@ -1,7 +1,8 @@
 """PyTorch calls whose syncs predict mode predicts on the CPU, measured on the GPU: a 0-dim CUDA tensor passed where
 torch takes a number (tests/data/scalar_arguments.json) and calls of training and evaluation code
-(tests/data/predict_calls_h200.json). For each call, the syncs torch's debug mode counts here against the file's count,
-and predict mode's (on the CPU stand-ins, CUDA hidden) against the same, but the differences the file names.
+(tests/data/predict_calls_h200.json), each file's calls on the names its "preamble" makes. For each call, the syncs
+torch's debug mode counts here against the file's count, and predict mode's (on the CPU stand-ins, CUDA hidden) against
+the same, but the differences the file names.
 """
 
 from __future__ import annotations
@@ -18,13 +19,6 @@ pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
-PREAMBLE = """\
-import torch
-x = torch.randn(100, device='cuda'); m = x > 0; i = torch.randint(0, 10, (50,), device='cuda')
-n = torch.randint(3, 4, (), device='cuda')
-A = torch.randn(8, 8, device='cuda') @ torch.randn(8, 8, device='cuda').T + 8 * torch.eye(8, device='cuda')
-p = torch.softmax(torch.randn(4, 10, device='cuda'), -1)
-"""
 COUNTER = """\
 import json, sys, syncfree
 calls = json.loads(sys.stdin.read())
@@ -40,8 +34,8 @@ print(json.dumps(counts))
 """
 
 
-def _counts(calls: dict, mode: str, env: dict) -> dict[str, int]:
-    done = subprocess.run([sys.executable, "-c", f"PREAMBLE = {PREAMBLE!r}\n" + COUNTER, mode],
+def _counts(preamble: str, calls: dict, mode: str, env: dict) -> dict[str, int]:
+    done = subprocess.run([sys.executable, "-c", f"PREAMBLE = {preamble!r}\n" + COUNTER, mode],
                           input=json.dumps(calls), env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -56,8 +50,8 @@ def test_calls_sync_on_the_gpu_as_measured_and_predicted(data):
     calls, known = content["calls"], content.get("known", {})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python_helper"),
                                                         *filter(None, [os.environ.get("PYTHONPATH")])])}
-    gpu = _counts(calls, "warn", env)
-    predicted = _counts(calls, "predict", {**env, "CUDA_VISIBLE_DEVICES": ""})
+    gpu = _counts(content["preamble"], calls, "warn", env)
+    predicted = _counts(content["preamble"], calls, "predict", {**env, "CUDA_VISIBLE_DEVICES": ""})
     print(f"\nsyncfree-gpu: {data} (in the file / GPU / predicted):")
     for name, (code, expected) in calls.items():
         print(f"  {name:40s} {code[:48]:48s} {expected} / {gpu[name]} / {predicted[name]}"
