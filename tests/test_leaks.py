@@ -770,6 +770,61 @@ def test_sigint_raised_at_once_in_user_code_and_held_back_in_the_engine():
     assert interrupts.outstanding() == 0
 
 
+def test_an_interrupt_held_back_wakes_a_main_thread_blocked_in_c(monkeypatch):
+    """A Ctrl-C held back in the engine was re-armed with ``_thread.interrupt_main``, which only marks the handler to
+    run: a program that had gone on into ``time.sleep`` (a socket, a join) got its KeyboardInterrupt when the call
+    returned, where Python alone cuts the sleep short. The signal itself now wakes it."""
+    from syncfree.capture.undo import Undo
+
+    engine_frames = []
+    undo = Undo()
+    undo.push(lambda: engine_frames.append(sys._getframe(1)))
+    undo.close()
+    monkeypatch.setattr(interrupts, "_REARM_DELAY_S", 0.3)  # the sleep has begun when it is re-armed
+    owner = object()
+    interrupts.hold(owner)
+    try:
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            interrupts._handler(signal.SIGINT, engine_frames[0])  # held back: returns
+            time.sleep(20)  # blocked in C when the re-armed interrupt comes
+        assert time.monotonic() - started < 10, "the interrupt waited for the sleep's end"
+    finally:
+        interrupts.release(owner)
+
+
+def test_a_terminate_held_back_wakes_a_main_thread_blocked_in_c(monkeypatch):
+    """The same for syncfree's SIGTERM handlers (a followed child that multiprocessing's ``terminate()`` signalled while
+    it was in the engine, then asleep in its target, lived 30 s on; `syncfree run`'s handler): re-armed, the signal
+    itself comes again when the handler has not run."""
+    calls = []
+
+    def terminated(signum, frame):  # as processes.py's and script_run.py's: held back once, then acted on
+        interrupts.handler_ran(signum)
+        calls.append(signum)
+        if len(calls) == 1:
+            interrupts.rearm_later(signum)
+            return
+        raise SystemExit("terminated")
+
+    monkeypatch.setattr(interrupts, "_REARM_DELAY_S", 0.3)  # the sleep has begun when it is re-armed
+    previous = signal.signal(signal.SIGUSR1, terminated)
+    try:
+        started = time.monotonic()
+        with pytest.raises(SystemExit, match="terminated"):
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+            time.sleep(20)
+        assert time.monotonic() - started < 10, "the signal waited for the sleep's end"
+        assert calls == [signal.SIGUSR1, signal.SIGUSR1]  # once held back, once acted on: not run a third time
+        deadline = time.monotonic() + 5
+        while interrupts.outstanding() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # past the wake's wait: nothing more comes
+        assert calls == [signal.SIGUSR1, signal.SIGUSR1]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
 def test_an_interrupt_is_held_back_for_a_bounded_time(monkeypatch):
     """Engine code that loops or blocks is still stopped (interrupts.MAX_HOLD_S)."""
     monkeypatch.setattr(interrupts, "MAX_HOLD_S", 0.2)

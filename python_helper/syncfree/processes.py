@@ -780,14 +780,15 @@ class ForkedChildren:
         self._terminated(signum, frame)
 
     def _terminated(self, signum: int, frame: Any) -> None:
+        from .capture import interrupts
+
+        interrupts.handler_ran(signum)
         if self._writing:
             # The report is being written (a Pool worker ends on the pool's sentinel as Pool.terminate() signals
             # it; blocking the signal in this thread does not keep torch's threads from taking it): the signal's
             # default action comes once it is written.
             self._deferred = signum
             return
-        from .capture import interrupts
-
         now = time.monotonic()
         if interrupts.in_engine(frame) and (self._term_held is None or now - self._term_held < interrupts.MAX_HOLD_S):
             # Landed in the engine's own code, which may hold the recorder's lock that the report needs (a Pool

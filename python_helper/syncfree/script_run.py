@@ -260,6 +260,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     def terminated(signum: int, frame: Any) -> None:
         # SIGTERM with Python's default action: the process dies at once, without finally blocks or atexit
         # handlers. Here the report is written first (as at os._exit), then the process dies of the signal.
+        interrupts.handler_ran(signum)
         if children.in_child:  # a forked child inherited this handler: it reports as a child does
             children._terminated(signum, frame)
             return

@@ -58,6 +58,9 @@ from typing import Any
 _ENGINE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _DEPTH = 6  # frames looked at from where the signal landed, outward
 _REARM_DELAY_S = 0.001
+#: A re-armed signal whose handler has not run this long after (the main thread is blocked in C) is sent again.
+_WAKE_AFTER_S = 0.05
+_handler_runs: dict[int, int] = {}  # signal -> runs of our handlers (handler_ran)
 #: Held back no longer than this: should the engine itself loop or block, Ctrl-C still
 #: stops it (possibly leaving state behind, which beats a kernel that cannot be stopped).
 MAX_HOLD_S = 2.0
@@ -142,6 +145,7 @@ def held() -> bool:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
+    handler_ran(signum)
     if not _holders:  # released from another thread (`release`): the previous handler goes back, and runs
         if signal.getsignal(signal.SIGINT) is _handler and callable(_previous):
             signal.signal(signal.SIGINT, _previous)
@@ -196,10 +200,49 @@ def rearm_later(signum: int) -> None:
 
 def _rearm(signum: int) -> None:
     time.sleep(_REARM_DELAY_S)  # the handler returns first
+    runs = _handler_runs.get(signum, 0)
+    installed = signal.getsignal(signum)
     try:
         _thread.interrupt_main(signum)  # runs the handler installed then, like a signal
     finally:
         _outstanding.pop()
+    _wake_main(signum, runs, installed)
+
+
+def _wake_main(signum: int, runs: int, installed: Any) -> None:
+    """``_thread.interrupt_main`` only marks the handler to run: a main thread that has gone on into a call blocked
+    in C (``time.sleep``, a socket, a lock, a ``join``) runs it when that call returns. A followed child that
+    multiprocessing's ``terminate()`` signalled while it was still in the engine slept out its target's 30 s, and a
+    Ctrl-C held back a moment waited for the sleep's end, where the first signal would have cut it short. So when the
+    handler has not run a moment later and the main thread has not moved (the same frame, at the same instruction),
+    it gets the signal itself, which interrupts the call as a signal does (its handler runs once: the mark and the
+    signal are one flag). Only while one of our handlers, which count their runs (`handler_ran`), is installed."""
+    if installed is not signal.getsignal(signum) or not callable(installed) or signum not in _handler_runs:
+        return
+    main = threading.main_thread().ident
+    where = sys._current_frames().get(main) if main is not None else None
+    if where is None:
+        return
+    at = where.f_lasti
+    deadline = time.monotonic() + _WAKE_AFTER_S
+    while time.monotonic() < deadline:
+        time.sleep(_WAKE_AFTER_S / 10)
+        if _handler_runs.get(signum, 0) != runs:
+            return  # it ran
+    now = sys._current_frames().get(main)
+    if (now is not where or now.f_lasti != at or _handler_runs.get(signum, 0) != runs
+            or signal.getsignal(signum) is not installed):
+        return  # the main thread moved on (the mark was taken by a handler that does not count, or runs soon)
+    del now, where
+    try:
+        signal.pthread_kill(main, signum)
+    except (OSError, ValueError):  # the main thread is gone
+        pass
+
+
+def handler_ran(signum: int) -> None:
+    """Called first by each handler of ours that may hold a signal back (`rearm_later`): a run `_wake_main` sees."""
+    _handler_runs[signum] = _handler_runs.get(signum, 0) + 1
 
 
 def ending_signals() -> list[int]:
@@ -287,6 +330,6 @@ def _place_of(filename: str) -> bool | None:
     return False
 
 
-__all__ = ["cut_handler_frames", "ending_signals", "engine_code", "hold", "held", "in_engine", "in_teardown", "outstanding",
-           "rearm_later", "release",
+__all__ = ["cut_handler_frames", "ending_signals", "engine_code", "handler_ran", "hold", "held", "in_engine",
+           "in_teardown", "outstanding", "rearm_later", "release",
            "teardown_code"]
