@@ -59,6 +59,10 @@ SUITE = {
         def test_unrelated_skip():
             pass
 
+        @pytest.mark.xfail(run=False, reason="wrong on the GPU")
+        def test_known_bug():  # an expected failure is no skip for want of CUDA, whatever its reason names
+            raise AssertionError
+
         @requires_cuda
         @pytest.mark.sync_free
         def test_step_is_sync_free():  # judged in predict mode: fails on the .item()
@@ -79,7 +83,7 @@ def test_the_option_is_offered(pytester):
 
 def test_without_the_option_the_summary_counts_the_tests_skipped_for_want_of_cuda(pytester):
     result = run(pytester, "--syncfree", "-rs")
-    result.assert_outcomes(passed=1, skipped=4)
+    result.assert_outcomes(passed=1, skipped=4, xfailed=1)
     result.stdout.fnmatch_lines([
         "*= syncfree =*",
         "0 syncs predicted in 0 of 1 watched test (on the CPU: no CUDA device)",
@@ -90,7 +94,7 @@ def test_without_the_option_the_summary_counts_the_tests_skipped_for_want_of_cud
 
 def test_cuda_variants_run_on_the_standins(pytester):
     result = run(pytester, "--syncfree-cuda", "-v")
-    result.assert_outcomes(passed=4, skipped=1, failed=1)
+    result.assert_outcomes(passed=4, skipped=1, failed=1, xfailed=1)
     result.stdout.fnmatch_lines([
         "syncfree: --syncfree-cuda: torch.cuda.is_available() answers True*",
         "*test_total?cuda? PASSED*",
@@ -113,7 +117,7 @@ def test_cuda_variants_run_on_the_standins(pytester):
 def test_under_xdist_each_worker_stands_in(pytester):
     pytest.importorskip("xdist")
     result = run(pytester, "--syncfree-cuda", "-n", "1")
-    result.assert_outcomes(passed=4, skipped=1, failed=1)
+    result.assert_outcomes(passed=4, skipped=1, failed=1, xfailed=1)
     result.stdout.fnmatch_lines(["3 syncs predicted in 3 of 5 watched tests*"])
 
 

@@ -92,11 +92,19 @@ def test_budget_and_mode(pytester):
             x.sum().item()
             raise AssertionError("not reached")
     """)
-    result = run(pytester)
+    result = run(pytester, "--syncfree")
     result.assert_outcomes(passed=1, failed=2)
     result.stdout.fnmatch_lines(["*would synchronize 2 times, budget 1*"])
-    result.stdout.fnmatch_lines(["*RuntimeError: called a synchronizing CUDA operation*"])
-    assert "not reached" not in result.stdout.str()
+    # Error mode's stop is the verdict: its traceback ends at the test's line (it went on into predict mode's hook and
+    # the recorder), and it is neither "a failure on the stand-ins" nor a test "also" over its budget.
+    result.stdout.fnmatch_lines(["    def test_error_mode_stops_at_the_first():", "*x = torch.ones(2*",
+                                 ">       x.sum().item()",
+                                 "E       RuntimeError: called a synchronizing CUDA operation*",
+                                 "test_budget.py:17: RuntimeError"])
+    out = result.stdout.str()
+    assert "not reached" not in out and "syncfree/capture" not in out, out
+    assert "ran in predict mode, CPU tensors" not in out and "also synchronized over its budget" not in out, out
+    assert "failed in predict mode on the CPU" not in out, out
 
 
 def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):

@@ -288,10 +288,25 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
     with _children_of(watch), watch:
         _set_boundary(watch, sys._getframe(1))
-        result = yield
+        with _stop_at_the_test_line():
+            result = yield
     # SyncError over the budget; NotJudged: predict mode saw CPU tensors only
     _verdict(pyfuncitem, watch.report)
     return result
+
+
+@contextlib.contextmanager
+def _stop_at_the_test_line():
+    """Error mode's stop at the first sync (``sync_free(mode="error")``) is raised inside syncfree (predict mode's
+    hook, the recorder): its traceback ends at the test's line that synced, as in a notebook cell, not in the
+    engine's frames."""
+    try:
+        yield
+    except BaseException as exc:
+        from .engine_choice import hide_engine_frames
+
+        hide_engine_frames(exc)
+        raise
 
 
 @contextlib.contextmanager
@@ -345,7 +360,7 @@ def _watched_method(item: pytest.Item, method):
             __tracebackhide__ = True
             with _host_suspended(item):
                 watch = item.stash[_WATCH] = _new_watch(item)
-                with watch:
+                with watch, _stop_at_the_test_line():
                     result = await method(*args, **kwargs)
                 finish(watch)
             return result
@@ -357,7 +372,7 @@ def _watched_method(item: pytest.Item, method):
         __tracebackhide__ = True
         with _host_suspended(item):
             watch = item.stash[_WATCH] = _new_watch(item)
-            with _children_of(watch), watch:
+            with _children_of(watch), watch, _stop_at_the_test_line():
                 result = method(*args, **kwargs)
             finish(watch)
         return result
@@ -439,9 +454,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                                     str(SyncError(watch_report, budget))))
     # A SyncError is the test's finding, not a crash in the plugin: show its message
     # alone, as pytest shows an assertion, rather than a traceback into syncfree.
-    if _is_sync_error(call):
+    if _is_sync_error(call) and not _is_stop(call):  # a stop keeps its traceback, which ends at the line
         report.longrepr = f"syncfree: {call.excinfo.value}"
     return report
+
+
+def _is_stop(call: pytest.CallInfo) -> bool:
+    from .engine_choice import is_sync_stop
+
+    return call.excinfo is not None and is_sync_stop(call.excinfo.value)
 
 
 def _standins_used() -> int:
@@ -457,11 +478,14 @@ def _touched_standins(item: pytest.Item) -> bool:
 
 
 def _is_sync_error(call: pytest.CallInfo) -> bool:
+    """Whether the test failed for its syncs: a `SyncError` (over its budget, not judged) or error mode's stop at
+    its first sync (the verdict itself: neither a failure "on the stand-ins" nor one with syncs beside it)."""
     if call.excinfo is None:
         return False
+    from .engine_choice import is_sync_stop
     from .watches import SyncError
 
-    return isinstance(call.excinfo.value, SyncError)
+    return isinstance(call.excinfo.value, SyncError) or is_sync_stop(call.excinfo.value)
 
 
 def _shown_id(config: pytest.Config, nodeid: str) -> str:
