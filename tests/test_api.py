@@ -765,6 +765,28 @@ def _sync_in_worker(n):
     return torch.ones(n, device="cuda").sum().item()
 
 
+class _ReadingDataset(torch.utils.data.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, index):
+        return torch.ones(3, device="cuda").sum().item()  # a sync in the worker
+
+
+def test_a_block_whose_cuda_work_its_dataloader_workers_do_is_judged():
+    # Predict mode judges a block that touched CPU tensors only as "not judged" (the device was chosen where CUDA is
+    # not available). A block whose own process only collates the host floats its DataLoader's workers read from
+    # CUDA tensors was not judged either, under its budget or over it: the workers' syncs are CUDA work.
+    loader = torch.utils.data.DataLoader(_ReadingDataset(), batch_size=2, num_workers=2)
+    with syncfree.sync_free(budget=4) as block:
+        assert [batch.tolist() for batch in loader] == [[3.0, 3.0], [3.0, 3.0]]
+    assert block.report.judged and block.report.syncs == 4, block.report.text()
+    with pytest.raises(syncfree.SyncError) as raised:
+        with syncfree.sync_free(budget=3):
+            list(loader)
+    assert type(raised.value) is syncfree.SyncError and raised.value.report.syncs == 4, raised.value
+
+
 def test_a_pool_made_in_a_block_and_left_running_at_its_end_is_not_passed():
     # A pool made in the block and not closed in it: its workers had written no report of the tasks they ran when
     # the block ended, and the block passed with a note, whatever the tasks synced. Their syncs are missing from the

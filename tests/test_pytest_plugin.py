@@ -107,6 +107,34 @@ def test_budget_and_mode(pytester):
     assert "failed in predict mode on the CPU" not in out, out
 
 
+def test_a_marked_test_whose_cuda_work_its_dataloader_workers_do_is_judged(pytester):
+    """The test's own process collates host floats; its DataLoader's workers read them from CUDA tensors. It failed
+    as "could not judge the block: no CUDA tensor was seen", within its budget too, where the workers' syncs were
+    counted: they are CUDA work."""
+    pytester.makepyfile(test_loader="""
+        import pytest, torch
+
+        class Reading(torch.utils.data.Dataset):
+            def __len__(self):
+                return 4
+
+            def __getitem__(self, index):
+                return torch.ones(3, device="cuda").sum().item()
+
+        @pytest.mark.sync_free(budget=4)
+        def test_within():
+            list(torch.utils.data.DataLoader(Reading(), batch_size=2, num_workers=2))
+
+        @pytest.mark.sync_free(budget=3)
+        def test_over():
+            list(torch.utils.data.DataLoader(Reading(), batch_size=2, num_workers=2))
+    """)
+    result = run(pytester, "--syncfree")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*test_over*", "syncfree: would synchronize 4 times, budget 3*"])
+    assert "could not" not in result.stdout.str()
+
+
 def test_a_marked_tests_threads_and_pool_tasks_count_against_it(pytester):
     """Work a watched test starts in a thread or a thread pool is the test's: it ran
     without the predict mode (not predicted at all) and the test passed."""

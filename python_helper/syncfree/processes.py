@@ -1145,6 +1145,14 @@ def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) 
     report.sites.extend(child_sites(reports))
     report.syncs += sum(r.syncs for r in reports)
     report.notes.extend(notes)
+    if not getattr(report, "judged", True) and any(r.syncs for r in reports):
+        # Predict mode could not judge the block from its own process, which touched CPU tensors only; its
+        # children's syncs were predicted on CUDA ones (a DataLoader's workers made them): the CUDA work was theirs.
+        from .watches import NOT_JUDGED
+
+        report.judged = True
+        if NOT_JUDGED in report.notes:
+            report.notes.remove(NOT_JUDGED)
 
 
 def _pool_kind(target: Any) -> str | None:

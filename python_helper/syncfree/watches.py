@@ -532,7 +532,9 @@ class Watch:
             before, self._activity_before = self._activity_before, None
             if before is not None:
                 cuda, host = (now - then for now, then in zip(_predict_activity(), before))
-                if host and not cuda:  # plain CPU work only: a block without torch work has nothing to sync
+                # plain CPU work only (a block without torch work has nothing to sync; children that synced, such
+                # as a DataLoader's workers, did CUDA work: processes.merge_children)
+                if host and not cuda and not any(r.syncs for r in reports):
                     report.judged = False
                     report.notes.insert(0, NOT_JUDGED)
         if self.budget_ms is not None and report.cost_ms is None:
