@@ -614,6 +614,33 @@ def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_repor
     assert row["line"] == 6 and row["count"] == 2 and row["processes"][0].startswith("pid ")
 
 
+@pytest.mark.parametrize("pool, count", [
+    ("concurrent.futures.ThreadPoolExecutor(2)", 4),
+    ("concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context('fork'))", 4),
+    ("multiprocessing.get_context('fork').Pool(2)", 4),
+    ("multiprocessing.get_context('spawn').Pool(2)", 4),
+])
+def test_a_program_that_leaves_its_pool_running_ends_as_under_python(tmp_path, pool, count):
+    # A pool or executor the program never shut down ends with the program under Python (concurrent.futures' exit
+    # call in threading's shutdown, multiprocessing's finalizers at exit). `syncfree run` joined the executor's
+    # threads without telling them, and ended a Pool's workers holding its queue lock: it waited forever.
+    write(tmp_path, "left.py", f"""\
+        import concurrent.futures, multiprocessing, torch
+
+        def work(i):
+            return torch.randn(3, device="cuda").sum().item()
+
+        if __name__ == "__main__":
+            pool = {pool}
+            print(len(list(pool.map(work, range({count})))))
+        """)
+    done = syncfree("run", "--format", "json", "left.py", cwd=tmp_path)  # the helper's timeout: 180 s
+    assert done.returncode == 1, done.stderr
+    [row] = json.loads(done.stdout)
+    assert (row["line"], row["count"]) == (4, count), (row, done.stderr)
+    assert "Exception" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 @pytest.mark.parametrize("method, worker", [("fork", "ForkPoolWorker-"), ("spawn", "SpawnPoolWorker-"),
                                             ("forkserver", "ForkServerPoolWorker-")])
 def test_pool_workers_syncs_are_collected(tmp_path, method, worker):

@@ -217,6 +217,7 @@ class ForkedChildren:
         """Follow the forks (and spawned children) from now on; ``folder``: where the reports go (a spawned
         child's own children report into its parent's folder), else a new one."""
         self.folder = folder  # None: made when the first child starts (most watched tests start none)
+        self._finalizers_from = _finalizer_mark()  # multiprocessing's finalizers made from here on are the program's
         self._previous = (os.fork, os._exit, os.execv, os.execve if _real_execve is not None else None)
         os.fork = self._fork
         os._exit = self._exit
@@ -482,17 +483,26 @@ class ForkedChildren:
 
     def end_children(self) -> None:
         """What Python does with multiprocessing's children at exit (Lib/multiprocessing/util.py, _exit_function),
-        for the children of this run only: daemonic ones are terminated, the others joined. Their reports are then
-        in the folder."""
+        for the program's children and finalizers only: the finalizers with an exit priority of 0 or more first (a
+        ``Pool`` the program never closed ends its workers and its threads there, as it does under Python: without
+        it the workers were terminated holding the pool's queue lock, and the pool's end at the collection that
+        follows waited on that lock forever), then daemonic children are terminated, the others joined, then the
+        rest of the finalizers. The children's reports are then in the folder."""
         multiprocessing = sys.modules.get("multiprocessing")
-        if multiprocessing is None or not self.forked:
+        if multiprocessing is None:
             return
-        ours = [p for p in multiprocessing.active_children() if p.pid in self.forked]
-        for process in ours:
-            if process.daemon:
-                process.terminate()
-        for process in ours:
-            process.join()
+        since = getattr(self, "_finalizers_from", None)
+        if since is not None:
+            _run_finalizers(since, 0)
+        if self.forked:
+            ours = [p for p in multiprocessing.active_children() if p.pid in self.forked]
+            for process in ours:
+                if process.daemon:
+                    process.terminate()
+            for process in ours:
+                process.join()
+        if since is not None:
+            _run_finalizers(since, None)
 
     def adopt(self, reports: list[ProcessReport], notes: list[str]) -> None:
         """The children an inner follower collected (a watched test's, which followed them in front of this one):
@@ -1135,6 +1145,43 @@ def earlier_children_note(before: dict[int, str], where: str, handed: set[int] =
         f"{len(before)} child process{'' if one else 'es'} started before this {where} ({shown}) "
         f"{'was' if one else 'were'} running during it: syncs {'it' if one else 'they'} made are not counted "
         f"here (a Pool or persistent DataLoader workers made earlier: make them in the {where} to count them)")
+
+
+def _finalizer_mark() -> int:
+    """The last key of multiprocessing's finalizers so far (``util.Finalize``: each key is its exit priority and a
+    running count): those made later have higher counts."""
+    util = sys.modules.get("multiprocessing.util")
+    registry = getattr(util, "_finalizer_registry", None) or {}
+    return max((key[1] for key in list(registry)), default=-1)
+
+
+def _run_finalizers(since: int, minpriority: int | None) -> None:
+    """``multiprocessing.util._run_finalizers(minpriority)`` for the finalizers made after ``since`` only (the
+    program's: this process goes on after it, with its own)."""
+    util = sys.modules.get("multiprocessing.util")
+    registry = getattr(util, "_finalizer_registry", None)
+    if not registry:
+        return
+    keys = [key for key in list(registry)
+            if key[0] is not None and key[1] > since and (minpriority is None or key[0] >= minpriority)]
+    pool_class = getattr(sys.modules.get("multiprocessing.pool"), "Pool", None)
+    for key in sorted(keys, reverse=True):
+        finalizer = registry.get(key)
+        if finalizer is not None:
+            reference = getattr(finalizer, "_weakref", None)
+            owner = reference() if callable(reference) else None
+            try:
+                finalizer()
+            except Exception:  # noqa: BLE001 - as multiprocessing: printed, the others run
+                import traceback
+
+                traceback.print_exc()
+            if pool_class is not None and isinstance(owner, pool_class) and owner._state == "RUN":
+                # Its end has run (its workers and threads are gone): its __del__, at the collection of the
+                # program's objects that follows, would write to the pipe of a thread already ended ("Exception
+                # ignored ... Bad file descriptor"), where Python's exit prints nothing.
+                owner._state = "TERMINATE"
+            del owner
 
 
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:

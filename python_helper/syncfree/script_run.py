@@ -562,12 +562,52 @@ def _attribute_to(filename: str, recorder: Any) -> None:
 
 
 def _join_threads(before: set) -> None:
+    """What Python's ``threading._shutdown`` does as the program ends: its exit calls first (concurrent.futures'
+    ``_python_exit``: the executors' threads are told the interpreter is going down, and end once their queued work
+    is done), then every non-daemon thread is joined. For the program's threads only: an executor it never shut down
+    (``ex = ThreadPoolExecutor(2)`` at module level) kept its workers waiting, and the run waited for them forever."""
     import threading
 
+    _end_executors(before)
     current = threading.current_thread()
     for thread in threading.enumerate():
         if thread not in before and thread is not current and not thread.daemon:
             thread.join()
+
+
+def _end_executors(before: set) -> None:
+    """concurrent.futures' ``_python_exit`` (thread.py, process.py) for the executors whose threads the program
+    started: the module's shutdown flag is set while their threads are woken and joined, and put back after (this
+    process goes on, and may use executors of its own)."""
+    process = sys.modules.get("concurrent.futures.process")
+    wakeups = getattr(process, "_threads_wakeups", None)
+    mine = [(t, w) for t, w in list(wakeups.items()) if t not in before and t.is_alive()] if wakeups else []
+    if mine:
+        saved = process._global_shutdown  # type: ignore[union-attr]
+        process._global_shutdown = True  # type: ignore[union-attr]
+        try:
+            for _, wakeup in mine:
+                wakeup.wakeup()
+            for thread, _ in mine:
+                thread.join()
+        finally:
+            process._global_shutdown = saved  # type: ignore[union-attr]
+    thread_module = sys.modules.get("concurrent.futures.thread")
+    queues = getattr(thread_module, "_threads_queues", None)
+    mine = [(t, q) for t, q in list(queues.items()) if t not in before and t.is_alive()] if queues else []
+    if mine:
+        lock = thread_module._global_shutdown_lock  # type: ignore[union-attr]
+        with lock:
+            saved = thread_module._shutdown  # type: ignore[union-attr]
+            thread_module._shutdown = True  # type: ignore[union-attr]
+        try:
+            for _, queue in mine:
+                queue.put(None)
+            for thread, _ in mine:
+                thread.join()
+        finally:
+            with lock:
+                thread_module._shutdown = saved  # type: ignore[union-attr]
 
 
 def _restore(saved: tuple, cwd: str) -> None:
