@@ -1673,6 +1673,54 @@ def _late_item(gate, x):
     return x.sum().item()  # after the block's end
 
 
+def test_a_thread_or_task_whose_target_is_a_partial_is_the_users():
+    # A thread whose target is a functools.partial (and asyncio.to_thread's task, a partial of Context.run) was taken
+    # for a library's: a daemon one ran without predict mode and a block passed it with 0 syncs, unnamed; one still
+    # running at the block's end was not named either.
+    import asyncio
+    import functools
+
+    gate = threading.Event()
+    x_holder = []
+    with syncfree.watch():
+        x_holder.append(torch.ones(2, device="cuda"))
+    x = x_holder[0]
+    gate.set()
+    with pytest.raises(syncfree.NotJudged) as raised:
+        with syncfree.sync_free():
+            daemon = threading.Thread(target=functools.partial(_late_item, gate, x), daemon=True)
+            daemon.start()
+            daemon.join()
+    assert "daemon thread 'Thread-" in str(raised.value) and "ran without predict mode" in str(raised.value), \
+        raised.value
+    late = threading.Event()
+    started = []
+    try:
+        with pytest.raises(syncfree.NotJudged) as raised:
+            with syncfree.sync_free():
+                started.append(threading.Thread(target=functools.partial(_late_item, late, x), name="saver"))
+                started[-1].start()
+        assert "thread 'saver' was still running when the block ended" in str(raised.value), raised.value
+
+        async def main():
+            try:
+                with syncfree.sync_free():
+                    started.append(asyncio.ensure_future(asyncio.to_thread(_late_item, late, x)))
+                    await asyncio.sleep(0)
+            finally:
+                late.set()  # after the block's verdict: asyncio.run's end waits for the thread
+
+        with pytest.raises(syncfree.NotJudged) as raised:
+            asyncio.run(main())
+        assert "1 task handed to a thread pool was still running or queued when the block ended" \
+            in str(raised.value), raised.value
+    finally:
+        late.set()
+        for thread in started:
+            if isinstance(thread, threading.Thread):
+                thread.join(30)
+
+
 def test_a_thread_or_pool_task_still_running_when_the_block_ends_is_not_passed():
     # A background thread (a logger, a checkpoint writer) or a task handed to a thread pool, started in the block and
     # not waited for: its syncs after the block's end were no watch's, and sync_free passed the block with nothing

@@ -263,9 +263,37 @@ def _users_code(thread: Any, recorder: Any) -> bool:
     library's (a Pool's handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns.
     A cell's recorder: the notebook's cells, and the user's own modules."""
     run = type(thread).run
-    function = run if run is not threading.Thread.run else getattr(thread, "_target", None)
-    filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+    if run is not threading.Thread.run:
+        code = getattr(run, "__code__", None)
+    else:
+        code = _callee_code(getattr(thread, "_target", None), getattr(thread, "_args", ()))
+    filename = getattr(code, "co_filename", None)
     return filename is not None and _users_file(filename, recorder)
+
+
+def _callee_code(fn: Any, args: Any = ()) -> Any:
+    """The code object of the Python function that calling ``fn(*args)`` runs: through ``functools.partial``
+    (``Thread(target=partial(work, x))``; ``asyncio.to_thread``'s ``partial(context.run, func, ...)``),
+    ``contextvars.Context.run``, bound methods and callable objects. A partial's target was taken for a library's
+    thread (no ``__code__``): its syncs went unpredicted and unnamed, and one still running at the block's end was
+    not named."""
+    import contextvars
+
+    args = tuple(args) if isinstance(args, (tuple, list)) else ()
+    for _ in range(16):
+        if isinstance(fn, functools.partial):
+            fn, args = fn.func, tuple(fn.args) + args
+        elif isinstance(getattr(fn, "__self__", None), contextvars.Context) and getattr(fn, "__name__", "") == "run" \
+                and args:
+            fn, args = args[0], args[1:]
+        elif isinstance(getattr(fn, "__func__", None), type(_callee_code)):  # a bound method
+            fn = fn.__func__
+        else:
+            break
+    code = getattr(fn, "__code__", None)
+    if code is None and fn is not None and not isinstance(fn, type):
+        code = getattr(getattr(type(fn), "__call__", None), "__code__", None)  # an object with a __call__ of Python
+    return code
 
 
 def _users_file(filename: str, recorder: Any) -> bool:
@@ -330,8 +358,7 @@ def _users_task(recorder: Any, fn: Any) -> bool:
     """Whether ``fn``, handed to a pool's threads by a watch's code, is the user's (not a library's task)."""
     if recorder is None or recorder.scope != "context":
         return False
-    function = getattr(fn, "func", fn)  # a functools.partial's
-    filename = getattr(getattr(function, "__code__", None), "co_filename", None)
+    filename = getattr(_callee_code(fn), "co_filename", None)
     return filename is not None and _users_file(filename, recorder)
 
 
