@@ -1673,6 +1673,43 @@ def _late_item(gate, x):
     return x.sum().item()  # after the block's end
 
 
+def test_an_asyncio_task_still_pending_when_the_block_ends_is_not_passed():
+    # A task the block creates copies its context: its syncs are the block's while the block runs, and no watch's
+    # after. One still pending at the block's end passed with nothing said (threads were named); it is named now and
+    # the block not judged. One the block awaits is counted; a task made before the block is not the block's.
+    import asyncio
+
+    async def later(x, gate):
+        await gate.wait()
+        return x.sum().item()
+
+    async def main():
+        with syncfree.watch():
+            x = torch.ones(2, device="cuda")
+        gate = asyncio.Event()
+        earlier = asyncio.create_task(later(x, gate))
+        try:
+            with pytest.raises(syncfree.NotJudged) as raised:
+                with syncfree.sync_free():
+                    task = asyncio.create_task(later(x, gate), name="saver")
+                    await asyncio.sleep(0)
+            assert "asyncio task 'saver' (later) was still pending when the block ended: the syncs it makes after " \
+                   "that are not counted (await it before the block ends)" in str(raised.value), raised.value
+            open_gate = asyncio.Event()
+            open_gate.set()
+            with syncfree.watch() as awaited:
+                assert await asyncio.create_task(later(x, open_gate)) == 2.0
+            assert awaited.report.syncs == 1 and awaited.report.judged and not awaited.report.lost_children, \
+                awaited.report.notes
+            gate.set()
+            await task
+        finally:
+            gate.set()
+            await earlier
+
+    asyncio.run(main())
+
+
 def test_a_thread_or_task_whose_target_is_a_partial_is_the_users():
     # A thread whose target is a functools.partial (and asyncio.to_thread's task, a partial of Context.run) was taken
     # for a library's: a daemon one ran without predict mode and a block passed it with 0 syncs, unnamed; one still

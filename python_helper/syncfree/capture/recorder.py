@@ -211,6 +211,7 @@ class SyncRecorder:
             undo.push(dispatch.leave, self)
             dispatch.enter(self)
             threads.hold()  # the first recorder in puts threads.py's patches in
+            threads.remember_tasks(self)  # the asyncio tasks already there (a task the block leaves pending is named)
             self._engine.start(self, torch, undo)  # its steps are undone by the exit: capture/engine.py
             self._started = perf_counter()
             return self

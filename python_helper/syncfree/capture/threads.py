@@ -75,6 +75,7 @@ _installed: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, repl
 # ended: recorder -> {key: what it is}. One still running when the block ends makes its later syncs no watch's
 # (`unfinished_note`).
 _in_flight: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_tasks_before: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # recorder -> asyncio tasks at its start
 _in_flight_lock = threading.Lock()
 _real: dict[str, Any] = {}  # "start", "submit": the functions replaced
 
@@ -136,13 +137,47 @@ def _ended(recorder: Any, key: object) -> None:
         _in_flight.get(recorder, {}).pop(key, None)
 
 
+def remember_tasks(recorder: Any) -> None:
+    """The asyncio tasks of the loop running in this thread as ``recorder`` starts: `unfinished_note` names the user's
+    tasks made after, still pending at its end."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None or asyncio._get_running_loop() is None:
+        return
+    try:
+        _tasks_before[recorder] = set(asyncio.all_tasks())
+    except (RuntimeError, TypeError):  # no running loop after all; a recorder that takes no weak reference
+        pass
+
+
+def _pending_tasks(recorder: Any) -> list[str]:
+    """The user's asyncio tasks made while ``recorder`` ran (in the loop running in its thread) and not done at its
+    end: "asyncio task 'Task-5' (later)". A task created in the block copies its context, so its syncs until the
+    block ends are the block's; those after are no watch's."""
+    before = _tasks_before.pop(recorder, None)
+    asyncio = sys.modules.get("asyncio")
+    if before is None or asyncio is None or asyncio._get_running_loop() is None:
+        return []
+    current = asyncio.current_task()
+    pending = []
+    for task in asyncio.all_tasks():
+        if task in before or task is current or task.done():
+            continue
+        coroutine = task.get_coro()
+        code = getattr(coroutine, "cr_code", None) or getattr(coroutine, "gi_code", None)
+        filename = getattr(code, "co_filename", None)
+        if filename is not None and _users_file(filename, recorder):
+            pending.append(f"asyncio task {task.get_name()!r} ({code.co_name})")
+    return sorted(pending)
+
+
 def unfinished_note(recorder: Any, where: str = "block") -> Uncounted | None:
     """The note on the user's threads that ``recorder``'s code started, and the tasks it handed a pool's threads,
     that were still running (or queued) when its block ended: the syncs they make after it are no watch's, so the
     count may be short (`Uncounted`: `sync_free` does not pass it). Taken out of the tracking: a later block's."""
     with _in_flight_lock:
         work = [what for what, running in _in_flight.pop(recorder, {}).values() if running is None or running()]
-    if not work:
+    pending = _pending_tasks(recorder)
+    if not work and not pending:
         return None
     threads_ = [w for w in work if w.startswith("thread ")]
     tasks = len(work) - len(threads_)
@@ -152,14 +187,18 @@ def unfinished_note(recorder: Any, where: str = "block") -> Uncounted | None:
         parts.append(shown)
     if tasks:
         parts.append(f"{tasks} task{'s' if tasks > 1 else ''} handed to a thread pool")
-    one = len(work) == 1
-    state = "still running or queued" if tasks else "still running"
-    if threads_ and tasks:
-        advice = "join the threads and wait for the tasks' results"
-    elif threads_:
-        advice = "join it" if one else "join them"
-    else:
-        advice = "wait for its result" if one else "wait for their results"
+    if pending:
+        parts.append(", ".join(pending[:3]) + (f" and {len(pending) - 3} more" if len(pending) > 3 else ""))
+    one = len(work) + len(pending) == 1
+    state = "still running or queued" if tasks else "still pending" if pending and not threads_ else "still running"
+    advices = []
+    if threads_:
+        advices.append("join it" if len(threads_) == 1 else "join them")
+    if tasks:
+        advices.append("wait for its result" if tasks == 1 else "wait for their results")
+    if pending:
+        advices.append("await it" if len(pending) == 1 else "await them")
+    advice = " and ".join(advices)
     return Uncounted(f"{' and '.join(parts)} {'was' if one else 'were'} {state} when the {where} ended: the syncs "
                      f"{'it makes' if one else 'they make'} after that are not counted ({advice} before the {where} "
                      "ends)")
