@@ -614,6 +614,25 @@ def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_repor
     assert row["line"] == 6 and row["count"] == 2 and row["processes"][0].startswith("pid ")
 
 
+@pytest.mark.parametrize("end", ["os._exit(0)", "os.execv('/bin/true', ['true'])"])
+def test_a_watched_test_that_ends_the_process_under_run_m_pytest_keeps_the_runs_report(tmp_path, end):
+    # The test's follower stands in front of the run's while a marked test runs; the test's os._exit or os.exec*
+    # went past the run's: exit 0 and no report, where the same test unmarked gave the report and exit 1.
+    write(tmp_path, "test_ends.py", f"""\
+        import os, pytest, torch
+
+        @pytest.mark.sync_free
+        def test_ends():
+            torch.randn(4, device="cuda").sum().item()
+            {end}
+        """)
+    done = syncfree("run", "--format", "json", "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "test_ends.py",
+                    cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    [row] = json.loads(done.stdout)
+    assert (row["path"], row["line"], row["count"]) == ("test_ends.py", 5, 1), row
+
+
 @pytest.mark.parametrize("pool, count", [
     ("concurrent.futures.ThreadPoolExecutor(2)", 4),
     ("concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context('fork'))", 4),

@@ -649,9 +649,23 @@ class ForkedChildren:
                 chosen = callback(status)  # the status the process ends with, when the callback decides one
                 if isinstance(chosen, int):
                     status = chosen
+            else:
+                outer = self._outer(1)
+                if outer is not None:  # a follower in front of syncfree run's (a watched test's): the run's report
+                    outer(status)
         except BaseException:  # noqa: BLE001 - nothing may keep the process from exiting as asked
             pass
         _real_exit(status)
+
+    def _outer(self, which: int) -> Any:
+        """The hook this follower put itself in front of (``os._exit``: 1, ``os.execv``: 2, ``os.execve``: 3) when
+        it is another follower's, which ends a run in this process: a watched test's follower (no ``on_parent_exit``
+        of its own) stands in front of syncfree run's while the test runs, and a test that called ``os._exit`` or
+        ``os.exec*`` ended the run with no report and exit 0."""
+        previous = getattr(self, "_previous", None)
+        hook = previous[which] if previous else None
+        owner = getattr(hook, "__self__", None)
+        return hook if isinstance(owner, ForkedChildren) and owner is not self else None
 
     def _execv(self, path: Any, args: Any) -> None:
         self._exec(path, args, None)
@@ -660,6 +674,10 @@ class ForkedChildren:
         self._exec(path, args, env)
 
     def _exec(self, path: Any, args: Any, env: Any) -> None:
+        if os.getpid() == self.parent and self.on_parent_exit is None:
+            outer = self._outer(2 if env is None else 3)
+            if outer is not None:  # the run's follower decides (`_outer`)
+                return outer(path, args) if env is None else outer(path, args, env)
         decision = self._before_exec(path, args, env)
         if isinstance(decision, tuple):  # followed: the new program runs under syncfree run, carrying the report
             path, args, more = decision
