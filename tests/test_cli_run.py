@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -612,6 +613,20 @@ def test_a_forked_child_keeps_its_status_and_its_syncs_are_rows_of_the_one_repor
     assert "3 syncs at 2 sites" in done.stdout
     [_, row] = json.loads(syncfree("run", "--format", "json", "train.py", cwd=tmp_path).stdout)
     assert row["line"] == 6 and row["count"] == 2 and row["processes"][0].startswith("pid ")
+
+
+def test_a_run_killed_before_its_report_leaves_no_earlier_report_in_its_output_file(tmp_path):
+    # --output-file is written whole at the end: a run killed before it (SIGKILL, a crash) left an earlier run's
+    # report in place, and a CI step that uploads it read a clean report of another run.
+    write(tmp_path, "killed.py", """\
+        import os, signal, torch
+        torch.ones(2, device="cuda").sum().item()
+        os.kill(os.getpid(), signal.SIGKILL)
+        """)
+    (tmp_path / "out.json").write_text("[]\n")  # an earlier, clean run's
+    done = syncfree("run", "--format", "json", "-o", "out.json", "killed.py", cwd=tmp_path)
+    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stderr)
+    assert not (tmp_path / "out.json").exists()
 
 
 @pytest.mark.parametrize("end", ["os._exit(0)", "os.execv('/bin/true', ['true'])"])

@@ -708,7 +708,10 @@ class ReportOutput:
     @contextlib.contextmanager
     def program_output(self) -> Iterator[None]:
         """Around the program's run: its stdout goes to stderr when the report needs stdout to itself; the text
-        report, which follows the program's output on stdout, notes whether the program's last line was ended."""
+        report, which follows the program's output on stdout, notes whether the program's last line was ended.
+        A report file from an earlier run goes first: a run killed before its end (SIGKILL, a crash) left it in
+        place, and a CI step that read it read an earlier run's (clean) report."""
+        self._forget_earlier_report()
         if self.moves_program_stdout:
             self._move_program_stdout()
         elif self.path is None and self.format not in MACHINE_FORMATS:
@@ -717,6 +720,15 @@ class ReportOutput:
             yield
         finally:
             self.restore_stdout()
+
+    def _forget_earlier_report(self) -> None:
+        if self.path is None:
+            return
+        try:
+            if os.path.isfile(self.path):
+                os.remove(self.path)
+        except OSError:  # not ours to remove (the folder's permissions): written over at the end, as before
+            pass
 
     def begin_report(self) -> None:
         """Just before the report is written to stdout: a stdout whose reader has gone (``syncfree run train.py |
