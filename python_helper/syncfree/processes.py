@@ -1213,7 +1213,7 @@ def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) 
     if not getattr(report, "judged", True) and any(r.syncs for r in reports):
         # Predict mode could not judge the block from its own process, which touched CPU tensors only; its
         # children's syncs were predicted on CUDA ones (a DataLoader's workers made them): the CUDA work was theirs.
-        from .watches import NOT_JUDGED
+        from .capture.notes import NOT_JUDGED
 
         report.judged = True
         if NOT_JUDGED in report.notes:

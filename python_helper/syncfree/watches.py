@@ -27,6 +27,7 @@ from typing import Any
 
 from .allow import allowed_by_comment
 from .capture import interrupts
+from .capture.notes import NOT_JUDGED  # the line of a block predict mode could not judge (NotJudged)
 from .capture.sites import MAX_FRAMES, SyncSite, UserFiles, rank_key
 from .engine_choice import Engine, choose_engine, cuda_available, is_sync_stop, new_recorder, unseen_libraries
 from .processes import ForkedChildren
@@ -195,12 +196,6 @@ class SyncError(AssertionError):
 
             lines.append(f"  {outside_line(unattributed)}")
         super().__init__("\n".join(lines))
-
-
-#: Why a predict-mode block could not be judged (a note of its report, the message of `NotJudged`).
-NOT_JUDGED = ("no CUDA tensor was seen: the block's torch calls ran on CPU tensors only (made before it, with the "
-              "device chosen where CUDA is not available?), so the syncs they would make on a GPU could not be "
-              "predicted")
 
 
 class NotJudged(SyncError):

@@ -6,7 +6,13 @@ A note is a str everywhere it goes (the report's notes, the JSON, the pytest sum
 
 from __future__ import annotations
 
-__all__ = ["Uncounted"]
+__all__ = ["NOT_JUDGED", "Uncounted"]
+
+# The note of a block predict mode could not judge (`syncfree.watches.NotJudged`): taken out again where its children
+# did the CUDA work (`syncfree.processes.merge_children`).
+NOT_JUDGED = ("no CUDA tensor was seen: the block's torch calls ran on CPU tensors only (made before it, with the "
+              "device chosen where CUDA is not available?), so the syncs they would make on a GPU could not be "
+              "predicted")
 
 
 class Uncounted(str):
