@@ -432,6 +432,41 @@ def test_sigterm_writes_the_report_then_dies_of_the_signal(tmp_path):
     assert "was ended by SIGTERM; the syncs until then are reported" in err and "atexit ran" not in out + err, err
 
 
+def test_the_program_sees_the_default_handlers_and_a_handler_that_dies_of_its_signal_keeps_the_report(tmp_path):
+    import signal
+
+    # syncfree run's handler of the ending signals showed through signal.getsignal: Lightning installs its SLURM
+    # requeue handler for SIGUSR1 only where it finds SIG_DFL (under syncfree the signal killed the job), and chains
+    # the SIGTERM handler it finds. A handler that saves, then dies of the signal (SIG_DFL, os.kill) took syncfree's
+    # handler out: the process died without the report.
+    write(tmp_path, "train.py", """\
+        import os, signal, sys, time, torch
+        x = torch.randn(4, device="cuda")
+        assert signal.getsignal(signal.SIGUSR1) is signal.SIG_DFL, signal.getsignal(signal.SIGUSR1)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL, signal.getsignal(signal.SIGTERM)
+
+        def save_then_die(signum, frame):
+            x.max().item()  # the checkpoint
+            assert signal.signal(signum, signal.SIG_DFL) is save_then_die
+            assert signal.getsignal(signum) is signal.SIG_DFL
+            os.kill(os.getpid(), signum)
+
+        signal.signal(signal.SIGTERM, save_then_die)
+        x.sum().item()
+        print("training", file=sys.stderr, flush=True)
+        time.sleep(60)
+        """)
+    process = _started("train.py", "--format", "json", cwd=tmp_path)
+    try:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGTERM, err
+    assert sorted((row["line"], row["count"]) for row in json.loads(out)) == [(7, 1), (13, 1)], (out, err)
+    assert "was ended by SIGTERM; the syncs until then are reported" in err, err
+
+
 @pytest.mark.parametrize("signum", ["SIGHUP", "SIGUSR1", "SIGQUIT"])
 def test_a_signal_whose_default_ends_the_program_writes_the_report_then_ends_it(tmp_path, signum):
     import signal

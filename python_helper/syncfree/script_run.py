@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .capture import interrupts
+from .capture import interrupts, signal_view
 from .engine_choice import is_sync_stop
 from .processes import ForkedChildren, running_recorder
 from .torch_import import TorchImport, torch_installed
@@ -303,6 +303,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                 for signum in interrupts.ending_signals():  # the program's own handler, if it sets one, replaces it
                     if signal.getsignal(signum) == signal.SIG_DFL:
                         signal.signal(signum, terminated)
+                        signal_view.hide(signum, terminated, signal.SIG_DFL, keep_default=True)  # as SIG_DFL
             if torch_import is not None:
                 torch_import.install()
             # The program's main module (its globals, from runpy), held here alone: torn down as at Python's exit
@@ -359,6 +360,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             torch_import.remove()
         if threading.current_thread() is threading.main_thread():
             for signum in interrupts.ending_signals():
+                signal_view.unhide(signum, terminated)
                 if signal.getsignal(signum) is terminated:
                     signal.signal(signum, signal.SIG_DFL)
         exit_handlers.remove()
