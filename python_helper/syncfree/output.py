@@ -657,6 +657,23 @@ class OutputFileError(ValueError):
     """``--output-file`` names a file that cannot be written (said before anything runs)."""
 
 
+def _duplicates(fds: tuple[int, ...]) -> dict[int, int]:
+    kept = {}
+    for fd in fds:
+        try:
+            kept[fd] = os.dup(fd)  # not inherited by the program's children
+        except OSError:  # closed
+            pass
+    return kept
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
 class ReportOutput:
     """Where a command's report goes: ``--output-file FILE`` (written whole at the end, so a reader never sees half a
     SARIF log) or stdout.
@@ -680,6 +697,7 @@ class ReportOutput:
         # whether its last write ended a line ([True] until it writes).
         self._followed: Any = None
         self._line_ended = [True]
+        self._as_started: dict[int, int] = {}  # duplicates of fds 1 and 2 while the program runs (take_back_streams)
         if path is not None:
             _check_writable(path)
 
@@ -712,6 +730,7 @@ class ReportOutput:
         A report file from an earlier run goes first: a run killed before its end (SIGKILL, a crash) left it in
         place, and a CI step that read it read an earlier run's (clean) report."""
         self._forget_earlier_report()
+        self._as_started = _duplicates((1, 2))
         if self.moves_program_stdout:
             self._move_program_stdout()
         elif self.path is None and self.format not in MACHINE_FORMATS:
@@ -720,6 +739,28 @@ class ReportOutput:
             yield
         finally:
             self.restore_stdout()
+            for duplicate in self._as_started.values():
+                _close(duplicate)
+            self._as_started = {}
+
+    def take_back_streams(self) -> None:
+        """At a hard end of the program (``os._exit``, a signal), with file descriptors 1 and 2 still where the
+        program put them (pytest's capture, under ``syncfree run -m pytest`` without ``-s``, which never puts them
+        back then): back where they were as the program started, and ``sys.stdout``/``sys.stderr`` with them, so
+        that the report and its lines are seen rather than written into a capture file that is thrown away."""
+        for fd, duplicate in getattr(self, "_as_started", {}).items():
+            try:
+                if not os.path.sameopenfile(fd, duplicate):
+                    os.dup2(duplicate, fd)
+            except OSError:  # fd closed by the program: put the one it started with there
+                try:
+                    os.dup2(duplicate, fd)
+                except OSError:
+                    continue
+        for name in ("stdout", "stderr"):
+            original = getattr(sys, f"__{name}__")
+            if original is not None and getattr(sys, name) is not original:
+                setattr(sys, name, original)
 
     def _forget_earlier_report(self) -> None:
         if self.path is None:

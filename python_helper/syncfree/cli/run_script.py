@@ -79,6 +79,7 @@ def run_python(
 
     def on_exit(result: Any) -> int | tuple:  # os._exit(n) in the program: its report, then the status to end with
         output.restore_stdout()
+        output.take_back_streams()
         _carry_on(result, earlier)
         if result.replaced_by and run_options is not None:
             followed = _followed(result.replaced_by, run_options)
