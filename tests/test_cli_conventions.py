@@ -207,6 +207,8 @@ def test_run_timeout_on_an_infinite_loop_and_a_dead_kernel_end_promptly(notebook
     start = time.monotonic()
     done = syncfree("run", str(dead), limit=300)
     assert done.returncode == 2 and "did not run to the end" in done.stderr and time.monotonic() - start < 150
+    # the cell the kernel died in is named: its syncs went with the kernel (a cell's report is written at its end)
+    assert "Kernel died in cell 1 (its syncs are not in the report: it did not end)" in done.stderr, done.stderr
 
 
 def test_run_reads_only_this_runs_outputs_and_strips_control_characters(notebooks, with_torch):

@@ -145,6 +145,7 @@ def run(
     sockets = None
     kernel_log = None
     client = None
+    progress: _Progress | None = None
     try:
         extra = {}
         if os.name == "posix":
@@ -177,6 +178,7 @@ def run(
                 # kernel's start) and no short folder to put them in: the kernel talks over TCP on the loopback. Still our manager, made here, so that a
                 # signal finds the kernel to stop (the folder still holds the kernel's log).
                 extra["km"] = AsyncKernelManager(kernel_name=kernel_name, **connection)
+        progress = _Progress(notebook, sys.stderr)
         client = NotebookClient(
             notebook,
             timeout=timeout,
@@ -184,7 +186,8 @@ def run(
             **extra,
             allow_errors=allow_errors,
             resources={"metadata": {"path": str(path.resolve().parent)}},
-            on_cell_executed=_Progress(notebook, sys.stderr),
+            on_cell_executed=progress,
+            on_cell_execute=progress.started,
         )
         # nbclient shuts down only a kernel whose manager it made itself (nbclient/client.py,
         # setup_kernel): ours too.
@@ -243,6 +246,10 @@ def run(
             message = lines[-1] if lines else type(failure).__name__
         else:  # a timeout or a dead kernel says what happened first
             message = lines[0]
+        running = getattr(progress, "running", None) if progress is not None else None
+        if isinstance(failure, DeadKernelError) and running is not None:
+            # Each cell's report is written as the cell ends: the dying cell's syncs went with its kernel.
+            message += f" in cell {running + 1} (its syncs are not in the report: it did not end)"
         print(f"syncfree: error: {path} did not run to the end: {message}", file=sys.stderr)
         state["status"] = EXIT_ERROR
         return EXIT_ERROR
@@ -367,9 +374,15 @@ class _Progress:
         self.done = 0
         self.syncs = 0
         self.stream = stream
+        self.running: int | None = None  # the index of the cell running now (started)
         self.tty = bool(getattr(stream, "isatty", lambda: False)()) and os.environ.get("TERM") != "dumb"
 
+    def started(self, cell: Any, cell_index: int) -> None:
+        """nbclient's ``on_cell_execute`` hook: the cell running now (named if its kernel dies in it)."""
+        self.running = cell_index
+
     def __call__(self, cell: Any, cell_index: int, execute_reply: Any = None) -> None:
+        self.running = None
         self.done += 1
         for output in cell.get("outputs", []):
             report = output.get("data", {}).get(REPORT_MIME_TYPE) if isinstance(output.get("data"), dict) else None
