@@ -107,6 +107,24 @@ def test_budget_and_mode(pytester):
     assert "failed in predict mode on the CPU" not in out, out
 
 
+def test_a_test_interrupted_by_ctrl_c_keeps_its_syncs_in_the_summary(pytester):
+    """pytest makes no report of the test Ctrl-C stops: its syncs until then were missing from --syncfree's summary
+    with nothing said."""
+    pytester.makepyfile(test_stopped="""
+        import torch
+
+        def test_stopped():
+            x = torch.ones(2, device="cuda")
+            x.sum().item()
+            x.max().item()
+            raise KeyboardInterrupt  # as Ctrl-C here
+    """)
+    result = run(pytester, "--syncfree")
+    result.stdout.fnmatch_lines(["2 syncs predicted in 1 of 1 watched test*",
+                                 "  test_stopped.py:5:5: SF101 * ×1  ?test_stopped.py::test_stopped (interrupted)?",
+                                 "  test_stopped.py:6:5: SF101 * ×1  ?test_stopped.py::test_stopped (interrupted)?"])
+
+
 def test_a_marked_test_whose_cuda_work_its_dataloader_workers_do_is_judged(pytester):
     """The test's own process collates host floats; its DataLoader's workers read them from CUDA tensors. It failed
     as "could not judge the block: no CUDA tensor was seen", within its budget too, where the workers' syncs were

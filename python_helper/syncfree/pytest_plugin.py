@@ -286,13 +286,32 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function):
     if not _watched(pyfuncitem):
         return (yield)
     watch = pyfuncitem.stash[_WATCH] = _new_watch(pyfuncitem)
-    with _children_of(watch), watch:
-        _set_boundary(watch, sys._getframe(1))
-        with _stop_at_the_test_line():
-            result = yield
+    try:
+        with _children_of(watch), watch:
+            _set_boundary(watch, sys._getframe(1))
+            with _stop_at_the_test_line():
+                result = yield
+    except KeyboardInterrupt as exc:
+        _interrupted(pyfuncitem, watch, exc)
+        raise
     # SyncError over the budget; NotJudged: predict mode saw CPU tensors only
     _verdict(pyfuncitem, watch.report)
     return result
+
+
+def _interrupted(item: pytest.Item, watch: Any, exc: KeyboardInterrupt) -> None:
+    """Ctrl-C in a watched test: pytest makes no report of it, so its syncs until then were missing from the summary
+    with nothing said. They join it, the test named as interrupted; and the KeyboardInterrupt that the engine's
+    handler raised points at the test's line (pytest's "!!! KeyboardInterrupt" location), not at the handler."""
+    from .capture import interrupts
+
+    interrupts.cut_handler_frames(exc)
+    state = item.config.stash.get(_STATE, None)
+    report = getattr(watch, "report", None)
+    if state is None or report is None:
+        return
+    item.stash[_WATCH] = None
+    state.entries.append((_shown_id(item.config, item.nodeid) + " (interrupted)", _summary_entry(report)))
 
 
 @contextlib.contextmanager
