@@ -432,6 +432,33 @@ def test_sigterm_writes_the_report_then_dies_of_the_signal(tmp_path):
     assert "was ended by SIGTERM; the syncs until then are reported" in err and "atexit ran" not in out + err, err
 
 
+def test_sigterm_to_a_program_blocked_in_c_writes_the_report_and_ends_it(tmp_path):
+    import signal
+
+    # Python runs a signal's Python handler only when the main thread is back in the interpreter: a program blocked
+    # in C (a collective waiting for a peer, a deadlocked mutex) took syncfree run's SIGTERM and lived on, where
+    # python dies of it at once; a scheduler's SIGKILL then ended it without a report.
+    write(tmp_path, "stuck.py", """\
+        import ctypes, sys, torch
+        lib = ctypes.CDLL(None)
+        mutex = ctypes.create_string_buffer(64)
+        lib.pthread_mutex_init(mutex, None)
+        lib.pthread_mutex_lock(mutex)
+        torch.ones(2, device="cuda").sum().item()
+        print("training", file=sys.stderr, flush=True)
+        lib.pthread_mutex_lock(mutex)  # a deadlock: blocked in C, no signal interrupts it
+        """)
+    process = _started("stuck.py", "--format", "json", cwd=tmp_path)
+    try:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGTERM, err
+    assert [(row["line"], row["count"]) for row in json.loads(out)] == [(6, 1)], out
+    assert "was ended by SIGTERM; the syncs until then are reported" in err, err
+
+
 def test_the_program_sees_the_default_handlers_and_a_handler_that_dies_of_its_signal_keeps_the_report(tmp_path):
     import signal
 

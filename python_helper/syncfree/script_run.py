@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .capture import interrupts, signal_view
+from .capture import interrupts, signal_view, stuck_main
 from .engine_choice import is_sync_stop
 from .processes import ForkedChildren, running_recorder
 from .torch_import import TorchImport, torch_installed
@@ -247,6 +247,7 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                   signum: int | None = None) -> int | None:
         # os._exit in the program, an os.exec* that replaces it, or a signal that kills it (SIGTERM): no thread
         # joined, no atexit handler (Python runs none), only the report.
+        ending.append(True)
         close_watch(None)
         if on_exit is not None:
             ended = finish(os_status(status) if isinstance(status, int) else status, None, True)
@@ -256,11 +257,14 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         return None
 
     term_held: list[float] = []  # when a SIGTERM that landed in the engine was first held back
+    ending: list[bool] = []  # the run is ending (hard_exit): a signal's watch on a stuck main thread stands down
+    stuck: list[Any] = []  # the StuckMainWatch, while the program runs
 
     def terminated(signum: int, frame: Any) -> None:
         # SIGTERM with Python's default action: the process dies at once, without finally blocks or atexit
         # handlers. Here the report is written first (as at os._exit), then the process dies of the signal.
         interrupts.handler_ran(signum)
+        stuck_main.handler_began(signum)
         if children.in_child:  # a forked child inherited this handler: it reports as a child does
             children._terminated(signum, frame)
             return
@@ -300,10 +304,16 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             unended.register()
             exit_handlers.install()
             if on_exit is not None and threading.current_thread() is threading.main_thread():
+                handled = []
                 for signum in interrupts.ending_signals():  # the program's own handler, if it sets one, replaces it
                     if signal.getsignal(signum) == signal.SIG_DFL:
                         signal.signal(signum, terminated)
                         signal_view.hide(signum, terminated, signal.SIG_DFL, keep_default=True)  # as SIG_DFL
+                        handled.append(signum)
+                # ...also where the main thread is blocked in C, which runs no Python handler (capture/stuck_main.py)
+                stuck.append(stuck_main.StuckMainWatch(
+                    handled, lambda signum: hard_exit(128 + signum, signum=signum), lambda: bool(ending)))
+                stuck[0].start()
             if torch_import is not None:
                 torch_import.install()
             # The program's main module (its globals, from runpy), held here alone: torn down as at Python's exit
@@ -359,6 +369,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         if torch_import is not None:
             torch_import.remove()
         if threading.current_thread() is threading.main_thread():
+            for watch_ in stuck:
+                watch_.stop()
             for signum in interrupts.ending_signals():
                 signal_view.unhide(signum, terminated)
                 if signal.getsignal(signum) is terminated:
