@@ -566,6 +566,31 @@ def test_a_notebook_runs_shell_cells_and_commands_whose_python_programs_count(tm
     assert "os.fork" not in done.stdout + done.stderr and "unwatched" not in done.stdout + done.stderr, done.stdout
 
 
+def test_a_notebook_cannot_take_the_runs_watch_away(tmp_path):
+    # The run's watch lived in the kernel's extension, where the notebook's own magics reach it: a --quiet cell or
+    # watch published no report, and `%syncfree off`, `%reload_ext` and `%unload_ext syncfree` switched the watch
+    # off; each passed the cells after it, and the run said "no cell synchronized" and exited 0.
+    nbformat = pytest.importorskip("nbformat")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in (
+        'import torch\nx = torch.randn(4, device="cuda")',
+        "%%syncfree --quiet\nx.sum().item()",
+        "%syncfree off",
+        "x.max().item()",
+        "%reload_ext syncfree",
+        "x.min().item()",
+        "%unload_ext syncfree",
+        "x.mean().item()",
+        "%load_ext syncfree\n%syncfree on --quiet",
+        "x.std().item()",
+    )]
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    done = syncfree("run", "--format", "json", "nb.ipynb", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert sorted((row["cell"], row["count"]) for row in json.loads(done.stdout)) == \
+        [(2, 1), (4, 1), (6, 1), (8, 1), (10, 1)], done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

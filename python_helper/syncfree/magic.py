@@ -99,7 +99,9 @@ class SyncfreeMagics(Magics):
         self._cell_info = None          # ExecutionInfo of the cell running now
         self._outer: list = []          # _cell_info of the cells around it (nested runs)
         self._pending: list[tuple[dict, bool]] = []  # (report, quiet) for post_run_cell
-        self._watch: RunOptions | None = None
+        # Under `syncfree run NOTEBOOK` (`watch_for_run`): its watch of every cell, kept on the shell, where an
+        # extension reloaded (`%reload_ext syncfree`) finds it again.
+        self._watch: RunOptions | None = _run_watch(shell)
         self._watched: WatchedCell | None = None
         shell.events.register("pre_run_cell", self._pre_run_cell)
         shell.events.register("post_run_cell", self._post_run_cell)
@@ -463,6 +465,7 @@ class SyncfreeMagics(Magics):
     def _publish(self, report: dict, quiet: bool) -> None:
         self._name_cells(report)
         self.shell.user_ns[REPORT_NAME] = report
+        quiet = quiet and not _under_run(self.shell)  # under syncfree run, the report is its verdict's source
         if self._cell_info is None:  # called outside a cell run: nothing will come after
             if not quiet:
                 display_report(report)
@@ -525,6 +528,9 @@ class SyncfreeMagics(Magics):
                 print(f"syncfree: {note}")
             if engine.mode == "static":
                 print("syncfree: cells run unwatched; %%syncfree still gives static findings")
+        elif action == "off" and _run_watch(self.shell) is not None:
+            # The run judges every cell: a notebook's own `%syncfree off` would pass the cells after it unwatched.
+            print("syncfree: syncfree run watches every cell: %syncfree off is not applied under it")
         elif action == "off":
             self._watch = None
             self._trim_sync_tracebacks(False)
@@ -630,8 +636,9 @@ class SyncfreeMagics(Magics):
                 self._name_cells(report)
                 self.shell.user_ns[REPORT_NAME] = report
                 pending.append((report, watched.options.quiet))
+        shown_anyway = _under_run(self.shell)  # under syncfree run, the report is its verdict's source
         for report, quiet in pending:
-            if not quiet:
+            if not quiet or shown_anyway:
                 display_report(report)
 
 
@@ -869,7 +876,38 @@ def load_ipython_extension(ip) -> None:
     ip.register_magics(SyncfreeMagics(ip))
 
 
+_RUN_ATTRIBUTE = "_syncfree_run_watch"
+
+
+def _run_watch(shell: Any) -> RunOptions | None:
+    """The watch of every cell that `syncfree run NOTEBOOK` holds (`watch_for_run`), else None."""
+    held = getattr(shell, _RUN_ATTRIBUTE, None)
+    return held if isinstance(held, RunOptions) else None
+
+
+def _under_run(shell: Any) -> bool:
+    """Whether `syncfree run NOTEBOOK` runs this kernel's cells (`watch_for_run`)."""
+    return getattr(shell, _RUN_ATTRIBUTE, None) is not None
+
+
+def watch_for_run(ip, line: str) -> None:
+    """`syncfree run NOTEBOOK`'s setup, before the notebook's first cell: the extension, and ``%syncfree LINE``
+    (``on ...``, or nothing: the notebook's own ``%%syncfree`` cells only) held for the whole run. The notebook's
+    own ``%syncfree off``, ``--quiet`` and ``%unload_ext``/``%reload_ext syncfree`` then leave it: each passed the
+    cells after it with no report, and the run exited 0 ("no cell synchronized")."""
+    load_ipython_extension(ip)
+    setattr(ip, _RUN_ATTRIBUTE, False)  # held: the report of a --quiet cell is shown anyway
+    if line:
+        ip.run_line_magic("syncfree", line)
+        magics = ip.magics_manager.registry.get(SyncfreeMagics.__name__)
+        if magics is not None and magics._watch is not None:
+            setattr(ip, _RUN_ATTRIBUTE, magics._watch)
+
+
 def unload_ipython_extension(ip) -> None:
+    if _under_run(ip):  # the run's watch stays (watch_for_run); a reload finds it loaded
+        print("syncfree: syncfree run keeps the extension loaded: every cell is watched")
+        return
     magics = ip.magics_manager.registry.pop(SyncfreeMagics.__name__, None)
     if magics is not None:
         magics.close()
@@ -877,4 +915,4 @@ def unload_ipython_extension(ip) -> None:
         ip.magics_manager.magics[kind].pop("syncfree", None)
 
 
-__all__ = ["SyncfreeMagics", "load_ipython_extension", "unload_ipython_extension", "REPORT_NAME"]
+__all__ = ["SyncfreeMagics", "load_ipython_extension", "unload_ipython_extension", "watch_for_run", "REPORT_NAME"]

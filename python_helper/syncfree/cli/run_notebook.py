@@ -105,9 +105,10 @@ def run(
     cell_budgets = _cell_budgets(notebook, str(path))
     # Loaded directly rather than with %load_ext, so that the notebook's own
     # `%load_ext syncfree` still runs quietly (the extension's load is idempotent).
-    setup = ("import syncfree as _syncfree\n_syncfree.load_ipython_extension(get_ipython())\n"
-             "del _syncfree" + (f"\n%syncfree on{f' --mode {mode}' if mode else ''}"
-                                f"{f' --engine {engine}' if engine else ''}" if watch_all else ""))
+    watch_line = (f"on{f' --mode {mode}' if mode else ''}{f' --engine {engine}' if engine else ''}"
+                  if watch_all else "")
+    setup = ("import syncfree.magic as _syncfree_magic\n"
+             f"_syncfree_magic.watch_for_run(get_ipython(), {watch_line!r})\ndel _syncfree_magic")
     for cell in notebook.cells:
         # Only this run's outputs are read: nbclient skips empty cells and the cells after a failing one, which
         # would otherwise keep the outputs saved in the file.
