@@ -209,6 +209,16 @@ def test_rules_not_selected_are_left_out_of_sites_and_counts(tmp_path, capsys):
     assert "'SF999' matches no rule code" in capsys.readouterr().err
 
 
+def test_allowed_syncs_of_rules_not_selected_are_left_out_once():
+    # A site a `# syncfree: allow` comment covers is out of the rank's count already; one of a rule left out by
+    # --ignore/--select was taken out a second time: 3 counted syncs per rank became 0, and the job passed.
+    allowed = site("/job/t.py", 5, 3, kind="format", rule="SF202", allowed=True)
+    reports = [rank_report(rank, [allowed, site("/job/t.py", 7, 3)]) for rank in range(2)]
+    merged = MergedReport(reports, selected={"SF101"})
+    assert [t.counted for t in merged.totals] == [3, 3]
+    assert "6 syncs on 2 of 2 ranks at 1 site (predicted)" in merged.summary(), merged.summary()
+
+
 def test_a_note_only_some_ranks_have_names_them():
     merged = MergedReport([rank_report(0, [], notes=("a", "b")), rank_report(1, [], notes=("a",))])
     assert merged.notes() == ["a", "b (rank 0)"]

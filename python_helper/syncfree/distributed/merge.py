@@ -264,7 +264,8 @@ class MergedReport:
                 chain = tuple((_display_path(f, cwd), n) for f, n in zip(files, lines))
                 label = site.get("label") or kind_label(site["kind"])
                 if self.selected is not None and site.get("rule") and site["rule"] not in self.selected:
-                    self.left_out[rank] = self.left_out.get(rank, 0) + site["count"]
+                    if not site.get("allowed"):  # an allowed site is out of the rank's count already (_rank_totals)
+                        self.left_out[rank] = self.left_out.get(rank, 0) + site["count"]
                     continue
                 # One row per line and rule (and own/child process), whatever chains led there.
                 key = (chain[-1], site.get("rule") or site["kind"], bool(site.get("allowed")), in_child)
