@@ -209,6 +209,33 @@ def test_rules_not_selected_are_left_out_of_sites_and_counts(tmp_path, capsys):
     assert "'SF999' matches no rule code" in capsys.readouterr().err
 
 
+def test_an_elastic_restart_keeps_the_syncs_of_the_failed_attempt(tmp_path):
+    # torchrun --max-restarts: each attempt's rank writes the same file; the attempt that synced and failed was
+    # replaced by the next one's, and a job whose second attempt made no sync passed with nothing said.
+    import dataclasses
+
+    def attempt(rank: int, number: int, sites: list[dict]) -> RankReport:
+        report = rank_report(rank, sites, key="job-7")
+        info = RankInfo.from_environ(torchrun_env(rank, 2, TORCHELASTIC_RUN_ID="job-7",
+                                                  TORCHELASTIC_RESTART_COUNT=str(number)))
+        return dataclasses.replace(report, rank=info)
+
+    for rank in range(2):
+        write_rank_report(tmp_path, attempt(rank, 0, [site("/job/train.py", 7, 5)]))
+    for rank in range(2):
+        write_rank_report(tmp_path, attempt(rank, 1, []))
+    folder = read_rank_reports(tmp_path)
+    merged = MergedReport(folder.reports)
+    assert [t.counted for t in merged.totals] == [5, 5]
+    assert [(s.line, s.counts) for s in merged.sites] == [(7, {0: 5, 1: 5})]
+    assert "torchrun restarted the job (attempt 1): the 5 syncs of attempt 0 on this rank are counted too" \
+        in merged.text()
+    # a later job on the same folder and key is no attempt of this one: its own counts
+    later = dataclasses.replace(attempt(0, 1, []), started=time.time() + 3600, finished=time.time() + 3601)
+    write_rank_report(tmp_path, later)
+    assert MergedReport([later]).totals[0].counted == 0
+
+
 def test_allowed_syncs_of_rules_not_selected_are_left_out_once():
     # A site a `# syncfree: allow` comment covers is out of the rank's count already; one of a rule left out by
     # --ignore/--select was taken out a second time: 3 counted syncs per rank became 0, and the job passed.

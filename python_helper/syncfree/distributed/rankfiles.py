@@ -119,6 +119,9 @@ def write_rank_report(directory: str | os.PathLike, report: RankReport) -> Path:
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / file_name(report.rank.rank)
+    earlier = _earlier_attempt(path, report)
+    if earlier is not None:
+        _carry_earlier_attempt(report, earlier)
     temporary = folder / f".{path.name}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
@@ -132,6 +135,52 @@ def write_rank_report(directory: str | os.PathLike, report: RankReport) -> Path:
         raise
     report.path = path
     return path
+
+
+def _job_key(report: RankReport) -> str:
+    """`RankInfo.run_key` without its attempt: what the attempts of one elastic job share."""
+    key = report.run_key
+    return key.rsplit(" attempt ", 1)[0]
+
+
+def _earlier_attempt(path: Path, report: RankReport) -> RankReport | None:
+    """The report at ``path`` when it is an earlier attempt of ``report``'s job on the same rank (torchrun restarted
+    the job, ``--max-restarts``): the new attempt's file replaces it."""
+    if report.rank.restart_count <= 0:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            earlier = RankReport.from_dict(json.load(handle), path)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):
+        return None
+    if _job_key(earlier) != _job_key(report) or earlier.rank.restart_count >= report.rank.restart_count \
+            or earlier.finished < report.started - STALE_AFTER_S:
+        return None
+    return earlier
+
+
+def _carry_earlier_attempt(report: RankReport, earlier: RankReport) -> None:
+    """The syncs of an earlier attempt of the job on this rank join this attempt's report, said in a note: a
+    restarted job's file replaced the failed attempt's, and its syncs were dropped with nothing said (a job whose
+    first attempt synced and failed passed on its second)."""
+    mine, theirs = report.report, earlier.report
+    mine["sites"] = list(theirs.get("sites") or []) + list(mine.get("sites") or [])
+    totals, before = mine.setdefault("totals", {}), theirs.get("totals") or {}
+    for key in ("syncs", "counted", "sites"):
+        if isinstance(totals.get(key), int) and isinstance(before.get(key), int):
+            totals[key] += before[key]
+    if isinstance(totals.get("blocked_ms"), (int, float)) and isinstance(before.get("blocked_ms"), (int, float)):
+        totals["blocked_ms"] += before["blocked_ms"]
+    report.children = list(earlier.children) + list(report.children)
+    report.child_notes = list(earlier.child_notes) + list(report.child_notes)
+    report.lost_children = list(earlier.lost_children) + list(report.lost_children)
+    attempts = f"attempt {earlier.rank.restart_count}" if earlier.rank.restart_count == 0 else \
+        f"attempts 0 to {earlier.rank.restart_count}"
+    counted = before.get("counted", before.get("syncs", 0))
+    notes = [n for n in theirs.get("notes") or [] if n.startswith("torchrun restarted the job")]
+    notes.append(f"torchrun restarted the job (attempt {report.rank.restart_count}): the {counted} "
+                 f"sync{'s' if counted != 1 else ''} of {attempts} on this rank are counted too")
+    mine["notes"] = [n for n in mine.get("notes") or [] if n not in notes] + notes[-1:]
 
 
 @dataclass
