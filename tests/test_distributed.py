@@ -209,6 +209,23 @@ def test_rules_not_selected_are_left_out_of_sites_and_counts(tmp_path, capsys):
     assert "'SF999' matches no rule code" in capsys.readouterr().err
 
 
+def test_a_launch_run_again_with_the_same_key_does_not_take_the_earlier_launchs_files(tmp_path):
+    # A multi-node job's static rendezvous (the same address and port) run again into one shared folder: its rank 1
+    # was killed without a report, and rank 1's file of the earlier launch (no syncs) completed the run, at rank 0's
+    # end and in `syncfree merge`: "0 syncs on 2 of 2 ranks", exit 0.
+    import dataclasses
+
+    now = time.time()
+    for rank in range(2):
+        earlier = rank_report(rank, [], key="none")
+        write_rank_report(tmp_path, dataclasses.replace(earlier, started=now - 40, finished=now - 30))
+    mine = dataclasses.replace(rank_report(0, [site("/job/train.py", 7, 5)], key="none"), started=now, finished=now + 1)
+    write_rank_report(tmp_path, mine)
+    assert complete_run(tmp_path, mine) is None
+    folder = read_rank_reports(tmp_path)
+    assert [r.rank.rank for r in folder.reports] == [0] and folder.missing_ranks == [1] and folder.earlier == 1
+
+
 def test_an_elastic_restart_keeps_the_syncs_of_the_failed_attempt(tmp_path):
     # torchrun --max-restarts: each attempt's rank writes the same file; the attempt that synced and failed was
     # replaced by the next one's, and a job whose second attempt made no sync passed with nothing said.

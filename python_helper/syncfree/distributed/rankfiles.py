@@ -34,6 +34,8 @@ _FILE = re.compile(r"rank-(\d+)\.json")
 #: A file of the same run key that finished this long before a rank started is an earlier
 #: run's (the ranks of one job start within moments of each other).
 STALE_AFTER_S = 60.0
+# Ranks of one launch run side by side: one that ended this long before another began is an earlier launch's.
+TOGETHER_S = 5.0
 
 
 @dataclass
@@ -215,17 +217,28 @@ def _read_all(folder: Path) -> tuple[list[RankReport], list[str]]:
     return reports, problems
 
 
+def _together(one: RankReport, other: RankReport) -> bool:
+    """Whether two rank reports of one key ran at the same time (within `TOGETHER_S`): the ranks of one launch all
+    start as its rendezvous completes and run side by side. A launch run again with the same key (a multi-node job's
+    static rendezvous address, a fixed ``--rdzv-id``) into the same shared folder is a later one: its ranks began after
+    the earlier one's ended."""
+    return one.finished >= other.started - TOGETHER_S and other.finished >= one.started - TOGETHER_S
+
+
 def _newest_run(reports: Iterable[RankReport]) -> tuple[list[RankReport], int]:
     runs: dict[tuple[str, int], list[RankReport]] = {}
+    reports = list(reports)
     for report in reports:
         runs.setdefault((report.run_key, report.rank.world_size), []).append(report)
     if not runs:
         return [], 0
     newest = max(runs.values(), key=lambda run: max(r.finished for r in run))
+    last = max(newest, key=lambda r: r.finished)
+    newest = [r for r in newest if _together(r, last)]  # not an earlier launch's file of the same key
     by_rank: dict[int, RankReport] = {}
     for report in sorted(newest, key=lambda r: r.finished):
         by_rank[report.rank.rank] = report
-    earlier = sum(len(run) for run in runs.values()) - len(by_rank)
+    earlier = len(reports) - len(by_rank)
     return [by_rank[rank] for rank in sorted(by_rank)], earlier
 
 
@@ -244,7 +257,7 @@ def complete_run(directory: str | os.PathLike, mine: RankReport) -> list[RankRep
     reports, _ = _read_all(Path(directory))
     run = {r.rank.rank: r for r in reports
            if r.run_key == mine.run_key and r.rank.world_size == mine.rank.world_size
-           and r.finished >= mine.started - STALE_AFTER_S}
+           and r.finished >= mine.started - STALE_AFTER_S and _together(r, mine)}
     run[mine.rank.rank] = mine
     if len(run) < mine.rank.world_size:
         return None
