@@ -630,6 +630,26 @@ def test_syncfree_run_nproc_per_node_launches_torchrun_and_merges(tmp_path):
     assert "syncfree: error" not in result.stderr
 
 
+def test_a_ddp_with_find_unused_parameters_is_not_judged_in_predict_mode(tmp_path):
+    # Its reducer's copy of the used-parameter map in each backward (SF906) is C++ predict mode does not see: a job
+    # that made it passed as "0 syncs on 2 of 2 ranks", exit 0, with nothing said.
+    (tmp_path / "ddp.py").write_text(textwrap.dedent("""\
+        import os, torch, torch.distributed as dist
+        dist.init_process_group("nccl")
+        rank = int(os.environ["LOCAL_RANK"])
+        model = torch.nn.Linear(8, 8).to(torch.device("cuda", rank), non_blocking=True)
+        model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank], find_unused_parameters=True)
+        model(torch.randn(4, 8, device="cuda")).pow(2).mean().backward()
+        dist.destroy_process_group()
+        """))
+    result = subprocess.run(
+        [sys.executable, "-m", "syncfree", "run", "--standalone", "--nproc-per-node", "2", "ddp.py"],
+        cwd=tmp_path, env=job_env(), capture_output=True, text=True, timeout=110)
+    assert result.returncode == 1, (result.stdout, result.stderr)
+    assert "0 syncs on 2 of 2 ranks" in result.stdout, result.stdout
+    assert "syncfree: could not judge rank 0: DistributedDataParallel(find_unused_parameters=True)" in result.stderr
+
+
 def test_plain_torchrun_ranks_merge_once_and_syncfree_merge_reads_the_folder(tmp_path):
     torchrun = shutil.which("torchrun", path=str(Path(sys.executable).parent))
     launcher = [torchrun] if torchrun else [sys.executable, "-m", "torch.distributed.run"]

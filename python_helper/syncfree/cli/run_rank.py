@@ -72,9 +72,13 @@ def run_rank(
 
     def rank_report(result: Any) -> RankReport:
         notes = list(getattr(result, "notes", []))
-        return RankReport(rank, result.report.to_dict(), script, list(argv), cwd, result.exit_code, started,
+        report = result.report.to_dict()
+        # What the rank's count lacks: its children's (notes) and its own process's (the report's, e.g. a DDP with
+        # find_unused_parameters in predict mode): a merged verdict is not given on it.
+        lost = lost_children(notes) + [str(n) for n in getattr(result.report, "lost_children", None) or []]
+        return RankReport(rank, report, script, list(argv), cwd, result.exit_code, started,
                           time.time(), [child.to_dict() for child in getattr(result, "children", [])],
-                          notes, lost_children=lost_children(notes))
+                          notes, lost_children=lost)
 
     def on_exit(result: Any) -> None:  # os._exit(n) in the program: its report, then the exit it asked for
         try:

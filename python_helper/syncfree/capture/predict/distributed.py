@@ -32,8 +32,9 @@ block the CPU: nothing is predicted for them (sync-facts.md; re-measure on GPUs,
 ``tests/gpu/test_distributed_gpu.py``). DDP's input copies to ``device_ids[0]`` run on a
 stand-in side stream (``_get_stream``, ``torch.accelerator.device_index``,
 ``Tensor.record_stream``). Not predicted: what DDP's and FSDP's C++ does on the device (the
-reducer's blocking copy with ``find_unused_parameters=True`` when a parameter goes unused,
-SF906), and a name bound before the session (``from torch.distributed import barrier``).
+reducer's blocking copy with ``find_unused_parameters=True``, SF906: a DDP made so is named in
+a note that leaves the block unjudged), and a name bound before the session
+(``from torch.distributed import barrier``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["BLOCKING_WAIT_VARIABLES", "install"]
+
+UNUSED_PARAMETERS_NOTE = ("DistributedDataParallel(find_unused_parameters=True): its reducer copies the map of the "
+                          "parameters used to the CPU in each backward (a sync on a GPU, SF906), which predict mode "
+                          "does not see: the count may be short (measure it on a GPU)")
 
 #: NCCL's blocking wait switch (the old name is still read by torch 2.x).
 BLOCKING_WAIT_VARIABLES = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
@@ -185,6 +190,21 @@ def install(session: Any, patch: Callable[[Any, str, Any], None]) -> None:
             patch(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 patch(dist, name, wrapper)
+    # DDP with find_unused_parameters=True: its reducer's copy of the used-parameter map to the host in each backward
+    # (SF906) is C++ predict mode does not see. A job that made it passed as "0 syncs": said, and not judged.
+    ddp_class = getattr(torch.nn.parallel, "DistributedDataParallel", None)
+    real_ddp_init = getattr(ddp_class, "__init__", None)
+    if real_ddp_init is not None:
+        @functools.wraps(real_ddp_init)
+        def ddp_init(module: Any, *args: Any, **kwargs: Any) -> None:
+            real_ddp_init(module, *args, **kwargs)
+            recorder = getattr(session, "recorder", None)
+            if getattr(module, "find_unused_parameters", False) and recorder is not None:
+                from ..notes import Uncounted
+
+                recorder.note(Uncounted(UNUSED_PARAMETERS_NOTE))
+
+        patch(ddp_class, "__init__", ddp_init)
     # DDP copies its inputs to device_ids[0] on a side stream (torch/distributed/utils.py,
     # _recursive_to -> torch/nn/parallel/_functions.py, _get_stream), made with torch.Stream,
     # which needs a real device: a stand-in stream instead.
