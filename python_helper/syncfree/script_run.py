@@ -311,9 +311,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                         signal_view.hide(signum, terminated, signal.SIG_DFL, keep_default=True)  # as SIG_DFL
                         handled.append(signum)
                 # ...also where the main thread is blocked in C, which runs no Python handler (capture/stuck_main.py)
-                stuck.append(stuck_main.StuckMainWatch(
-                    handled, lambda signum: hard_exit(128 + signum, signum=signum), lambda: bool(ending)))
-                stuck[0].start()
+                if handled:
+                    stuck.append(stuck_main.StuckMainWatch(
+                        handled, lambda signum: hard_exit(128 + signum, signum=signum), lambda: bool(ending)))
+                    stuck[0].start()
             if torch_import is not None:
                 torch_import.install()
             # The program's main module (its globals, from runpy), held here alone: torn down as at Python's exit
