@@ -760,7 +760,11 @@ def test_a_program_that_leaves_its_pool_running_ends_as_under_python(tmp_path, p
     done = syncfree("run", "--format", "json", "left.py", cwd=tmp_path)  # the helper's timeout: 180 s
     assert done.returncode == 1, done.stderr
     [row] = json.loads(done.stdout)
-    assert (row["line"], row["count"]) == (4, count), (row, done.stderr)
+    # A Pool's end terminates its workers: one that cannot run its handler within the grace (busy in C code, seen
+    # once in a clean-clone run on a loaded 2-core machine) is killed, and the run says so: never fewer in silence.
+    assert row["line"] == 4 and (row["count"] == count or (
+        row["count"] < count and "killed with SIGKILL, so its syncs are not counted" in done.stderr)), \
+        (row, done.stderr)
     assert "Exception" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
