@@ -392,6 +392,15 @@ def _started(script: str, *options: str, cwd: Path) -> subprocess.Popen:
     return process
 
 
+def _signalled(process: subprocess.Popen, signum: int) -> tuple[str, str]:
+    """Send ``signum`` to a `_started` run; its stdout and stderr once it has ended (killed after 120 s)."""
+    try:
+        process.send_signal(signum)
+        return process.communicate(timeout=120)
+    finally:
+        process.kill()
+
+
 def test_the_programs_excepthook_shows_its_uncaught_exception(tmp_path):
     # The program's sys.excepthook was never called: syncfree printed the traceback itself.
     write(tmp_path, "train.py", """\
@@ -421,11 +430,7 @@ def test_sigterm_writes_the_report_then_dies_of_the_signal(tmp_path):
             x.sum()
         """)
     process = _started("train.py", "--format", "json", cwd=tmp_path)
-    try:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
+    out, err = _signalled(process, signal.SIGTERM)
     assert process.returncode == -signal.SIGTERM, err
     [row] = json.loads(out)
     assert (row["line"], row["count"]) == (4, 1), row
@@ -449,11 +454,7 @@ def test_sigterm_to_a_program_blocked_in_c_writes_the_report_and_ends_it(tmp_pat
         lib.pthread_mutex_lock(mutex)  # a deadlock: blocked in C, no signal interrupts it
         """)
     process = _started("stuck.py", "--format", "json", cwd=tmp_path)
-    try:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
+    out, err = _signalled(process, signal.SIGTERM)
     assert process.returncode == -signal.SIGTERM, err
     assert [(row["line"], row["count"]) for row in json.loads(out)] == [(6, 1)], out
     assert "was ended by SIGTERM; the syncs until then are reported" in err, err
@@ -484,11 +485,7 @@ def test_the_program_sees_the_default_handlers_and_a_handler_that_dies_of_its_si
         time.sleep(60)
         """)
     process = _started("train.py", "--format", "json", cwd=tmp_path)
-    try:
-        process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
+    out, err = _signalled(process, signal.SIGTERM)
     assert process.returncode == -signal.SIGTERM, err
     assert sorted((row["line"], row["count"]) for row in json.loads(out)) == [(7, 1), (13, 1)], (out, err)
     assert "was ended by SIGTERM; the syncs until then are reported" in err, err
@@ -510,11 +507,7 @@ def test_a_signal_whose_default_ends_the_program_writes_the_report_then_ends_it(
         time.sleep(60)
         """)
     process = _started("train.py", "--format", "json", cwd=tmp_path)
-    try:
-        process.send_signal(signum)
-        out, err = process.communicate(timeout=120)
-    finally:
-        process.kill()
+    out, err = _signalled(process, signum)
     assert process.returncode == -signum, err
     assert [(row["line"], row["count"]) for row in json.loads(out)] == [(3, 1)], out
     assert f"was ended by {signal.Signals(signum).name}; the syncs until then are reported" in err, err
