@@ -465,9 +465,8 @@ class SyncfreeMagics(Magics):
     def _publish(self, report: dict, quiet: bool) -> None:
         self._name_cells(report)
         self.shell.user_ns[REPORT_NAME] = report
-        quiet = quiet and not _under_run(self.shell)  # under syncfree run, the report is its verdict's source
         if self._cell_info is None:  # called outside a cell run: nothing will come after
-            if not quiet:
+            if self._shown(quiet):
                 display_report(report)
         else:
             self._pending.append((report, quiet))
@@ -636,10 +635,14 @@ class SyncfreeMagics(Magics):
                 self._name_cells(report)
                 self.shell.user_ns[REPORT_NAME] = report
                 pending.append((report, watched.options.quiet))
-        shown_anyway = _under_run(self.shell)  # under syncfree run, the report is its verdict's source
         for report, quiet in pending:
-            if not quiet or shown_anyway:
+            if self._shown(quiet):
                 display_report(report)
+
+    def _shown(self, quiet: bool) -> bool:
+        """Whether a report is displayed: not with ``--quiet``, but always under ``syncfree run NOTEBOOK``, whose
+        verdict reads the displayed reports."""
+        return not quiet or _under_run(self.shell)
 
 
 def _show_trimmed_traceback(shell, etype, value, tb, tb_offset=None):

@@ -748,7 +748,7 @@ class ReportOutput:
         program put them (pytest's capture, under ``syncfree run -m pytest`` without ``-s``, which never puts them
         back then): back where they were as the program started, and ``sys.stdout``/``sys.stderr`` with them, so
         that the report and its lines are seen rather than written into a capture file that is thrown away."""
-        for fd, duplicate in getattr(self, "_as_started", {}).items():
+        for fd, duplicate in self._as_started.items():
             try:
                 if not os.path.sameopenfile(fd, duplicate):
                     os.dup2(duplicate, fd)

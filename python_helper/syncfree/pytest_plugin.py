@@ -453,6 +453,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.syncfree_standins = True  # for the summary (the controller's, under xdist)
     if call.when != "call":
         return report
+    from .watches import SyncError
+
     watch = item.stash.get(_WATCH, None)
     watch_report = getattr(watch, "report", None)  # also of a body that failed
     if watch_report is not None:
@@ -467,21 +469,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 and watch_report.counted > budget:
             # A marked test that synced over its budget and then failed for its own reason:
             # its error is the failure, and the syncs, a failure of their own, are under it.
-            from .watches import SyncError
-
             report.sections.append(("syncfree: the test also synchronized over its budget",
                                     str(SyncError(watch_report, budget))))
     # A SyncError is the test's finding, not a crash in the plugin: show its message
     # alone, as pytest shows an assertion, rather than a traceback into syncfree.
-    if _is_sync_error(call) and not _is_stop(call):  # a stop keeps its traceback, which ends at the line
+    if call.excinfo is not None and isinstance(call.excinfo.value, SyncError):  # not a stop: its traceback stays
         report.longrepr = f"syncfree: {call.excinfo.value}"
     return report
-
-
-def _is_stop(call: pytest.CallInfo) -> bool:
-    from .engine_choice import is_sync_stop
-
-    return call.excinfo is not None and is_sync_stop(call.excinfo.value)
 
 
 def _standins_used() -> int:

@@ -264,7 +264,6 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         # SIGTERM with Python's default action: the process dies at once, without finally blocks or atexit
         # handlers. Here the report is written first (as at os._exit), then the process dies of the signal.
         interrupts.handler_ran(signum)
-        stuck_main.handler_began(signum)
         if children.in_child:  # a forked child inherited this handler: it reports as a child does
             children._terminated(signum, frame)
             return

@@ -505,6 +505,14 @@ class Watch:
             if unfinished is not None:
                 recorder.note(unfinished)
             report = _watch_report(self.engine, recorder)
+            before, self._activity_before = self._activity_before, None
+            if before is not None:
+                cuda, host = (now - then for now, then in zip(_predict_activity(), before))
+                # plain CPU work only: a block without torch work has nothing to sync (children that synced, such as
+                # a DataLoader's workers, did CUDA work: processes.merge_children judges the block again)
+                if host and not cuda:
+                    report.judged = False
+                    report.notes.insert(0, NOT_JUDGED)
             # The child processes the block started: their syncs are its own, and those of the watches around it.
             children, recorder.children = recorder.children, None
             if children is not None and children.in_child:  # a child the block forked, at the block's end
@@ -524,14 +532,6 @@ class Watch:
                 from .processes import earlier_children_note
 
                 report.notes.append(earlier_children_note(self._children_before, "block", recorder.handed_work_to))
-            before, self._activity_before = self._activity_before, None
-            if before is not None:
-                cuda, host = (now - then for now, then in zip(_predict_activity(), before))
-                # plain CPU work only (a block without torch work has nothing to sync; children that synced, such
-                # as a DataLoader's workers, did CUDA work: processes.merge_children)
-                if host and not cuda and not any(r.syncs for r in reports):
-                    report.judged = False
-                    report.notes.insert(0, NOT_JUDGED)
         if self.budget_ms is not None and report.cost_ms is None:
             report.notes.append(f"the budget of {self.budget_ms:g} ms of GPU time was not checked: what the syncs "
                                 "cost is measured only on a GPU, with the debug-mode engine")

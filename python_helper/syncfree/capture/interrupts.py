@@ -241,8 +241,14 @@ def _wake_main(signum: int, runs: int, installed: Any) -> None:
 
 
 def handler_ran(signum: int) -> None:
-    """Called first by each handler of ours that may hold a signal back (`rearm_later`): a run `_wake_main` sees."""
+    """Called first by each handler of ours that may hold a signal back (`rearm_later`): a run `_wake_main` sees, and
+    stuck_main.py's watch of a main thread blocked in C (`handler_runs`)."""
     _handler_runs[signum] = _handler_runs.get(signum, 0) + 1
+
+
+def handler_runs(signum: int) -> int:
+    """How many times a handler of ours began for ``signum`` (`handler_ran`)."""
+    return _handler_runs.get(signum, 0)
 
 
 def ending_signals() -> list[int]:
@@ -330,6 +336,6 @@ def _place_of(filename: str) -> bool | None:
     return False
 
 
-__all__ = ["cut_handler_frames", "ending_signals", "engine_code", "handler_ran", "hold", "held", "in_engine",
+__all__ = ["cut_handler_frames", "ending_signals", "engine_code", "handler_ran", "handler_runs", "hold", "held", "in_engine",
            "in_teardown", "outstanding", "rearm_later", "release",
            "teardown_code"]

@@ -9,7 +9,7 @@ syncfree, until a SIGKILL ended it without a report.
 
 `StuckMainWatch` sees the signal arrive: CPython's C-level handler writes its number to the wakeup file descriptor
 (``signal.set_wakeup_fd``), from any thread's point of view at once. A thread of its own reads it; when the Python
-handler has not begun within `GRACE_S` (our handlers say so: `handler_began`) and the run is not already ending,
+handler has not begun within `GRACE_S` (our handlers say so: `interrupts.handler_ran`) and the run is not already ending,
 ``on_stuck(signum)`` writes the report from that thread, and the process then dies of the signal, as under python.
 
 Only where the program has no wakeup file descriptor of its own (asyncio's loop sets one to handle signals): the
@@ -26,17 +26,13 @@ import threading
 import time
 from collections.abc import Callable, Collection
 
-__all__ = ["GRACE_S", "StuckMainWatch", "handler_began"]
+from . import interrupts
+
+__all__ = ["GRACE_S", "StuckMainWatch"]
 
 #: How long the main thread has to begin the Python handler before the signal is taken as landed on a stuck main.
 GRACE_S = 3.0
-_began: dict[int, int] = {}  # signal -> times a handler of ours began (handler_began)
 _active: list[StuckMainWatch] = []
-
-
-def handler_began(signum: int) -> None:
-    """Called first by our handler of ``signum`` (script_run.py's): the main thread is not stuck."""
-    _began[signum] = _began.get(signum, 0) + 1
 
 
 class StuckMainWatch:
@@ -119,7 +115,7 @@ class StuckMainWatch:
         """Whether our handler began for this signal within the grace (or the run is ending meanwhile)."""
         deadline = time.monotonic() + self.grace_s
         while True:
-            count = _began.get(signum, 0)
+            count = interrupts.handler_runs(signum)
             if count > seen.get(signum, 0):
                 seen[signum] = count
                 return True

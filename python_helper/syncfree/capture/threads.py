@@ -144,7 +144,7 @@ def remember_tasks(recorder: Any) -> None:
     if asyncio is None or asyncio._get_running_loop() is None:
         return
     try:
-        _tasks_before[recorder] = set(asyncio.all_tasks())
+        _tasks_before[recorder] = weakref.WeakSet(asyncio.all_tasks())  # kept alive by their loop, not here
     except (RuntimeError, TypeError):  # no running loop after all; a recorder that takes no weak reference
         pass
 

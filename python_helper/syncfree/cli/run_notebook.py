@@ -247,7 +247,7 @@ def run(
             message = lines[-1] if lines else type(failure).__name__
         else:  # a timeout or a dead kernel says what happened first
             message = lines[0]
-        running = getattr(progress, "running", None) if progress is not None else None
+        running = progress.running if progress is not None else None
         if isinstance(failure, DeadKernelError) and running is not None:
             # Each cell's report is written as the cell ends: the dying cell's syncs went with its kernel.
             message += f" in cell {running + 1} (its syncs are not in the report: it did not end)"

@@ -178,11 +178,10 @@ def _carry_earlier_attempt(report: RankReport, earlier: RankReport) -> None:
     report.lost_children = list(earlier.lost_children) + list(report.lost_children)
     attempts = f"attempt {earlier.rank.restart_count}" if earlier.rank.restart_count == 0 else \
         f"attempts 0 to {earlier.rank.restart_count}"
-    counted = before.get("counted", before.get("syncs", 0))
-    notes = [n for n in theirs.get("notes") or [] if n.startswith("torchrun restarted the job")]
-    notes.append(f"torchrun restarted the job (attempt {report.rank.restart_count}): the {counted} "
-                 f"sync{'s' if counted != 1 else ''} of {attempts} on this rank are counted too")
-    mine["notes"] = [n for n in mine.get("notes") or [] if n not in notes] + notes[-1:]
+    counted = before.get("counted", before.get("syncs", 0))  # attempts before the earlier one's are in it already
+    mine["notes"] = list(mine.get("notes") or []) + [
+        f"torchrun restarted the job (attempt {report.rank.restart_count}): the {counted} "
+        f"sync{'s' if counted != 1 else ''} of {attempts} on this rank are counted too"]
 
 
 @dataclass
