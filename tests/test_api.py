@@ -1668,6 +1668,12 @@ def test_followers_of_children_put_back_what_they_replaced_in_any_order():
         assert os.fork == _real_fork
 
 
+def _cuda_ones():
+    """A CUDA tensor for the work a test hands its threads (made under a watch: a stand-in in predict mode)."""
+    with syncfree.watch():
+        return torch.ones(2, device="cuda")
+
+
 def _late_item(gate, x):
     gate.wait(30)
     return x.sum().item()  # after the block's end
@@ -1718,10 +1724,7 @@ def test_a_thread_or_task_whose_target_is_a_partial_is_the_users():
     import functools
 
     gate = threading.Event()
-    x_holder = []
-    with syncfree.watch():
-        x_holder.append(torch.ones(2, device="cuda"))
-    x = x_holder[0]
+    x = _cuda_ones()
     gate.set()
     with pytest.raises(syncfree.NotJudged) as raised:
         with syncfree.sync_free():
@@ -1766,10 +1769,7 @@ def test_a_thread_or_pool_task_still_running_when_the_block_ends_is_not_passed()
     from multiprocessing.pool import ThreadPool
 
     gate = threading.Event()
-    x_holder = []
-    with syncfree.watch():
-        x_holder.append(torch.ones(2, device="cuda"))
-    x = x_holder[0]
+    x = _cuda_ones()
     started = []
     try:
         with pytest.raises(syncfree.NotJudged) as raised:
