@@ -584,6 +584,33 @@ def test_a_notebook_cannot_take_the_runs_watch_away(tmp_path):
         [(2, 1), (4, 1), (6, 1), (8, 1), (10, 1)], done.stdout
 
 
+def test_a_notebooks_totals_count_a_sync_once_and_its_formats_say_the_syncs_without_a_line(tmp_path):
+    # A %%syncfree run from a watched cell's code (run_cell_magic in a loop) made a report of its own inside the
+    # cell's, and the run added both up: 5 syncs counted as 8. JSON and SARIF dropped the syncs no line holds (a
+    # thread an earlier cell made): an empty list beside exit 1, the cause said nowhere.
+    nbformat = pytest.importorskip("nbformat")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import threading, torch\nx = torch.randn(4, device='cuda')\n"
+                                  "worker = threading.Thread(target=lambda: x.sum().item())"),
+        nbformat.v4.new_code_cell("worker.start(); worker.join()"),
+        nbformat.v4.new_code_cell("for i in range(3):\n    get_ipython().run_cell_magic('syncfree', '', 'x.max().item()')",
+                                  metadata={"syncfree": {"budget": 3}}),
+    ]
+    nbformat.write(notebook, tmp_path / "nb.ipynb")
+    done = syncfree("run", "nb.ipynb", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "nb.ipynb: 4 counted syncs; budgets exceeded." in done.stdout, done.stdout
+    assert done.stdout.count("nb.ipynb:cell 3 (a run inside the cell, counted in the cell's report below): ") == 3
+    assert "cell 2: 1 (1 without a line)" in done.stderr and "cell's budget" not in done.stderr, done.stderr
+    for form in ("json", "sarif"):
+        done = syncfree("run", "--format", form, "nb.ipynb", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert "syncfree: note: nb.ipynb:cell 2: 1 sync not in this output; 1 sync in thread" in done.stderr, done.stderr
+        if form == "json":
+            assert [(row["cell"], row["count"]) for row in json.loads(done.stdout)] == [(3, 3)], done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

@@ -98,7 +98,7 @@ class SyncfreeMagics(Magics):
         super().__init__(shell)
         self._cell_info = None          # ExecutionInfo of the cell running now
         self._outer: list = []          # _cell_info of the cells around it (nested runs)
-        self._pending: list[tuple[dict, bool]] = []  # (report, quiet) for post_run_cell
+        self._pending: list[tuple[dict, bool, bool]] = []  # (report, quiet, nested) for post_run_cell
         # Under `syncfree run NOTEBOOK` (`watch_for_run`): its watch of every cell, kept on the shell, where an
         # extension reloaded (`%reload_ext syncfree`) finds it again.
         self._watch: RunOptions | None = _run_watch(shell)
@@ -469,7 +469,7 @@ class SyncfreeMagics(Magics):
             if self._shown(quiet):
                 display_report(report)
         else:
-            self._pending.append((report, quiet))
+            self._pending.append((report, quiet, False))
 
     def _distributed_command(self, line: str) -> None:
         """``%syncfree merge DIR`` / ``%syncfree run --nproc-per-node N ...``
@@ -634,10 +634,13 @@ class SyncfreeMagics(Magics):
                                      cell_id=watched.text.cell_id)
                 self._name_cells(report)
                 self.shell.user_ns[REPORT_NAME] = report
-                pending.append((report, watched.options.quiet))
-        for report, quiet in pending:
+                # The reports of %%syncfree runs from the cell's code came while its watch counted the same syncs:
+                # shown, but marked, so that what adds reports up (syncfree run NB) counts them once.
+                pending = [(earlier, quiet, True) for earlier, quiet, _ in pending]
+                pending.append((report, watched.options.quiet, False))
+        for report, quiet, nested in pending:
             if self._shown(quiet):
-                display_report(report)
+                display_report(report, nested=nested)
 
     def _shown(self, quiet: bool) -> bool:
         """Whether a report is displayed: not with ``--quiet``, but always under ``syncfree run NOTEBOOK``, whose

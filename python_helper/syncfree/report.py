@@ -297,11 +297,24 @@ def mime_bundle(report: Mapping) -> dict:
     return {MIME_TYPE: report, "text/html": report_html(report), "text/plain": report_text(report)}
 
 
-def display_report(report: Mapping) -> None:
-    """One display output carrying the report (needs IPython, imported here only)."""
+#: The output metadata of a report made inside another that counts its syncs too (a ``%%syncfree`` run from the code
+#: of a watched cell): shown, but its syncs are not counted again where reports are added up (``syncfree run NB``).
+NESTED_METADATA = {MIME_TYPE: {"nested": True}}
+
+
+def display_report(report: Mapping, nested: bool = False) -> None:
+    """One display output carrying the report (needs IPython, imported here only); ``nested``: its syncs are also in
+    a report that comes after it (NESTED_METADATA)."""
     from IPython.display import display
 
-    display(mime_bundle(report), raw=True)
+    display(mime_bundle(report), raw=True, metadata=NESTED_METADATA if nested else None)
+
+
+def is_nested(output: Mapping) -> bool:
+    """Whether a notebook output's report is NESTED_METADATA's: counted in another report of its cell."""
+    metadata = output.get("metadata")
+    own = metadata.get(MIME_TYPE) if isinstance(metadata, Mapping) else None
+    return isinstance(own, Mapping) and own.get("nested") is True
 
 
 # --------------------------------------------------------------------------- validation

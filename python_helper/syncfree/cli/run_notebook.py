@@ -23,6 +23,7 @@ from syncfree._version import __version__
 from syncfree.cli.sources import read_notebook_json
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
 from syncfree.output import Diagnostic, clean_text, site_diagnostic, write_diagnostics
+from syncfree.report import is_nested
 
 __all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
 
@@ -221,9 +222,14 @@ def run(
             print(verdict.summary, file=out)
     else:
         # As `check` leaves out allowed findings, the sites a `# syncfree: allow` comment covers are left out here.
+        counted = [found for found in reports if not found.nested]
         diagnostics = [_cell_site_diagnostic(str(path), found.number, found.cell, found.report, site)
-                       for found in reports for site in _counted_syncs(found.cell, found.report)[1]]
+                       for found in counted for site in _counted_syncs(found.cell, found.report)[1]]
         write_diagnostics(diagnostics, output_format, out, tool_version=__version__)
+        # json, sarif and github carry no notes: syncs without a line (a thread of an earlier cell, a %%script
+        # child) and those not counted are said on stderr, as `syncfree run SCRIPT` says its notes.
+        for note in _unplaced_notes(counted, str(path)):
+            print(f"syncfree: note: {note}", file=sys.stderr)
     out.flush()
     if stopped:
         # The cells that ran before the signal have their reports above; then the process ends as the signal ends a
@@ -307,16 +313,18 @@ def _judge(reports: list[CellReport], cell_budgets: dict[int, int], budget: int 
     shared, shared_cells = 0, []
     total = 0
     for found in reports:
+        if found.nested:  # its syncs are in the cell's own report, which comes after it
+            continue
         number = found.number
         count, sites = _counted_syncs(found.cell, found.report)
         total += count
         if number in cell_budgets:
             if count > cell_budgets[number]:
                 exceeded.append(f"{path}:cell {number}: {_syncs(count)} the cell's budget of {cell_budgets[number]} "
-                                f"({_where(sites)})")
+                                f"({_where(sites, count)})")
         elif count:
             shared += count
-            shared_cells.append(f"cell {number}: {count} ({_where(sites)})")
+            shared_cells.append(f"cell {number}: {count} ({_where(sites, count)})")
     limit = budget if budget is not None else 0
     if shared > limit:
         scope = "the cells without a budget of their own" if cell_budgets else "the notebook"
@@ -332,12 +340,33 @@ def _judge(reports: list[CellReport], cell_budgets: dict[int, int], budget: int 
     return _Verdict(summary, exceeded, unjudged)
 
 
+def _unplaced_notes(reports: list[CellReport], path: str) -> list[str]:
+    """For the formats without notes: each cell's syncs that no site holds (``2 syncs outside your code ...``) and
+    its notes, a note every cell repeats (no CUDA device, no cost) left out."""
+    notes = []
+    everywhere = set.intersection(*(set(found.report.get("notes") or ()) for found in reports)) if reports else set()
+    for found in reports:
+        report = found.report
+        outside = report["totals"]["syncs"] - sum(site["count"] for site in report["sites"])
+        own = [note for note in report.get("notes") or () if note not in everywhere]
+        if outside > 0 or own:
+            said = [f"{outside} sync{'s' if outside != 1 else ''} not in this output"] if outside > 0 else []
+            notes.append(f"{path}:cell {found.number}: " + "; ".join(said + own))
+    return notes
+
+
 def _syncs(count: int, where: str = "") -> str:
     """``1 sync exceeds`` / ``3 syncs in the notebook exceed``."""
     return f"{count} sync{'s' if count != 1 else ''}{f' in {where}' if where else ''} exceed{'s' if count == 1 else ''}"
 
 
-def _where(sites: list[dict[str, Any]]) -> str:
+def _where(sites: list[dict[str, Any]], count: int | None = None) -> str:
+    """``line 3 .item() ×2, line 5 .cpu() ×1``: where a cell's ``count`` counted syncs are, and how many have no line
+    (a thread of an earlier cell, a child process)."""
+    unplaced = count - sum(site["count"] for site in sites) if count is not None else 0
+    if unplaced > 0:
+        without = f"{unplaced} without a line"
+        return f"{_where(sites)}, {without}" if sites else without
     ranked = sorted(sites, key=lambda site: -site["count"])
     from syncfree.kinds import kind_label
 
@@ -386,6 +415,8 @@ class _Progress:
         self.running = None
         self.done += 1
         for output in cell.get("outputs", []):
+            if is_nested(output):  # counted in the cell's own report
+                continue
             report = output.get("data", {}).get(REPORT_MIME_TYPE) if isinstance(output.get("data"), dict) else None
             totals = report.get("totals") if isinstance(report, dict) else None
             if isinstance(totals, dict) and isinstance(totals.get("syncs"), int):
@@ -558,6 +589,9 @@ class CellReport:
     cell: Any
     report: dict[str, Any]
     text: str
+    # Made inside another report of the cell that counts its syncs too (a %%syncfree run from a watched cell's code:
+    # syncfree.report.NESTED_METADATA): shown, not added up again
+    nested: bool = False
 
 
 def _cell_reports(notebook: Any, path: str) -> list[CellReport]:
@@ -576,7 +610,9 @@ def _cell_reports(notebook: Any, path: str) -> list[CellReport]:
                       "left out", file=sys.stderr)
                 continue
             text = data.get("text/plain") or f"syncfree: {report['totals']['syncs']} syncs"
-            reports.append(CellReport(number, cell, report, clean_text("".join(text) if isinstance(text, list) else str(text))))
+            reports.append(CellReport(number, cell, report,
+                                      clean_text("".join(text) if isinstance(text, list) else str(text)),
+                                      nested=is_nested(output)))
     return reports
 
 
@@ -593,7 +629,8 @@ def _print_reports(reports: list[CellReport], path: str, out: TextIO) -> None:
                 shown_notes.add(line.strip())
             lines.append(line)
         text = "\n".join(lines)
-        print(f"{path}:cell {found.number}: {text}", file=out)
+        within = " (a run inside the cell, counted in the cell's report below)" if found.nested else ""
+        print(f"{path}:cell {found.number}{within}: {text}", file=out)
     if not reports:
         print(f"{path}: no syncfree reports (no cell synchronized)", file=out)
 
