@@ -784,6 +784,10 @@ def _inner_code(shell, text: str, first_line: int) -> InnerCode:
         body = "".join(lines[index + 1:])
         offset = first_line + index + _leading_blank_lines(body)
         if magic == "%%capture":
+            # IPython's transform_cell ends a cell with a newline before it takes the body out
+            # (inputtransformer2.TransformerManager): %%capture runs that body, compiled under
+            # its name.
+            body = body if body.endswith("\n") else body + "\n"
             count = shell.execution_count
             transformed = shell.transform_cell(body)
             names = {shell.compile.get_code_name(body, transformed, n) for n in (count, count - 1)}
