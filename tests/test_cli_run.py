@@ -153,6 +153,21 @@ def test_os_exit_still_leaves_a_report_and_its_status(tmp_path):
     assert done.returncode == 4 and json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
 
 
+def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
+    # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
+    write(tmp_path, "train.py", """\
+        import os, torch
+        x = torch.randn(4, device="cuda")
+        x.sum().item()
+        print("done", flush=True)
+        os.abort()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == -signal.SIGABRT, (done.stdout, done.stderr)
+    assert done.stdout.startswith("done\ntrain.py:3:1: SF101 "), done.stdout
+    assert "note: the program was ended by SIGABRT" in done.stdout, done.stdout
+
+
 def test_os_exit_0_after_syncs_over_the_budget_fails_the_run(tmp_path):
     # A script that ends with os._exit(0) (skipping its workers' shutdown) must not pass a CI gate its syncs fail.
     write(tmp_path, "train.py", """\

@@ -23,6 +23,8 @@ from .processes import ForkedChildren, running_recorder
 from .torch_import import TorchImport, torch_installed
 from .watches import ChildWatch, Watch, WatchReport, unended
 
+_real_abort = os.abort
+
 __all__ = ["COMMAND_FILENAME", "ModuleNotRunnable", "NO_TORCH", "ScriptRun", "run_script"]
 
 #: The file name of ``python -c``'s code in a run (tracebacks, the recorder's sites): not Python's "<string>", which
@@ -288,6 +290,22 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
+    run_pid = os.getpid()
+
+    def aborted() -> None:
+        os.abort = _real_abort
+        if os.getpid() == run_pid and not ending:
+            try:
+                hard_exit(128 + signal.SIGABRT, signum=signal.SIGABRT)
+            except BaseException:  # noqa: BLE001 - nothing may keep the process from aborting as asked
+                pass
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:  # noqa: BLE001 - a stream the program closed
+                    pass
+        _real_abort()
+
     # A child started as a new interpreter (spawn, forkserver) watches its target as this run does: with the mode
     # and engine asked for until torch is imported here (the child chooses as this process would), then as chosen.
     children = ForkedChildren(running_recorder, on_parent_exit=hard_exit, watch_settings=child_watch,
@@ -314,6 +332,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                     stuck.append(stuck_main.StuckMainWatch(
                         handled, lambda signum: hard_exit(128 + signum, signum=signum), lambda: bool(ending)))
                     stuck[0].start()
+                # os.abort() dies of SIGABRT in C, where no Python handler runs: the report is written first.
+                os.abort = aborted
             if torch_import is not None:
                 torch_import.install()
             # The program's main module (its globals, from runpy), held here alone: torn down as at Python's exit
@@ -368,6 +388,8 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     finally:
         if torch_import is not None:
             torch_import.remove()
+        if os.abort is aborted:
+            os.abort = _real_abort
         if threading.current_thread() is threading.main_thread():
             for watch_ in stuck:
                 watch_.stop()
