@@ -25,6 +25,23 @@ def test_the_plugin_is_loaded_from_its_entry_point(pytester):
     result.stdout.fnmatch_lines(["@pytest.mark.sync_free(budget=0, mode=None)*"])
 
 
+@pytest.mark.parametrize("named", [["syncfree.pytest_plugin"], ["syncfree.pytest_marker"],
+                                   ["syncfree.pytest_plugin", "syncfree.pytest_marker"]])
+def test_a_plugin_named_with_p_where_its_entry_point_loads_it_too(pytester, named):
+    # The entry point's load of a module -p had registered under its own name failed: pytest exited 3 with
+    # "Plugin already registered under a different name", a usage the docs once gave.
+    pytester.makepyfile(test_a="""
+        import pytest, torch
+
+        @pytest.mark.sync_free
+        def test_sync():
+            torch.ones(2, device="cuda").sum().item()
+        """)
+    result = run(pytester, *[arg for name in named for arg in ("-p", name)])
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_a.py::test_sync - syncfree: would synchronize 1 time, budget 0"])
+
+
 def test_example_suite(pytester):
     for name in ("model.py", "test_model.py", "conftest.py"):
         shutil.copy(EXAMPLE / name, pytester.path / name)

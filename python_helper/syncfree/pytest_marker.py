@@ -10,6 +10,9 @@ functions below, which add each name once, so either loads alone as well.
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import pytest
 
 MARKER = "sync_free"
@@ -46,6 +49,26 @@ def add_options(parser: pytest.Parser) -> None:
 def add_marker(config: pytest.Config) -> None:
     if MARKER_LINE not in config.getini("markers"):
         config.addinivalue_line("markers", MARKER_LINE)
+
+
+#: The entry point (pyproject.toml's pytest11) of each of the two modules.
+ENTRY_POINTS = {"syncfree.pytest_plugin": "syncfree", "syncfree.pytest_marker": "syncfree-marker"}
+
+
+def skip_own_entry_point(module: str, plugin: Any, manager: Any) -> None:
+    """``pytest -p syncfree.pytest_plugin`` where the entry point is installed: pytest registers the module under its
+    own name, then loads the entry points, whose load of the same module under the entry point's name failed
+    ("Plugin already registered under a different name", exit 3). The entry point is skipped then, as pytest skips
+    one whose name ``-p`` gave. From each module's ``pytest_plugin_registered``, which sees its own registration."""
+    if plugin is not sys.modules.get(module) or manager.get_name(plugin) != module:
+        return
+    entry = ENTRY_POINTS[module]
+    if manager.get_plugin(entry) is None and not manager.is_blocked(entry):
+        manager.set_blocked(entry)
+
+
+def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
+    skip_own_entry_point(__name__, plugin, manager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

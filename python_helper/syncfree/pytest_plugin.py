@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .pytest_marker import MARKER, add_marker, add_options
+from .pytest_marker import MARKER, add_marker, add_options, skip_own_entry_point
 from .pytest_worlds import PLAIN, STANDINS, ChildProcesses, FixtureWorlds, Host, is_unittest_item, on_standins
 
 # --syncfree-cuda (a suite's CUDA tests on CPU stand-ins): a plugin of its own.
@@ -38,6 +38,10 @@ _SUMMARY_SITES = 20
 _SHOWN_FAILED = 5
 _SHOWN_ALLOWED = 10  # sites allowed by comments, listed apart
 _SHOWN_NOTES = 10  # the notes of the watched tests' reports
+
+
+def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
+    skip_own_entry_point(__name__, plugin, manager)  # `-p syncfree.pytest_plugin` with the entry point installed
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
