@@ -1387,6 +1387,40 @@ def test_a_thread_started_outside_any_watch_is_not_counted_into_one(userlib):
                    for n in w.report.notes), w.report.notes
 
 
+def test_a_block_of_all_threads_predicts_the_threads_and_pool_tasks_it_starts():
+    # all_threads=True left the threads its code started, and the tasks it handed a pool, without the stand-ins: a
+    # block whose thread synced passed with 0 syncs, where the block that watches one thread failed.
+    import concurrent.futures
+
+    def step(x):
+        x.sum().item()
+
+    for all_threads in (False, True):
+        with pytest.raises(syncfree.SyncError, match="would synchronize 1 time"):
+            with syncfree.sync_free(all_threads=all_threads):
+                x = torch.randn(4, device="cuda")
+                worker = threading.Thread(target=step, args=(x,))
+                worker.start()
+                worker.join()
+        with syncfree.watch(all_threads=all_threads) as w:
+            x = torch.randn(4, device="cuda")
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                list(pool.map(step, [x, x, x]))
+        assert w.report.syncs == 3, (all_threads, w.report.notes)
+    # A thread of the user's already running runs without them: named, not passed over in silence.
+    jobs = __import__("queue").Queue()
+    consumer = threading.Thread(target=lambda: [step(x) for x in iter(jobs.get, None)], name="consumer")
+    consumer.start()
+    try:
+        with syncfree.watch(all_threads=True) as w:
+            pass
+    finally:
+        jobs.put(None)
+        consumer.join()
+    assert any(n.startswith("thread 'consumer', started before the block, runs without predict mode") for n in
+               w.report.notes), w.report.notes
+
+
 def test_a_daemon_thread_is_routed_but_runs_no_predict_session():
     """A daemon thread may outlive the watch: it would keep the stand-ins installed."""
     import threading

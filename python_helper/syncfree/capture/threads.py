@@ -344,19 +344,37 @@ def _users_file(filename: str, recorder: Any) -> bool:
 
 
 def _watching_cell() -> Any:
-    """The running recorder of notebook cells (`%%syncfree`), if any."""
+    """The running recorder that counts every thread's syncs and names the user's threads still running at its end:
+    a notebook cell's (`%%syncfree`) or a ``watch(all_threads=True)``'s; not ``syncfree run``'s, which predicts all
+    of its program's threads (`_predicting_process`). None: none."""
     for recorder in reversed(dispatch.process_recorders):
-        if recorder.running and recorder.watches_cells:
+        if recorder.running and not getattr(recorder, "predicts_threads", False):
             return recorder
     return None
+
+
+def earlier_threads_note(recorder: Any) -> str | None:
+    """A ``watch(all_threads=True)`` in predict mode: the user's threads running as it begins (a consumer fed
+    through a queue), but for this one. A thread's predict session is entered in that thread only: their CUDA work
+    runs without the stand-ins, its syncs not counted (a GPU counts them)."""
+    here = threading.current_thread()
+    names = [thread.name for thread in threading.enumerate()
+             if thread is not here and thread.is_alive() and _users_code(thread, recorder)]
+    if not names:
+        return None
+    one = len(names) == 1
+    shown = ", ".join(repr(name) for name in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"thread{'' if one else 's'} {shown}, started before the block, {'runs' if one else 'run'} without predict "
+            f"mode: {'its' if one else 'their'} CUDA work is not predicted, so {'its' if one else 'their'} syncs are "
+            f"not counted (start {'it' if one else 'them'} in the block, or use syncfree run)")
 
 
 def _predicting_cell() -> Any:
-    """The running recorder of notebook cells that predicts (`%%syncfree` without CUDA), if any."""
-    for recorder in reversed(dispatch.process_recorders):
-        if recorder.running and recorder.watches_cells and recorder.mode == "predict":
-            return recorder
-    return None
+    """`_watching_cell`'s recorder where it predicts (no CUDA): the user's threads its code starts, and the tasks it
+    hands a pool, run under its stand-ins. A ``watch(all_threads=True)`` left them without: a block whose thread
+    synced passed with 0 syncs, as the block that watches one thread failed."""
+    recorder = _watching_cell()
+    return recorder if recorder is not None and recorder.mode == "predict" else None
 
 
 def _task_owner() -> tuple[Any, Any] | None:
