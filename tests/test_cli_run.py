@@ -62,6 +62,7 @@ def test_machine_formats_keep_stdout_to_the_report_and_the_programs_output_on_st
         assert (row["path"], row["line"], row["count"]) == ("train.py", 4, 3)
     else:
         assert done.stdout.startswith("::warning file=train.py,line=4,") and done.stdout.count("\n") == 1
+        assert done.stdout.endswith("(predicted) (×3)\n"), done.stdout  # how often: not one sync a row
 
 
 @pytest.mark.parametrize("output_format", ["text", "sarif"])
@@ -151,6 +152,39 @@ def test_os_exit_still_leaves_a_report_and_its_status(tmp_path):
     assert "the program ended with os._exit(4)" in done.stdout and "atexit ran" not in done.stdout
     done = syncfree("run", "--format", "sarif", "-o", "out.sarif", "train.py", cwd=tmp_path)
     assert done.returncode == 4 and json.loads((tmp_path / "out.sarif").read_text())["runs"][0]["results"]
+
+
+def test_syncs_that_no_line_holds_are_said_in_every_format_and_carried_over_an_exec(tmp_path):
+    # A thread whose target is torch's own (no line of the program's on its stack): "1 sync at 0 sites" with nothing
+    # on where, JSON `[]` with exit 1 and nothing on stderr. After os.execv of itself the sync was lost: exit 0.
+    write(tmp_path, "train.py", """\
+        import os, sys, threading, torch
+        x = torch.randn(4, device="cuda")
+        if os.environ.get("STAGE") != "2":
+            worker = threading.Thread(target=torch.Tensor.item, args=(x.sum(),))
+            worker.start(); worker.join()
+            if len(sys.argv) > 1:
+                os.environ["STAGE"] = "2"
+                os.execv(sys.executable, [sys.executable, sys.argv[0]])
+        """)
+    for argv in ([], ["again"]):
+        done = syncfree("run", "train.py", *argv, cwd=tmp_path)
+        assert done.returncode == 1, (argv, done.stdout, done.stderr)
+        assert "1 sync at 0 sites (predicted)" in done.stdout, done.stdout
+        assert "note: 1 sync outside your code (library or other threads)" in done.stdout, done.stdout
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1 and json.loads(done.stdout) == [], done.stdout
+    assert "syncfree: note: 1 sync outside your code (library or other threads)\n" in done.stderr, done.stderr
+    assert "No CUDA device" not in done.stderr, done.stderr  # what every predicted run says is no news there
+
+
+def test_syncs_past_the_sites_limit_are_counted_and_said_not_taken_for_a_librarys(tmp_path):
+    write(tmp_path, "many.py", "import torch\nx = torch.randn(4, device='cuda')\n" + "x.sum().item()\n" * 1003)
+    done = syncfree("run", "--format", "json", "--budget", "1000", "many.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert sum(row["count"] for row in json.loads(done.stdout)) == 1000
+    assert "syncfree: note: 3 syncs at sites beyond the first 1000 are counted in the totals only" in done.stderr
+    assert "outside your code" not in done.stderr, done.stderr
 
 
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):

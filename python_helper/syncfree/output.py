@@ -333,9 +333,8 @@ def watch_report_text(report: Any) -> str:
     for site in report.allowed:  # the words before the library line under it, if any
         first, newline, rest = watch_site_line(site).partition("\n")
         lines.append(f"  {first}, allowed by a comment{newline}{rest}")
-    outside = report.syncs - sum(s.count for s in report.sites + report.allowed)
-    if outside > 0:
-        lines.append(f"  {outside_line(outside)}")
+    if report.outside > 0:
+        lines.append(f"  {outside_line(report.outside)}")
     lines += [f"  note: {n}" for n in report.notes]
     lines += [f"  note: {n}" for n in report.predict_table_lines()]
     return "\n".join(lines)
@@ -489,11 +488,13 @@ def _github_line(d: Diagnostic) -> str:
     properties.append(f"title={_github_escape(title, property_value=True)}")
     where = _context(d)
     message = _message(d) + (f" ({where})" if where else "")
+    first = _first_call(d)
     if d.cost_ms is not None:
         message += f" (×{d.count}, cost {d.cost_ms:.2f} ms of GPU time)"
-    first = _first_call(d)
-    if first:  # the row's cost apart from its first call, which warm-up inflates
+    elif first:  # the row's cost apart from its first call, which warm-up inflates
         message += f" (×{d.count}, blocked {d.blocked_ms:.1f} ms: {first})"
+    elif d.count is not None:  # a run's row: how often it synced (a predicted row has no time to show)
+        message += f" (×{d.count}{', ' + PHASE_WORDS.get(d.phase, d.phase) if d.phase else ''})"
     if d.inside:  # the library line under the user's line, on a line of its own in the annotation
         message += "\n" + clean_text(library_text(d.inside))
     return f"::{level} {','.join(properties)}::{_github_escape(message)}"

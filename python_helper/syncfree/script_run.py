@@ -143,8 +143,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     program_text = "" if module else text if path in ("-", "-c") or main_of_path else _decoded(data)
 
     def new_runner() -> Watch:
-        return Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
-                     engine=engine, sources=(program_text,), cost=cost)
+        watch = Watch(mode, measure_blocked=measure_blocked, max_frames=max_frames, all_threads=True,
+                      engine=engine, sources=(program_text,), cost=cost)
+        watch._names_earlier_threads = False  # named below, at the program's import of torch
+        return watch
 
     # A program that has not imported torch yet is watched from its import of torch on (`TorchImport`): nothing
     # syncs before it, and a program that never imports it runs as fast and small as under python.

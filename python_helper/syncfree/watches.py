@@ -70,11 +70,19 @@ class WatchReport:
     # Predict mode: False when the block's torch calls ran on host tensors only and no CUDA stand-in was seen
     # (tensors made before the block with the device chosen on this CPU machine): a verdict could not be given.
     judged: bool = True
+    # The syncs at sites past the report's limit (the recorder's, MAX_SITES): counted in ``syncs`` only, said in a note
+    overflow: int = 0
 
     def __post_init__(self) -> None:
         from .report import settle_device
 
         settle_device(self.device)
+
+    @property
+    def outside(self) -> int:
+        """The syncs that no site holds: no line of the user's code was on their stack (a library's or another
+        thread's), apart from those past the sites' limit (``overflow``)."""
+        return max(self.syncs - sum(s.count for s in self.sites + self.allowed) - self.overflow, 0)
 
     @property
     def blocked_ms(self) -> float | None:
@@ -190,11 +198,13 @@ class SyncError(AssertionError):
             head = (f"{verb} {report.counted} time{'s' if report.counted != 1 else ''}, losing "
                     f"{report.counted_cost_ms:.2f} ms of GPU time, budget {budget_ms:g} ms")
         lines = [head] + [f"  {report.site_line(s)}" for s in report.sites]
-        unattributed = report.counted - sum(s.count for s in report.sites)
-        if unattributed > 0:
+        if report.outside > 0:
             from .output import outside_line
 
-            lines.append(f"  {outside_line(unattributed)}")
+            lines.append(f"  {outside_line(report.outside)}")
+        if report.overflow:
+            lines.append(f"  {report.overflow} sync{'s' if report.overflow != 1 else ''} at sites beyond the "
+                         f"first {len(report.sites) + len(report.allowed)}")
         super().__init__("\n".join(lines))
 
 
@@ -348,6 +358,9 @@ class Watch:
         self.max_frames = max_frames
         self.paths = tuple(str(p) for p in paths)
         self.all_threads = bool(all_threads)
+        # all_threads in predict mode: the user's threads already running are named (their CUDA work runs without the
+        # stand-ins); syncfree run names those running at its import of torch itself
+        self._names_earlier_threads = True
         self.on_report = on_report
         self.report: WatchReport | None = None
         self._recorder = None
@@ -459,6 +472,12 @@ class Watch:
             # Without CUDA only (predict mode asked for on a GPU machine runs on real CUDA tensors, not stand-ins).
             self._activity_before = _predict_activity() if recorder.mode == "predict" and not cuda_available() \
                 else None
+            if self.all_threads and self._activity_before is not None and self._names_earlier_threads:
+                from .capture.threads import earlier_threads_note
+
+                note = earlier_threads_note(recorder)
+                if note:
+                    recorder.note(note)
         self._running = True
         unended.watch_began(self)
         self._started = perf_counter()
@@ -760,7 +779,8 @@ def _watch_report(engine: Engine, recorder) -> WatchReport:
     notes = [n for n in fields["notes"] if "ran outside the cell's code" not in n]
     return WatchReport(recorder.mode, engine.device, _rank(kept), _rank(allowed),
                        recorder.syncs, recorder.wall_ms, engine.notes + notes + unseen_libraries(engine),
-                       recorder.error, fields.get("predict_table"), cost=fields.get("cost"))
+                       recorder.error, fields.get("predict_table"), cost=fields.get("cost"),
+                       overflow=recorder.overflow_syncs)
 
 
 def watch(mode: str | None = None, *, budget: int | None = None, measure_blocked: bool = True,

@@ -694,6 +694,11 @@ class SyncRecorder:
                 + sum(t.count for t in self._outside.values()) + sum(r.syncs for r in self.inherited_children))
 
     @property
+    def overflow_syncs(self) -> int:
+        """The syncs at sites past the table's limit: in the totals only."""
+        return self._table.overflow.count
+
+    @property
     def watches_cells(self) -> bool:
         """A recorder of notebook cells (a ``%%syncfree`` cell, watch mode), not of user files (a watch, a run)."""
         return not isinstance(self._cell_files, UserFiles)

@@ -21,7 +21,15 @@ from typing import Any, TextIO
 
 from syncfree._version import __version__
 from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem, not_a_file
-from syncfree.output import SYNTAX_ERROR, Diagnostic, ReportOutput, code_columns, site_what, write_diagnostics
+from syncfree.output import (
+    SYNTAX_ERROR,
+    Diagnostic,
+    ReportOutput,
+    code_columns,
+    outside_line,
+    site_what,
+    write_diagnostics,
+)
 
 __all__ = ["die_by_signal", "run_python"]
 
@@ -202,6 +210,14 @@ def _can_start(followed: list[str], env: Any) -> bool:
         return False
 
 
+def _said_by_every_run(note: str) -> bool:
+    """A note every run of its kind has (predicted on the CPU, no cost measured): no news on stderr, none to carry."""
+    from syncfree.cost import COST_NOT_ASKED, NO_GPU_NO_COST
+    from syncfree.engine_choice import PREDICTED_ON_CPU
+
+    return note in (PREDICTED_ON_CPU, NO_GPU_NO_COST) or note.startswith(COST_NOT_ASKED[:40])
+
+
 def _write_carry(result: Any, start: str) -> str:
     """The run so far (its program's sites, its children's reports, its notes), for the run of the program that
     replaces it: a file named in `EXEC_CARRY`, read and removed by that run."""
@@ -216,8 +232,12 @@ def _write_carry(result: Any, start: str) -> str:
         "start": start,
         "sites": [*earlier.get("sites", []), *(site_fields(site) for site in report.sites)],
         "allowed": earlier.get("allowed", 0) + report.syncs - report.counted,
+        # The syncs no site holds (no line of the program's on their stack; past the sites' limit) count too: a
+        # program that re-executed itself lost them, and passed
+        "outside": earlier.get("outside", 0) + report.outside,
+        "overflow": earlier.get("overflow", 0) + report.overflow,
         "children": [child.to_dict() for child in result.children],
-        "notes": list(result.notes),
+        "notes": [*result.notes, *(note for note in report.notes if not _said_by_every_run(note))],
         "replaced": [*earlier.get("replaced", []), result.replaced_by],
         "predicted": report.predicted,
     }
@@ -301,7 +321,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     rows, left_out, child_counted = _rows(result, selected, start)
     earlier = getattr(result, "earlier", None) or {}
     earlier_sites = earlier.get("sites", [])
-    counted = max(report.counted + sum(site["count"] for site in earlier_sites) - left_out[0], 0) + child_counted
+    carried = earlier.get("outside", 0) + earlier.get("overflow", 0)  # the syncs no carried site holds
+    counted = max(report.counted + sum(site["count"] for site in earlier_sites) + carried - left_out[0], 0) \
+        + child_counted
     over = counted > (budget if budget is not None else 0)
     # The budget in GPU time lost (--budget-ms; syncfree.cost): the counted rows' cost, where it was measured.
     costs = [row.cost_ms for row in rows if row.cost_ms is not None and not row.processes]
@@ -376,9 +398,13 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
                     "after it did not run")
     elif hard:
         summary += f"\nnote: the program ended with os._exit({result.exit_code}): no atexit handler ran"
+    # Syncs that no row holds: no line of the program's was on their stack (a thread whose target is torch's own,
+    # an atexit handler that is a torch function); counted, and said where the rows do not add up to the count.
+    outside = counted - sum(row.count for row in rows) - report.overflow - earlier.get("overflow", 0)
+    unplaced = [outside_line(outside)] if outside > 0 else []
     # How it ran (e.g. "No CUDA device: --mode warn needs one"), the children it could not see, then predict
     # mode's table: unmeasured ops and the table's torch version.
-    for line in (f"note: {n}" for n in [*report.notes, *result.notes, *report.predict_table_lines()]):
+    for line in (f"note: {n}" for n in [*unplaced, *report.notes, *result.notes, *report.predict_table_lines()]):
         summary += f"\n{line}"
     output.begin_report()
     write_diagnostics([row.diagnostic(predicted) for row in rows], output_format, output.stream(),
@@ -386,10 +412,12 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     output.stream().flush()
     output.close()
     if output_format != "text":
-        # json, sarif and github carry no notes: the syncs the run could not count (a child process without a
-        # report, one started unwatched) are said on stderr, never left out in silence.
-        for note in result.notes:
-            print(f"syncfree: note: {note}", file=sys.stderr)
+        # json, sarif and github carry no notes: the syncs no row holds, those the run could not count (a child
+        # process without a report, one started unwatched, a thread predict mode did not reach, sites past the
+        # report's limit) are said on stderr, never left out in silence; not the notes every predicted run has.
+        for note in [*unplaced, *report.notes, *result.notes]:
+            if not _said_by_every_run(note):
+                print(f"syncfree: note: {note}", file=sys.stderr)
     if interrupted:
         print(f"syncfree: {target} interrupted; the syncs until then are reported", file=sys.stderr)
     elif signum:
