@@ -951,6 +951,20 @@ BACKWARD_RULES = [
      ["to_host", "to_host", "to_device", "to_device"]),
     ("xc = torch.ones(8, requires_grad=True)\nxc.register_hook(lambda g: g.sum().item() and None)\n"
      "(xc * 2).sum().backward()", []),
+    # The engine's own backward formulas that read back on CUDA (predict/autograd.py ENGINE_SYNCS): a sync_free block
+    # around them passed, where a GPU syncs (H200, torch 2.11: a later hunt's measurements, the GPU twin again).
+    ("w.prod().backward()", ["nonzero"]),
+    ("w.reshape(2, 4).prod(1).sum().backward()", ["item"]),
+    ("torch.cumprod(w, 0).sum().backward()", ["item"]),
+    ("x = torch.randn(8, device='cuda')\nx.masked_scatter(x > 0, w).sum().backward()", ["masked_select"]),
+    ("w[w > 0].sum().backward()", ["mask_index", "mask_index"]),
+    ("m = w > 0\ny = torch.zeros(8, device='cuda')\ny[m] = w[m]\ny.sum().backward()", ["mask_index"] * 4),
+    ("lin = torch.nn.Linear(4, 4, device='cuda')\nwith torch.autograd.detect_anomaly():\n"
+     "    lin(w.reshape(2, 4)).relu().sum().backward()", ["item"] * 7),
+    ("a = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device='cuda', requires_grad=True)\n"
+     "torch.linalg.matrix_exp(a).sum().backward()", ["tensor_from_python"] + ["library"] * 3 + ["other"] * 6),
+    ("a = torch.tensor([[2.0, 1.0], [0.5, 3.0]], device='cuda', requires_grad=True)\n"
+     "torch.linalg.eigvals(a).abs().sum().backward()", ["tensor_from_python", "library", "library", "other", "other"]),
 ]
 
 

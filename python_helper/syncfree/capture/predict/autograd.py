@@ -90,7 +90,163 @@ def _under_the_mode(real: Any) -> Any:
 
 
 def _engine_run_backward(real: Any) -> Any:
-    return _under_the_mode(real)
+    """``real`` under the mode, with the syncs of the engine's own backward formulas counted (`_engine_syncs`)."""
+    under = _under_the_mode(real)
+
+    @functools.wraps(real)
+    def run_backward(t_outputs: Any, *args: Any, **kwargs: Any) -> Any:
+        session = here.thread_modes.get(here.get_ident())
+        handles = _engine_syncs(session, t_outputs) if session is not None else []
+        try:
+            return under(t_outputs, *args, **kwargs)
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    return run_backward
+
+
+# -------------------------------------------------------------------------- the engine's own syncs
+# The backward formulas the engine runs in C++ (torch/csrc/autograd/FunctionsManual.cpp) call ops no mode sees. Those
+# that read a value back on CUDA, by their node's name: what each run of the node syncs, from its saved values and the
+# gradients it gets (measured on an H200, torch 2.11, debug mode's count per backward; tests/test_predict.py's GPU
+# twins measure them again).
+
+def _prod_syncs(node: Any, grads: Any) -> int:
+    # prod_backward: `(input == 0).nonzero()` (the whole product), `zero_mask.sum(dim).sum().item()` (along a dim)
+    return 1 if node._saved_self.dim() > 0 else 0
+
+
+def _cumprod_syncs(node: Any, grads: Any) -> int:
+    # cumprod_backward: `(input == 0).any().item()` once the input has more than one element along dim
+    this, dim = node._saved_self, node._saved_dim
+    if dim >= 1 << 63:  # a negative dim, saved as an unsigned 64-bit number
+        dim -= 1 << 64
+    if this.numel() <= 1 or this.dim() == 0 or this.size(dim) == 1:
+        return 0
+    return 1
+
+
+def _boolean_indices(node: Any) -> int:
+    import torch
+
+    return sum(1 for index in node._saved_indices or ()
+               if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8))
+
+
+def _index_syncs(node: Any, grads: Any) -> int:
+    # index_backward: `_index_put_impl_(zeros, indices, grad, accumulate=true)`: a boolean index is made integer there
+    # with nonzero (its forward did the same)
+    return _boolean_indices(node)
+
+
+def _index_put_syncs(node: Any, grads: Any) -> int:
+    # index_put's derivative: the values' gradient `grad.index(indices)`, and with accumulate=False the input's
+    # `grad.index_put(indices, zeros, false)`: each reads a boolean index with nonzero, for each input that needs one
+    masks = _boolean_indices(node)
+    if not masks:
+        return 0
+    edges = [fn is not None for fn, _ in node.next_functions[:2]]
+    needed = (edges[0] and not node._saved_accumulate) + (len(edges) > 1 and edges[1])
+    return masks * needed
+
+
+def _matrix_exp_backward_syncs(node: Any, grads: Any) -> int:
+    # linalg_matrix_exp_differential: matrix_exp of the 2n x 2n block matrix [[A^H, G], [0, A^H]]
+    import torch
+
+    from .handlers import _matrix_exp_syncs
+
+    this, grad = node._saved_self, grads[0] if grads else None
+    if not isinstance(grad, torch.Tensor):
+        return 0
+    with torch._C.DisableTorchFunction():
+        adjoint = this.transpose(-2, -1).conj()
+        top = torch.cat([adjoint, grad.to(adjoint.dtype)], -1)
+        bottom = torch.cat([torch.zeros_like(adjoint), adjoint], -1)
+        return _matrix_exp_syncs((torch.cat([top, bottom], -2),), {})
+
+
+#: node name -> (kind, syncs of one run of it); a count of 0 is no sync
+ENGINE_SYNCS: dict[str, tuple[str, Any]] = {
+    "ProdBackward0": ("nonzero", _prod_syncs),
+    "ProdBackward1": ("item", _prod_syncs),
+    "CumprodBackward0": ("item", _cumprod_syncs),
+    "MaskedScatterBackward0": ("masked_select", lambda node, grads: 1),
+    "IndexBackward0": ("mask_index", _index_syncs),
+    "IndexPutBackward0": ("mask_index", _index_put_syncs),
+    # linalg_eig_backward of the eigenvalues alone: linalg_solve's error check of its LU factorisation (2, measured)
+    "LinalgEigBackward0": ("other", lambda node, grads: 2),
+    "LinalgMatrixExpBackward0": ("other", _matrix_exp_backward_syncs),
+}
+
+
+def _engine_syncs(session: Session, roots: Any) -> list:
+    """Hooks on the nodes of the graph behind ``roots`` (virtual CUDA tensors) whose backward formula syncs on CUDA
+    (`ENGINE_SYNCS`), and under ``detect_anomaly`` on every node (the engine reads each gradient a node makes with
+    ``isnan(...).item()``): each run of such a node records its syncs, at the line that started the backward pass.
+    A ``sync_free`` block around ``loss.backward()`` passed a product's, a cumulative product's (volume rendering)
+    or a boolean mask's backward, which sync on a GPU. The hooks come off when the pass ends."""
+    registry = session.registry
+    if registry is None:
+        return []
+    import torch
+
+    with torch._C.DisableTorchFunction():
+        tensors = [roots] if isinstance(roots, torch.Tensor) else [t for t in roots or () if isinstance(t, torch.Tensor)]
+        nodes = [t.grad_fn for t in tensors if t.grad_fn is not None and registry.is_cuda(t)]
+    if not nodes:
+        return []
+    anomaly = torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
+    frame = _starting_frame()
+    handles, seen = [], set()
+    while nodes:
+        node = nodes.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        counted = ENGINE_SYNCS.get(node.name())
+        if counted is not None:
+            handles.append(node.register_prehook(functools.partial(_node_ran, session, frame, *counted, node)))
+        if anomaly:
+            handles.append(node.register_hook(functools.partial(_anomaly_checked, session, frame)))
+        nodes.extend(fn for fn, _ in node.next_functions if fn is not None)
+    return handles
+
+
+def _node_ran(session: Session, frame: Any, kind: str, syncs: Any, node: Any, grads: Any) -> None:
+    import torch
+
+    try:
+        with torch._C.DisableTorchFunction():  # the engine runs the hook under the mode: its reads go past it
+            count = syncs(node, grads)
+    except (AttributeError, RuntimeError, TypeError, IndexError, ValueError):  # a saved value freed, another shape
+        return
+    if count:
+        session.record(kind, frame, count)
+
+
+def _anomaly_checked(session: Session, frame: Any, grad_inputs: Any, grad_outputs: Any) -> None:
+    count = sum(1 for grad in grad_inputs if grad is not None)
+    if count:
+        session.record("item", frame, count)
+
+
+def _starting_frame() -> Any:
+    """The frame that started the backward pass: the innermost one outside torch and this package (``loss.backward()``
+    in the user's code, or the library's line that called it)."""
+    import os
+    import sys
+
+    import torch
+
+    torch_folder = os.path.dirname(torch.__file__) + os.sep
+    skipped = here.predict_files()
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename.startswith(torch_folder)
+                                 or frame.f_code.co_filename in skipped):
+        frame = frame.f_back
+    return frame
 
 
 def _push_saved_tensors_hooks(real: Any) -> Any:

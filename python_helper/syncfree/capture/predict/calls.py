@@ -104,8 +104,12 @@ def _scalar_argument(registry: Any, func: Any, args: tuple, kwargs: dict) -> boo
     # (torch.clamp(coef, max=1.0) in clip_grad_norm_), and costs the dispatch mode nothing then.
     if isinstance(func, types.BuiltinFunctionType):  # torch.arange, torch._C._nn.pad
         name = func.__name__
-        if name.startswith("_foreach_"):  # their scalars are tensor operands (a ScalarTensor overload)
-            return False
+        if name.startswith("_foreach_"):
+            # Their first argument is a list of tensors; a 0-dim tensor after it is read as a number where the op
+            # has no overload that takes it as an operand (lerp, maximum, clamp_min, sub, pow: measured on an H200)
+            # and the dispatch mode counts that read; not a list of tensors (their List overloads)
+            return any(isinstance(value, _Tensor) and value.dim() == 0 and registry.is_cuda(value)
+                       for value in (*args[1:], *kwargs.values()))
         first = 0 if name in _FACTORIES else 1
     elif isinstance(func, (types.MethodDescriptorType, types.WrapperDescriptorType)):  # Tensor.view
         first = 1

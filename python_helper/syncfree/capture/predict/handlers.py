@@ -13,7 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .calls import call_generic, handle_parse_to, parse_to, record, virtual
+from .calls import (
+    _default_device_is_cuda,
+    _device_constructors,
+    call_generic,
+    handle_parse_to,
+    parse_to,
+    record,
+    virtual,
+)
 from .indexing import handle_getitem, handle_index_put, handle_setitem
 from .registry import call_tensors, is_cuda_device, tensors_in
 
@@ -474,6 +482,9 @@ def _handle_tensor_from_data(mode: Any, func: Any, args: tuple, kwargs: dict) ->
         args = args[:1]
     data = args[0] if args else kwargs.get("data", kwargs.get("obj"))
     device = kwargs.get("device")
+    if device is None and not isinstance(data, torch.Tensor) and _default_device_is_cuda() \
+            and func in _device_constructors():
+        device = "cuda"  # set_default_device("cuda") (DeviceContext below the mode) would build it on CUDA
     reads = _python_data_syncs(mode, data)
     if reads:
         record(mode, "python_scalar", reads)
