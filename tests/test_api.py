@@ -1421,6 +1421,34 @@ def test_a_block_of_all_threads_predicts_the_threads_and_pool_tasks_it_starts():
                w.report.notes), w.report.notes
 
 
+def _allowed_work(i):
+    return torch.randn(4, device="cuda").sum().item()  # syncfree: allow
+
+
+def test_a_childs_line_that_a_comment_allows_is_allowed_as_the_blocks_own(tmp_path):
+    # A Pool worker's sync on a `# syncfree: allow` line counted towards the block's budget: it failed.
+    with syncfree.sync_free() as w:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            pool.map(_allowed_work, range(2))
+    assert (w.report.syncs, w.report.counted) == (2, 0), w.report.text()
+    assert [(s.line, s.count) for s in w.report.allowed] == [(_allowed_work.__code__.co_firstlineno + 1, 2)]
+    # syncfree run: its rows left them out, but its count of the allowed did not have them
+    script = tmp_path / "pool.py"
+    script.write_text(textwrap.dedent("""\
+        import multiprocessing, torch
+        def work(i):
+            return torch.randn(4, device="cuda").sum().item()  # syncfree: allow
+        if __name__ == "__main__":
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                pool.map(work, range(2))
+        """))
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", str(script)], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "0 syncs at 0 sites (predicted); 2 allowed" in done.stdout, done.stdout
+    assert "would sync 2 times: all allowed or left out" in done.stdout, done.stdout
+
+
 def test_a_daemon_thread_is_routed_but_runs_no_predict_session():
     """A daemon thread may outlive the watch: it would keep the stand-ins installed."""
     import threading

@@ -1205,9 +1205,16 @@ def _run_finalizers(since: int, minpriority: int | None) -> None:
 def merge_children(report: Any, reports: list[ProcessReport], notes: list[str]) -> None:
     """The children's syncs join a watch's `WatchReport` (its count, its sites, its verdict), with the notes on
     children it has no report for."""
+    import linecache
+
+    from .allow import allowed_by_comment
     from .capture.sites import child_sites
 
-    report.sites.extend(child_sites(reports))
+    for site in child_sites(reports):
+        # A child's line that a `# syncfree: allow` comment covers is allowed, as the block's own: it counted
+        # towards the budget (a Pool's workers, the API), where syncfree run left it out
+        text = linecache.getline(site.file, site.line) if site.file else ""
+        (report.allowed if text and allowed_by_comment(text, site.kind, site.rule) else report.sites).append(site)
     report.syncs += sum(r.syncs for r in reports)
     report.notes.extend(notes)
     if not getattr(report, "judged", True) and any(r.syncs for r in reports):

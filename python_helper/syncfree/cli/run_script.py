@@ -358,7 +358,9 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
     measured = [site["blocked_ms"] for site in earlier_sites if site.get("blocked_ms") is not None]
     blocked_ms = (report.blocked_ms or 0.0) + sum(measured) if report.blocked_ms is not None or measured else None
     blocked = f", blocked {blocked_ms:.1f} ms" if blocked_ms is not None else ""
-    allowed = report.syncs - report.counted + earlier.get("allowed", 0)
+    # the children's lines that a `# syncfree: allow` comment covers too (_rows leaves them out of the rows)
+    child_allowed = sum(child.syncs for child in result.children) - child_counted - left_out[1]
+    allowed = report.syncs - report.counted + earlier.get("allowed", 0) + child_allowed
     lost = f", cost {cost_ms:.2f} ms of GPU time" if cost_ms is not None else ""
     summary = (f"{counted} sync{'s' if counted != 1 else ''} at {sites} site{'s' if sites != 1 else ''}"
                f"{' (predicted)' if predicted else ''}{lost}{blocked}"
@@ -378,8 +380,12 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
         them = (f"{len(children)} child process{'es' if len(children) != 1 else ''} "
                 f"({_names([c.name for c in children])})")
         if syncs:
+            shown = sum(row.count for row in rows if row.processes)
+            where = ("the rows marked 'in child process'" if shown == syncs else
+                     f"{shown} in the rows marked 'in child process', the rest allowed or left out" if shown else
+                     "all allowed or left out")
             summary += (f"\nnote: {them} {'would sync' if predicted else 'synced'} {syncs} "
-                        f"time{'s' if syncs != 1 else ''}: the rows marked 'in child process'")
+                        f"time{'s' if syncs != 1 else ''}: {where}")
         else:
             summary += f"\nnote: {them} ran without a sync"
     for command in earlier.get("replaced", []):
