@@ -187,6 +187,24 @@ def test_syncs_past_the_sites_limit_are_counted_and_said_not_taken_for_a_library
     assert "outside your code" not in done.stderr, done.stderr
 
 
+def test_a_sync_on_a_line_an_allow_comment_covers_keeps_its_rule(tmp_path):
+    # The recorder's rule of a sync came from the static findings with the allowed ones left out: a wider finding
+    # around the line named it (SF910, "several .item() reads in a row"), and --ignore SF910 left a real .item() out.
+    write(tmp_path, "train.py", """\
+        import torch
+        x = torch.randn(4, device="cuda")
+        for i in range(3):
+            c = x.min().item()
+            d = x.max().item()
+            e = (x.sum()  # syncfree: allow
+                 .item())
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert [(row["line"], row["rule"]) for row in json.loads(done.stdout)] == [(4, "SF101"), (5, "SF101"),
+                                                                               (7, "SF101")], done.stdout
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\

@@ -390,7 +390,7 @@ def test_run_json_golden(site_dir, tmp_path):
 
 def test_run_github_annotation_names_the_library_line(site_dir, tmp_path):
     lines = _run(site_dir, tmp_path, "github").splitlines()
-    assert lines[0].endswith("::A library call reads tensor values on the CPU inside (predicted)%0Ainside "
+    assert lines[0].endswith("::A library call reads tensor values on the CPU inside (predicted) (×8)%0Ainside "
                              "fakeframe/__init__.py:12 `if torch.isnan(loss) or torch.isinf(loss):` [SF103]")
     assert "%0A" not in lines[2]
 

@@ -560,7 +560,7 @@ def _library_findings(code: CodeType) -> Sequence[Mapping]:
     try:
         from syncfree.analyze import analyze_source
 
-        findings = analyze_source(text if text is not None else "".join(lines), first_line=1)
+        findings = analyze_source(text if text is not None else "".join(lines), first_line=1, honour_allow=False)
     except Exception:  # noqa: BLE001 - without findings the opcode still names the sync
         findings = []
     if len(_library_findings_cache) >= 1024:

@@ -31,7 +31,8 @@ Where each part lives (one job per module):
   marked virtual, the measured op table for ops no handler covers);
 * ``custom_ops.py``: operators registered from Python (``torch.library``), whose kernels
   run with the mode on the stack;
-* ``handlers.py`` and ``indexing.py``: what each torch call predicts;
+* ``handlers.py`` and ``indexing.py``: what each torch call predicts (``linalg.py``: ``matrix_exp``'s count, which
+  its backward formula shares);
 * ``standins.py``: the stand-in streams, events, device contexts and properties and the
   legacy ``torch.cuda.FloatTensor``-style types;
 * ``patches.py``: what a mode cannot see, patched for the session (with

@@ -155,7 +155,7 @@ def _matrix_exp_backward_syncs(node: Any, grads: Any) -> int:
     # linalg_matrix_exp_differential: matrix_exp of the 2n x 2n block matrix [[A^H, G], [0, A^H]]
     import torch
 
-    from .handlers import _matrix_exp_syncs
+    from .linalg import matrix_exp_syncs
 
     this, grad = node._saved_self, grads[0] if grads else None
     if not isinstance(grad, torch.Tensor):
@@ -164,7 +164,7 @@ def _matrix_exp_backward_syncs(node: Any, grads: Any) -> int:
         adjoint = this.transpose(-2, -1).conj()
         top = torch.cat([adjoint, grad.to(adjoint.dtype)], -1)
         bottom = torch.cat([torch.zeros_like(adjoint), adjoint], -1)
-        return _matrix_exp_syncs((torch.cat([top, bottom], -2),), {})
+        return matrix_exp_syncs((torch.cat([top, bottom], -2),), {})
 
 
 #: node name -> (kind, syncs of one run of it); a count of 0 is no sync
