@@ -678,6 +678,39 @@ def test_a_notebooks_totals_count_a_sync_once_and_its_formats_say_the_syncs_with
             assert [(row["cell"], row["count"]) for row in json.loads(done.stdout)] == [(3, 3)], done.stdout
 
 
+def test_programs_started_from_threads_pools_and_atexit_are_followed(tmp_path):
+    # The program handed subprocess.run / os.system to a thread pool, a thread or atexit itself: the first frame
+    # above the call was the pool's, not the program's, and the programs ran unwatched with nothing said (0 syncs,
+    # exit 0). Four threads starting their first programs at once each made the follower's folder, and the
+    # children told the ones that lost: "ran unwatched".
+    write(tmp_path, "child.py", """\
+        import torch
+        torch.ones(3, device="cuda").sum().item()
+        """)
+    write(tmp_path, "parent.py", """\
+        import atexit, os, subprocess, sys, threading
+        from concurrent.futures import ThreadPoolExecutor
+        code = "import torch; torch.ones(2, device='cuda').sum().item()"
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(os.system, [f"{sys.executable} child.py"]))
+            pool.submit(subprocess.run, [sys.executable, "-c", code]).result()
+        worker = threading.Thread(target=subprocess.run, args=([sys.executable, "child.py"],))
+        worker.start(); worker.join()
+        atexit.register(os.system, f"{sys.executable} child.py")
+        """)
+    write(tmp_path, "together.py", """\
+        import subprocess, sys, threading
+        workers = [threading.Thread(target=lambda: subprocess.run([sys.executable, "child.py"])) for _ in range(4)]
+        [worker.start() for worker in workers]; [worker.join() for worker in workers]
+        """)
+    done = syncfree("run", "parent.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "4 syncs at 2 sites (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
+    done = syncfree("run", "together.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "4 syncs at 1 site (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

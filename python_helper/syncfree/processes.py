@@ -58,6 +58,7 @@ __all__ = ["ChildNote", "ForkedChildren", "LostChild", "lost_children", "Process
 
 _real_fork = os.fork
 _real_exit = os._exit
+_folder_lock = threading.Lock()  # ForkedChildren._folder: one folder per follower
 # os.execv and os.execve: every os.exec* function of os.py ends in one of them (execl, execvp, ... through
 # os._execvpe, which tries each folder of PATH in turn).
 _real_execv = os.execv
@@ -625,7 +626,11 @@ class ForkedChildren:
     def _folder(self) -> str:
         """Where the children write their reports (made on first use)."""
         if self.folder is None:
-            self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
+            # Once, under a lock: two threads starting their first children at once each made a folder, and the
+            # children told the one that lost (a Python program run from each of two threads: one "ran unwatched").
+            with _folder_lock:
+                if self.folder is None:
+                    self.folder = tempfile.mkdtemp(prefix="syncfree-processes-")
         return self.folder
 
     def _fork(self) -> int:

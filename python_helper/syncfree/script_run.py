@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
 
-from .capture import interrupts, signal_view, stuck_main
+from .capture import interrupts, signal_view, stuck_main, threads
 from .engine_choice import is_sync_stop
 from .processes import ForkedChildren, running_recorder
 from .torch_import import TorchImport, torch_installed
@@ -746,3 +746,7 @@ def _print_traceback(exc: BaseException) -> None:
         frames.pop()  # the program's print() failed in the stream's own write, under `run`'s line-end follower
     shown.stack = traceback.StackSummary.from_list(frames)
     print("".join(shown.format()), end="", file=sys.stderr)
+
+
+# A program's atexit handler that is subprocess.run or os.system itself runs its command from here: the program's own
+threads.DISPATCHERS.add(_ExitHandlers.run.__code__)

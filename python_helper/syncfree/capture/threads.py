@@ -738,14 +738,31 @@ def called_by_the_program(frame: Any) -> bool:
     library's (torch.compile's compile workers, a package's helpers)."""
     from .sites import UserFiles
 
+    shell = False  # IPython's or asyncio's code ran the command (a %%bash cell's, which its cell's hook follows)
     while frame is not None and (frame.f_code.co_filename in _RUNNER_FILES
                                  or frame.f_globals.get("__name__", "").startswith(_RUNNER_PACKAGES)):
+        shell = shell or frame.f_code.co_filename not in _RUNNER_FILES
         frame = frame.f_back
-    return frame is not None and frame.f_code.co_filename in UserFiles()
+    # What only calls a function it was handed (a thread's target, a pool's task, an atexit handler: the program
+    # handed it subprocess.run or os.system itself): looked past. Where nothing else is above, no library started the
+    # command: the program's (it ran unwatched and unnamed).
+    dispatched = False
+    while frame is not None and (frame.f_code.co_filename in _DISPATCH_FILES or frame.f_code in DISPATCHERS):
+        dispatched = True
+        frame = frame.f_back
+    if frame is None or (dispatched and frame.f_globals.get("__name__", "").startswith("syncfree.")):
+        return dispatched and not shell  # a thread's bottom, or syncfree run's launcher below an atexit handler
+    return frame.f_code.co_filename in UserFiles()
 
 
 # What runs a command the program asks for: subprocess, and os (os.popen; "<frozen os>" where os is frozen).
 _RUNNER_FILES = (subprocess.__file__, os.popen.__code__.co_filename)
+#: syncfree's code that calls a function of the program's (a routed thread's run, a pool task's; syncfree run's
+#: atexit handlers add theirs): looked past, as the standard library's below.
+DISPATCHERS: set = set()
+# What calls a function it was handed: a thread's run, a thread pool's work item, a ThreadPool's worker.
+_DISPATCH_FILES = frozenset({threading.__file__, _futures_thread.__file__,
+                             os.path.join(os.path.dirname(threading.__file__), "multiprocessing", "pool.py")})
 # A notebook's `!cmd` and `x = !cmd` (their shell's system, getoutput); asyncio's create_subprocess_exec and _shell
 # (the coroutine that awaits them is the caller: a task's frames are chained through the awaits).
 _RUNNER_PACKAGES = ("IPython.", "ipykernel.", "asyncio.")
@@ -1200,3 +1217,8 @@ def installed() -> bool:
 
 
 __all__ = ["hold", "hook_pools_now", "install", "installed", "release", "remove"]
+
+
+DISPATCHERS.add(_run_for.__code__)
+DISPATCHERS.update(const for const in _start.__code__.co_consts
+                   if getattr(const, "co_name", None) == "run_for_recorder")
