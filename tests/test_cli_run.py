@@ -711,6 +711,32 @@ def test_programs_started_from_threads_pools_and_atexit_are_followed(tmp_path):
     assert "4 syncs at 1 site (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
 
 
+@pytest.mark.parametrize("how", ["subprocess", "fork"])
+def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_path, how):
+    # A followed child that os.exec*'d a Python program (a launcher re-executing with new settings): the program it
+    # became ran without the start-up hook, its sync lost, and the run said "ran without a sync", exit 0.
+    write(tmp_path, "child.py", """\
+        import torch
+        torch.ones(3, device="cuda").sum().item()
+        """)
+    write(tmp_path, "parent.py", """\
+        import os, subprocess, sys
+        if sys.argv[1:] == ["mid"]:
+            os.execv(sys.executable, [sys.executable, "child.py"])
+        elif sys.argv[1:] == ["fork"]:
+            pid = os.fork()
+            if pid == 0:
+                os.execv(sys.executable, [sys.executable, "child.py"])
+            os.waitpid(pid, 0)
+        else:
+            subprocess.run([sys.executable, __file__, "mid"])
+        """)
+    done = syncfree("run", "parent.py", *(["fork"] if how == "fork" else []), cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "replaced itself with os.exec* (child.py): the program it became ran unwatched" in done.stdout, done.stdout
+    assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

@@ -124,15 +124,26 @@ class ProcessReport:
     sites: list[dict[str, Any]]  # `site_fields` of each site
     signal: int | None = None
     forked: list[int] = field(default_factory=list)  # the pids it forked in turn
+    # The Python program it replaced itself with (os.exec*: `python worker.py`), which ran unwatched; None: none
+    replaced_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "name": self.name, "exit_code": self.exit_code, "signal": self.signal,
-                "syncs": self.syncs, "sites": self.sites, "forked": self.forked}
+                "syncs": self.syncs, "sites": self.sites, "forked": self.forked, "replaced_by": self.replaced_by}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProcessReport:
+        replaced = data.get("replaced_by")
         return cls(int(data["pid"]), str(data["name"]), data.get("exit_code"), int(data["syncs"]),
-                   list(data["sites"]), data.get("signal"), [int(p) for p in data.get("forked", [])])
+                   list(data["sites"]), data.get("signal"), [int(p) for p in data.get("forked", [])],
+                   str(replaced) if replaced is not None else None)
+
+    def replaced_note(self) -> LostChild | None:
+        """The note on the Python program this child became with os.exec*: its syncs are not counted."""
+        if self.replaced_by is None:
+            return None
+        return LostChild(f"child process {self.name} replaced itself with os.exec* ({self.replaced_by}): the program "
+                         "it became ran unwatched, its syncs are not counted")
 
 
 def site_fields(site: Any) -> dict[str, Any]:
@@ -451,6 +462,8 @@ class ForkedChildren:
                 report = None
             if report is not None:
                 reports.append(self._named(report))
+                if report.replaced_note() is not None:
+                    notes.append(report.replaced_note())
                 pending += report.forked  # its own children (a rank's DataLoader workers) are the block's too
                 continue
             notes.append(self._unreported(pid, ended, " here"))
@@ -532,6 +545,8 @@ class ForkedChildren:
                 notes.append(LostChild(f"a child process's report could not be read ({name}: {error})"))
                 continue
             reports[report.pid] = self._named(report)
+            if report.replaced_note() is not None:
+                notes.append(report.replaced_note())
         # A new interpreter that ended before it started its watch ran none of the program's code (a Pool worker
         # terminated at once); one still starting runs it after the end, unreported: named.
         for report in self._adopted[0]:
@@ -709,6 +724,11 @@ class ForkedChildren:
             return False  # a file descriptor (fexecve), or a candidate that fails: nothing ends here
         try:
             if os.getpid() != self.parent:
+                from .capture.threads import python_program
+
+                # A Python program it becomes runs unwatched (its environment no longer has the start-up hook):
+                # said in its report, not passed over (a worker that re-executes itself lost its syncs, exit 0)
+                self._replaced_by = python_program([path, *list(args)[1:]])
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 try:
                     self.finish_child(None)
@@ -855,7 +875,7 @@ class ForkedChildren:
         sites = recorder.sites_since(checkpoint) if recorder is not None and checkpoint is not None else []
         syncs = recorder.syncs - syncs_at_fork if recorder is not None else 0
         report = ProcessReport(os.getpid(), _process_name(), status, syncs, [site_fields(s) for s in sites],
-                               signum, list(self.forked))
+                               signum, list(self.forked), getattr(self, "_replaced_by", None))
         path = os.path.join(self.folder, f"{os.getpid()}.json")
         try:
             with open(path + ".part", "w", encoding="utf-8") as handle:
