@@ -737,6 +737,22 @@ def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_pa
     assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr
 
 
+def test_a_child_forked_with_a_pty_is_followed(tmp_path):
+    # os.forkpty (pty.fork, pty.spawn, pexpect) went around the patched os.fork: its child's sync was lost, exit 0.
+    write(tmp_path, "train.py", """\
+        import os, torch
+        x = torch.ones(2, device="cuda")
+        pid, fd = os.forkpty()
+        if pid == 0:
+            x.sum().item()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "train.py:5:5: SF101" in done.stdout and "would sync 1 time" in done.stdout, done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

@@ -57,6 +57,7 @@ __all__ = ["ChildNote", "ForkedChildren", "LostChild", "lost_children", "Process
            "site_fields"]
 
 _real_fork = os.fork
+_real_forkpty = getattr(os, "forkpty", None)
 _real_exit = os._exit
 _folder_lock = threading.Lock()  # ForkedChildren._folder: one folder per follower
 # os.execv and os.execve: every os.exec* function of os.py ends in one of them (execl, execvp, ... through
@@ -232,6 +233,9 @@ class ForkedChildren:
         self._finalizers_from = _finalizer_mark()  # multiprocessing's finalizers made from here on are the program's
         self._previous = (os.fork, os._exit, os.execv, os.execve if _real_execve is not None else None)
         os.fork = self._fork
+        if _real_forkpty is not None:  # pty.fork, pty.spawn, pexpect: a fork of the program's too
+            self._previous_forkpty = os.forkpty
+            os.forkpty = self._forkpty
         os._exit = self._exit
         os.execv = self._execv
         if _real_execve is not None:
@@ -480,6 +484,10 @@ class ForkedChildren:
             # An outer follower's patches go back (they were the real ones: its later children went unfollowed).
             if os.fork == self._fork:
                 os.fork = fork
+            if _real_forkpty is not None and os.forkpty == self._forkpty:
+                previous = getattr(self, "_previous_forkpty", _real_forkpty)
+                owner = getattr(previous, "__self__", None)
+                os.forkpty = _real_forkpty if isinstance(owner, ForkedChildren) and not owner._installed else previous
             if os._exit == self._exit:
                 os._exit = exit_
             if os.execv == self._execv:
@@ -657,6 +665,22 @@ class ForkedChildren:
             self.forked.append(pid)
             _terminable[pid] = self
         return pid
+
+    def _forkpty(self) -> tuple[int, int]:
+        """``os.forkpty`` (``pty.fork``, ``pty.spawn``, pexpect): followed as ``os.fork`` is; its child ran unwatched
+        and unnamed. Not a pty a command of a notebook's ``!cmd`` runs in (`threads._not_the_programs_fork`)."""
+        from .capture import threads
+
+        if getattr(threads._starting, "depth", 0):
+            return _real_forkpty()
+        self._folder()
+        pid, fd = _real_forkpty()
+        if pid == 0:
+            self._enter_child()
+        else:
+            self.forked.append(pid)
+            _terminable[pid] = self
+        return pid, fd
 
     def _exit(self, status: int) -> None:
         try:
