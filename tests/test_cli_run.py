@@ -753,6 +753,27 @@ def test_a_child_forked_with_a_pty_is_followed(tmp_path):
     assert "train.py:5:5: SF101" in done.stdout and "would sync 1 time" in done.stdout, done.stdout
 
 
+def test_spawn_children_of_command_code_and_of_a_folder_program_start_as_under_python(tmp_path):
+    # `run -c` gave __main__ a __file__ ("<command line>"): a spawned child tried to run that file and failed (exit 1,
+    # "ended without a report (killed)"). A folder's __main__ had no __spec__: a spawned child ran its top level again.
+    code = textwrap.dedent("""\
+        import multiprocessing
+        if __name__ == "__main__":
+            child = multiprocessing.get_context("spawn").Process(target=print, args=("hi",))
+            child.start(); child.join()
+            print("exitcode", child.exitcode, "__file__" in globals())
+        else:
+            print("top level again as", __name__)
+        """)
+    write(tmp_path, "app/__main__.py", code)
+    for argv in (["-c", code], ["app"]):
+        python = subprocess.run([sys.executable, *argv], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        done = syncfree("run", *argv, cwd=tmp_path)
+        assert done.returncode == 0, (argv, done.stdout, done.stderr)
+        assert done.stdout.startswith(python.stdout), (argv, python.stdout, done.stdout)
+        assert "top level again" not in done.stdout, done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

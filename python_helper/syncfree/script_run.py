@@ -347,8 +347,16 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
                     _run_module(path, program)
                 else:
                     program.append(types.ModuleType("__main__"))
-                    program[0].__dict__.update(__file__=filename, __builtins__=builtins, __spec__=None,
-                                               __package__=None, __loader__=_loader(filename))
+                    program[0].__dict__.update(__builtins__=builtins, __spec__=None, __package__=None,
+                                               __loader__=_loader(filename))
+                    if filename != COMMAND_FILENAME:  # python -c's __main__ has no __file__ (spawn then runs none)
+                        program[0].__file__ = filename
+                    if main_of_path:
+                        # As python runs a folder's or a zipapp's __main__ (runpy, by name): a spawned child then
+                        # does not run its top level again as __mp_main__
+                        from importlib.machinery import ModuleSpec
+
+                        program[0].__spec__ = ModuleSpec("__main__", program[0].__loader__, origin=filename)
                     # multiprocessing's alias of the main module (Lib/multiprocessing/__init__.py sets it when it is
                     # imported, here: syncfree's launcher): a spawned child runs the script as __mp_main__, and the
                     # objects of its classes come back pickled under that name.
@@ -573,8 +581,10 @@ def _run_module(name: str, program: list) -> None:
 
 
 def _loader(filename: str) -> Any:
-    if filename.startswith("<"):
-        return None
+    if filename.startswith("<"):  # -c's code and stdin's, as python gives them
+        from importlib.machinery import BuiltinImporter
+
+        return BuiltinImporter
     from importlib.machinery import SourceFileLoader
 
     return SourceFileLoader("__main__", filename)
