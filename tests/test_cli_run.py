@@ -774,6 +774,24 @@ def test_spawn_children_of_command_code_and_of_a_folder_program_start_as_under_p
         assert "top level again" not in done.stdout, done.stdout
 
 
+def test_python_found_on_the_commands_own_path_is_this_interpreter(tmp_path):
+    # subprocess looks `python` up on the PATH of the env= it is given: that PATH led to this interpreter, but the
+    # run looked on its own, took it for another Python and named the program unwatched (its syncs lost).
+    write(tmp_path, "child.py", """\
+        import torch
+        torch.ones(3, device="cuda").sum().item()
+        """)
+    write(tmp_path, "parent.py", """\
+        import os, subprocess, sys
+        own = os.path.dirname(sys.executable)
+        os.environ["PATH"] = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != own)
+        subprocess.run(["python", "child.py"], env={**os.environ, "PATH": own}, check=True)
+        """)
+    done = syncfree("run", "parent.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "1 sync at 1 site" in done.stdout and "unwatched" not in done.stdout, done.stdout
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

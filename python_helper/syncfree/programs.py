@@ -32,12 +32,18 @@ _HOOK_FOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_follow
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def same_interpreter(interpreter: str) -> bool:
+def same_interpreter(interpreter: str, env: Any = None) -> bool:
     """Whether ``interpreter`` (a subprocess's argv[0] or ``executable``) is this process's Python: its path, or the
-    name the ``PATH`` resolves to it."""
+    name the ``PATH`` resolves to it: ``env``'s, where the command is given one (subprocess searches that PATH)."""
     import shutil
 
-    found = interpreter if os.sep in interpreter else shutil.which(interpreter)
+    search = None
+    if env is not None:
+        try:
+            search = os.pathsep.join(os.get_exec_path(env))
+        except (TypeError, ValueError, AttributeError):  # not a mapping subprocess would take either
+            search = None
+    found = interpreter if os.sep in interpreter else shutil.which(interpreter, path=search)
     if not found or not sys.executable:
         return False
     try:

@@ -661,7 +661,7 @@ def _popen_init(popen: Any, args: Any, *rest: Any, **kwargs: Any) -> None:
         if interpreter is None:
             interpreter = next(iter(argv or ()), None)
         given = None
-        if taker is not None and (program is None or _same_interpreter(os.fsdecode(interpreter))) \
+        if taker is not None and (program is None or _same_interpreter(os.fsdecode(interpreter), kwargs.get("env"))) \
                 and not (shell and isinstance(args, str) and _SETS_PYTHONPATH.search(args)):
             given = taker.program_env(kwargs.get("env"))
         if given is None:
@@ -716,10 +716,10 @@ def _launcher(argv: Any, program: str | None) -> str | None:
     return launcher(argv, program) if argv is not None and not isinstance(argv, (str, bytes, os.PathLike)) else None
 
 
-def _same_interpreter(interpreter: str) -> bool:
+def _same_interpreter(interpreter: str, env: Any = None) -> bool:
     from ..programs import same_interpreter
 
-    return same_interpreter(interpreter)
+    return same_interpreter(interpreter, env)
 
 
 def _started_by_execnet(frame: Any) -> bool:
