@@ -205,6 +205,21 @@ def test_a_sync_on_a_line_an_allow_comment_covers_keeps_its_rule(tmp_path):
                                                                                (7, "SF101")], done.stdout
 
 
+def test_a_torch_error_in_predict_mode_shows_the_programs_traceback_alone(tmp_path):
+    # Predict mode's own frames (its mode, the call it hands on) sat between the program's line and torch's error.
+    write(tmp_path, "train.py", """\
+        import torch
+        def step(a, b):
+            return a @ b
+        step(torch.ones(2, 3, device="cuda"), torch.ones(2, 3, device="cuda"))
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
+    assert [frame.split(",")[1].strip() for frame in frames] == ["line 4", "line 3"], done.stderr
+    assert "syncfree" not in "".join(frames), done.stderr
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\

@@ -754,6 +754,10 @@ def _print_traceback(exc: BaseException) -> None:
             frames.pop()
     elif frames and (frames[-1].filename, frames[-1].name) == STDOUT_FOLLOWER:
         frames.pop()  # the program's print() failed in the stream's own write, under `run`'s line-end follower
+    # Predict mode's own frames between a torch call and torch's error (its mode, the call it hands on): not the
+    # program's, nor there under python
+    predict = os.path.join(_PACKAGE_DIR, "capture", "predict") + os.sep
+    frames = [frame for frame in frames if not frame.filename.startswith(predict)]
     shown.stack = traceback.StackSummary.from_list(frames)
     print("".join(shown.format()), end="", file=sys.stderr)
 
