@@ -84,6 +84,16 @@ def test_closed_pipe_ends_quietly(tmp_path):
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
 
 
+def test_run_whose_program_closed_its_stdout_says_so(tmp_path):
+    script = tmp_path / "closing.py"
+    script.write_text("import sys\nsys.stdout.close()\n")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT / "python_helper")}
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", str(script)], capture_output=True, text=True,
+                          env=environment, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "stdout is closed (the program closed it); the report follows on stderr" in done.stderr, done.stderr
+
+
 def test_run_whose_program_output_closed_the_pipe_reports_on_stderr(tmp_path):
     # `syncfree run train.py | head -2`: the program's prints close the pipe (it dies of BrokenPipeError, as under
     # python); the report is not lost with stdout, it goes to stderr, said in a line, and the traceback shows the

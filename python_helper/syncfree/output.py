@@ -781,7 +781,8 @@ class ReportOutput:
             return
         stream = self.stdout
         if _closed_for_writing(stream):
-            print("syncfree: stdout is closed (its reader has gone); the report follows on stderr", file=sys.stderr)
+            why = "the program closed it" if getattr(stream, "closed", False) else "its reader has gone"
+            print(f"syncfree: stdout is closed ({why}); the report follows on stderr", file=sys.stderr)
             if stream is sys.__stdout__ or stream is sys.stdout:
                 silence_stdout()  # what the program left unflushed there must not fail again at exit
             self.stdout = sys.stderr
