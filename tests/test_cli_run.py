@@ -807,6 +807,30 @@ def test_python_found_on_the_commands_own_path_is_this_interpreter(tmp_path):
     assert "1 sync at 1 site" in done.stdout and "unwatched" not in done.stdout, done.stdout
 
 
+def test_a_followed_programs_sys_path_is_pythons(tmp_path):
+    # The start-up hook put syncfree's own folder (site-packages, for an installed syncfree) on PYTHONPATH and left
+    # it on sys.path ahead of the program's PYTHONPATH and the standard library: the child could import other code.
+    write(tmp_path, "child.py", "import json, sys\nprint(json.dumps(sys.path))\n")
+    write(tmp_path, "parent.py", "import subprocess, sys\nsubprocess.run([sys.executable, 'child.py'], check=True)\n")
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    python = subprocess.run([sys.executable, "parent.py"], capture_output=True, text=True, cwd=tmp_path, timeout=120,
+                            env=environment)
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "parent.py"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env=environment)
+    assert python.returncode == 0 and done.returncode == 0, (python.stderr, done.stderr)
+    expected, seen = json.loads(python.stdout.splitlines()[0]), json.loads(done.stdout.splitlines()[0])
+    assert set(seen) == set(expected), (expected, seen)
+    package_parent = str(Path(syncfree_package_file()).parents[1])
+    stdlib = os.path.dirname(os.__file__)
+    assert seen.index(stdlib) < seen.index(package_parent), seen
+
+
+def syncfree_package_file() -> str:
+    import syncfree
+
+    return syncfree.__file__
+
+
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):
     # Lightning's DDP launcher starts the program again for each rank past the first (`python -m app.train` where
     # it was run with -m, else the script): its subprocess call is a library's, and those ranks ran unwatched and

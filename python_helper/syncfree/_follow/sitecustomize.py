@@ -34,6 +34,16 @@ def _follow() -> None:
     except ImportError:  # this syncfree is not importable here: the program runs unwatched (the parent names it)
         return
     start(spec_text)
+    # syncfree's own folder went on PYTHONPATH for the import above: taken off sys.path again where the program's
+    # PYTHONPATH did not have it, or the program imported from it before its own PYTHONPATH and the standard library
+    # (a site-packages folder put ahead of a source checkout the program's PYTHONPATH names)
+    package_parent = os.path.dirname(os.path.dirname(here))
+    if package_parent not in [os.path.abspath(p) for p in (given or "").split(os.pathsep) if p]:
+        places = [i for i, entry in enumerate(sys.path) if os.path.abspath(entry or os.curdir) == package_parent]
+        if places:
+            entry = sys.path.pop(places[0])
+            if len(places) == 1:  # where site would have put it (an editable install's .pth skipped it as a duplicate)
+                sys.path.append(entry)
 
 
 def _unwatched(spec, here):
