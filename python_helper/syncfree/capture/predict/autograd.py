@@ -205,12 +205,15 @@ def _engine_syncs(session: Session, roots: Any) -> list:
         if node in seen:
             continue
         seen.add(node)
-        counted = ENGINE_SYNCS.get(node.name())
-        if counted is not None:
-            handles.append(node.register_prehook(functools.partial(_node_ran, session, frame, *counted, node)))
-        if anomaly:
-            handles.append(node.register_hook(functools.partial(_anomaly_checked, session, frame)))
-        nodes.extend(fn for fn, _ in node.next_functions if fn is not None)
+        try:
+            counted = ENGINE_SYNCS.get(node.name())
+            if counted is not None:
+                handles.append(node.register_prehook(functools.partial(_node_ran, session, frame, *counted, node)))
+            if anomaly:
+                handles.append(node.register_hook(functools.partial(_anomaly_checked, session, frame)))
+            nodes.extend(fn for fn, _ in node.next_functions if fn is not None)
+        except (AttributeError, RuntimeError, TypeError):  # a node that takes no hooks: the pass runs as it would
+            continue
     return handles
 
 
