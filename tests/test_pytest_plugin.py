@@ -254,6 +254,40 @@ def test_an_async_test_under_pytest_asyncio_counts_its_syncs(pytester):
     result.stdout.fnmatch_lines(["3 syncs predicted in 2 of 3 watched tests*"])
 
 
+def test_a_marked_test_mixing_the_standins_with_a_device_chosen_at_import_is_not_judged(pytester):
+    """A helper's module-level DEVICE (asked at collection, before predict mode: "cpu" here, "cuda" on a GPU) beside
+    the test's own CUDA tensor: the helper's mask stayed on the CPU, its syncs (a mask index, a count) were not
+    predicted, and the marked test passed with 0 syncs where a GPU syncs twice."""
+    pytester.makepyfile(helpers="""
+        import torch
+        DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+        def ones_mask(n):
+            return torch.ones(n, device=DEVICE, dtype=torch.bool)
+        """)
+    pytester.makepyfile(test_mixed="""
+        import pytest, torch
+        from helpers import ones_mask
+
+        pytestmark = pytest.mark.skipif(not torch.cuda.is_available() and False, reason="never")
+
+        @pytest.mark.sync_free
+        def test_mixed():
+            x = torch.randn(8, device="cuda")
+            keep = ones_mask(8)
+            y = x[keep]
+            n = int(keep.sum())
+
+        @pytest.mark.sync_free
+        def test_cuda_only():
+            assert (torch.ones(4, device="cuda") * 2).is_cuda
+        """)
+    result = run(pytester)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["syncfree: could not judge the block: 0 syncs counted, but "
+                                 "torch.cuda.is_available() answered False at helpers.py:2 as it was imported*"])
+
+
 def test_a_marked_test_over_cpu_tensors_only_is_not_judged(pytester):
     """A device chosen at import, before the stand-ins, gives CPU tensors here and CUDA ones on a GPU: the test
     passed here ("0 syncs") and failed there. It now fails as not judged; chosen in the test or a fixture, the

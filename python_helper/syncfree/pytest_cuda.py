@@ -25,6 +25,14 @@ way it names the tests that called ``torch.compile``'d code, which predict mode 
 TorchScript without Python source, whose syncs predict mode cannot see (a ``sync_free``
 test passes there and may fail on a GPU).
 
+Without it and without CUDA, ``torch.cuda.is_available()`` answers False to the suite's code
+that asks before the tests run (`EarlyAnswers`): a helper's ``DEVICE = "cuda" if
+torch.cuda.is_available() else "cpu"``. A marked test that uses such a module's code and
+works on CPU tensors beside the stand-ins (a mask the helper made on the CPU) has syncs
+predict mode does not see, and passed where a GPU syncs: it is not judged
+(`early_answer_note`), naming the line and ``--syncfree-cuda``. (A module-level
+``GradScaler("cuda")``, disabled there, makes no CPU tensor: not seen.)
+
 Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
 tensors at import time still fails, as predict mode runs only inside the tests.
 """
@@ -32,6 +40,7 @@ tensors at import time still fails, as predict mode runs only inside the tests.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import pytest
@@ -70,6 +79,127 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     # hook imports them): their module-level device lists must already see CUDA.
     if getattr(early_config.known_args_namespace, "syncfree_cuda", False):
         _stand_in(early_config)
+    elif _EARLY not in early_config.stash:
+        early = early_config.stash[_EARLY] = EarlyAnswers()
+        early.install()
+        early_config.add_cleanup(early.stop)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    early = session.config.stash.get(_EARLY, None)
+    if early is not None:
+        early.stop()  # the tests run under predict mode's own answers
+
+
+_EARLY = pytest.StashKey["EarlyAnswers"]()
+
+
+class EarlyAnswers:
+    """``torch.cuda.is_available()``'s False answers to the suite's own code before its tests run (conftests, test
+    modules and the modules they import, at collection), where there is no CUDA and no ``--syncfree-cuda``: each
+    file's first such line. A skip condition's line (``skipif``, ``pytest.skip``) is left out: it decides whether a
+    test runs, not where its tensors go."""
+
+    def __init__(self) -> None:
+        self.places: dict[str, int] = {}
+        self._hook: Any = None
+        self._saved: Any = None
+
+    def install(self) -> None:
+        from .torch_import import TorchImport, torch_installed
+
+        if "torch" in sys.modules:
+            self._wrap()
+        elif torch_installed():
+            self._hook = TorchImport(self._wrap)
+            self._hook.install()
+
+    def _wrap(self) -> None:
+        import torch
+
+        real = torch.cuda.is_available
+        if self._saved is not None or getattr(real, "_syncfree_real", None) is not None or real():
+            return  # wrapped already, or CUDA is here: its answers are a GPU's
+
+        def is_available() -> bool:
+            answer = real()
+            if not answer:
+                self._record(sys._getframe(1))
+            return answer
+
+        is_available.__name__ = is_available.__qualname__ = "is_available"
+        is_available.__doc__ = real.__doc__
+        is_available._syncfree_real = real  # type: ignore[attr-defined]  # predict.real_cuda_available unwraps it
+        self._saved = (torch.cuda, real, is_available)
+        torch.cuda.is_available = is_available
+
+    def _record(self, frame: Any) -> None:
+        """The suite's line that asked, directly or through a library call it made (``GradScaler("cuda")`` asks
+        inside torch); not a library's own module code run by an import (an import machinery frame between)."""
+        import linecache
+
+        from .capture.sites import UserFiles
+
+        user = UserFiles()
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith("<frozen importlib"):
+                return
+            if filename in user:
+                text = linecache.getline(filename, frame.f_lineno)
+                if filename not in self.places and not re.search(r"skip|xfail|pytestmark", text):
+                    self.places[filename] = frame.f_lineno
+                return
+            frame = frame.f_back
+
+    def stop(self) -> None:
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        if self._saved is not None:
+            owner, real, ours = self._saved
+            if owner.is_available is ours:
+                owner.is_available = real
+            self._saved = None
+
+    def places_for(self, item: pytest.Item) -> list[tuple[str, int]]:
+        """The recorded places in the files of ``item``'s code: its module, the modules and the definitions of the
+        names its function uses, its fixtures'."""
+        if not self.places:
+            return []
+        files = {str(getattr(item, "path", ""))}
+        function = getattr(item, "function", None)
+        for value in list(getattr(function, "__globals__", {}).values()):
+            if isinstance(value, type(sys)):
+                files.add(str(getattr(value, "__file__", "") or ""))
+            else:
+                module = sys.modules.get(str(getattr(value, "__module__", "") or ""))
+                files.add(str(getattr(module, "__file__", "") or ""))
+        info = getattr(item, "_fixtureinfo", None)
+        for definitions in (getattr(info, "name2fixturedefs", None) or {}).values():
+            for definition in definitions:
+                code = getattr(getattr(definition, "func", None), "__code__", None)
+                if code is not None:
+                    files.add(code.co_filename)
+        return sorted((file, line) for file, line in self.places.items() if file in files)
+
+
+def early_answer_note(config: pytest.Config, item: pytest.Item) -> Any:
+    """For a marked test in predict mode: the note (`Uncounted`: it is not judged) on the suite's code it uses that
+    asked ``torch.cuda.is_available()`` before the tests ran and got False; None where there is none."""
+    early = config.stash.get(_EARLY, None)
+    places = early.places_for(item) if early is not None else []
+    if not places:
+        return None
+    import os
+
+    from .capture.notes import Uncounted
+
+    shown = ", ".join(f"{os.path.relpath(file) if not os.path.relpath(file).startswith('..') else file}:{line}"
+                      for file, line in places[:3])
+    return Uncounted(f"torch.cuda.is_available() answered False at {shown} as it was imported, before predict mode "
+                     "(no CUDA here): a device chosen there puts tensors on the CPU, and their syncs are not "
+                     f"predicted (pytest {OPTION} answers True from the start)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

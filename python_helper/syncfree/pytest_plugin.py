@@ -256,6 +256,12 @@ def _verdict(item: pytest.Item, report) -> None:
     options = _marker_options(item)
     if options is None:
         return
+    if report.predicted and report.host_calls:  # CPU tensors beside the stand-ins: a device chosen at import?
+        from .pytest_cuda import early_answer_note
+
+        note = early_answer_note(item.config, item)
+        if note is not None:
+            report.notes.append(note)
     budget_ms = options.get("budget_ms")
     if budget_ms is not None and report.cost_ms is not None:
         if "budget" in options:

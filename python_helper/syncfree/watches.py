@@ -72,6 +72,9 @@ class WatchReport:
     judged: bool = True
     # The syncs at sites past the report's limit (the recorder's, MAX_SITES): counted in ``syncs`` only, said in a note
     overflow: int = 0
+    # Predict mode: the block's torch calls on host tensors alone (a CPU tensor's op; with CUDA work too, a device
+    # chosen where CUDA was not available may be behind them)
+    host_calls: int = 0
 
     def __post_init__(self) -> None:
         from .report import settle_device
@@ -527,6 +530,7 @@ class Watch:
             before, self._activity_before = self._activity_before, None
             if before is not None:
                 cuda, host = (now - then for now, then in zip(_predict_activity(), before))
+                report.host_calls = host
                 # plain CPU work only: a block without torch work has nothing to sync (children that synced, such as
                 # a DataLoader's workers, did CUDA work: processes.merge_children judges the block again)
                 if host and not cuda:
