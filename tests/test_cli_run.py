@@ -220,6 +220,23 @@ def test_a_torch_error_in_predict_mode_shows_the_programs_traceback_alone(tmp_pa
     assert "syncfree" not in "".join(frames), done.stderr
 
 
+def test_a_child_signalled_as_it_is_forked_writes_no_second_report(tmp_path):
+    # A SIGTERM that reached a child between its fork and its follower taking it (Pool.terminate() as the pool's
+    # handler thread forks a worker: a clean-clone CI run) ran the run's handler there: the run's report was written
+    # twice on stdout, and a JSON reader failed ("Extra data").
+    write(tmp_path, "train.py", """\
+        import os, signal, torch
+        torch.ones(2, device="cuda").sum().item()
+        os.register_at_fork(after_in_child=lambda: os.kill(os.getpid(), signal.SIGTERM))
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert [row["line"] for row in json.loads(done.stdout)] == [2], (done.stdout, done.stderr)
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\

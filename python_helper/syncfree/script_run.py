@@ -271,6 +271,13 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
         if children.in_child:  # a forked child inherited this handler: it reports as a child does
             children._terminated(signum, frame)
             return
+        if os.getpid() != run_pid:
+            # A child forked a moment ago, before its follower took it (a Pool's worker that Pool.terminate()
+            # signals as its handler thread forks it): it has run nothing of the program's; it dies of the signal.
+            # It wrote the run's report, a second one on the run's stdout.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         import time
 
         now = time.monotonic()
