@@ -237,6 +237,20 @@ def test_a_child_signalled_as_it_is_forked_writes_no_second_report(tmp_path):
     assert [row["line"] for row in json.loads(done.stdout)] == [2], (done.stdout, done.stderr)
 
 
+def test_a_program_that_looks_for_torch_before_importing_it_is_watched(tmp_path):
+    # importlib.util.find_spec("torch") (transformers asks so at its import) took the run's one-shot import hook out:
+    # the import of torch after it went unseen, no sync of the program was watched ("imported past the hook").
+    write(tmp_path, "train.py", """\
+        import importlib.util
+        assert importlib.util.find_spec("torch") is not None
+        import torch
+        torch.ones(2, device="cuda").sum().item()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert [row["line"] for row in json.loads(done.stdout)] == [4], done.stdout
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\

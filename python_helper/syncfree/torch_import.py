@@ -32,6 +32,7 @@ class TorchImport:
 
     def __init__(self, on_import: Callable[[], None]) -> None:
         self.on_import = on_import
+        self._searching = False
 
     def install(self) -> None:
         sys.meta_path.insert(0, self)
@@ -43,33 +44,45 @@ class TorchImport:
             pass
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "torch":
+        if name != "torch" or self._searching:  # another hook of this kind, after it, asks the finders again
             return None
-        self.remove()  # once: the import of torch from now on is Python's own
+        self._searching = True
+        try:
+            return self._find(name, path, target)
+        finally:
+            self._searching = False
+
+    def _find(self, name: str, path: Any, target: Any) -> Any:
+        # Found through the finders after this one; it stays in place until torch's code runs (`_LoaderThen`): a
+        # look that loads nothing (``importlib.util.find_spec("torch")``, as transformers asks at its import) took
+        # it out, and the import of torch that followed was never seen (a run watched nothing, said as "imported
+        # past the hook").
         for finder in list(sys.meta_path):
-            find = getattr(finder, "find_spec", None)
+            find = getattr(finder, "find_spec", None) if finder is not self else None
             spec = find(name, path, target) if find is not None else None
             if spec is not None:
                 break
         else:
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            self.remove()
             return spec
-        spec.loader = _LoaderThen(spec.loader, self.on_import)
+        spec.loader = _LoaderThen(spec.loader, self.on_import, self.remove)
         return spec
 
 
 class _LoaderThen:
     """``loader``, whose ``exec_module`` calls ``then()`` after the module's code has run (`TorchImport`)."""
 
-    def __init__(self, loader: Any, then: Callable[[], None]) -> None:
-        self.loader, self.then = loader, then
+    def __init__(self, loader: Any, then: Callable[[], None], first: Callable[[], None] = lambda: None) -> None:
+        self.loader, self.then, self.first = loader, then, first
 
     def create_module(self, spec: Any) -> Any:
         create = getattr(self.loader, "create_module", None)
         return create(spec) if create is not None else None
 
     def exec_module(self, module: Any) -> None:
+        self.first()  # once: the import of torch from now on is Python's own
         module.__loader__ = self.loader
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self.loader
