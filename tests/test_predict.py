@@ -965,7 +965,25 @@ BACKWARD_RULES = [
      "torch.linalg.matrix_exp(a).sum().backward()", ["tensor_from_python"] + ["library"] * 3 + ["other"] * 6),
     ("a = torch.tensor([[2.0, 1.0], [0.5, 3.0]], device='cuda', requires_grad=True)\n"
      "torch.linalg.eigvals(a).abs().sum().backward()", ["tensor_from_python", "library", "library", "other", "other"]),
+    # A loss made on the CPU: its graph's CUDA nodes are judged one by one, and `.cpu()`'s backward copies the
+    # gradient back to the device; `.cuda()` of a host leaf copies it to the host
+    ("x = torch.randn(8, device='cuda', requires_grad=True)\nm = x > 0\nx[m].cpu().sum().backward()",
+     ["mask_index", "to_host", "to_device", "mask_index"]),
+    ("v = torch.randn(4, requires_grad=True)\nv.cuda().sum().backward()", ["to_device", "to_host"]),
+    # A non-reentrant checkpoint: its saved tensors are unpacked by the engine alone (reading them in a hook made the
+    # checkpoint refuse the engine's unpack)
+    ("import torch.utils.checkpoint as cp\n"
+     "y = cp.checkpoint(lambda t: t[t > 0].sum() + t.cumprod(0).sum(), w, use_reentrant=False)\ny.backward()",
+     ["mask_index", "item", "mask_index", "mask_index"]),
 ]
+
+
+def test_the_backward_syncs_of_saved_tensors_on_the_host_are_counted_without_unpacking_them():
+    # save_on_cpu's unpack copies to the device: reading a node's saved input in a hook ran it outside the mode, and
+    # the backward raised "Torch not compiled with CUDA enabled"
+    kinds = _predicted_kinds(BACKWARD_PREAMBLE, "with torch.autograd.graph.save_on_cpu():\n"
+                                                "    y = w.prod() + w.cumprod(0).sum()\ny.backward()")
+    assert kinds.count("nonzero") == 1 and kinds.count("item") == 1, kinds
 
 
 @pytest.mark.parametrize("source, kinds", BACKWARD_RULES)

@@ -112,38 +112,48 @@ def _engine_run_backward(real: Any) -> Any:
 # gradients it gets (measured on an H200, torch 2.11, debug mode's count per backward; tests/test_predict.py's GPU
 # twins measure them again).
 
+# What a hook reads of a node: never a saved tensor, whose unpacking runs the saved-tensor hooks (a non-reentrant
+# checkpoint recomputes the forward at its first unpack and refuses a second: reading `_saved_self` here made the
+# engine's own unpack fail; save_on_cpu's copies it back to the device). What a count needs of the forward is put in
+# the node's `metadata` when the forward runs (`mark_node`, `MASKS`); the rest comes from the gradients it gets.
+
+#: metadata keys: the node's forward ran on the stand-ins (its backward runs on CUDA), and how many boolean CUDA masks
+#: an index (or an index assignment) took
+CUDA = "syncfree.cuda"
+MASKS = "syncfree.masks"
+#: metadata key: a copy between the host and the device (`.cpu()`, `.cuda()`), whose backward copies the gradient
+#: back, blocking: the kind of that copy
+COPY = "syncfree.copy"
+
+
 def _prod_syncs(node: Any, grads: Any) -> int:
-    # prod_backward: `(input == 0).nonzero()` (the whole product), `zero_mask.sum(dim).sum().item()` (along a dim)
-    return 1 if node._saved_self.dim() > 0 else 0
-
-
-def _cumprod_syncs(node: Any, grads: Any) -> int:
-    # cumprod_backward: `(input == 0).any().item()` once the input has more than one element along dim
-    this, dim = node._saved_self, node._saved_dim
-    if dim >= 1 << 63:  # a negative dim, saved as an unsigned 64-bit number
-        dim -= 1 << 64
-    if this.numel() <= 1 or this.dim() == 0 or this.size(dim) == 1:
-        return 0
+    # prod_backward: `(input == 0).nonzero()` (the whole product), `zero_mask.sum(dim).sum().item()` (along a dim);
+    # a 0-dim input returns the gradient as it is (counted all the same: the input is not read here)
     return 1
 
 
-def _boolean_indices(node: Any) -> int:
-    import torch
-
-    return sum(1 for index in node._saved_indices or ()
-               if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8))
+def _cumprod_syncs(node: Any, grads: Any) -> int:
+    # cumprod_backward: `(input == 0).any().item()` once the input has more than one element along dim (the gradient
+    # has the input's shape)
+    grad = grads[0] if grads else None
+    dim = node._saved_dim
+    if dim >= 1 << 63:  # a negative dim, saved as an unsigned 64-bit number
+        dim -= 1 << 64
+    if grad is None or grad.numel() <= 1 or grad.dim() == 0 or grad.size(dim) == 1:
+        return 0
+    return 1
 
 
 def _index_syncs(node: Any, grads: Any) -> int:
     # index_backward: `_index_put_impl_(zeros, indices, grad, accumulate=true)`: a boolean index is made integer there
     # with nonzero (its forward did the same)
-    return _boolean_indices(node)
+    return int(node.metadata.get(MASKS, 0))
 
 
 def _index_put_syncs(node: Any, grads: Any) -> int:
     # index_put's derivative: the values' gradient `grad.index(indices)`, and with accumulate=False the input's
     # `grad.index_put(indices, zeros, false)`: each reads a boolean index with nonzero, for each input that needs one
-    masks = _boolean_indices(node)
+    masks = int(node.metadata.get(MASKS, 0))
     if not masks:
         return 0
     edges = [fn is not None for fn, _ in node.next_functions[:2]]
@@ -152,19 +162,49 @@ def _index_put_syncs(node: Any, grads: Any) -> int:
 
 
 def _matrix_exp_backward_syncs(node: Any, grads: Any) -> int:
-    # linalg_matrix_exp_differential: matrix_exp of the 2n x 2n block matrix [[A^H, G], [0, A^H]]
+    # linalg_matrix_exp_differential: matrix_exp of the 2n x 2n block matrix [[A^H, G], [0, A^H]], whose 1-norm
+    # decides its Taylor degree: A's column sums (kept by `mark_node`) and the gradient's
     import torch
 
-    from .linalg import matrix_exp_syncs
+    from .linalg import matrix_exp_syncs_of_norm
 
-    this, grad = node._saved_self, grads[0] if grads else None
-    if not isinstance(grad, torch.Tensor):
+    sums, grad = node.metadata.get(MATRIX_EXP_SUMS), grads[0] if grads else None
+    if sums is None or not isinstance(grad, torch.Tensor):
         return 0
+    double, batch, adjoint_sums = sums
+    grad_sums = grad.abs().sum(-2).reshape(-1, grad.size(-1))
+    norm = max(float(adjoint_sums.max()), float((grad_sums + adjoint_sums).max()))
+    return matrix_exp_syncs_of_norm(norm, double, batch)
+
+
+#: metadata key: a matrix_exp's (double, batch size, the column sums of |A^H| per matrix) for its backward's count
+MATRIX_EXP_SUMS = "syncfree.matrix_exp"
+
+
+def mark_node(result: Any, masks: int = 0, inputs: Any = (), copy: str | None = None) -> None:
+    """The forward of ``result`` ran on the stand-ins: its node, where its backward syncs on CUDA (`ENGINE_SYNCS`),
+    gets the `CUDA` mark, and what its count needs (``masks``: the boolean CUDA masks of an index; a matrix_exp's
+    input's column sums)."""
+    import torch
+
     with torch._C.DisableTorchFunction():
-        adjoint = this.transpose(-2, -1).conj()
-        top = torch.cat([adjoint, grad.to(adjoint.dtype)], -1)
-        bottom = torch.cat([torch.zeros_like(adjoint), adjoint], -1)
-        return matrix_exp_syncs((torch.cat([top, bottom], -2),), {})
+        node = getattr(result, "grad_fn", None)
+        if node is None:
+            return
+        name = node.name()
+        if name not in ENGINE_SYNCS:
+            return
+        node.metadata[CUDA] = True
+        if masks:
+            node.metadata[MASKS] = masks
+        if copy:
+            node.metadata[COPY] = copy
+        if name == "LinalgMatrixExpBackward0" and inputs:
+            a = inputs[0]
+            adjoint = a.detach().transpose(-2, -1).conj().abs()
+            double = a.dtype in (torch.float64, torch.complex128)
+            batch = a.numel() // max(a.size(-1) * a.size(-2), 1)
+            node.metadata[MATRIX_EXP_SUMS] = (double, batch, adjoint.sum(-2).reshape(-1, a.size(-1)))
 
 
 #: node name -> (kind, syncs of one run of it); a count of 0 is no sync
@@ -173,6 +213,8 @@ ENGINE_SYNCS: dict[str, tuple[str, Any]] = {
     "ProdBackward1": ("item", _prod_syncs),
     "CumprodBackward0": ("item", _cumprod_syncs),
     "MaskedScatterBackward0": ("masked_select", lambda node, grads: 1),
+    # _to_copy's backward: the gradient copied back to the other device, blocking (`.cpu()` of a loss's part)
+    "ToCopyBackward0": ("to_device", lambda node, grads: 1 if node.metadata.get(COPY) else 0),
     "IndexBackward0": ("mask_index", _index_syncs),
     "IndexPutBackward0": ("mask_index", _index_put_syncs),
     # linalg_eig_backward of the eigenvalues alone: linalg_solve's error check of its LU factorisation (2, measured)
@@ -194,10 +236,13 @@ def _engine_syncs(session: Session, roots: Any) -> list:
 
     with torch._C.DisableTorchFunction():
         tensors = [roots] if isinstance(roots, torch.Tensor) else [t for t in roots or () if isinstance(t, torch.Tensor)]
-        nodes = [t.grad_fn for t in tensors if t.grad_fn is not None and registry.is_cuda(t)]
+        nodes = [t.grad_fn for t in tensors if t.grad_fn is not None]
+        # A loss made on the CPU (`.cpu()` before it) runs the CUDA part of its graph on CUDA all the same: the nodes
+        # are judged one by one (`mark_node`), not by the root
+        anomaly = torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled() \
+            and any(registry.is_cuda(t) for t in tensors)
     if not nodes:
         return []
-    anomaly = torch.is_anomaly_enabled() and torch.is_anomaly_check_nan_enabled()
     frame = _starting_frame()
     handles, seen = [], set()
     while nodes:
@@ -207,7 +252,7 @@ def _engine_syncs(session: Session, roots: Any) -> list:
         seen.add(node)
         try:
             counted = ENGINE_SYNCS.get(node.name())
-            if counted is not None:
+            if counted is not None and node.metadata.get(CUDA):
                 handles.append(node.register_prehook(functools.partial(_node_ran, session, frame, *counted, node)))
             if anomaly:
                 handles.append(node.register_hook(functools.partial(_anomaly_checked, session, frame)))
@@ -226,7 +271,7 @@ def _node_ran(session: Session, frame: Any, kind: str, syncs: Any, node: Any, gr
     except (AttributeError, RuntimeError, TypeError, IndexError, ValueError):  # a saved value freed, another shape
         return
     if count:
-        session.record(kind, frame, count)
+        session.record(node.metadata.get(COPY, kind), frame, count)
 
 
 def _anomaly_checked(session: Session, frame: Any, grad_inputs: Any, grad_outputs: Any) -> None:

@@ -10,6 +10,7 @@ import functools
 import types
 from typing import Any
 
+from .autograd import mark_node
 from .here import user_frame
 from .registry import call_tensors, collect_tensors, is_cuda_device, tensors_in
 
@@ -85,10 +86,15 @@ def call_generic(mode: Any, func: Any, args: tuple, kwargs: dict, *, run: Any = 
     if target is _CUDA or (target is None and virtual_input):
         if isinstance(result, _Tensor):
             registry.mark_results((result,), kept)
+            if result.requires_grad:
+                mark_node(result)  # a backward that syncs on CUDA (autograd.py ENGINE_SYNCS)
         else:
             results: list[Any] = []
             collect_tensors(result, results, 0)
             registry.mark_results(results, kept)
+            for out in results:
+                if out.requires_grad:
+                    mark_node(out)
     if pin:
         for out in tensors_in(result):
             registry.mark_pinned(out)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .autograd import mark_node
 from .calls import (
     _default_device_is_cuda,
     _device_constructors,
@@ -108,6 +109,9 @@ def _move(mode: Any, tensor: Any, to_cuda: bool | None, dtype: Any = None,
                              copy=copy or moves, **extra)
     if to_cuda or (to_cuda is None and source_virtual):
         registry.mark_cuda(result)
+    if moves and result.requires_grad:
+        # its backward copies the gradient back across (ToCopyBackward0, blocking): one sync on CUDA
+        mark_node(result, copy="to_host" if to_cuda else "to_device")
     return result
 
 
@@ -291,6 +295,8 @@ def _from_torch_source(syncs: Callable[[tuple, dict], int]) -> Callable[..., Any
             result = func(*args, **kwargs)
             for out in tensors_in(result):
                 mode.registry.mark_cuda(out)
+                if out.requires_grad:
+                    mark_node(out, inputs=args)  # matrix_exp's backward syncs as its forward does
             return result
         return func(*args, **kwargs)
 

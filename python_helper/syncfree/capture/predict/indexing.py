@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .autograd import mark_node
 from .calls import call_generic, record, virtual
 
 
@@ -91,7 +92,10 @@ def handle_getitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         kinds += ["mask_index"] * syncs.virtual_masks  # nonzero() of each CUDA mask
     for kind in kinds:
         record(mode, kind)
-    return call_generic(mode, func, args, kwargs)
+    result = call_generic(mode, func, args, kwargs)
+    if self_virtual and syncs.virtual_masks and getattr(result, "requires_grad", False):
+        mark_node(result, masks=syncs.virtual_masks)  # its backward reads the masks again (autograd.py)
+    return result
 
 
 def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
@@ -133,6 +137,8 @@ def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     for kind in kinds:
         record(mode, kind)
     result = func(*args, **kwargs)
+    if self_virtual and syncs.virtual_masks and tensor.requires_grad:
+        mark_node(tensor, masks=syncs.virtual_masks)  # an index_put_ node: its backward reads the masks again
     if scalar_into_slice and torch.Tensor.__getitem__(tensor, index).dim() == 0:
         record(mode, "index_put")
     return result
@@ -164,4 +170,9 @@ def handle_index_put(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     for mask in masks:
         if virtual(mode, mask):
             record(mode, "mask_index")  # expandTensors: nonzero
-    return call_generic(mode, func, args, kwargs, ask_table=False)
+    result = call_generic(mode, func, args, kwargs, ask_table=False)
+    count = sum(1 for mask in masks if virtual(mode, mask))
+    for out in (result, tensor):
+        if count and isinstance(out, torch.Tensor) and out.requires_grad:
+            mark_node(out, masks=count)
+    return result

@@ -38,9 +38,18 @@ def matrix_exp_syncs(args: tuple, kwargs: dict) -> int:
     if batch > 1:
         return 3
     double = a.dtype in (torch.float64, torch.complex128)
+    norm = float(a.detach().abs().sum(-2).amax(-1).reshape(-1)[0])
+    return matrix_exp_syncs_of_norm(norm, double, 1)
+
+
+def matrix_exp_syncs_of_norm(norm: float, double: bool, batch: int) -> int:
+    """`matrix_exp_syncs` of a matrix of 1-norm ``norm`` (``batch`` matrices: 3, whatever their norms)."""
+    if batch == 0:
+        return 0
+    if batch > 1:
+        return 3
     thetas = _MATRIX_EXP_THETAS["double" if double else "float"]
     large = thetas[-1]
-    norm = float(a.detach().abs().sum(-2).amax(-1).reshape(-1)[0])
     syncs = 1  # norm.to(kCPU)
     lower = -1.0
     for theta, copies in zip(thetas, _MATRIX_EXP_COEFFICIENT_COPIES):
