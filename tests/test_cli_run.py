@@ -783,6 +783,28 @@ def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_pa
     assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr
 
 
+def test_a_block_in_the_program_counts_the_children_it_forks_itself(tmp_path):
+    # A sync_free() block in a program under syncfree run: the run's follower took the child os.fork() made, and
+    # only the run counted it; the block passed (under python it failed).
+    write(tmp_path, "train.py", """\
+        import os, torch, syncfree
+        try:
+            with syncfree.sync_free():
+                torch.zeros(1, device="cuda")
+                pid = os.fork()
+                if pid == 0:
+                    torch.ones(2, device="cuda").sum().item()
+                    os._exit(0)
+                os.waitpid(pid, 0)
+            print("block passed")
+        except syncfree.SyncError as error:
+            print("block failed:", str(error).splitlines()[0])
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert "block failed: would synchronize 1 time, budget 0" in done.stdout, (done.stdout, done.stderr)
+    assert "1 sync at 1 site" in done.stdout, done.stdout  # the run counts it once
+
+
 def test_a_child_forked_with_a_pty_is_followed(tmp_path):
     # os.forkpty (pty.fork, pty.spawn, pexpect) went around the patched os.fork: its child's sync was lost, exit 0.
     write(tmp_path, "train.py", """\

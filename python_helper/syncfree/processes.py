@@ -664,7 +664,20 @@ class ForkedChildren:
         else:
             self.forked.append(pid)
             _terminable[pid] = self
+            self._counts_for_the_watch_here(pid)
         return pid
+
+    def _counts_for_the_watch_here(self, pid: int) -> None:
+        """A child the code forks itself (``os.fork()``, ``pty.fork``) inside a watch of its own under this follower
+        (a ``sync_free()`` block in a program syncfree run runs): its report counts for the watch too, as a
+        multiprocessing child's or a Python program's does (capture/threads.py); the block passed without it."""
+        from .capture import dispatch, threads
+
+        if getattr(threads._starting, "depth", 0):  # multiprocessing's start: threads._start_child took it
+            return
+        inner = dispatch.owner_here()
+        if inner is not None and inner.child_settings is not None and not self.collects_for(inner):
+            inner.followed_children.append((self, pid))
 
     def _forkpty(self) -> tuple[int, int]:
         """``os.forkpty`` (``pty.fork``, ``pty.spawn``, pexpect): followed as ``os.fork`` is; its child ran unwatched
@@ -680,6 +693,7 @@ class ForkedChildren:
         else:
             self.forked.append(pid)
             _terminable[pid] = self
+            self._counts_for_the_watch_here(pid)
         return pid, fd
 
     def _exit(self, status: int) -> None:
