@@ -757,7 +757,7 @@ def test_programs_started_from_threads_pools_and_atexit_are_followed(tmp_path):
     assert "4 syncs at 1 site (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("how", ["subprocess", "fork"])
+@pytest.mark.parametrize("how", ["subprocess", "fork", "shell"])
 def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_path, how):
     # A followed child that os.exec*'d a Python program (a launcher re-executing with new settings): the program it
     # became ran without the start-up hook, its sync lost, and the run said "ran without a sync", exit 0.
@@ -774,10 +774,15 @@ def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_pa
             if pid == 0:
                 os.execv(sys.executable, [sys.executable, "child.py"])
             os.waitpid(pid, 0)
+        elif sys.argv[1:] == ["shell"]:  # through a shell's -c line
+            pid = os.fork()
+            if pid == 0:
+                os.execvp("sh", ["sh", "-c", f"{sys.executable} child.py"])
+            os.waitpid(pid, 0)
         else:
             subprocess.run([sys.executable, __file__, "mid"])
         """)
-    done = syncfree("run", "parent.py", *(["fork"] if how == "fork" else []), cwd=tmp_path)
+    done = syncfree("run", "parent.py", *([how] if how != "subprocess" else []), cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "replaced itself with os.exec* (child.py): the program it became ran unwatched" in done.stdout, done.stdout
     assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr

@@ -762,11 +762,9 @@ class ForkedChildren:
             return False  # a file descriptor (fexecve), or a candidate that fails: nothing ends here
         try:
             if os.getpid() != self.parent:
-                from .capture.threads import python_program
-
                 # A Python program it becomes runs unwatched (its environment no longer has the start-up hook):
                 # said in its report, not passed over (a worker that re-executes itself lost its syncs, exit 0)
-                self._replaced_by = python_program([path, *list(args)[1:]])
+                self._replaced_by = _python_program_of_exec(os.fsdecode(path), [os.fsdecode(a) for a in args])
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
                 try:
                     self.finish_child(None)
@@ -925,6 +923,38 @@ class ForkedChildren:
             # The watch or cell that started this child has ended and named it as still running (persistent
             # DataLoader workers outlive the cell that made them): nobody reads the report, and the child ends as
             # the program made it end.
+
+
+def _python_program_of_exec(path: str, argv: list[str]) -> str | None:
+    """The Python program an ``os.exec*`` of ``path`` runs, else None: python itself, a script whose ``#!`` line names
+    a python, ``env [VAR=value ...] python ...``, and a shell's ``-c`` line whose words start one."""
+    import re
+
+    from .capture.threads import python_program, shell_words
+
+    words = [path, *argv[1:]]
+    found = python_program(words)
+    if found is not None:
+        return found
+    name = os.path.basename(path)
+    if name == "env":
+        rest = [word for word in words[1:] if "=" not in word and not word.startswith("-")]
+        return python_program(rest) if rest else None
+    if name in ("sh", "bash", "dash", "zsh") and "-c" in words[1:-1]:
+        line = words[words.index("-c", 1) + 1]
+        for part in re.split(r"&&|\|\||;|\|", line):
+            found = python_program(shell_words(part.strip()) or [])
+            if found is not None:
+                return found
+        return None
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    if first.startswith(b"#!") and b"python" in first:
+        return os.path.basename(path)
+    return None
 
 
 # terminate() of a followed child, bounded (see the module's docstring): the children whose SIGTERM a handler of
