@@ -877,16 +877,7 @@ def test_a_followed_programs_sys_path_is_pythons(tmp_path):
                           cwd=tmp_path, timeout=120, env=environment)
     assert python.returncode == 0 and done.returncode == 0, (python.stderr, done.stderr)
     expected, seen = json.loads(python.stdout.splitlines()[0]), json.loads(done.stdout.splitlines()[0])
-    assert set(seen) == set(expected), (expected, seen)
-    package_parent = str(Path(syncfree_package_file()).parents[1])
-    stdlib = os.path.dirname(os.__file__)
-    assert seen.index(stdlib) < seen.index(package_parent), seen
-
-
-def syncfree_package_file() -> str:
-    import syncfree
-
-    return syncfree.__file__
+    assert seen == expected  # syncfree's folder back where site put it (an editable install's .pth: after the rest)
 
 
 def test_a_run_counts_the_ranks_a_library_starts_by_running_the_program_again(tmp_path):

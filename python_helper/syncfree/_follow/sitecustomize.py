@@ -42,8 +42,50 @@ def _follow() -> None:
         places = [i for i, entry in enumerate(sys.path) if os.path.abspath(entry or os.curdir) == package_parent]
         if places:
             entry = sys.path.pop(places[0])
-            if len(places) == 1:  # where site would have put it (an editable install's .pth skipped it as a duplicate)
-                sys.path.append(entry)
+            if len(places) == 1:  # site skipped it as a duplicate: back where site would have put it
+                _put_back(entry)
+
+
+def _put_back(entry):
+    """``entry`` where ``site`` would have put it: each site folder (the user's, then a virtual environment's, then
+    the system's) followed by the folders its ``.pth`` files add, in that order; else last."""
+    import site
+
+    try:
+        folders = ([site.getusersitepackages()] if site.ENABLE_USER_SITE else []) + list(site.getsitepackages())
+    except Exception:  # noqa: BLE001 - a site module without them (an embedded Python): last, as a .pth puts it
+        folders = []
+    order = []
+    for folder in folders:
+        folder = os.path.abspath(folder)
+        order += [folder] + _pth_entries(folder)
+    key = os.path.abspath(entry)
+    if key in order:
+        later = set(order[order.index(key) + 1:])
+        for index, other in enumerate(sys.path):
+            if os.path.abspath(other or os.curdir) in later:
+                sys.path.insert(index, entry)
+                return
+    sys.path.append(entry)
+
+
+def _pth_entries(folder):
+    """The folders the ``.pth`` files of a site folder add, in the order site adds them."""
+    found = []
+    try:
+        names = sorted(name for name in os.listdir(folder) if name.endswith(".pth"))
+    except OSError:
+        return found
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    line = line.strip()
+                    if line and not line.startswith(("#", "import ", "import\t")):
+                        found.append(os.path.abspath(os.path.join(folder, line)))
+        except OSError:
+            continue
+    return found
 
 
 def _unwatched(spec, here):
