@@ -40,6 +40,10 @@ def test_a_plugin_named_with_p_where_its_entry_point_loads_it_too(pytester, name
     result = run(pytester, *[arg for name in named for arg in ("-p", name)])
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED test_a.py::test_sync - syncfree: would synchronize 1 time, budget 0"])
+    # The same modules named by a conftest (loaded after the entry points): it failed the same way, exit 1
+    pytester.makeconftest(f"pytest_plugins = {named!r}")
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
 
 
 def test_example_suite(pytester):

@@ -60,11 +60,16 @@ def skip_own_entry_point(module: str, plugin: Any, manager: Any) -> None:
     own name, then loads the entry points, whose load of the same module under the entry point's name failed
     ("Plugin already registered under a different name", exit 3). The entry point is skipped then, as pytest skips
     one whose name ``-p`` gave. From each module's ``pytest_plugin_registered``, which sees its own registration."""
-    if plugin is not sys.modules.get(module) or manager.get_name(plugin) != module:
+    if plugin is not sys.modules.get(module):
         return
     entry = ENTRY_POINTS[module]
-    if manager.get_plugin(entry) is None and not manager.is_blocked(entry):
-        manager.set_blocked(entry)
+    name = manager.get_name(plugin)
+    # The other name of the same module is taken as loaded: the entry point's after `-p` (registered under the
+    # module's name), the module's after the entry point (a conftest's `pytest_plugins = ["syncfree.pytest_plugin"]`
+    # failed the same way, exit 1)
+    other = entry if name == module else module if name == entry else None
+    if other is not None and manager.get_plugin(other) is None and not manager.is_blocked(other):
+        manager.set_blocked(other)
 
 
 def pytest_plugin_registered(plugin: Any, manager: Any) -> None:
