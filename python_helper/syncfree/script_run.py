@@ -264,6 +264,11 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
     ending: list[bool] = []  # the run is ending (hard_exit): a signal's watch on a stuck main thread stands down
     stuck: list[Any] = []  # the StuckMainWatch, while the program runs
 
+    def held_term(signum: int, frame: Any) -> None:
+        if os.getpid() != run_pid:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
     def terminated(signum: int, frame: Any) -> None:
         # SIGTERM with Python's default action: the process dies at once, without finally blocks or atexit
         # handlers. Here the report is written first (as at os._exit), then the process dies of the signal.
@@ -287,7 +292,10 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
             term_held[:1] = term_held[:1] or [now]
             interrupts.rearm_later(signum)
             return
-        signal.signal(signum, signal.SIG_IGN)  # once: a second SIGTERM while the report is written waits for it
+        # once: a second SIGTERM while the report is written waits for it. Not SIG_IGN, which a process started
+        # meanwhile inherits (a spawn Pool worker the pool's thread starts then lived on, SIGTERM ignored, after the
+        # run, holding its output pipe open); a handler is reset by exec, and a forked child dies of it
+        signal.signal(signum, held_term)
         try:
             hard_exit(128 + signum, signum=signum)
         finally:
