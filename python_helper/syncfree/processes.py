@@ -659,13 +659,17 @@ class ForkedChildren:
     def _fork(self) -> int:
         self._folder()  # before the fork: the child writes there
         pid = _real_fork()
+        self._forked(pid)
+        return pid
+
+    def _forked(self, pid: int) -> None:
+        """After a fork this follows: the child takes its side; the parent expects its report."""
         if pid == 0:
             self._enter_child()
         else:
             self.forked.append(pid)
             _terminable[pid] = self
             self._counts_for_the_watch_here(pid)
-        return pid
 
     def _counts_for_the_watch_here(self, pid: int) -> None:
         """A child the code forks itself (``os.fork()``, ``pty.fork``) inside a watch of its own under this follower
@@ -688,12 +692,7 @@ class ForkedChildren:
             return _real_forkpty()
         self._folder()
         pid, fd = _real_forkpty()
-        if pid == 0:
-            self._enter_child()
-        else:
-            self.forked.append(pid)
-            _terminable[pid] = self
-            self._counts_for_the_watch_here(pid)
+        self._forked(pid)
         return pid, fd
 
     def _exit(self, status: int) -> None:
