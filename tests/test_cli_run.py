@@ -785,6 +785,7 @@ def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_pa
     done = syncfree("run", "parent.py", *([how] if how != "subprocess" else []), cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
     assert "replaced itself with os.exec* (child.py): the program it became ran unwatched" in done.stdout, done.stdout
+    assert "ran without a sync until the os.exec* below" in done.stdout, done.stdout
     assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr
 
 

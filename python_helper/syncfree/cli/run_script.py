@@ -387,7 +387,8 @@ def _write(result: Any, target: str, output_format: str, output: ReportOutput, b
             summary += (f"\nnote: {them} {'would sync' if predicted else 'synced'} {syncs} "
                         f"time{'s' if syncs != 1 else ''}: {where}")
         else:
-            summary += f"\nnote: {them} ran without a sync"
+            replaced = any(getattr(child, "replaced_by", None) for child in children)
+            summary += f"\nnote: {them} ran without a sync" + (" until the os.exec* below" if replaced else "")
     for command in earlier.get("replaced", []):
         summary += (f"\nnote: the program replaced itself with os.exec* ({_shown_command(command)}): followed, this "
                     "report counts the syncs of both")
