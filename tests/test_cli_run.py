@@ -218,6 +218,17 @@ def test_a_torch_error_in_predict_mode_shows_the_programs_traceback_alone(tmp_pa
     frames = [line for line in done.stderr.splitlines() if line.lstrip().startswith("File ")]
     assert [frame.split(",")[1].strip() for frame in frames] == ["line 4", "line 3"], done.stderr
     assert "syncfree" not in "".join(frames), done.stderr
+    # and in an exception it chains
+    write(tmp_path, "chained.py", """\
+        import torch
+        try:
+            torch.ones(2, device="cuda") + torch.ones(3, device="cuda")
+        except RuntimeError as error:
+            raise ValueError("shapes") from error
+        """)
+    done = syncfree("run", "chained.py", cwd=tmp_path)
+    assert done.returncode == 2 and "ValueError: shapes" in done.stderr, done.stderr
+    assert "syncfree" not in "".join(line for line in done.stderr.splitlines() if line.lstrip().startswith("File "))
 
 
 def test_a_child_signalled_as_it_is_forked_writes_no_second_report(tmp_path):

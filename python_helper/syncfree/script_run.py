@@ -769,11 +769,20 @@ def _print_traceback(exc: BaseException) -> None:
             frames.pop()
     elif frames and (frames[-1].filename, frames[-1].name) == STDOUT_FOLLOWER:
         frames.pop()  # the program's print() failed in the stream's own write, under `run`'s line-end follower
-    # Predict mode's own frames between a torch call and torch's error (its mode, the call it hands on): not the
-    # program's, nor there under python
-    predict = os.path.join(_PACKAGE_DIR, "capture", "predict") + os.sep
-    frames = [frame for frame in frames if not frame.filename.startswith(predict)]
     shown.stack = traceback.StackSummary.from_list(frames)
+    # Predict mode's own frames between a torch call and torch's error (its mode, the call it hands on): not the
+    # program's, nor there under python; in the exceptions it chains too ("During handling of the above...")
+    predict = os.path.join(_PACKAGE_DIR, "capture", "predict") + os.sep
+    seen: set[int] = set()
+    pending = [shown]
+    while pending:
+        one = pending.pop()
+        if one is None or id(one) in seen:
+            continue
+        seen.add(id(one))
+        one.stack = traceback.StackSummary.from_list([frame for frame in one.stack
+                                                      if not frame.filename.startswith(predict)])
+        pending += [one.__cause__, one.__context__]
     print("".join(shown.format()), end="", file=sys.stderr)
 
 
