@@ -275,6 +275,19 @@ def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     assert done.returncode == -signal.SIGABRT, (done.stdout, done.stderr)
     assert done.stdout.startswith("done\ntrain.py:3:1: SF101 "), done.stdout
     assert "note: the program was ended by SIGABRT" in done.stdout, done.stdout
+    # A forked child's os.abort(): its report first (its sync was lost, the child named as killed)
+    write(tmp_path, "child.py", """\
+        import os, torch
+        x = torch.randn(4, device="cuda")
+        pid = os.fork()
+        if pid == 0:
+            x.sum().item()
+            os.abort()
+        os.waitpid(pid, 0)
+        """)
+    done = syncfree("run", "child.py", cwd=tmp_path)
+    assert done.returncode == 1 and "child.py:5:5: SF101" in done.stdout, (done.stdout, done.stderr)
+    assert "killed" not in done.stdout + done.stderr, done.stdout
 
 
 def test_os_exit_0_after_syncs_over_the_budget_fails_the_run(tmp_path):

@@ -311,7 +311,12 @@ def run_script(path: str, argv: Sequence[str] = (), *, mode: str | None = None,
 
     def aborted() -> None:
         os.abort = _real_abort
-        if os.getpid() == run_pid and not ending:
+        if children.in_child:  # a forked child: its report, ended by SIGABRT (it was named as killed)
+            try:
+                children.finish_child(None, signal.SIGABRT)
+            except BaseException:  # noqa: BLE001 - nothing may keep the process from aborting as asked
+                pass
+        elif os.getpid() == run_pid and not ending:
             try:
                 hard_exit(128 + signal.SIGABRT, signum=signal.SIGABRT)
             except BaseException:  # noqa: BLE001 - nothing may keep the process from aborting as asked
