@@ -262,6 +262,20 @@ def test_a_program_that_looks_for_torch_before_importing_it_is_watched(tmp_path)
     assert [row["line"] for row in json.loads(done.stdout)] == [4], done.stdout
 
 
+def test_a_function_called_from_two_lines_that_run_once_is_said_so(tmp_path):
+    # "×2, paid once: the line runs once": the line ran twice; each line that called it ran once.
+    write(tmp_path, "train.py", """\
+        import torch
+        x = torch.ones(2, device="cuda")
+        def f():
+            return x.sum().item()
+        f()
+        f()
+        """)
+    done = syncfree("run", "train.py", cwd=tmp_path)
+    assert "×2, paid once: each line that calls it runs once (called from train.py:5; train.py:6)" in done.stdout
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\

@@ -284,7 +284,9 @@ def text_line(d: Diagnostic, style: Style | None = None) -> str:
         first = _first_call(d)
         if first:
             extra += f" ({first})"
-    if d.phase:
+    if d.phase == "once" and d.chains and len(d.chains) > 1:  # a function called from lines that each run once
+        extra += ", paid once: each line that calls it runs once"
+    elif d.phase:
         extra += f", {PHASE_WORDS.get(d.phase, d.phase)}"
     if d.thread:
         extra += f", in thread {clean_text(d.thread)}"
