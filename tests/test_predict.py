@@ -970,12 +970,20 @@ BACKWARD_RULES = [
     ("x = torch.randn(8, device='cuda', requires_grad=True)\nm = x > 0\nx[m].cpu().sum().backward()",
      ["mask_index", "to_host", "to_device", "mask_index"]),
     ("v = torch.randn(4, requires_grad=True)\nv.cuda().sum().backward()", ["to_device", "to_host"]),
+    ("v = torch.randn(4, requires_grad=True)\ny = torch.empty(4, device='cuda')\ny.copy_(v)\ny.sum().backward()",
+     ["to_device", "to_host"]),
     # A non-reentrant checkpoint: its saved tensors are unpacked by the engine alone (reading them in a hook made the
     # checkpoint refuse the engine's unpack)
     ("import torch.utils.checkpoint as cp\n"
      "y = cp.checkpoint(lambda t: t[t > 0].sum() + t.cumprod(0).sum(), w, use_reentrant=False)\ny.backward()",
      ["mask_index", "item", "mask_index", "mask_index"]),
 ]
+
+
+def test_a_mask_assignment_of_a_number_has_a_backward_without_a_sync():
+    # y[mask] = 0.0 is masked_fill_ (no sync), and so is its backward: index_put of a CPU 0-dim zero value takes
+    # the same path (aten's canDispatchToMaskedFill; from torch's source, not measured on a GPU)
+    assert _predicted_kinds(BACKWARD_PREAMBLE, "y = w * 1\ny[w > 0] = 0.0\ny.sum().backward()") == []
 
 
 def test_the_backward_syncs_of_saved_tensors_on_the_host_are_counted_without_unpacking_them():

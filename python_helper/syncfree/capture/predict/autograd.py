@@ -215,6 +215,7 @@ ENGINE_SYNCS: dict[str, tuple[str, Any]] = {
     "MaskedScatterBackward0": ("masked_select", lambda node, grads: 1),
     # _to_copy's backward: the gradient copied back to the other device, blocking (`.cpu()` of a loss's part)
     "ToCopyBackward0": ("to_device", lambda node, grads: 1 if node.metadata.get(COPY) else 0),
+    "torch::autograd::CopyBackwards": ("to_device", lambda node, grads: 1 if node.metadata.get(COPY) else 0),
     "IndexBackward0": ("mask_index", _index_syncs),
     "IndexPutBackward0": ("mask_index", _index_put_syncs),
     # linalg_eig_backward of the eigenvalues alone: linalg_solve's error check of its LU factorisation (2, measured)

@@ -204,7 +204,11 @@ def _handle_copy_(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     dst_virtual, src_virtual = mode.registry.is_cuda(destination), virtual(mode, source)
     if dst_virtual != src_virtual and not non_blocking and _holds_data(destination):
         record(mode, "to_host" if src_virtual else "to_device")
-    return func(*args, **kwargs)
+    result = func(*args, **kwargs)
+    if dst_virtual != src_virtual and getattr(destination, "requires_grad", False):
+        # its backward copies the gradient back to the source's device (CopyBackwards, blocking)
+        mark_node(destination, copy="to_device" if src_virtual else "to_host")
+    return result
 
 
 def _handle_aten_to_copy(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:

@@ -118,6 +118,7 @@ def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
         value_host_scalar = value_host_single = _is_python_number(value)
         value_host_tensor = False
     scalar_into_slice = False
+    masked_fill = False  # index_put_ -> masked_fill_: its backward too (a CPU 0-dim value), no nonzero
     if self_virtual:
         if syncs.advanced == 0:
             # copy_to (aten/src/ATen/TensorIndexing.h): a same-shape copy_ from the host
@@ -127,7 +128,7 @@ def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
                 kinds.append("index_put")
             scalar_into_slice = value_host_scalar
         elif value_host_single and syncs.virtual_masks == 1 and syncs.other_advanced == 0:
-            pass  # index_put_ -> masked_fill_(mask, value.item()): no sync
+            masked_fill = True  # index_put_ -> masked_fill_(mask, value.item()): no sync
         else:
             kinds += ["mask_index"] * syncs.virtual_masks
             if value_host_scalar:
@@ -137,7 +138,7 @@ def handle_setitem(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     for kind in kinds:
         record(mode, kind)
     result = func(*args, **kwargs)
-    if self_virtual and syncs.virtual_masks and tensor.requires_grad:
+    if self_virtual and syncs.virtual_masks and not masked_fill and tensor.requires_grad:
         mark_node(tensor, masks=syncs.virtual_masks)  # an index_put_ node: its backward reads the masks again
     if scalar_into_slice and torch.Tensor.__getitem__(tensor, index).dim() == 0:
         record(mode, "index_put")
