@@ -276,6 +276,26 @@ def test_a_function_called_from_two_lines_that_run_once_is_said_so(tmp_path):
     assert "×2, paid once: each line that calls it runs once (called from train.py:5; train.py:6)" in done.stdout
 
 
+def test_a_torch_import_that_fails_once_leaves_the_next_one_watched(tmp_path):
+    # A broken torch first on sys.path, caught, then the real one: the import hook had left at the first attempt,
+    # and nothing after it was watched.
+    write(tmp_path, "fake/torch/__init__.py", "raise ImportError('a broken torch')\n")
+    write(tmp_path, "train.py", """\
+        import os, sys
+        sys.path.insert(0, os.path.join(os.getcwd(), "fake"))
+        try:
+            import torch
+        except ImportError:
+            sys.path.pop(0)
+            sys.modules.pop("torch", None)
+        import torch
+        torch.ones(2, device="cuda").sum().item()
+        """)
+    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert [row["line"] for row in json.loads(done.stdout)] == [9], done.stdout
+
+
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
     # os.abort() dies of SIGABRT in C, where no Python handler runs: the report was lost, with nothing said.
     write(tmp_path, "train.py", """\
@@ -795,7 +815,7 @@ def test_programs_started_from_threads_pools_and_atexit_are_followed(tmp_path):
     assert "4 syncs at 1 site (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("how", ["subprocess", "fork", "shell"])
+@pytest.mark.parametrize("how", ["subprocess", "fork", "shell", "login-shell"])
 def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_path, how):
     # A followed child that os.exec*'d a Python program (a launcher re-executing with new settings): the program it
     # became ran without the start-up hook, its sync lost, and the run said "ran without a sync", exit 0.
@@ -817,14 +837,28 @@ def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_pa
             if pid == 0:
                 os.execvp("sh", ["sh", "-c", f"{sys.executable} child.py"])
             os.waitpid(pid, 0)
+        elif sys.argv[1:] == ["login-shell"]:  # bash -lc "cd . && exec python child.py"
+            pid = os.fork()
+            if pid == 0:
+                os.execvp("bash", ["bash", "-lc", f"cd . && exec {sys.executable} child.py"])
+            os.waitpid(pid, 0)
+        elif sys.argv[1:] == ["echo"]:  # a shell that runs no Python: nothing to say
+            pid = os.fork()
+            if pid == 0:
+                os.execvp("sh", ["sh", "-c", "echo hi"])
+            os.waitpid(pid, 0)
         else:
             subprocess.run([sys.executable, __file__, "mid"])
         """)
     done = syncfree("run", "parent.py", *([how] if how != "subprocess" else []), cwd=tmp_path)
     assert done.returncode == 1, (done.stdout, done.stderr)
-    assert "replaced itself with os.exec* (child.py): the program it became ran unwatched" in done.stdout, done.stdout
+    label = "bash -c ..." if how == "login-shell" else "child.py"
+    assert f"replaced itself with os.exec* ({label}): the program it became ran unwatched" in done.stdout, done.stdout
     assert "ran without a sync until the os.exec* below" in done.stdout, done.stdout
     assert "syncfree: could not judge the run: 0 syncs counted" in done.stderr, done.stderr
+    if how == "fork":
+        done = syncfree("run", "parent.py", "echo", cwd=tmp_path)
+        assert done.returncode == 0 and "replaced itself" not in done.stdout, (done.stdout, done.stderr)
 
 
 def test_a_block_in_the_program_counts_the_children_it_forks_itself(tmp_path):

@@ -925,8 +925,10 @@ class ForkedChildren:
 
 
 def _python_program_of_exec(path: str, argv: list[str]) -> str | None:
-    """The Python program an ``os.exec*`` of ``path`` runs, else None: python itself, a script whose ``#!`` line names
-    a python, ``env [VAR=value ...] python ...``, and a shell's ``-c`` line whose words start one."""
+    """The Python program an ``os.exec*`` of ``path`` may run, else None: python itself, or named anywhere on the
+    command line (``env -u X python``, ``timeout 60 python``, ``nice python``), in a shell's command line (``sh -c``,
+    ``bash -lc "cd d && exec python train.py"``) or in a script's text (a ``#!`` script, python's or a shell's that
+    runs it). A shell or a script that does not name python (``sh -c "echo hi"``) is not one."""
     import re
 
     from .capture.threads import python_program, shell_words
@@ -935,23 +937,26 @@ def _python_program_of_exec(path: str, argv: list[str]) -> str | None:
     found = python_program(words)
     if found is not None:
         return found
-    name = os.path.basename(path)
-    if name == "env":
-        rest = [word for word in words[1:] if "=" not in word and not word.startswith("-")]
-        return python_program(rest) if rest else None
-    if name in ("sh", "bash", "dash", "zsh") and "-c" in words[1:-1]:
-        line = words[words.index("-c", 1) + 1]
-        for part in re.split(r"&&|\|\||;|\|", line):
-            found = python_program(shell_words(part.strip()) or [])
-            if found is not None:
-                return found
+    mentions = re.compile(r"(^|[\s;&|(/=])python[\d.]*(\s|$|[;&|)])")
+    for index, word in enumerate(words[1:], start=1):
+        if word == sys.executable or mentions.search(os.path.basename(word) + " "):
+            if os.path.basename(path) in ("sh", "bash", "dash", "zsh"):
+                break  # a shell's own words: its command line below
+            return python_program(words[index:]) or os.path.basename(word)
+    if os.path.basename(path) in ("sh", "bash", "dash", "zsh"):
+        flags = [i for i, word in enumerate(words[1:-1], start=1)
+                 if word.startswith("-") and not word.startswith("--") and "c" in word]
+        if flags:
+            line = words[flags[0] + 1]
+            if sys.executable in line or mentions.search(line):
+                return python_program(shell_words(line) or []) or f"{os.path.basename(path)} -c ..."
         return None
     try:
         with open(path, "rb") as handle:
-            first = handle.readline(256)
+            text = handle.read(65536)
     except OSError:
         return None
-    if first.startswith(b"#!") and b"python" in first:
+    if text.startswith(b"#!") and mentions.search(text.decode("utf-8", "replace")):
         return os.path.basename(path)
     return None
 

@@ -67,15 +67,21 @@ class TorchImport:
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             self.remove()
             return spec
-        spec.loader = _LoaderThen(spec.loader, self.on_import, self.remove)
+        spec.loader = _LoaderThen(spec.loader, self.on_import, self.remove, self._again)
         return spec
+
+    def _again(self) -> None:
+        """torch's code raised (a broken install the program catches): the next import of torch is watched too."""
+        if self not in sys.meta_path:
+            sys.meta_path.insert(0, self)
 
 
 class _LoaderThen:
     """``loader``, whose ``exec_module`` calls ``then()`` after the module's code has run (`TorchImport`)."""
 
-    def __init__(self, loader: Any, then: Callable[[], None], first: Callable[[], None] = lambda: None) -> None:
-        self.loader, self.then, self.first = loader, then, first
+    def __init__(self, loader: Any, then: Callable[[], None], first: Callable[[], None] = lambda: None,
+                 failed: Callable[[], None] = lambda: None) -> None:
+        self.loader, self.then, self.first, self.failed = loader, then, first, failed
 
     def create_module(self, spec: Any) -> Any:
         create = getattr(self.loader, "create_module", None)
@@ -86,7 +92,11 @@ class _LoaderThen:
         module.__loader__ = self.loader
         if getattr(module, "__spec__", None) is not None:
             module.__spec__.loader = self.loader
-        self.loader.exec_module(module)
+        try:
+            self.loader.exec_module(module)
+        except BaseException:
+            self.failed()
+            raise
         self.then()
 
     def __getattr__(self, name: str) -> Any:
