@@ -248,20 +248,6 @@ def test_a_child_signalled_as_it_is_forked_writes_no_second_report(tmp_path):
     assert [row["line"] for row in json.loads(done.stdout)] == [2], (done.stdout, done.stderr)
 
 
-def test_a_program_that_looks_for_torch_before_importing_it_is_watched(tmp_path):
-    # importlib.util.find_spec("torch") (transformers asks so at its import) took the run's one-shot import hook out:
-    # the import of torch after it went unseen, no sync of the program was watched ("imported past the hook").
-    write(tmp_path, "train.py", """\
-        import importlib.util
-        assert importlib.util.find_spec("torch") is not None
-        import torch
-        torch.ones(2, device="cuda").sum().item()
-        """)
-    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert [row["line"] for row in json.loads(done.stdout)] == [4], done.stdout
-
-
 def test_a_function_called_from_two_lines_that_run_once_is_said_so(tmp_path):
     # "×2, paid once: the line runs once": the line ran twice; each line that called it ran once.
     write(tmp_path, "train.py", """\
@@ -276,11 +262,18 @@ def test_a_function_called_from_two_lines_that_run_once_is_said_so(tmp_path):
     assert "×2, paid once: each line that calls it runs once (called from train.py:5; train.py:6)" in done.stdout
 
 
-def test_a_torch_import_that_fails_once_leaves_the_next_one_watched(tmp_path):
-    # A broken torch first on sys.path, caught, then the real one: the import hook had left at the first attempt,
-    # and nothing after it was watched.
+def test_the_programs_import_of_torch_is_watched_after_a_look_or_a_failed_attempt(tmp_path):
+    # importlib.util.find_spec("torch") (transformers asks so at its import) took the run's one-shot import hook out:
+    # the import of torch after it went unseen, no sync of the program was watched ("imported past the hook"). A
+    # broken torch first on sys.path, caught, then the real one: the hook had left at the first attempt.
     write(tmp_path, "fake/torch/__init__.py", "raise ImportError('a broken torch')\n")
-    write(tmp_path, "train.py", """\
+    write(tmp_path, "looks.py", """\
+        import importlib.util
+        assert importlib.util.find_spec("torch") is not None
+        import torch
+        torch.ones(2, device="cuda").sum().item()
+        """)
+    write(tmp_path, "fails.py", """\
         import os, sys
         sys.path.insert(0, os.path.join(os.getcwd(), "fake"))
         try:
@@ -291,9 +284,10 @@ def test_a_torch_import_that_fails_once_leaves_the_next_one_watched(tmp_path):
         import torch
         torch.ones(2, device="cuda").sum().item()
         """)
-    done = syncfree("run", "--format", "json", "train.py", cwd=tmp_path)
-    assert done.returncode == 1, (done.stdout, done.stderr)
-    assert [row["line"] for row in json.loads(done.stdout)] == [9], done.stdout
+    for program, line in (("looks.py", 4), ("fails.py", 9)):
+        done = syncfree("run", "--format", "json", program, cwd=tmp_path)
+        assert done.returncode == 1, (program, done.stdout, done.stderr)
+        assert [row["line"] for row in json.loads(done.stdout)] == [line], (program, done.stdout)
 
 
 def test_os_abort_leaves_a_report_and_dies_of_sigabrt(tmp_path):
