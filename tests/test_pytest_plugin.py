@@ -25,11 +25,10 @@ def test_the_plugin_is_loaded_from_its_entry_point(pytester):
     result.stdout.fnmatch_lines(["@pytest.mark.sync_free(budget=0, mode=None)*"])
 
 
-@pytest.mark.parametrize("named", [["syncfree.pytest_plugin"], ["syncfree.pytest_marker"],
-                                   ["syncfree.pytest_plugin", "syncfree.pytest_marker"]])
-def test_a_plugin_named_with_p_where_its_entry_point_loads_it_too(pytester, named):
+def test_a_plugin_named_with_p_or_by_a_conftest_where_its_entry_point_loads_it_too(pytester):
     # The entry point's load of a module -p had registered under its own name failed: pytest exited 3 with
-    # "Plugin already registered under a different name", a usage the docs once gave.
+    # "Plugin already registered under a different name", a usage the docs once gave; a conftest's pytest_plugins
+    # (loaded after the entry points) failed the same way, exit 1.
     pytester.makepyfile(test_a="""
         import pytest, torch
 
@@ -37,11 +36,10 @@ def test_a_plugin_named_with_p_where_its_entry_point_loads_it_too(pytester, name
         def test_sync():
             torch.ones(2, device="cuda").sum().item()
         """)
-    result = run(pytester, *[arg for name in named for arg in ("-p", name)])
+    result = run(pytester, "-p", "syncfree.pytest_plugin", "-p", "syncfree.pytest_marker")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED test_a.py::test_sync - syncfree: would synchronize 1 time, budget 0"])
-    # The same modules named by a conftest (loaded after the entry points): it failed the same way, exit 1
-    pytester.makeconftest(f"pytest_plugins = {named!r}")
+    pytester.makeconftest('pytest_plugins = ["syncfree.pytest_plugin", "syncfree.pytest_marker"]')
     result = run(pytester)
     result.assert_outcomes(failed=1)
 
