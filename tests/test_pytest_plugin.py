@@ -259,7 +259,9 @@ def test_an_async_test_under_pytest_asyncio_counts_its_syncs(pytester):
 def test_a_marked_test_mixing_the_standins_with_a_device_chosen_at_import_is_not_judged(pytester):
     """A helper's module-level DEVICE (asked at collection, before predict mode: "cpu" here, "cuda" on a GPU) beside
     the test's own CUDA tensor: the helper's mask stayed on the CPU, its syncs (a mask index, a count) were not
-    predicted, and the marked test passed with 0 syncs where a GPU syncs twice."""
+    predicted, and the marked test passed with 0 syncs where a GPU syncs twice. A module-level GradScaler("cuda")
+    disabled itself then: a test that steps it passed, where a GPU's step syncs on its overflow check; one made
+    with enabled=False, or not stepped, changes nothing."""
     pytester.makepyfile(helpers="""
         import torch
         DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -284,10 +286,35 @@ def test_a_marked_test_mixing_the_standins_with_a_device_chosen_at_import_is_not
         def test_cuda_only():
             assert (torch.ones(4, device="cuda") * 2).is_cuda
         """)
-    result = run(pytester)
-    result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["syncfree: could not judge the block: 0 syncs counted, but "
+    pytester.makepyfile(test_scaler="""
+        import pytest, torch
+
+        scaler = torch.amp.GradScaler("cuda")
+        off = torch.amp.GradScaler("cuda", enabled=False)
+
+        def step(scaler):
+            model = torch.nn.Linear(4, 4, device="cuda")
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            scaler.scale(model(torch.randn(2, 4, device="cuda")).sum()).backward()
+            scaler.step(opt)
+            scaler.update()
+
+        @pytest.mark.sync_free
+        def test_scaled():
+            step(scaler)
+
+        @pytest.mark.sync_free
+        def test_unscaled():
+            step(off)
+            scaler.scale(torch.ones((), device="cuda"))
+        """)
+    result = run(pytester, "-W", "ignore::UserWarning")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines(["*_ test_mixed _*", "syncfree: could not judge the block: 0 syncs counted, but "
                                  "torch.cuda.is_available() answered False at helpers.py:2 as it was imported*"])
+    result.stdout.fnmatch_lines(["*_ test_scaled _*", "syncfree: could not judge the block: 0 syncs counted, but the "
+                                 'GradScaler("cuda") made at test_scaler.py:3 as it was imported, before predict mode, '
+                                 "disabled itself (no CUDA here)*"])
 
 
 def test_a_marked_test_over_cpu_tensors_only_is_not_judged(pytester):

@@ -30,8 +30,9 @@ that asks before the tests run (`EarlyAnswers`): a helper's ``DEVICE = "cuda" if
 torch.cuda.is_available() else "cpu"``. A marked test that uses such a module's code and
 works on CPU tensors beside the stand-ins (a mask the helper made on the CPU) has syncs
 predict mode does not see, and passed where a GPU syncs: it is not judged
-(`early_answer_note`), naming the line and ``--syncfree-cuda``. (A module-level
-``GradScaler("cuda")``, disabled there, makes no CPU tensor: not seen.)
+(`early_answer_note`), naming the line and ``--syncfree-cuda``. So is a marked test that
+steps a ``GradScaler("cuda")`` made then: it disabled itself for want of CUDA, and its
+step's overflow check, a sync on a GPU, never runs.
 
 Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
 tensors at import time still fails, as predict mode runs only inside the tests.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import re
 import sys
+import weakref
 from typing import Any
 
 import pytest
@@ -83,12 +85,14 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         early = early_config.stash[_EARLY] = EarlyAnswers()
         early.install()
         early_config.add_cleanup(early.stop)
+        early_config.add_cleanup(early.unwatch_scalers)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     early = session.config.stash.get(_EARLY, None)
     if early is not None:
         early.stop()  # the tests run under predict mode's own answers
+        early.watch_scalers()
 
 
 _EARLY = pytest.StashKey["EarlyAnswers"]()
@@ -104,6 +108,11 @@ class EarlyAnswers:
         self.places: dict[str, int] = {}
         self._hook: Any = None
         self._saved: Any = None
+        # GradScaler("cuda")s made then, disabled for want of CUDA, with the suite's line that made each; and the
+        # steps of one so far (`watch_scalers`), each scaler's place per step.
+        self.scalers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.scaler_steps: list[tuple[str, int]] = []
+        self._step: Any = None
 
     def install(self) -> None:
         from .torch_import import TorchImport, torch_installed
@@ -141,16 +150,41 @@ class EarlyAnswers:
         from .capture.sites import UserFiles
 
         user = UserFiles()
+        scaler = None
         while frame is not None:
             filename = frame.f_code.co_filename
             if filename.startswith("<frozen importlib"):
                 return
             if filename in user:
                 text = linecache.getline(filename, frame.f_lineno)
-                if filename not in self.places and not re.search(r"skip|xfail|pytestmark", text):
-                    self.places[filename] = frame.f_lineno
+                if re.search(r"skip|xfail|pytestmark", text):
+                    return
+                self.places.setdefault(filename, frame.f_lineno)
+                if scaler is not None:
+                    self.scalers[scaler] = (filename, frame.f_lineno)
                 return
+            if scaler is None and frame.f_code.co_name == "__init__":
+                scaler = _grad_scaler(frame.f_locals.get("self"))
             frame = frame.f_back
+
+    def watch_scalers(self) -> None:
+        """Once the tests are collected, where a disabled GradScaler("cuda") was made then: count its steps."""
+        if not len(self.scalers) or self._step is not None:
+            return
+        from torch.amp.grad_scaler import GradScaler
+
+        real = GradScaler.step
+        scalers, steps = self.scalers, self.scaler_steps
+
+        def step(scaler: Any, *args: Any, **kwargs: Any) -> Any:
+            place = scalers.get(scaler)
+            if place is not None:
+                steps.append(place)
+            return real(scaler, *args, **kwargs)
+
+        step.__wrapped__ = real  # type: ignore[attr-defined]
+        self._step = (GradScaler, real, step)
+        GradScaler.step = step  # type: ignore[method-assign]
 
     def stop(self) -> None:
         if self._hook is not None:
@@ -161,6 +195,13 @@ class EarlyAnswers:
             if owner.is_available is ours:
                 owner.is_available = real
             self._saved = None
+
+    def unwatch_scalers(self) -> None:
+        if self._step is not None:
+            owner, real, ours = self._step
+            if owner.__dict__.get("step") is ours:
+                owner.step = real
+            self._step = None
 
     def places_for(self, item: pytest.Item) -> list[tuple[str, int]]:
         """The recorded places in the files of ``item``'s code: its module, the modules and the definitions of the
@@ -184,19 +225,49 @@ class EarlyAnswers:
         return sorted((file, line) for file, line in self.places.items() if file in files)
 
 
-def early_answer_note(config: pytest.Config, item: pytest.Item) -> Any:
-    """For a marked test in predict mode: the note (`Uncounted`: it is not judged) on the suite's code it uses that
-    asked ``torch.cuda.is_available()`` before the tests ran and got False; None where there is none."""
-    early = config.stash.get(_EARLY, None)
-    places = early.places_for(item) if early is not None else []
-    if not places:
+def _grad_scaler(value: Any) -> Any:
+    """``value`` if it is a torch.amp GradScaler for CUDA (torch.cuda.amp's too), else None."""
+    if value is None or getattr(value, "_device", None) != "cuda":
         return None
+    try:
+        from torch.amp.grad_scaler import GradScaler
+    except ImportError:
+        return None
+    return value if isinstance(value, GradScaler) else None
+
+
+def scaler_steps_so_far(config: pytest.Config) -> int:
+    """How many steps of a GradScaler disabled at import the suite has made so far (`early_answer_note`)."""
+    early = config.stash.get(_EARLY, None)
+    return len(early.scaler_steps) if early is not None else 0
+
+
+def _shown(file: str, line: int) -> str:
     import os
 
+    relative = os.path.relpath(file)
+    return f"{file if relative.startswith('..') else relative}:{line}"
+
+
+def early_answer_note(config: pytest.Config, item: pytest.Item, host_calls: int, steps_before: int) -> Any:
+    """For a marked test in predict mode: the note (`Uncounted`: it is not judged) on the suite's code it uses that
+    asked ``torch.cuda.is_available()`` before the tests ran and got False, where the test worked on CPU tensors
+    (``host_calls``) or stepped a GradScaler("cuda") disabled then (since ``steps_before``); None where neither."""
+    early = config.stash.get(_EARLY, None)
+    if early is None:
+        return None
     from .capture.notes import Uncounted
 
-    shown = ", ".join(f"{os.path.relpath(file) if not os.path.relpath(file).startswith('..') else file}:{line}"
-                      for file, line in places[:3])
+    stepped = sorted(set(early.scaler_steps[steps_before:]))
+    if stepped:
+        shown = ", ".join(_shown(file, line) for file, line in stepped[:3])
+        return Uncounted(f"the GradScaler(\"cuda\") made at {shown} as it was imported, before predict mode, disabled "
+                         "itself (no CUDA here): its step's overflow check, a sync on a GPU, did not run and is not "
+                         f"predicted (pytest {OPTION} answers True from the start)")
+    places = early.places_for(item) if host_calls else []
+    if not places:
+        return None
+    shown = ", ".join(_shown(file, line) for file, line in places[:3])
     return Uncounted(f"torch.cuda.is_available() answered False at {shown} as it was imported, before predict mode "
                      "(no CUDA here): a device chosen there puts tensors on the CPU, and their syncs are not "
                      f"predicted (pytest {OPTION} answers True from the start)")

@@ -80,6 +80,7 @@ _STATE = pytest.StashKey[_State]()
 _STANDINS = pytest.StashKey[str | None]()  # how the test's stand-ins are placed, if any
 _HOST = pytest.StashKey[Host | None]()  # the stand-ins open around a phase of the test
 _WATCH = pytest.StashKey[Any]()  # the Watch of the test's body (its report once ended)
+_SCALER_STEPS = pytest.StashKey[int]()  # pytest_cuda.scaler_steps_so_far as the watch began
 _USED_BEFORE = pytest.StashKey[int]()  # the stand-ins' use count when the test started
 
 
@@ -237,8 +238,10 @@ def pytest_fixture_setup(fixturedef, request):
 
 
 def _new_watch(item: pytest.Item):
+    from .pytest_cuda import scaler_steps_so_far
     from .watches import Watch
 
+    item.stash[_SCALER_STEPS] = scaler_steps_so_far(item.config)
     options = _marker_options(item)
     # The cost (GPU time lost): asked for the run, or by a marker's budget in milliseconds.
     cost = bool(item.config.getoption("syncfree_cost", False)) or (options or {}).get("budget_ms") is not None
@@ -256,10 +259,10 @@ def _verdict(item: pytest.Item, report) -> None:
     options = _marker_options(item)
     if options is None:
         return
-    if report.predicted and report.host_calls:  # CPU tensors beside the stand-ins: a device chosen at import?
+    if report.predicted:  # CPU tensors beside the stand-ins, or a GradScaler disabled at import: no CUDA then?
         from .pytest_cuda import early_answer_note
 
-        note = early_answer_note(item.config, item)
+        note = early_answer_note(item.config, item, report.host_calls, item.stash.get(_SCALER_STEPS, 0))
         if note is not None:
             report.notes.append(note)
     budget_ms = options.get("budget_ms")
