@@ -959,6 +959,9 @@ BACKWARD_RULES = [
     ("x = torch.randn(8, device='cuda')\nx.masked_scatter(x > 0, w).sum().backward()", ["masked_select"]),
     ("w[w > 0].sum().backward()", ["mask_index", "mask_index"]),
     ("m = w > 0\ny = torch.zeros(8, device='cuda')\ny[m] = w[m]\ny.sum().backward()", ["mask_index"] * 4),
+    # into a view: the base's CopySlices runs the assignment's backward (it counted none)
+    ("m = w > 0\ny = torch.zeros(2, 8, device='cuda')\ny[1][m] = w[m]\ny.sum().backward()", ["mask_index"] * 4),
+    ("m = w > 0\ny = torch.stack([w, w]) * 1\ny[1][m] = w[m] * 0.5\ny.sum().backward()", ["mask_index"] * 5),
     ("lin = torch.nn.Linear(4, 4, device='cuda')\nwith torch.autograd.detect_anomaly():\n"
      "    lin(w.reshape(2, 4)).relu().sum().backward()", ["item"] * 7),
     ("a = torch.tensor([[0.1, 0.2], [0.3, 0.4]], device='cuda', requires_grad=True)\n"

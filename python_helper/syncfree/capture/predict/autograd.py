@@ -124,6 +124,8 @@ MASKS = "syncfree.masks"
 #: metadata key: a copy between the host and the device (`.cpu()`, `.cuda()`), whose backward copies the gradient
 #: back, blocking: the kind of that copy
 COPY = "syncfree.copy"
+#: metadata key: an index assignment's accumulate, on a CopySlices node (which saves none)
+ACCUMULATE = "syncfree.accumulate"
 
 
 def _prod_syncs(node: Any, grads: Any) -> int:
@@ -156,8 +158,11 @@ def _index_put_syncs(node: Any, grads: Any) -> int:
     masks = int(node.metadata.get(MASKS, 0))
     if not masks:
         return 0
+    # an assignment into a view: the base's CopySlices runs the IndexPutBackward0 it wraps on the view's part of the
+    # gradient, with that node's edges (the base's first) and no saved attribute of its own
+    accumulate = node.metadata[ACCUMULATE] if ACCUMULATE in node.metadata else node._saved_accumulate
     edges = [fn is not None for fn, _ in node.next_functions[:2]]
-    needed = (edges[0] and not node._saved_accumulate) + (len(edges) > 1 and edges[1])
+    needed = (edges[0] and not accumulate) + (len(edges) > 1 and edges[1])
     return masks * needed
 
 
@@ -181,10 +186,12 @@ def _matrix_exp_backward_syncs(node: Any, grads: Any) -> int:
 MATRIX_EXP_SUMS = "syncfree.matrix_exp"
 
 
-def mark_node(result: Any, masks: int = 0, inputs: Any = (), copy: str | None = None) -> None:
+def mark_node(result: Any, masks: int = 0, inputs: Any = (), copy: str | None = None,
+              accumulate: bool = False) -> None:
     """The forward of ``result`` ran on the stand-ins: its node, where its backward syncs on CUDA (`ENGINE_SYNCS`),
-    gets the `CUDA` mark, and what its count needs (``masks``: the boolean CUDA masks of an index; a matrix_exp's
-    input's column sums)."""
+    gets the `CUDA` mark, and what its count needs (``masks``: the boolean CUDA masks of an index or an index
+    assignment, and the assignment's ``accumulate``; a matrix_exp's input's column sums). An index assignment into a
+    view (``y[:, 1][mask] = v``) marks the base's CopySlices, which runs the assignment's backward."""
     import torch
 
     with torch._C.DisableTorchFunction():
@@ -192,6 +199,11 @@ def mark_node(result: Any, masks: int = 0, inputs: Any = (), copy: str | None = 
         if node is None:
             return
         name = node.name()
+        if masks and name not in ENGINE_SYNCS and result._is_view():
+            base = getattr(getattr(result, "_base", None), "grad_fn", None)
+            if base is not None and base.name() == "torch::autograd::CopySlices":
+                node, name = base, base.name()
+                node.metadata[ACCUMULATE] = accumulate
         if name not in ENGINE_SYNCS:
             return
         node.metadata[CUDA] = True
@@ -218,6 +230,7 @@ ENGINE_SYNCS: dict[str, tuple[str, Any]] = {
     "torch::autograd::CopyBackwards": ("to_device", lambda node, grads: 1 if node.metadata.get(COPY) else 0),
     "IndexBackward0": ("mask_index", _index_syncs),
     "IndexPutBackward0": ("mask_index", _index_put_syncs),
+    "torch::autograd::CopySlices": ("mask_index", _index_put_syncs),  # marked only for an index assignment into a view (`mark_node`)
     # linalg_eig_backward of the eigenvalues alone: linalg_solve's error check of its LU factorisation (2, measured)
     "LinalgEigBackward0": ("other", lambda node, grads: 2),
     "LinalgMatrixExpBackward0": ("other", _matrix_exp_backward_syncs),

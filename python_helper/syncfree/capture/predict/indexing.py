@@ -175,5 +175,5 @@ def handle_index_put(mode: Any, func: Any, args: tuple, kwargs: dict) -> Any:
     count = sum(1 for mask in masks if virtual(mode, mask))
     for out in (result, tensor):
         if count and isinstance(out, torch.Tensor) and out.requires_grad:
-            mark_node(out, masks=count)
+            mark_node(out, masks=count, accumulate=bool(bound.get("accumulate", False)))
     return result
