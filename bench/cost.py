@@ -375,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
                                                "rows": out_rows, "missed": missed,
                                                "three": three_result, "trace": trace_stats,
-                                               "gpu": gpu_rows}, indent=1))
+                                               "gpu": gpu_rows,
+                                               # each pair's run times (s), variant then base, to study the noise
+                                               "pairs": {name: [p.variant, p.base] for name, p in pairs.items()}},
+                                              indent=1))
     return 1 if missed else 0
 
 
