@@ -420,10 +420,37 @@ def _mode_reads(args: tuple, kwargs: dict) -> int | None:
 # Ops whose sync depends on argument sizes or values that a signature does not record:
 # a bool says whether the call takes the syncing branch (the count is the one the table
 # measured for that branch, the entry's largest); an int is the count; None: ask the table.
+def _cross_entropy_reads(args: tuple, kwargs: dict) -> int | None:
+    """``cross_entropy`` with class weights, label smoothing and a mean over class-index targets
+    (aten/src/ATen/native/LossNLL.cpp, cross_entropy_loss_label_smoothing) divides by the targets'
+    weights, gathered with ``target.masked_select(~ignore_mask)``: one sync, the default
+    ``ignore_index`` included. Without a weight, smoothing, the mean or with probabilities as
+    targets: none (OpInfo's samples have neither weight nor smoothing: all 0)."""
+    import torch
+
+    names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+             "label_smoothing")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    target, weight = bound.get("target"), bound.get("weight")
+    smoothing = bound.get("label_smoothing", 0.0)
+    if not isinstance(target, torch.Tensor) or not isinstance(smoothing, (int, float)):
+        return None
+    size_average, reduce = bound.get("size_average"), bound.get("reduce")
+    if size_average is not None or reduce is not None:  # the legacy pair: a mean unless either is False
+        mean = size_average is not False and reduce is not False
+    else:
+        mean = bound.get("reduction", "mean") == "mean"
+    takes = (isinstance(weight, torch.Tensor) and smoothing > 0 and mean
+             and not target.is_floating_point() and not target.is_complex())
+    return 1 if takes else 0
+
+
 SIZE_BRANCHES: dict[str, Any] = {
     "isin": _isin_sorts,
     "combinations": _combinations_reads,
     "mode": _mode_reads,
+    "cross_entropy": _cross_entropy_reads,  # nn.functional.cross_entropy (the table names it so)
 }
 
 _SVD_ORDERS = (2, -2, "nuc")
