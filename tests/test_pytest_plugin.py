@@ -308,8 +308,46 @@ def test_a_marked_test_mixing_the_standins_with_a_device_chosen_at_import_is_not
             step(off)
             scaler.scale(torch.ones((), device="cuda"))
         """)
-    result = run(pytester, "-W", "ignore::UserWarning")
-    result.assert_outcomes(passed=2, failed=2)
+    # A flag or a function chosen by the answer at import, read by the test (no CPU tensor made), and an answer a
+    # helper kept from an earlier, unwatched test: the CPU's way ran, where a GPU syncs.
+    pytester.makepyfile(cached="""
+        import functools, torch
+
+        @functools.lru_cache(maxsize=None)
+        def on_gpu():
+            return torch.cuda.is_available()
+
+        def to_host(t):
+            return t.cpu() if on_gpu() else t
+        """)
+    pytester.makepyfile(test_flags="""
+        import pytest, torch
+        from cached import to_host
+
+        SYNC = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+        def test_a_plain():
+            assert to_host(torch.ones(2)).sum() == 2
+
+        @pytest.mark.sync_free
+        def test_b_gated():
+            torch.ones(2, device="cuda").add_(1)
+            SYNC()
+
+        @pytest.mark.sync_free
+        def test_c_cached():
+            to_host(torch.ones(2, device="cuda"))
+
+        @pytest.mark.sync_free
+        def test_d_cuda_only():
+            assert (torch.ones(2, device="cuda") + 1).is_cuda
+        """)
+    result = run(pytester, "-W", "ignore::UserWarning", "-p", "no:randomly")
+    result.assert_outcomes(passed=4, failed=4)
+    result.stdout.fnmatch_lines(["*_ test_b_gated _*", "syncfree: could not judge the block: 0 syncs counted, but "
+                                 "torch.cuda.is_available() answered False at test_flags.py:4 as it was imported*"])
+    result.stdout.fnmatch_lines(["*_ test_c_cached _*", "syncfree: could not judge the block: 0 syncs counted, but "
+                                 "torch.cuda.is_available() answered False at cached.py:5 in an earlier test*"])
     result.stdout.fnmatch_lines(["*_ test_mixed _*", "syncfree: could not judge the block: 0 syncs counted, but "
                                  "torch.cuda.is_available() answered False at helpers.py:2 as it was imported*"])
     result.stdout.fnmatch_lines(["*_ test_scaled _*", "syncfree: could not judge the block: 0 syncs counted, but the "

@@ -26,13 +26,16 @@ TorchScript without Python source, whose syncs predict mode cannot see (a ``sync
 test passes there and may fail on a GPU).
 
 Without it and without CUDA, ``torch.cuda.is_available()`` answers False to the suite's code
-that asks before the tests run (`EarlyAnswers`): a helper's ``DEVICE = "cuda" if
-torch.cuda.is_available() else "cpu"``. A marked test that uses such a module's code and
-works on CPU tensors beside the stand-ins (a mask the helper made on the CPU) has syncs
-predict mode does not see, and passed where a GPU syncs: it is not judged
-(`early_answer_note`), naming the line and ``--syncfree-cuda``. So is a marked test that
-steps a ``GradScaler("cuda")`` made then: it disabled itself for want of CUDA, and its
-step's overflow check, a sync on a GPU, never runs.
+that asks outside predict mode (`EarlyAnswers`): as pytest imports it (a helper's ``DEVICE =
+"cuda" if torch.cuda.is_available() else "cpu"``, ``USE_CUDA = ...``), or in an unwatched
+test whose answer a helper keeps (``functools.lru_cache``). A marked test whose code took the
+CPU's way by that answer has syncs predict mode does not see, and passed where a GPU syncs:
+it is not judged (`early_answer_note`), naming the line and ``--syncfree-cuda``. That is a
+test working on CPU tensors beside the stand-ins (a mask the helper made on the CPU) whose
+code may have run such a line; or one whose function reads a name (a flag, a device, a
+function) of a module where such a line is. So is a marked test that steps a
+``GradScaler("cuda")`` made then: it disabled itself for want of CUDA, and its step's
+overflow check, a sync on a GPU, never runs.
 
 Loaded by `syncfree.pytest_plugin` (its ``pytest_plugins``); module code that creates CUDA
 tensors at import time still fails, as predict mode runs only inside the tests.
@@ -91,7 +94,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 def pytest_collection_finish(session: pytest.Session) -> None:
     early = session.config.stash.get(_EARLY, None)
     if early is not None:
-        early.stop()  # the tests run under predict mode's own answers
+        # Watched tests run under predict mode's own answers; the others' code gets the real one, which it can keep
+        # for a marked test (`functools.lru_cache` on a helper asking it): recorded on.
+        early.collected = True
         early.watch_scalers()
 
 
@@ -105,7 +110,9 @@ class EarlyAnswers:
     test runs, not where its tensors go."""
 
     def __init__(self) -> None:
-        self.places: dict[str, int] = {}
+        self.places: dict[str, int] = {}  # each file's first line that got False
+        self.lines: dict[str, dict[int, bool]] = {}  # each file's every such line: recorded after collection?
+        self.collected = False  # the tests are collected: an answer now is one a test's code got
         self._hook: Any = None
         self._saved: Any = None
         # GradScaler("cuda")s made then, disabled for want of CUDA, with the suite's line that made each; and the
@@ -159,9 +166,11 @@ class EarlyAnswers:
                 text = linecache.getline(filename, frame.f_lineno)
                 if re.search(r"skip|xfail|pytestmark", text):
                     return
-                self.places.setdefault(filename, frame.f_lineno)
-                if scaler is not None:
+                if scaler is not None:  # judged by its steps (`watch_scalers`), not as a choice made by the answer
                     self.scalers[scaler] = (filename, frame.f_lineno)
+                else:
+                    self.places.setdefault(filename, frame.f_lineno)
+                    self.lines.setdefault(filename, {}).setdefault(frame.f_lineno, self.collected)
                 return
             if scaler is None and frame.f_code.co_name == "__init__":
                 scaler = _grad_scaler(frame.f_locals.get("self"))
@@ -216,13 +225,140 @@ class EarlyAnswers:
             else:
                 module = sys.modules.get(str(getattr(value, "__module__", "") or ""))
                 files.add(str(getattr(module, "__file__", "") or ""))
-        info = getattr(item, "_fixtureinfo", None)
-        for definitions in (getattr(info, "name2fixturedefs", None) or {}).values():
-            for definition in definitions:
-                code = getattr(getattr(definition, "func", None), "__code__", None)
-                if code is not None:
-                    files.add(code.co_filename)
+        for fixture in _fixture_functions(item):
+            code = getattr(fixture, "__code__", None)
+            if code is not None:
+                files.add(code.co_filename)
         return sorted((file, line) for file, line in self.places.items() if file in files)
+
+    def places_read(self, item: pytest.Item) -> list[tuple[str, int, bool]]:
+        """The recorded lines whose answer ``item``'s code read, with whether each was recorded after collection:
+        a name its test function or fixtures read (through the suite's functions they call, a cache's too) that
+        was bound from the answer at module level (``USE_CUDA = torch.cuda.is_available()``, ``SYNC =
+        torch.cuda.synchronize if ... else noop``, and what module code made from those: `_chosen`), or such a line
+        inside a function it calls (a helper asking, or caching its answer). The test's and its fixtures' own code
+        runs on the stand-ins (a fixture is set up again there), answered True: their own lines do not count."""
+        if not self.lines:
+            return []
+        import inspect
+
+        from .capture.sites import UserFiles
+
+        user = UserFiles()
+        found: set[tuple[str, int]] = set()
+        seen: set[tuple[int, str]] = set()
+        stack = [(f.__code__, f.__globals__, False) for f in [getattr(item, "function", None), *_fixture_functions(item)]
+                 if hasattr(f, "__code__") and hasattr(f, "__globals__")]
+        while stack:
+            code, namespace, followed = stack.pop()
+            if followed:
+                lines = {number for _, _, number in code.co_lines()}
+                found.update((code.co_filename, line) for line in self.lines.get(code.co_filename, ()) if line in lines)
+            home = str(namespace.get("__file__", "") or "")
+            names = _names_read(code)
+            for name in names:
+                if name not in namespace or (id(namespace), name) in seen:
+                    continue
+                seen.add((id(namespace), name))
+                value = namespace[name]
+                if isinstance(value, type(sys)):  # helpers.USE_CUDA
+                    found.update(self._chosen_in(str(getattr(value, "__file__", "") or ""), names))
+                elif isinstance(value, type):
+                    continue
+                elif callable(value) and getattr(value, "__name__", None) == name:
+                    try:
+                        value = inspect.unwrap(value)
+                    except ValueError:
+                        continue
+                    inner = getattr(value, "__code__", None)
+                    if inner is not None and inner.co_filename in user and hasattr(value, "__globals__"):
+                        stack.append((inner, value.__globals__, True))
+                else:
+                    found.update(self._chosen_in(home, {name}))
+                    for file in self.lines:  # from helpers import USE_CUDA
+                        if file != home and _binds(file, name, value):
+                            found.update(self._chosen_in(file, {name}))
+        return sorted((file, line, self.lines[file][line]) for file, line in found)
+
+    def _chosen_in(self, file: str, names: set[str]) -> set[tuple[str, int]]:
+        return {(file, line) for line in self.lines.get(file, ()) if names & _chosen(file, line)}
+
+
+def _fixture_functions(item: pytest.Item) -> list:
+    info = getattr(item, "_fixtureinfo", None)
+    return [getattr(definition, "func", None)
+            for definitions in (getattr(info, "name2fixturedefs", None) or {}).values()
+            for definition in definitions]
+
+
+def _names_read(code: Any) -> set[str]:
+    """The global (and attribute) names a code object and the functions, lambdas and comprehensions in it read."""
+    names: set[str] = set()
+    stack = [code] if code is not None else []
+    while stack:
+        current = stack.pop()
+        names.update(current.co_names)
+        stack.extend(const for const in current.co_consts if hasattr(const, "co_names"))
+    return names
+
+
+def _binds(file: str, name: str, value: Any) -> bool:
+    """Whether the module loaded from ``file`` binds ``name`` to ``value`` itself (``from helpers import USE_CUDA``)."""
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == file:
+            return getattr(module, name, _binds) is value
+    return False
+
+
+_CHOSEN: dict[tuple[str, int], frozenset] = {}
+
+
+def _chosen(file: str, line: int) -> frozenset:
+    """The module-level names of ``file`` bound from what its ``line`` answered: the names the module-level
+    statement holding the line binds, then those of each later module-level statement that reads one of them
+    (``DEVICE = ...``, then ``X = torch.ones(4, device=DEVICE)``, ``if USE_CUDA: ...``, a ``def`` reading it).
+    Empty where the line is in no module-level statement or the file does not parse."""
+    key = (file, line)
+    if key not in _CHOSEN:
+        _CHOSEN[key] = frozenset(_chosen_names(file, line))
+    return _CHOSEN[key]
+
+
+def _chosen_names(file: str, line: int) -> set[str]:
+    import ast
+
+    try:
+        with open(file, "rb") as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    chosen: set[str] = set()
+    for statement in tree.body:
+        end = getattr(statement, "end_lineno", statement.lineno)
+        holds = statement.lineno <= line <= end
+        if not holds and not chosen:
+            continue
+        reads = {node.id for node in ast.walk(statement) if isinstance(node, ast.Name)}
+        if holds or reads & chosen:
+            chosen |= _bound_by(statement)
+    return chosen
+
+
+def _bound_by(statement: Any) -> set[str]:
+    """The module-level names a statement binds (assignments, imports, definitions, and those of its blocks)."""
+    import ast
+
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    names: set[str] = set()
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+    return names
 
 
 def _grad_scaler(value: Any) -> Any:
@@ -264,13 +400,17 @@ def early_answer_note(config: pytest.Config, item: pytest.Item, host_calls: int,
         return Uncounted(f"the GradScaler(\"cuda\") made at {shown} as it was imported, before predict mode, disabled "
                          "itself (no CUDA here): its step's overflow check, a sync on a GPU, did not run and is not "
                          f"predicted (pytest {OPTION} answers True from the start)")
-    places = early.places_for(item) if host_calls else []
+    # CPU tensors beside the stand-ins: any place in the code it may have run; else what its code read of an answer
+    # (a flag or a function chosen by it: `t.cpu() if USE_CUDA else t` ran its CPU path, with no CPU tensor made)
+    places = ([(file, line, False) for file, line in early.places_for(item)] if host_calls
+              else early.places_read(item))
     if not places:
         return None
-    shown = ", ".join(_shown(file, line) for file, line in places[:3])
-    return Uncounted(f"torch.cuda.is_available() answered False at {shown} as it was imported, before predict mode "
-                     "(no CUDA here): a device chosen there puts tensors on the CPU, and their syncs are not "
-                     f"predicted (pytest {OPTION} answers True from the start)")
+    shown = ", ".join(_shown(file, line) for file, line, _ in places[:3])
+    when = "in an earlier test" if all(later for _, _, later in places[:3]) else "as it was imported"
+    return Uncounted(f"torch.cuda.is_available() answered False at {shown} {when}, outside predict mode (no CUDA "
+                     "here): what was chosen by it (a device, a flag, a function) took the CPU's way, whose syncs are "
+                     f"not predicted (pytest {OPTION} answers True from the start)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
