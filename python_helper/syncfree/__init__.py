@@ -20,6 +20,9 @@ sidebar.
 
 Importing this package imports neither IPython nor torch: the magic module is loaded by
 `load_ipython_extension`, and torch by the recorder when a cell runs.
+
+PYTEST_DONT_REWRITE: pytest rewrites the asserts of a plugin's package, and warns when it was
+imported first (``syncfree run -m pytest`` has; a ``-W error`` suite then stopped at start-up).
 """
 
 try:
