@@ -1865,3 +1865,10 @@ def test_a_thread_or_pool_task_still_running_when_the_block_ends_is_not_passed()
         timer.start()
     timer.cancel()
     assert clean.report.judged and not clean.report.lost_children, clean.report.notes
+
+
+def test_error_mode_takes_no_budget():
+    # mode="error" stops at the first sync: budget=1 was ignored, and the block raised at its one allowed sync
+    with pytest.raises(ValueError, match=r"mode='error' stops at the first sync, so budget=1 cannot allow any"):
+        syncfree.sync_free(budget=1, mode="error")
+    assert syncfree.sync_free(budget=0, mode="error").budget == 0

@@ -449,6 +449,8 @@ def test_bad_marker_arguments_are_a_usage_error(pytester):
     ('mode="turbo"', "(mode=...) must be 'warn', 'error' or 'predict', not 'turbo'"),
     ("budget=-1", "(budget=...) must be a whole number >= 0, not -1"),
     ('"two"', "(budget=...) must be a whole number >= 0, not 'two'"),
+    # error mode stops at the first sync: the budget was ignored, and the test failed at its first allowed sync
+    ('budget=1, mode="error"', "(mode='error') stops at the first sync, so budget=1 cannot allow any*"),
 ])
 def test_bad_marker_values_are_a_usage_error_naming_the_test(pytester, arguments, words):
     """mode="turbo" reached the engine's choice inside a hook: 59 INTERNALERROR lines, exit 3."""
@@ -463,6 +465,32 @@ def test_bad_marker_values_are_a_usage_error_naming_the_test(pytester, arguments
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     result.stderr.fnmatch_lines([f"ERROR: test_bad.py::test_x: @pytest.mark.sync_free{words}"])
+
+
+def test_error_mode_from_the_command_line_counts_against_a_markers_budget(pytester):
+    """--syncfree-mode error stops at the first sync: a marked budget of 2 failed at its first allowed sync. The
+    marker's budget is counted; a test without one still stops at its first."""
+    pytester.makepyfile(test_budgets="""
+        import pytest, torch
+
+        @pytest.mark.sync_free(budget=2)
+        def test_two_of_two():
+            x = torch.ones(4, device="cuda")
+            x.sum().item(); x.max().item()
+
+        @pytest.mark.sync_free(budget=2)
+        def test_three_of_two():
+            x = torch.ones(4, device="cuda")
+            x.sum().item(); x.max().item(); x.min().item()
+
+        @pytest.mark.sync_free
+        def test_none_allowed():
+            torch.ones(4, device="cuda").sum().item()
+    """)
+    result = run(pytester, "--syncfree-mode", "error")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["FAILED test_budgets.py::test_three_of_two - syncfree: would synchronize 3 tim*",
+                                 "FAILED test_budgets.py::test_none_allowed - RuntimeError: called a synchroniz*"])
 
 
 # ----------------------------------------------------------------- verdicts independent of order and runner

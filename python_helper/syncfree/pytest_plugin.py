@@ -110,6 +110,9 @@ def _marker_options(item: pytest.Item) -> dict | None:
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(budget=...) must be a whole "
                                 f"number >= 0, not {budget!r}")
+    if mode == "error" and budget:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{MARKER}(mode='error') stops at the first sync, so "
+                                f"budget={budget} cannot allow any: leave the mode out to count against the budget")
     return options
 
 
@@ -245,8 +248,10 @@ def _new_watch(item: pytest.Item):
     options = _marker_options(item)
     # The cost (GPU time lost): asked for the run, or by a marker's budget in milliseconds.
     cost = bool(item.config.getoption("syncfree_cost", False)) or (options or {}).get("budget_ms") is not None
-    return Watch((options or {}).get("mode") or item.config.getoption("syncfree_mode"),
-                 engine=item.config.getoption("syncfree_engine", None), cost=cost)
+    mode = (options or {}).get("mode") or item.config.getoption("syncfree_mode")
+    if mode == "error" and (options or {}).get("budget", 0):
+        mode = None  # --syncfree-mode error stops at the first sync: a marker's budget of N counts them instead
+    return Watch(mode, engine=item.config.getoption("syncfree_engine", None), cost=cost)
 
 
 def _verdict(item: pytest.Item, report) -> None:

@@ -344,6 +344,9 @@ class Watch:
                  sources: Sequence[str] = ()) -> None:
         if budget is not None and (not isinstance(budget, int) or budget < 0):
             raise ValueError(f"budget must be a whole number >= 0, not {budget!r}")
+        if mode == "error" and budget:
+            raise ValueError(f"mode='error' stops at the first sync, so budget={budget} cannot allow any: leave the "
+                             "mode out to count the syncs against the budget")
         if budget_ms is not None and (isinstance(budget_ms, bool) or not isinstance(budget_ms, (int, float))
                                       or not budget_ms >= 0):
             raise ValueError(f"budget_ms must be a number of milliseconds >= 0, not {budget_ms!r}")
