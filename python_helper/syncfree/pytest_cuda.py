@@ -621,11 +621,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
                      "compile for a GPU; their syncs are predicted as eager code, nothing was compiled):")
         _write_tests(write, skips.unseen, "TorchScript without Python source ran in {tests}: its syncs were "
                      "not predicted (a GPU run sees them; a sync_free verdict there is unverified):")
+    tests = f"{skips.count} test{'s' if skips.count != 1 else ''}" if skips is not None else ""
     if config.stash.get(_STANDING_IN, False):
         write("  CUDA variants ran in predict mode on the CPU (--syncfree-cuda): torch.cuda.is_available() "
               "answered True from start-up")
+        if skips is not None and skips.count:  # a CUDA build asked for (torch.version.cuda), or several GPUs
+            write(f"  {tests} still skipped for want of CUDA (the skip reason names CUDA or a GPU): {OPTION} "
+                  "answers is_available() and device_count() as one GPU does, not what else they asked")
         return
     if skips is not None and skips.count and not config.getoption("syncfree_cuda", False):
-        tests = f"{skips.count} test{'s' if skips.count != 1 else ''}"
-        write(f"  {tests} skipped for want of CUDA (the skip reason names CUDA or a GPU): "
-              f"{OPTION} runs them in predict mode on the CPU")
+        write(f"  {tests} skipped for want of CUDA (the skip reason names CUDA or a GPU): {OPTION} runs those "
+              "that ask torch.cuda.is_available() (or for one GPU) in predict mode on the CPU")
