@@ -368,9 +368,9 @@ def test_run_text_golden(site_dir, tmp_path):
     out = _run(site_dir, tmp_path, "text")
     rows = [line for line in out.splitlines() if not line.startswith("note:")]
     assert rows == [
-        "train.py:5:1: SF700 A library call reads tensor values on the CPU inside (predicted) ×8",
+        "train.py:5:1: SF700 A library call waits for the GPU to read tensor values (predicted) ×8",
         "    inside fakeframe/__init__.py:12 `if torch.isnan(loss) or torch.isinf(loss):` [SF103]",
-        "train.py:5:1: SF700 A library call reads tensor values on the CPU inside (predicted) ×4",
+        "train.py:5:1: SF700 A library call waits for the GPU to read tensor values (predicted) ×4",
         "    inside fakeframe/__init__.py:14 `total += loss.item()` [SF101]",
         "train.py:7:5: SF101 `.item()` waits for the GPU (predicted) ×3",
         "15 syncs at 3 sites (predicted), ranked by count.",
@@ -390,7 +390,7 @@ def test_run_json_golden(site_dir, tmp_path):
 
 def test_run_github_annotation_names_the_library_line(site_dir, tmp_path):
     lines = _run(site_dir, tmp_path, "github").splitlines()
-    assert lines[0].endswith("::A library call reads tensor values on the CPU inside (predicted) (×8)%0Ainside "
+    assert lines[0].endswith("::A library call waits for the GPU to read tensor values (predicted) (×8)%0Ainside "
                              "fakeframe/__init__.py:12 `if torch.isnan(loss) or torch.isinf(loss):` [SF103]")
     assert "%0A" not in lines[2]
 

@@ -82,7 +82,7 @@ RULE = Rule.from_docstring(
     __doc__,
     code="SF700",
     name="library-call",
-    title="A library call reads tensor values on the CPU inside",
+    title="A library call waits for the GPU to read tensor values",
     kind="library",
     dependency="true",
     cuda_call="cudaMemcpyAsync (device to host) + cudaStreamSynchronize, inside the library",
