@@ -1872,3 +1872,14 @@ def test_error_mode_takes_no_budget():
     with pytest.raises(ValueError, match=r"mode='error' stops at the first sync, so budget=1 cannot allow any"):
         syncfree.sync_free(budget=1, mode="error")
     assert syncfree.sync_free(budget=0, mode="error").budget == 0
+
+
+def test_a_sync_inside_torchs_grad_scaler_has_the_rule_a_gpu_run_gives():
+    # scaler.get_scale() reads the scale with .item() inside torch: a GPU run names the line a library call (SF700),
+    # predict mode named it SF101 for the .item() it saw, so --select/--ignore and baselines differed between them
+    with syncfree.watch() as w:
+        scaler = torch.amp.GradScaler("cuda")
+        scaler.scale(torch.ones((), device="cuda", requires_grad=True) * 2)
+        scale = scaler.get_scale()
+    assert scale == 65536.0
+    assert [(s.rule, s.count) for s in w.report.sites] == [("SF700", 1)], w.report.text()

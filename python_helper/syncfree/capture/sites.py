@@ -824,6 +824,10 @@ def attribute(frame: FrameType, cell_files: Mapping[str, int], findings_for: Fin
         return Attribution(tuple(chain), _kind_of_rule(entry_rule) or kind or "library",
                            entry_rule, frames, frames_truncated,
                            tuple(files) if by_file else None, None, phase, span)
+    if kind is not None and library and _kind_from_library_frames(library) == "library":
+        # Predict mode knows the op (the `.item()` inside `scaler.get_scale()`); the user's line made a library call,
+        # as a GPU run names it (SF700 there and here: one rule for `--select`, baselines and fingerprints)
+        kind = "library"
     rule = _rule_at(findings_for(cell_frame.f_code.co_filename), span) if span else None
     rule_kind = _kind_of_rule(rule) if rule else None
     if kind is None:
