@@ -1883,3 +1883,16 @@ def test_a_sync_inside_torchs_grad_scaler_has_the_rule_a_gpu_run_gives():
         scale = scaler.get_scale()
     assert scale == 65536.0
     assert [(s.rule, s.count) for s in w.report.sites] == [("SF700", 1)], w.report.text()
+
+
+def test_entering_a_running_watch_again_leaves_the_first_block_judged():
+    # `with w:` inside `with w:` (or a second thread entering a shared sync_free()): the second entry's RuntimeError
+    # tore down the first one's recorder, whose block then ended with no report and no verdict (a sync passed)
+    w = syncfree.sync_free()
+    with pytest.raises(syncfree.SyncError):
+        with w:
+            torch.ones(2, device="cuda").sum().item()
+            with pytest.raises(RuntimeError, match="already running"):
+                with w:
+                    pass
+    assert w.report is not None and w.report.syncs == 1

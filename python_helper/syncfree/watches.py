@@ -20,6 +20,7 @@ import inspect
 import linecache
 import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -292,6 +293,8 @@ def check_cost_budget(report: WatchReport, budget_ms: float) -> None:
 
 # --------------------------------------------------------------------------- watch
 
+_ENTERING = threading.Lock()  # a watch's check that it is not running, and its mark that it is being entered
+
 
 class Watch:
     """Run a block, or each call of a decorated function, under the engine.
@@ -374,6 +377,7 @@ class Watch:
         self._token = None                      # the dispatcher's routing of this context
         self._routed_before = None              # ... and what it routed to before
         self._running = False
+        self._entering = False  # between __enter__'s check and _begin's end (`_ENTERING`)
         self._started = 0.0
         self._where: str | tuple[str, int] = ""
         self._activity_before: tuple[int, int] | None = None  # predict mode: the stand-ins' activity before it
@@ -383,6 +387,13 @@ class Watch:
     # ------------------------------------------------------------------ with
 
     def __enter__(self) -> Watch:
+        # Refused before anything is undone: a second entry (another thread sharing a module-level
+        # `sync_free()`, a `with w:` inside `with w:`) abandoned the first one's recorder, whose block then
+        # ended with no report and no verdict.
+        with _ENTERING:
+            if self._running or self._entering:
+                raise RuntimeError("this watch is already running; make a new one")
+            self._entering = True
         # The frame running the `with` (or the decorator's wrapper): every sync of the
         # block happens below it, so the recorder's stack keys stop there.
         try:
@@ -391,6 +402,8 @@ class Watch:
         except BaseException:  # noqa: B036 (an interrupt half way: nothing left running)
             self._abandon()
             raise
+        finally:
+            self._entering = False
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
