@@ -1896,3 +1896,18 @@ def test_entering_a_running_watch_again_leaves_the_first_block_judged():
                 with w:
                     pass
     assert w.report is not None and w.report.syncs == 1
+
+
+def test_a_block_around_a_yield_closed_early_is_judged():
+    # The consumer's g.close() (or a break) raised GeneratorExit at the yield: the block's syncs passed, no word
+    def batches():
+        with syncfree.sync_free():
+            x = torch.ones(4, device="cuda")
+            for i in range(10):
+                x.sum().item()
+                yield i
+
+    g = batches()
+    next(g), next(g)
+    with pytest.raises(syncfree.SyncError, match="would synchronize 2 times"):
+        g.close()

@@ -257,9 +257,13 @@ def _judged_through(exc: BaseException) -> bool:
     block through an exception (``with pytest.raises(ValueError): with sync_free(): ...`` passed a block that
     synced before it raised): an `Exception`, and a ``sys.exit()`` that ends the program well (``with sync_free():
     sys.exit(main())``). Not an interrupt, a failing exit, pytest's outcomes (BaseExceptions), a verdict already
-    given (an inner block's `SyncError`) nor error mode's stop at a sync, which is the verdict."""
+    given (an inner block's `SyncError`) nor error mode's stop at a sync, which is the verdict. A generator's block
+    around its ``yield`` that its consumer closed early (``GeneratorExit``: a ``break``, ``g.close()``) is judged:
+    the syncs it made passed with no word (a decorated generator's own watch is judged only when exhausted)."""
     if isinstance(exc, SystemExit):
         return exc.code is None or exc.code == 0
+    if isinstance(exc, GeneratorExit):
+        return True
     if not isinstance(exc, Exception) or isinstance(exc, SyncError):
         return False
     return not is_sync_stop(exc)
@@ -279,7 +283,9 @@ def _over_budget_through(report: WatchReport, exc: BaseException, budget: int | 
         return
     add_note = getattr(error, "add_note", None)  # Python 3.11+
     if add_note is not None:
-        add_note(f"the block raised {type(exc).__name__} too (above): the syncs it made before are judged")
+        add_note("the generator was closed before its end (GeneratorExit): the syncs its block made are judged"
+                 if isinstance(exc, GeneratorExit) else
+                 f"the block raised {type(exc).__name__} too (above): the syncs it made before are judged")
     raise error
 
 
