@@ -1911,3 +1911,36 @@ def test_a_block_around_a_yield_closed_early_is_judged():
     next(g), next(g)
     with pytest.raises(syncfree.SyncError, match="would synchronize 2 times"):
         g.close()
+
+
+def test_a_watch_of_all_threads_predicts_the_threads_a_library_runs_its_code_in():
+    # What %%syncfree cells do (capture/threads.py _watching_cell): a Timer's function, asyncio.run's coroutine and a
+    # map's function given to a thread ran without the stand-ins (their runner is a library's): 0 syncs. And a pool task
+    # still running at the end was neither counted nor named.
+    import asyncio
+    import concurrent.futures
+
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    with syncfree.watch(all_threads=True) as w:
+        x = torch.ones(4, device="cuda")
+        timer = threading.Timer(0.01, lambda: x.sum().item())
+        timer.start(), timer.join()
+
+        async def main():
+            return x.sum().item()
+
+        for thread in (threading.Thread(target=asyncio.run, args=(main(),)),
+                       threading.Thread(target=list, args=(map(lambda i: x[i].item(), range(3)),))):
+            thread.start(), thread.join()
+        asyncio.run_coroutine_threadsafe(main(), loop).result(10)  # a loop thread running before the block
+    loop.call_soon_threadsafe(loop.stop)
+    assert w.report.syncs == 6, w.report.text()
+    gate = threading.Event()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        with syncfree.watch(all_threads=True) as w:
+            y = torch.ones(2, device="cuda")
+            future = pool.submit(lambda: (gate.wait(10), y.sum().item()))
+        gate.set(), future.result()
+    assert any("1 task handed to a thread pool was still running or queued" in note for note in w.report.notes), \
+        w.report.notes

@@ -300,14 +300,45 @@ def _executor_type() -> Any:
 def _users_code(thread: Any, recorder: Any) -> bool:
     """Whether the thread runs code of ``recorder``'s user files (its target, or its class's ``run``), not a
     library's (a Pool's handlers, a DataLoader's pin-memory thread): the threads a note about the stand-ins concerns.
-    A cell's recorder: the notebook's cells, and the user's own modules."""
+    A cell's recorder: the notebook's cells, and the user's own modules. Through what a library's runner is given
+    too: a ``threading.Timer``'s function, ``Thread(target=asyncio.run, args=(main(),))``'s coroutine,
+    ``Thread(target=list, args=(map(work, items),))``'s function (such threads ran without the stand-ins: 0 syncs)."""
     run = type(thread).run
-    if run is not threading.Thread.run:
-        code = getattr(run, "__code__", None)
+    if run is threading.Timer.run:
+        code = _callee_code(getattr(thread, "function", None), getattr(thread, "args", ()))
+        extra = getattr(thread, "args", ())
+    elif run is not threading.Thread.run:
+        code, extra = getattr(run, "__code__", None), ()
     else:
         code = _callee_code(getattr(thread, "_target", None), getattr(thread, "_args", ()))
+        extra = getattr(thread, "_args", ())
     filename = getattr(code, "co_filename", None)
-    return filename is not None and _users_file(filename, recorder)
+    if filename is not None and _users_file(filename, recorder):
+        return True
+    return _users_code_among(extra, recorder)
+
+
+def _users_code_among(args: Any, recorder: Any) -> bool:
+    """Whether one of ``args`` (what a thread's or a task's library function is handed) holds the user's code: a
+    function or lambda, a coroutine or generator of theirs, a ``map``/``filter`` over one, a partial of one."""
+    if recorder is None or not isinstance(args, (tuple, list)):
+        return False
+    seen = 0
+    stack = list(args)[:8]
+    while stack and seen < 32:
+        value = stack.pop()
+        seen += 1
+        code = (getattr(value, "cr_code", None) or getattr(value, "gi_code", None) or getattr(value, "ag_code", None)
+                or (_callee_code(value) if callable(value) and not isinstance(value, type) else None))
+        filename = getattr(code, "co_filename", None)
+        if filename is not None and _users_file(filename, recorder):
+            return True
+        if isinstance(value, (map, filter)):
+            try:
+                stack.extend(value.__reduce__()[1][:1])
+            except (TypeError, IndexError, AttributeError):
+                pass
+    return False
 
 
 def _callee_code(fn: Any, args: Any = ()) -> Any:
@@ -394,34 +425,48 @@ def _submit(pool: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
     if owner is None:
         return _real["submit"](pool, fn, *args, **kwargs)
     recorder, predicting = owner
-    key = _task_began(recorder, fn)
+    began = _task_began(recorder, fn, args)
     # The pool may start a worker thread here: it belongs to the pool, not to this watch (nor to one whose block
     # called this code: DETACHED stops the anchors too).
     token = dispatch.route(dispatch.DETACHED)
     try:
         future = _real["submit"](pool, _run_for, recorder, predicting, fn, *args, **kwargs)
     except BaseException:
-        if key is not None:
-            _ended(recorder, key)
+        if began is not None:
+            _ended(*began)
         raise
     finally:
         dispatch.unroute(token, dispatch.DETACHED)
-    if key is not None:  # done, failed or cancelled
-        future.add_done_callback(lambda _future: _ended(recorder, key))
+    if began is not None:  # done, failed or cancelled
+        future.add_done_callback(lambda _future: _ended(*began))
     return future
 
 
-def _users_task(recorder: Any, fn: Any) -> bool:
+def _task_tracker(recorder: Any) -> Any:
+    """The recorder that names a task of the user's still running at its end: the watch the code handing it is
+    routed to, or a watching cell's (`%%syncfree`, ``watch(all_threads=True)``: no route there). A cell's task still
+    running at the cell's end was neither counted nor named: the cell said 0 syncs and `syncfree run NOTEBOOK`
+    passed. Not a process recorder that predicts its program's threads (``syncfree run``)."""
+    if recorder is not None:
+        return recorder if recorder.scope == "context" else None
+    return _watching_cell()
+
+
+def _users_task(recorder: Any, fn: Any, args: Any = ()) -> bool:
     """Whether ``fn``, handed to a pool's threads by a watch's code, is the user's (not a library's task)."""
-    if recorder is None or recorder.scope != "context":
+    if recorder is None:
         return False
     filename = getattr(_callee_code(fn), "co_filename", None)
-    return filename is not None and _users_file(filename, recorder)
+    if filename is not None and _users_file(filename, recorder):
+        return True
+    return _users_code_among(args, recorder)
 
 
-def _task_began(recorder: Any, fn: Any) -> object | None:
-    """`_began` for a task of the user's code that a watch's code handed a ThreadPoolExecutor (ended by its future)."""
-    return _began(recorder, "task") if _users_task(recorder, fn) else None
+def _task_began(recorder: Any, fn: Any, args: Any = ()) -> tuple[Any, object] | None:
+    """`_began` for a task of the user's code that a watch's (or a watching cell's) code handed a ThreadPoolExecutor
+    (ended by its future): the tracking recorder and the key."""
+    tracker = _task_tracker(recorder)
+    return (tracker, _began(tracker, "task")) if _users_task(tracker, fn, args) else None
 
 
 def _pool_result_running(result: Any) -> Any:
@@ -449,9 +494,10 @@ def _thread_pool_task(key: str) -> Any:
         if owner is None or not callable(func):
             return _real[key](pool, func, *args, **kwargs)
         result = _real[key](pool, functools.partial(_run_for, *owner, func), *args, **kwargs)
-        running = _pool_result_running(result) if _users_task(owner[0], func) else None
+        tracker = _task_tracker(owner[0])
+        running = _pool_result_running(result) if _users_task(tracker, func) else None
         if running is not None:
-            _began(owner[0], "task", running)
+            _began(tracker, "task", running)
         return result
 
     hand.__name__ = hand.__qualname__ = key
@@ -462,26 +508,26 @@ def _run_coroutine_threadsafe(coro: Any, loop: Any) -> Any:
     """``asyncio.run_coroutine_threadsafe``: a coroutine that a routed context hands to an event loop running in
     another thread (a server's, a background loop started before the block) runs routed to that recorder, as a pool's
     task does (`_submit`): its syncs were the loop thread's, owned by no watch, and the block passed."""
-    recorder = _routed_recorder()
-    if recorder is None or not sys.modules["asyncio"].iscoroutine(coro):
+    owner = _task_owner()  # in a predicted cell: its session (a %%syncfree cell's coroutine ran without: 0 syncs)
+    if owner is None or not sys.modules["asyncio"].iscoroutine(coro):
         return _real["run_coroutine_threadsafe"](coro, loop)
-    predicting = recorder if recorder.mode == "predict" else None
-    return _real["run_coroutine_threadsafe"](_routed_coroutine(recorder, predicting, coro), loop)
+    return _real["run_coroutine_threadsafe"](_routed_coroutine(*owner, coro), loop)
 
 
 async def _routed_coroutine(recorder: Any, predicting: Any, coro: Any) -> Any:
     """``coro`` awaited routed to ``recorder`` (its task's own context) and anchored to this frame, under a predict
     session reporting to ``predicting`` (None: none) while that one still runs (`_run_for`'s, for a coroutine)."""
-    token = dispatch.route(recorder)
-    anchor = dispatch.anchor(recorder, sys._getframe())
+    token = dispatch.route(recorder) if recorder is not None else None
+    anchor = dispatch.anchor(recorder, sys._getframe()) if recorder is not None else None
     try:
         if predicting is not None and predicting.running:
             with predicting.thread_session():
                 return await coro
         return await coro
     finally:
-        dispatch.unanchor(anchor)
-        dispatch.unroute(token, recorder)
+        if recorder is not None:
+            dispatch.unanchor(anchor)
+            dispatch.unroute(token, recorder)
 
 
 def predict_in_forked_child(recorder: Any) -> None:
