@@ -1944,3 +1944,22 @@ def test_a_watch_of_all_threads_predicts_the_threads_a_library_runs_its_code_in(
         gate.set(), future.result()
     assert any("1 task handed to a thread pool was still running or queued" in note for note in w.report.notes), \
         w.report.notes
+
+
+def test_a_decorated_plain_callable_that_returns_a_coroutine_or_generator_watches_its_body():
+    # An object's `async def __call__`, or a plain decorator over an async function: the call only made the coroutine,
+    # its watch judged an empty body and the sync after it passed
+    import asyncio
+
+    class Step:
+        async def __call__(self):
+            return torch.ones(4, device="cuda").sum().item()
+
+    with pytest.raises(syncfree.SyncError, match="would synchronize 1 time"):
+        asyncio.run(syncfree.sync_free()(Step())())
+
+    def items():
+        yield torch.ones(2, device="cuda").sum().item()
+
+    with pytest.raises(syncfree.SyncError, match="would synchronize 1 time"):
+        list(syncfree.sync_free()(lambda: items())())

@@ -446,7 +446,15 @@ class Watch:
             def watched(*args, **kwargs):
                 __tracebackhide__ = True
                 with self._for_call(watched):
-                    return func(*args, **kwargs)
+                    result = func(*args, **kwargs)
+                # An async function or a generator behind a plain callable (an object's `async def __call__`, a
+                # decorator's plain wrapper): its body runs after the call returned, so it gets a watch of its own
+                # (the call's judged an empty body: a sync passed)
+                if inspect.iscoroutine(result):
+                    return _watched_awaitable(self._for_call(watched), result)
+                if inspect.isgenerator(result):
+                    return _watched_generator(self._for_call(watched), result)
+                return result
             wrapper = watched
         wrapper.syncfree_report = None  # type: ignore[attr-defined]
         return wrapper
@@ -627,6 +635,13 @@ class Watch:
 interrupts.engine_code(Watch.__enter__, Watch.__exit__, Watch._begin, Watch._resume,
                        Watch._suspend, Watch._end, Watch._abandon)
 interrupts.teardown_code(Watch.__exit__, Watch._end, Watch._abandon)
+
+
+async def _watched_awaitable(call: Watch, coro: Any) -> Any:
+    """``coro``, returned by a decorated plain callable, awaited under ``call``."""
+    __tracebackhide__ = True
+    with call:
+        return await coro
 
 
 def _watched_generator(call: Watch, gen):
