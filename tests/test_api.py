@@ -1963,3 +1963,29 @@ def test_a_decorated_plain_callable_that_returns_a_coroutine_or_generator_watche
 
     with pytest.raises(syncfree.SyncError, match="would synchronize 1 time"):
         list(syncfree.sync_free()(lambda: items())())
+
+
+def test_a_decorated_generator_consumed_in_another_thread_counts_its_syncs_there():
+    # Started in this thread, consumed by a prefetching thread: the body's syncs there ran without the stand-ins
+    # (0 syncs, passed), where `syncfree run` counted them
+    @syncfree.sync_free()
+    def batches():
+        x = torch.ones(4, device="cuda")
+        yield 0
+        for i in range(1, 4):
+            x.sum().item()
+            yield i
+
+    g = batches()
+    next(g)
+    raised = []
+
+    def prefetch():
+        try:
+            list(g)
+        except syncfree.SyncError as error:
+            raised.append(str(error).splitlines()[0])
+
+    thread = threading.Thread(target=prefetch)
+    thread.start(), thread.join()
+    assert raised == ["would synchronize 3 times, budget 0"]

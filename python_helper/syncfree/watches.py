@@ -637,6 +637,18 @@ interrupts.engine_code(Watch.__enter__, Watch.__exit__, Watch._begin, Watch._res
 interrupts.teardown_code(Watch.__exit__, Watch._end, Watch._abandon)
 
 
+def _in_this_thread(call: Watch, began_in: int) -> Any:
+    """What a generator's body resumed in another thread than its watch began in (a prefetching thread consuming
+    it) runs under: the watch's session there (predict mode's stand-ins are per thread: the body's syncs there were
+    neither predicted nor named)."""
+    recorder = call._recorder
+    if recorder is None or threading.get_ident() == began_in:
+        import contextlib
+
+        return contextlib.nullcontext()
+    return recorder.thread_session()
+
+
 async def _watched_awaitable(call: Watch, coro: Any) -> Any:
     """``coro``, returned by a decorated plain callable, awaited under ``call``."""
     __tracebackhide__ = True
@@ -649,12 +661,14 @@ def _watched_generator(call: Watch, gen):
     body runs, not while the consumer's code runs between two items."""
     __tracebackhide__ = True
     call._begin(sys._getframe())
+    began_in = threading.get_ident()
     try:
         to_send, to_throw = None, None
         while True:
             call._resume()
             try:
-                item = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
+                with _in_this_thread(call, began_in):
+                    item = gen.send(to_send) if to_throw is None else gen.throw(to_throw)
             except StopIteration as stop:
                 result = stop.value
                 break
@@ -666,7 +680,8 @@ def _watched_generator(call: Watch, gen):
             except GeneratorExit:
                 call._resume()
                 try:
-                    gen.close()
+                    with _in_this_thread(call, began_in):
+                        gen.close()
                 finally:
                     call._suspend()
                 raise
