@@ -1989,3 +1989,33 @@ def test_a_decorated_generator_consumed_in_another_thread_counts_its_syncs_there
     thread = threading.Thread(target=prefetch)
     thread.start(), thread.join()
     assert raised == ["would synchronize 3 times, budget 0"]
+
+
+def test_an_unwatched_tasks_syncs_are_not_counted_into_a_watched_task_beside_it():
+    # Predict mode gave a sync no watch owned to the thread's first session: another task's syncs failed a block
+    # that made none (syncfree run put them on the other task's line)
+    import asyncio
+
+    async def other(started, done):
+        await started.wait()  # the block has begun
+        x = torch.ones(4, device="cuda")
+        for _ in range(3):
+            x.sum().item()
+            await asyncio.sleep(0)
+        done.set()
+
+    @syncfree.sync_free()
+    async def clean(started, done):
+        y = torch.ones(4, device="cuda")
+        started.set()
+        await done.wait()  # the other task syncs meanwhile
+        y = y * 2
+
+    async def main():
+        started, done = asyncio.Event(), asyncio.Event()
+        await asyncio.gather(clean(started, done), other(started, done))
+
+    asyncio.run(main())
+    assert clean.syncfree_report.syncs == 0
+    assert any("3 syncs in thread" in note and "no syncfree watch owned" in note
+               for note in clean.syncfree_report.notes), clean.syncfree_report.notes

@@ -135,9 +135,11 @@ class PredictSession:
         recorder = _owner()
         if recorder is None:
             # No recorder owns this thread (a session used without one, as tests do): the
-            # first session of this thread; a thread without one: nobody's, counted apart.
+            # first session of this thread; a thread without one: nobody's, counted apart. Nor
+            # a watch's that counts its own context only: this is another task's sync (an asyncio
+            # task made before the block, gathered beside it), which failed the block.
             session = first_session_here()
-            if session is None:
+            if session is None or getattr(session.recorder, "scope", None) == "context":
                 _unowned(count)
                 return
             recorder = session.recorder
