@@ -2019,3 +2019,25 @@ def test_an_unwatched_tasks_syncs_are_not_counted_into_a_watched_task_beside_it(
     assert clean.syncfree_report.syncs == 0
     assert any("3 syncs in thread" in note and "no syncfree watch owned" in note
                for note in clean.syncfree_report.notes), clean.syncfree_report.notes
+
+
+def test_a_decorated_generator_left_open_at_exit_is_named_without_a_traceback(tmp_path):
+    # Closed as Python tore its modules down, its watch's undoing printed "Exception ignored ... sys.meta_path is None"
+    script = tmp_path / "left_open.py"
+    script.write_text(textwrap.dedent("""\
+        import torch, syncfree
+
+        @syncfree.sync_free()
+        def batches():
+            x = torch.ones(2, device="cuda")
+            while True:
+                x.sum().item()
+                yield 1
+
+        g = batches(); next(g); next(g)
+        """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "python_helper")})
+    assert done.returncode == 0, done.stderr
+    assert "syncfree: the watch of batches() never ended (the program exited inside it); 2 syncs" in done.stderr
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr

@@ -384,6 +384,7 @@ class Watch:
         self._routed_before = None              # ... and what it routed to before
         self._running = False
         self._entering = False  # between __enter__'s check and _begin's end (`_ENTERING`)
+        self._named_at_exit = False  # said at exit to have never ended (`unended`)
         self._started = 0.0
         self._where: str | tuple[str, int] = ""
         self._activity_before: tuple[int, int] | None = None  # predict mode: the stand-ins' activity before it
@@ -536,7 +537,9 @@ class Watch:
 
     def _end(self, exc: BaseException | None, *, check_budget: bool = True) -> None:
         __tracebackhide__ = True
-        if not self._running:
+        if not self._running or self._named_at_exit:
+            # Named at exit as never ended: a decorated generator left open, closed as Python tears its modules
+            # down, where the engine's undoing printed a traceback ("sys.meta_path is None")
             return
         recorder, self._recorder = self._recorder, None
         self._running = False
@@ -678,6 +681,8 @@ def _watched_generator(call: Watch, gen):
             try:
                 to_send = yield item
             except GeneratorExit:
+                if call._named_at_exit:  # closed as Python tears down (`_end`): the body is left as it is
+                    raise
                 call._resume()
                 try:
                     with _in_this_thread(call, began_in):
@@ -765,6 +770,7 @@ class _Unended:
 
     def at_exit(self) -> None:
         for watch in list(self._watches.values()):
+            watch._named_at_exit = True  # ended later, if at all, as Python tears itself down: nothing to undo then
             syncs = watch._syncs_so_far()
             where = watch._where
             if isinstance(where, tuple):

@@ -159,8 +159,9 @@ class ModeRemoval:
         self.thread = threading.get_ident()  # whose stack holds the mode (made where it is pushed)
 
     def __call__(self) -> None:
-        import torch
-
+        torch = sys.modules.get("torch")  # loaded since the mode was pushed; an import fails as Python shuts down
+        if torch is None:
+            return
         if threading.get_ident() != self.thread:  # a session closed from another thread
             if self.keep is None:
                 self.keep = []
