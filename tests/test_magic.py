@@ -808,6 +808,14 @@ def test_a_time_cell_reports_its_syncs_on_their_own_lines(cuda_ip):
     assert [(f["rule"], f["range"]["line"]) for f in report["findings"]] == [("SF101", 5)]
 
 
+def test_syncfree_under_a_time_cell_reports_its_syncs_on_their_own_lines(cuda_ip):
+    # %%time above %%syncfree: the magic rebuilt its cell with the body at line 2, every line one off, no cell id
+    result, stdout, bundles = run(cuda_ip, "%%time\n%%syncfree\n\nt = FakeTensor()\nv = t.item()\nn = 1\n")
+    assert result.success and "Wall time" in stdout
+    report = the_report(bundles)
+    assert [(s["line"], s["kind"], s["chain"]) for s in report["sites"]] == [(5, "item", [5])]
+
+
 def test_a_time_cell_in_watch_mode_reports_its_syncs_on_their_own_lines(cuda_ip):
     cuda_ip.run_line_magic("syncfree", "on --quiet")
     try:

@@ -661,12 +661,17 @@ def _show_trimmed_traceback(shell, etype, value, tb, tb_offset=None):
 
 def _magic_line_index(raw: str) -> int | None:
     """Index of the ``%%syncfree`` line when the cell starts with it (after blank lines,
-    which IPython drops before it looks for a cell magic)."""
+    which IPython drops before it looks for a cell magic), or with cell magics that run
+    their body as a cell (``%%time`` over ``%%syncfree``: every line was put one or more
+    lines off, and the cell's id was lost). The caller checks that the body is this run's."""
     for index, line in enumerate(raw.splitlines()):
         if not line.strip():
             continue
         word = line.split(None, 1)[0]
-        return index if word == MAGIC else None
+        if word == MAGIC:
+            return index
+        if not word.startswith("%%"):
+            return None
     return None
 
 
