@@ -212,6 +212,7 @@ class ForkedChildren:
         self._told: set[str] = set()  # the files of `_commands`' programs read (`_resolve_programs`)
         self._command_names: dict[int, str] = {}  # pid -> a command other than a Python program (`program_started`)
         self.killed: list[int] = []  # children still alive TERM_GRACE_S after SIGTERM, killed
+        self.stuck_in: dict[int, str] = {}  # where each killed child's main thread waited (`_kernel_wait`)
         self.raw_forks = 0  # children the followed code forked with os.fork() itself (`fork_done`)
         self._term_held: float | None = None  # in a child: when a SIGTERM that landed in the engine was held back
         self._raw_told = 0  # of those, the ones that told their pids (`_forks_told`)
@@ -568,7 +569,8 @@ class ForkedChildren:
         missing = [pid for pid in dict.fromkeys(expected) if pid not in reports]
         if self.killed:
             one = len(self.killed) == 1
-            shown = ", ".join(self._shown(pid) for pid in self.killed)
+            shown = ", ".join(self._shown(pid) + (f" (waiting in {self.stuck_in[pid]})" if self.stuck_in.get(pid)
+                                                  else "") for pid in self.killed)
             notes.append(LostChild(f"{len(self.killed)} child process{'' if one else 'es'}, {shown}, still "
                          f"ran {TERM_GRACE_S:g} s after multiprocessing's terminate() (busy in C code, where a "
                          f"signal handler cannot run): killed with SIGKILL, so {'its' if one else 'their'} syncs "
@@ -924,6 +926,17 @@ class ForkedChildren:
             # the program made it end.
 
 
+def _kernel_wait(pid: int) -> str:
+    """Where a child's main thread waits in the kernel, as Linux says (``/proc/PID/wchan``: ``futex_wait_queue``, a
+    lock; ``pipe_read``), for the note on a child killed after terminate(); empty where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/wchan", encoding="ascii", errors="replace") as handle:
+            where = handle.read().strip()
+    except OSError:
+        return ""
+    return where if where and where != "0" else ""
+
+
 def _python_program_of_exec(path: str, argv: list[str]) -> str | None:
     """The Python program an ``os.exec*`` of ``path`` may run, else None: python itself, or named anywhere on the
     command line (``env -u X python``, ``timeout 60 python``, ``nice python``), in a shell's command line (``sh -c``,
@@ -1017,6 +1030,7 @@ def _hook_terminate() -> None:
                 follower = _terminable.get(popen_self.pid)
                 if follower is not None:
                     follower.killed.append(popen_self.pid)
+                    follower.stuck_in[popen_self.pid] = _kernel_wait(popen_self.pid)
                 try:
                     os.kill(popen_self.pid, signal.SIGKILL)
                 except OSError:
