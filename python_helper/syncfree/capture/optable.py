@@ -57,8 +57,11 @@ NO_SYNC_NAMES = frozenset({
 NO_SYNC_PREFIXES = ("_foreach_", "_amp_")
 
 # Internal ops measured under another name: `torch._is_all_true(t)` is `t.all()` for a bool
-# tensor (torch/distributions/constraints.py checks with it).
-ALIASES = {"_is_all_true": "all", "_is_any_true": "any"}
+# tensor (torch/distributions/constraints.py checks with it). `torch.matrix_power` (and the
+# method) is `linalg.matrix_power`; `torch.nuclear_norm(A)` sums `linalg.svdvals(A)`: they were
+# answered "unmeasured, 0" where a GPU syncs as those do.
+ALIASES = {"_is_all_true": "all", "_is_any_true": "any", "matrix_power": "linalg_matrix_power",
+           "nuclear_norm": "linalg_svdvals"}
 
 
 # --------------------------------------------------------------------------- signatures
@@ -446,7 +449,37 @@ def _cross_entropy_reads(args: tuple, kwargs: dict) -> int | None:
     return 1 if takes else 0
 
 
+def _checked_errors(args: tuple, kwargs: dict) -> int | None:
+    """``torch.linalg.*_ex(..., check_errors=True)`` reads ``info`` back on the host
+    (at::_linalg_check_errors: ``infos.item()``, or a copy to the CPU for a batch): one sync,
+    for an input with elements. torch's own docs say so (torch/linalg/__init__.py). No
+    OpInfo sample passes check_errors: the table's 0 is the unchecked form's."""
+    import torch
+
+    if not kwargs.get("check_errors", False):
+        return 0
+    a = args[0] if args else kwargs.get("A", kwargs.get("input"))
+    return 1 if isinstance(a, torch.Tensor) and a.numel() > 0 else 0
+
+
+def _searchsorted_sorter(args: tuple, kwargs: dict) -> int | None:
+    """``searchsorted(..., sorter=s)`` checks the sorter's range on the host
+    (aten/src/ATen/native/BucketizationUtils.h, searchsorted_pre_check: its minimum and maximum
+    read with ``.item()``), for the CPU and CUDA kernels alike: two syncs for a non-empty sorter.
+    OpInfo's samples are all empty tensors: they measured 0."""
+    import torch
+
+    sorter = kwargs.get("sorter")
+    return 2 if isinstance(sorter, torch.Tensor) and sorter.numel() > 0 else 0
+
+
 SIZE_BRANCHES: dict[str, Any] = {
+    "linalg_cholesky_ex": _checked_errors,
+    "linalg_inv_ex": _checked_errors,
+    "linalg_solve_ex": _checked_errors,
+    "linalg_lu_factor_ex": _checked_errors,
+    "linalg_ldl_factor_ex": _checked_errors,
+    "searchsorted": _searchsorted_sorter,
     "isin": _isin_sorts,
     "combinations": _combinations_reads,
     "mode": _mode_reads,
