@@ -95,8 +95,11 @@ NOT_NOTEBOOKS = {
 }
 
 
-@pytest.mark.parametrize("name", NOT_NOTEBOOKS)
-@pytest.mark.parametrize("command", ["check", "run"])
+# make test: every form with check, two with run (the same reader: make test-all runs them all)
+@pytest.mark.parametrize("name, command", [
+    (name, command) if command == "check" or name in ("hello", "cells not a list") else
+    pytest.param(name, command, marks=pytest.mark.exhaustive)
+    for command in ("check", "run") for name in NOT_NOTEBOOKS])
 def test_json_that_is_not_a_notebook_is_one_line(tmp_path, name, command):
     pytest.importorskip("nbformat")
     path = tmp_path / "n.ipynb"

@@ -678,7 +678,7 @@ def test_a_signal_whose_default_ends_the_program_writes_the_report_then_ends_it(
     assert f"was ended by {signal.Signals(signum).name}; the syncs until then are reported" in err, err
 
 
-@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("signum", ["SIGINT", "SIGTERM", pytest.param("SIGHUP", marks=pytest.mark.exhaustive)])
 def test_a_signal_to_a_notebook_run_keeps_the_reports_of_the_cells_that_ran(tmp_path, signum):
     import signal
 
@@ -807,7 +807,7 @@ def test_programs_started_from_threads_pools_and_atexit_are_followed(tmp_path):
     assert "2 syncs at 1 site (predicted)" in done.stdout and "unwatched" not in done.stdout, done.stdout
 
 
-@pytest.mark.parametrize("how", ["subprocess", "fork", "shell", "login-shell"])
+@pytest.mark.parametrize("how", ["subprocess", "fork", "shell", pytest.param("login-shell", marks=pytest.mark.exhaustive)])
 def test_a_child_that_replaces_itself_with_a_python_program_is_not_passed(tmp_path, how):
     # A followed child that os.exec*'d a Python program (a launcher re-executing with new settings): the program it
     # became ran without the start-up hook, its sync lost, and the run said "ran without a sync", exit 0.
@@ -1070,8 +1070,10 @@ def test_a_run_killed_before_its_report_leaves_no_earlier_report_in_its_output_f
     assert not (tmp_path / "out.json").exists()
 
 
-@pytest.mark.parametrize("capture", ["-s", "--capture=fd"])
-@pytest.mark.parametrize("end", ["os._exit(0)", "os.execv('/bin/true', ['true'])"])
+@pytest.mark.parametrize("end, capture", [
+    ("os._exit(0)", "-s"), ("os.execv('/bin/true', ['true'])", "--capture=fd"),
+    pytest.param("os._exit(0)", "--capture=fd", marks=pytest.mark.exhaustive),
+    pytest.param("os.execv('/bin/true', ['true'])", "-s", marks=pytest.mark.exhaustive)])
 def test_a_watched_test_that_ends_the_process_under_run_m_pytest_keeps_the_runs_report(tmp_path, end, capture):
     # The test's follower stands in front of the run's while a marked test runs; the test's os._exit or os.exec*
     # went past the run's: exit 0 and no report, where the same test unmarked gave the report and exit 1. Without
@@ -1123,7 +1125,8 @@ def test_a_program_that_leaves_its_pool_running_ends_as_under_python(tmp_path, p
 
 
 @pytest.mark.parametrize("method, worker", [("fork", "ForkPoolWorker-"), ("spawn", "SpawnPoolWorker-"),
-                                            ("forkserver", "ForkServerPoolWorker-")])
+                                            pytest.param("forkserver", "ForkServerPoolWorker-",
+                                                         marks=pytest.mark.exhaustive)])
 def test_pool_workers_syncs_are_collected(tmp_path, method, worker):
     # A forked worker inherits the watch. A new interpreter (spawn, forkserver) inherits none: its syncs were left
     # out (a note named it); its target now runs under a watch of its own.
@@ -1430,7 +1433,8 @@ def test_a_process_without_a_target_started_as_a_new_interpreter_is_named(tmp_pa
     assert "syncfree: could not judge the run: 0 syncs counted, but 1 child process started" in done.stderr
 
 
-@pytest.mark.parametrize("method", ["fork", "spawn"])
+# make test: fork (spawn's children, a new interpreter each, are the pool tests' [spawn]; make test-all runs both)
+@pytest.mark.parametrize("method", ["fork", pytest.param("spawn", marks=pytest.mark.exhaustive)])
 def test_a_sync_free_block_of_the_program_counts_its_children_as_under_python(tmp_path, method):
     # Under syncfree run the run's follower takes the children: the program's own sync_free block around its ranks
     # passed, where plain python raised. The block now reads its children's reports too; the run counts them once.

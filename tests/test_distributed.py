@@ -1133,7 +1133,8 @@ def _default_signals() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1"])
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", pytest.param("SIGHUP", marks=pytest.mark.exhaustive),
+                                     pytest.param("SIGUSR1", marks=pytest.mark.exhaustive)])
 def test_a_signal_to_the_launcher_goes_to_torchrun_and_the_ranks_reports_are_merged(tmp_path, signame):
     # SIGTERM killed `syncfree run --nproc-per-node 2` at once, without a report or a word, while torchrun and the
     # ranks lived on and the rank files stayed in the temp folder; SIGINT took 61 s (a 60 s wait, then torchrun
