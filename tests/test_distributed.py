@@ -93,6 +93,19 @@ def test_the_cli_says_a_malformed_environment_in_one_line(monkeypatch, tmp_path,
     assert "ran" not in captured.out
 
 
+def test_a_process_with_rank_variables_not_started_by_torchrun_is_judged_as_any_run(tmp_path):
+    # RANK and WORLD_SIZE without torchrun (Kubeflow, AzureML, a SLURM script): the run took itself for a rank, wrote
+    # its report to a folder, printed none and exited with the script's 0 though it synced over the budget
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nx = torch.ones(4, device='cuda')\nfor _ in range(3):\n    x.sum().item()\n")
+    env = {key: value for key, value in os.environ.items() if key not in ENV_KEYS}
+    done = subprocess.run([sys.executable, "-m", "syncfree", "run", "--budget", "0", "train.py"], cwd=tmp_path,
+                          env={**env, "RANK": "0", "WORLD_SIZE": "2"}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "train.py:4:5: SF101 `.item()` waits for the GPU (predicted) ×3" in done.stdout, done.stdout
+    assert not (tmp_path / "syncfree-ranks").exists()
+
+
 # --------------------------------------------------------------------------- rank reports
 
 

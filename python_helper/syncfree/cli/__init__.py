@@ -455,9 +455,13 @@ def _distributed(args: argparse.Namespace) -> bool:
     if torchrun_arguments(args):
         return True
     try:
-        return RankInfo.from_environ() is not None
+        rank = RankInfo.from_environ()
     except RankEnvironmentError as problem:
         raise UsageProblem(str(problem)) from None
+    # A rank is torchrun's (TORCHELASTIC_RUN_ID): its verdict is the merged report's. RANK and WORLD_SIZE alone
+    # (Kubeflow, AzureML, a SLURM script) made a plain run write its report to a folder, print none and exit with the
+    # script's status: a budget over which it synced passed. Such a process is judged as any run is.
+    return rank is not None and rank.run_id is not None
 
 
 def _run_distributed(args: argparse.Namespace, config, state: dict[str, int], output: ReportOutput) -> int:
