@@ -266,6 +266,34 @@ def test_an_elastic_restart_keeps_the_syncs_of_the_failed_attempt(tmp_path):
     assert MergedReport([later]).totals[0].counted == 0
 
 
+def test_an_elastic_attempt_killed_before_its_report_is_named_and_the_budget_not_judged(tmp_path):
+    # torchrun --max-restarts: attempt 0's rank 1 synced 5 times and was killed (OOM, SIGKILL) before its report; the
+    # next attempt's file carried nothing of it, and `Budget 1 per rank: kept` passed a rank that synced 6 times
+    import dataclasses
+
+    from syncfree.distributed.emit import summary_lines
+    from syncfree.distributed.rankfiles import write_rank_start
+
+    def attempt(rank: int, number: int, sites: list[dict], started: float) -> RankReport:
+        report = rank_report(rank, sites, key="job-9", started=started)
+        info = RankInfo.from_environ(torchrun_env(rank, 2, TORCHELASTIC_RUN_ID="job-9",
+                                                  TORCHELASTIC_RESTART_COUNT=str(number)))
+        return dataclasses.replace(report, rank=info)
+
+    now = time.time()
+    for rank in range(2):
+        write_rank_start(tmp_path, attempt(rank, 0, [], now).rank)
+    write_rank_report(tmp_path, attempt(0, 0, [], now))  # rank 1 of attempt 0 left none
+    for rank in range(2):
+        later = attempt(rank, 1, [site("/job/train.py", 12, 1)], now + 2)
+        write_rank_start(tmp_path, later.rank)
+        write_rank_report(tmp_path, later)
+    merged = MergedReport(read_rank_reports(tmp_path).reports)
+    assert merged.lost_children == ["rank 1: attempt 0 of the job on this rank began and left no report (killed "
+                                    "before it could write one): its syncs are not counted"]
+    assert summary_lines(merged, 1)[0].endswith("Budget 1 per rank: not judged (a rank's count lacks syncs it made).")
+
+
 def test_allowed_syncs_of_rules_not_selected_are_left_out_once():
     # A site a `# syncfree: allow` comment covers is out of the rank's count already; one of a rule left out by
     # --ignore/--select was taken out a second time: 3 counted syncs per rank became 0, and the job passed.

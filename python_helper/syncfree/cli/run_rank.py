@@ -54,6 +54,7 @@ def run_rank(
         claim_merge,
         complete_run,
         write_rank_report,
+        write_rank_start,
     )
     from syncfree.processes import lost_children
     from syncfree.script_run import ModuleNotRunnable, run_script
@@ -86,6 +87,11 @@ def run_rank(
         except OSError:
             pass
 
+    if rank.restart_count >= 0:
+        try:  # an attempt killed before its report is named by the next attempt on this rank (rankfiles)
+            write_rank_start(folder, rank)
+        except OSError:
+            pass
     stop = _StopOnTerm()
     moved = output.program_output() if output is not None else contextlib.nullcontext()
     try:

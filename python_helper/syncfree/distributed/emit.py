@@ -49,7 +49,10 @@ def summary_lines(merged: MergedReport, budget: int | None) -> list[str]:
     summary = merged.summary()
     if budget is not None:
         over = merged.most_counted > budget
-        summary += f" Budget {budget} per rank: {'exceeded' if over else 'kept'}."
+        # a rank whose count lacks a process's or an attempt's syncs (lost_children) is not judged: not "kept"
+        verdict = "exceeded" if over else "not judged (a rank's count lacks syncs it made)" if merged.lost_children \
+            else "kept"
+        summary += f" Budget {budget} per rank: {verdict}."
     lines = [summary, *merged.rank_lines()]
     lines += [f"note: {n}" for n in merged.notes()]
     lines += [f"warning: {p}" for p in merged.problems_text()]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +116,37 @@ def file_name(rank: int) -> str:
     return f"rank-{rank:05d}.json"
 
 
+def start_file_name(rank: int, attempt: int) -> str:
+    return f"rank-{rank:05d}.attempt-{attempt}.started"
+
+
+def write_rank_start(directory: str | os.PathLike, rank: RankInfo) -> None:
+    """Mark that ``rank`` began its attempt of the job: a later attempt on this rank tells from it
+    that one before left no report (its ranks killed: OOM, SIGKILL), whose syncs are then named as lost. OSError when
+    it cannot be written."""
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / start_file_name(rank.rank, rank.restart_count)).write_text(
+        json.dumps({"job": rank.run_key.rsplit(" attempt ", 1)[0], "started": time.time()}), encoding="utf-8")
+
+
+def _attempts_without_a_report(folder: Path, report: RankReport, earlier: RankReport | None) -> list[int]:
+    """The attempts of ``report``'s job on its rank, after ``earlier``'s (the last one with a report), that began
+    (`write_rank_start`) and left no report."""
+    attempt = report.rank.restart_count
+    first = earlier.rank.restart_count + 1 if earlier is not None else 0
+    lost = []
+    for number in range(first, attempt):
+        try:
+            mark = json.loads((folder / start_file_name(report.rank.rank, number)).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(mark, dict) and mark.get("job") == _job_key(report) \
+                and isinstance(mark.get("started"), (int, float)) and mark["started"] <= report.started:
+            lost.append(number)
+    return lost
+
+
 def write_rank_report(directory: str | os.PathLike, report: RankReport) -> Path:
     """Write ``report`` as ``directory/rank-NNNNN.json`` (the folder is made if needed);
     OSError when it cannot be written."""
@@ -124,6 +156,13 @@ def write_rank_report(directory: str | os.PathLike, report: RankReport) -> Path:
     earlier = _earlier_attempt(path, report)
     if earlier is not None:
         _carry_earlier_attempt(report, earlier)
+    if report.rank.restart_count > 0:
+        lost = _attempts_without_a_report(folder, report, earlier)
+        if lost:  # killed attempts: the job restarted and their syncs went with them (a run over its budget passed)
+            shown = ", ".join(str(n) for n in lost)
+            report.lost_children = list(report.lost_children) + [
+                f"attempt{'s' if len(lost) > 1 else ''} {shown} of the job on this rank began and left no report "
+                "(killed before it could write one): its syncs are not counted"]
     temporary = folder / f".{path.name}.{os.getpid()}.tmp"
     try:
         with open(temporary, "w", encoding="utf-8") as handle:
