@@ -1240,3 +1240,25 @@ def _running(pid: int) -> bool:
             return handle.read().rsplit(")", 1)[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def test_a_sigterm_to_a_rank_after_its_script_ended_waits_for_its_report():
+    # torchrun's SIGTERM (another rank failed) just after the script ended raised SystemExit inside syncfree's wrap-up
+    # or killed the rank before it wrote its file: its report was lost (3 runs in 4 on a 2-rank job)
+    import signal
+
+    from syncfree.cli.run_rank import _StopOnTerm
+
+    stop = _StopOnTerm(script="/job/ended.py")  # not on the stack: the script has ended
+    try:
+        stop._stop(signal.SIGTERM, sys._getframe())
+        assert stop.held == signal.SIGTERM
+    finally:
+        stop.close()
+    running = _StopOnTerm(script=__file__)  # this frame is the script's: it is stopped, as before
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            running._stop(signal.SIGTERM, sys._getframe())
+        assert stopped.value.code == 143
+    finally:
+        running.close()

@@ -92,21 +92,25 @@ def run_rank(
             write_rank_start(folder, rank)
         except OSError:
             pass
-    stop = _StopOnTerm()
+    stop = _StopOnTerm(None if module else script)
     moved = output.program_output() if output is not None else contextlib.nullcontext()
     try:
         with moved:
             result = run_script(target, list(argv), mode=job.mode, module=module, on_exit=on_exit, engine=job.engine)
     except SyntaxError as error:
+        stop.close()
         return _problem(f"{target}:{error.lineno or 1}: SyntaxError: {error.msg} (nothing ran)", first, state)
     except OSError as error:
+        stop.close()
         return _problem(f"cannot read {target}: {error.strerror or error}", first, state)
     except ModuleNotRunnable as error:
-        return _problem(str(error), first, state)
-    finally:
         stop.close()
-    report = rank_report(result)
+        return _problem(str(error), first, state)
+    except BaseException:
+        stop.close()
+        raise
     try:
+        report = rank_report(result)
         write_rank_report(folder, report)
     except OSError as error:
         if first:
@@ -114,15 +118,20 @@ def run_rank(
                   file=sys.stderr)
         state["status"] = EXIT_ERROR
         return result.exit_code or EXIT_ERROR
-    state["status"] = result.exit_code
+    finally:
+        stop.close()
+    # A SIGTERM held since the script ended: the rank ends as terminated, its report written (and merged below
+    # when it is the last), as a SIGTERM during the script ends it through SystemExit(143)
+    status = 128 + stop.held if stop.held is not None else result.exit_code
+    state["status"] = status
     if os.environ.get(MERGE_VARIABLE) == "launcher":
-        return result.exit_code
+        return status
     run = complete_run(folder, report)
     if run is None or not claim_merge(folder, run):
         if first:  # one line for the job, should no other rank run under syncfree
             print(f"syncfree: rank 0 wrote its report to {_shown(folder)}; the last rank to finish prints the "
                   f"merged report (syncfree merge {_shown(folder)} does too)", file=sys.stderr)
-        return result.exit_code
+        return status
     merged = MergedReport(run, directory=_shown(folder), selected=job.selected)
     if output is not None:
         out = output.stream()
@@ -133,7 +142,7 @@ def run_rank(
         pass
     print(f"syncfree: the rank reports are in {_shown(folder)} (syncfree merge {_shown(folder)} "
           "prints this again)", file=sys.stderr)
-    return result.exit_code
+    return status
 
 
 class _StopOnTerm:
@@ -145,8 +154,10 @@ class _StopOnTerm:
     would be lost with them. Only Python's default disposition is replaced, and the
     script may install its own handler as it would without syncfree."""
 
-    def __init__(self) -> None:
+    def __init__(self, script: str | None = None) -> None:
         self.installed = False
+        self.script = script  # the script's path: a SIGTERM outside its frames comes once it has ended
+        self.held: int | None = None
         try:
             if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
                 signal.signal(signal.SIGTERM, self._stop)
@@ -154,13 +165,29 @@ class _StopOnTerm:
         except (ValueError, OSError, AttributeError):  # not the main thread, or no SIGTERM
             pass
 
-    @staticmethod
-    def _stop(signum: int, frame: object) -> None:
+    def _stop(self, signum: int, frame: Any) -> None:
+        if self.script is not None and not _in_file(frame, self.script):
+            # torchrun's SIGTERM as the script had ended (another rank failed then): raised inside syncfree's
+            # wrap-up it lost the rank's report (3 runs in 4, a docs promise broken); it ends the rank once the report
+            # is written (`close`)
+            self.held = signum
+            return
         raise SystemExit(128 + signum)
 
     def close(self) -> None:
         if self.installed and signal.getsignal(signal.SIGTERM) == self._stop:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _in_file(frame: Any, path: str) -> bool:
+    """Whether ``frame`` or one below it runs code of ``path`` (the script, or what it called)."""
+    real = os.path.realpath(path)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name == path or os.path.realpath(name) == real:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _problem(message: str, first: bool, state: dict[str, int]) -> int:
