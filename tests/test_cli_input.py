@@ -227,3 +227,32 @@ def test_sigterm_stops_a_notebook_run_leaving_no_kernel_or_temp_files(tmp_path, 
                 except OSError:
                     pass
             assert not running, (phase, running)
+
+
+def test_what_a_stop_cut_short_in_a_kernels_start_is_collected_quietly(monkeypatch):
+    # A SIGTERM as the notebook run started its kernel cut an event loop's construction short (no self-pipe): collected
+    # later, it printed "Exception ignored in BaseEventLoop.__del__" and a traceback on the run's stderr (ci112), and
+    # nbclient's start coroutine "was never awaited"
+    import asyncio
+    import warnings
+
+    from syncfree.cli.run_notebook import _drop_what_the_stop_cut_short
+
+    loop = asyncio.new_event_loop()
+    loop._close_self_pipe()
+    loop._ssock = None
+    del loop._ssock  # as if its __init__ had stopped before making it
+    loop.cycle = loop  # freed by the collector only, as the stop's frames hold it until then
+
+    async def start():
+        pass
+
+    pending = [start()]
+    pending.append(pending)
+    del loop, pending
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _drop_what_the_stop_cut_short()
+    assert unraisable == [] and [str(w.message) for w in caught if "never awaited" in str(w.message)] == []

@@ -499,10 +499,14 @@ class SyncfreeMagics(Magics):
         info = self._cell_info
         if info is not None and info.raw_cell:
             raw = info.raw_cell
-            index = _magic_line_index(raw)
+            index = _magic_line_index(raw, under_magics=True)
             if index is not None:
                 body = "".join(raw.splitlines(keepends=True)[index + 1:])
                 if body.rstrip() == cell.rstrip():
+                    if raw[:raw.index(MAGIC)].strip():
+                        # under another cell magic (%%time, %%capture): the cell's lines, but not its own run (that
+                        # magic shows the value; a watch-mode report of the cell stays apart from this one)
+                        return CellText(raw, None, index + 2)
                     return CellText(raw, getattr(info, "cell_id", None), index + 2, own_cell=True)
         raw = (f"{MAGIC} {line}".rstrip() + "\n" + cell)
         return CellText(raw, None, 2)
@@ -659,18 +663,18 @@ def _show_trimmed_traceback(shell, etype, value, tb, tb_offset=None):
 # --------------------------------------------------------------------------- cell text
 
 
-def _magic_line_index(raw: str) -> int | None:
+def _magic_line_index(raw: str, under_magics: bool = False) -> int | None:
     """Index of the ``%%syncfree`` line when the cell starts with it (after blank lines,
-    which IPython drops before it looks for a cell magic), or with cell magics that run
-    their body as a cell (``%%time`` over ``%%syncfree``: every line was put one or more
-    lines off, and the cell's id was lost). The caller checks that the body is this run's."""
+    which IPython drops before it looks for a cell magic). ``under_magics``: or below cell
+    magics that run their body as a cell (``%%time`` over ``%%syncfree``: every line was put
+    one or more lines off); the caller checks that the body is this run's."""
     for index, line in enumerate(raw.splitlines()):
         if not line.strip():
             continue
         word = line.split(None, 1)[0]
         if word == MAGIC:
             return index
-        if not word.startswith("%%"):
+        if not (under_magics and word.startswith("%%")):
             return None
     return None
 

@@ -25,6 +25,30 @@ from syncfree.cli.usage import EXIT_CLEAN, EXIT_ERROR, EXIT_FOUND, UsageProblem,
 from syncfree.output import Diagnostic, clean_text, site_diagnostic, write_diagnostics
 from syncfree.report import is_nested
 
+
+def _drop_what_the_stop_cut_short() -> None:
+    """A signal's stop raised inside the kernel's start can cut an event loop's construction short (no self-pipe
+    yet) and leave nbclient's start coroutine unawaited: collected later, they printed "Exception ignored in
+    BaseEventLoop.__del__" with a traceback and a RuntimeWarning on the run's stderr. Collected now, quietly: the
+    run is ending, and its message says why."""
+    import gc
+    import warnings
+
+    def unraisable(info: Any) -> None:
+        if type(getattr(info, "object", None)).__name__.endswith("EventLoop") or \
+                getattr(getattr(info, "object", None), "__qualname__", "").endswith("EventLoop.__del__"):
+            return
+        previous(info)
+
+    previous = sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # "coroutine ... was never awaited"
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous
+
 __all__ = ["REPORT_MIME_TYPE", "CellReport", "run"]
 
 REPORT_MIME_TYPE = "application/vnd.syncfree.report.v1+json"
@@ -120,6 +144,7 @@ def run(
     stopped: list[int] = []  # the signal that stopped the run
 
     started: list[Any] = []  # the NotebookClient, once made
+    cut_short = False  # a signal's stop (_Stopped) ended the run
 
     def on_signal(signum: int, frame: Any) -> None:
         # A KeyboardInterrupt raised inside nbclient's event loop is not seen until the running cell ends (never,
@@ -200,8 +225,10 @@ def run(
     except (CellExecutionError, CellControlSignal, DeadKernelError, TimeoutError, RuntimeError) as error:
         failure = error
     except _Stopped:
-        pass
+        cut_short = True
     finally:
+        if cut_short:  # here, the stop's traceback (and the frames it holds) let go
+            _drop_what_the_stop_cut_short()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         if client is not None:
