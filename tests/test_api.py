@@ -686,6 +686,7 @@ def test_a_python_program_a_block_runs_with_os_system_or_os_popen_counts(tmp_pat
     assert vars(os)["system"].__module__ == "posix"
 
 
+@pytest.mark.exhaustive  # make test-all: a block's followed programs are make test's os.system/os.popen test; shells under run are test_cli_run's
 def test_the_python_programs_a_shell_or_script_runs_watch_themselves_and_count(tmp_path):
     # `bash run.sh`, `bash -c "python a.py; python b.py"`, `make`: a command that is not Python ran its Python
     # programs unwatched and unnamed, and a sync_free block around it passed. Any command the block's code runs now
@@ -858,6 +859,7 @@ def test_a_command_still_running_when_its_block_ends_is_named(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "posix_spawn"), reason="os.posix_spawn is POSIX")
+@pytest.mark.exhaustive  # make test-all: posix_spawn under a block; under a marked test (the same follower) it is make test's
 def test_a_python_program_started_with_os_spawn_or_posix_spawn_counts(tmp_path):
     # os.posix_spawn ran the program unwatched and unnamed (the block passed); os.spawn* was named as an os.fork().
     child = tmp_path / "child.py"

@@ -186,6 +186,7 @@ def test_extension_wheel_carries_the_prebuilt_extension(tmp_path):
     assert built["version"] == _version()
 
 
+@pytest.mark.exhaustive  # make test-all: a fresh venv and pre-commit's own install (33 s); the wheels' tests stay in make test
 def test_pre_commit_hook_installs_the_light_package_and_reports(kernel_venv, tmp_path):
     """`.pre-commit-hooks.yaml` as a project uses it: pre-commit pip-installs this repository (the root, i.e.
     syncfree) into the hook's own environment and runs `syncfree check` on the staged files."""
