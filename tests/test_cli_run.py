@@ -403,6 +403,7 @@ REEXEC = """\
     """
 
 
+@pytest.mark.exhaustive  # make test-all: an exec'd program is followed in make test's python -c exec test
 def test_a_program_that_re_executes_itself_is_followed_and_both_count(tmp_path):
     # The new program runs the training: unwatched, a gate passed it whatever it synced. The run follows an exec of
     # its own Python (same options), and the report counts both programs' syncs, its status the new run's.

@@ -543,6 +543,7 @@ def test_a_cell_counts_the_python_programs_its_shell_commands_run(ip, tmp_path, 
     assert "SYNCFREE_FOLLOW" not in os.environ
 
 
+@pytest.mark.exhaustive  # make test-all: a cell's shell programs are test_cli_run's notebook shell cells and test_magic's shell commands
 def test_a_script_cell_counts_the_python_programs_it_runs(ip, tmp_path):
     # A %%bash cell that runs `python train.py` (or two), a shell script, or `bash -c`, ran them unwatched and
     # unnamed: the cell reported 0 syncs. The shell now passes the start-up hook to the Python programs it runs;

@@ -12,9 +12,9 @@ module.exports = {
   ...baseConfig,
   timeout: 120000,
   retries: process.env.CI ? 1 : 0,
-  // Three browsers against the one server: each test works in its own folder (galata's tmpPath), and most of a
+  // Two browsers against the one server: each test works in its own folder (galata's tmpPath), and most of a
   // test's time is spent waiting on a kernel. SYNCFREE_UI_WORKERS=1 runs them one at a time.
-  workers: Number(process.env.SYNCFREE_UI_WORKERS || 3),
+  workers: Number(process.env.SYNCFREE_UI_WORKERS || 2),
   reporter: [['list']],
   use: {
     ...baseConfig.use,
