@@ -110,8 +110,7 @@ class EarlyAnswers:
     test runs, not where its tensors go."""
 
     def __init__(self) -> None:
-        self.places: dict[str, int] = {}  # each file's first line that got False
-        self.lines: dict[str, dict[int, bool]] = {}  # each file's every such line: recorded after collection?
+        self.lines: dict[str, dict[int, bool]] = {}  # each file's lines that got False: recorded after collection?
         self.collected = False  # the tests are collected: an answer now is one a test's code got
         self._hook: Any = None
         self._saved: Any = None
@@ -169,7 +168,6 @@ class EarlyAnswers:
                 if scaler is not None:  # judged by its steps (`watch_scalers`), not as a choice made by the answer
                     self.scalers[scaler] = (filename, frame.f_lineno)
                 else:
-                    self.places.setdefault(filename, frame.f_lineno)
                     self.lines.setdefault(filename, {}).setdefault(frame.f_lineno, self.collected)
                 return
             if scaler is None and frame.f_code.co_name == "__init__":
@@ -211,6 +209,11 @@ class EarlyAnswers:
             if owner.__dict__.get("step") is ours:
                 owner.step = real
             self._step = None
+
+    @property
+    def places(self) -> dict[str, int]:
+        """Each file's first line that got False."""
+        return {file: next(iter(lines)) for file, lines in self.lines.items()}
 
     def places_for(self, item: pytest.Item) -> list[tuple[str, int]]:
         """The recorded places in the files of ``item``'s code: its module, the modules and the definitions of the
